@@ -1,0 +1,13 @@
+"""cfjax: evaluating models with counterfactuals, in JAX.
+
+Pillars: counterfactual marginalisation metrics (``cfjax.metrics``), invertible structural
+causal models, sensitivity of counterfactual fairness to unmeasured confounding, and
+counterfactual representations.
+"""
+
+from cfjax import metrics as metrics
+from cfjax._checks import ValidationError as ValidationError
+
+__version__ = "0.1.0"
+
+__all__ = ["ValidationError", "metrics", "__version__"]

@@ -1,0 +1,171 @@
+"""Input validation shared by every cfjax pillar.
+
+Checks run at the public boundary, on the host, before anything is traced. Shape checks
+always run (shapes are static, even under ``jit`` and ``vmap``); value checks (NaN, ranges,
+labels, weights) run only when the argument is concrete, because a traced value cannot be
+inspected without a host round-trip. Every failure raises :class:`ValidationError`, a
+``ValueError`` whose message names the argument, what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["ValidationError"]
+
+
+class ValidationError(ValueError):
+    """Bad input to a cfjax function: the message names the argument and the problem."""
+
+
+def fail(name: str, expected: str, found: str) -> None:
+    raise ValidationError(f"`{name}`: expected {expected}, got {found}.")
+
+
+def is_concrete(x: Any) -> bool:
+    """True when ``x`` holds values (not a tracer inside ``jit``/``vmap``/``grad``)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return tuple(np.shape(x))
+
+
+def check_ndim(name: str, x: Any, ndim: int, what: str) -> None:
+    shape = shape_of(x)
+    if len(shape) != ndim:
+        fail(name, f"{ndim}-d array {what}", f"shape {shape}")
+
+
+def check_nonempty(name: str, x: Any) -> None:
+    shape = shape_of(x)
+    if any(s == 0 for s in shape):
+        fail(name, "a non-empty array", f"shape {shape}")
+
+
+def check_same_len(name_a: str, a: Any, name_b: str, b: Any) -> None:
+    na, nb = shape_of(a)[0], shape_of(b)[0]
+    if na != nb:
+        raise ValidationError(
+            f"`{name_b}`: expected {na} rows to match `{name_a}`, got {nb} "
+            f"(shapes {shape_of(a)} and {shape_of(b)})."
+        )
+
+
+@jax.jit
+def _all_probabilities(x: jax.Array) -> jax.Array:
+    """One fused pass where ``x`` lives (sharded or not): all values in [0, 1], no NaN."""
+    return jnp.all((x >= 0) & (x <= 1))  # NaN fails both comparisons
+
+
+@jax.jit
+def _value_summary(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(NaN count, min, max ignoring NaN): the details, computed only after a failure."""
+    nan = jnp.isnan(x)
+    lo = jnp.min(jnp.where(nan, jnp.inf, x))
+    hi = jnp.max(jnp.where(nan, -jnp.inf, x))
+    return jnp.sum(nan), lo, hi
+
+
+def check_probabilities(name: str, x: Any) -> None:
+    """Values in [0, 1], no NaN (concrete inputs only).
+
+    JAX arrays are summarised on their own device(s) in one fused pass, so a large sharded
+    batch is never copied to the host just to be checked.
+    """
+    if not is_concrete(x):
+        return
+    dtype = np.dtype(getattr(x, "dtype", None) or np.asarray(x).dtype)
+    if not np.issubdtype(dtype, np.floating):
+        fail(name, "a floating-point array of probabilities", f"dtype {dtype}")
+    if isinstance(x, jax.Array):
+        if bool(_all_probabilities(x)):
+            return
+        n_nan, lo, hi = (v.item() for v in _value_summary(x))
+    else:
+        v = np.asarray(x)
+        if v.size and 0 <= v.min() and v.max() <= 1:  # min/max propagate NaN: fails
+            return
+        n_nan, lo, hi = int(np.isnan(v).sum()), np.nanmin(v), np.nanmax(v)
+    if n_nan:
+        fail(name, "probabilities without NaN", f"{int(n_nan)} NaN value(s)")
+    if lo < 0 or hi > 1:
+        fail(name, "probabilities in [0, 1]", f"values in [{lo:.6g}, {hi:.6g}]")
+
+
+def check_finite(name: str, x: Any) -> None:
+    if not is_concrete(x):
+        return
+    v = np.asarray(x)
+    bad = ~np.isfinite(v)
+    if bad.any():
+        fail(name, "finite values", f"{int(bad.sum())} NaN or infinite value(s)")
+
+
+def check_binary_labels(name: str, y: Any) -> None:
+    if not is_concrete(y):
+        return
+    v = np.asarray(y)
+    if v.dtype == bool:
+        return
+    if np.issubdtype(v.dtype, np.floating) and np.isnan(v).any():
+        fail(name, "labels in {0, 1}", "NaN")
+    bad = (v != 0) & (v != 1)
+    if bad.any():
+        found = np.unique(v[bad])[:5].tolist()
+        fail(name, "labels in {0, 1}", f"other values, e.g. {found}")
+
+
+def check_weights(name: str, w: Any, k: int, atol: float = 1e-5) -> None:
+    """A probability vector of length ``k``: non-negative, summing to 1."""
+    shape = shape_of(w)
+    if shape != (k,):
+        fail(name, f"shape ({k},) matching the K axis of the counterfactuals", f"shape {shape}")
+    if not is_concrete(w):
+        return
+    v = np.asarray(w, dtype=np.float64)
+    if np.isnan(v).any():
+        fail(name, "weights without NaN", "NaN")
+    if (v < 0).any():
+        fail(name, "non-negative weights", f"minimum {v.min():.6g}")
+    if abs(v.sum() - 1.0) > atol:
+        fail(name, "weights summing to 1", f"sum {v.sum():.8g}")
+
+
+def check_alphas(name: str, alphas: Any) -> tuple[float, ...]:
+    try:
+        values = tuple(float(a) for a in np.atleast_1d(np.asarray(alphas, dtype=np.float64)))
+    except (TypeError, ValueError):
+        fail(name, "a sequence of levels in (0, 1]", repr(alphas))
+    if not values:
+        fail(name, "at least one level in (0, 1]", "an empty sequence")
+    for a in values:
+        if not (0.0 < a <= 1.0):  # also rejects NaN
+            fail(name, "levels in (0, 1]", f"{a!r}")
+    return values
+
+
+def check_alpha(name: str, alpha: Any) -> None:
+    if not is_concrete(alpha):
+        return
+    a = np.asarray(alpha, dtype=np.float64)
+    if a.shape != () or not (0.0 < float(a) <= 1.0):
+        fail(name, "a level in (0, 1]", repr(alpha))
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        fail(name, "an integer >= 1", repr(value))
+    return int(value)
+
+
+def check_threshold(name: str, tau: Any) -> None:
+    if not is_concrete(tau):
+        return
+    t = np.asarray(tau, dtype=np.float64)
+    if t.shape != () or not (0.0 <= float(t) <= 1.0):
+        fail(name, "a decision threshold in [0, 1]", repr(tau))

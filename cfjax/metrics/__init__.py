@@ -1,0 +1,70 @@
+"""Counterfactual-marginalisation metrics (paper 000; SPEC §1).
+
+Inputs: ``p_obs (n,)`` predictions on observed units, ``p_cf (n, K)`` predictions on their K
+counterfactuals, labels ``y (n,)`` in {0, 1}, intervention weights ``weights (K,)``.
+Every function is pure JAX, jittable, and vmappable over a leading predictor axis.
+"""
+
+from cfjax.metrics.calibration import brier as brier
+from cfjax.metrics.calibration import calibration_bins as calibration_bins
+from cfjax.metrics.calibration import ece as ece
+from cfjax.metrics.calibration import mce as mce
+from cfjax.metrics.ranking import auc as auc
+from cfjax.metrics.ranking import kendall_tau_b as kendall_tau_b
+from cfjax.metrics.ranking import rank_change as rank_change
+from cfjax.metrics.ranking import rankdata as rankdata
+from cfjax.metrics.ranking import spearman as spearman
+from cfjax.metrics.report import LABEL_FIELDS as LABEL_FIELDS
+from cfjax.metrics.report import MarginalisationReport as MarginalisationReport
+from cfjax.metrics.report import evaluate as evaluate
+from cfjax.metrics.risk import bce as bce
+from cfjax.metrics.risk import cvar as cvar
+from cfjax.metrics.risk import cvar_risk as cvar_risk
+from cfjax.metrics.risk import interventional_risk as interventional_risk
+from cfjax.metrics.risk import marginal_risk as marginal_risk
+from cfjax.metrics.risk import marginalise as marginalise
+from cfjax.metrics.risk import worst_case_risk as worst_case_risk
+from cfjax.metrics.stability import decision_disagreement as decision_disagreement
+from cfjax.metrics.stability import flip_rate as flip_rate
+from cfjax.metrics.stability import score_shift as score_shift
+from cfjax.metrics.stability import stability_variance as stability_variance
+from cfjax.metrics.subgroups import SubgroupMeans as SubgroupMeans
+from cfjax.metrics.subgroups import delta_auc as delta_auc
+from cfjax.metrics.subgroups import stratified_auc as stratified_auc
+from cfjax.metrics.subgroups import subgroup_means as subgroup_means
+from cfjax.metrics.sweep import evaluate_many as evaluate_many
+from cfjax.metrics.transitions import PAPER_CHAINS as PAPER_CHAINS
+from cfjax.metrics.transitions import correct_transition_count as correct_transition_count
+
+__all__ = [
+    "LABEL_FIELDS",
+    "MarginalisationReport",
+    "PAPER_CHAINS",
+    "SubgroupMeans",
+    "auc",
+    "bce",
+    "brier",
+    "calibration_bins",
+    "correct_transition_count",
+    "cvar",
+    "cvar_risk",
+    "decision_disagreement",
+    "delta_auc",
+    "ece",
+    "evaluate",
+    "evaluate_many",
+    "flip_rate",
+    "interventional_risk",
+    "kendall_tau_b",
+    "marginal_risk",
+    "marginalise",
+    "mce",
+    "rank_change",
+    "rankdata",
+    "score_shift",
+    "spearman",
+    "stability_variance",
+    "stratified_auc",
+    "subgroup_means",
+    "worst_case_risk",
+]
