@@ -10,6 +10,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from cfjax import _checks
 from cfjax.metrics import _inputs
@@ -41,7 +42,10 @@ def calibration_bins(p: Any, y: Any, n_bins: int = 15) -> tuple[jax.Array, jax.A
 
 
 def _bins(p: jax.Array, y: jax.Array, n_bins: int) -> tuple[jax.Array, jax.Array, jax.Array]:
-    edges = jnp.arange(1, n_bins, dtype=p.dtype) / n_bins
+    # Edges as constants, divided in numpy (XLA may turn a division by a constant into a
+    # multiplication, which rounds differently at the edges).
+    dtype = np.dtype(p.dtype)
+    edges = jnp.asarray(np.arange(1, n_bins, dtype=dtype) / dtype.type(n_bins))
     idx = jnp.searchsorted(edges, p, side="right")
     stacked = jnp.stack([jnp.ones_like(p), p, y], axis=-1)  # (n, 3)
     sums = jax.ops.segment_sum(stacked, idx, num_segments=n_bins)  # (B, 3)

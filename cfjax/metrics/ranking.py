@@ -117,8 +117,11 @@ def _ranks(x: jax.Array) -> jax.Array:
 
 
 def _spearman(ra: jax.Array, rb: jax.Array) -> jax.Array:
-    ca = ra - jnp.mean(ra)
-    cb = rb - jnp.mean(rb)
+    # Average ranks always sum to n(n+1)/2, so centring by (n+1)/2 is exact: a constant input
+    # gives exactly zero spread (NaN result, as scipy), and float32 keeps its precision.
+    centre = (ra.shape[0] + 1) / 2
+    ca = ra - centre
+    cb = rb - centre
     den = jnp.sqrt(jnp.sum(ca * ca) * jnp.sum(cb * cb))
     rho = jnp.sum(ca * cb) / jnp.where(den > 0, den, 1)
     return jnp.where(den > 0, jnp.clip(rho, -1, 1), jnp.nan)
@@ -158,15 +161,15 @@ def _count_inversions(v: jax.Array, dtype: Any) -> jax.Array:
     blocks = v.reshape(-1, b)
     pos = jnp.arange(b)
     later = pos[:, None] < pos[None, :]
-    inverted = (blocks[:, :, None] > blocks[:, None, :]) & later
+    inverted = (blocks[:, :, None] > blocks[:, None, :]) & later[None]
     total = jnp.sum(jnp.sum(inverted, axis=(1, 2)).astype(dtype))
     v = jnp.sort(blocks, axis=1).reshape(-1)
     while b < size:
-        side = (jnp.arange(2 * b) >= b).astype(v.dtype)
+        side = (jnp.arange(2 * b) >= b).astype(v.dtype)[None, :]
         merged = jnp.sort(v.reshape(-1, 2 * b) * 2 + side, axis=1)
         right = merged & 1
-        before_right = jnp.cumsum(right, axis=1) - right
-        larger_left = b - jnp.arange(2 * b) + before_right
+        before_right = jnp.cumsum(right, axis=1, dtype=v.dtype) - right
+        larger_left = b - jnp.arange(2 * b, dtype=v.dtype)[None, :] + before_right
         total = total + jnp.sum(jnp.where(right == 1, larger_left, 0).astype(dtype))
         v = (merged >> 1).reshape(-1)
         b *= 2
@@ -178,7 +181,7 @@ def _kendall_tau_b(bounds_a, bounds_b, dtype: Any) -> jax.Array:
     n = la.shape[0]
     sa, sb = _lexsort_by_rank(la, lb)
     discordant = _count_inversions(sb, dtype)
-    idx = jnp.arange(n)
+    idx = jnp.arange(n, dtype=jnp.int32)
     new = jnp.concatenate([jnp.ones((1,), bool), (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])])
     start = lax.cummax(jnp.where(new, idx, 0))
     joint_ties = jnp.sum((idx - start).astype(dtype))

@@ -89,7 +89,7 @@ def cvar(losses: Any, weights: Any, alpha: Any) -> jax.Array:
     """
     losses = jnp.asarray(losses)
     q = jnp.asarray(weights, losses.dtype)
-    excess = jnp.sum(q * jnp.maximum(losses[None, :] - losses[:, None], 0), axis=1)
+    excess = jnp.sum(q[None, :] * jnp.maximum(losses[None, :] - losses[:, None], 0), axis=1)
     return jnp.min(losses + excess / alpha)
 
 
@@ -161,7 +161,7 @@ def losses_kn(x: jax.Array, y: jax.Array) -> jax.Array:
     Materialised once (the barrier keeps XLA from recomputing the logarithms inside every
     consumer fusion).
     """
-    return lax.optimization_barrier(binary_bce(x, y))
+    return lax.optimization_barrier(binary_bce(x, y[None, :]))
 
 
 def cvar_risks_kn(
@@ -186,7 +186,7 @@ def cvar_risks_kn(
     else:
         def accumulate(excess, atom):
             loss_j, q_j = atom
-            return excess + q_j * jnp.maximum(loss_j - losses, 0), None
+            return excess + q_j * jnp.maximum(loss_j[None, :] - losses, 0), None
 
         excess, _ = lax.scan(accumulate, jnp.zeros_like(losses), (losses, q))
         per_level = [jnp.min(losses + excess / a, axis=0) for a in levels]

@@ -55,11 +55,11 @@ def score_shift(p_obs: Any, p_cf: Any, weights: Any = None) -> jax.Array:
 
 
 def s_var_kn(x: jax.Array, q: jax.Array, p_bar: jax.Array) -> jax.Array:
-    return jnp.mean(q @ jnp.square(x - p_bar))
+    return jnp.mean(q @ jnp.square(x - p_bar[None, :]))
 
 
 def s_flip_kn(p_obs: jax.Array, x: jax.Array, q: jax.Array, tau: Any) -> jax.Array:
-    flips = (x >= tau) != (p_obs >= tau)
+    flips = (x >= tau) != (p_obs >= tau)[None, :]
     return jnp.mean(q @ flips.astype(x.dtype))
 
 

@@ -4,6 +4,7 @@ counterfactual subgroup-mean estimators of paper 000's Proposition 1 (SPEC §1).
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -12,7 +13,7 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax.metrics import _arrays, _inputs
-from cfjax.metrics.ranking import _masked_auc
+from cfjax.metrics.ranking import _masked_auc, _scores
 
 __all__ = ["stratified_auc", "delta_auc", "SubgroupMeans", "subgroup_means"]
 
@@ -39,13 +40,16 @@ def stratified_auc(p: Any, y: Any, groups: Any, num_groups: int | None = None) -
     """AUC within each stratum of ``groups``, shape ``(G,)`` (strata in sorted label order).
 
     Args:
-      p: ``(n,)`` scores. y: ``(n,)`` labels in {0, 1}. groups: ``(n,)`` stratum labels.
+      p: ``(n,)`` scores (any finite values). y: ``(n,)`` labels in {0, 1}. groups: ``(n,)`` stratum labels.
       num_groups: G, needed only when ``groups`` is traced (it must then hold codes 0..G−1).
 
     A stratum without both classes has no AUC: a ``ValidationError`` for concrete input,
     NaN when traced.
     """
-    p, _, y, _ = _inputs.prepare(p_obs=p, y=y)
+    _scores("p", p)
+    _inputs.labels("y", y, "p", p)
+    dtype = _arrays.float_dtype(p)
+    p, y = _arrays.as_float(p, dtype), _arrays.as_float(y, dtype)
     codes, g = _group_codes("groups", groups, p, num_groups)
     if _checks.is_concrete(y) and _checks.is_concrete(codes):
         yy, cc = np.asarray(y), np.asarray(codes)
@@ -54,7 +58,7 @@ def stratified_auc(p: Any, y: Any, groups: Any, num_groups: int | None = None) -
             if len(classes) < 2:
                 _checks.fail("groups", "both classes of `y` in every stratum",
                              f"stratum {s} with classes {classes.tolist()}")
-    masks = codes[None, :] == jnp.arange(g)[:, None]
+    masks = codes[None, :] == jnp.arange(g, dtype=codes.dtype)[:, None]
     return jax.vmap(_masked_auc, in_axes=(None, None, 0))(p, y, masks)
 
 
@@ -115,7 +119,8 @@ def subgroup_means(p_obs: Any, a: Any, p_do: Any) -> SubgroupMeans:
         if not np.issubdtype(av.dtype, np.integer) or av.min() < 0 or av.max() >= z:
             _checks.fail("a", f"integer codes in [0, {z}) matching the columns of `p_do`",
                          f"values {np.unique(av)[:5].tolist()}")
-    onehot = (jnp.asarray(a)[:, None] == jnp.arange(z)).astype(p_obs.dtype)  # (n, Z)
+    a = jnp.asarray(a)
+    onehot = (a[:, None] == jnp.arange(z, dtype=a.dtype)[None, :]).astype(p_obs.dtype)  # (n, Z)
     count = jnp.sum(onehot, axis=0)
     mean = (p_obs @ onehot) / count
     ss = (jnp.square(p_obs) @ onehot) - count * jnp.square(mean)
@@ -123,4 +128,4 @@ def subgroup_means(p_obs: Any, a: Any, p_do: Any) -> SubgroupMeans:
     n = p_obs.shape[0]
     cf_mean = jnp.mean(p_do, axis=0)
     cf_sd = jnp.std(p_do, axis=0, ddof=1)
-    return SubgroupMeans(mean, sd / jnp.sqrt(count), count, cf_mean, cf_sd / np.sqrt(n))
+    return SubgroupMeans(mean, sd / jnp.sqrt(count), count, cf_mean, cf_sd / math.sqrt(n))
