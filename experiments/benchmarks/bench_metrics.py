@@ -50,12 +50,40 @@ def make_predictors(rng, n_pred: int, n: int, k: int):
     return p_obs.astype(np.float32), p_cf.astype(np.float32), y.astype(np.int32)
 
 
+def breakdown(p_obs, p_cf, y, repeats: int) -> None:
+    """Where the time of one ``evaluate`` goes: each kernel jitted and timed on its own."""
+    from cfjax.metrics import _arrays, calibration, ranking, risk, stability
+
+    q = jnp.full((p_cf.shape[1],), 1 / p_cf.shape[1], p_cf.dtype)
+    yf = y.astype(p_cf.dtype)
+    x = p_cf.T
+    p_bar = q @ x
+    bounds = _arrays.rank_bounds(p_obs), _arrays.rank_bounds(p_bar)
+    lex = ranking._lexsort_by_rank(bounds[0][0], bounds[1][0])
+    r3 = (0.5, 0.25, 0.1)
+    parts = {  # name: (function, arguments); arguments are passed, never closed over
+        "rank bounds (sort + search), x2": (lambda a, b: (_arrays.rank_bounds(a), _arrays.rank_bounds(b)), (p_obs, p_bar)),
+        "kendall: lexsort by rank pair": (ranking._lexsort_by_rank, (bounds[0][0], bounds[1][0])),
+        "kendall: discordant-pair count": (lambda v: ranking._count_inversions(v, p_cf.dtype), (lex[1],)),
+        "losses (K, n)": (risk.losses_kn, (x, yf)),
+        "CVaR, 3 levels (bitonic)": (lambda x, y: risk.cvar_risks_kn(risk.losses_kn(x, y), q, r3, uniform=True), (x, yf)),
+        "stability (s_var, s_flip)": (lambda a, x, b: (stability.s_var_kn(x, q, b), stability.s_flip_kn(a, x, q, 0.5)), (p_obs, x, p_bar)),
+        "calibration bins, x2": (lambda a, b, y: (calibration._bins(a, y, 15), calibration._bins(b, y, 15)), (p_obs, p_bar, yf)),
+    }
+    print("where the time of one evaluation goes (each part jitted alone):")
+    for name, (fn, fn_args) in parts.items():
+        jitted = jax.jit(fn)
+        print(f"  {name:34s} {median_time(lambda: jitted(*fn_args), repeats) * 1e3:7.2f} ms")
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=28_189)
     ap.add_argument("--k", type=int, default=16)
     ap.add_argument("--predictors", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also time the main kernels of one evaluation separately")
     args = ap.parse_args(argv)
 
     rng = np.random.default_rng(0)
@@ -96,6 +124,8 @@ def main(argv=None) -> dict:
     print(f"  vmap, sharded over {len(jax.devices())}   {t_shard * 1e3:7.1f} ms   ratio "
           f"{t_shard / t_ref_many:.3f}   speed-up {t_ref_many / t_shard:.2f}x   "
           f"(max |batched - single| kendall: {sweep_diff:.1e})")
+    if args.breakdown:
+        breakdown(po, pc, yj, args.repeats)
     return dict(one=t_cf / t_ref, vmap=t_vmap / t_ref_many, sharded=t_shard / t_ref_many,
                 max_abs_diff=worst)
 

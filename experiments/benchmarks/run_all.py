@@ -5,7 +5,7 @@ from experiments.benchmarks import bench_metrics
 
 def main() -> None:
     print("== cfjax.metrics.evaluate vs numpy/scipy/scikit-learn ==")
-    bench_metrics.main([])
+    bench_metrics.main(["--breakdown"])
 
 
 if __name__ == "__main__":
