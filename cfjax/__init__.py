@@ -6,8 +6,9 @@ counterfactual representations.
 """
 
 from cfjax import metrics as metrics
+from cfjax import scm as scm
 from cfjax._checks import ValidationError as ValidationError
 
 __version__ = "0.1.0"
 
-__all__ = ["ValidationError", "metrics", "__version__"]
+__all__ = ["ValidationError", "metrics", "scm", "__version__"]

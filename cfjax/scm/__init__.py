@@ -1,0 +1,27 @@
+"""Invertible structural causal models (SPEC §2): graphs, mechanisms written for one unit,
+maximum-likelihood fitting, and counterfactuals over K interventions by abduction–action–
+prediction in one vmapped call."""
+
+from cfjax.scm.graph import Graph as Graph
+from cfjax.scm.gumbel import GumbelMax as GumbelMax
+from cfjax.scm.gumbel import gumbel_posterior as gumbel_posterior
+from cfjax.scm.interventions import intervention_grid as intervention_grid
+from cfjax.scm.location_scale import LocationScale as LocationScale
+from cfjax.scm.location_scale import linear_gaussian_params as linear_gaussian_params
+from cfjax.scm.mechanism import Mechanism as Mechanism
+from cfjax.scm.model import SCM as SCM
+from cfjax.scm.nets import Conditioner as Conditioner
+from cfjax.scm.spline import Spline as Spline
+
+__all__ = [
+    "Conditioner",
+    "Graph",
+    "GumbelMax",
+    "LocationScale",
+    "Mechanism",
+    "SCM",
+    "Spline",
+    "gumbel_posterior",
+    "intervention_grid",
+    "linear_gaussian_params",
+]

@@ -1,0 +1,72 @@
+"""The mechanism interface: one node's structural equation ``x = f(u; pa)`` for one unit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from cfjax._checks import ValidationError
+
+__all__ = ["Mechanism"]
+
+
+class Mechanism:
+    """Structural equation of one node, written for one unit.
+
+    Subclasses are frozen dataclasses (hashable: they are static structure) holding only
+    configuration; parameters live in pytrees returned by :meth:`init`. Every method acts on
+    one unit: ``u`` and ``x`` are one unit's noise and value, ``pa`` the concatenation of its
+    parents' encodings (:meth:`encode`), shape ``(P,)``. Batch over units with ``jax.vmap``.
+
+    - ``forward(params, u, pa) -> x`` and, for continuous nodes, ``inverse(params, x, pa) -> u``
+      (invertible in the noise);
+    - ``abduct(params, x, pa, key) -> u``: the noise given the observation (the inverse for
+      invertible mechanisms, a posterior draw for discrete ones);
+    - ``log_prob(params, x, pa)``: the conditional log-density (or log-mass);
+    - ``sample_noise(key) -> u``: a draw from the noise prior.
+    """
+
+    discrete: bool = False
+    #: whether ``abduct`` needs a random key (posterior sampling rather than inversion)
+    stochastic_abduction: bool = False
+
+    # --- parameters and noise -------------------------------------------------------------
+    def init(self, key: jax.Array, parent_dim: int) -> Any:
+        raise NotImplementedError
+
+    def sample_noise(self, key: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    # --- the structural equation -----------------------------------------------------------
+    def forward(self, params: Any, u: jax.Array, pa: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def inverse(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def abduct(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> jax.Array:
+        return self.inverse(params, x, pa)
+
+    def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    # --- how the node appears in data and as a parent --------------------------------------
+    @property
+    def encoded_dim(self) -> int:
+        """Length of :meth:`encode`'s output."""
+        return 1
+
+    def encode(self, x: jax.Array) -> jax.Array:
+        """One unit's value as a parent input, shape ``(encoded_dim,)``."""
+        return x.reshape(1).astype(jax.numpy.result_type(float))
+
+    def check_values(self, name: str, values: Any, what: str) -> None:
+        """Raise ValidationError if concrete ``values`` lie outside the node's support."""
+        v = np.asarray(values)
+        if not np.issubdtype(v.dtype, np.number) and v.dtype != bool:
+            raise ValidationError(f"`{what}`: expected numbers for node {name!r}, got dtype {v.dtype}.")
+        bad = ~np.isfinite(v.astype(np.float64))
+        if bad.any():
+            raise ValidationError(f"`{what}`: node {name!r} has {int(bad.sum())} NaN or infinite value(s).")
