@@ -84,17 +84,33 @@ class SCM:
 
     # ------------------------------------------------------------------ one unit
     def predict_unit(self, params: Any, noise: Mapping[str, jax.Array],
-                     do: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
+                     do: Mapping[str, jax.Array] | None = None,
+                     observed: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
         """Values of one unit from its noise, in topological order, intervened nodes set to
-        ``do[node]`` (action) and the others recomputed from their parents (prediction)."""
+        ``do[node]`` (action) and the others recomputed from their parents (prediction).
+
+        With ``observed`` (a counterfactual), nodes that are neither intervened on nor
+        descendants of an intervened node keep their observed value exactly instead of being
+        recomputed (which would only add round-off).
+        """
         do = do or {}
+        affected = self._affected(tuple(sorted(v for v in do if v in self.nodes)))
         values: dict[str, jax.Array] = {}
         for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms)):
             if v in do:
                 values[v] = do[v]
+            elif observed is not None and v not in affected:
+                values[v] = observed[v]
             else:
                 values[v] = mech.forward(params[v], noise[v], self._parent_vector(i, values))
         return values
+
+    @functools.lru_cache(maxsize=256)
+    def _affected(self, intervened: tuple[str, ...]) -> frozenset[str]:
+        out = set(intervened)
+        for v in intervened:
+            out.update(self.graph.descendants(v))
+        return frozenset(out)
 
     def abduct_unit(self, params: Any, x: Mapping[str, jax.Array], key: jax.Array | None) -> dict[str, jax.Array]:
         """One unit's exogenous noise given its observed values."""
@@ -161,7 +177,7 @@ class SCM:
             noise = self.abduct(params, data, key)
         else:
             noise = self._noise(noise, n)
-        return self._predict_all(params, noise, do)
+        return self._predict_all(params, noise, do, data)
 
     def fit(self, key: jax.Array, data: Data, *, steps: int = 2000, learning_rate: float = 1e-2,
             batch_size: int | None = None, optimizer: optax.GradientTransformation | None = None,
@@ -208,7 +224,10 @@ class SCM:
             (p, _), losses = jax.lax.scan(step, (p, opt.init(p)), keys)
             return p, losses
 
-        return run(params, jax.random.split(step_key, steps))
+        # optax mixes weak and integer types internally: scope the standard promotion rules
+        # to this call so that callers running JAX with strict promotion can still fit.
+        with jax.numpy_dtype_promotion("standard"):
+            return run(params, jax.random.split(step_key, steps))
 
     # ------------------------------------------------------------------ batched kernels
     @functools.partial(jax.jit, static_argnums=0)
@@ -228,10 +247,10 @@ class SCM:
         return jax.vmap(self.abduct_unit, in_axes=(None, 0, 0))(params, data, keys)
 
     @functools.partial(jax.jit, static_argnums=0)
-    def _predict_all(self, params, noise, do):
+    def _predict_all(self, params, noise, do, observed=None):
         """``do`` values are ``(K, N)``; vmap over units inside, interventions outside."""
-        over_units = jax.vmap(self.predict_unit, in_axes=(None, 0, 0))
-        return jax.vmap(over_units, in_axes=(None, None, 0))(params, noise, do)
+        over_units = jax.vmap(self.predict_unit, in_axes=(None, 0, 0, 0))
+        return jax.vmap(over_units, in_axes=(None, None, 0, None))(params, noise, do, observed)
 
     # ------------------------------------------------------------------ validation
     def _data(self, data: Data, what: str) -> dict[str, jax.Array]:
