@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: install test bench demo clean
 
@@ -14,12 +15,16 @@ $(STAMP): $(PY) pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
 install: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(PY) -m experiments.benchmarks.run_all
 
 demo: $(STAMP)

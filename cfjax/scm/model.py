@@ -33,8 +33,10 @@ class SCM:
 
     Shapes: data are ``{node: (N,)}`` (a pandas DataFrame is accepted), noise is
     ``{node: (N, ...)}``, interventions are ``{node: (K,)}`` (one value per intervention, for
-    every unit) or ``{node: (K, N)}`` (per-unit values, e.g. ``age + 10``), and
-    counterfactuals come back as ``{node: (K, N)}``. Discrete nodes hold int32 classes.
+    every unit) or ``{node: (K, N)}`` (per-unit values, e.g. ``age + 10``), or a sequence of
+    such mappings intervening on different nodes (concatenated along K, e.g. 8 values of
+    do(X1) followed by 8 shifts of X3), and counterfactuals come back as
+    ``{node: (K, N)}``. Discrete nodes hold int32 classes.
 
     Example:
       >>> import cfjax as cf, jax, numpy as np
@@ -149,35 +151,37 @@ class SCM:
         """``n`` fresh units under each of K interventions, ``{node: (K, n)}``. The same
         noise draws are used under every intervention (common random numbers)."""
         n = _checks.check_positive_int("n", n)
-        do = self._interventions(interventions, n)
+        groups = self._intervention_groups(interventions, n)
         noise = jax.vmap(self.sample_noise_unit)(jax.random.split(key, n))
-        return self._predict_all(params, noise, do)
+        return self._predict_all(params, noise, groups)
 
     def abduct(self, params: Any, data: Data, key: jax.Array | None = None) -> dict[str, jax.Array]:
         """Exogenous noise of every unit, ``{node: (N, ...)}``. Needs ``key`` when a node is
         abducted by posterior sampling (Gumbel-max nodes)."""
         data = self._data(data, "data")
+        self._check_key(key)
+        return self._abduct(params, data, key)
+
+    def _check_key(self, key: jax.Array | None) -> None:
         if key is None and any(m.stochastic_abduction for m in self.mechanisms):
             names = [v for v, m in zip(self.nodes, self.mechanisms) if m.stochastic_abduction]
             raise ValidationError(f"`key`: nodes {names} are abducted by posterior sampling and need a key, got None.")
-        return self._abduct(params, data, key)
 
     def counterfactual(self, params: Any, data: Data, interventions: Data, *,
                        key: jax.Array | None = None, noise: Data | None = None) -> dict[str, jax.Array]:
         """Counterfactuals of every unit under each of K interventions, ``{node: (K, N)}``.
 
         Abduction happens once (or not at all when ``noise`` from :meth:`abduct` is given),
-        then all K actions and predictions run in one vmapped call. An empty
+        and it and all K actions and predictions run in one compiled, vmapped program. An empty
         ``interventions`` is the null intervention (K = 1): the units are reconstructed.
         """
         data = self._data(data, "data")
         n = _n_units(data)
-        do = self._interventions(interventions, n)
-        if noise is None:
-            noise = self.abduct(params, data, key)
-        else:
-            noise = self._noise(noise, n)
-        return self._predict_all(params, noise, do, data)
+        groups = self._intervention_groups(interventions, n)
+        if noise is not None:
+            return self._predict_all(params, self._noise(noise, n), groups, data)
+        self._check_key(key)
+        return self._abduct_and_predict(params, data, key, groups)
 
     def fit(self, key: jax.Array, data: Data, *, steps: int = 2000, learning_rate: float = 1e-2,
             batch_size: int | None = None, optimizer: optax.GradientTransformation | None = None,
@@ -247,10 +251,20 @@ class SCM:
         return jax.vmap(self.abduct_unit, in_axes=(None, 0, 0))(params, data, keys)
 
     @functools.partial(jax.jit, static_argnums=0)
-    def _predict_all(self, params, noise, do, observed=None):
-        """``do`` values are ``(K, N)``; vmap over units inside, interventions outside."""
+    def _predict_all(self, params, noise, groups, observed=None):
+        """Each group's values are ``(K_g, N)``; vmap over units inside, interventions
+        outside, groups concatenated along K."""
         over_units = jax.vmap(self.predict_unit, in_axes=(None, 0, 0, 0))
-        return jax.vmap(over_units, in_axes=(None, None, 0, None))(params, noise, do, observed)
+        over_k = jax.vmap(over_units, in_axes=(None, None, 0, None))
+        outs = [over_k(params, noise, do, observed) for do in groups]
+        if len(outs) == 1:
+            return outs[0]
+        return {v: jnp.concatenate([o[v] for o in outs]) for v in self.nodes}
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def _abduct_and_predict(self, params, data, key, groups):
+        """Abduction once and all interventions, in one compiled program."""
+        return self._predict_all(params, self._abduct(params, data, key), groups, data)
 
     # ------------------------------------------------------------------ validation
     def _data(self, data: Data, what: str) -> dict[str, jax.Array]:
@@ -290,29 +304,39 @@ class SCM:
             out[v] = jnp.asarray(noise[v])
         return out
 
-    def _interventions(self, interventions: Data, n: int) -> dict[str, jax.Array]:
-        """Validated interventions broadcast to ``(K, N)``."""
+    def _intervention_groups(self, interventions: Data | Any, n: int) -> tuple[dict[str, jax.Array], ...]:
+        """A mapping is one group; a sequence of mappings is several, concatenated along K."""
+        if isinstance(interventions, Mapping):
+            return (self._interventions(interventions, n, "interventions"),)
+        if isinstance(interventions, (list, tuple)) and interventions:
+            return tuple(self._interventions(g, n, f"interventions[{i}]") for i, g in enumerate(interventions))
+        raise ValidationError(
+            f"`interventions`: expected a mapping node -> values or a non-empty sequence of them, "
+            f"got {type(interventions).__name__}.")
+
+    def _interventions(self, interventions: Data, n: int, what: str) -> dict[str, jax.Array]:
+        """One validated group of interventions, broadcast to ``(K, N)``."""
         if not isinstance(interventions, Mapping):
-            raise ValidationError(f"`interventions`: expected a mapping node -> values, got {type(interventions).__name__}.")
+            raise ValidationError(f"`{what}`: expected a mapping node -> values, got {type(interventions).__name__}.")
         if not interventions:
             return {"__null__": jnp.zeros((1, n))}
         k = None
         out: dict[str, jax.Array] = {}
         for v, values in interventions.items():
             if v not in self.nodes:
-                raise ValidationError(f"`interventions`: unknown node {v!r}; nodes are {list(self.nodes)}.")
+                raise ValidationError(f"`{what}`: unknown node {v!r}; nodes are {list(self.nodes)}.")
             shape = np.shape(values)
             if len(shape) not in (1, 2) or (len(shape) == 2 and shape[1] != n):
-                raise ValidationError(f"`interventions[{v!r}]`: expected shape (K,) or (K, {n}), got {shape}.")
+                raise ValidationError(f"`{what}[{v!r}]`: expected shape (K,) or (K, {n}), got {shape}.")
             if k is None:
                 k = shape[0]
                 if k == 0:
-                    raise ValidationError(f"`interventions[{v!r}]`: expected at least one intervention, got K = 0.")
+                    raise ValidationError(f"`{what}[{v!r}]`: expected at least one intervention, got K = 0.")
             elif shape[0] != k:
-                raise ValidationError(f"`interventions[{v!r}]`: expected K = {k} like the other nodes, got {shape[0]}.")
+                raise ValidationError(f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {shape[0]}.")
             mech = self.mechanism(v)
             if _checks.is_concrete(values):
-                mech.check_values(v, values, f"interventions[{v!r}]")
+                mech.check_values(v, values, f"{what}[{v!r}]")
             arr = jnp.asarray(values).astype(jnp.int32 if mech.discrete else jnp.result_type(float))
             out[v] = jnp.broadcast_to(arr[:, None], (k, n)) if arr.ndim == 1 else arr
         return out
