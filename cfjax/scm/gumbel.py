@@ -53,9 +53,6 @@ class GumbelMax(Mechanism):
     def forward(self, params: Any, u: jax.Array, pa: jax.Array) -> jax.Array:
         return jnp.argmax(self.logits(params, pa) + u).astype(jnp.int32)
 
-    def inverse(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
-        raise TypeError("a Gumbel-max mechanism is not invertible; use `abduct` with a key.")
-
     def abduct(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> jax.Array:
         if key is None:
             raise ValidationError("`key`: a Gumbel-max node needs a random key for abduction, got None.")

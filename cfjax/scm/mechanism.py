@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 import jax
@@ -12,7 +13,7 @@ from cfjax._checks import ValidationError
 __all__ = ["Mechanism"]
 
 
-class Mechanism:
+class Mechanism(abc.ABC):
     """Structural equation of one node, written for one unit.
 
     Subclasses are frozen dataclasses (hashable: they are static structure) holding only
@@ -33,24 +34,29 @@ class Mechanism:
     stochastic_abduction: bool = False
 
     # --- parameters and noise -------------------------------------------------------------
+    @abc.abstractmethod
     def init(self, key: jax.Array, parent_dim: int) -> Any:
-        raise NotImplementedError
+        """Fresh parameters for a node with ``parent_dim`` encoded parent inputs."""
 
+    @abc.abstractmethod
     def sample_noise(self, key: jax.Array) -> jax.Array:
-        raise NotImplementedError
+        """One unit's noise drawn from its prior."""
 
     # --- the structural equation -----------------------------------------------------------
+    @abc.abstractmethod
     def forward(self, params: Any, u: jax.Array, pa: jax.Array) -> jax.Array:
-        raise NotImplementedError
+        """``x = f(u; pa)`` for one unit."""
 
     def inverse(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
-        raise NotImplementedError
+        """``u = f⁻¹(x; pa)``; only mechanisms invertible in their noise define it."""
+        raise TypeError(f"{type(self).__name__} is not invertible in its noise; use `abduct`.")
 
     def abduct(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> jax.Array:
         return self.inverse(params, x, pa)
 
+    @abc.abstractmethod
     def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
-        raise NotImplementedError
+        """``log p(x | pa)`` for one unit."""
 
     # --- how the node appears in data and as a parent --------------------------------------
     @property

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 # Expose every core as an XLA host device so that the sweep can shard its predictor axis
 # (a caller's choice made before JAX starts; cfjax itself never sets it).
@@ -24,18 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import cfjax as cf
+from experiments.benchmarks.timing import median_time
 from experiments.benchmarks.reference_metrics import reference_report
-
-
-def median_time(fn, repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def make_predictors(rng, n_pred: int, n: int, k: int):

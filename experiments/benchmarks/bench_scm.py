@@ -15,8 +15,6 @@ method time) / (cfjax time): above 1 means cfjax is faster.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +22,7 @@ import numpy as np
 import torch
 
 import cfjax as cf
+from experiments.benchmarks.timing import median_time
 from experiments.benchmarks import scm_references as refs
 
 PARENTS = {"X0": [], "X1": ["X0"], "X2": ["X1"], "X3": ["X0"], "X4": ["X2", "X3"]}
@@ -48,16 +47,6 @@ def cfjax_counterfactuals(scm, params, data):
 def stacked(out):
     """cfjax's ``{node: (K, N)}`` as the baselines' ``(K, N, 5)`` layout (for checking only)."""
     return np.stack([np.asarray(out[v]) for v in refs.NODES], axis=-1)
-
-
-def median_time(fn, repeats):
-    jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def run(n: int, repeats: int, dowhy_runs: int, seed: int = 0) -> dict:
