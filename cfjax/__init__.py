@@ -5,10 +5,11 @@ causal models, sensitivity of counterfactual fairness to unmeasured confounding,
 counterfactual representations.
 """
 
+from cfjax import data as data
 from cfjax import metrics as metrics
 from cfjax import scm as scm
 from cfjax._checks import ValidationError as ValidationError
 
 __version__ = "0.1.0"
 
-__all__ = ["ValidationError", "metrics", "scm", "__version__"]
+__all__ = ["ValidationError", "data", "metrics", "scm", "__version__"]

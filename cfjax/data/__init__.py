@@ -1,0 +1,25 @@
+"""Data: a synthetic chest-radiograph SCM with exact counterfactuals, dataset splits."""
+
+from cfjax.data.chest import AGE_GROUPS as AGE_GROUPS
+from cfjax.data.chest import PARENTS as PARENTS
+from cfjax.data.chest import ChestSCM as ChestSCM
+from cfjax.data.render import Acquisition as Acquisition
+from cfjax.data.render import ImageNoise as ImageNoise
+from cfjax.data.render import render as render
+from cfjax.data.render import sample_image_noise as sample_image_noise
+from cfjax.data.splits import age_group as age_group
+from cfjax.data.splits import balanced_test_split as balanced_test_split
+from cfjax.data.splits import biased_training_mask as biased_training_mask
+
+__all__ = [
+    "AGE_GROUPS",
+    "Acquisition",
+    "ChestSCM",
+    "ImageNoise",
+    "PARENTS",
+    "age_group",
+    "balanced_test_split",
+    "biased_training_mask",
+    "render",
+    "sample_image_noise",
+]
