@@ -1,0 +1,51 @@
+"""Small file writers: every file is written to a temporary name and moved into place, so a
+reader never sees a half-written file."""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+import zlib
+from typing import Any
+
+import numpy as np
+
+from cfjax import _checks
+
+__all__ = ["atomic_write_bytes", "write_png"]
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_png(path: str | os.PathLike, image: Any) -> None:
+    """Write a grayscale image with values in [0, 1], shape ``(H, W)``, as an 8-bit PNG."""
+    a = np.asarray(image, np.float64)
+    if a.ndim != 2 or a.size == 0:
+        _checks.fail("image", "a non-empty 2-d array", f"shape {a.shape}")
+    if not np.isfinite(a).all():
+        _checks.fail("image", "finite values", "NaN or infinite values")
+    pixels = np.round(np.clip(a, 0, 1) * 255).astype(np.uint8)
+    h, w = pixels.shape
+    raw = b"".join(b"\x00" + pixels[i].tobytes() for i in range(h))  # filter type 0 per row
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)  # 8-bit grayscale
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
+    atomic_write_bytes(path, png)
