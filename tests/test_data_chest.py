@@ -140,3 +140,18 @@ def test_biased_training_sets_drop_with_the_spec_probabilities(kind):
         assert keep[members].mean() == pytest.approx(1 - drop[members].mean(), abs=0.02)
     with pytest.raises(ValueError, match="kind"):
         D.biased_training_mask(jax.random.key(0), "race", 0.9, sex, age, y)
+
+
+def test_datasets_are_seeded_balanced_and_biased():
+    chest = D.ChestSCM(size=32, prevalence=0.3)
+    a = chest.datasets(1, n_train=3000, n_val=100, test_per_cell=20, bias=("sex", 0.9))
+    b = chest.datasets(1, n_train=3000, n_val=100, test_per_cell=20, bias=("sex", 0.9))
+    np.testing.assert_array_equal(a["test"]["image"], b["test"]["image"])
+    assert a["validation"]["image"].shape == (100, 32, 32) and a["test"]["image"].shape == (120, 32, 32)
+    t = a["test"]["parents"]
+    assert int(t["sex"].sum()) == 60 and int(t["effusion"].sum()) == 60  # prevalence 0.5 per cell
+    tr = a["train"]["parents"]
+    assert a["train"]["dropped"] + len(tr["sex"]) == 3000 and a["train"]["dropped"] > 0
+    male_sick = float(jnp.mean((tr["sex"] == 0) & (tr["effusion"] == 1)))
+    female_sick = float(jnp.mean((tr["sex"] == 1) & (tr["effusion"] == 1)))
+    assert female_sick > 3 * male_sick  # the sex-biased set ties disease to female

@@ -110,6 +110,44 @@ class ChestSCM:
         return {"parents": parents, "image": images}
 
 
+    def datasets(self, seed: int, *, n_train: int, n_val: int, test_per_cell: int,
+                 test_prevalence: float = 0.5, bias: tuple[str, float] | None = None,
+                 pool_factor: int = 20) -> dict[str, dict[str, Any]]:
+        """Train / validation / test records, deterministic given ``seed``.
+
+        The test split is paper 000's balanced split (:func:`balanced_test_split`, 6 cells of
+        ``test_per_cell`` units) drawn from a pool of fresh units; ``bias=("sex", 0.9)`` or
+        ``("age", 0.9)`` corrupts the training set (:func:`biased_training_mask`), the number
+        of units dropped being reported under ``"dropped"``. The test pool holds
+        ``pool_factor × 6 × test_per_cell`` units; a cell it cannot fill raises ValueError.
+        """
+        from cfjax.data.splits import balanced_test_split, biased_training_mask
+
+        keys = jax.random.split(jax.random.key(seed), 4)
+        train = self.sample(keys[0], n_train)
+        val = self.sample(keys[1], n_val)
+        pool = self.sample(keys[2], pool_factor * 6 * test_per_cell)
+        p = pool["parents"]
+        idx = balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
+                                  test_per_cell, test_prevalence, seed)
+        test = _take(pool, idx)
+        out = {"train": train, "validation": val, "test": test}
+        if bias is not None:
+            kind, strength = bias
+            t = train["parents"]
+            keep = np.asarray(biased_training_mask(keys[3], kind, strength, t["sex"], t["age"], t["effusion"]))
+            out["train"] = _take(train, np.flatnonzero(keep))
+            out["train"]["dropped"] = int((~keep).sum())
+        return out
+
+
+def _take(records: Mapping[str, Any], idx: np.ndarray) -> dict[str, Any]:
+    idx = jnp.asarray(idx)
+    return {"parents": {v: x[idx] for v, x in records["parents"].items()},
+            "noise": jax.tree.map(lambda a: a[idx], records["noise"]),
+            "image": records["image"][idx]}
+
+
 @functools.partial(jax.jit, static_argnums=(6, 7))
 def _render_many(sex, age, race, lung, effusion, noise, size, site):
     one = functools.partial(render, size=size, site=site)
