@@ -1,8 +1,11 @@
-"""Data: a synthetic chest-radiograph SCM with exact counterfactuals, dataset splits."""
+"""Data: a synthetic chest-radiograph SCM with exact counterfactuals, paper 000's splits,
+and adapters for CheXpert and MIMIC-CXR-JPG."""
 
 from cfjax.data.chest import AGE_GROUPS as AGE_GROUPS
 from cfjax.data.chest import PARENTS as PARENTS
 from cfjax.data.chest import ChestSCM as ChestSCM
+from cfjax.data.real import load_chexpert as load_chexpert
+from cfjax.data.real import load_mimic_cxr as load_mimic_cxr
 from cfjax.data.render import Acquisition as Acquisition
 from cfjax.data.render import ImageNoise as ImageNoise
 from cfjax.data.render import render as render
@@ -20,6 +23,8 @@ __all__ = [
     "age_group",
     "balanced_test_split",
     "biased_training_mask",
+    "load_chexpert",
+    "load_mimic_cxr",
     "render",
     "sample_image_noise",
 ]
