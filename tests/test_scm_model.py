@@ -27,7 +27,7 @@ def linear_gaussian():
 def closed_form(data, do):
     """Abduct residuals and propagate: a direct transcription of the equations."""
     u = {}
-    for v, (w, b, s) in LG_COEF.items():
+    for v, (w, b, _) in LG_COEF.items():
         pa = sum(wi * data[p] for wi, p in zip(w, LG_PARENTS[v]))
         u[v] = data[v] - pa - b
     k = len(next(iter(do.values())))

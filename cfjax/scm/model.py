@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -96,7 +96,7 @@ class SCM:
         recomputed (which would only add round-off).
         """
         do = do or {}
-        affected = self._affected(tuple(sorted(v for v in do if v in self.nodes)))
+        affected = _affected(self.graph, tuple(sorted(v for v in do if v in self.nodes)))
         values: dict[str, jax.Array] = {}
         for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms)):
             if v in do:
@@ -107,12 +107,6 @@ class SCM:
                 values[v] = mech.forward(params[v], noise[v], self._parent_vector(i, values))
         return values
 
-    @functools.lru_cache(maxsize=256)
-    def _affected(self, intervened: tuple[str, ...]) -> frozenset[str]:
-        out = set(intervened)
-        for v in intervened:
-            out.update(self.graph.descendants(v))
-        return frozenset(out)
 
     def abduct_unit(self, params: Any, x: Mapping[str, jax.Array], key: jax.Array | None) -> dict[str, jax.Array]:
         """One unit's exogenous noise given its observed values."""
@@ -275,7 +269,7 @@ class SCM:
             raise ValidationError(f"`{what}`: expected a mapping node -> array or a DataFrame, got {type(data).__name__}.")
         out: dict[str, jax.Array] = {}
         n = None
-        for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms)):
+        for v, mech in zip(self.nodes, self.mechanisms):
             if v not in data:
                 children = self.graph.children(v)
                 role = f" (a parent of {list(children)})" if children else ""
@@ -340,6 +334,15 @@ class SCM:
             arr = jnp.asarray(values).astype(jnp.int32 if mech.discrete else jnp.result_type(float))
             out[v] = jnp.broadcast_to(arr[:, None], (k, n)) if arr.ndim == 1 else arr
         return out
+
+
+@functools.lru_cache(maxsize=256)
+def _affected(graph: Graph, intervened: tuple[str, ...]) -> frozenset[str]:
+    """The intervened nodes and all their descendants."""
+    out = set(intervened)
+    for v in intervened:
+        out.update(graph.descendants(v))
+    return frozenset(out)
 
 
 def _n_units(data: Mapping[str, jax.Array]) -> int:

@@ -62,7 +62,8 @@ def breakdown(p_obs, p_cf, y, repeats: int) -> None:
     print("where the time of one evaluation goes (each part jitted alone):")
     for name, (fn, fn_args) in parts.items():
         jitted = jax.jit(fn)
-        print(f"  {name:34s} {median_time(lambda: jitted(*fn_args), repeats) * 1e3:7.2f} ms")
+        seconds = median_time(lambda f=jitted, a=fn_args: f(*a), repeats)
+        print(f"  {name:34s} {seconds * 1e3:7.2f} ms")
 
 
 def main(argv=None) -> dict:
