@@ -1,13 +1,27 @@
-"""Run every cfjax benchmark in turn (``make bench``)."""
+"""Run every cfjax benchmark in turn (``make bench``), each in its own process so that one
+benchmark's XLA settings (the metrics sweep exposes every core as a host device) cannot
+change another's timings."""
 
-from experiments.benchmarks import bench_metrics, bench_scm
+import subprocess
+import sys
+
+BENCHMARKS = [
+    ("cfjax.metrics.evaluate vs numpy/scipy/scikit-learn",
+     ["experiments.benchmarks.bench_metrics", "--breakdown"]),
+    ("cfjax.scm counterfactuals vs DoWhy, ChiRho and a numpy closed form",
+     ["experiments.benchmarks.bench_scm"]),
+]
 
 
 def main() -> None:
-    print("== cfjax.metrics.evaluate vs numpy/scipy/scikit-learn ==")
-    bench_metrics.main(["--breakdown"])
-    print("\n== cfjax.scm counterfactuals vs DoWhy, ChiRho and a numpy closed form ==")
-    bench_scm.main([])
+    failed = []
+    for title, args in BENCHMARKS:
+        print(f"== {title} ==", flush=True)
+        if subprocess.run([sys.executable, "-m", *args]).returncode != 0:
+            failed.append(args[0])
+        print(flush=True)
+    if failed:
+        sys.exit(f"benchmarks failed: {failed}")
 
 
 if __name__ == "__main__":
