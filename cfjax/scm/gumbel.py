@@ -72,6 +72,11 @@ class GumbelMax(Mechanism):
             return x.reshape(1).astype(dtype)
         return jax.nn.one_hot(x, self.num_classes, dtype=dtype)
 
+    def values_ok(self, values: jax.Array) -> jax.Array:
+        v = values
+        integral = v == jnp.round(v) if jnp.issubdtype(v.dtype, jnp.floating) else jnp.ones(v.shape, bool)
+        return jnp.all(integral & (v >= 0) & (v < self.num_classes))
+
     def check_values(self, name: str, values: Any, what: str) -> None:
         super().check_values(name, values, what)
         v = np.asarray(values)

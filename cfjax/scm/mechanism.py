@@ -68,6 +68,10 @@ class Mechanism(abc.ABC):
         """One unit's value as a parent input, shape ``(encoded_dim,)``."""
         return x.reshape(1).astype(jax.numpy.result_type(float))
 
+    def values_ok(self, values: jax.Array) -> jax.Array:
+        """Traceable twin of :meth:`check_values`: True when every value is in the support."""
+        return jax.numpy.all(jax.numpy.isfinite(values))
+
     def check_values(self, name: str, values: Any, what: str) -> None:
         """Raise ValidationError if concrete ``values`` lie outside the node's support."""
         v = np.asarray(values)

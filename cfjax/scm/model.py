@@ -169,13 +169,23 @@ class SCM:
         and it and all K actions and predictions run in one compiled, vmapped program. An empty
         ``interventions`` is the null intervention (K = 1): the units are reconstructed.
         """
-        data = self._data(data, "data")
-        n = _n_units(data)
-        groups = self._intervention_groups(interventions, n)
         if noise is not None:
+            data = self._data(data, "data")
+            n = _n_units(data)
+            groups = self._intervention_groups(interventions, n)
             return self._predict_all(params, self._noise(noise, n), groups, data)
+        # Structure is checked here; values are checked inside the compiled program, in the
+        # same pass that reads them, and only a failure comes back to the host for the message.
+        raw = self._data(data, "data", check=False)
+        n = _n_units(raw)
+        raw_groups = self._intervention_groups(interventions, n, check=False)
         self._check_key(key)
-        return self._abduct_and_predict(params, data, key, groups)
+        out, ok = self._checked_counterfactual(params, raw, key, raw_groups)
+        if _checks.is_concrete(ok) and not bool(ok):
+            self._data(data, "data")  # raises the precise error
+            self._intervention_groups(interventions, n)
+            raise ValidationError("`data`/`interventions`: a value lies outside its node's support.")
+        return out
 
     def fit(self, key: jax.Array, data: Data, *, steps: int = 2000, learning_rate: float = 1e-2,
             batch_size: int | None = None, optimizer: optax.GradientTransformation | None = None,
@@ -256,13 +266,24 @@ class SCM:
         return {v: jnp.concatenate([o[v] for o in outs]) for v in self.nodes}
 
     @functools.partial(jax.jit, static_argnums=0)
-    def _abduct_and_predict(self, params, data, key, groups):
-        """Abduction once and all interventions, in one compiled program."""
-        return self._predict_all(params, self._abduct(params, data, key), groups, data)
+    def _checked_counterfactual(self, params, raw, key, raw_groups):
+        """Value checks, abduction once and all interventions, in one compiled program.
+        Returns ``(counterfactuals, all_values_valid)``."""
+        checks = [m.values_ok(raw[v]) for v, m in zip(self.nodes, self.mechanisms)]
+        checks += [self.mechanism(v).values_ok(x) for g in raw_groups for v, x in g.items() if v in self.nodes]
+        data = self._cast_data(raw)
+        groups = self._cast_groups(raw_groups, _n_units(raw))
+        out = self._predict_all(params, self._abduct(params, data, key), groups, data)
+        return out, jnp.all(jnp.stack(checks))
 
     # ------------------------------------------------------------------ validation
-    def _data(self, data: Data, what: str) -> dict[str, jax.Array]:
-        """Columns of every node as arrays (continuous: float, discrete: int32), validated."""
+    def _data(self, data: Data, what: str, check: bool = True) -> dict[str, jax.Array]:
+        """Columns of every node as arrays (continuous: float, discrete: int32), validated.
+
+        With ``check=False`` only the structure is validated (columns, shapes) and the columns
+        come back as given; :meth:`_cast_data` then converts them inside a compiled program
+        and :meth:`Mechanism.values_ok` checks their values there.
+        """
         if hasattr(data, "columns") and hasattr(data, "to_numpy"):  # a pandas DataFrame
             data = {c: data[c].to_numpy() for c in data.columns}
         if not isinstance(data, Mapping):
@@ -283,10 +304,28 @@ class SCM:
                     raise ValidationError(f"`{what}`: expected at least one unit, got 0 rows.")
             elif np.shape(col)[0] != n:
                 raise ValidationError(f"`{what}[{v!r}]`: expected {n} rows like {self.nodes[0]!r}, got {np.shape(col)[0]}.")
+            if not check:
+                out[v] = jnp.asarray(col)
+                continue
             if _checks.is_concrete(col):
                 mech.check_values(v, col, f"{what}[{v!r}]")
-            out[v] = jnp.asarray(col).astype(jnp.int32 if mech.discrete else jnp.result_type(float))
+            out[v] = jnp.asarray(col).astype(_dtype(mech))
         return out
+
+    def _cast_data(self, raw: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+        return {v: raw[v].astype(_dtype(m)) for v, m in zip(self.nodes, self.mechanisms)}
+
+    def _cast_groups(self, raw_groups, n: int) -> tuple[dict[str, jax.Array], ...]:
+        """Intervention values cast to their node's dtype and broadcast to ``(K, N)``."""
+        out = []
+        for group in raw_groups:
+            k = next(iter(group.values())).shape[0]
+            cast = {}
+            for v, arr in group.items():
+                arr = arr.astype(_dtype(self.mechanism(v))) if v in self.nodes else arr
+                cast[v] = jnp.broadcast_to(arr[:, None], (k, n)) if arr.ndim == 1 else arr
+            out.append(cast)
+        return tuple(out)
 
     def _noise(self, noise: Data, n: int) -> dict[str, jax.Array]:
         out = {}
@@ -298,18 +337,22 @@ class SCM:
             out[v] = jnp.asarray(noise[v])
         return out
 
-    def _intervention_groups(self, interventions: Data | Any, n: int) -> tuple[dict[str, jax.Array], ...]:
+    def _intervention_groups(self, interventions: Data | Any, n: int,
+                             check: bool = True) -> tuple[dict[str, jax.Array], ...]:
         """A mapping is one group; a sequence of mappings is several, concatenated along K."""
         if isinstance(interventions, Mapping):
-            return (self._interventions(interventions, n, "interventions"),)
+            return (self._interventions(interventions, n, "interventions", check),)
         if isinstance(interventions, (list, tuple)) and interventions:
-            return tuple(self._interventions(g, n, f"interventions[{i}]") for i, g in enumerate(interventions))
+            return tuple(self._interventions(g, n, f"interventions[{i}]", check)
+                         for i, g in enumerate(interventions))
         raise ValidationError(
             f"`interventions`: expected a mapping node -> values or a non-empty sequence of them, "
             f"got {type(interventions).__name__}.")
 
-    def _interventions(self, interventions: Data, n: int, what: str) -> dict[str, jax.Array]:
-        """One validated group of interventions, broadcast to ``(K, N)``."""
+    def _interventions(self, interventions: Data, n: int, what: str,
+                       check: bool = True) -> dict[str, jax.Array]:
+        """One validated group of interventions, broadcast to ``(K, N)`` (with ``check=False``:
+        structure only, values as given)."""
         if not isinstance(interventions, Mapping):
             raise ValidationError(f"`{what}`: expected a mapping node -> values, got {type(interventions).__name__}.")
         if not interventions:
@@ -329,9 +372,12 @@ class SCM:
             elif shape[0] != k:
                 raise ValidationError(f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {shape[0]}.")
             mech = self.mechanism(v)
+            if not check:
+                out[v] = jnp.asarray(values)
+                continue
             if _checks.is_concrete(values):
                 mech.check_values(v, values, f"{what}[{v!r}]")
-            arr = jnp.asarray(values).astype(jnp.int32 if mech.discrete else jnp.result_type(float))
+            arr = jnp.asarray(values).astype(_dtype(mech))
             out[v] = jnp.broadcast_to(arr[:, None], (k, n)) if arr.ndim == 1 else arr
         return out
 
@@ -343,6 +389,10 @@ def _affected(graph: Graph, intervened: tuple[str, ...]) -> frozenset[str]:
     for v in intervened:
         out.update(graph.descendants(v))
     return frozenset(out)
+
+
+def _dtype(mech: Mechanism):
+    return jnp.int32 if mech.discrete else jnp.result_type(float)
 
 
 def _n_units(data: Mapping[str, jax.Array]) -> int:

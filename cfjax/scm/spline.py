@@ -111,6 +111,12 @@ class Spline(Mechanism):
             return (x - self.low) / (self.high - self.low)
         return x
 
+    def values_ok(self, values: jax.Array) -> jax.Array:
+        ok = super().values_ok(values)
+        if self.bounded:
+            ok = ok & jnp.all((values >= self.low) & (values <= self.high))
+        return ok
+
     def check_values(self, name: str, values: Any, what: str) -> None:
         super().check_values(name, values, what)
         if self.bounded:
