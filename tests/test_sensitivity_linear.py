@@ -1,0 +1,93 @@
+"""Polynomial embeddings, GLS from Gram matrices and Model A against scikit-learn / numpy."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.linear_model import Ridge
+from sklearn.preprocessing import PolynomialFeatures
+
+import cfjax as cf
+
+S = cf.sensitivity
+
+
+@pytest.mark.parametrize("p, degree", [(1, 1), (1, 4), (2, 3), (3, 2)])
+def test_polynomial_features_match_sklearn(rng, x64, p, degree):
+    z = rng.normal(size=(20, p))
+    ours = jax.vmap(lambda u: S.polynomial_features(u, degree))(jnp.asarray(z))
+    np.testing.assert_allclose(ours, PolynomialFeatures(degree).fit_transform(z), rtol=1e-12)
+
+
+def law_school_like(rng, n=2000):
+    """A -> G, A -> L, G -> L with correlated errors (so GLS and ridge differ)."""
+    a = rng.choice([-1.0, 1.0], size=n)
+    e = rng.multivariate_normal([0, 0], [[1.0, 0.4], [0.4, 0.5]], size=n)
+    g = 0.5 * a + 0.2 * a**2 + e[:, 0]
+    l = 0.3 * a + 0.8 * g - 0.1 * g**2 + e[:, 1]
+    emb_g = PolynomialFeatures(2).fit_transform(a[:, None])
+    emb_l = PolynomialFeatures(2).fit_transform(np.stack([a, g], 1))
+    return [emb_g, emb_l], np.stack([g, l], 1)
+
+
+def test_model_a_matches_ridge_then_gls_references(rng, x64):
+    embeddings, X = law_school_like(rng)
+    lam = 3.0
+    d = S.design(embeddings, X)
+    model = S.fit_model_a(d, lam)
+    # Ridge per equation, all coefficients penalised (the intercept is a feature).
+    ridge = np.concatenate([Ridge(alpha=lam, fit_intercept=False, solver="cholesky").fit(F, X[:, j]).coef_
+                            for j, F in enumerate(embeddings)])
+    np.testing.assert_allclose(model.w_ridge, ridge, rtol=1e-9, atol=1e-10)
+    # Residual variances, then the GLS refit with them (block-diagonal, diagonal Sigma).
+    res = np.stack([X[:, j] - F @ c for j, (F, c) in enumerate(zip(embeddings, np.split(ridge, [3])))], 1)
+    sigma2 = res.var(axis=0)
+    np.testing.assert_allclose(model.sigma**2, sigma2, rtol=1e-9)
+    w = np.concatenate([np.linalg.solve(F.T @ F / s2 + lam * np.eye(F.shape[1]), F.T @ X[:, j] / s2)
+                        for j, (F, s2) in enumerate(zip(embeddings, sigma2))])
+    np.testing.assert_allclose(model.w, w, rtol=1e-9, atol=1e-10)
+    eps = np.stack([X[:, j] - F @ c for j, (F, c) in enumerate(zip(embeddings, np.split(w, [3])))], 1)
+    np.testing.assert_allclose(model.residuals, eps, rtol=1e-9, atol=1e-10)
+
+
+def test_gls_with_a_full_precision_matches_the_stacked_normal_equations(rng, x64):
+    embeddings, X = law_school_like(rng, n=300)
+    d = S.design(embeddings, X)
+    Sigma = np.array([[1.0, 0.3], [0.3, 0.6]])
+    prec = np.linalg.inv(Sigma)
+    lam = 0.7
+    D = sum(F.shape[1] for F in embeddings)
+    A, b = lam * np.eye(D), np.zeros(D)
+    for i in range(X.shape[0]):  # the SPEC's sums over units, literally
+        Phi = np.zeros((2, D))
+        Phi[0, :3], Phi[1, 3:] = embeddings[0][i], embeddings[1][i]
+        A += Phi.T @ prec @ Phi
+        b += Phi.T @ prec @ X[i]
+    np.testing.assert_allclose(S.gls(d, jnp.asarray(prec), lam), np.linalg.solve(A, b), rtol=1e-9)
+    # residual cross-products from the Grams equal the direct ones
+    w = np.linalg.solve(A, b)
+    R, mean = S.residual_products(d, jnp.asarray(w))
+    E = np.stack([X[:, 0] - embeddings[0] @ w[:3], X[:, 1] - embeddings[1] @ w[3:]], 1)
+    np.testing.assert_allclose(R, E.T @ E, rtol=1e-9)
+    np.testing.assert_allclose(mean, E.mean(0), rtol=1e-9, atol=1e-12)
+
+
+def test_gls_is_differentiable_in_the_precision(rng, x64):
+    embeddings, X = law_school_like(rng, n=200)
+    d = S.design(embeddings, X)
+
+    def f(rho):
+        P = jnp.array([[1.0, 0.0], [0.0, 1.0]]) + rho * jnp.array([[0.0, 1.0], [1.0, 0.0]])
+        return jnp.sum(S.gls(d, jnp.linalg.inv(P), 0.5) ** 2)
+
+    h = 1e-6
+    fd = (f(0.3 + h) - f(0.3 - h)) / (2 * h)
+    assert float(jax.grad(f)(0.3)) == pytest.approx(float(fd), rel=1e-6)
+
+
+def test_design_rejects_mismatched_shapes(rng):
+    embeddings, X = law_school_like(rng, n=50)
+    with pytest.raises(ValueError, match="embeddings\\[1\\]"):
+        S.design([embeddings[0], embeddings[1][:-1]], X)
+    with pytest.raises(ValueError, match="`X`"):
+        S.design(embeddings, X[:, :1])
