@@ -91,3 +91,56 @@ def test_design_rejects_mismatched_shapes(rng):
         S.design([embeddings[0], embeddings[1][:-1]], X)
     with pytest.raises(ValueError, match="`X`"):
         S.design(embeddings, X[:, :1])
+
+
+def numpy_profile(embeddings, X, log_sigma, P, lam):
+    """The profile objective with explicit per-unit sums (reference)."""
+    D = np.diag(np.exp(log_sigma))
+    prec = np.linalg.inv(D @ P @ D)
+    widths = [F.shape[1] for F in embeddings]
+    A, b = lam * np.eye(sum(widths)), np.zeros(sum(widths))
+    Phis = []
+    for i in range(X.shape[0]):
+        Phi = np.zeros((len(embeddings), sum(widths)))
+        start = 0
+        for j, F in enumerate(embeddings):
+            Phi[j, start:start + widths[j]] = F[i]
+            start += widths[j]
+        Phis.append(Phi)
+        A += Phi.T @ prec @ Phi
+        b += Phi.T @ prec @ X[i]
+    w = np.linalg.solve(A, b)
+    quad = sum((X[i] - Phis[i] @ w) @ prec @ (X[i] - Phis[i] @ w) for i in range(X.shape[0]))
+    return quad + X.shape[0] * np.linalg.slogdet(D @ P @ D)[1]
+
+
+def test_model_b_sigma_minimises_the_profile_likelihood(rng, x64):
+    from scipy.optimize import minimize
+
+    embeddings, X = law_school_like(rng, n=150)
+    d = S.design(embeddings, X)
+    P = np.array([[1.0, 0.35], [0.35, 1.0]])
+    lam = 0.5
+    np.testing.assert_allclose(S.profile_objective(d, jnp.array([0.1, -0.3]), jnp.asarray(P), lam),
+                               numpy_profile(embeddings, X, np.array([0.1, -0.3]), P, lam), rtol=1e-9)
+    model = S.fit_model_b(d, P, lam)
+    ref = minimize(lambda s: numpy_profile(embeddings, X, s, P, lam), x0=np.zeros(2), method="Nelder-Mead",
+                   options=dict(xatol=1e-10, fatol=1e-12, maxiter=4000))
+    np.testing.assert_allclose(np.log(model.sigma), ref.x, atol=1e-5)
+    w = S.gls(d, jnp.linalg.inv(jnp.diag(model.sigma) @ jnp.asarray(P) @ jnp.diag(model.sigma)), lam)
+    np.testing.assert_allclose(model.w, w, rtol=1e-9)
+
+
+def test_model_b_gradient_in_the_correlation_matches_finite_differences(rng, x64):
+    embeddings, X = law_school_like(rng, n=400)
+    d = S.design(embeddings, X)
+
+    def f(rho):
+        P = jnp.eye(2) + rho * (1 - jnp.eye(2))
+        m = S.fit_model_b(d, P, 0.5)
+        return jnp.sum(m.w**2) + jnp.sum(m.sigma)
+
+    for rho in (-0.4, 0.0, 0.6):
+        h = 1e-5
+        fd = (f(rho + h) - f(rho - h)) / (2 * h)
+        assert float(jax.grad(f)(rho)) == pytest.approx(float(fd), rel=1e-5, abs=1e-8)
