@@ -64,17 +64,8 @@ class ChestSCM:
             "effusion": cfscm.GumbelMax(2)})
 
     def params(self) -> dict[str, Any]:
-        """The fixed, known parameters of the parent mechanisms."""
-        p = self.scm.init(jax.random.key(0))  # zero-initialised: age = 20 + 70·sigmoid(u)
-        p["sex"]["net"]["params"]["bias"] = jnp.zeros(2)
-        p["race"]["net"]["params"]["bias"] = jnp.log(jnp.array([0.6, 0.25, 0.15]))
-        # lung = 1.05 − 0.12·female − 0.15·age01 + 0.04·u  (age enters rescaled to [0, 1])
-        p["lung"] = cfscm.linear_gaussian_params([-0.12, -0.15], 1.05, 0.04)
-        # effusion: logit = logit(prevalence) + 2.5·(age01 − 0.5)
-        base = float(np.log(self.prevalence / (1 - self.prevalence)))
-        p["effusion"]["net"]["params"]["Dense_0"]["kernel"] = jnp.array([[0.0, 2.5]])
-        p["effusion"]["net"]["params"]["Dense_0"]["bias"] = jnp.array([0.0, base - 1.25])
-        return p
+        """The fixed, known parameters of the parent mechanisms (built once per prevalence)."""
+        return jax.tree.map(lambda a: a, _parent_params(self.prevalence))  # fresh containers
 
     # ---------------------------------------------------------------- images
     def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise) -> jax.Array:
@@ -139,6 +130,21 @@ class ChestSCM:
             out["train"] = _take(train, np.flatnonzero(keep))
             out["train"]["dropped"] = int((~keep).sum())
         return out
+
+
+@functools.lru_cache(maxsize=32)
+def _parent_params(prevalence: float) -> dict[str, Any]:
+    """Built once per prevalence: ``ChestSCM.params`` is on every sampling path."""
+    p = ChestSCM(prevalence=prevalence).scm.init(jax.random.key(0))  # age = 20 + 70·sigmoid(u)
+    p["sex"]["net"]["params"]["bias"] = jnp.zeros(2)
+    p["race"]["net"]["params"]["bias"] = jnp.log(jnp.array([0.6, 0.25, 0.15]))
+    # lung = 1.05 − 0.12·female − 0.15·age01 + 0.04·u  (age enters rescaled to [0, 1])
+    p["lung"] = cfscm.linear_gaussian_params([-0.12, -0.15], 1.05, 0.04)
+    # effusion: logit = logit(prevalence) + 2.5·(age01 − 0.5)
+    base = float(np.log(prevalence / (1 - prevalence)))
+    p["effusion"]["net"]["params"]["Dense_0"]["kernel"] = jnp.array([[0.0, 2.5]])
+    p["effusion"]["net"]["params"]["Dense_0"]["bias"] = jnp.array([0.0, base - 1.25])
+    return p
 
 
 def _take(records: Mapping[str, Any], idx: np.ndarray) -> dict[str, Any]:

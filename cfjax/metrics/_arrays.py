@@ -56,7 +56,11 @@ def rank_bounds(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     The average rank (1-based, ties averaged as ``scipy.stats.rankdata``) is
     ``(lower + upper + 1) / 2``.
     """
-    key = sortable_key(x)
+    return key_rank_bounds(sortable_key(x))
+
+
+def key_rank_bounds(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """:func:`rank_bounds` for integer keys that are already sortable."""
     sorted_key = jnp.sort(key)
     lower = jnp.searchsorted(sorted_key, key, side="left").astype(jnp.int32)
     # End of each tie group, indexed by sorted position: a reverse running minimum over the

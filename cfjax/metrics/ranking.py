@@ -202,9 +202,7 @@ def _masked_auc(p: jax.Array, y: jax.Array, mask: jax.Array) -> jax.Array:
     """
     key = _arrays.sortable_key(p)
     key = jnp.where(mask, key, jnp.iinfo(key.dtype).max)
-    sorted_key = jnp.sort(key)
-    lower = jnp.searchsorted(sorted_key, key, side="left")
-    upper = jnp.searchsorted(sorted_key, key, side="right")
+    lower, upper = _arrays.key_rank_bounds(key)
     ranks = _arrays.average_ranks_from_bounds(lower, upper, p.dtype)
     pos = (y == 1) & mask
     n_pos = jnp.sum(pos).astype(p.dtype)

@@ -71,6 +71,12 @@ class MarginalisationReport:
         return out
 
 
+def check_options(alphas: Sequence[float], n_bins: int, tau: Any) -> tuple[tuple[float, ...], int]:
+    """Validate the options shared by ``evaluate`` and ``evaluate_many``."""
+    _checks.check_threshold("tau", tau)
+    return _checks.check_alphas("alphas", alphas), _checks.check_positive_int("n_bins", n_bins)
+
+
 def _plain(value: Any) -> Any:
     return value.tolist() if getattr(value, "ndim", 0) else float(value)
 
@@ -111,9 +117,7 @@ def evaluate(
       >>> bool(r.risk_cm <= r.risk_ie <= r.risk_wc)
       True
     """
-    alphas = _checks.check_alphas("alphas", alphas)
-    n_bins = _checks.check_positive_int("n_bins", n_bins)
-    _checks.check_threshold("tau", tau)
+    alphas, n_bins = check_options(alphas, n_bins, tau)
     p_obs, p_cf, y, q = _inputs.prepare(p_obs=p_obs, p_cf=p_cf, y=y, weights=weights)
     tau = jnp.asarray(tau, p_obs.dtype)
     return _evaluate(p_obs, p_cf, y, q, tau, alphas=alphas, n_bins=n_bins,

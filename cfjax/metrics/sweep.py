@@ -12,7 +12,7 @@ from jax.sharding import PartitionSpec
 
 from cfjax import _checks
 from cfjax.metrics import _arrays, _inputs
-from cfjax.metrics.report import MarginalisationReport, _evaluate
+from cfjax.metrics.report import MarginalisationReport, _evaluate, check_options
 
 __all__ = ["evaluate_many"]
 
@@ -54,9 +54,7 @@ def evaluate_many(
       >>> evaluate_many(p_cf[..., 0], p_cf, rng.integers(0, 2, 50)).risk_cvar.shape
       (3, 3)
     """
-    alphas = _checks.check_alphas("alphas", alphas)
-    n_bins = _checks.check_positive_int("n_bins", n_bins)
-    _checks.check_threshold("tau", tau)
+    alphas, n_bins = check_options(alphas, n_bins, tau)
     _checks.check_ndim("p_obs", p_obs, 2, "of shape (P, n)")
     _checks.check_ndim("p_cf", p_cf, 3, "of shape (P, n, K)")
     _checks.check_nonempty("p_obs", p_obs)
