@@ -185,6 +185,40 @@ def test_groups_of_interventions_on_different_nodes_concatenate_along_k(rng):
         scm.counterfactual(params, data, [first, {"Q": np.zeros(1)}])
 
 
+def test_shift_interventions_equal_explicit_per_unit_values(rng):
+    scm, params = linear_gaussian()
+    data = scm.sample(params, jax.random.key(int(rng.integers(1 << 30))), 200)
+    x3 = np.asarray(data["X3"])
+    delta = rng.normal(size=6).astype(np.float32)
+    per_unit = rng.normal(size=(3, 200)).astype(np.float32)
+    explicit = [{"X1": np.linspace(-2, 2, 4)}, {"X3": x3[None, :] + delta[:, None]}, {"X3": x3[None, :] + per_unit}]
+    shifted = [explicit[0], {"X3": S.Shift(delta)}, {"X3": S.Shift(per_unit)}]
+    want = scm.counterfactual(params, data, explicit)
+    noise = scm.abduct(params, data)
+    for got in (scm.counterfactual(params, data, shifted), scm.counterfactual(params, data, shifted, noise=noise),
+                jax.jit(lambda p, d: scm.counterfactual(p, d, shifted))(params, data)):
+        for v in scm.nodes:
+            assert got[v].shape == (13, 200)
+            np.testing.assert_allclose(got[v], want[v], rtol=1e-6, atol=1e-6, err_msg=v)
+
+
+def test_shift_interventions_are_validated():
+    scm, params = mixed()
+    data = {k: np.asarray(v) for k, v in scm.sample(params, jax.random.key(0), 50).items()}
+    key = jax.random.key(1)
+    with pytest.raises(ValueError, match="'race' is discrete"):
+        scm.counterfactual(params, data, {"race": S.Shift(np.array([1]))}, key=key)
+    with pytest.raises(ValueError, match=r"support \[20.0, 90.0\]"):  # some age + 80 > 90
+        scm.counterfactual(params, data, {"age": S.Shift(np.array([0.0, 80.0]))}, key=key)
+    with pytest.raises(ValueError, match=r"shape \(K,\) or \(K, 50\)"):
+        scm.counterfactual(params, data, {"age": S.Shift(np.zeros((2, 7)))}, key=key)
+    with pytest.raises(ValueError, match="only defined for counterfactuals"):
+        scm.interventional_samples(params, key, 10, {"age": S.Shift(np.array([1.0]))})
+    noise = scm.abduct(params, data, key)
+    with pytest.raises(ValueError, match=r"`interventions\['age'\].delta`.*NaN"):
+        scm.counterfactual(params, data, {"age": S.Shift(np.array([np.nan]))}, noise=noise)
+
+
 def test_batched_counterfactual_equals_the_single_unit_functions(rng):
     scm, params = mixed()
     data = scm.sample(params, jax.random.key(11), 20)

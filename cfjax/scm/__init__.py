@@ -5,6 +5,7 @@ prediction in one vmapped call."""
 from cfjax.scm.graph import Graph as Graph
 from cfjax.scm.gumbel import GumbelMax as GumbelMax
 from cfjax.scm.gumbel import gumbel_posterior as gumbel_posterior
+from cfjax.scm.interventions import Shift as Shift
 from cfjax.scm.interventions import intervention_grid as intervention_grid
 from cfjax.scm.location_scale import LocationScale as LocationScale
 from cfjax.scm.location_scale import linear_gaussian_params as linear_gaussian_params
@@ -20,6 +21,7 @@ __all__ = [
     "LocationScale",
     "Mechanism",
     "SCM",
+    "Shift",
     "Spline",
     "gumbel_posterior",
     "intervention_grid",

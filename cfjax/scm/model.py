@@ -15,6 +15,7 @@ import optax
 from cfjax import _checks
 from cfjax._checks import ValidationError
 from cfjax.scm.graph import Graph
+from cfjax.scm.interventions import Shift
 from cfjax.scm.mechanism import Mechanism
 
 __all__ = ["SCM"]
@@ -33,7 +34,8 @@ class SCM:
 
     Shapes: data are ``{node: (N,)}`` (a pandas DataFrame is accepted), noise is
     ``{node: (N, ...)}``, interventions are ``{node: (K,)}`` (one value per intervention, for
-    every unit) or ``{node: (K, N)}`` (per-unit values, e.g. ``age + 10``), or a sequence of
+    every unit) or ``{node: (K, N)}`` (per-unit values), or a :class:`Shift` of the
+    observed values (``do(age := age + 10)``, counterfactuals only), or a sequence of
     such mappings intervening on different nodes (concatenated along K, e.g. 8 values of
     do(X1) followed by 8 shifts of X3), and counterfactuals come back as
     ``{node: (K, N)}``. Discrete nodes hold int32 classes.
@@ -172,7 +174,7 @@ class SCM:
         if noise is not None:
             data = self._data(data, "data")
             n = _n_units(data)
-            groups = self._intervention_groups(interventions, n)
+            groups = self._intervention_groups(interventions, n, observed=data)
             return self._predict_all(params, self._noise(noise, n), groups, data)
         # Structure is checked here; values are checked inside the compiled program, in the
         # same pass that reads them, and only a failure comes back to the host for the message.
@@ -182,8 +184,8 @@ class SCM:
         self._check_key(key)
         out, ok = self._checked_counterfactual(params, raw, key, raw_groups)
         if _checks.is_concrete(ok) and not bool(ok):
-            self._data(data, "data")  # raises the precise error
-            self._intervention_groups(interventions, n)
+            checked = self._data(data, "data")  # raises the precise error
+            self._intervention_groups(interventions, n, observed=checked)
             raise ValidationError("`data`/`interventions`: a value lies outside its node's support.")
         return out
 
@@ -269,10 +271,12 @@ class SCM:
     def _checked_counterfactual(self, params, raw, key, raw_groups):
         """Value checks, abduction once and all interventions, in one compiled program.
         Returns ``(counterfactuals, all_values_valid)``."""
-        checks = [m.values_ok(raw[v]) for v, m in zip(self.nodes, self.mechanisms)]
-        checks += [self.mechanism(v).values_ok(x) for g in raw_groups for v, x in g.items() if v in self.nodes]
         data = self._cast_data(raw)
-        groups = self._cast_groups(raw_groups, _n_units(raw))
+        groups = self._cast_groups(raw_groups, _n_units(raw), data)
+        checks = [m.values_ok(raw[v]) for v, m in zip(self.nodes, self.mechanisms)]
+        # Given values are checked as given (a class 1.5 must not pass as 1); shifts once resolved.
+        checks += [self.mechanism(v).values_ok(cast[v] if isinstance(x, Shift) else x)
+                   for g, cast in zip(raw_groups, groups) for v, x in g.items() if v in self.nodes]
         out = self._predict_all(params, self._abduct(params, data, key), groups, data)
         return out, jnp.all(jnp.stack(checks))
 
@@ -304,8 +308,8 @@ class SCM:
                     raise ValidationError(f"`{what}`: expected at least one unit, got 0 rows.")
             elif np.shape(col)[0] != n:
                 raise ValidationError(f"`{what}[{v!r}]`: expected {n} rows like {self.nodes[0]!r}, got {np.shape(col)[0]}.")
-            if not check:
-                out[v] = jnp.asarray(col)
+            if not check and _is_numeric_array(col):
+                out[v] = col  # converted inside the compiled program
                 continue
             if _checks.is_concrete(col):
                 mech.check_values(v, col, f"{what}[{v!r}]")
@@ -315,13 +319,18 @@ class SCM:
     def _cast_data(self, raw: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
         return {v: raw[v].astype(_dtype(m)) for v, m in zip(self.nodes, self.mechanisms)}
 
-    def _cast_groups(self, raw_groups, n: int) -> tuple[dict[str, jax.Array], ...]:
-        """Intervention values cast to their node's dtype and broadcast to ``(K, N)``."""
+    def _cast_groups(self, raw_groups, n: int, observed) -> tuple[dict[str, jax.Array], ...]:
+        """Intervention values cast to their node's dtype and broadcast to ``(K, N)``, shifts
+        resolved against the observed values."""
         out = []
         for group in raw_groups:
             k = next(iter(group.values())).shape[0]
             cast = {}
             for v, arr in group.items():
+                if isinstance(arr, Shift):
+                    cast[v] = arr.resolve(observed[v])
+                    continue
+                arr = jnp.asarray(arr)
                 arr = arr.astype(_dtype(self.mechanism(v))) if v in self.nodes else arr
                 cast[v] = jnp.broadcast_to(arr[:, None], (k, n)) if arr.ndim == 1 else arr
             out.append(cast)
@@ -337,22 +346,24 @@ class SCM:
             out[v] = jnp.asarray(noise[v])
         return out
 
-    def _intervention_groups(self, interventions: Data | Any, n: int,
-                             check: bool = True) -> tuple[dict[str, jax.Array], ...]:
-        """A mapping is one group; a sequence of mappings is several, concatenated along K."""
+    def _intervention_groups(self, interventions: Data | Any, n: int, check: bool = True,
+                             observed: Mapping[str, jax.Array] | None = None
+                             ) -> tuple[dict[str, jax.Array], ...]:
+        """A mapping is one group; a sequence of mappings is several, concatenated along K.
+        ``observed`` (checked data) resolves :class:`Shift` values when ``check`` is True."""
         if isinstance(interventions, Mapping):
-            return (self._interventions(interventions, n, "interventions", check),)
+            return (self._interventions(interventions, n, "interventions", check, observed),)
         if isinstance(interventions, (list, tuple)) and interventions:
-            return tuple(self._interventions(g, n, f"interventions[{i}]", check)
+            return tuple(self._interventions(g, n, f"interventions[{i}]", check, observed)
                          for i, g in enumerate(interventions))
         raise ValidationError(
             f"`interventions`: expected a mapping node -> values or a non-empty sequence of them, "
             f"got {type(interventions).__name__}.")
 
-    def _interventions(self, interventions: Data, n: int, what: str,
-                       check: bool = True) -> dict[str, jax.Array]:
+    def _interventions(self, interventions: Data, n: int, what: str, check: bool = True,
+                       observed: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
         """One validated group of interventions, broadcast to ``(K, N)`` (with ``check=False``:
-        structure only, values as given)."""
+        structure only, values as given, shifts unresolved)."""
         if not isinstance(interventions, Mapping):
             raise ValidationError(f"`{what}`: expected a mapping node -> values, got {type(interventions).__name__}.")
         if not interventions:
@@ -362,7 +373,11 @@ class SCM:
         for v, values in interventions.items():
             if v not in self.nodes:
                 raise ValidationError(f"`{what}`: unknown node {v!r}; nodes are {list(self.nodes)}.")
-            shape = np.shape(values)
+            mech = self.mechanism(v)
+            shift = isinstance(values, Shift)
+            if shift and mech.discrete:
+                raise ValidationError(f"`{what}[{v!r}]`: a Shift applies to continuous nodes; {v!r} is discrete.")
+            shape = values.shape if shift else np.shape(values)
             if len(shape) not in (1, 2) or (len(shape) == 2 and shape[1] != n):
                 raise ValidationError(f"`{what}[{v!r}]`: expected shape (K,) or (K, {n}), got {shape}.")
             if k is None:
@@ -371,10 +386,17 @@ class SCM:
                     raise ValidationError(f"`{what}[{v!r}]`: expected at least one intervention, got K = 0.")
             elif shape[0] != k:
                 raise ValidationError(f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {shape[0]}.")
-            mech = self.mechanism(v)
             if not check:
-                out[v] = jnp.asarray(values)
+                out[v] = values if shift or _is_numeric_array(values) else jnp.asarray(values)
                 continue
+            if shift:
+                if observed is None:
+                    raise ValidationError(
+                        f"`{what}[{v!r}]`: a Shift moves observed values and is only defined for "
+                        f"counterfactuals; pass explicit values here.")
+                if _checks.is_concrete(values.delta):
+                    mech.check_values(v, values.delta, f"{what}[{v!r}].delta")
+                values = values.resolve(observed[v])
             if _checks.is_concrete(values):
                 mech.check_values(v, values, f"{what}[{v!r}]")
             arr = jnp.asarray(values).astype(_dtype(mech))
@@ -389,6 +411,12 @@ def _affected(graph: Graph, intervened: tuple[str, ...]) -> frozenset[str]:
     for v in intervened:
         out.update(graph.descendants(v))
     return frozenset(out)
+
+
+def _is_numeric_array(x: Any) -> bool:
+    """An array JAX can take as it is (numbers or booleans); anything else is converted on
+    the host, where a bad dtype gets its message."""
+    return isinstance(x, (jax.Array, np.ndarray)) and x.dtype.kind in "biuf"
 
 
 def _dtype(mech: Mechanism):

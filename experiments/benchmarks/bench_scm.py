@@ -40,8 +40,8 @@ def cfjax_model():
 
 def cfjax_counterfactuals(scm, params, data):
     """Abduction once and all 16 interventions (two groups) in one call: ``{node: (16, N)}``."""
-    shifted = data["X3"][None, :] + jnp.asarray(refs.X3_SHIFTS)[:, None]
-    return scm.counterfactual(params, data, [{"X1": refs.DO_X1_VALUES}, {"X3": shifted}])
+    shift = cf.scm.Shift(refs.X3_SHIFTS)  # do(X3 := X3 + delta), as DoWhy's and ChiRho's callables
+    return scm.counterfactual(params, data, [{"X1": refs.DO_X1_VALUES}, {"X3": shift}])
 
 
 def stacked(out):
