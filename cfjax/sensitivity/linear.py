@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from cfjax import _checks
 
@@ -52,22 +53,32 @@ def polynomial_features(z: jax.Array, degree: int) -> jax.Array:
     return jnp.prod(z[None, :] ** e, axis=1)
 
 
-class Design(NamedTuple):
+@struct.dataclass
+class Design:
     """The data of a linear-in-parameters SCM, reduced to its sufficient statistics.
 
     ``F (n, D)``: every equation's embedding side by side; ``X (n, m)``: the features;
-    ``block (D,)``: the equation of each coefficient (static, numpy); ``G``, ``C``, ``XX``:
-    the Gram matrices ``FᵀF``, ``FᵀX``, ``XᵀX``; ``F_mean``, ``X_mean``: column means.
+    ``G``, ``C``, ``XX``: the Gram matrices ``FᵀF``, ``FᵀX``, ``XᵀX``; ``F_mean``, ``X_mean``:
+    column means; ``sizes``: each equation's number of coefficients (static, hashable).
     """
 
     F: jax.Array
     X: jax.Array
-    block: np.ndarray
     G: jax.Array
     C: jax.Array
     XX: jax.Array
     F_mean: jax.Array
     X_mean: jax.Array
+    sizes: tuple[int, ...] = struct.field(pytree_node=False)
+
+    @property
+    def block(self) -> np.ndarray:
+        """The equation of each coefficient, ``(D,)``."""
+        return np.repeat(np.arange(len(self.sizes)), self.sizes)
+
+    def blocks(self, w: jax.Array) -> list[jax.Array]:
+        """``w (D,)`` split into one coefficient vector per equation."""
+        return jnp.split(w, np.cumsum(self.sizes)[:-1])
 
 
 def design(embeddings: Sequence[Any], X: Any) -> Design:
@@ -80,16 +91,27 @@ def design(embeddings: Sequence[Any], X: Any) -> Design:
         if e.ndim != 2 or e.shape[0] != X.shape[0]:
             _checks.fail(f"embeddings[{j}]", f"shape ({X.shape[0]}, F_{j})", f"shape {e.shape}")
     F = jnp.concatenate(blocks, axis=1)
-    block = np.concatenate([np.full(e.shape[1], j) for j, e in enumerate(blocks)])
-    return Design(F, X, block, F.T @ F, F.T @ X, X.T @ X, F.mean(0), X.mean(0))
+    return Design(F, X, F.T @ F, F.T @ X, X.T @ X, F.mean(0), X.mean(0),
+                  tuple(int(e.shape[1]) for e in blocks))
 
 
 def gls(d: Design, precision: jax.Array, lam: Any) -> jax.Array:
-    """``w = (Σ_i Φ_iᵀ S Φ_i + λI)⁻¹ Σ_i Φ_iᵀ S x_i`` for the error precision ``S (m, m)``;
-    shape ``(D,)``. Differentiable in S and λ."""
+    """``w = (Σ_i Φ_iᵀ S Φ_i + Λ)⁻¹ Σ_i Φ_iᵀ S x_i`` for the error precision ``S (m, m)``;
+    shape ``(D,)``. Differentiable in S and λ.
+
+    ``lam`` is one ridge penalty for every coefficient, or one per equation (``(m,)``). A
+    concrete ``lam`` of exactly 0 (no penalty) solves with the pseudo-inverse, so that
+    collinear embeddings (``A²`` = 1 when A = ±1) give the minimum-norm least-squares fit
+    instead of a singular solve.
+    """
     b = d.block
-    A = d.G * precision[b][:, b] + lam * jnp.eye(d.G.shape[0], dtype=d.G.dtype)
+    unpenalised = _checks.is_concrete(lam) and not np.any(np.asarray(lam))
+    lam = jnp.asarray(lam, d.G.dtype)
+    diag = lam[b] if lam.ndim == 1 else jnp.full(b.shape, lam)
+    A = d.G * precision[b][:, b] + jnp.diag(diag)
     rhs = jnp.sum(d.C * precision[b, :], axis=1)
+    if unpenalised:
+        return jnp.linalg.pinv(A, hermitian=True) @ rhs
     return jnp.linalg.solve(A, rhs)
 
 

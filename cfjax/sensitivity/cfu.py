@@ -1,0 +1,137 @@
+"""Counterfactual unfairness of the fair predictor when the errors are correlated by P
+(paper 001, SPEC §3).
+
+For a correlation matrix P: fit Model B (w*, σ) by :func:`fit_model_b`, take its residuals
+δ̂, propagate each unit's counterfactual ``a → a'`` through the graph in topological order
+(``x'_j = φ_j(a', x'_pa)ᵀ w*_j + δ̂_j``), read the counterfactual through Model A's eyes
+(``ε̂' = x' − Φ' w†``) and average ``(f_θ(ε̂) − f_θ(ε̂'))²``. A categorical A averages over every
+other level; binary A has one. Every step is written for one unit and lifted with vmap; CFU is
+differentiable in P (Model B's σ solve implicitly).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from cfjax import _checks
+from cfjax.sensitivity.correlation import check_correlation
+from cfjax.sensitivity.linear import ModelB, fit_model_b, polynomial_features
+from cfjax.sensitivity.problem import FairModel, _embed, predictor_inputs
+
+__all__ = ["counterfactual_features", "cfu", "cfu_of", "cfu_grid", "bivariate_correlation"]
+
+
+def _unit_counterfactual(model: FairModel, a_cf: jax.Array, x: jax.Array, delta: jax.Array,
+                         w_star: list[jax.Array]) -> tuple[jax.Array, jax.Array]:
+    """One unit's counterfactual features under Model B and their Model A residuals.
+
+    ``a_cf (q,)``: A's counterfactual code; ``x (m,)``: factual features; ``delta (m,)``:
+    Model B residuals. Returns ``(x' (m,), ε̂' (m,))``. Fair features (path-specific variant)
+    keep their factual value.
+    """
+    g = model.graph
+    w_dag = model.design.blocks(model.model_a.w)
+    x_cf = x
+    eps_cf = []
+    for j in range(g.m):  # topological order: the graph's static structure
+        if g.fair_mask[j]:
+            eps_cf.append(x[j])
+            continue
+        phi = _embed(g, model.degrees, j, a_cf, x_cf)
+        x_cf = x_cf.at[j].set(phi @ w_star[j] + delta[j])
+        eps_cf.append(x_cf[j] - phi @ w_dag[j])
+    return x_cf, jnp.stack(eps_cf)
+
+
+def counterfactual_features(model: FairModel, model_b: ModelB, level: Any) -> tuple[jax.Array, jax.Array]:
+    """Every unit's counterfactual features had A been ``level`` (an index into the data's
+    codes, scalar or ``(n,)``), under Model B: ``(x' (n, m), ε̂' (n, m))``."""
+    data = model.data
+    level = jnp.broadcast_to(jnp.asarray(level, jnp.int32), (data.n,))
+    w_star = model.design.blocks(model_b.w)
+    return jax.vmap(lambda c, x, d: _unit_counterfactual(model, c, x, d, w_star))(
+        data.codes[level], data.X, model_b.residuals)
+
+
+def _predict(model: FairModel, z: jax.Array) -> jax.Array:
+    return polynomial_features(z, model.predictor_degree) @ model.theta
+
+
+def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) -> jax.Array:
+    """CFU given a fitted Model B: ``mean_i mean_{a' ≠ a_i} (f_θ(ε̂_i) − f_θ(ε̂'_i))²``, over all
+    units or the index array ``units`` (a minibatch)."""
+    data = model.data
+    c = data.codes.shape[0]
+    w_star = model.design.blocks(model_b.w)
+    delta = model_b.residuals
+    group, X, fair_pred = data.group, data.X, model.fair_pred
+    if units is not None:
+        group, X, delta, fair_pred = group[units], X[units], delta[units], fair_pred[units]
+
+    def unit(g, x, d, f):
+        def world(level):
+            _, eps_cf = _unit_counterfactual(model, data.codes[level], x, d, w_star)
+            z = jnp.where(jnp.asarray(model.graph.fair_mask), x, eps_cf)
+            return (f - _predict(model, z)) ** 2
+
+        levels = jnp.arange(c)
+        sq = jax.vmap(world)(levels)
+        return jnp.sum(jnp.where(levels == g, 0.0, sq)) / (c - 1)
+
+    return jnp.mean(jax.vmap(unit)(group, X, delta, fair_pred))
+
+
+def cfu(model: FairModel, P: Any, *, units: jax.Array | None = None, log_sigma0: Any = None,
+        newton_steps: int = 30) -> jax.Array:
+    """Counterfactual unfairness of the fair predictor if the errors had correlation ``P``
+    (SPEC §3). Traceable and differentiable in P; a concrete P is validated first
+    (symmetric, unit diagonal, positive definite) — a non-PD P raises instead of being used."""
+    if _checks.is_concrete(P):
+        check_correlation(P, min_eig=1e-12)
+        _check_size(model, np.shape(P))
+    P = jnp.asarray(P, model.data.X.dtype)
+    model_b = fit_model_b(model.design, P, model.lam, log_sigma0=log_sigma0, newton_steps=newton_steps)
+    return cfu_of(model, model_b, units)
+
+
+def bivariate_correlation(p: Any, dtype=None) -> jax.Array:
+    """``[[1, p], [p, 1]]``."""
+    p = jnp.asarray(p, dtype)
+    one = jnp.ones_like(p)
+    return jnp.stack([jnp.stack([one, p]), jnp.stack([p, one])])
+
+
+def cfu_grid(model: FairModel, ps: Any, *, min_eig: float = 1e-3, newton_steps: int = 30) -> jax.Array:
+    """The bivariate tool: CFU at ``P = [[1, p], [p, 1]]`` for every p of the grid ``ps``, in
+    one vmapped call. Points with ``1 − |p| < min_eig`` (P too close to singular, where CFU is
+    not defined with a margin) come back as NaN, never silently evaluated."""
+    if model.graph.m != 2:
+        _checks.fail("model", "two confounded features for the bivariate grid (use worst_case otherwise)",
+                     f"{model.graph.m} features")
+    ps = jnp.asarray(ps, model.data.X.dtype)
+    if ps.ndim != 1:
+        _checks.fail("ps", "a 1-d grid of correlations", f"shape {ps.shape}")
+    return _grid(model, ps, min_eig, newton_steps)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _grid(model, ps, min_eig, newton_steps):
+    ok = 1.0 - jnp.abs(ps) >= min_eig
+    safe = jnp.where(ok, ps, 0.0)
+
+    def one(p):
+        P = bivariate_correlation(p, model.data.X.dtype)
+        return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=newton_steps))
+
+    return jnp.where(ok, jax.vmap(one)(safe), jnp.nan)
+
+
+def _check_size(model: FairModel, shape: tuple[int, ...]) -> None:
+    m = model.graph.m
+    if shape != (m, m):
+        _checks.fail("P", f"a {m} x {m} correlation matrix over {list(model.graph.features)}", f"shape {shape}")

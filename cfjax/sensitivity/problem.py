@@ -1,0 +1,301 @@
+"""A counterfactual-fairness problem (paper 001, SPEC §3): the causal graph over a sensitive
+attribute A and features X_1..X_m, the data, and the fitted working model — Model A, the
+counterfactually fair predictor on its residuals and the two baselines.
+
+Data flow: :class:`FairnessGraph` (static, hashable) + :class:`FairnessData` (a pytree of
+arrays) → :func:`fit` → :class:`FairModel` (a pytree; every later computation — the CFU of a
+correlation matrix, the worst-case search — is a pure function of it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from cfjax import _checks
+from cfjax.scm.graph import Graph
+from cfjax.sensitivity import ridge
+from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, polynomial_features
+
+__all__ = ["FairnessGraph", "FairnessData", "make_data", "Settings", "FairModel", "fit", "embeddings",
+           "predictor_inputs"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FairnessGraph:
+    """The causal graph of paper 001: a sensitive attribute (a root), features in topological
+    order with their parents, and optionally the features whose paths from A are fair.
+
+    Args:
+      parents: ``feature -> parents`` over the sensitive attribute and the other features (a
+        feature listed with no parents is exogenous).
+      sensitive: the sensitive attribute's name.
+      fair: path-specific variant (paper 001, appendix C): features whose every path from A
+        is fair. They enter the predictor directly instead of through their residual and keep
+        their factual value in the counterfactual world; their parents must be A or fair
+        features. Empty (default): counterfactual fairness on every path.
+
+    Example:
+      >>> g = FairnessGraph({"G": ["A"], "L": ["A", "G"]})
+      >>> g.features, g.parents
+      (('G', 'L'), (('A',), ('A', 'G')))
+    """
+
+    features: tuple[str, ...]
+    parents: tuple[tuple[str, ...], ...]
+    sensitive: str
+    fair: tuple[str, ...]
+
+    def __init__(self, parents: Mapping[str, Sequence[str]], sensitive: str = "A", fair: Sequence[str] = ()):
+        if not isinstance(parents, Mapping) or not parents:
+            _checks.fail("parents", "a non-empty mapping feature -> parents", repr(parents))
+        if sensitive in parents and list(parents[sensitive]):
+            _checks.fail("parents", f"the sensitive attribute {sensitive!r} as a root",
+                         f"parents {list(parents[sensitive])}")
+        table = {sensitive: [], **{v: list(p) for v, p in parents.items() if v != sensitive}}
+        graph = Graph.from_parents(table)  # rejects cycles, unknown parents, duplicates
+        features = tuple(v for v in graph.order if v != sensitive)
+        fair = tuple(fair)
+        for v in fair:
+            if v not in features:
+                _checks.fail("fair", f"features among {list(features)}", repr(v))
+            bad = [p for p in table[v] if p != sensitive and p not in fair]
+            if bad:
+                _checks.fail("fair", f"fair features whose parents are {sensitive!r} or fair features",
+                             f"{v!r} with unfair parents {bad}")
+        object.__setattr__(self, "features", features)
+        object.__setattr__(self, "parents", tuple(tuple(table[v]) for v in features))
+        object.__setattr__(self, "sensitive", sensitive)
+        object.__setattr__(self, "fair", tuple(v for v in features if v in fair))
+
+    @property
+    def m(self) -> int:
+        return len(self.features)
+
+    def index(self, feature: str) -> int:
+        return self.features.index(feature)
+
+    @property
+    def fair_mask(self) -> tuple[bool, ...]:
+        return tuple(v in self.fair for v in self.features)
+
+
+@struct.dataclass
+class FairnessData:
+    """Units of a fairness problem. ``group (n,)``: each unit's level of A (int32 in
+    ``0..c−1``); ``codes (c, q)``: the numbers A enters the equations with at each level (e.g.
+    ``[[−1], [1]]``); ``X (n, m)``: the features in the graph's order; ``y (n,)``: the target."""
+
+    group: jax.Array
+    codes: jax.Array
+    X: jax.Array
+    y: jax.Array
+
+    @property
+    def a(self) -> jax.Array:
+        """Each unit's code of A, ``(n, q)``."""
+        return self.codes[self.group]
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+
+def make_data(a: Any, X: Any, y: Any, *, codes: Any = None) -> FairnessData:
+    """Validated :class:`FairnessData`.
+
+    Args:
+      a: ``(n,)`` the sensitive attribute's value per unit (any labels; at least two groups).
+      X: ``(n, m)`` features in the graph's order, none constant.
+      y: ``(n,)`` the target.
+      codes: how A enters the equations: None uses the sorted distinct values of ``a`` as
+        numbers (so ±1 stays ±1 and 0/1 stays 0/1); ``"one_hot"`` gives c − 1 indicator
+        columns (first level dropped), for a categorical A; or an explicit ``(c,)`` or
+        ``(c, q)`` array, one row per sorted distinct value.
+    """
+    a = np.asarray(a)
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if a.ndim != 1 or a.size == 0:
+        _checks.fail("a", "a non-empty 1-d array", f"shape {a.shape}")
+    n = a.shape[0]
+    if X.ndim != 2 or X.shape[0] != n or X.shape[1] == 0:
+        _checks.fail("X", f"shape ({n}, m) with m >= 1", f"shape {X.shape}")
+    if y.shape != (n,):
+        _checks.fail("y", f"shape ({n},)", f"shape {y.shape}")
+    for name, v in (("X", X), ("y", y)):
+        if not np.issubdtype(v.dtype, np.number) or not np.isfinite(v).all():
+            _checks.fail(name, "finite numbers", "NaN, infinite or non-numeric values")
+    constant = [j for j in range(X.shape[1]) if np.ptp(X[:, j]) == 0]
+    if constant:
+        _checks.fail("X", "non-constant feature columns", f"constant column(s) {constant}")
+    levels, group = np.unique(a, return_inverse=True)
+    if levels.size < 2:
+        _checks.fail("a", "at least two groups of the sensitive attribute", f"one group {levels.tolist()}")
+    if codes is None:
+        if not np.issubdtype(levels.dtype, np.number):
+            _checks.fail("codes", "explicit codes or 'one_hot' for a non-numeric sensitive attribute", "None")
+        codes = levels.astype(np.float64)[:, None]
+    elif isinstance(codes, str):
+        if codes != "one_hot":
+            _checks.fail("codes", "None, 'one_hot' or an array", repr(codes))
+        codes = np.eye(levels.size)[:, 1:]
+    else:
+        codes = np.asarray(codes, np.float64)
+        codes = codes[:, None] if codes.ndim == 1 else codes
+        if codes.ndim != 2 or codes.shape[0] != levels.size or not np.isfinite(codes).all():
+            _checks.fail("codes", f"{levels.size} finite rows, one per group {levels.tolist()}", f"shape {codes.shape}")
+    dtype = jnp.result_type(float)
+    return FairnessData(jnp.asarray(group, jnp.int32), jnp.asarray(codes, dtype), jnp.asarray(X, dtype),
+                        jnp.asarray(y, dtype))
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Model selection of paper 001 (defaults: the paper's law-school recipe).
+
+    ``degrees``: candidate polynomial degrees per equation; ``lambdas``: candidate ridge
+    penalties; ``shared_lambda``: one λ for all equations (the paper) or one per equation;
+    ``lam``: the penalty of Models A and B fixed instead of chosen (a λ sweep; 0 = unpenalised,
+    solved by pseudo-inverse): the degrees are still chosen by CV over ``lambdas`` unless
+    ``equation_degrees`` fixes them too; ``predictor_*``:
+    the same for the fair predictor and the baselines; ``folds``, ``shuffle``, ``seed``: K-fold
+    CV on the rows in order (the paper, scikit-learn's default) or shuffled.
+    """
+
+    degrees: tuple[int, ...] = (1, 2, 3, 4)
+    lambdas: tuple[float, ...] = tuple(float(v) for v in np.logspace(-4, 4, 10))
+    shared_lambda: bool = True
+    lam: float | None = None
+    equation_degrees: tuple[int, ...] | None = None
+    predictor_degrees: tuple[int, ...] = (1, 2, 3, 4)
+    predictor_lambdas: tuple[float, ...] | None = None  # None: the same as `lambdas`
+    folds: int = 5
+    shuffle: bool = False
+    seed: int = 0
+
+    def replace(self, **changes) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+
+@struct.dataclass
+class FairModel:
+    """The fitted working model: everything CFU needs, as one pytree.
+
+    ``lam``: the ridge penalty of Models A and B (scalar or per equation); ``model_a``: Model A
+    (``w`` is w†, ``residuals`` ε̂); ``theta``: the fair predictor's coefficients on
+    :func:`predictor_inputs`; ``fair_pred``: its predictions ``(n,)``; ``baselines``: name →
+    predictions of the unconstrained (A, X) and blind (X) predictors; ``baseline_unfairness``:
+    name → ``mean_i (f_θ(ε̂_i) − ŷ^b_i)²``; ``selection``: the CV choices and tables.
+    """
+
+    graph: FairnessGraph = struct.field(pytree_node=False)
+    degrees: tuple[int, ...] = struct.field(pytree_node=False)
+    predictor_degree: int = struct.field(pytree_node=False)
+    data: FairnessData
+    design: Design
+    lam: jax.Array
+    model_a: ModelA
+    theta: jax.Array
+    fair_pred: jax.Array
+    baselines: dict
+    baseline_unfairness: dict
+    selection: dict = struct.field(pytree_node=False)
+
+
+def embeddings(graph: FairnessGraph, degrees: Sequence[int], a: jax.Array, X: jax.Array) -> list[jax.Array]:
+    """Each equation's polynomial embedding of its parents for every unit: ``[(n, F_j)]``.
+    ``a (n, q)`` are A's codes."""
+    return [jax.vmap(lambda ai, xi, j=j: _embed(graph, degrees, j, ai, xi))(a, X) for j in range(graph.m)]
+
+
+def _embed(graph: FairnessGraph, degrees: Sequence[int], j: int, a: jax.Array, x: jax.Array) -> jax.Array:
+    """One unit's embedding ``φ_j`` of feature j's parents (A's codes and parent features)."""
+    parts = []
+    for p in graph.parents[j]:
+        parts.append(a if p == graph.sensitive else x[graph.index(p)][None])
+    z = jnp.concatenate(parts) if parts else jnp.zeros((0,), x.dtype)
+    return polynomial_features(z, degrees[j])
+
+
+def predictor_inputs(graph: FairnessGraph, residuals: jax.Array, X: jax.Array) -> jax.Array:
+    """The fair predictor's inputs: the residual ε̂_j of every feature, except fair features
+    (path-specific variant), which enter as themselves. Shape ``(n, m)``."""
+    mask = jnp.asarray(graph.fair_mask)
+    return jnp.where(mask, X, residuals)
+
+
+def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings()) -> FairModel:
+    """Select degrees and λ by CV, fit Model A, the fair predictor and the two baselines.
+
+    The equations' degrees and λ are chosen jointly: for each λ every equation takes its best
+    degree, and the shared λ minimises the sum of the equations' CV errors (per-equation λ
+    when ``settings.shared_lambda`` is False). Model A (ridge, then GLS with the residual
+    variances) uses that λ; Model B later uses the same. The fair predictor is a polynomial
+    ridge on :func:`predictor_inputs`; the unconstrained baseline on (A, X), the blind one on
+    X, each with degree and penalty by the same CV.
+    """
+    if not isinstance(graph, FairnessGraph):
+        _checks.fail("graph", "a FairnessGraph", type(graph).__name__)
+    if not isinstance(data, FairnessData):
+        _checks.fail("data", "FairnessData from make_data", type(data).__name__)
+    if data.X.shape[1] != graph.m:
+        _checks.fail("data.X", f"{graph.m} columns, one per feature {list(graph.features)}", f"{data.X.shape[1]}")
+    s = settings
+    fold = ridge.fold_ids(data.n, s.folds, s.shuffle, s.seed)
+    lambdas = ridge._check_lambdas(s.lambdas)
+    a = data.a
+    table = None
+    if s.equation_degrees is not None:
+        if len(s.equation_degrees) != graph.m:
+            _checks.fail("settings.equation_degrees", f"{graph.m} degrees, one per feature", repr(s.equation_degrees))
+        deg_choice = [_checks.check_positive_int("settings.equation_degrees", v) for v in s.equation_degrees]
+        lam_choice = np.full(graph.m, np.nan)
+    else:
+        table = np.stack([np.stack([np.asarray(ridge.cv_scores(_equation(graph, data, j, d), data.X[:, j], lambdas, fold))
+                                    for d in s.degrees]) for j in range(graph.m)])  # (m, degrees, lambdas)
+        best_d = np.nanargmin(table, axis=1)  # (m, lambdas)
+        best = np.take_along_axis(table, best_d[:, None, :], axis=1)[:, 0, :]  # (m, lambdas)
+        if s.shared_lambda:
+            j = int(np.nanargmin(best.sum(0)))
+            lam_idx = np.full(graph.m, j)
+        else:
+            lam_idx = np.nanargmin(best, axis=1)
+        lam_choice = lambdas[lam_idx]
+        deg_choice = [s.degrees[best_d[k, lam_idx[k]]] for k in range(graph.m)]
+    if s.lam is not None:
+        if not (np.isfinite(s.lam) and s.lam >= 0):
+            _checks.fail("settings.lam", "a non-negative penalty", repr(s.lam))
+        lam_choice = np.full(graph.m, float(s.lam))
+    elif np.isnan(lam_choice).any():
+        _checks.fail("settings.lam", "a penalty when equation_degrees are fixed", "None")
+    degrees = tuple(int(d) for d in deg_choice)
+    lam = jnp.asarray(lam_choice[0] if np.all(lam_choice == lam_choice[0]) else lam_choice, data.X.dtype)
+    d = design(embeddings(graph, degrees, a, data.X), data.X)
+    model_a = fit_model_a(d, float(lam) if lam.ndim == 0 else lam)
+    p_lambdas = s.predictor_lambdas if s.predictor_lambdas is not None else s.lambdas
+    cv = dict(degrees=s.predictor_degrees, lambdas=p_lambdas, folds=s.folds, shuffle=s.shuffle, seed=s.seed)
+    Z = predictor_inputs(graph, model_a.residuals, data.X)
+    fair = ridge.ridge_cv(Z, data.y, **cv)
+    fair_pred = ridge.polynomial_predict(Z, fair.degree, fair.theta)
+    baselines, unfairness, chosen = {}, {}, {}
+    for name, inputs in (("unconstrained", jnp.concatenate([a, data.X], axis=1)), ("blind", data.X)):
+        b = ridge.ridge_cv(inputs, data.y, **cv)
+        baselines[name] = ridge.polynomial_predict(inputs, b.degree, b.theta)
+        unfairness[name] = jnp.mean((fair_pred - baselines[name]) ** 2)
+        chosen[name] = {"degree": b.degree, "lam": b.lam}
+    selection = {"degrees": degrees, "lam": lam_choice.tolist(), "equation_cv": table,
+                 "predictor": {"degree": fair.degree, "lam": fair.lam}, "baselines": chosen}
+    return FairModel(graph, degrees, fair.degree, data, d, lam, model_a, fair.theta, fair_pred, baselines,
+                     unfairness, selection)
+
+
+def _equation(graph: FairnessGraph, data: FairnessData, j: int, degree: int) -> jax.Array:
+    degrees = [degree] * graph.m
+    return jax.vmap(lambda ai, xi: _embed(graph, degrees, j, ai, xi))(data.a, data.X)
+
