@@ -49,8 +49,17 @@ def polynomial_features(z: jax.Array, degree: int) -> jax.Array:
     """
     degree = _checks.check_positive_int("degree", degree)
     z = jnp.asarray(z)
-    e = jnp.asarray(_exponents(z.shape[0], degree), z.dtype)
-    return jnp.prod(z[None, :] ** e, axis=1)
+    # Monomials as products of integer powers (static exponents): exact for negative values
+    # and cheap elementwise work that fuses, unlike a float power.
+    one = jnp.ones((), z.dtype)
+    terms = []
+    for row in _exponents(z.shape[0], degree):
+        term = one
+        for v, k in enumerate(row):
+            if k:
+                term = term * jax.lax.integer_pow(z[v], int(k))
+        terms.append(term)
+    return jnp.stack(terms)
 
 
 @struct.dataclass
