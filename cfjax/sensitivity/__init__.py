@@ -1,10 +1,18 @@
 """Sensitivity of counterfactual fairness to unmeasured confounding (paper 001; SPEC §3).
 
-So far: polynomial embeddings, the Gram-matrix design, GLS for any error precision, Model A,
-Model B for any P (its σ solve differentiated implicitly), the error-correlation
-parameterisations and the positive-definiteness gate. The counterfactual unfairness and the
-worst-case search are the rest of issue 5."""
+Graph and data (:class:`FairnessGraph`, :func:`make_data`, the loaders and :func:`synthetic`)
+→ :func:`fit` (degrees and λ by CV, Model A, the fair predictor on its residuals, the
+unconstrained and blind baselines) → :func:`cfu` of any error correlation P (Model B,
+counterfactual propagation; differentiable in P) → :func:`cfu_grid` (two features) and
+:func:`worst_case` (any number: one vmapped optax program over budgets × restarts) →
+:func:`inverse_budget` and :func:`plot_curve`.
+"""
 
+from cfjax.sensitivity.cfu import bivariate_correlation as bivariate_correlation
+from cfjax.sensitivity.cfu import cfu as cfu
+from cfjax.sensitivity.cfu import cfu_grid as cfu_grid
+from cfjax.sensitivity.cfu import cfu_of as cfu_of
+from cfjax.sensitivity.cfu import counterfactual_features as counterfactual_features
 from cfjax.sensitivity.correlation import check_budget as check_budget
 from cfjax.sensitivity.correlation import check_correlation as check_correlation
 from cfjax.sensitivity.correlation import clique_correlation as clique_correlation
@@ -12,6 +20,10 @@ from cfjax.sensitivity.correlation import correlation_margin as correlation_marg
 from cfjax.sensitivity.correlation import pd_correlation as pd_correlation
 from cfjax.sensitivity.correlation import star_correlation as star_correlation
 from cfjax.sensitivity.correlation import tanh_correlation as tanh_correlation
+from cfjax.sensitivity.datasets import Problem as Problem
+from cfjax.sensitivity.datasets import load_law_school as load_law_school
+from cfjax.sensitivity.datasets import load_nhs as load_nhs
+from cfjax.sensitivity.datasets import synthetic as synthetic
 from cfjax.sensitivity.linear import Design as Design
 from cfjax.sensitivity.linear import ModelA as ModelA
 from cfjax.sensitivity.linear import ModelB as ModelB
@@ -22,23 +34,70 @@ from cfjax.sensitivity.linear import gls as gls
 from cfjax.sensitivity.linear import polynomial_features as polynomial_features
 from cfjax.sensitivity.linear import profile_objective as profile_objective
 from cfjax.sensitivity.linear import residual_products as residual_products
+from cfjax.sensitivity.plots import plot_curve as plot_curve
+from cfjax.sensitivity.problem import FairModel as FairModel
+from cfjax.sensitivity.problem import FairnessData as FairnessData
+from cfjax.sensitivity.problem import FairnessGraph as FairnessGraph
+from cfjax.sensitivity.problem import Settings as Settings
+from cfjax.sensitivity.problem import embeddings as embeddings
+from cfjax.sensitivity.problem import fit as fit
+from cfjax.sensitivity.problem import make_data as make_data
+from cfjax.sensitivity.problem import predictor_inputs as predictor_inputs
+from cfjax.sensitivity.ridge import RidgeFit as RidgeFit
+from cfjax.sensitivity.ridge import cv_scores as cv_scores
+from cfjax.sensitivity.ridge import fold_ids as fold_ids
+from cfjax.sensitivity.ridge import ridge_cv as ridge_cv
+from cfjax.sensitivity.search import InverseBudget as InverseBudget
+from cfjax.sensitivity.search import WorstCase as WorstCase
+from cfjax.sensitivity.search import inverse_budget as inverse_budget
+from cfjax.sensitivity.search import paper_optimizer as paper_optimizer
+from cfjax.sensitivity.search import sign_corners as sign_corners
+from cfjax.sensitivity.search import worst_case as worst_case
 
 __all__ = [
     "Design",
+    "FairModel",
+    "FairnessData",
+    "FairnessGraph",
+    "InverseBudget",
     "ModelA",
     "ModelB",
+    "Problem",
+    "RidgeFit",
+    "Settings",
+    "WorstCase",
+    "bivariate_correlation",
+    "cfu",
+    "cfu_grid",
+    "cfu_of",
     "check_budget",
     "check_correlation",
     "clique_correlation",
     "correlation_margin",
+    "counterfactual_features",
+    "cv_scores",
     "design",
+    "embeddings",
+    "fit",
     "fit_model_a",
     "fit_model_b",
+    "fold_ids",
     "gls",
+    "inverse_budget",
+    "load_law_school",
+    "load_nhs",
+    "make_data",
+    "paper_optimizer",
     "pd_correlation",
+    "plot_curve",
     "polynomial_features",
+    "predictor_inputs",
     "profile_objective",
     "residual_products",
+    "ridge_cv",
+    "sign_corners",
     "star_correlation",
+    "synthetic",
     "tanh_correlation",
+    "worst_case",
 ]

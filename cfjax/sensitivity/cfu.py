@@ -20,8 +20,10 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax.sensitivity.correlation import check_correlation
-from cfjax.sensitivity.linear import ModelB, fit_model_b, polynomial_features
+from cfjax.sensitivity.linear import ModelB, _layout, fit_model_b, polynomial_features
 from cfjax.sensitivity.problem import FairModel, _embed, predictor_inputs
+
+_CHUNK = 8192  # units per vmapped chunk in cfu_of
 
 __all__ = ["counterfactual_features", "cfu", "cfu_of", "cfu_grid", "bivariate_correlation"]
 
@@ -68,10 +70,10 @@ def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) ->
     data = model.data
     c = data.codes.shape[0]
     w_star = model.design.blocks(model_b.w)
-    delta = model_b.residuals
-    group, X, fair_pred = data.group, data.X, model.fair_pred
-    if units is not None:
-        group, X, delta, fair_pred = group[units], X[units], delta[units], fair_pred[units]
+    group, X, F, fair_pred = data.group, data.X, model.design.F, model.fair_pred
+    if units is not None:  # only the batch's residuals are computed
+        group, X, F, fair_pred = group[units], X[units], F[units], fair_pred[units]
+    delta = X - F @ _layout(model.design, model_b.w)
 
     def unit(g, x, d, f):
         def world(level):
@@ -79,11 +81,15 @@ def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) ->
             z = jnp.where(jnp.asarray(model.graph.fair_mask), x, eps_cf)
             return (f - _predict(model, z)) ** 2
 
-        levels = jnp.arange(c)
+        levels = jnp.arange(c, dtype=g.dtype)
         sq = jax.vmap(world)(levels)
         return jnp.sum(jnp.where(levels == g, 0.0, sq)) / (c - 1)
 
-    return jnp.mean(jax.vmap(unit)(group, X, delta, fair_pred))
+    # Units in chunks (vmapped within, scanned across) and rematerialised for gradients:
+    # memory stays bounded however many units and however many runs are vmapped over this.
+    per_unit = jax.lax.map(lambda args: jax.checkpoint(unit)(*args), (group, X, delta, fair_pred),
+                           batch_size=_CHUNK)
+    return jnp.mean(per_unit)
 
 
 def cfu(model: FairModel, P: Any, *, units: jax.Array | None = None, log_sigma0: Any = None,

@@ -20,7 +20,7 @@ from flax import struct
 from cfjax import _checks
 from cfjax.scm.graph import Graph
 from cfjax.sensitivity import ridge
-from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, polynomial_features
+from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, fit_model_b, polynomial_features
 
 __all__ = ["FairnessGraph", "FairnessData", "make_data", "Settings", "FairModel", "fit", "embeddings",
            "predictor_inputs"]
@@ -165,7 +165,12 @@ class Settings:
     solved by pseudo-inverse): the degrees are still chosen by CV over ``lambdas`` unless
     ``equation_degrees`` fixes them too; ``predictor_*``:
     the same for the fair predictor and the baselines; ``folds``, ``shuffle``, ``seed``: K-fold
-    CV on the rows in order (the paper, scikit-learn's default) or shuffled.
+    CV on the rows in order (the paper, scikit-learn's default) or shuffled. ``model_a``:
+    ``"paper"`` (SPEC §3: ridge, then one GLS refit with the ridge residuals' variances) or
+    ``"ml"`` (the independent-errors maximum-likelihood fit, i.e. Model B at P = I). With
+    ``"paper"``, Model B at P = I differs slightly from Model A (its σ is the profile-likelihood
+    optimum), so CFU(I) is small but not zero (about 1e-8 of CFU at p = 0.5 in the tests);
+    with ``"ml"`` CFU(I) = 0 up to float error.
     """
 
     degrees: tuple[int, ...] = (1, 2, 3, 4)
@@ -178,6 +183,7 @@ class Settings:
     folds: int = 5
     shuffle: bool = False
     seed: int = 0
+    model_a: str = "paper"
 
     def replace(self, **changes) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -277,7 +283,13 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     degrees = tuple(int(d) for d in deg_choice)
     lam = jnp.asarray(lam_choice[0] if np.all(lam_choice == lam_choice[0]) else lam_choice, data.X.dtype)
     d = design(embeddings(graph, degrees, a, data.X), data.X)
-    model_a = fit_model_a(d, float(lam) if lam.ndim == 0 else lam)
+    lam_arg = float(lam) if lam.ndim == 0 else lam
+    model_a = fit_model_a(d, lam_arg)
+    if s.model_a == "ml":
+        b = fit_model_b(d, jnp.eye(graph.m, dtype=d.G.dtype), lam_arg, newton_steps=50)
+        model_a = ModelA(model_a.w_ridge, b.sigma, b.w, b.residuals)
+    elif s.model_a != "paper":
+        _checks.fail("settings.model_a", "'paper' or 'ml'", repr(s.model_a))
     p_lambdas = s.predictor_lambdas if s.predictor_lambdas is not None else s.lambdas
     cv = dict(degrees=s.predictor_degrees, lambdas=p_lambdas, folds=s.folds, shuffle=s.shuffle, seed=s.seed)
     Z = predictor_inputs(graph, model_a.residuals, data.X)

@@ -2,8 +2,7 @@
 inverse question.
 
 For each budget ``p_max`` and each random restart, gradient ascent on CFU over the unconstrained
-``L`` of a correlation parameterisation, with optax: full batch or minibatches (epochs of a fresh
-permutation), early stopping on the (smoothed) objective, and Model B's σ warm-started from the
+``L`` of a correlation parameterisation, with optax: full batch or minibatches (uniform draws), early stopping on the (smoothed) objective, and Model B's σ warm-started from the
 previous step. The whole ``p_max`` grid × restarts runs as one jitted, vmapped program (or, with
 ``warm_start``, a scan over the sorted budgets — the paper's curriculum — vmapped over restarts).
 
@@ -88,9 +87,10 @@ def _init_L(key: jax.Array, shape: tuple[int, int], mask: np.ndarray, scale: flo
 
 def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 4, steps: int = 500,
                optimizer: optax.GradientTransformation | None = None, batch_size: int | None = None,
-               patience: int = 50, tol: float = 1e-5, min_eig: float = 1e-3, parameterisation: str = "tanh",
+               patience: int = 50, tol: float = 1e-4, min_eig: float = 1e-3, parameterisation: str = "tanh",
                cliques: Any = None, warm_start: bool = False, init_scale: float = 0.1,
-               newton_steps: int = 8, log_objective: bool = True, snap: float | None = 0.99) -> WorstCase:
+               newton_steps: int = 8, log_objective: bool = True, snap: float | None = 0.99,
+               screen_corners: bool = True) -> WorstCase:
     """Maximise CFU over correlations within each budget (paper 001, Algorithm 1).
 
     Args:
@@ -102,7 +102,7 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
       optimizer: any optax transformation (default ``optax.adam(0.05)``; the paper's is
         :func:`paper_optimizer`). It minimises −CFU.
       batch_size: None for full-batch steps; otherwise minibatches of this many units drawn
-        without replacement within each epoch.
+        uniformly (with replacement) at each step.
       patience, tol: stop a run once its objective (an exponential average of minibatch values)
         has not improved by ``tol`` (relative to CFU) for ``patience`` steps.
       min_eig: the smallest eigenvalue any P used may have (a worst case is only defined with a
@@ -121,6 +121,11 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
       snap: the tanh parameterisation only approaches the budget's edge (|P_jk| < p_max), so
         at the end, off-diagonals within a factor ``snap`` of ±p_max are also tried at exactly
         ±p_max (the limit point), kept when usable and worse for fairness. None disables it.
+      screen_corners: the objective has several local maxima (one per sign pattern, roughly),
+        so before the ascent every sign corner (all off-diagonals ±p_max) that is usable is
+        evaluated, and the restarts start from the best of them (the rest from the paper's
+        random initialisation). Applies to the full parameterisation with at most 5 features
+        (2^10 corners); with ``warm_start`` to the first budget only.
 
     Returns:
       :class:`WorstCase`, budgets in the order given (sorted when ``warm_start``).
@@ -150,7 +155,8 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
                      optimizer=optimizer or _ADAM, steps=steps, batch_size=batch_size,
                      patience=patience, tol=float(tol), min_eig=float(min_eig), init_scale=float(init_scale),
                      newton_steps=newton_steps, warm_start=bool(warm_start), restarts=restarts,
-                     log_objective=bool(log_objective), snap=None if snap is None else float(snap))
+                     log_objective=bool(log_objective), snap=None if snap is None else float(snap),
+                     corners=_corner_signs(m) if screen_corners and cliques is None and m <= 5 else None)
     dtype = model.data.X.dtype
     # optax mixes weak and integer types internally: scope the standard promotion rules.
     with jax.numpy_dtype_promotion("standard"):
@@ -178,6 +184,7 @@ class _Config:
     restarts: int
     log_objective: bool
     snap: Any
+    corners: Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +207,6 @@ def _run(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: j
     mask = jnp.asarray(np.asarray(cfg.mask))
     P_of = functools.partial(cfg.P_fn, p_max=p_max)
     bs = cfg.batch_size
-    per_epoch = 1 if bs is None else max(n // bs, 1)
 
     def objective(L, log_sigma, units):
         mb = fit_model_b(model.design, P_of(L), model.lam, log_sigma0=log_sigma, newton_steps=cfg.newton_steps)
@@ -211,8 +217,9 @@ def _run(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: j
     def batch(t):
         if bs is None:
             return None
-        perm = jax.random.permutation(jax.random.fold_in(key, t // per_epoch), n)
-        return jax.lax.dynamic_slice(perm, ((t % per_epoch) * bs,), (bs,))
+        # Uniform draws with replacement: a fresh permutation of n units at every step would
+        # cost more than the step itself on large data.
+        return jax.random.randint(jax.random.fold_in(key, t), (bs,), 0, n)
 
     def body(state):
         L, opt_state, log_sigma, track, best, best_L, since, t, history = state
@@ -253,25 +260,43 @@ def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array) 
     dtype = budgets.dtype
     mask = np.asarray(cfg.mask)
     keys = jax.random.split(key, cfg.restarts)
-    inits = jax.vmap(lambda k: _init_L(jax.random.fold_in(k, 0), cfg.shape, mask, cfg.init_scale, dtype))(keys)
+    random_inits = jax.vmap(lambda k: _init_L(jax.random.fold_in(k, 0), cfg.shape, mask, cfg.init_scale, dtype))(keys)
     run_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
     over_restarts = jax.vmap(functools.partial(_run, cfg, model), in_axes=(None, 0, 0))
+
+    def full_cfu(P):
+        return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=30))
+
+    def inits_for(p):
+        """The restarts' starting L for budget p: the best usable sign corners, then random."""
+        if cfg.corners is None:
+            return random_inits
+        signs = jnp.asarray(cfg.corners, dtype)  # (k, m, m), zero diagonal
+        eye = jnp.eye(signs.shape[1], dtype=dtype)
+        usable = jax.vmap(lambda S: correlation_margin(eye + p * S, cfg.min_eig) >= 0)(signs)
+        values = jax.vmap(lambda S, ok: jnp.where(ok, full_cfu(jnp.where(ok, eye + p * S, eye)), -jnp.inf))(
+            signs, usable)
+        order = jnp.argsort(-values)[: cfg.restarts]
+        # L with tanh(L Lᵀ) = ±tanh(3) ≈ ±0.995 off the diagonal: just inside the corner.
+        target = 3.0 * signs[order] + (3.0 * (signs.shape[1] - 1) + 1.0) * eye[None]
+        L = jax.vmap(jnp.linalg.cholesky)(target)
+        take = jnp.isfinite(values[order]) & jax.vmap(
+            lambda L: correlation_margin(cfg.P_fn(L, p), cfg.min_eig) >= 0)(L)
+        L = jnp.where(take[:, None, None], L, random_inits[: order.shape[0]])
+        return random_inits.at[: order.shape[0]].set(L)
 
     if cfg.warm_start:
         def one_budget(L_prev, inputs):
             p, i = inputs
             ok = jax.vmap(lambda L: correlation_margin(cfg.P_fn(L, p), cfg.min_eig) >= 0)(L_prev)
-            L0 = jnp.where(ok[:, None, None], L_prev, inits)
+            L0 = jnp.where(ok[:, None, None], L_prev, random_inits)
             ks = jax.vmap(lambda k: jax.random.fold_in(k, i))(run_keys)
             L, t, hist = over_restarts(p, L0, ks)
             return L, (L, t, hist)
 
-        _, (L, t, hist) = jax.lax.scan(one_budget, inits, (budgets, jnp.arange(budgets.shape[0])))
+        _, (L, t, hist) = jax.lax.scan(one_budget, inits_for(budgets[0]), (budgets, jnp.arange(budgets.shape[0])))
     else:
-        L, t, hist = jax.vmap(over_restarts, in_axes=(0, None, None))(budgets, inits, run_keys)
-
-    def full_cfu(P):
-        return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=30))
+        L, t, hist = jax.vmap(lambda p: over_restarts(p, inits_for(p), run_keys))(budgets)
 
     def evaluate(p, L):
         P = cfg.P_fn(L, p)
@@ -295,6 +320,18 @@ def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array) 
     P_best = jnp.take_along_axis(Ps, best[:, None, None, None], axis=1)[:, 0]
     cfu_best = jnp.take_along_axis(values, best[:, None], axis=1)[:, 0]
     return WorstCase(budgets, cfu_best, P_best, jnp.linalg.eigvalsh(P_best), values, t, hist, cfg.min_eig)
+
+
+def _corner_signs(m: int) -> tuple:
+    """Every sign pattern of the off-diagonals as symmetric ±1 matrices with zero diagonal."""
+    pairs = [(i, j) for i in range(m) for j in range(i + 1, m)]
+    out = []
+    for bits in np.ndindex(*(2,) * len(pairs)):
+        S = np.zeros((m, m))
+        for (i, j), b in zip(pairs, bits):
+            S[i, j] = S[j, i] = 1 - 2 * b
+        out.append(tuple(map(tuple, S.tolist())))
+    return tuple(out)
 
 
 def sign_corners(m: int, p_max: float, min_eig: float = 1e-3) -> np.ndarray:
