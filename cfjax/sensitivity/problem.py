@@ -205,13 +205,13 @@ class FairModel:
     predictor_degree: int = struct.field(pytree_node=False)
     data: FairnessData
     design: Design
-    lam: jax.Array
+    lam: float | tuple = struct.field(pytree_node=False)  # static: λ = 0 picks the pseudo-inverse
     model_a: ModelA
     theta: jax.Array
     fair_pred: jax.Array
     baselines: dict
     baseline_unfairness: dict
-    selection: dict = struct.field(pytree_node=False)
+    selection: dict  # CV choices and tables (leaves; never used inside compiled code)
 
 
 def embeddings(graph: FairnessGraph, degrees: Sequence[int], a: jax.Array, X: jax.Array) -> list[jax.Array]:
@@ -281,9 +281,9 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     elif np.isnan(lam_choice).any():
         _checks.fail("settings.lam", "a penalty when equation_degrees are fixed", "None")
     degrees = tuple(int(d) for d in deg_choice)
-    lam = jnp.asarray(lam_choice[0] if np.all(lam_choice == lam_choice[0]) else lam_choice, data.X.dtype)
+    lam = float(lam_choice[0]) if np.all(lam_choice == lam_choice[0]) else tuple(float(v) for v in lam_choice)
     d = design(embeddings(graph, degrees, a, data.X), data.X)
-    lam_arg = float(lam) if lam.ndim == 0 else lam
+    lam_arg = lam if isinstance(lam, float) else jnp.asarray(lam, data.X.dtype)
     model_a = fit_model_a(d, lam_arg)
     if s.model_a == "ml":
         b = fit_model_b(d, jnp.eye(graph.m, dtype=d.G.dtype), lam_arg, newton_steps=50)

@@ -1,0 +1,282 @@
+"""Paper 001's sensitivity analyses: law school (bivariate grid, Figure 2) and NHS staff survey
+(3-variable optimiser, Figure 4), plus the built-in synthetic SCM with a known confounding.
+
+Follows the paper's recipe as the data README spells it out (A = ±1, z-scored features with the
+population std, unshuffled 5-fold CV, one shared λ for Models A and B); each choice is an option
+of the loaders / ``Settings`` and the report shows what changes when it is changed. Also a λ sweep
+(including λ = 0) next to every curve, and the inverse question (the smallest budget whose worst
+case reaches the blind baseline's unfairness).
+
+Run: ``python -m experiments.sensitivity [--data-dir ../shared/data] [--out experiments/reports/sensitivity]``
+(float64; about 10 minutes on 2 CPU cores, ``--quick`` for a smaller run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import time
+
+import jax
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import cfjax.sensitivity as S  # noqa: E402
+from cfjax._io import atomic_write_bytes  # noqa: E402
+
+LAW_SETTINGS = S.Settings()  # degrees 1-4, λ in logspace(-4, 4, 10), unshuffled 5-fold CV, shared λ
+NHS_SETTINGS = S.Settings(degrees=(1, 2, 3), lambdas=tuple(float(v) for v in np.logspace(-3, 3, 8)),
+                          predictor_degrees=(1, 2, 3))
+BUDGETS = np.linspace(0.0, 0.99, 16)
+
+
+def _save_fig(fig, path):
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    atomic_write_bytes(path, buf.getvalue())
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def _fmt(x):
+    return "NaN" if not np.isfinite(x) else f"{x:.3g}"
+
+
+def _summary(model):
+    sel = model.selection
+    return {"degrees": list(model.degrees), "lam": sel["lam"][0], "predictor": sel["predictor"],
+            "baselines": sel["baselines"], "baseline_unfairness": {k: float(v) for k, v in model.baseline_unfairness.items()}}
+
+
+def lambda_sweep(prob, settings, lams, evaluate):
+    """CFU as a function of the shared ridge penalty, degrees fixed at the CV choice."""
+    base = S.fit(prob.graph, prob.data, settings)
+    rows = []
+    for lam in lams:
+        model = S.fit(prob.graph, prob.data, settings.replace(lam=float(lam), equation_degrees=base.degrees))
+        rows.append({"lam": float(lam), **evaluate(model),
+                     "blind": float(model.baseline_unfairness["blind"])})
+    return rows
+
+
+def law_school(path, out, key, quick):
+    t0 = time.perf_counter()
+    prob = S.load_law_school(path)
+    model = S.fit(prob.graph, prob.data, LAW_SETTINGS)
+    ps = np.linspace(-0.99, 0.99, 41 if quick else 81)
+    grid = np.asarray(S.cfu_grid(model, ps))
+    wc = S.worst_case(model, BUDGETS, key=key, restarts=4)
+    blind = float(model.baseline_unfairness["blind"])
+    inverse = S.inverse_budget(model, blind, key=key, restarts=4)
+    t_main = time.perf_counter() - t0
+
+    def at(model):
+        g = np.asarray(S.cfu_grid(model, [-0.9, -0.5, 0.5, 0.9]))
+        return {"cfu_p0.5": float(np.nanmax(g[1:3])), "cfu_p0.9": float(np.nanmax(g[[0, 3]]))}
+
+    sweep = lambda_sweep(prob, LAW_SETTINGS, [0.0, 1e-4, 1e-2, 1.0, 21.5443469, 1e2, 1e4], at)
+    # The recipe's details, one at a time (each refit with its own CV).
+    variants = {"paper recipe": at(model)}
+    for name, p2, settings in [
+        ("A coded 0/1", S.load_law_school(path, sensitive_coding="01"), LAW_SETTINGS),
+        ("shuffled CV", prob, LAW_SETTINGS.replace(shuffle=True)),
+        ("sample std", S.load_law_school(path, standardise="sample"), LAW_SETTINGS),
+        ("per-equation λ", prob, LAW_SETTINGS.replace(shared_lambda=False)),
+        ("Model A = ML (P = I)", prob, LAW_SETTINGS.replace(model_a="ml")),
+    ]:
+        m2 = S.fit(p2.graph, p2.data, settings)
+        variants[name] = {**at(m2), "degrees": list(m2.degrees), "lam": m2.selection["lam"],
+                          "blind": float(m2.baseline_unfairness["blind"])}
+    fig = S.plot_curve(ps, grid, baselines={k: float(v) for k, v in model.baseline_unfairness.items()},
+                       xlabel="p (error correlation of G and L)", title="Law school: CFU over the grid")
+    _save_fig(fig, os.path.join(out, "law_school_grid.png"))
+    fig = S.plot_curve(wc.p_max, wc.cfu, baselines={k: float(v) for k, v in model.baseline_unfairness.items()},
+                       title="Law school: worst-case CFU (optimiser)")
+    _save_fig(fig, os.path.join(out, "law_school_curve.png"))
+    return {"n": prob.data.n, "model": _summary(model), "grid": {"p": ps.tolist(), "cfu": grid.tolist()},
+            "worst_case": _curve(wc), "inverse": _inverse(inverse), "lambda_sweep": sweep,
+            "variants": variants, "seconds": t_main}
+
+
+def nhs(path, out, key, quick):
+    t0 = time.perf_counter()
+    prob = S.load_nhs(path)
+    model = S.fit(prob.graph, prob.data, NHS_SETTINGS)
+    search = dict(restarts=4, batch_size=4096, steps=150 if quick else 300)
+    wc = S.worst_case(model, BUDGETS, key=key, **search)
+    paper = S.worst_case(model, BUDGETS, key=key, restarts=4, batch_size=4096, steps=prob.data.n // 4096,
+                         optimizer=S.paper_optimizer(), warm_start=True, log_objective=False, patience=10**6)
+    blind = float(model.baseline_unfairness["blind"])
+    inverse = S.inverse_budget(model, blind, key=key, tol=5e-3, **search)
+    t_main = time.perf_counter() - t0
+
+    def at(model):
+        w = S.worst_case(model, [0.5, 0.9], key=key, restarts=4, batch_size=4096, steps=100)
+        return {"cfu_p0.5": float(w.cfu[0]), "cfu_p0.9": float(w.cfu[1])}
+
+    sweep = lambda_sweep(prob, NHS_SETTINGS, [0.0, 1e-3, 1.0, 138.949549, 1e3] if not quick else [0.0, 138.949549],
+                         at)
+    fig = S.plot_curve(wc.p_max, wc.cfu, baselines={k: float(v) for k, v in model.baseline_unfairness.items()},
+                       title="NHS staff survey: worst-case CFU (optimiser)")
+    ax = fig.axes[0]
+    keep = np.asarray(paper.cfu) > 0
+    ax.plot(np.asarray(paper.p_max)[keep], np.asarray(paper.cfu)[keep], "s--", color="C5", ms=3,
+            label="paper's optimiser (SGD, warm start)")
+    ax.legend(fontsize=8)
+    _save_fig(fig, os.path.join(out, "nhs_curve.png"))
+    return {"n": prob.data.n, "model": _summary(model), "worst_case": _curve(wc), "paper_optimizer": _curve(paper),
+            "inverse": _inverse(inverse), "lambda_sweep": sweep, "seconds": t_main}
+
+
+def synthetic(out, key):
+    prob = S.synthetic(5000, correlation=0.5, seed=0)
+    model = S.fit(prob.graph, prob.data, LAW_SETTINGS)
+    wc = S.worst_case(model, BUDGETS, key=key, restarts=4)
+    true = float(S.cfu(model, prob.true_correlation))
+    fig = S.plot_curve(wc.p_max, wc.cfu, baselines={k: float(v) for k, v in model.baseline_unfairness.items()},
+                       true_value=(0.5, true), title="Synthetic SCM (true correlation 0.5)")
+    _save_fig(fig, os.path.join(out, "synthetic_curve.png"))
+    at_half = float(S.worst_case(model, [0.5], key=key, restarts=4).cfu[0])
+    return {"model": _summary(model), "worst_case": _curve(wc), "true_cfu": true, "worst_at_0.5": at_half}
+
+
+def _curve(wc):
+    return {"p_max": np.asarray(wc.p_max).tolist(), "cfu": np.asarray(wc.cfu).tolist(),
+            "min_eigenvalue": np.asarray(wc.eigenvalues[:, 0]).tolist(),
+            "P_offdiag": [np.asarray(P)[np.triu_indices(P.shape[0], 1)].tolist() for P in wc.P],
+            "steps_max": int(np.asarray(wc.steps).max())}
+
+
+def _inverse(inv):
+    return {"level": inv.level, "p_max": inv.p_max, "bracket": [inv.lo, inv.hi],
+            "probes": [list(p) for p in inv.evaluated]}
+
+
+def report(res) -> str:
+    lines = ["# cfjax: sensitivity of counterfactual fairness to unmeasured confounding (paper 001)", "",
+             "Generated by `python -m experiments.sensitivity` (float64). CFU is the mean squared change of "
+             "the counterfactually fair predictor's output between each unit and its counterfactual "
+             "(the other group) when the errors are correlated by P (SPEC §3). Worst cases: Adam on log CFU "
+             "over the paper's tanh parameterisation, 4 restarts per budget seeded by the best sign corners, "
+             "smallest eigenvalue of P >= 1e-3.", ""]
+    for name in ("law_school", "nhs", "synthetic"):
+        if name not in res:
+            continue
+        r = res[name]
+        m = r["model"]
+        title = {"law_school": "Law school (A -> G, A -> L, G -> L; Figure 2)",
+                 "nhs": "NHS staff survey (O <- A; M <- A, O; J <- A, O, M; Figure 4)",
+                 "synthetic": "Synthetic SCM with a known error correlation (0.5)"}[name]
+        lines += [f"## {title}", ""]
+        if "n" in r:
+            lines.append(f"{r['n']:,} units. ")
+        lines += [f"CV choices: equation degrees {m['degrees']}, shared λ = {_fmt(m['lam'])}; fair predictor "
+                  f"degree {m['predictor']['degree']}, λ = {_fmt(m['predictor']['lam'])}. Baselines' unfairness "
+                  f"(mean squared difference from the fair predictor): unconstrained "
+                  f"{_fmt(m['baseline_unfairness']['unconstrained'])}, blind {_fmt(m['baseline_unfairness']['blind'])}.",
+                  ""]
+        if "grid" in r:
+            g = np.asarray(r["grid"]["cfu"])
+            p = np.asarray(r["grid"]["p"])
+            lines += ["![grid](law_school_grid.png)", "",
+                      "Bivariate grid, CFU at selected correlations:", "",
+                      "| p | " + " | ".join(f"{v:+.2f}" for v in p[:: max(len(p) // 10, 1)]) + " |",
+                      "|---|" + "---|" * len(p[:: max(len(p) // 10, 1)]),
+                      "| CFU | " + " | ".join(_fmt(v) for v in g[:: max(len(p) // 10, 1)]) + " |", ""]
+        wc = r["worst_case"]
+        fig = {"law_school": "law_school_curve.png", "nhs": "nhs_curve.png", "synthetic": "synthetic_curve.png"}[name]
+        lines += [f"![curve]({fig})", "", "| p_max | worst-case CFU | smallest eigenvalue of P | P off-diagonals |"
+                  + (" paper's optimiser |" if "paper_optimizer" in r else ""),
+                  "|---|---|---|---|" + ("---|" if "paper_optimizer" in r else "")]
+        for i, pm in enumerate(wc["p_max"]):
+            row = (f"| {pm:.3f} | {_fmt(wc['cfu'][i])} | {wc['min_eigenvalue'][i]:.4f} | "
+                   + ", ".join(f"{v:+.3f}" for v in wc["P_offdiag"][i]) + " |")
+            if "paper_optimizer" in r:
+                row += f" {_fmt(r['paper_optimizer']['cfu'][i])} |"
+            lines.append(row)
+        lines.append("")
+        if "inverse" in r:
+            inv = r["inverse"]
+            ans = ("not reached within p_max <= 0.99" if not np.isfinite(inv["p_max"])
+                   else f"p_max = {inv['p_max']:.3f} (bracket [{inv['bracket'][0]:.3f}, {inv['bracket'][1]:.3f}])")
+            lines += [f"**Inverse question**: the smallest budget whose worst-case CFU reaches the blind "
+                      f"baseline's unfairness ({_fmt(inv['level'])}): {ans}.", ""]
+        if "true_cfu" in r:
+            lines += [f"CFU at the true correlation: {_fmt(r['true_cfu'])}; worst case at budget 0.5: "
+                      f"{_fmt(r['worst_at_0.5'])} (the true confounding lies under the curve).", ""]
+        if "lambda_sweep" in r:
+            lines += ["λ sweep (degrees fixed at the CV choice; Models A and B share λ; λ = 0 solved by "
+                      "pseudo-inverse):", "", "| λ | CFU at budget 0.5 | CFU at budget 0.9 | blind baseline |",
+                      "|---|---|---|---|"]
+            lines += [f"| {_fmt(s['lam'])} | {_fmt(s['cfu_p0.5'])} | {_fmt(s['cfu_p0.9'])} | {_fmt(s['blind'])} |"
+                      for s in r["lambda_sweep"]]
+            lines.append("")
+        if "variants" in r:
+            lines += ["The recipe's details, changed one at a time (CFU = grid maximum at |p| = 0.5 / 0.9):", "",
+                      "| variant | CFU 0.5 | CFU 0.9 | degrees | λ | blind |", "|---|---|---|---|---|---|"]
+            for k, v in r["variants"].items():
+                lines.append(f"| {k} | {_fmt(v['cfu_p0.5'])} | {_fmt(v['cfu_p0.9'])} | {v.get('degrees', m['degrees'])} | "
+                             f"{v.get('lam', m['lam'])} | {_fmt(v.get('blind', m['baseline_unfairness']['blind']))} |")
+            lines.append("")
+        if "seconds" in r:
+            lines += [f"Fit, curve and inverse question: {r['seconds']:.0f} s.", ""]
+    lines += ["## What drives the curves", "", res.get("discussion", ""), ""]
+    return "\n".join(lines)
+
+
+DISCUSSION = """\
+The λ sweeps answer it: at λ = 0 CFU is zero up to float error for every P on these curves, and
+below the CV choice it grows as λ² (each factor 100 in λ multiplies CFU by 1e4). What drives the
+curves is the ridge penalty that Models A and B share, not the non-linearity of the equations.
+The reason: when each child's embedding contains its parents and spans its parents' own
+embeddings (true of every CV choice here: A is binary, and the degrees are nested), a Model B with
+correlated errors is an exact reparameterisation of Model A — writing ε_child = c·ε_parent + ε′
+moves c·(parent − φ_parent w_parent) into the child's equation — and the counterfactual then
+changes each unit's residuals by exactly nothing, whatever P is. Unpenalised, both models find
+the same fitted values and CFU = 0. The penalty breaks the equivalence, because it charges the
+two parameterisations differently, and CFU measures that difference; it then grows with the
+budget and without bound as P nears singularity (hence the eigenvalue margin). A curve from this
+recipe is therefore a statement about the penalty as much as about confounding: a sensitivity
+analysis should report it next to the λ sweep, and a CFU far below the baselines' unfairness (as
+here) says the fair predictor is robust to this kind of misspecification at the chosen λ.
+The recipe's details (coding of A, unshuffled folds, shared λ) change CV's choice of degrees and
+λ, and with it the curve, by an order of magnitude or more, as the variants table shows."""
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--data-dir", default=os.path.join("..", "shared", "data"))
+    ap.add_argument("--out", default=os.path.join("experiments", "reports", "sensitivity"))
+    ap.add_argument("--quick", action="store_true", help="fewer grid points, steps and λ values")
+    ap.add_argument("--only", choices=["law_school", "nhs", "synthetic"], nargs="*")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    key = jax.random.key(0)
+    res = {"discussion": DISCUSSION}
+    only = set(args.only or ["law_school", "nhs", "synthetic"])
+    law = os.path.join(args.data_dir, "lawschool.csv")
+    nhs_path = os.path.join(args.data_dir, "nhs.npz")
+    if "law_school" in only:
+        if os.path.isfile(law):
+            res["law_school"] = law_school(law, args.out, key, args.quick)
+        else:
+            print(f"law school data not found in {args.data_dir}; skipped")
+    if "nhs" in only:
+        if os.path.isfile(nhs_path):
+            res["nhs"] = nhs(nhs_path, args.out, key, args.quick)
+        else:
+            print(f"NHS data not found in {args.data_dir}; skipped")
+    if "synthetic" in only:
+        res["synthetic"] = synthetic(args.out, key)
+    atomic_write_bytes(os.path.join(args.out, "results.json"), json.dumps(res, indent=1, default=float).encode())
+    atomic_write_bytes(os.path.join(args.out, "report.md"), report(res).encode())
+    print(report(res))
+    return res
+
+
+if __name__ == "__main__":
+    main()
