@@ -87,8 +87,11 @@ def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) ->
 
     # Units in chunks (vmapped within, scanned across) and rematerialised for gradients:
     # memory stays bounded however many units and however many runs are vmapped over this.
-    per_unit = jax.lax.map(lambda args: jax.checkpoint(unit)(*args), (group, X, delta, fair_pred),
-                           batch_size=_CHUNK)
+    if group.shape[0] <= _CHUNK:
+        per_unit = jax.vmap(unit)(group, X, delta, fair_pred)
+    else:
+        per_unit = jax.lax.map(lambda args: jax.checkpoint(unit)(*args), (group, X, delta, fair_pred),
+                               batch_size=_CHUNK)
     return jnp.mean(per_unit)
 
 

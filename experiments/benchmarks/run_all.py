@@ -10,6 +10,8 @@ BENCHMARKS = [
      ["experiments.benchmarks.bench_metrics", "--breakdown"]),
     ("cfjax.scm counterfactuals vs DoWhy, ChiRho and a numpy closed form",
      ["experiments.benchmarks.bench_scm"]),
+    ("cfjax.sensitivity NHS worst-case curve vs paper 001's sequential recipe",
+     ["experiments.benchmarks.bench_sensitivity"]),
 ]
 
 
