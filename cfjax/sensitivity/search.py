@@ -160,7 +160,11 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
     dtype = model.data.X.dtype
     # optax mixes weak and integer types internally: scope the standard promotion rules.
     with jax.numpy_dtype_promotion("standard"):
-        out = _search(config, model, jnp.asarray(budgets, dtype), key)
+        budgets = jnp.asarray(budgets, dtype)
+        # The corner screen is its own compiled program: fused into the search, XLA:CPU was
+        # seen to stall on it.
+        inits = _initial_L(config, model, budgets, key)
+        out = _search(config, model, budgets, key, inits)
     return out
 
 
@@ -200,69 +204,86 @@ class _Cliques:
 _ADAM = optax.adam(0.05)
 
 
-def _run(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: jax.Array):
-    """One run of the ascent for one budget from ``L0``: ``(best L, steps, history)``."""
+def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: jax.Array):
+    """R runs of the ascent, run r for budget ``p_max[r]`` from ``L0[r]``: ``(L (R, ...),
+    steps (R,), history (R, S))``.
+
+    The loop over steps is outermost and each step is vmapped over the runs, so that every
+    run sees the same minibatch (common random numbers): the minibatch gather is done once per
+    step, not once per run (gathering per run inside a vmapped loop stalled XLA:CPU on large
+    data). A run that has stopped early is frozen while the others go on.
+    """
     n = model.data.n
     opt = cfg.optimizer
     mask = jnp.asarray(np.asarray(cfg.mask))
-    P_of = functools.partial(cfg.P_fn, p_max=p_max)
     bs = cfg.batch_size
+    R = L0.shape[0]
+    dtype = L0.dtype
 
-    def objective(L, log_sigma, units):
-        mb = fit_model_b(model.design, P_of(L), model.lam, log_sigma0=log_sigma, newton_steps=cfg.newton_steps)
+    def objective(L, p, log_sigma, units):
+        mb = fit_model_b(model.design, cfg.P_fn(L, p), model.lam, log_sigma0=log_sigma,
+                         newton_steps=cfg.newton_steps)
         value = cfu_of(model, mb, units)
         value = jnp.log(jnp.maximum(value, jnp.finfo(value.dtype).tiny)) if cfg.log_objective else value
         return -value, jnp.log(mb.sigma)
 
-    def batch(t):
-        if bs is None:
-            return None
-        # Uniform draws with replacement: a fresh permutation of n units at every step would
-        # cost more than the step itself on large data.
-        return jax.random.randint(jax.random.fold_in(key, t), (bs,), 0, n)
-
-    def body(state):
-        L, opt_state, log_sigma, track, best, best_L, since, t, history = state
-        (loss, log_sigma), g = jax.value_and_grad(objective, has_aux=True)(L, log_sigma, batch(t))
-        value = -loss
+    def step_one(L, opt_state, log_sigma, p, units):
+        (loss, log_sigma), g = jax.value_and_grad(objective, has_aux=True)(L, p, log_sigma, units)
         g = jnp.where(mask, jnp.nan_to_num(g), 0.0)
         updates, opt_state = opt.update(g, opt_state, L)
         candidates = L[None] + jnp.asarray(_BACKTRACK, L.dtype)[:, None, None] * updates[None]
-        margins = jax.vmap(lambda c: correlation_margin(P_of(c), cfg.min_eig))(candidates)
+        margins = jax.vmap(lambda c: correlation_margin(cfg.P_fn(c, p), cfg.min_eig))(candidates)
         usable = margins >= 0
         L_next = jnp.where(usable.any(), candidates[jnp.argmax(usable)], L)
-        track = jnp.where(t == 0, value, value if bs is None else 0.9 * track + 0.1 * value)
+        return L_next, opt_state, log_sigma, -loss
+
+    step_all = jax.vmap(step_one, in_axes=(0, 0, 0, 0, None))
+
+    def freeze(active, new, old):
+        return jax.tree.map(lambda a, b: jnp.where(active.reshape((R,) + (1,) * (a.ndim - 1)), a, b), new, old)
+
+    def body(state):
+        L, opt_state, log_sigma, track, best, best_L, since, t, history, active, steps = state
+        # Uniform draws with replacement, shared by the runs.
+        units = None if bs is None else jax.random.randint(jax.random.fold_in(key, t), (bs,), 0, n)
+        L_new, opt_new, sigma_new, value = step_all(L, opt_state, log_sigma, p_max, units)
+        track_new = value if bs is None else jnp.where(t == 0, value, 0.9 * track + 0.1 * value)
         # Log objective: an absolute gain in log CFU (a relative gain in CFU); raw: relative.
         threshold = cfg.tol if cfg.log_objective else cfg.tol * jnp.abs(best)
-        improved = (best == -jnp.inf) | (track > best + threshold)
-        best_L = jnp.where(track > best, L, best_L)
-        best = jnp.maximum(best, track)
-        since = jnp.where(improved, 0, since + 1)
-        history = history.at[t].set(jnp.exp(track) if cfg.log_objective else track)
-        return L_next, opt_state, log_sigma, track, best, best_L, since, t + 1, history
+        improved = (best == -jnp.inf) | (track_new > best + threshold)
+        best_L = freeze(active & (track_new > best), L, best_L)
+        best = jnp.where(active, jnp.maximum(best, track_new), best)
+        since = jnp.where(active, jnp.where(improved, 0, since + 1), since)
+        shown = jnp.exp(track_new) if cfg.log_objective else track_new
+        history = history.at[:, t].set(jnp.where(active, shown, jnp.nan))
+        L, opt_state, log_sigma, track = freeze(active, (L_new, opt_new, sigma_new, track_new),
+                                                (L, opt_state, log_sigma, track))
+        steps = jnp.where(active, t + 1, steps)
+        active = active & (since < cfg.patience)
+        return L, opt_state, log_sigma, track, best, best_L, since, t + 1, history, active, steps
 
     def cond(state):
-        since, t = state[6], state[7]
-        return (t < cfg.steps) & (since < cfg.patience)
+        return (state[7] < cfg.steps) & state[9].any()
 
-    dtype = L0.dtype
-    log_sigma = jnp.log(model.model_a.sigma)
-    init = (L0, opt.init(L0), log_sigma, jnp.asarray(-jnp.inf, dtype), jnp.asarray(-jnp.inf, dtype), L0,
-            jnp.asarray(0), jnp.asarray(0), jnp.full((cfg.steps,), jnp.nan, dtype))
+    log_sigma = jnp.broadcast_to(jnp.log(model.model_a.sigma), (R, model.graph.m))
+    minus_inf = jnp.full((R,), -jnp.inf, dtype)
+    init = (L0, jax.vmap(opt.init)(L0), log_sigma, minus_inf, minus_inf, L0, jnp.zeros((R,), jnp.int32),
+            jnp.asarray(0, jnp.int32), jnp.full((R, cfg.steps), jnp.nan, dtype), jnp.ones((R,), bool),
+            jnp.zeros((R,), jnp.int32))
     state = jax.lax.while_loop(cond, body, init)
-    L_last, best_L, t, history = state[0], state[5], state[7], state[8]
+    L_last, best_L, history, steps = state[0], state[5], state[8], state[10]
     # Minibatch runs keep the last iterate (their tracked value is a noisy average).
-    return (best_L if bs is None else L_last), t, history
+    return (best_L if bs is None else L_last), steps, history
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array) -> WorstCase:
+def _initial_L(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array) -> jax.Array:
+    """Every budget's restarts' starting L, ``(B, R, ...)``: the best usable sign corners
+    (when screening), then the paper's random initialisation."""
     dtype = budgets.dtype
     mask = np.asarray(cfg.mask)
     keys = jax.random.split(key, cfg.restarts)
     random_inits = jax.vmap(lambda k: _init_L(jax.random.fold_in(k, 0), cfg.shape, mask, cfg.init_scale, dtype))(keys)
-    run_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-    over_restarts = jax.vmap(functools.partial(_run, cfg, model), in_axes=(None, 0, 0))
 
     def full_cfu(P):
         return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=30))
@@ -285,18 +306,33 @@ def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array) 
         L = jnp.where(take[:, None, None], L, random_inits[: order.shape[0]])
         return random_inits.at[: order.shape[0]].set(L)
 
+    if cfg.warm_start:  # only the first budget starts afresh
+        return jnp.broadcast_to(inits_for(budgets[0]), (budgets.shape[0],) + random_inits.shape)
+    return jax.lax.map(inits_for, budgets)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array, inits: jax.Array) -> WorstCase:
+    """``inits (B, R, ...)``: each budget's restarts' starting L."""
+    R = cfg.restarts
+    batch_key = jax.random.fold_in(key, 1)
+
+    def full_cfu(P):
+        return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=30))
+
     if cfg.warm_start:
         def one_budget(L_prev, inputs):
             p, i = inputs
             ok = jax.vmap(lambda L: correlation_margin(cfg.P_fn(L, p), cfg.min_eig) >= 0)(L_prev)
-            L0 = jnp.where(ok[:, None, None], L_prev, random_inits)
-            ks = jax.vmap(lambda k: jax.random.fold_in(k, i))(run_keys)
-            L, t, hist = over_restarts(p, L0, ks)
+            L0 = jnp.where(ok[:, None, None], L_prev, inits[0])
+            L, t, hist = _runs(cfg, model, jnp.full((R,), p), L0, jax.random.fold_in(batch_key, i))
             return L, (L, t, hist)
 
-        _, (L, t, hist) = jax.lax.scan(one_budget, inits_for(budgets[0]), (budgets, jnp.arange(budgets.shape[0])))
-    else:
-        L, t, hist = jax.vmap(lambda p: over_restarts(p, inits_for(p), run_keys))(budgets)
+        _, (L, t, hist) = jax.lax.scan(one_budget, inits[0], (budgets, jnp.arange(budgets.shape[0])))
+    else:  # every budget x restart is one run of a single vmapped loop
+        B = budgets.shape[0]
+        L, t, hist = _runs(cfg, model, jnp.repeat(budgets, R), inits.reshape((B * R,) + inits.shape[2:]), batch_key)
+        L, t, hist = (x.reshape((B, R) + x.shape[1:]) for x in (L, t, hist))
 
     def evaluate(p, L):
         P = cfg.P_fn(L, p)
