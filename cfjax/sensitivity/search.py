@@ -33,6 +33,7 @@ from cfjax.sensitivity.problem import FairModel
 
 __all__ = ["WorstCase", "worst_case", "InverseBudget", "inverse_budget", "sign_corners", "paper_optimizer"]
 
+_RUN_GROUP = 4  # runs vmapped together per optimiser step (see _runs)
 _BACKTRACK = 0.5 ** np.arange(9)  # 1, 1/2, ..., 1/256 of the proposed step
 
 
@@ -40,7 +41,8 @@ _BACKTRACK = 0.5 ** np.arange(9)  # 1, 1/2, ..., 1/256 of the proposed step
 class WorstCase:
     """Result of :func:`worst_case`, one row per budget.
 
-    ``p_max (B,)``; ``cfu (B,)``: the worst case found (full data, best restart); ``P (B, m, m)``
+    ``p_max (B,)``; ``cfu (B,)``: the worst case found (full data, best restart, and never
+    below a smaller budget's, whose P is also feasible here); ``P (B, m, m)``
     and ``eigenvalues (B, m)`` (ascending) of that correlation; ``restart_cfu (B, R)``: every
     restart's answer; ``steps (B, R)``: steps taken before stopping; ``history (B, R, S)``: the
     objective tracked at each step (NaN after stopping); ``min_eig``: the margin used.
@@ -161,8 +163,6 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
     # optax mixes weak and integer types internally: scope the standard promotion rules.
     with jax.numpy_dtype_promotion("standard"):
         budgets = jnp.asarray(budgets, dtype)
-        # The corner screen is its own compiled program: fused into the search, XLA:CPU was
-        # seen to stall on it.
         inits = _initial_L(config, model, budgets, key)
         out = _search(config, model, budgets, key, inits)
     return out
@@ -237,7 +237,14 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
         L_next = jnp.where(usable.any(), candidates[jnp.argmax(usable)], L)
         return L_next, opt_state, log_sigma, -loss
 
-    step_all = jax.vmap(step_one, in_axes=(0, 0, 0, 0, None))
+    def step_all(L, opt_state, log_sigma, p, units):
+        # Runs in vmapped groups of _RUN_GROUP, the groups one after another: XLA:CPU (jax
+        # 0.10.2, 2 cores) stalls, idle and never finishing, when 8 or more of these steps are
+        # vmapped at once on the 209,112-row NHS data; groups of 4 do not.
+        one = lambda args: step_one(*args, units)  # noqa: E731
+        if R <= _RUN_GROUP:
+            return jax.vmap(one)((L, opt_state, log_sigma, p))
+        return jax.lax.map(one, (L, opt_state, log_sigma, p), batch_size=_RUN_GROUP)
 
     def freeze(active, new, old):
         return jax.tree.map(lambda a, b: jnp.where(active.reshape((R,) + (1,) * (a.ndim - 1)), a, b), new, old)
@@ -295,8 +302,9 @@ def _initial_L(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Arra
         signs = jnp.asarray(cfg.corners, dtype)  # (k, m, m), zero diagonal
         eye = jnp.eye(signs.shape[1], dtype=dtype)
         usable = jax.vmap(lambda S: correlation_margin(eye + p * S, cfg.min_eig) >= 0)(signs)
-        values = jax.vmap(lambda S, ok: jnp.where(ok, full_cfu(jnp.where(ok, eye + p * S, eye)), -jnp.inf))(
-            signs, usable)
+        # Corners one after another: nested vmaps of full-data CFU stalled XLA:CPU on large data.
+        values = jax.lax.map(lambda a: jnp.where(a[1], full_cfu(jnp.where(a[1], eye + p * a[0], eye)), -jnp.inf),
+                             (signs, usable))
         order = jnp.argsort(-values)[: cfg.restarts]
         # L with tanh(L Lᵀ) = ±tanh(3) ≈ ±0.995 off the diagonal: just inside the corner.
         target = 3.0 * signs[order] + (3.0 * (signs.shape[1] - 1) + 1.0) * eye[None]
@@ -350,11 +358,23 @@ def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array, 
         better = edge_value > value
         return jnp.where(better, edge_value, value), jnp.where(better, edge, P)
 
-    values, Ps = jax.vmap(jax.vmap(evaluate, in_axes=(None, 0)))(budgets, L)  # (B, R)
+    # One run after another (each full-data CFU is itself vmapped over chunks of units): the
+    # nested vmap of 8 or more full-data evaluations stalled XLA:CPU on the NHS data.
+    B = budgets.shape[0]
+    flat_p = jnp.repeat(budgets, R)
+    flat_L = L.reshape((B * R,) + L.shape[2:])
+    values, Ps = jax.lax.map(lambda args: evaluate(*args), (flat_p, flat_L))
+    values, Ps = values.reshape(B, R), Ps.reshape((B, R) + Ps.shape[1:])
     values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
     best = jnp.argmax(values, axis=1)
     P_best = jnp.take_along_axis(Ps, best[:, None, None, None], axis=1)[:, 0]
     cfu_best = jnp.take_along_axis(values, best[:, None], axis=1)[:, 0]
+    # Budgets are nested (|P_jk| <= p also satisfies every larger budget, same eigenvalue margin),
+    # so a budget's worst case is at least that of every smaller one: take it where the search
+    # at the larger budget found less (its restarts explore only near its own corners).
+    within = budgets[None, :] <= budgets[:, None]  # (B, B): budget j is inside budget i
+    source = jnp.argmax(jnp.where(within, cfu_best[None, :], -jnp.inf), axis=1)
+    cfu_best, P_best = cfu_best[source], P_best[source]
     return WorstCase(budgets, cfu_best, P_best, jnp.linalg.eigvalsh(P_best), values, t, hist, cfg.min_eig)
 
 
