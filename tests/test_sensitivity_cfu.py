@@ -2,7 +2,6 @@
 against brute-force references (numpy, scipy, scikit-learn) and the invariants of SPEC §3."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.optimize import minimize

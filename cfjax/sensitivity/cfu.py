@@ -21,7 +21,7 @@ import numpy as np
 from cfjax import _checks
 from cfjax.sensitivity.correlation import check_correlation
 from cfjax.sensitivity.linear import ModelB, _layout, fit_model_b, polynomial_features
-from cfjax.sensitivity.problem import FairModel, _embed, predictor_inputs
+from cfjax.sensitivity.problem import FairModel, _embed
 
 _CHUNK = 8192  # units per vmapped chunk in cfu_of
 

@@ -27,7 +27,7 @@ from flax import struct
 from cfjax import _checks
 from cfjax.sensitivity.correlation import (check_budget, clique_correlation, correlation_margin, pd_correlation,
                                            tanh_correlation)
-from cfjax.sensitivity.cfu import _check_size, cfu_of
+from cfjax.sensitivity.cfu import cfu_of
 from cfjax.sensitivity.linear import fit_model_b
 from cfjax.sensitivity.problem import FairModel
 
