@@ -21,7 +21,7 @@ import numpy as np
 from cfjax import _checks
 from cfjax.sensitivity.correlation import check_correlation
 from cfjax.sensitivity.linear import ModelB, _layout, fit_model_b, polynomial_features
-from cfjax.sensitivity.problem import FairModel, _embed
+from cfjax.sensitivity.problem import FairModel, _embed, predictor_inputs
 
 _CHUNK = 8192  # units per vmapped chunk in cfu_of
 
@@ -78,7 +78,7 @@ def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) ->
     def unit(g, x, d, f):
         def world(level):
             _, eps_cf = _unit_counterfactual(model, data.codes[level], x, d, w_star)
-            z = jnp.where(jnp.asarray(model.graph.fair_mask), x, eps_cf)
+            z = predictor_inputs(model.graph, eps_cf, x)
             return (f - _predict(model, z)) ** 2
 
         levels = jnp.arange(c, dtype=g.dtype)
