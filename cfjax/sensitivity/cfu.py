@@ -38,16 +38,16 @@ def _unit_counterfactual(model: FairModel, a_cf: jax.Array, x: jax.Array, delta:
     """
     g = model.graph
     w_dag = model.design.blocks(model.model_a.w)
-    x_cf = x
+    x_cf = [x[j] for j in range(g.m)]  # scalars, not an array updated in place: no scatters
     eps_cf = []
     for j in range(g.m):  # topological order: the graph's static structure
         if g.fair_mask[j]:
             eps_cf.append(x[j])
             continue
         phi = _embed(g, model.degrees, j, a_cf, x_cf)
-        x_cf = x_cf.at[j].set(phi @ w_star[j] + delta[j])
+        x_cf[j] = phi @ w_star[j] + delta[j]
         eps_cf.append(x_cf[j] - phi @ w_dag[j])
-    return x_cf, jnp.stack(eps_cf)
+    return jnp.stack(x_cf), jnp.stack(eps_cf)
 
 
 def counterfactual_features(model: FairModel, model_b: ModelB, level: Any) -> tuple[jax.Array, jax.Array]:
@@ -81,9 +81,8 @@ def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) ->
             z = predictor_inputs(model.graph, eps_cf, x)
             return (f - _predict(model, z)) ** 2
 
-        levels = jnp.arange(c, dtype=g.dtype)
-        sq = jax.vmap(world)(levels)
-        return jnp.sum(jnp.where(levels == g, 0.0, sq)) / (c - 1)
+        others = (g + 1 + jnp.arange(c - 1, dtype=g.dtype)) % c  # every level but the unit's own
+        return jnp.mean(jax.vmap(world)(others))
 
     # Units in chunks (vmapped within, scanned across) and rematerialised for gradients:
     # memory stays bounded however many units and however many runs are vmapped over this.

@@ -49,17 +49,20 @@ def polynomial_features(z: jax.Array, degree: int) -> jax.Array:
     """
     degree = _checks.check_positive_int("degree", degree)
     z = jnp.asarray(z)
-    # Monomials as products of integer powers (static exponents): exact for negative values
-    # and cheap elementwise work that fuses, unlike a float power.
-    one = jnp.ones((), z.dtype)
-    terms = []
-    for row in _exponents(z.shape[0], degree):
-        term = one
-        for v, k in enumerate(row):
-            if k:
-                term = term * jax.lax.integer_pow(z[v], int(k))
-        terms.append(term)
-    return jnp.stack(terms)
+    # Monomials as products of integer powers (static exponents): exact for negative values,
+    # unlike a float power. Each variable's powers are selected by a constant 0/1 matrix, so a
+    # batch (under vmap) is a few small matmuls and products: few kernels forward and backward.
+    exps = _exponents(z.shape[0], degree)  # (F, p)
+    powers = [jnp.ones_like(z)]
+    for _ in range(degree):
+        powers.append(powers[-1] * z)
+    table = jnp.stack(powers)  # (degree + 1, p)
+    select = np.eye(degree + 1, dtype=np.float64)
+    phi = jnp.ones((exps.shape[0],), z.dtype)
+    for v in range(z.shape[0]):
+        if exps[:, v].any():
+            phi = phi * (table[:, v] @ jnp.asarray(select[exps[:, v]].T, z.dtype))
+    return phi
 
 
 @struct.dataclass
@@ -195,14 +198,23 @@ def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_step
     def grad_fn(s):
         return jax.grad(profile_objective, argnums=1)(d, s, P, lam)
 
+    # Newton stops once a step moves log σ by less than ``tol`` (a few steps from a warm start).
+    tol = 1e-10 if P.dtype == jnp.float64 else 1e-5
+
     def newton(g, s0):
-        def step(s, _):
+        def step(state):
+            s, _, i = state
             h = jax.jacfwd(g)(s)
             # Levenberg damping keeps a step downhill where the Hessian is not positive definite.
             mu = jnp.maximum(0.0, -jnp.linalg.eigvalsh(h)[0]) + 1e-9
-            return s - jnp.linalg.solve(h + mu * jnp.eye(s.shape[0], dtype=s.dtype), g(s)), None
+            delta = jnp.linalg.solve(h + mu * jnp.eye(s.shape[0], dtype=s.dtype), g(s))
+            return s - delta, jnp.max(jnp.abs(delta)), i + 1
 
-        s, _ = jax.lax.scan(step, s0, None, length=newton_steps)
+        def going(state):
+            _, size, i = state
+            return (i < newton_steps) & (size >= tol)
+
+        s, _, _ = jax.lax.while_loop(going, step, (s0, jnp.asarray(jnp.inf, s0.dtype), jnp.asarray(0, jnp.int32)))
         return s
 
     def tangent_solve(g, y):

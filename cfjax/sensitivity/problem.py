@@ -225,7 +225,7 @@ def _embed(graph: FairnessGraph, degrees: Sequence[int], j: int, a: jax.Array, x
     parts = []
     for p in graph.parents[j]:
         parts.append(a if p == graph.sensitive else x[graph.index(p)][None])
-    z = jnp.concatenate(parts) if parts else jnp.zeros((0,), x.dtype)
+    z = jnp.concatenate(parts) if parts else jnp.zeros((0,), a.dtype)
     return polynomial_features(z, degrees[j])
 
 
