@@ -1,0 +1,241 @@
+"""Counterfactual representations (CFRs) built in embedding space (paper 002; SPEC §4).
+
+Per concept value z a linear map ``ν_z: x⊥ → c`` (closed-form ridge with an unpenalised
+intercept, fitted on the units with Z = z) and a Gaussian for its residuals. The deterministic
+CFR of a unit for target value z' keeps its orthogonal part and replaces its concept
+coordinates by the prediction of the target class's regression:
+
+    x_{Z←z'} = x⊥ + basis @ ν_{z'}(x⊥);
+
+the stochastic CFR adds ``basis @ ε``, ``ε ~ N(0, Σ_{z'})`` (the class-z' residual covariance).
+
+Everything is written for one unit and lifted with ``vmap``: :func:`counterfactuals` returns
+``(k, n, d)``, every target value for every unit in one call (the cfjax ``(K, N, ...)`` layout).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from cfjax import _checks
+from cfjax.representations.subspace import ConceptSubspace, _check_embeddings, concept_subspace
+
+__all__ = [
+    "CFRModel",
+    "counterfactual",
+    "counterfactuals",
+    "fit_cfr",
+    "fit_regressions",
+    "sample_counterfactuals",
+    "stochastic_proba",
+]
+
+
+class CFRModel(struct.PyTreeNode):
+    """A fitted CFR generator.
+
+    Attributes:
+        subspace: the :class:`ConceptSubspace` (rank r).
+        coef: ``(k, d, r)``, ``ν_z(x⊥) = x⊥ @ coef[z] + intercept[z]``.
+        intercept: ``(k, r)``.
+        resid_chol: ``(k, r, r)``, Cholesky factors of the class residual covariances.
+    """
+
+    subspace: ConceptSubspace
+    coef: jax.Array
+    intercept: jax.Array
+    resid_chol: jax.Array
+
+    @property
+    def n_values(self) -> int:
+        return int(self.coef.shape[0])
+
+
+@jax.jit
+def fit_regressions(x_perp: jax.Array, c: jax.Array, z: jax.Array, ridge: jax.Array | float,
+                    onehot: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Ridge regressions of ``c (n, r)`` on ``x_perp (n, d)``, one per concept value.
+
+    ``onehot (n, k)`` selects each class's units. For class z with mean-centred data the
+    coefficients are ``(X̃ᵀX̃ + ridge·I)⁻¹ X̃ᵀ C̃`` and the intercept ``c̄ - x̄ @ coef`` (the
+    intercept is not penalised, as in scikit-learn's ``Ridge``). All classes are solved at once
+    from per-class Gram matrices of globally centred data.
+
+    Returns:
+        ``coef (k, d, r)``, ``intercept (k, r)``, residual covariances ``(k, r, r)`` (divided
+        by the class size).
+    """
+    dtype = x_perp.dtype
+    counts = jnp.sum(onehot, axis=0)  # (k,)
+    mx, mc = jnp.mean(x_perp, axis=0, keepdims=True), jnp.mean(c, axis=0, keepdims=True)
+    Xg, Cg = x_perp - mx, c - mc
+    sx = onehot.T @ Xg / counts[:, None]  # class means of the centred data (k, d)
+    sc = onehot.T @ Cg / counts[:, None]  # (k, r)
+    gram = jnp.einsum("nk,nd,ne->kde", onehot, Xg, Xg) - counts[:, None, None] * sx[:, :, None] * sx[:, None, :]
+    cross = jnp.einsum("nk,nd,nr->kdr", onehot, Xg, Cg) - counts[:, None, None] * sx[:, :, None] * sc[:, None, :]
+    d = x_perp.shape[1]
+    eye = jnp.eye(d, dtype=dtype)
+    coef = jax.vmap(lambda G, B: jnp.linalg.solve(G + ridge * eye, B))(gram, cross)
+    intercept = (sc + mc) - jnp.einsum("kd,kdr->kr", sx + mx, coef)
+    pred = jnp.einsum("nd,kdr->knr", x_perp, coef) + intercept[:, None, :]
+    resid = c[None] - pred  # (k, n, r)
+    w = onehot.T[:, :, None]  # (k, n, 1)
+    cov = jnp.einsum("knr,kns->krs", resid * w, resid) / counts[:, None, None]
+    return coef, intercept, cov
+
+
+def fit_cfr(X: Any, z: Any, *, n_values: int | None = None, method: str = "orth", ridge: float = 1.0,
+            shrinkage: float | str = "ledoit_wolf", jitter: float = 1e-6) -> CFRModel:
+    """Fit the concept subspace and the per-concept-value regressions.
+
+    Args:
+        X: embeddings ``(n, d)`` (their dtype is kept).
+        z: concept codes ``(n,)`` in ``0..k-1``, every value present.
+        n_values: k (default ``max(z) + 1``).
+        method: ``"orth"`` or ``"leace"`` (see :func:`concept_subspace`).
+        ridge: ridge penalty (>= 0) of the regressions ``x⊥ → c``. x⊥ lies in a (d - r)-dim
+            subspace, so ``ridge = 0`` needs the per-class Gram matrices to be non-singular there.
+        shrinkage: LEACE covariance shrinkage.
+        jitter: added to the residual covariances' diagonal (relative to their trace) before the
+            Cholesky factorisation, for classes with rank-deficient residuals.
+
+    Returns:
+        A :class:`CFRModel`.
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> z = rng.integers(0, 2, 2000); h = rng.normal(size=(2000, 4))
+        >>> X = np.c_[2.0 * z + h[:, 0], h].astype(np.float32)  # concept shifts column 0
+        >>> model = fit_cfr(X, z)
+        >>> cfr = counterfactuals(model, X)  # (k, n, d): every unit sent to both values
+        >>> cfr.shape
+        (2, 2000, 5)
+        >>> X_true = X.copy(); X_true[:, 0] += 2.0 * (1 - 2 * z)  # the exact counterfactuals
+        >>> bool(np.abs(np.asarray(cfr[1 - z, np.arange(2000)]) - X_true).max() < 0.1)
+        True
+    """
+    ridge = float(ridge)
+    if not ridge >= 0:
+        _checks.fail("ridge", "a penalty >= 0", repr(ridge))
+    sub = concept_subspace(X, z, n_values=n_values, method=method, shrinkage=shrinkage)
+    X, z, k = _check_embeddings(X, z, n_values)
+    x_perp, c = jax.vmap(sub.split)(X)
+    counts = jnp.bincount(z, length=k)
+    if int(jnp.min(counts)) < 2:
+        _checks.fail("z", "at least two units per concept value", f"counts {counts.tolist()}")
+    onehot = jax.nn.one_hot(z, k, dtype=X.dtype)
+    coef, intercept, cov = fit_regressions(x_perp, c, z, jnp.asarray(ridge, X.dtype), onehot)
+    r = cov.shape[-1]
+    scale = jnp.trace(cov, axis1=1, axis2=2)[:, None, None] / r
+    chol = jnp.linalg.cholesky(cov + (jitter * scale + jnp.finfo(X.dtype).tiny) * jnp.eye(r, dtype=X.dtype)[None])
+    return CFRModel(subspace=sub, coef=coef, intercept=intercept, resid_chol=chol)
+
+
+def counterfactual(model: CFRModel, x: jax.Array, target: jax.Array, noise: jax.Array | None = None) -> jax.Array:
+    """CFR of one embedding ``x (d,)`` for concept value ``target``.
+
+    ``noise (r,)``: standard-normal draws for the stochastic CFR (``None``: deterministic).
+    """
+    x_perp, _ = model.subspace.split(x)
+    c = x_perp @ model.coef[target] + model.intercept[target]
+    if noise is not None:
+        c = c + model.resid_chol[target] @ noise
+    return model.subspace.combine(x_perp, c)
+
+
+def _check_x(model: CFRModel, X: Any) -> jax.Array:
+    _checks.check_ndim("X", X, 2, "of embeddings (n, d)")
+    d = model.coef.shape[1]
+    if X.shape[1] != d:
+        _checks.fail("X", f"{d} embedding dimensions, as fitted", f"shape {tuple(X.shape)}")
+    _checks.check_finite("X", X)
+    return jnp.asarray(X, model.coef.dtype)
+
+
+def _check_targets(model: CFRModel, targets: Any, n: int) -> jax.Array:
+    t = jnp.asarray(targets)
+    if t.shape != (n,) or not jnp.issubdtype(t.dtype, jnp.integer):
+        _checks.fail("targets", f"integer concept codes of shape ({n},)", f"shape {t.shape}, dtype {t.dtype}")
+    if _checks.is_concrete(t) and (int(t.min()) < 0 or int(t.max()) >= model.n_values):
+        _checks.fail("targets", f"codes in 0..{model.n_values - 1}", f"values in [{int(t.min())}, {int(t.max())}]")
+    return t
+
+
+_all_targets = jax.jit(jax.vmap(jax.vmap(counterfactual, in_axes=(None, 0, None)), in_axes=(None, None, 0)))
+_to_targets = jax.jit(jax.vmap(counterfactual, in_axes=(None, 0, 0)))
+_to_targets_noisy = jax.jit(jax.vmap(counterfactual, in_axes=(None, 0, 0, 0)))
+
+
+def counterfactuals(model: CFRModel, X: Any, targets: Any = None) -> jax.Array:
+    """Deterministic CFRs.
+
+    Args:
+        X: embeddings ``(n, d)``.
+        targets: ``None`` for every concept value (returns ``(k, n, d)``), or per-unit target
+            codes ``(n,)`` (returns ``(n, d)``).
+    """
+    X = _check_x(model, X)
+    if targets is None:
+        return _all_targets(model, X, jnp.arange(model.n_values))
+    return _to_targets(model, X, _check_targets(model, targets, X.shape[0]))
+
+
+def sample_counterfactuals(model: CFRModel, X: Any, targets: Any, key: jax.Array, draws: int = 1) -> jax.Array:
+    """Stochastic CFRs ``(draws, n, d)`` for per-unit ``targets (n,)``."""
+    X = _check_x(model, X)
+    t = _check_targets(model, targets, X.shape[0])
+    draws = _checks.check_positive_int("draws", draws)
+    noise = jax.random.normal(key, (draws, X.shape[0], model.subspace.rank), X.dtype)
+    return jax.vmap(lambda e: _to_targets_noisy(model, X, t, e))(noise)
+
+
+def stochastic_proba(model: CFRModel, proba: Callable[[jax.Array], jax.Array], X: Any, targets: Any,
+                     key: jax.Array, draws: int = 32) -> jax.Array:
+    """Class probabilities averaged over ``draws`` stochastic CFRs: ``(n, C)``.
+
+    ``proba`` maps embeddings ``(n, d)`` to probabilities ``(n, C)``: a
+    :class:`~cfjax.representations.LinearClassifier` (traced as a pytree) or any jittable
+    callable. Draws are scanned, so memory stays that of one ``(n, d)`` batch.
+    """
+    X = _check_x(model, X)
+    t = _check_targets(model, targets, X.shape[0])
+    draws = _checks.check_positive_int("draws", draws)
+    arrays, static = split_callable(proba)
+    return _stochastic(model, arrays, static, X, t, jax.random.split(key, draws))
+
+
+def split_callable(f: Any) -> tuple[list[Any], Any]:
+    """A callable pytree → (its array leaves, hashable rest), so jit traces parameters, not constants."""
+    leaves, treedef = jax.tree.flatten(f)
+    is_array = [isinstance(v, (jax.Array, np.ndarray)) for v in leaves]
+    arrays = [v for v, a in zip(leaves, is_array) if a]
+    rest = tuple(None if a else v for v, a in zip(leaves, is_array))
+    return arrays, (treedef, rest)
+
+
+def join_callable(arrays: list[Any], static: Any) -> Any:
+    treedef, rest = static
+    it = iter(arrays)
+    return jax.tree.unflatten(treedef, [next(it) if v is None else v for v in rest])
+
+
+@functools.partial(jax.jit, static_argnames="static")
+def _stochastic(model, arrays, static, X, t, keys):
+    proba = join_callable(arrays, static)
+
+    def step(acc, key):
+        noise = jax.random.normal(key, (X.shape[0], model.subspace.rank), X.dtype)
+        p = proba(jax.vmap(counterfactual, in_axes=(None, 0, 0, 0))(model, X, t, noise))
+        return acc + p, None
+
+    first = jax.eval_shape(proba, X)
+    total, _ = jax.lax.scan(step, jnp.zeros(first.shape, first.dtype), keys)
+    return total / keys.shape[0]

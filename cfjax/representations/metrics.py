@@ -1,0 +1,120 @@
+"""Scores of counterfactual representations against true counterfactual texts (paper 002; SPEC §4).
+
+Inputs are class probabilities ``(n, C)`` of one classifier on three versions of each couple
+``(s_i, z_i')`` (a text and a counterfactual concept value):
+
+* ``p_obs``: the original embedding ``X(s_i)``;
+* ``p_true``: the embedding of the true counterfactual text ``X(s_{i, Z←z'})``;
+* ``p_cfr``: the counterfactual representation ``X(s_i)_{Z←z'}``.
+
+PIP and ATV compare ``p_true`` with ``p_cfr``; the no-intervention baseline compares ``p_true``
+with ``p_obs``: a CFR is useful only where it beats it. Every function is pure JAX and
+vmappable over a leading classifier axis.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from cfjax import _checks
+
+__all__ = ["CFRScores", "ate", "atv", "pip", "score", "tpr", "tpr_gap"]
+
+
+def _pair(name_a: str, a: Any, name_b: str, b: Any) -> None:
+    _checks.check_ndim(name_a, a, 2, "of class probabilities (n, C)")
+    if _checks.shape_of(a) != _checks.shape_of(b):
+        _checks.fail(name_b, f"shape {_checks.shape_of(a)} matching `{name_a}`", f"shape {_checks.shape_of(b)}")
+    _checks.check_nonempty(name_a, a)
+    _checks.check_probabilities(name_a, a)
+    _checks.check_probabilities(name_b, b)
+
+
+def pip(p_true: jax.Array, p_cfr: jax.Array) -> jax.Array:
+    """Proportion of identical predictions: ``mean_i 1[argmax p_true_i = argmax p_cfr_i]``."""
+    _pair("p_true", p_true, "p_cfr", p_cfr)
+    return jnp.mean(jnp.argmax(p_true, -1) == jnp.argmax(p_cfr, -1), dtype=p_true.dtype)
+
+
+def atv(p_true: jax.Array, p_cfr: jax.Array) -> jax.Array:
+    """Average total variation: ``mean_i ½ ‖p_true_i − p_cfr_i‖₁``."""
+    _pair("p_true", p_true, "p_cfr", p_cfr)
+    return jnp.mean(0.5 * jnp.sum(jnp.abs(p_true - p_cfr), axis=-1))
+
+
+def ate(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
+    """Average treatment effect of the intervention on the predicted probabilities, per class:
+    ``mean_i (p_cf_i − p_obs_i)``, shape ``(C,)``. With ``p_cf = p_true`` it is the ATE; with
+    ``p_cf = p_cfr`` its CFR estimate."""
+    _pair("p_cf", p_cf, "p_obs", p_obs)
+    return jnp.mean(p_cf - p_obs, axis=0)
+
+
+def tpr(y: jax.Array, y_pred: jax.Array, mask: jax.Array, n_classes: int) -> jax.Array:
+    """True-positive rate per class within ``mask``: ``P[Ŷ = y | Y = y, mask]``, ``(C,)``
+    (NaN for a class absent from the masked units)."""
+    onehot = jax.nn.one_hot(y, n_classes) * mask[:, None].astype(jnp.float32)
+    hits = jnp.sum(onehot * (y_pred == y)[:, None].astype(onehot.dtype), axis=0)
+    total = jnp.sum(onehot, axis=0)
+    return jnp.where(total > 0, hits / jnp.where(total > 0, total, 1), jnp.nan)
+
+
+def tpr_gap(y: Any, y_pred: Any, z: Any, *, value: int = 1, n_classes: int | None = None) -> jax.Array:
+    """TPR-gap per class: ``P[Ŷ=y | Z=value, Y=y] − P[Ŷ=y | Z≠value, Y=y]``, shape ``(C,)``.
+
+    Args:
+        y, y_pred: true and predicted classes ``(n,)``.
+        z: concept codes ``(n,)``; the gap is between ``Z = value`` and every other value.
+        value: the concept value whose TPR comes first (e.g. female).
+        n_classes: C (default ``max(y, y_pred) + 1``).
+
+    Example:
+        >>> import numpy as np
+        >>> y = np.array([0, 0, 1, 1, 0, 0, 1, 1]); z = np.array([1, 1, 1, 1, 0, 0, 0, 0])
+        >>> y_pred = np.array([0, 0, 1, 0, 0, 1, 1, 1])
+        >>> tpr_gap(y, y_pred, z).tolist()   # class 0: 1 - 0.5; class 1: 0.5 - 1
+        [0.5, -0.5]
+    """
+    y, y_pred, z = (jnp.asarray(v) for v in (y, y_pred, z))
+    for name, v in (("y", y), ("y_pred", y_pred), ("z", z)):
+        _checks.check_ndim(name, v, 1, "of codes (n,)")
+        if not jnp.issubdtype(v.dtype, jnp.integer):
+            _checks.fail(name, "integer codes", f"dtype {v.dtype}")
+    _checks.check_same_len("y", y, "y_pred", y_pred)
+    _checks.check_same_len("y", y, "z", z)
+    C = int(max(int(jnp.max(y)), int(jnp.max(y_pred)))) + 1 if n_classes is None else int(n_classes)
+    in_group = z == value
+    if _checks.is_concrete(z) and (bool(jnp.all(in_group)) or not bool(jnp.any(in_group))):
+        _checks.fail("z", f"units both with and without concept value {value}", "only one side")
+    return tpr(y, y_pred, in_group, C) - tpr(y, y_pred, ~in_group, C)
+
+
+class CFRScores(NamedTuple):
+    """PIP, ATV, ATE and its CFR estimate, with the no-intervention baseline.
+
+    ``pip``/``atv``: CFR vs true counterfactual; ``pip_baseline``/``atv_baseline``: original
+    embedding vs true counterfactual; ``ate``: ``(C,)`` from true counterfactuals; ``ate_cfr``:
+    ``(C,)`` from CFRs; ``ate_error``: ``½‖ate − ate_cfr‖₁``.
+    """
+
+    pip: jax.Array
+    atv: jax.Array
+    pip_baseline: jax.Array
+    atv_baseline: jax.Array
+    ate: jax.Array
+    ate_cfr: jax.Array
+    ate_error: jax.Array
+
+
+def score(p_obs: jax.Array, p_true: jax.Array, p_cfr: jax.Array) -> CFRScores:
+    """Every score of one classifier's probabilities on original, true-counterfactual and CFR
+    embeddings (each ``(n, C)``, row i the same couple)."""
+    _pair("p_obs", p_obs, "p_true", p_true)
+    _pair("p_obs", p_obs, "p_cfr", p_cfr)
+    effect, effect_cfr = ate(p_true, p_obs), ate(p_cfr, p_obs)
+    return CFRScores(pip=pip(p_true, p_cfr), atv=atv(p_true, p_cfr), pip_baseline=pip(p_true, p_obs),
+                     atv_baseline=atv(p_true, p_obs), ate=effect, ate_cfr=effect_cfr,
+                     ate_error=0.5 * jnp.sum(jnp.abs(effect - effect_cfr)))

@@ -1,0 +1,182 @@
+"""The concept subspace of an embedding space (paper 002; SPEC §4).
+
+An embedding ``x (d,)`` is split into a part that carries no linear information about the
+concept Z and concept coordinates ``c (r,)``, ``r <= k - 1`` for a concept with k values:
+
+    c = coord @ (x - center),    x⊥ = x - basis @ c,    x = x⊥ + basis @ c.
+
+* ``method="orth"`` (the paper's): ``coord = E``, an orthonormal basis (rows) of the column
+  space of the cross-covariance ``Σ_XZ`` of the embeddings and one-hot Z, ``basis = Eᵀ`` and
+  ``center = 0``, so ``x⊥ = (I - EᵀE) x`` and ``c = E x``.
+* ``method="leace"``: the whitened oblique projection of LEACE (Belrose et al., 2023). With
+  ``W = Σ_XX^{-1/2}`` and ``U`` an orthonormal basis of the column space of ``W Σ_XZ``:
+  ``coord = Uᵀ W``, ``basis = W⁻¹ U``, ``center = E[x]``. It moves x the least in the
+  Mahalanobis sense. ``Σ_XX`` is shrunk towards a multiple of the identity (Ledoit–Wolf by
+  default) so that its inverse square root exists for ill-conditioned embeddings.
+
+Either way ``Cov(x⊥, Z) = 0`` exactly, so no linear probe can read Z from x⊥.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from cfjax import _checks
+
+__all__ = ["ConceptSubspace", "concept_subspace", "cross_covariance", "ledoit_wolf_shrinkage"]
+
+
+class ConceptSubspace(struct.PyTreeNode):
+    """A linear split of embeddings into an orthogonal part and concept coordinates.
+
+    Attributes:
+        coord: ``(r, d)``, ``c = coord @ (x - center)``.
+        basis: ``(d, r)``, ``x = x⊥ + basis @ c``; ``coord @ basis = I_r``.
+        center: ``(d,)``.
+        method: ``"orth"`` or ``"leace"`` (static).
+    """
+
+    coord: jax.Array
+    basis: jax.Array
+    center: jax.Array
+    method: str = struct.field(pytree_node=False, default="orth")
+
+    @property
+    def rank(self) -> int:
+        return int(self.coord.shape[0])
+
+    def split(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """One embedding ``x (d,)`` → ``(x⊥ (d,), c (r,))``; vmap for a batch."""
+        c = self.coord @ (x - self.center)
+        return x - self.basis @ c, c
+
+    def combine(self, x_perp: jax.Array, c: jax.Array) -> jax.Array:
+        """``x⊥ + basis @ c`` for one unit."""
+        return x_perp + self.basis @ c
+
+
+def _check_embeddings(X: Any, z: Any, n_values: int | None) -> tuple[jax.Array, jax.Array, int]:
+    if not hasattr(X, "dtype") or not jnp.issubdtype(X.dtype, jnp.floating):
+        X = np.asarray(X, dtype=np.float32)
+    _checks.check_ndim("X", X, 2, "of embeddings (n, d)")
+    _checks.check_nonempty("X", X)
+    _checks.check_finite("X", X)
+    z = np.asarray(z)
+    _checks.check_ndim("z", z, 1, "of concept values (n,)")
+    _checks.check_same_len("X", X, "z", z)
+    if not np.issubdtype(z.dtype, np.integer):
+        if np.issubdtype(z.dtype, np.floating) and np.all(np.isfinite(z)) and np.all(z == np.round(z)):
+            z = z.astype(np.int32)
+        else:
+            _checks.fail("z", "integer concept codes 0..k-1", f"dtype {z.dtype}")
+    k = int(z.max()) + 1 if n_values is None else int(n_values)
+    if z.min() < 0 or z.max() >= k:
+        _checks.fail("z", f"concept codes in 0..{k - 1}", f"values in [{z.min()}, {z.max()}]")
+    counts = np.bincount(z, minlength=k)
+    if (counts > 0).sum() < 2:
+        _checks.fail("z", "at least two concept values present", f"only value(s) {np.flatnonzero(counts).tolist()}")
+    if (counts == 0).any():
+        _checks.fail("z", f"every concept value 0..{k - 1} present", f"no unit with value(s) {np.flatnonzero(counts == 0).tolist()}")
+    return jnp.asarray(X), jnp.asarray(z, jnp.int32), k
+
+
+@functools.partial(jax.jit, static_argnames="k")
+def cross_covariance(X: jax.Array, z: jax.Array, k: int) -> jax.Array:
+    """``Σ_XZ (d, k)``: covariance of the embeddings ``X (n, d)`` with one-hot ``z (n,)``."""
+    n = X.shape[0]
+    onehot = jax.nn.one_hot(z, k, dtype=X.dtype)
+    Xc = X - jnp.mean(X, axis=0, keepdims=True)
+    return Xc.T @ (onehot - jnp.mean(onehot, axis=0, keepdims=True)) / n
+
+
+@jax.jit
+def ledoit_wolf_shrinkage(X: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Ledoit–Wolf shrinkage of the covariance of ``X (n, d)`` towards ``μ I``.
+
+    Returns ``(shrinkage in [0, 1], shrunk covariance (d, d))`` with the maximum-likelihood
+    covariance ``S`` (divided by n), ``μ = tr S / d``, ``δ = ‖S - μI‖²_F / d``,
+    ``β = Σ_i ‖x_i x_iᵀ - S‖²_F / (d n²)`` and shrinkage ``min(β, δ) / δ``.
+    """
+    n, d = X.shape
+    Xc = X - jnp.mean(X, axis=0, keepdims=True)
+    S = Xc.T @ Xc / n
+    mu = jnp.trace(S) / d
+    delta = jnp.sum((S - mu * jnp.eye(d, dtype=X.dtype)) ** 2) / d
+    sq = jnp.sum(Xc**2, axis=1)
+    beta = (jnp.sum(sq**2) / n - jnp.sum(S**2)) / (d * n)
+    s = jnp.where(delta > 0, jnp.minimum(beta, delta) / jnp.where(delta > 0, delta, 1), 0)
+    return s, (1 - s) * S + s * mu * jnp.eye(d, dtype=X.dtype)
+
+
+def _column_basis(M: np.ndarray, max_rank: int) -> np.ndarray:
+    """Orthonormal basis (columns) of the column space of ``M``, with scipy's ``orth`` cut-off."""
+    U, s, _ = np.linalg.svd(M, full_matrices=False)
+    tol = max(M.shape) * np.finfo(M.dtype).eps * (s[0] if s.size else 0.0)
+    r = min(int(np.sum(s > tol)), max_rank)
+    return U[:, :r]
+
+
+def concept_subspace(X: Any, z: Any, *, n_values: int | None = None, method: str = "orth",
+                     shrinkage: float | str = "ledoit_wolf") -> ConceptSubspace:
+    """Fit the concept subspace of embeddings ``X (n, d)`` for concept codes ``z (n,)``.
+
+    Args:
+        X: embeddings, floating point; the result has their dtype.
+        z: integer concept codes ``0..k-1``, every value present.
+        n_values: k (default ``max(z) + 1``).
+        method: ``"orth"`` (orthogonal projection, the paper's) or ``"leace"``.
+        shrinkage: LEACE only: ``"ledoit_wolf"`` or a fixed weight in [0, 1] on ``tr(Σ)/d · I``.
+
+    Returns:
+        :class:`ConceptSubspace` of rank ``r <= k - 1`` (the numerical rank of ``Σ_XZ``, as
+        ``scipy.linalg.orth`` computes it).
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> z = rng.integers(0, 2, 500)
+        >>> X = rng.normal(size=(500, 8)).astype(np.float32); X[:, 0] += 3 * z
+        >>> sub = concept_subspace(X, z)
+        >>> sub.rank, round(abs(float(sub.coord[0, 0])), 2)
+        (1, 1.0)
+    """
+    if method not in ("orth", "leace"):
+        _checks.fail("method", "'orth' or 'leace'", repr(method))
+    X, z, k = _check_embeddings(X, z, n_values)
+    dtype = X.dtype
+    cross = cross_covariance(X, z, k)
+    if method == "orth":
+        E = _column_basis(np.asarray(cross), k - 1).T
+        if E.shape[0] == 0:
+            _checks.fail("X", "embeddings that covary with the concept", "a zero cross-covariance")
+        E = jnp.asarray(E, dtype)
+        return ConceptSubspace(coord=E, basis=E.T, center=jnp.zeros(X.shape[1], dtype), method="orth")
+
+    if isinstance(shrinkage, str):
+        if shrinkage != "ledoit_wolf":
+            _checks.fail("shrinkage", "'ledoit_wolf' or a weight in [0, 1]", repr(shrinkage))
+        _, cov = ledoit_wolf_shrinkage(X)
+    else:
+        s = float(shrinkage)
+        if not 0.0 <= s <= 1.0:
+            _checks.fail("shrinkage", "'ledoit_wolf' or a weight in [0, 1]", repr(shrinkage))
+        Xc = X - jnp.mean(X, axis=0, keepdims=True)
+        S = Xc.T @ Xc / X.shape[0]
+        cov = (1 - s) * S + s * jnp.trace(S) / X.shape[1] * jnp.eye(X.shape[1], dtype=dtype)
+    lam, V = np.linalg.eigh(np.asarray(cov, np.float64))
+    if lam[0] <= lam[-1] * 1e-12:
+        _checks.fail("X", "a non-singular embedding covariance for LEACE (use shrinkage > 0)",
+                     f"minimum eigenvalue {lam[0]:.3g} (maximum {lam[-1]:.3g})")
+    W = (V / np.sqrt(lam)) @ V.T
+    W_inv = (V * np.sqrt(lam)) @ V.T
+    U = _column_basis(W @ np.asarray(cross, np.float64), k - 1)
+    if U.shape[1] == 0:
+        _checks.fail("X", "embeddings that covary with the concept", "a zero cross-covariance")
+    return ConceptSubspace(coord=jnp.asarray(U.T @ W, dtype), basis=jnp.asarray(W_inv @ U, dtype),
+                           center=jnp.mean(X, axis=0), method="leace")

