@@ -72,6 +72,27 @@ def test_gls_with_a_full_precision_matches_the_stacked_normal_equations(rng, x64
     np.testing.assert_allclose(mean, E.mean(0), rtol=1e-9, atol=1e-12)
 
 
+def test_unpenalised_gls_is_the_pseudo_inverse_solution_for_any_precision(rng, x64):
+    # A = ±1 makes A² collinear with the intercept: the normal equations are singular.
+    embeddings, X = law_school_like(rng, n=300)
+    d = S.design(embeddings, X)
+    assert d.range_basis.shape == (9, 7)  # one collinear direction per equation
+    D = 9
+    precs = []
+    for _ in range(3):
+        M = rng.normal(size=(2, 2))
+        precs.append(M @ M.T + 0.5 * np.eye(2))
+    got = jax.jit(jax.vmap(lambda P: S.gls(d, P, 0.0)))(jnp.asarray(np.stack(precs)))
+    for prec, w in zip(precs, np.asarray(got)):
+        A, b = np.zeros((D, D)), np.zeros(D)
+        for i in range(X.shape[0]):
+            Phi = np.zeros((2, D))
+            Phi[0, :3], Phi[1, 3:] = embeddings[0][i], embeddings[1][i]
+            A += Phi.T @ prec @ Phi
+            b += Phi.T @ prec @ X[i]
+        np.testing.assert_allclose(w, np.linalg.pinv(A, hermitian=True) @ b, rtol=1e-7, atol=1e-9)
+
+
 def test_gls_is_differentiable_in_the_precision(rng, x64):
     embeddings, X = law_school_like(rng, n=200)
     d = S.design(embeddings, X)

@@ -82,6 +82,7 @@ class Design:
     F_mean: jax.Array
     X_mean: jax.Array
     sizes: tuple[int, ...] = struct.field(pytree_node=False)
+    range_basis: Any = None
 
     @property
     def block(self) -> np.ndarray:
@@ -103,8 +104,32 @@ def design(embeddings: Sequence[Any], X: Any) -> Design:
         if e.ndim != 2 or e.shape[0] != X.shape[0]:
             _checks.fail(f"embeddings[{j}]", f"shape ({X.shape[0]}, F_{j})", f"shape {e.shape}")
     F = jnp.concatenate(blocks, axis=1)
-    return Design(F, X, F.T @ F, F.T @ X, X.T @ X, F.mean(0), X.mean(0),
-                  tuple(int(e.shape[1]) for e in blocks))
+    G = F.T @ F
+    sizes = tuple(int(e.shape[1]) for e in blocks)
+    return Design(F, X, G, F.T @ X, X.T @ X, F.mean(0), X.mean(0), sizes, _range_basis(G, sizes))
+
+
+def _range_basis(G: jax.Array, sizes: tuple[int, ...]) -> jax.Array | None:
+    """Orthonormal basis ``(D, r)`` of the span of every equation's embedding (block-diagonal),
+    with the cut-off of ``pinv``; None for a traced G.
+
+    For any positive-definite error precision S the null space of ``G ⊙ S[b, b]`` is the direct
+    sum of the blocks' null spaces (the collinear directions of each embedding), whatever S is;
+    so the unpenalised GLS is a non-singular solve in this basis, computed once per design.
+    """
+    if not _checks.is_concrete(G):
+        return None
+    G = np.asarray(G)
+    D = G.shape[0]
+    start, cols = 0, []
+    for size in sizes:
+        lam, V = np.linalg.eigh(G[start:start + size, start:start + size])
+        keep = lam > 10 * size * np.finfo(G.dtype).eps * max(lam.max(), 0.0)
+        block = np.zeros((D, int(keep.sum())), G.dtype)
+        block[start:start + size] = V[:, keep]
+        cols.append(block)
+        start += size
+    return jnp.asarray(np.concatenate(cols, axis=1))
 
 
 def gls(d: Design, precision: jax.Array, lam: Any) -> jax.Array:
@@ -114,7 +139,9 @@ def gls(d: Design, precision: jax.Array, lam: Any) -> jax.Array:
     ``lam`` is one ridge penalty for every coefficient, or one per equation (``(m,)``). A
     concrete ``lam`` of exactly 0 (no penalty) solves with the pseudo-inverse, so that
     collinear embeddings (``A²`` = 1 when A = ±1) give the minimum-norm least-squares fit
-    instead of a singular solve.
+    instead of a singular solve: a solve in the span of the embeddings (``Design.range_basis``,
+    found once per design), which is the pseudo-inverse's answer without an eigendecomposition
+    at every call (batched eigendecompositions inside the vmapped search stalled XLA:CPU).
     """
     b = d.block
     unpenalised = _checks.is_concrete(lam) and not np.any(np.asarray(lam))
@@ -123,7 +150,10 @@ def gls(d: Design, precision: jax.Array, lam: Any) -> jax.Array:
     A = d.G * precision[b][:, b] + jnp.diag(diag)
     rhs = jnp.sum(d.C * precision[b, :], axis=1)
     if unpenalised:
-        return jnp.linalg.pinv(A, hermitian=True) @ rhs
+        if d.range_basis is None:
+            return jnp.linalg.pinv(A, hermitian=True) @ rhs
+        Q = d.range_basis
+        return Q @ jnp.linalg.solve(Q.T @ A @ Q, Q.T @ rhs)
     return jnp.linalg.solve(A, rhs)
 
 
