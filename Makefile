@@ -5,7 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: install test bench demo clean
+EXPERIMENTS_STAMP := $(VENV)/.installed-experiments
+
+.PHONY: install test bench demo experiments clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +21,10 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
+$(EXPERIMENTS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench,text]'
+	touch $(EXPERIMENTS_STAMP)
+
 install: $(STAMP)
 
 test: $(STAMP)
@@ -29,6 +35,10 @@ bench: $(BENCH_STAMP)
 
 demo: $(STAMP)
 	$(PY) -m experiments.demo
+
+experiments: $(EXPERIMENTS_STAMP)
+	$(PY) -m experiments.sensitivity
+	$(PY) -m experiments.representations
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

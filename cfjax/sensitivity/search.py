@@ -418,28 +418,36 @@ class InverseBudget(struct.PyTreeNode):
 
 
 def inverse_budget(model: FairModel, level: float, *, key: jax.Array, hi: float = 0.99, tol: float = 1e-3,
-                   **search) -> InverseBudget:
+                   grid: int = 8, **search) -> InverseBudget:
     """The smallest ``p_max`` whose worst-case CFU reaches ``level`` (e.g. the blind baseline's
-    unfairness), by bisection on :func:`worst_case` (each probe vmapped over restarts; the
-    compiled program is reused). Assumes the worst case grows with the budget, as the
-    feasible set does."""
+    unfairness).
+
+    A coarse curve first (``grid`` budgets up to ``hi``, one :func:`worst_case` call, monotone
+    over the nested budgets) brackets the answer between two grid points; bisection then narrows
+    it, each probe solved together with the grid budgets below it, so that a probe inherits the
+    worst cases found at smaller budgets (a single budget's search can stop at a worse local
+    maximum than the curve reaches). Assumes the worst case grows with the budget, as the
+    feasible set does.
+    """
     level = float(level)
     if not np.isfinite(level) or level < 0:
         _checks.fail("level", "a non-negative CFU level", repr(level))
     hi = check_budget(hi)
-    evaluated = []
-
-    def worst(p):
-        value = float(worst_case(model, p, key=key, **search).cfu[0])
-        evaluated.append((p, value))
-        return value
-
-    if worst(hi) < level:
+    grid = _checks.check_positive_int("grid", grid)
+    budgets = np.linspace(0.0, hi, grid + 1)[1:]
+    curve = np.asarray(worst_case(model, budgets, key=key, **search).cfu)
+    evaluated = list(zip(budgets.tolist(), curve.tolist()))
+    reached = np.flatnonzero(curve >= level)
+    if reached.size == 0:
         return InverseBudget(level, float("nan"), hi, hi, tuple(evaluated))
-    lo = 0.0
+    j = int(reached[0])
+    below = budgets[:j]
+    lo, hi = (float(below[-1]) if j else 0.0), float(budgets[j])
     while hi - lo > tol:
         mid = 0.5 * (lo + hi)
-        if worst(mid) >= level:
+        value = float(worst_case(model, np.append(below, mid), key=key, **search).cfu[-1])
+        evaluated.append((mid, value))
+        if value >= level:
             hi = mid
         else:
             lo = mid

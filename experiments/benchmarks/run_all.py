@@ -12,6 +12,8 @@ BENCHMARKS = [
      ["experiments.benchmarks.bench_scm"]),
     ("cfjax.sensitivity NHS worst-case curve vs paper 001's sequential recipe",
      ["experiments.benchmarks.bench_sensitivity"]),
+    ("cfjax.representations CFRs vs numpy/scipy/scikit-learn (paper 002's recipe)",
+     ["experiments.benchmarks.bench_representations"]),
 ]
 
 
