@@ -17,6 +17,8 @@ from cfjax.representations.augment import augment as augment
 from cfjax.representations.augment import augmentation_effect as augmentation_effect
 from cfjax.representations.augment import other_values as other_values
 from cfjax.representations.cfr import CFRModel as CFRModel
+from cfjax.representations.cfr import ClassMoments as ClassMoments
+from cfjax.representations.cfr import class_moments as class_moments
 from cfjax.representations.cfr import counterfactual as counterfactual
 from cfjax.representations.cfr import counterfactuals as counterfactuals
 from cfjax.representations.cfr import fit_cfr as fit_cfr
@@ -51,6 +53,7 @@ __all__ = [
     "BiosRecords",
     "CFRModel",
     "CFRScores",
+    "ClassMoments",
     "ConceptSubspace",
     "EMOTIONS",
     "EmbeddingData",
@@ -60,6 +63,7 @@ __all__ = [
     "atv",
     "augment",
     "augmentation_effect",
+    "class_moments",
     "concept_subspace",
     "counterfactual",
     "counterfactuals",

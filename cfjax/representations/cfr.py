@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -25,10 +25,12 @@ import numpy as np
 from flax import struct
 
 from cfjax import _checks
-from cfjax.representations.subspace import ConceptSubspace, _check_embeddings, concept_subspace
+from cfjax.representations.subspace import ConceptSubspace, _check_embeddings, _fit_subspace
 
 __all__ = [
     "CFRModel",
+    "ClassMoments",
+    "class_moments",
     "counterfactual",
     "counterfactuals",
     "fit_cfr",
@@ -58,37 +60,70 @@ class CFRModel(struct.PyTreeNode):
         return int(self.coef.shape[0])
 
 
-@jax.jit
-def fit_regressions(x_perp: jax.Array, c: jax.Array, z: jax.Array, ridge: jax.Array | float,
-                    onehot: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Ridge regressions of ``c (n, r)`` on ``x_perp (n, d)``, one per concept value.
+class ClassMoments(NamedTuple):
+    """Each concept value's sufficient statistics of the embeddings: ``counts (k,)``,
+    ``means (k, d)`` and centred Gram matrices ``grams (k, d, d)``."""
 
-    ``onehot (n, k)`` selects each class's units. For class z with mean-centred data the
-    coefficients are ``(X̃ᵀX̃ + ridge·I)⁻¹ X̃ᵀ C̃`` and the intercept ``c̄ - x̄ @ coef`` (the
-    intercept is not penalised, as in scikit-learn's ``Ridge``). All classes are solved at once
-    from per-class Gram matrices of globally centred data.
+    counts: jax.Array
+    means: jax.Array
+    grams: jax.Array
+
+
+@functools.partial(jax.jit, static_argnames="counts")
+def _moments(X: jax.Array, order: jax.Array, counts: tuple[int, ...]) -> ClassMoments:
+    # Units sorted by concept value: each class's Gram is one matmul over its own rows, n·d²
+    # work in all (a masked Gram per class would cost k·n·d²). Data centred globally first.
+    Xs = X[order] - jnp.mean(X, axis=0, keepdims=True)
+    means, grams, start = [], [], 0
+    for n_k in counts:  # k static slices (concept values, not units)
+        block = Xs[start:start + n_k]
+        mean = jnp.mean(block, axis=0)
+        grams.append(block.T @ block - n_k * mean[:, None] * mean[None, :])
+        means.append(mean)
+        start += n_k
+    return ClassMoments(jnp.asarray(counts, X.dtype), jnp.stack(means) + jnp.mean(X, axis=0, keepdims=True),
+                        jnp.stack(grams))
+
+
+def class_moments(X: jax.Array, z: Any, n_values: int) -> ClassMoments:
+    """Per-concept-value counts, means and centred Gram matrices of ``X (n, d)``."""
+    z = np.asarray(z)
+    counts = tuple(int(c) for c in np.bincount(z, minlength=n_values))
+    return _moments(jnp.asarray(X), jnp.asarray(np.argsort(z, kind="stable")), counts)
+
+
+@jax.jit
+def fit_regressions(subspace: ConceptSubspace, moments: ClassMoments,
+                    ridge: jax.Array | float) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Ridge regressions of the concept coordinates ``c`` on the orthogonal part ``x⊥``, one per
+    concept value, from the class moments of the embeddings alone.
+
+    x⊥ and c are affine in x (``x⊥ = x T + t`` with ``T = I - coordᵀ basisᵀ``, ``c - c̄ =
+    coord (x - x̄)``), so each class's centred Gram of x⊥ is ``Tᵀ G T``, its cross-products with
+    c are ``Tᵀ G coordᵀ`` and those of c ``coord G coordᵀ``: no pass over the units beyond
+    :func:`class_moments`. Coefficients ``(Tᵀ G T + ridge·I)⁻¹ Tᵀ G coordᵀ`` and an unpenalised
+    intercept, as scikit-learn's ``Ridge`` fitted on the class's x⊥.
 
     Returns:
         ``coef (k, d, r)``, ``intercept (k, r)``, residual covariances ``(k, r, r)`` (divided
         by the class size).
     """
-    dtype = x_perp.dtype
-    counts = jnp.sum(onehot, axis=0)  # (k,)
-    mx, mc = jnp.mean(x_perp, axis=0, keepdims=True), jnp.mean(c, axis=0, keepdims=True)
-    Xg, Cg = x_perp - mx, c - mc
-    sx = onehot.T @ Xg / counts[:, None]  # class means of the centred data (k, d)
-    sc = onehot.T @ Cg / counts[:, None]  # (k, r)
-    gram = jnp.einsum("nk,nd,ne->kde", onehot, Xg, Xg) - counts[:, None, None] * sx[:, :, None] * sx[:, None, :]
-    cross = jnp.einsum("nk,nd,nr->kdr", onehot, Xg, Cg) - counts[:, None, None] * sx[:, :, None] * sc[:, None, :]
-    d = x_perp.shape[1]
-    eye = jnp.eye(d, dtype=dtype)
-    coef = jax.vmap(lambda G, B: jnp.linalg.solve(G + ridge * eye, B))(gram, cross)
-    intercept = (sc + mc) - jnp.einsum("kd,kdr->kr", sx + mx, coef)
-    pred = jnp.einsum("nd,kdr->knr", x_perp, coef) + intercept[:, None, :]
-    resid = c[None] - pred  # (k, n, r)
-    w = onehot.T[:, :, None]  # (k, n, 1)
-    cov = jnp.einsum("knr,kns->krs", resid * w, resid) / counts[:, None, None]
-    return coef, intercept, cov
+    coord, basis, center = subspace.coord, subspace.basis, subspace.center
+    d = coord.shape[1]
+    eye = jnp.eye(d, dtype=coord.dtype)
+    T = eye - coord.T @ basis.T
+
+    def one(n_k, mean, G):
+        Gp = T.T @ G @ T
+        cross = T.T @ G @ coord.T  # (d, r)
+        cc = coord @ G @ coord.T  # (r, r)
+        coef = jnp.linalg.solve(Gp + ridge * eye, cross)
+        mean_perp = mean - basis @ (coord @ (mean - center))
+        intercept = coord @ (mean - center) - mean_perp @ coef
+        resid = cc - coef.T @ cross - cross.T @ coef + coef.T @ Gp @ coef
+        return coef, intercept, 0.5 * (resid + resid.T) / n_k
+
+    return jax.vmap(one)(moments.counts, moments.means, moments.grams)
 
 
 def fit_cfr(X: Any, z: Any, *, n_values: int | None = None, method: str = "orth", ridge: float = 1.0,
@@ -125,14 +160,13 @@ def fit_cfr(X: Any, z: Any, *, n_values: int | None = None, method: str = "orth"
     ridge = float(ridge)
     if not ridge >= 0:
         _checks.fail("ridge", "a penalty >= 0", repr(ridge))
-    sub = concept_subspace(X, z, n_values=n_values, method=method, shrinkage=shrinkage)
     X, z, k = _check_embeddings(X, z, n_values)
-    x_perp, c = jax.vmap(sub.split)(X)
-    counts = jnp.bincount(z, length=k)
-    if int(jnp.min(counts)) < 2:
+    counts = np.bincount(np.asarray(z), minlength=k)
+    if counts.min() < 2:
         _checks.fail("z", "at least two units per concept value", f"counts {counts.tolist()}")
-    onehot = jax.nn.one_hot(z, k, dtype=X.dtype)
-    coef, intercept, cov = fit_regressions(x_perp, c, z, jnp.asarray(ridge, X.dtype), onehot)
+    sub = _fit_subspace(X, z, k, method, shrinkage)
+    moments = class_moments(X, z, k)
+    coef, intercept, cov = fit_regressions(sub, moments, jnp.asarray(ridge, X.dtype))
     r = cov.shape[-1]
     scale = jnp.trace(cov, axis1=1, axis2=2)[:, None, None] / r
     chol = jnp.linalg.cholesky(cov + (jitter * scale + jnp.finfo(X.dtype).tiny) * jnp.eye(r, dtype=X.dtype)[None])
@@ -144,11 +178,13 @@ def counterfactual(model: CFRModel, x: jax.Array, target: jax.Array, noise: jax.
 
     ``noise (r,)``: standard-normal draws for the stochastic CFR (``None``: deterministic).
     """
-    x_perp, _ = model.subspace.split(x)
-    c = x_perp @ model.coef[target] + model.intercept[target]
+    sub, coef = model.subspace, model.coef[target]
+    c = sub.coord @ (x - sub.center)
+    # x⊥ @ coef without forming x⊥ (x⊥ = x - basis c): one read of x, all work in r dimensions.
+    c_new = x @ coef - c @ (sub.basis.T @ coef) + model.intercept[target]
     if noise is not None:
-        c = c + model.resid_chol[target] @ noise
-    return model.subspace.combine(x_perp, c)
+        c_new = c_new + model.resid_chol[target] @ noise
+    return x + sub.basis @ (c_new - c)  # = x⊥ + basis c_new
 
 
 def _check_x(model: CFRModel, X: Any) -> jax.Array:

@@ -146,9 +146,14 @@ def concept_subspace(X: Any, z: Any, *, n_values: int | None = None, method: str
         >>> sub.rank, round(abs(float(sub.coord[0, 0])), 2)
         (1, 1.0)
     """
+    X, z, k = _check_embeddings(X, z, n_values)
+    return _fit_subspace(X, z, k, method, shrinkage)
+
+
+def _fit_subspace(X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: float | str) -> ConceptSubspace:
+    """:func:`concept_subspace` on validated inputs."""
     if method not in ("orth", "leace"):
         _checks.fail("method", "'orth' or 'leace'", repr(method))
-    X, z, k = _check_embeddings(X, z, n_values)
     dtype = X.dtype
     cross = cross_covariance(X, z, k)
     if method == "orth":
