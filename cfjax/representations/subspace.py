@@ -114,10 +114,12 @@ def ledoit_wolf_shrinkage(X: jax.Array) -> tuple[jax.Array, jax.Array]:
     return s, (1 - s) * S + s * mu * jnp.eye(d, dtype=X.dtype)
 
 
-def _column_basis(M: np.ndarray, max_rank: int) -> np.ndarray:
-    """Orthonormal basis (columns) of the column space of ``M``, with scipy's ``orth`` cut-off."""
-    U, s, _ = np.linalg.svd(M, full_matrices=False)
-    tol = max(M.shape) * np.finfo(M.dtype).eps * (s[0] if s.size else 0.0)
+def _column_basis(M: jax.Array, max_rank: int) -> jax.Array:
+    """Orthonormal basis (columns) of the column space of ``M`` (JAX SVD), with scipy's ``orth``
+    cut-off; the rank is read on the host, so the result's shape is concrete."""
+    U, s, _ = jnp.linalg.svd(M, full_matrices=False)
+    s = np.asarray(s)
+    tol = max(M.shape) * np.finfo(s.dtype).eps * (s[0] if s.size else 0.0)
     r = min(int(np.sum(s > tol)), max_rank)
     return U[:, :r]
 
@@ -157,10 +159,9 @@ def _fit_subspace(X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: fl
     dtype = X.dtype
     cross = cross_covariance(X, z, k)
     if method == "orth":
-        E = _column_basis(np.asarray(cross), k - 1).T
+        E = _column_basis(cross, k - 1).T
         if E.shape[0] == 0:
             _checks.fail("X", "embeddings that covary with the concept", "a zero cross-covariance")
-        E = jnp.asarray(E, dtype)
         return ConceptSubspace(coord=E, basis=E.T, center=jnp.zeros(X.shape[1], dtype), method="orth")
 
     if isinstance(shrinkage, str):
@@ -174,14 +175,15 @@ def _fit_subspace(X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: fl
         Xc = X - jnp.mean(X, axis=0, keepdims=True)
         S = Xc.T @ Xc / X.shape[0]
         cov = (1 - s) * S + s * jnp.trace(S) / X.shape[1] * jnp.eye(X.shape[1], dtype=dtype)
-    lam, V = np.linalg.eigh(np.asarray(cov, np.float64))
-    if lam[0] <= lam[-1] * 1e-12:
+    lam, V = jnp.linalg.eigh(cov)
+    lo, hi = float(lam[0]), float(lam[-1])
+    if lo <= hi * 100 * float(jnp.finfo(dtype).eps):
         _checks.fail("X", "a non-singular embedding covariance for LEACE (use shrinkage > 0)",
-                     f"minimum eigenvalue {lam[0]:.3g} (maximum {lam[-1]:.3g})")
-    W = (V / np.sqrt(lam)) @ V.T
-    W_inv = (V * np.sqrt(lam)) @ V.T
-    U = _column_basis(W @ np.asarray(cross, np.float64), k - 1)
+                     f"minimum eigenvalue {lo:.3g} (maximum {hi:.3g})")
+    root = jnp.sqrt(lam)[None, :]
+    W = (V / root) @ V.T  # Σ^{-1/2}
+    W_inv = (V * root) @ V.T  # Σ^{1/2}
+    U = _column_basis(W @ cross, k - 1)
     if U.shape[1] == 0:
         _checks.fail("X", "embeddings that covary with the concept", "a zero cross-covariance")
-    return ConceptSubspace(coord=jnp.asarray(U.T @ W, dtype), basis=jnp.asarray(W_inv @ U, dtype),
-                           center=jnp.mean(X, axis=0), method="leace")
+    return ConceptSubspace(coord=U.T @ W, basis=W_inv @ U, center=jnp.mean(X, axis=0), method="leace")
