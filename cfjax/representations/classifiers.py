@@ -18,6 +18,7 @@ import optax.tree_utils as otu
 from flax import struct
 
 from cfjax import _checks
+from cfjax.representations.subspace import _as_embeddings
 
 __all__ = ["LinearClassifier", "fit_logistic", "predict"]
 
@@ -96,11 +97,7 @@ def fit_logistic(X: Any, y: Any, *, n_classes: int | None = None, l2: float = 1e
         >>> float(np.mean(np.asarray(predict(clf, X)) == y)) > 0.95
         True
     """
-    if not hasattr(X, "dtype") or not jnp.issubdtype(X.dtype, jnp.floating):
-        X = np.asarray(X, np.float32)
-    _checks.check_ndim("X", X, 2, "of embeddings (n, d)")
-    _checks.check_nonempty("X", X)
-    _checks.check_finite("X", X)
+    X = _as_embeddings(X)
     y = np.asarray(y)
     _checks.check_ndim("y", y, 1, "of labels (n,)")
     _checks.check_same_len("X", X, "y", y)

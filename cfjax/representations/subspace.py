@@ -61,12 +61,18 @@ class ConceptSubspace(struct.PyTreeNode):
         return x_perp + self.basis @ c
 
 
-def _check_embeddings(X: Any, z: Any, n_values: int | None) -> tuple[jax.Array, jax.Array, int]:
+def _as_embeddings(X: Any) -> Any:
+    """A non-empty, finite ``(n, d)`` floating-point array (float32 unless already floating)."""
     if not hasattr(X, "dtype") or not jnp.issubdtype(X.dtype, jnp.floating):
         X = np.asarray(X, dtype=np.float32)
     _checks.check_ndim("X", X, 2, "of embeddings (n, d)")
     _checks.check_nonempty("X", X)
     _checks.check_finite("X", X)
+    return X
+
+
+def _check_embeddings(X: Any, z: Any, n_values: int | None) -> tuple[jax.Array, jax.Array, int]:
+    X = _as_embeddings(X)
     z = np.asarray(z)
     _checks.check_ndim("z", z, 1, "of concept values (n,)")
     _checks.check_same_len("X", X, "z", z)
