@@ -215,7 +215,8 @@ def profile_objective(d: Design, log_sigma: jax.Array, P: jax.Array, lam: Any) -
 
 def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_steps: int = 30) -> ModelB:
     """Model B for the error correlation ``P (m, m)`` (SPEC §3): σ from the profile likelihood
-    (:func:`profile_objective`) by damped Newton steps in log σ, then the closed-form GLS.
+    (:func:`profile_objective`) by damped Newton steps in log σ (at most ``newton_steps``, until
+    a step moves log σ by less than 1e-10, 1e-5 in float32), then the closed-form GLS.
 
     Differentiable in P (and λ): the σ solve is differentiated implicitly (``lax.custom_root``:
     the derivative of the stationarity condition, not of the iterations).

@@ -115,7 +115,8 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
       warm_start: the paper's curriculum: budgets in increasing order, each run starting from
         the previous budget's final L (a scan over budgets, vmapped over restarts).
       init_scale: spread of the random initial off-diagonal entries of L.
-      newton_steps: Newton steps of Model B's σ solve per step (warm-started).
+      newton_steps: at most this many Newton steps of Model B's σ solve per step (warm-started;
+        they stop once a step moves log σ by less than 1e-10, 1e-5 in float32).
       log_objective: ascend ``log CFU`` (default): the same maximiser, but gradients of order
         one whatever the scale of CFU (often 1e-12 to 1e-4), so that Adam's step is not
         swamped by its epsilon; False ascends CFU itself (the paper's recipe, with its large
