@@ -241,7 +241,10 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
     def step_all(L, opt_state, log_sigma, p, units):
         # Runs in vmapped groups of _RUN_GROUP, the groups one after another: XLA:CPU (jax
         # 0.10.2, 2 cores) stalls, idle and never finishing, when 8 or more of these steps are
-        # vmapped at once on the 209,112-row NHS data; groups of 4 do not.
+        # vmapped at once on the 209,112-row NHS data; groups of 4 do not. The trigger is its
+        # concurrency-optimised scheduler: with XLA_FLAGS=
+        # --xla_cpu_enable_concurrency_optimized_scheduler=false set before JAX starts, 64 runs
+        # vmapped at once finish (a per-program compiler option does not help).
         one = lambda args: step_one(*args, units)  # noqa: E731
         if R <= _RUN_GROUP:
             return jax.vmap(one)((L, opt_state, log_sigma, p))
