@@ -295,3 +295,14 @@ def test_plot_curve_draws_the_curve_and_baselines(tmp_path):
     assert ax.get_yscale() == "log" and len(ax.lines) == 3
     fig.savefig(tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 1000
+
+
+def test_runs_are_grouped_only_where_xla_cpu_needs_it(monkeypatch):
+    from cfjax.sensitivity import search
+
+    monkeypatch.setenv("XLA_FLAGS", "")
+    expected = 4 if jax.default_backend() == "cpu" else None
+    assert search._run_group(64) == expected
+    assert search._run_group(4) is None
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_concurrency_optimized_scheduler=false")
+    assert search._run_group(64) is None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import Any, Callable
 
 import jax
@@ -33,7 +34,23 @@ from cfjax.sensitivity.problem import FairModel
 
 __all__ = ["WorstCase", "worst_case", "InverseBudget", "inverse_budget", "sign_corners", "paper_optimizer"]
 
-_RUN_GROUP = 4  # runs vmapped together per optimiser step (see _runs)
+_RUN_GROUP = 4  # runs vmapped together per optimiser step on XLA:CPU (see _run_group)
+_SCHEDULER_OFF = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+
+
+def _run_group(runs: int) -> int | None:
+    """How many runs one optimiser step vmaps at once (None: all of them).
+
+    XLA:CPU (jax 0.10.2) stalls, idle and never finishing, when 8 or more steps are vmapped at
+    once on large data (the 209,112-row NHS survey); its concurrency-optimised scheduler is the
+    trigger. So on CPU the runs go in vmapped groups of 4, one group after another, unless that
+    scheduler was switched off with ``XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false``
+    before JAX started (then 64 runs vmapped at once finish; a per-program compiler option does
+    not help). Other backends vmap every run.
+    """
+    if jax.default_backend() != "cpu" or _SCHEDULER_OFF in os.environ.get("XLA_FLAGS", ""):
+        return None
+    return _RUN_GROUP if runs > _RUN_GROUP else None
 _BACKTRACK = 0.5 ** np.arange(9)  # 1, 1/2, ..., 1/256 of the proposed step
 
 
@@ -239,16 +256,12 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
         return L_next, opt_state, log_sigma, -loss
 
     def step_all(L, opt_state, log_sigma, p, units):
-        # Runs in vmapped groups of _RUN_GROUP, the groups one after another: XLA:CPU (jax
-        # 0.10.2, 2 cores) stalls, idle and never finishing, when 8 or more of these steps are
-        # vmapped at once on the 209,112-row NHS data; groups of 4 do not. The trigger is its
-        # concurrency-optimised scheduler: with XLA_FLAGS=
-        # --xla_cpu_enable_concurrency_optimized_scheduler=false set before JAX starts, 64 runs
-        # vmapped at once finish (a per-program compiler option does not help).
+        # Every run in one vmap, or in vmapped groups one after another on XLA:CPU (_run_group).
         one = lambda args: step_one(*args, units)  # noqa: E731
-        if R <= _RUN_GROUP:
+        group = _run_group(R)
+        if group is None:
             return jax.vmap(one)((L, opt_state, log_sigma, p))
-        return jax.lax.map(one, (L, opt_state, log_sigma, p), batch_size=_RUN_GROUP)
+        return jax.lax.map(one, (L, opt_state, log_sigma, p), batch_size=group)
 
     def freeze(active, new, old):
         return jax.tree.map(lambda a, b: jnp.where(active.reshape((R,) + (1,) * (a.ndim - 1)), a, b), new, old)
