@@ -244,11 +244,11 @@ def stochastic_proba(model: CFRModel, proba: Callable[[jax.Array], jax.Array], X
     X = _check_x(model, X)
     t = _check_targets(model, targets, X.shape[0])
     draws = _checks.check_positive_int("draws", draws)
-    arrays, static = split_callable(proba)
+    arrays, static = _split_callable(proba)
     return _stochastic(model, arrays, static, X, t, jax.random.split(key, draws))
 
 
-def split_callable(f: Any) -> tuple[list[Any], Any]:
+def _split_callable(f: Any) -> tuple[list[Any], Any]:
     """A callable pytree → (its array leaves, hashable rest), so jit traces parameters, not constants."""
     leaves, treedef = jax.tree.flatten(f)
     is_array = [isinstance(v, (jax.Array, np.ndarray)) for v in leaves]
@@ -257,7 +257,7 @@ def split_callable(f: Any) -> tuple[list[Any], Any]:
     return arrays, (treedef, rest)
 
 
-def join_callable(arrays: list[Any], static: Any) -> Any:
+def _join_callable(arrays: list[Any], static: Any) -> Any:
     treedef, rest = static
     it = iter(arrays)
     return jax.tree.unflatten(treedef, [next(it) if v is None else v for v in rest])
@@ -265,7 +265,7 @@ def join_callable(arrays: list[Any], static: Any) -> Any:
 
 @functools.partial(jax.jit, static_argnames="static")
 def _stochastic(model, arrays, static, X, t, keys):
-    proba = join_callable(arrays, static)
+    proba = _join_callable(arrays, static)
 
     def step(acc, key):
         noise = jax.random.normal(key, (X.shape[0], model.subspace.rank), X.dtype)

@@ -24,25 +24,38 @@ from cfjax import _checks
 __all__ = ["CFRScores", "ate", "atv", "pip", "score", "tpr", "tpr_gap"]
 
 
-def _pair(name_a: str, a: Any, name_b: str, b: Any) -> None:
+def _pair(name_a: str, a: Any, name_b: str, b: Any, *, check_a: bool = True) -> None:
     _checks.check_ndim(name_a, a, 2, "of class probabilities (n, C)")
     if _checks.shape_of(a) != _checks.shape_of(b):
         _checks.fail(name_b, f"shape {_checks.shape_of(a)} matching `{name_a}`", f"shape {_checks.shape_of(b)}")
     _checks.check_nonempty(name_a, a)
-    _checks.check_probabilities(name_a, a)
+    if check_a:
+        _checks.check_probabilities(name_a, a)
     _checks.check_probabilities(name_b, b)
+
+
+def _pip(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.mean(jnp.argmax(a, -1) == jnp.argmax(b, -1), dtype=a.dtype)
+
+
+def _atv(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.mean(0.5 * jnp.sum(jnp.abs(a - b), axis=-1))
+
+
+def _ate(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
+    return jnp.mean(p_cf - p_obs, axis=0)
 
 
 def pip(p_true: jax.Array, p_cfr: jax.Array) -> jax.Array:
     """Proportion of identical predictions: ``mean_i 1[argmax p_true_i = argmax p_cfr_i]``."""
     _pair("p_true", p_true, "p_cfr", p_cfr)
-    return jnp.mean(jnp.argmax(p_true, -1) == jnp.argmax(p_cfr, -1), dtype=p_true.dtype)
+    return _pip(p_true, p_cfr)
 
 
 def atv(p_true: jax.Array, p_cfr: jax.Array) -> jax.Array:
     """Average total variation: ``mean_i ½ ‖p_true_i − p_cfr_i‖₁``."""
     _pair("p_true", p_true, "p_cfr", p_cfr)
-    return jnp.mean(0.5 * jnp.sum(jnp.abs(p_true - p_cfr), axis=-1))
+    return _atv(p_true, p_cfr)
 
 
 def ate(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
@@ -50,13 +63,14 @@ def ate(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
     ``mean_i (p_cf_i − p_obs_i)``, shape ``(C,)``. With ``p_cf = p_true`` it is the ATE; with
     ``p_cf = p_cfr`` its CFR estimate."""
     _pair("p_cf", p_cf, "p_obs", p_obs)
-    return jnp.mean(p_cf - p_obs, axis=0)
+    return _ate(p_cf, p_obs)
 
 
 def tpr(y: jax.Array, y_pred: jax.Array, mask: jax.Array, n_classes: int) -> jax.Array:
     """True-positive rate per class within ``mask``: ``P[Ŷ = y | Y = y, mask]``, ``(C,)``
     (NaN for a class absent from the masked units)."""
-    onehot = jax.nn.one_hot(y, n_classes) * mask[:, None].astype(jnp.float32)
+    onehot = jax.nn.one_hot(y, n_classes)
+    onehot = onehot * mask[:, None].astype(onehot.dtype)
     hits = jnp.sum(onehot * (y_pred == y)[:, None].astype(onehot.dtype), axis=0)
     total = jnp.sum(onehot, axis=0)
     return jnp.where(total > 0, hits / jnp.where(total > 0, total, 1), jnp.nan)
@@ -111,10 +125,10 @@ class CFRScores(NamedTuple):
 
 def score(p_obs: jax.Array, p_true: jax.Array, p_cfr: jax.Array) -> CFRScores:
     """Every score of one classifier's probabilities on original, true-counterfactual and CFR
-    embeddings (each ``(n, C)``, row i the same couple)."""
+    embeddings (each ``(n, C)``, row i the same couple); each input is validated once."""
     _pair("p_obs", p_obs, "p_true", p_true)
-    _pair("p_obs", p_obs, "p_cfr", p_cfr)
-    effect, effect_cfr = ate(p_true, p_obs), ate(p_cfr, p_obs)
-    return CFRScores(pip=pip(p_true, p_cfr), atv=atv(p_true, p_cfr), pip_baseline=pip(p_true, p_obs),
-                     atv_baseline=atv(p_true, p_obs), ate=effect, ate_cfr=effect_cfr,
+    _pair("p_obs", p_obs, "p_cfr", p_cfr, check_a=False)
+    effect, effect_cfr = _ate(p_true, p_obs), _ate(p_cfr, p_obs)
+    return CFRScores(pip=_pip(p_true, p_cfr), atv=_atv(p_true, p_cfr), pip_baseline=_pip(p_true, p_obs),
+                     atv_baseline=_atv(p_true, p_obs), ate=effect, ate_cfr=effect_cfr,
                      ate_error=0.5 * jnp.sum(jnp.abs(effect - effect_cfr)))
