@@ -7,7 +7,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 
 EXPERIMENTS_STAMP := $(VENV)/.installed-experiments
 
-.PHONY: install test bench demo experiments clean
+.PHONY: install test seeds bench demo experiments clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The randomized tests under many seeds (SEEDS=50 by default; CFJAX_TEST_SEED sets the first).
+SEEDS ?= 50
+seeds: $(STAMP)
+	$(PY) -m pytest tests --seeds $(SEEDS)
 
 bench: $(BENCH_STAMP)
 	$(PY) -m experiments.benchmarks.run_all

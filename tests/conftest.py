@@ -2,7 +2,9 @@
 
 Silent broadcasting and implicit dtype promotion fail loudly under pytest (as in equinox's
 test suite). Each test that takes ``rng`` gets a fresh seed, printed so that a failure can be
-replayed with ``CFJAX_TEST_SEED=<seed>``.
+replayed with ``CFJAX_TEST_SEED=<seed>``. ``pytest --seeds N`` (``make seeds``) runs only the
+randomized tests, each under N consecutive seeds, so a flaky reference or tolerance shows up
+before CI meets it.
 """
 
 from __future__ import annotations
@@ -24,11 +26,47 @@ settings.register_profile(
 settings.load_profile("cfjax")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--seeds", type=int, default=0, metavar="N",
+        help="run only the randomized tests (those taking `rng`), each under N seeds: "
+        "CFJAX_TEST_SEED, CFJAX_TEST_SEED + 1, ... (a random start when it is unset)")
+
+
+def _seeds(config) -> list[int]:
+    n = config.getoption("seeds")
+    if n <= 0:
+        return []
+    if not hasattr(config, "_cfjax_seeds"):
+        start = int(os.environ.get("CFJAX_TEST_SEED", secrets.randbits(31)))
+        config._cfjax_seeds = [(start + i) % 2**32 for i in range(n)]
+    return config._cfjax_seeds
+
+
+def pytest_generate_tests(metafunc):
+    seeds = _seeds(metafunc.config)
+    if seeds and "cfjax_seed" in metafunc.fixturenames:
+        metafunc.parametrize("cfjax_seed", seeds, ids=[f"seed{s}" for s in seeds])
+
+
+def pytest_collection_modifyitems(config, items):
+    if not _seeds(config):
+        return
+    randomized = [it for it in items if "cfjax_seed" in getattr(it, "fixturenames", ())]
+    config.hook.pytest_deselected(items=[it for it in items if it not in randomized])
+    items[:] = randomized
+
+
 @pytest.fixture
-def rng():
-    seed = int(os.environ.get("CFJAX_TEST_SEED", secrets.randbits(32)))
-    print(f"CFJAX_TEST_SEED={seed}")
-    return np.random.default_rng(seed)
+def cfjax_seed():
+    """The seed of this test's random inputs: ``CFJAX_TEST_SEED`` or a fresh one."""
+    return int(os.environ.get("CFJAX_TEST_SEED", secrets.randbits(32)))
+
+
+@pytest.fixture
+def rng(cfjax_seed):
+    print(f"CFJAX_TEST_SEED={cfjax_seed}")
+    return np.random.default_rng(cfjax_seed)
 
 
 @pytest.fixture
