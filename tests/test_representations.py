@@ -140,10 +140,13 @@ def test_cfrs_recover_exact_counterfactuals_and_beat_the_baseline(kind):
     s = R.score(clf(jnp.asarray(obs)), clf(jnp.asarray(true)), clf(jnp.asarray(cfr)))
     assert float(s.pip) >= float(s.pip_baseline)
     assert float(s.atv) < 0.5 * float(s.atv_baseline)
+    # |TV(a, c) - TV(b, c)| <= TV(a, b) per unit: the ATE's CFR estimate is off by at most ATV.
+    assert float(s.ate_error) <= float(s.atv) + 1e-6
     if kind == "linear":
         assert float(s.pip_baseline) < 0.9  # the classifier reads the concept
         assert float(s.pip) > 0.95
-        assert float(s.ate_error) < 0.01
+        assert float(s.ate) > 0.2  # a large effect, found by the CFRs
+        assert float(s.ate_error) < 0.1 * float(s.ate)
 
 
 def test_orth_and_leace_give_the_same_cfrs(rng, x64):
@@ -225,12 +228,21 @@ def test_metrics_equal_brute_force_loops(rng):
     pip_ref = sum(np.argmax(p_true[i]) == np.argmax(p_cfr[i]) for i in range(n)) / n
     atv_ref = sum(0.5 * sum(abs(p_true[i][c] - p_cfr[i][c]) for c in range(C)) for i in range(n)) / n
     base_ref = sum(np.argmax(p_true[i]) == np.argmax(p_obs[i]) for i in range(n)) / n
-    ate_ref = [sum(p_true[i][c] - p_obs[i][c] for i in range(n)) / n for c in range(C)]
-    ate_cfr_ref = [sum(p_cfr[i][c] - p_obs[i][c] for i in range(n)) / n for c in range(C)]
+    # The paper's ATE: per unit, the total variation between the outputs after and before.
+    ate_ref = sum(0.5 * sum(abs(p_true[i][c] - p_obs[i][c]) for c in range(C)) for i in range(n)) / n
+    ate_cfr_ref = sum(0.5 * sum(abs(p_cfr[i][c] - p_obs[i][c]) for c in range(C)) for i in range(n)) / n
+    mean_ref = [sum(p_true[i][c] - p_obs[i][c] for i in range(n)) / n for c in range(C)]
+    mean_cfr_ref = [sum(p_cfr[i][c] - p_obs[i][c] for i in range(n)) / n for c in range(C)]
     assert abs(float(s.pip) - pip_ref) < 1e-6 and abs(float(s.pip_baseline) - base_ref) < 1e-6
     assert abs(float(s.atv) - atv_ref) < 1e-5
-    np.testing.assert_allclose(np.asarray(s.ate), ate_ref, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(s.ate_cfr), ate_cfr_ref, atol=1e-6)
+    assert np.shape(s.ate) == np.shape(s.ate_cfr) == np.shape(s.ate_error) == ()
+    assert abs(float(s.ate) - ate_ref) < 1e-5 and abs(float(s.ate_cfr) - ate_cfr_ref) < 1e-5
+    assert abs(float(s.ate_error) - abs(ate_ref - ate_cfr_ref)) < 1e-5
+    assert float(s.ate) == float(s.atv_baseline)
+    assert abs(float(R.ate(p_true, p_obs)) - ate_ref) < 1e-5
+    np.testing.assert_allclose(np.asarray(s.mean_effect), mean_ref, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(s.mean_effect_cfr), mean_cfr_ref, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(R.mean_effect(p_cfr, p_obs)), mean_cfr_ref, atol=1e-6)
     # TPR-gap with three concept values: Z = 2 against the rest.
     y, y_pred, z = rng.integers(0, C, n), rng.integers(0, C, n), rng.integers(0, 3, n)
     gap = np.asarray(R.tpr_gap(y, y_pred, z, value=2, n_classes=C))
@@ -238,6 +250,22 @@ def test_metrics_equal_brute_force_loops(rng):
         a = [y_pred[i] == c for i in range(n) if z[i] == 2 and y[i] == c]
         b = [y_pred[i] == c for i in range(n) if z[i] != 2 and y[i] == c]
         assert abs(gap[c] - (np.mean(a) - np.mean(b))) < 1e-6
+
+
+def test_ate_is_per_unit_and_does_not_cancel_on_balanced_data(rng):
+    # Units of both concept values, each sent to the other one, under a classifier that reads
+    # the concept: every unit's prediction moves a lot, in opposite directions for the two
+    # groups. The paper's ATE (mean per-unit total variation) sees it; the total variation of
+    # the mean change is about 0, and only the aggregate `mean_effect` is allowed to be.
+    data = R.synthetic_embeddings(4000, d=16, split="balanced", seed=int(rng.integers(1 << 30)))
+    clf = R.fit_logistic(data.X, data.z)  # reads nothing but the concept
+    p_obs, p_true = clf(jnp.asarray(data.X)), clf(jnp.asarray(data.X_cf))
+    s = R.score(p_obs, p_true, p_true)
+    per_unit = 0.5 * np.abs(np.asarray(p_true) - np.asarray(p_obs)).sum(1)
+    assert float(s.ate) > 0.8
+    assert abs(float(s.ate) - per_unit.mean()) < 1e-5
+    assert 0.5 * np.abs(np.asarray(s.mean_effect)).sum() < 0.1 * float(s.ate)
+    assert float(s.ate_cfr) == float(s.ate) and float(s.ate_error) == 0.0
 
 
 def test_augmentation_adds_every_other_value_and_narrows_gaps():

@@ -5,8 +5,9 @@ Embeddings and concept codes → :func:`concept_subspace` (``orth`` or LEACE) �
 (per-concept-value regressions from the orthogonal part to the concept coordinates) →
 :func:`counterfactuals` ``(k, n, d)`` (deterministic) or :func:`stochastic_proba` (Gaussian
 residuals, probabilities averaged over draws) → a classifier (:func:`fit_logistic` or any
-callable ``(n, d) -> (n, C)``) → :func:`score` (PIP, ATV, ATE and its CFR estimate, with the
-no-intervention baseline) and :func:`tpr_gap`; :func:`augmentation_effect` retrains on data
+callable ``(n, d) -> (n, C)``) → :func:`score` (PIP, ATV, the paper's per-unit ATE and its CFR
+estimate, with the no-intervention baseline; the aggregate :func:`mean_effect`) and
+:func:`tpr_gap`; :func:`augmentation_effect` retrains on data
 plus CFRs. Data: :func:`synthetic_embeddings` (exact counterfactual embeddings),
 :func:`template_corpus` (sentences with true counterfactual sentences), :func:`embed_texts`
 (all-MiniLM-L6-v2, optional extra ``text``), :func:`load_bios`.
@@ -34,6 +35,7 @@ from cfjax.representations.corpus import template_corpus as template_corpus
 from cfjax.representations.metrics import CFRScores as CFRScores
 from cfjax.representations.metrics import ate as ate
 from cfjax.representations.metrics import atv as atv
+from cfjax.representations.metrics import mean_effect as mean_effect
 from cfjax.representations.metrics import pip as pip
 from cfjax.representations.metrics import score as score
 from cfjax.representations.metrics import tpr as tpr
@@ -74,6 +76,7 @@ __all__ = [
     "fit_regressions",
     "ledoit_wolf_shrinkage",
     "load_bios",
+    "mean_effect",
     "other_values",
     "pip",
     "predict",

@@ -8,8 +8,15 @@ Inputs are class probabilities ``(n, C)`` of one classifier on three versions of
 * ``p_cfr``: the counterfactual representation ``X(s_i)_{Z←z'}``.
 
 PIP and ATV compare ``p_true`` with ``p_cfr``; the no-intervention baseline compares ``p_true``
-with ``p_obs``: a CFR is useful only where it beats it. Every function is pure JAX and
-vmappable over a leading classifier axis.
+with ``p_obs``: a CFR is useful only where it beats it.
+
+The ATE is the paper's per-unit one: the mean over couples of the total-variation distance
+between the classifier's outputs after and before the intervention, ``mean_i ½‖p_true_i −
+p_obs_i‖₁`` (its CFR estimate puts ``p_cfr`` in place of ``p_true``). It is not the total
+variation of the mean change, ``½‖mean_i (p_true_i − p_obs_i)‖₁``: on balanced data the shifts
+of units sent one way and the other cancel there, leaving about 0 however strongly the
+classifier reads the concept. That aggregate is :func:`mean_effect` (per class, signed). Every
+function is pure JAX and vmappable over a leading classifier axis.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import jax.numpy as jnp
 
 from cfjax import _checks
 
-__all__ = ["CFRScores", "ate", "atv", "pip", "score", "tpr", "tpr_gap"]
+__all__ = ["CFRScores", "ate", "atv", "mean_effect", "pip", "score", "tpr", "tpr_gap"]
 
 
 def _pair(name_a: str, a: Any, name_b: str, b: Any, *, check_a: bool = True) -> None:
@@ -35,6 +42,7 @@ def _pair(name_a: str, a: Any, name_b: str, b: Any, *, check_a: bool = True) -> 
 
 
 def _pip(a: jax.Array, b: jax.Array) -> jax.Array:
+    a = jnp.asarray(a)  # its (canonical) dtype for the proportion
     return jnp.mean(jnp.argmax(a, -1) == jnp.argmax(b, -1), dtype=a.dtype)
 
 
@@ -42,7 +50,7 @@ def _atv(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.mean(0.5 * jnp.sum(jnp.abs(a - b), axis=-1))
 
 
-def _ate(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
+def _mean_effect(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
     return jnp.mean(p_cf - p_obs, axis=0)
 
 
@@ -59,11 +67,32 @@ def atv(p_true: jax.Array, p_cfr: jax.Array) -> jax.Array:
 
 
 def ate(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
-    """Average treatment effect of the intervention on the predicted probabilities, per class:
-    ``mean_i (p_cf_i − p_obs_i)``, shape ``(C,)``. With ``p_cf = p_true`` it is the ATE; with
-    ``p_cf = p_cfr`` its CFR estimate."""
+    """Average treatment effect of the intervention on the classifier (paper 002): the mean over
+    units of the total-variation distance between its outputs after and before,
+    ``mean_i ½‖p_cf_i − p_obs_i‖₁``, a scalar in [0, 1]. With ``p_cf = p_true`` (true
+    counterfactuals) it is the ATE; with ``p_cf = p_cfr`` its CFR estimate.
+
+    Example:
+        >>> import numpy as np
+        >>> p_obs = np.array([[0.9, 0.1], [0.1, 0.9]])   # two units sent to opposite values:
+        >>> p_cf = np.array([[0.1, 0.9], [0.9, 0.1]])   # each moves by 0.8, the mean by 0
+        >>> round(float(ate(p_cf, p_obs)), 3), np.round(np.asarray(mean_effect(p_cf, p_obs)), 3).tolist()
+        (0.8, [0.0, 0.0])
+    """
     _pair("p_cf", p_cf, "p_obs", p_obs)
-    return _ate(p_cf, p_obs)
+    return _atv(p_cf, p_obs)
+
+
+def mean_effect(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
+    """Mean change of the predicted probabilities, per class: ``mean_i (p_cf_i − p_obs_i)``,
+    shape ``(C,)``.
+
+    An aggregate, not the paper's ATE (:func:`ate`): ``½‖mean_effect‖₁ <= ate``, with near
+    equality only when every unit moves the same way; on balanced data, where units are sent
+    both ways, the shifts cancel and it is close to 0.
+    """
+    _pair("p_cf", p_cf, "p_obs", p_obs)
+    return _mean_effect(p_cf, p_obs)
 
 
 def tpr(y: jax.Array, y_pred: jax.Array, mask: jax.Array, n_classes: int) -> jax.Array:
@@ -110,8 +139,12 @@ class CFRScores(NamedTuple):
     """PIP, ATV, ATE and its CFR estimate, with the no-intervention baseline.
 
     ``pip``/``atv``: CFR vs true counterfactual; ``pip_baseline``/``atv_baseline``: original
-    embedding vs true counterfactual; ``ate``: ``(C,)`` from true counterfactuals; ``ate_cfr``:
-    ``(C,)`` from CFRs; ``ate_error``: ``½‖ate − ate_cfr‖₁``.
+    embedding vs true counterfactual; ``ate`` (scalar): :func:`ate` from true counterfactuals
+    (the same number as ``atv_baseline``: both are ``mean_i ½‖p_true_i − p_obs_i‖₁``, read
+    once as the effect of the intervention and once as the distance a CFR must beat);
+    ``ate_cfr`` (scalar): :func:`ate` from CFRs; ``ate_error``: ``|ate − ate_cfr|``;
+    ``mean_effect``/``mean_effect_cfr``: :func:`mean_effect` ``(C,)`` from true counterfactuals
+    and from CFRs.
     """
 
     pip: jax.Array
@@ -121,14 +154,27 @@ class CFRScores(NamedTuple):
     ate: jax.Array
     ate_cfr: jax.Array
     ate_error: jax.Array
+    mean_effect: jax.Array
+    mean_effect_cfr: jax.Array
 
 
 def score(p_obs: jax.Array, p_true: jax.Array, p_cfr: jax.Array) -> CFRScores:
     """Every score of one classifier's probabilities on original, true-counterfactual and CFR
-    embeddings (each ``(n, C)``, row i the same couple); each input is validated once."""
+    embeddings (each ``(n, C)``, row i the same couple); each input is validated once.
+
+    Example:
+        >>> import numpy as np
+        >>> p_obs = np.array([[0.8, 0.2], [0.3, 0.7]])
+        >>> p_true = np.array([[0.4, 0.6], [0.7, 0.3]]); p_cfr = np.array([[0.5, 0.5], [0.6, 0.4]])
+        >>> s = score(p_obs, p_true, p_cfr)
+        >>> [round(float(v), 3) for v in (s.pip, s.atv, s.pip_baseline, s.ate, s.ate_cfr, s.ate_error)]
+        [0.5, 0.1, 0.0, 0.4, 0.3, 0.1]
+        >>> np.round(np.asarray(s.mean_effect), 3).tolist()
+        [0.0, 0.0]
+    """
     _pair("p_obs", p_obs, "p_true", p_true)
     _pair("p_obs", p_obs, "p_cfr", p_cfr, check_a=False)
-    effect, effect_cfr = _ate(p_true, p_obs), _ate(p_cfr, p_obs)
+    effect, effect_cfr = _atv(p_true, p_obs), _atv(p_cfr, p_obs)
     return CFRScores(pip=_pip(p_true, p_cfr), atv=_atv(p_true, p_cfr), pip_baseline=_pip(p_true, p_obs),
-                     atv_baseline=_atv(p_true, p_obs), ate=effect, ate_cfr=effect_cfr,
-                     ate_error=0.5 * jnp.sum(jnp.abs(effect - effect_cfr)))
+                     atv_baseline=effect, ate=effect, ate_cfr=effect_cfr, ate_error=jnp.abs(effect - effect_cfr),
+                     mean_effect=_mean_effect(p_true, p_obs), mean_effect_cfr=_mean_effect(p_cfr, p_obs))
