@@ -3,9 +3,11 @@
 The graph is X0 -> X1 -> X2 -> X4 and X0 -> X3 -> X4 with additive Gaussian noise.
 Sixteen interventions are applied to every unit: do(X1 = v) for eight constant values
 and do(X3 = X3 + s) for eight shifts. Counterfactuals follow abduction-action-prediction
-and are returned by every baseline as a float32 array of shape (16, N, 5), with the
-columns X0..X4. Three baselines are provided: a closed form in vectorised numpy,
-DoWhy's ``gcm`` module, and ChiRho's multi-world counterfactual handler on pyro.
+and are returned by the checking closed form, DoWhy and ChiRho as a float32 array of shape
+(16, N, 5), with the columns X0..X4. Provided: a closed form in broadcast numpy (for checking),
+the same closed form written in place into preallocated ``{node: (16, N)}`` arrays (the fast
+numpy reference), DoWhy's ``gcm`` module, and ChiRho's multi-world counterfactual handler on
+pyro.
 
 Run ``python -m experiments.benchmarks.scm_references`` for a self-check that
 compares the baselines against the closed form and prints their wall times.
@@ -80,7 +82,12 @@ def estimate_coefs(data: dict[str, np.ndarray]) -> dict:
 
 
 def closed_form(data: dict[str, np.ndarray], coefs: dict = COEFS) -> np.ndarray:
-    """All 16 counterfactuals in closed form, broadcasting over the intervention axis; (16, N, 5) float32."""
+    """All 16 counterfactuals in closed form, broadcasting over the intervention axis; (16, N, 5) float32.
+
+    Written for checking, not speed: it builds (K, N) temporaries for every expression and
+    stacks the nodes into the interleaved (K, N, 5) layout that DoWhy and ChiRho return. The
+    fast numpy form is :func:`closed_form_into`.
+    """
     c = coefs
     u = residuals(data, coefs)
     n_do = len(DO_X1_VALUES)
@@ -96,6 +103,44 @@ def closed_form(data: dict[str, np.ndarray], coefs: dict = COEFS) -> np.ndarray:
     x3 = np.where(do_x3, data["X3"] + x3_shift, c["c3"] * x0 + u["U3"])
     x4 = c["d2"] * x2 + c["d3"] * x3 + u["U4"]
     return np.stack([x0, x1, x2, x3, x4], axis=-1).astype(np.float32, copy=False)
+
+
+def closed_form_into(data: dict[str, np.ndarray], out: dict[str, np.ndarray],
+                     coefs: dict = COEFS) -> dict[str, np.ndarray]:
+    """All 16 counterfactuals written in place into ``out``: ``{node: (16, N)}`` float32.
+
+    The numpy form a careful user would write for speed: the structural equations evaluated
+    with ``out=`` ufuncs straight into one preallocated (K, N) array per node (cfjax's own
+    layout), rows 0..7 for do(X1 = v) and 8..15 for do(X3 := X3 + s); only N-vector
+    temporaries (the abducted noise), no (K, N) temporaries, no interleaved stack. Nodes that
+    are not descendants of the intervened node are copies of their observed values, as in
+    cfjax. Returns ``out``.
+    """
+    c = coefs
+    x0, x1, x2, x3, x4 = (out[v] for v in NODES)
+    obs = [data[v] for v in NODES]
+    u = residuals(data, coefs)
+    a, b = slice(0, len(DO_X1_VALUES)), slice(len(DO_X1_VALUES), K)
+    np.copyto(x0, obs[0])
+    # do(X1 = v): X1 set, X2 and X4 re-predicted, X3 observed.
+    np.copyto(x1[a], DO_X1_VALUES[:, None])
+    np.multiply(x1[a], c["b2"], out=x2[a])
+    np.add(x2[a], u["U2"], out=x2[a])
+    np.copyto(x3[a], obs[3])
+    np.multiply(x2[a], c["d2"], out=x4[a])
+    np.add(x4[a], c["d3"] * obs[3] + u["U4"], out=x4[a])
+    # do(X3 := X3 + s): X3 shifted, X4 re-predicted, X1 and X2 observed.
+    np.copyto(x1[b], obs[1])
+    np.copyto(x2[b], obs[2])
+    np.add(obs[3], X3_SHIFTS[:, None], out=x3[b])
+    np.multiply(x3[b], c["d3"], out=x4[b])
+    np.add(x4[b], c["d2"] * obs[2] + u["U4"], out=x4[b])
+    return out
+
+
+def empty_outputs(n: int) -> dict[str, np.ndarray]:
+    """One uninitialised (16, n) float32 array per node."""
+    return {v: np.empty((K, n), np.float32) for v in NODES}
 
 
 def fit_dowhy(data: dict[str, np.ndarray]) -> gcm.InvertibleStructuralCausalModel:

@@ -1,11 +1,15 @@
-"""Timing shared by the benchmarks: warm up, then the median of repeated runs."""
+"""Timing shared by the benchmarks: the first call (compilation included for a jitted
+function), then warm-up and the median of repeated runs; and the conditions to print."""
 
 from __future__ import annotations
 
+import os
+import platform
 import statistics
 import time
 
 import jax
+import numpy as np
 
 
 def median_time(fn, repeats: int, warmup: int = 2) -> float:
@@ -18,3 +22,23 @@ def median_time(fn, repeats: int, warmup: int = 2) -> float:
         jax.block_until_ready(fn())
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def first_time(fn) -> float:
+    """Wall time in seconds of one call of ``fn()`` with its result waited for: called first,
+    it includes tracing and compilation."""
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn())
+    return time.perf_counter() - t0
+
+
+def first_and_median(fn, repeats: int, warmup: int = 1) -> tuple[float, float]:
+    """``(first call, warm median)`` in seconds: the first call (compilation included for a
+    function not yet compiled at these shapes), then :func:`median_time`."""
+    return first_time(fn), median_time(fn, repeats, warmup)
+
+
+def conditions() -> str:
+    """One line: cores, JAX/numpy versions, platform."""
+    return (f"{os.cpu_count()} CPU cores ({platform.machine()}), jax {jax.__version__} on "
+            f"{jax.default_backend()}, numpy {np.__version__}, python {platform.python_version()}")
