@@ -124,6 +124,58 @@ def test_regressions_match_sklearn_ridge_per_class(rng, x64):
         np.testing.assert_allclose(chol @ chol.T, cov, rtol=1e-5, atol=1e-10)
 
 
+def _backend_compiles(fn):
+    """Run ``fn()``; the names of the programs XLA compiled meanwhile."""
+    names = []
+
+    def listen(event, seconds, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            names.append(kw.get("fun_name", "?"))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        fn()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    return names
+
+
+def test_class_moments_match_per_class_loops(rng, x64):
+    # Several blocks of sorted rows, some holding three values (a class of 2 or 3 units between
+    # two large ones), n not a multiple of the block size.
+    n, k, d = 3001 + int(rng.integers(0, 500)), 4, 5
+    z = np.r_[np.zeros(int(rng.integers(900, 1500)), int), np.ones(int(rng.integers(2, 4)), int)]
+    z = np.r_[z, np.full(int(rng.integers(2, 40)), 2)]
+    z = rng.permutation(np.r_[z, np.full(n - len(z), 3)])
+    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) + rng.normal(size=d)
+    m = R.class_moments(X, z, k)
+    for v in range(k):
+        rows = X[z == v]
+        c = rows - rows.mean(0)
+        assert float(m.counts[v]) == len(rows)
+        np.testing.assert_allclose(np.asarray(m.means[v]), rows.mean(0), atol=1e-10)
+        np.testing.assert_allclose(np.asarray(m.grams[v]), c.T @ c, rtol=1e-9, atol=1e-8)
+
+
+def test_fit_cfr_does_not_recompile_for_new_class_counts(rng):
+    # Same n, d, k, other class counts: the compiled programs are reused.
+    d, n = 8, 600
+
+    def data(p):
+        z = (rng.random(n) < p).astype(np.int32)
+        z[:2], z[2:4] = 0, 1
+        X = rng.normal(size=(n, d)).astype(np.float32)
+        X[:, 0] += 2 * z
+        return X, z
+
+    first = data(0.5)
+    R.fit_cfr(*first)
+    others = [data(p) for p in (0.2, 0.8)]
+    assert len({int(z.sum()) for _, z in [first, *others]}) == 3
+    for X, z in others:
+        assert _backend_compiles(lambda X=X, z=z: R.fit_cfr(X, z).coef.block_until_ready()) == []
+
+
 @pytest.mark.parametrize("kind", ["linear", "nonlinear"])
 def test_cfrs_recover_exact_counterfactuals_and_beat_the_baseline(kind):
     # CFRs fitted on balanced data; the classifier trained on an aggressive sample of the same

@@ -69,27 +69,62 @@ class ClassMoments(NamedTuple):
     grams: jax.Array
 
 
-@functools.partial(jax.jit, static_argnames="counts")
-def _moments(X: jax.Array, order: jax.Array, counts: tuple[int, ...]) -> ClassMoments:
-    # Units sorted by concept value: each class's Gram is one matmul over its own rows, n·d²
-    # work in all (a masked Gram per class would cost k·n·d²). Data centred globally first.
-    Xs = X[order] - jnp.mean(X, axis=0, keepdims=True)
-    means, grams, start = [], [], 0
-    for n_k in counts:  # k static slices (concept values, not units)
-        block = Xs[start:start + n_k]
-        mean = jnp.mean(block, axis=0)
-        grams.append(block.T @ block - n_k * mean[:, None] * mean[None, :])
-        means.append(mean)
-        start += n_k
-    return ClassMoments(jnp.asarray(counts, X.dtype), jnp.stack(means) + jnp.mean(X, axis=0, keepdims=True),
-                        jnp.stack(grams))
+_CHUNK = 1024  # rows per Gram block in :func:`_class_grams`
+
+
+def _class_grams(X: jax.Array, z: jax.Array, k: int) -> jax.Array:
+    """``Σ_{i: z_i = v} x_i x_iᵀ`` for each concept value v: ``(k, d, d)``, n·d² work in all.
+
+    A masked Gram per class would cost k·n·d², and slicing each class's rows out of the sorted
+    data would make the class counts static (one compilation per set of counts). Instead the
+    rows are sorted by value and cut into fixed blocks of B rows: each block's rows of its first
+    row's value go to that value's Gram in one matmul (a scan over blocks); the rows of any
+    other value — they follow one of the k - 1 boundaries between values, so there are fewer
+    than (k - 1)·B of them — are gathered into a fixed-size buffer and added value by value.
+    Every shape depends on n, d and k only.
+    """
+    n, d = X.shape
+    B = min(_CHUNK, n)
+    m = -(-n // B)
+    order = jnp.argsort(z, stable=True)
+    pad = m * B - n + 1  # zero rows (they add nothing), the last one the gather's fill
+    Xs = jnp.concatenate([X[order], jnp.zeros((pad, d), X.dtype)])
+    zs = jnp.concatenate([z[order], jnp.full((pad,), k - 1, z.dtype)])  # still sorted
+    blocks, codes = Xs[:m * B].reshape(m, B, d), zs[:m * B].reshape(m, B)
+    lead = codes[:, 0]
+    regular = codes == lead[:, None]
+
+    def step(acc, block):
+        x, keep, v = block
+        return acc.at[v].add(x.T @ (x * keep[:, None].astype(x.dtype))), None
+
+    grams, _ = jax.lax.scan(step, jnp.zeros((k, d, d), X.dtype), (blocks, regular, lead))
+    if k > 1:
+        (rest,) = jnp.nonzero(~regular.reshape(-1), size=(k - 1) * B, fill_value=m * B)
+        xr = Xs[rest]
+        onehot = jax.nn.one_hot(zs[rest], k, dtype=X.dtype)
+        grams = grams + jnp.einsum("iv,id,ie->vde", onehot, xr, xr)
+    return grams
+
+
+@functools.partial(jax.jit, static_argnames="k")
+def _moments(X: jax.Array, z: jax.Array, k: int) -> ClassMoments:
+    # Data centred globally first; class counts are traced values, so new counts (same n, d,
+    # k) reuse the compiled program.
+    center = jnp.mean(X, axis=0, keepdims=True)
+    Xc = X - center
+    counts = jnp.zeros(k, X.dtype).at[z].add(1)
+    means = jax.ops.segment_sum(Xc, z, num_segments=k) / counts[:, None]
+    grams = _class_grams(Xc, z, k) - counts[:, None, None] * means[:, :, None] * means[:, None, :]
+    return ClassMoments(counts, means + center, grams)
 
 
 def class_moments(X: jax.Array, z: Any, n_values: int) -> ClassMoments:
-    """Per-concept-value counts, means and centred Gram matrices of ``X (n, d)``."""
-    z = np.asarray(z)
-    counts = tuple(int(c) for c in np.bincount(z, minlength=n_values))
-    return _moments(jnp.asarray(X), jnp.asarray(np.argsort(z, kind="stable")), counts)
+    """Per-concept-value counts, means and centred Gram matrices of ``X (n, d)``.
+
+    One compilation per ``(n, d, k)`` and dtype: the class counts are not static.
+    """
+    return _moments(jnp.asarray(X), jnp.asarray(z, jnp.int32), int(n_values))
 
 
 @jax.jit
