@@ -258,6 +258,31 @@ def test_stochastic_proba_is_the_average_over_draws(rng):
     np.testing.assert_allclose(plain, got, atol=1e-6)
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_stochastic_cfrs_for_every_value_in_one_call(rng, k):
+    data = R.synthetic_embeddings(700, d=10, n_values=k, seed=int(rng.integers(1 << 30)))
+    model = R.fit_cfr(data.X, data.z)
+    clf = R.fit_logistic(data.X, data.y)
+    key = jax.random.key(int(rng.integers(1 << 30)))
+    every = np.asarray(R.sample_counterfactuals(model, data.X, None, key, draws=3))
+    proba = np.asarray(R.stochastic_proba(model, clf, data.X, None, key, draws=4))
+    assert every.shape == (k, 3, 700, 10) and proba.shape == (k, 700, 2)
+    scale = np.abs(every).max()
+    for t in range(k):
+        to_t = np.full(700, t, np.int32)
+        np.testing.assert_allclose(every[t], np.asarray(R.sample_counterfactuals(model, data.X, to_t, key, draws=3)),
+                                   atol=1e-6 * scale)
+        np.testing.assert_allclose(proba[t], np.asarray(R.stochastic_proba(model, clf, data.X, to_t, key, draws=4)),
+                                   atol=1e-6)
+    # The draws differ from the deterministic CFRs by basis @ L_t ε, with the same ε for every t.
+    det = np.asarray(R.counterfactuals(model, data.X))
+    coord = np.asarray(model.subspace.coord)
+    eps = [np.linalg.solve(np.asarray(model.resid_chol[t]), ((every[t] - det[t]) @ coord.T)[..., None])[..., 0]
+           for t in range(k)]
+    for t in range(1, k):
+        np.testing.assert_allclose(eps[t], eps[0], atol=1e-3)
+
+
 # --- classifiers and metrics ----------------------------------------------------------------
 
 @pytest.mark.parametrize("C", [2, 3])

@@ -10,7 +10,9 @@ coordinates by the prediction of the target class's regression:
 the stochastic CFR adds ``basis @ ε``, ``ε ~ N(0, Σ_{z'})`` (the class-z' residual covariance).
 
 Everything is written for one unit and lifted with ``vmap``: :func:`counterfactuals` returns
-``(k, n, d)``, every target value for every unit in one call (the cfjax ``(K, N, ...)`` layout).
+``(k, n, d)``, every target value for every unit in one call (the cfjax ``(K, N, ...)`` layout);
+so do :func:`sample_counterfactuals` (``(k, draws, n, d)``) and :func:`stochastic_proba`
+(``(k, n, C)``) when no targets are given, with the same noise draws for every target value.
 """
 
 from __future__ import annotations
@@ -240,9 +242,15 @@ def _check_targets(model: CFRModel, targets: Any, n: int) -> jax.Array:
     return t
 
 
+# One unit → its units → (draws) → every target value: the deterministic and the noisy lifts.
+_per_unit = jax.vmap(counterfactual, in_axes=(None, 0, 0))
+_per_unit_noisy = jax.vmap(counterfactual, in_axes=(None, 0, 0, 0))
+_one_target_noisy = jax.vmap(counterfactual, in_axes=(None, 0, None, 0))  # (n, d) for target t
+_to_targets = jax.jit(_per_unit)
 _all_targets = jax.jit(jax.vmap(jax.vmap(counterfactual, in_axes=(None, 0, None)), in_axes=(None, None, 0)))
-_to_targets = jax.jit(jax.vmap(counterfactual, in_axes=(None, 0, 0)))
-_to_targets_noisy = jax.jit(jax.vmap(counterfactual, in_axes=(None, 0, 0, 0)))
+_sample_to_targets = jax.jit(jax.vmap(_per_unit_noisy, in_axes=(None, None, None, 0)))  # over draws
+_all_targets_noisy = jax.vmap(_one_target_noisy, in_axes=(None, None, 0, None))  # over targets
+_sample_all_targets = jax.jit(jax.vmap(_all_targets_noisy, in_axes=(None, None, None, 0), out_axes=1))
 
 
 def counterfactuals(model: CFRModel, X: Any, targets: Any = None) -> jax.Array:
@@ -260,24 +268,60 @@ def counterfactuals(model: CFRModel, X: Any, targets: Any = None) -> jax.Array:
 
 
 def sample_counterfactuals(model: CFRModel, X: Any, targets: Any, key: jax.Array, draws: int = 1) -> jax.Array:
-    """Stochastic CFRs ``(draws, n, d)`` for per-unit ``targets (n,)``."""
+    """Stochastic CFRs: ``x⊥ + basis @ (ν_{z'}(x⊥) + L_{z'} ε)``, ``ε ~ N(0, I_r)``.
+
+    Args:
+        X: embeddings ``(n, d)``.
+        targets: ``None`` for every concept value (returns ``(k, draws, n, d)``), or per-unit
+            target codes ``(n,)`` (returns ``(draws, n, d)``).
+        key: PRNG key. The standard-normal draws ``ε (draws, n, r)`` come from it alone, so every
+            target value uses the same ones (common random numbers): ``result[t]`` of the
+            all-values call equals the call with ``targets = t`` for every unit and the same key.
+        draws: CFRs per unit and target value.
+
+    Example:
+        >>> import jax, numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> z = rng.integers(0, 2, 500); X = rng.normal(size=(500, 4)).astype(np.float32)
+        >>> X[:, 0] += 2 * z
+        >>> model = fit_cfr(X, z)
+        >>> every = sample_counterfactuals(model, X, None, jax.random.key(0), draws=3)
+        >>> every.shape   # (k, draws, n, d)
+        (2, 3, 500, 4)
+        >>> to_one = sample_counterfactuals(model, X, np.ones(500, int), jax.random.key(0), draws=3)
+        >>> bool(np.allclose(every[1], to_one, atol=1e-5))
+        True
+    """
     X = _check_x(model, X)
-    t = _check_targets(model, targets, X.shape[0])
+    t = None if targets is None else _check_targets(model, targets, X.shape[0])
     draws = _checks.check_positive_int("draws", draws)
     noise = jax.random.normal(key, (draws, X.shape[0], model.subspace.rank), X.dtype)
-    return jax.vmap(lambda e: _to_targets_noisy(model, X, t, e))(noise)
+    if t is None:
+        return _sample_all_targets(model, X, jnp.arange(model.n_values), noise)
+    return _sample_to_targets(model, X, t, noise)
 
 
 def stochastic_proba(model: CFRModel, proba: Callable[[jax.Array], jax.Array], X: Any, targets: Any,
                      key: jax.Array, draws: int = 32) -> jax.Array:
-    """Class probabilities averaged over ``draws`` stochastic CFRs: ``(n, C)``.
+    """Class probabilities averaged over ``draws`` stochastic CFRs.
 
-    ``proba`` maps embeddings ``(n, d)`` to probabilities ``(n, C)``: a
-    :class:`~cfjax.representations.LinearClassifier` (traced as a pytree) or any jittable
-    callable. Draws are scanned, so memory stays that of one ``(n, d)`` batch.
+    Args:
+        proba: maps embeddings ``(m, d)`` to probabilities ``(m, C)``: a
+            :class:`~cfjax.representations.LinearClassifier` (traced as a pytree) or any
+            jittable callable.
+        X: embeddings ``(n, d)``.
+        targets: ``None`` for every concept value (returns ``(k, n, C)``), or per-unit target
+            codes ``(n,)`` (returns ``(n, C)``).
+        key: PRNG key, split into one key per draw; each draw's ``ε (n, r)`` is shared by every
+            target value, so ``result[t]`` of the all-values call equals the call with
+            ``targets = t`` for every unit and the same key.
+        draws: number of stochastic CFRs averaged.
+
+    Draws are scanned, so memory stays that of one batch of CFRs (``(n, d)``, or ``(k n, d)``
+    for every value).
     """
     X = _check_x(model, X)
-    t = _check_targets(model, targets, X.shape[0])
+    t = None if targets is None else _check_targets(model, targets, X.shape[0])
     draws = _checks.check_positive_int("draws", draws)
     arrays, static = _split_callable(proba)
     return _stochastic(model, arrays, static, X, t, jax.random.split(key, draws))
@@ -301,12 +345,18 @@ def _join_callable(arrays: list[Any], static: Any) -> Any:
 @functools.partial(jax.jit, static_argnames="static")
 def _stochastic(model, arrays, static, X, t, keys):
     proba = _join_callable(arrays, static)
+    n, d = X.shape
 
     def step(acc, key):
-        noise = jax.random.normal(key, (X.shape[0], model.subspace.rank), X.dtype)
-        p = proba(jax.vmap(counterfactual, in_axes=(None, 0, 0, 0))(model, X, t, noise))
+        noise = jax.random.normal(key, (n, model.subspace.rank), X.dtype)
+        if t is None:
+            cfr = _all_targets_noisy(model, X, jnp.arange(model.coef.shape[0]), noise)  # (k, n, d)
+            p = proba(cfr.reshape(-1, d)).reshape(cfr.shape[0], n, -1)
+        else:
+            p = proba(_per_unit_noisy(model, X, t, noise))
         return acc + p, None
 
     first = jax.eval_shape(proba, X)
-    total, _ = jax.lax.scan(step, jnp.zeros(first.shape, first.dtype), keys)
+    shape = first.shape if t is not None else (model.coef.shape[0],) + first.shape
+    total, _ = jax.lax.scan(step, jnp.zeros(shape, first.dtype), keys)
     return total / keys.shape[0]
