@@ -1,29 +1,48 @@
 """Run every cfjax benchmark in turn (``make bench``), each in its own process so that one
-benchmark's XLA settings (the metrics sweep exposes every core as a host device) cannot
-change another's timings."""
+benchmark's XLA settings (the metrics sweep exposes every core as a host device; the
+sensitivity benchmark runs in float64) cannot change another's timings.
 
+``python -m experiments.benchmarks.run_all --quick`` is a shorter smoke run (fewer repeats,
+the sensitivity reference on one restart scaled to four); ``make bench`` runs the full set.
+"""
+
+from __future__ import annotations
+
+import argparse
 import subprocess
 import sys
+import time
 
+# (title, module, extra arguments of the full run, extra arguments of --quick)
 BENCHMARKS = [
     ("cfjax.metrics.evaluate vs numpy/scipy/scikit-learn",
-     ["experiments.benchmarks.bench_metrics", "--breakdown"]),
-    ("cfjax.scm counterfactuals vs DoWhy, ChiRho and a numpy closed form",
-     ["experiments.benchmarks.bench_scm"]),
+     "experiments.benchmarks.bench_metrics", ["--breakdown"], ["--repeats", "5", "--predictors", "8"]),
+    ("cfjax.scm counterfactuals vs numpy closed forms, ChiRho and DoWhy",
+     "experiments.benchmarks.bench_scm", [], ["--repeats", "10", "--slow-repeats", "1", "1"]),
+    ("cfjax.data.ChestSCM counterfactual images vs numpy",
+     "experiments.benchmarks.bench_chest", [], ["--units", "256", "--repeats", "2"]),
+    ("cfjax.representations CFRs vs numpy (same algorithm) and paper 002's recipe",
+     "experiments.benchmarks.bench_representations", [], ["--repeats", "2"]),
     ("cfjax.sensitivity NHS worst-case curve vs paper 001's sequential recipe",
-     ["experiments.benchmarks.bench_sensitivity"]),
-    ("cfjax.representations CFRs vs numpy/scipy/scikit-learn (paper 002's recipe)",
-     ["experiments.benchmarks.bench_representations"]),
+     "experiments.benchmarks.bench_sensitivity", [], ["--reference-restarts", "1", "--repeats", "1"]),
 ]
 
 
-def main() -> None:
-    failed = []
-    for title, args in BENCHMARKS:
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run, not the reported figures)")
+    args = ap.parse_args(argv)
+    failed, times = [], {}
+    start = time.perf_counter()
+    for title, module, full, quick in BENCHMARKS:
         print(f"== {title} ==", flush=True)
-        if subprocess.run([sys.executable, "-m", *args]).returncode != 0:
-            failed.append(args[0])
+        t0 = time.perf_counter()
+        if subprocess.run([sys.executable, "-m", module, *(quick if args.quick else full)]).returncode != 0:
+            failed.append(module)
+        times[module.rsplit(".", 1)[1]] = time.perf_counter() - t0
         print(flush=True)
+    print("run times: " + ", ".join(f"{name} {t:.0f} s" for name, t in times.items())
+          + f"; total {time.perf_counter() - start:.0f} s" + (" (--quick)" if args.quick else ""))
     if failed:
         sys.exit(f"benchmarks failed: {failed}")
 
