@@ -1,5 +1,7 @@
 """The synthetic chest-radiograph SCM: determinism, exact counterfactuals, and the splits."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -155,3 +157,136 @@ def test_datasets_are_seeded_balanced_and_biased():
     male_sick = float(jnp.mean((tr["sex"] == 0) & (tr["effusion"] == 1)))
     female_sick = float(jnp.mean((tr["sex"] == 1) & (tr["effusion"] == 1)))
     assert female_sick > 3 * male_sick  # the sex-biased set ties disease to female
+
+
+# ----------------------------------------------------------------------------- background
+def upsample_bilinear(t, size):
+    """Independent reference for the texture field: bilinear, half-pixel centres, edges held."""
+    g = t.shape[0]
+    c = np.clip((np.arange(size) + 0.5) * g / size - 0.5, 0, g - 1)
+    i0 = np.floor(c).astype(int)
+    i1, f = np.minimum(i0 + 1, g - 1), c - i0
+    rows = t[i0] * (1 - f)[:, None] + t[i1] * f[:, None]
+    return rows[:, i0] * (1 - f)[None, :] + rows[:, i1] * f[None, :]
+
+
+def random_parents(rng, n):
+    return {"sex": rng.integers(0, 2, n), "age": rng.uniform(20, 90, n).astype(np.float32),
+            "race": rng.integers(0, 3, n), "lung": rng.uniform(0.7, 1.3, n).astype(np.float32),
+            "effusion": rng.integers(0, 2, n)}
+
+
+SITES = [D.Acquisition(), D.Acquisition(gain=0.8, gamma=1.3, noise=0.08, offset=0.03),
+         D.Acquisition(gain=1.15, gamma=0.85, noise=0.02, offset=0.0)]
+
+
+def test_background_outside_the_body_depends_on_no_parent(rng):
+    size, n = int(rng.choice([32, 48, 64])), 16
+    site = SITES[rng.integers(len(SITES))]  # a few static settings: each one compiles the renderer
+    chest = D.ChestSCM(size=size, site=site)
+    noise = jax.vmap(D.sample_image_noise)(jax.random.split(jax.random.key(int(rng.integers(2**31))), n))
+    # Background: outside the body of either sex (the male body contains the female one).
+    male, female = (np.asarray(jax.vmap(lambda u, s=s: D.body_mask(s, u, size))(noise)) for s in (0, 1))
+    assert np.all(male[female > 0] > 0)
+    outside = male == 0
+    assert outside.mean() > 0.05, outside.mean()  # a real background, not a few corner pixels
+    pa, pb = random_parents(rng, n), random_parents(rng, n)
+    ia = np.asarray(chest.render(pa, noise))
+    # Every parent alone, then all of them: the background never moves, the body does.
+    for change in [[v] for v in pa] + [list(pa)]:
+        ib = np.asarray(chest.render({v: (pb[v] if v in change else pa[v]) for v in pa}, noise))
+        np.testing.assert_array_equal(ib[outside], ia[outside], err_msg=f"background depends on {change}")
+    assert np.abs(ib - ia)[~outside].mean() > 1e-3
+    # The background is the device alone: texture noise and the acquisition (numpy reference).
+    u = jax.tree.map(lambda a: np.asarray(a, np.float64), noise)
+    texture = np.stack([upsample_bilinear(t, size) for t in u.texture])
+    gain = site.gain * (1 + 0.05 * u.contrast[:, 0])[:, None, None]
+    gamma = site.gamma * np.exp(0.05 * u.contrast[:, 1])[:, None, None]
+    want = np.clip(gain * np.clip(site.noise * texture + site.offset, 0, 1), 0, 1) ** gamma
+    np.testing.assert_allclose(ia[outside], np.broadcast_to(want, ia.shape)[outside], atol=2e-5)
+
+
+# ----------------------------------------------------------------------------- rendering in chunks
+def test_render_does_not_depend_on_the_chunking(rng, monkeypatch):
+    size, n = 32, int(rng.choice([37, 45]))  # 3 chunks of 16, the last padded
+    chest = D.ChestSCM(size=size)
+    parents = random_parents(rng, n)
+    noise = jax.vmap(D.sample_image_noise)(jax.random.split(jax.random.key(int(rng.integers(2**31))), n))
+    whole = np.asarray(D.chest._render_many(*(parents[v] for v in ("sex", "age", "race", "lung", "effusion")),
+                                            noise, size, chest.site))
+    monkeypatch.setattr(D.chest, "_PIXELS_PER_CALL", 16 * size * size)  # chunks of 16 units
+    np.testing.assert_array_equal(np.asarray(chest.render(parents, noise)), whole)  # padded last chunk
+    for m in (1, int(rng.integers(2, 16)), 16):
+        part = chest.render({v: x[:m] for v, x in parents.items()}, jax.tree.map(lambda a: a[:m], noise))
+        np.testing.assert_array_equal(np.asarray(part), whole[:m])
+
+
+# ----------------------------------------------------------------------------- datasets
+@functools.partial(jax.jit, static_argnums=(6, 7))
+def render_all(sex, age, race, lung, effusion, noise, size, site):
+    """Reference renderer: one vmap over every unit, no chunks."""
+    return jax.vmap(functools.partial(D.render, size=size, site=site))(sex, age, race, lung, effusion, noise)
+
+
+def full_pool_datasets(chest, seed, n_train, n_val, test_per_cell, bias, pool_factor=20):
+    """Reference: the construction that renders every unit of every pool, then keeps some."""
+    def sample(key, n):
+        k_parents, k_image = jax.random.split(key)
+        parents = chest.scm.sample(chest.params(), k_parents, n)
+        noise = jax.vmap(D.sample_image_noise)(jax.random.split(k_image, n))
+        image = render_all(*(parents[v] for v in ("sex", "age", "race", "lung", "effusion")), noise,
+                           chest.size, chest.site)
+        return {"parents": parents, "noise": noise, "image": image}
+
+    def take(rec, idx):
+        return {"parents": {v: x[idx] for v, x in rec["parents"].items()},
+                "noise": jax.tree.map(lambda a: a[idx], rec["noise"]), "image": rec["image"][idx]}
+
+    keys = jax.random.split(jax.random.key(seed), 4)
+    train, val = sample(keys[0], n_train), sample(keys[1], n_val)
+    pool = sample(keys[2], pool_factor * 6 * test_per_cell)
+    p = pool["parents"]
+    idx = D.balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
+                                test_per_cell, 0.5, seed)
+    out = {"train": train, "validation": val, "test": take(pool, idx)}
+    if bias is not None:
+        t = train["parents"]
+        keep = np.asarray(D.biased_training_mask(keys[3], bias[0], bias[1], t["sex"], t["age"], t["effusion"]))
+        out["train"] = take(train, np.flatnonzero(keep))
+    return out
+
+
+def test_datasets_equal_rendering_the_whole_pool_then_choosing(rng):
+    chest = D.ChestSCM(size=32, prevalence=float(rng.uniform(0.25, 0.4)))
+    seed = int(rng.integers(2**31))
+    bias = [None, ("sex", float(rng.uniform(0.5, 0.95))), ("age", float(rng.uniform(0.5, 0.95)))][rng.integers(3)]
+    got = chest.datasets(seed, n_train=400, n_val=24, test_per_cell=6, bias=bias)
+    want = full_pool_datasets(chest, seed, 400, 24, 6, bias)
+    for split in ("train", "validation", "test"):
+        for v in D.PARENTS:
+            np.testing.assert_array_equal(got[split]["parents"][v], want[split]["parents"][v])
+        for a, b in zip(got[split]["noise"], want[split]["noise"]):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(got[split]["image"], want[split]["image"], rtol=0, atol=1e-6)
+    if bias is not None:
+        assert got["train"]["dropped"] == 400 - len(want["train"]["image"])
+
+
+def test_datasets_render_only_the_units_they_keep(monkeypatch):
+    chest = D.ChestSCM(size=32)
+    rendered = []  # units handed to the renderer, per call (every image goes through _chunked)
+    inner = D.chest._chunked
+
+    def counting(fn, args, size, site):
+        rendered.append(int(np.shape(args[0])[0]))
+        return inner(fn, args, size, site)
+
+    monkeypatch.setattr(D.chest, "_chunked", counting)
+    for pool_factor in (20, 60):
+        rendered.clear()
+        out = chest.datasets(3, n_train=300, n_val=20, test_per_cell=5, bias=("sex", 0.9), pool_factor=pool_factor)
+        kept = [len(out[s]["image"]) for s in ("train", "validation", "test")]
+        # The old construction also rendered the 300 - kept dropped training units and the
+        # whole 600- or 1800-unit test pool.
+        assert sorted(rendered) == sorted(kept), (rendered, kept)
+        assert kept[0] + out["train"]["dropped"] == 300 and kept[2] == 30

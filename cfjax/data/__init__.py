@@ -8,6 +8,7 @@ from cfjax.data.real import load_chexpert as load_chexpert
 from cfjax.data.real import load_mimic_cxr as load_mimic_cxr
 from cfjax.data.render import Acquisition as Acquisition
 from cfjax.data.render import ImageNoise as ImageNoise
+from cfjax.data.render import body_mask as body_mask
 from cfjax.data.render import render as render
 from cfjax.data.render import sample_image_noise as sample_image_noise
 from cfjax.data.splits import age_group as age_group
@@ -23,6 +24,7 @@ __all__ = [
     "age_group",
     "balanced_test_split",
     "biased_training_mask",
+    "body_mask",
     "load_chexpert",
     "load_mimic_cxr",
     "render",

@@ -69,18 +69,39 @@ class ChestSCM:
 
     # ---------------------------------------------------------------- images
     def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise) -> jax.Array:
-        """Images of units with parents ``{node: (N,)}`` and noise, ``(N, size, size)``."""
-        return _render_many(parents["sex"], parents["age"], parents["race"], parents["lung"],
-                            parents["effusion"], noise, self.size, self.site)
+        """Images of units with parents ``{node: (N,)}`` and noise, ``(N, size, size)``.
+
+        Rendered in chunks of a power-of-two number of units (at least 8, at most about 2²²
+        pixels a chunk), so one compiled renderer serves every batch size and the memory
+        beyond the output is bounded by one chunk; a unit's image does not depend on the
+        chunk it is in.
+        """
+        args = (parents["sex"], parents["age"], parents["race"], parents["lung"], parents["effusion"], noise)
+        return _chunked(_render_many, args, self.size, self.site)
 
     def sample(self, key: jax.Array, n: int) -> dict[str, Any]:
         """``n`` records: ``{"parents": {node: (n,)}, "noise": ImageNoise (n, ...),
         "image": (n, size, size)}``. Deterministic given ``key``."""
         n = _checks.check_positive_int("n", n)
+        parents, noise_keys = self._draw(key, n)
+        return self._records(parents, noise_keys)
+
+    def _draw(self, key: jax.Array, n: int) -> tuple[dict[str, jax.Array], jax.Array]:
+        """The parents of ``n`` units and one image-noise key per unit, nothing rendered:
+        unit ``i`` of ``sample(key, n)`` is ``_records`` of entry ``i`` of both."""
         k_parents, k_image = jax.random.split(key)
-        parents = self.scm.sample(self.params(), k_parents, n)
-        noise = jax.vmap(sample_image_noise)(jax.random.split(k_image, n))
-        return {"parents": parents, "noise": noise, "image": self.render(parents, noise)}
+        return self.scm.sample(self.params(), k_parents, n), jax.random.split(k_image, n)
+
+    def _records(self, parents: Mapping[str, jax.Array], noise_keys: jax.Array,
+                 idx: np.ndarray | None = None) -> dict[str, Any]:
+        """Records of the units ``idx`` (all when None) of drawn parents and noise keys: only
+        those units' noise is drawn and only their images rendered."""
+        if idx is not None:
+            idx = jnp.asarray(idx)
+            parents, noise_keys = {v: x[idx] for v, x in parents.items()}, noise_keys[idx]
+        args = (parents["sex"], parents["age"], parents["race"], parents["lung"], parents["effusion"], noise_keys)
+        noise, image = _chunked(_noise_and_render_many, args, self.size, self.site)
+        return {"parents": dict(parents), "noise": noise, "image": image}
 
     def counterfactuals(self, records: Mapping[str, Any], interventions: Any,
                         key: jax.Array) -> dict[str, Any]:
@@ -92,14 +113,14 @@ class ChestSCM:
         """
         parents = self.scm.counterfactual(self.params(), records["parents"], interventions, key=key)
         k, n = parents["sex"].shape
-        # One flat batch of K·N renders through the same compiled renderer as the factual
-        # images, so a null intervention reproduces them bit for bit.
+        # One flat batch of K·N renders through the same chunked renderer as the factual
+        # images (a unit's image does not depend on its chunk), so a null intervention
+        # reproduces them bit for bit.
         flat = {v: x.reshape(k * n) for v, x in parents.items()}
         noise = jax.tree.map(lambda a: jnp.broadcast_to(a, (k,) + a.shape).reshape((k * n,) + a.shape[1:]),
                              records["noise"])
         images = self.render(flat, noise).reshape(k, n, self.size, self.size)
         return {"parents": parents, "image": images}
-
 
     def datasets(self, seed: int, *, n_train: int, n_val: int, test_per_cell: int,
                  test_prevalence: float = 0.5, bias: tuple[str, float] | None = None,
@@ -107,29 +128,40 @@ class ChestSCM:
         """Train / validation / test records, deterministic given ``seed``.
 
         The test split is paper 000's balanced split (:func:`balanced_test_split`, 6 cells of
-        ``test_per_cell`` units) drawn from a pool of fresh units; ``bias=("sex", 0.9)`` or
-        ``("age", 0.9)`` corrupts the training set (:func:`biased_training_mask`), the number
-        of units dropped being reported under ``"dropped"``. The test pool holds
-        ``pool_factor × 6 × test_per_cell`` units; a cell it cannot fill raises ValueError.
+        ``test_per_cell`` units) chosen from the parents of a pool of fresh units;
+        ``bias=("sex", 0.9)`` or ``("age", 0.9)`` corrupts the training set
+        (:func:`biased_training_mask`), the number of units dropped being reported under
+        ``"dropped"``. The test pool holds ``pool_factor × 6 × test_per_cell`` units; a cell it
+        cannot fill raises ValueError.
+
+        Units are chosen from their parents before any image exists: only the kept units'
+        noise is drawn and only their images rendered, so memory and time grow with the
+        records returned, not with the pool or the dropped training units. Each kept unit is
+        the same (parents, noise, image) as the unit at its place in ``sample`` of the whole
+        pool or training set.
         """
         from cfjax.data.splits import balanced_test_split, biased_training_mask
 
+        n_train = _checks.check_positive_int("n_train", n_train)
+        n_val = _checks.check_positive_int("n_val", n_val)
+        test_per_cell = _checks.check_positive_int("test_per_cell", test_per_cell)
+        pool_factor = _checks.check_positive_int("pool_factor", pool_factor)
         keys = jax.random.split(jax.random.key(seed), 4)
-        train = self.sample(keys[0], n_train)
-        val = self.sample(keys[1], n_val)
-        pool = self.sample(keys[2], pool_factor * 6 * test_per_cell)
-        p = pool["parents"]
-        idx = balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
-                                  test_per_cell, test_prevalence, seed)
-        test = _take(pool, idx)
-        out = {"train": train, "validation": val, "test": test}
+        train_parents, train_keys = self._draw(keys[0], n_train)
+        keep = None
         if bias is not None:
             kind, strength = bias
-            t = train["parents"]
+            t = train_parents
             keep = np.asarray(biased_training_mask(keys[3], kind, strength, t["sex"], t["age"], t["effusion"]))
-            out["train"] = _take(train, np.flatnonzero(keep))
-            out["train"]["dropped"] = int((~keep).sum())
-        return out
+        train = self._records(train_parents, train_keys, None if keep is None else np.flatnonzero(keep))
+        if keep is not None:
+            train["dropped"] = int((~keep).sum())
+        val = self.sample(keys[1], n_val)
+        p, pool_keys = self._draw(keys[2], pool_factor * 6 * test_per_cell)
+        idx = balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
+                                  test_per_cell, test_prevalence, seed)
+        test = self._records(p, pool_keys, idx)
+        return {"train": train, "validation": val, "test": test}
 
 
 @functools.lru_cache(maxsize=32)
@@ -147,14 +179,45 @@ def _parent_params(prevalence: float) -> dict[str, Any]:
     return p
 
 
-def _take(records: Mapping[str, Any], idx: np.ndarray) -> dict[str, Any]:
-    idx = jnp.asarray(idx)
-    return {"parents": {v: x[idx] for v, x in records["parents"].items()},
-            "noise": jax.tree.map(lambda a: a[idx], records["noise"]),
-            "image": records["image"][idx]}
-
-
 @functools.partial(jax.jit, static_argnums=(6, 7))
 def _render_many(sex, age, race, lung, effusion, noise, size, site):
     one = functools.partial(render, size=size, site=site)
     return jax.vmap(one)(sex, age, race, lung, effusion, noise)
+
+
+#: pixels rendered per compiled call (bounds the renderer's working memory)
+_PIXELS_PER_CALL = 1 << 22
+#: fewest units per call (a 1-unit vmap compiles to a program whose rounding differs)
+_MIN_CHUNK = 8
+
+
+def _chunk_size(n: int, size: int) -> int:
+    """Units per call: the power of two >= n, capped by the pixel budget, at least 8."""
+    cap = max(_MIN_CHUNK, _PIXELS_PER_CALL // (size * size))
+    cap = 1 << (cap.bit_length() - 1)
+    return max(_MIN_CHUNK, min(cap, 1 << max(0, n - 1).bit_length()))
+
+
+def _chunked(fn, args: tuple, size: int, site: Acquisition):
+    """``fn(*args, size, site)`` over fixed-size chunks of units (the last padded by repeating
+    its final unit), each output leaf concatenated back to ``N`` units."""
+    n = int(np.shape(args[0])[0])
+    b = _chunk_size(n, size)
+    pad = (-n) % b
+    if n == 0:  # nothing to render: empty outputs of the right shapes and dtypes
+        shapes = jax.eval_shape(lambda *a: fn(*a, size, site), *args)
+        return jax.tree.map(lambda sd: jnp.zeros(sd.shape, sd.dtype), shapes)
+    if pad:
+        args = jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), args)
+    if n + pad == b:
+        return jax.tree.map(lambda a: a[:n], fn(*args, size, site))
+    chunks = [fn(*jax.tree.map(lambda a: a[i:i + b], args), size, site) for i in range(0, n + pad, b)]
+    chunks[-1] = jax.tree.map(lambda a: a[:b - pad], chunks[-1])
+    return jax.tree.map(lambda *a: jnp.concatenate(a), *chunks)
+
+
+@functools.partial(jax.jit, static_argnums=(6, 7))
+def _noise_and_render_many(sex, age, race, lung, effusion, noise_keys, size, site):
+    """Each unit's image noise from its key, and its image: ``(ImageNoise (N, ...), (N, size, size))``."""
+    noise = jax.vmap(sample_image_noise)(noise_keys)
+    return noise, _render_many(sex, age, race, lung, effusion, noise, size, site)
