@@ -71,6 +71,12 @@ class ClassMoments(NamedTuple):
     grams: jax.Array
 
 
+def _full_precision():
+    """Scope for matrix products at the inputs' full precision: on GPUs XLA's default rounds
+    float32 operands to TF32 (about 1e-3 relative), which would swamp the CFRs' accuracy."""
+    return jax.default_matmul_precision("highest")
+
+
 _CHUNK = 1024  # rows per Gram block in :func:`_class_grams`
 
 
@@ -117,7 +123,8 @@ def _moments(X: jax.Array, z: jax.Array, k: int) -> ClassMoments:
     Xc = X - center
     counts = jnp.zeros(k, X.dtype).at[z].add(1)
     means = jax.ops.segment_sum(Xc, z, num_segments=k) / counts[:, None]
-    grams = _class_grams(Xc, z, k) - counts[:, None, None] * means[:, :, None] * means[:, None, :]
+    with _full_precision():
+        grams = _class_grams(Xc, z, k) - counts[:, None, None] * means[:, :, None] * means[:, None, :]
     return ClassMoments(counts, means + center, grams)
 
 
@@ -160,7 +167,8 @@ def fit_regressions(subspace: ConceptSubspace, moments: ClassMoments,
         resid = cc - coef.T @ cross - cross.T @ coef + coef.T @ Gp @ coef
         return coef, intercept, 0.5 * (resid + resid.T) / n_k
 
-    return jax.vmap(one)(moments.counts, moments.means, moments.grams)
+    with _full_precision():
+        return jax.vmap(one)(moments.counts, moments.means, moments.grams)
 
 
 def fit_cfr(X: Any, z: Any, *, n_values: int | None = None, method: str = "orth", ridge: float = 1.0,
@@ -216,12 +224,13 @@ def counterfactual(model: CFRModel, x: jax.Array, target: jax.Array, noise: jax.
     ``noise (r,)``: standard-normal draws for the stochastic CFR (``None``: deterministic).
     """
     sub, coef = model.subspace, model.coef[target]
-    c = sub.coord @ (x - sub.center)
-    # x⊥ @ coef without forming x⊥ (x⊥ = x - basis c): one read of x, all work in r dimensions.
-    c_new = x @ coef - c @ (sub.basis.T @ coef) + model.intercept[target]
-    if noise is not None:
-        c_new = c_new + model.resid_chol[target] @ noise
-    return x + sub.basis @ (c_new - c)  # = x⊥ + basis c_new
+    with _full_precision():
+        c = sub.coord @ (x - sub.center)
+        # x⊥ @ coef without forming x⊥ (x⊥ = x - basis c): one read of x, all work in r dimensions.
+        c_new = x @ coef - c @ (sub.basis.T @ coef) + model.intercept[target]
+        if noise is not None:
+            c_new = c_new + model.resid_chol[target] @ noise
+        return x + sub.basis @ (c_new - c)  # = x⊥ + basis c_new
 
 
 def _check_x(model: CFRModel, X: Any) -> jax.Array:

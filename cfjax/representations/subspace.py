@@ -61,6 +61,11 @@ class ConceptSubspace(struct.PyTreeNode):
         return x_perp + self.basis @ c
 
 
+def _full_precision():
+    """Scope for matrix products at the inputs' full precision (not TF32 on GPUs)."""
+    return jax.default_matmul_precision("highest")
+
+
 def _as_embeddings(X: Any) -> Any:
     """A non-empty, finite ``(n, d)`` floating-point array (float32 unless already floating)."""
     if not hasattr(X, "dtype") or not jnp.issubdtype(X.dtype, jnp.floating):
@@ -98,7 +103,8 @@ def cross_covariance(X: jax.Array, z: jax.Array, k: int) -> jax.Array:
     n = X.shape[0]
     onehot = jax.nn.one_hot(z, k, dtype=X.dtype)
     Xc = X - jnp.mean(X, axis=0, keepdims=True)
-    return Xc.T @ (onehot - jnp.mean(onehot, axis=0, keepdims=True)) / n
+    with _full_precision():
+        return Xc.T @ (onehot - jnp.mean(onehot, axis=0, keepdims=True)) / n
 
 
 @jax.jit
@@ -111,7 +117,8 @@ def ledoit_wolf_shrinkage(X: jax.Array) -> tuple[jax.Array, jax.Array]:
     """
     n, d = X.shape
     Xc = X - jnp.mean(X, axis=0, keepdims=True)
-    S = Xc.T @ Xc / n
+    with _full_precision():
+        S = Xc.T @ Xc / n
     mu = jnp.trace(S) / d
     delta = jnp.sum((S - mu * jnp.eye(d, dtype=X.dtype)) ** 2) / d
     sq = jnp.sum(Xc**2, axis=1)
@@ -160,6 +167,11 @@ def concept_subspace(X: Any, z: Any, *, n_values: int | None = None, method: str
 
 def _fit_subspace(X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: float | str) -> ConceptSubspace:
     """:func:`concept_subspace` on validated inputs."""
+    with _full_precision():
+        return _fit(X, z, k, method, shrinkage)
+
+
+def _fit(X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: float | str) -> ConceptSubspace:
     if method not in ("orth", "leace"):
         _checks.fail("method", "'orth' or 'leace'", repr(method))
     dtype = X.dtype
