@@ -11,6 +11,7 @@ The study's setting: N test units, K = 16 interventions do(sex, age) over sex ×
 - rendering alone: the K·N images from given counterfactual parents and noise — cfjax:
   ``ChestSCM.render``; numpy: :func:`render_numpy`.
 
+
 The numpy renderer evaluates the same formulas as ``cfjax.data.render`` vectorised over a
 chunk of images (``(B, size, size)`` float32 arrays, per-image scalars broadcast, the bilinear
 texture upsampling as two small matmuls), chunks of ``--chunk`` images so the working set
@@ -172,7 +173,7 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--units", type=int, default=1024, help="N test units (K = 16 images each)")
     ap.add_argument("--size", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--chunk", type=int, default=16, help="images per numpy chunk (16 was fastest here)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
