@@ -170,7 +170,12 @@ class Settings:
     ``"ml"`` (the independent-errors maximum-likelihood fit, i.e. Model B at P = I). With
     ``"paper"``, Model B at P = I differs slightly from Model A (its σ is the profile-likelihood
     optimum), so CFU(I) is small but not zero (about 1e-8 of CFU at p = 0.5 in the tests);
-    with ``"ml"`` CFU(I) = 0 up to float error.
+    with ``"ml"`` CFU(I) = 0 up to float error. ``cv_score``: what CV maximises — ``"r2"`` (the
+    paper's recipe: scikit-learn's ``GridSearchCV(cv=5)`` with its default scoring, held-out R²
+    averaged over folds; a shared-λ Model A is one estimator, scored by the R² of all equations'
+    held-out targets stacked together, the fair predictor and the baselines by the R² of their own
+    target) or ``"mse"`` (held-out mean squared error averaged over folds, minimised; stacked the
+    same way, which for a shared λ is the equations' summed MSE up to the factor 1/m).
     """
 
     degrees: tuple[int, ...] = (1, 2, 3, 4)
@@ -184,6 +189,10 @@ class Settings:
     shuffle: bool = False
     seed: int = 0
     model_a: str = "paper"
+    cv_score: str = "r2"
+
+    def __post_init__(self):
+        ridge.check_score("settings.cv_score", self.cv_score)
 
     def replace(self, **changes) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -239,12 +248,20 @@ def predictor_inputs(graph: FairnessGraph, residuals: jax.Array, X: jax.Array) -
 def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings()) -> FairModel:
     """Select degrees and λ by CV, fit Model A, the fair predictor and the two baselines.
 
-    The equations' degrees and λ are chosen jointly: for each λ every equation takes its best
-    degree, and the shared λ minimises the sum of the equations' CV errors (per-equation λ
-    when ``settings.shared_lambda`` is False). Model A (ridge, then GLS with the residual
-    variances) uses that λ; Model B later uses the same. The fair predictor is a polynomial
-    ridge on :func:`predictor_inputs`; the unconstrained baseline on (A, X), the blind one on
-    X, each with degree and penalty by the same CV.
+    With a shared λ the equations are one estimator, as in the paper's code: CV searches the
+    grid λ × one degree per equation, scoring each candidate on all equations' held-out targets
+    together (``settings.cv_score``: their stacked R², or their stacked MSE). That score is a
+    sum over equations per fold, so for each λ every equation takes its own best degree, and the
+    best λ follows (ties: the first in grid order, λ outermost, as ``GridSearchCV``). With
+    ``shared_lambda=False`` each equation picks its degree and λ on its own target. Model A
+    (ridge, then GLS with the residual variances) uses that λ; Model B later uses the same. The
+    fair predictor is a polynomial ridge on :func:`predictor_inputs`; the unconstrained baseline
+    on (A, X), the blind one on X, each with degree and penalty by the same CV on its own target.
+
+    ``selection`` holds the choices and the CV tables: ``equation_cv (m, degrees, lambdas)``,
+    each equation's own CV score; ``lambda_cv (lambdas,)``, the shared-λ estimator's stacked
+    score at each λ's best degrees (None without a shared λ); and the fair predictor's and
+    baselines' degree, λ and best CV ``score`` (all in the units of ``settings.cv_score``).
     """
     if not isinstance(graph, FairnessGraph):
         _checks.fail("graph", "a FairnessGraph", type(graph).__name__)
@@ -256,24 +273,36 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     fold = ridge.fold_ids(data.n, s.folds, s.shuffle, s.seed)
     lambdas = ridge._check_lambdas(s.lambdas)
     a = data.a
-    table = None
+    score = ridge.check_score("settings.cv_score", s.cv_score)
+    table = lambda_cv = None
     if s.equation_degrees is not None:
         if len(s.equation_degrees) != graph.m:
             _checks.fail("settings.equation_degrees", f"{graph.m} degrees, one per feature", repr(s.equation_degrees))
         deg_choice = [_checks.check_positive_int("settings.equation_degrees", v) for v in s.equation_degrees]
         lam_choice = np.full(graph.m, np.nan)
     else:
-        table = np.stack([np.stack([np.asarray(ridge.cv_scores(_equation(graph, data, j, d), data.X[:, j], lambdas, fold))
-                                    for d in s.degrees]) for j in range(graph.m)])  # (m, degrees, lambdas)
-        best_d = np.nanargmin(table, axis=1)  # (m, lambdas)
-        best = np.take_along_axis(table, best_d[:, None, :], axis=1)[:, 0, :]  # (m, lambdas)
+        # Held-out sum of squared errors per equation, degree, penalty and fold: (m, degrees, L, folds).
+        sse = np.stack([np.stack([ridge.fold_errors(_equation(graph, data, j, d), data.X[:, j], lambdas, fold)
+                                  for d in s.degrees]) for j in range(graph.m)])
+        own = [ridge.fold_totals(data.X[:, j], fold) for j in range(graph.m)]
+        table = np.stack([ridge.fold_scores(sse[j], *own[j], score).mean(-1) for j in range(graph.m)])
         if s.shared_lambda:
-            j = int(np.nanargmin(best.sum(0)))
-            lam_idx = np.full(graph.m, j)
+            total, count = ridge.fold_totals(data.X, fold)  # all equations' targets stacked
+            # Stacked score per fold = 1 − Σ_j SSE_j / SS_tot (R²) or Σ_j SSE_j / count (MSE): each
+            # equation's share, averaged over folds, is minimised by its own degree.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = (sse / (total if score == "r2" else count)).mean(-1)  # (m, degrees, L)
+            best_d = np.stack([[ridge.best_index(share[j, :, k], "mse")[0] for k in range(lambdas.size)]
+                               for j in range(graph.m)])  # (m, L)
+            stacked = sum(sse[j, best_d[j], np.arange(lambdas.size)] for j in range(graph.m))  # (L, folds)
+            lambda_cv = ridge.fold_scores(stacked, total, count, score).mean(-1)
+            k = ridge.best_index(lambda_cv, score)[0]
+            lam_idx = np.full(graph.m, k)
+            deg_idx = best_d[:, k]
         else:
-            lam_idx = np.nanargmin(best, axis=1)
+            deg_idx, lam_idx = np.array([ridge.best_index(table[j], score) for j in range(graph.m)]).T
         lam_choice = lambdas[lam_idx]
-        deg_choice = [s.degrees[best_d[k, lam_idx[k]]] for k in range(graph.m)]
+        deg_choice = [s.degrees[i] for i in deg_idx]
     if s.lam is not None:
         if not (np.isfinite(s.lam) and s.lam >= 0):
             _checks.fail("settings.lam", "a non-negative penalty", repr(s.lam))
@@ -291,7 +320,8 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     elif s.model_a != "paper":
         _checks.fail("settings.model_a", "'paper' or 'ml'", repr(s.model_a))
     p_lambdas = s.predictor_lambdas if s.predictor_lambdas is not None else s.lambdas
-    cv = dict(degrees=s.predictor_degrees, lambdas=p_lambdas, folds=s.folds, shuffle=s.shuffle, seed=s.seed)
+    cv = dict(degrees=s.predictor_degrees, lambdas=p_lambdas, folds=s.folds, shuffle=s.shuffle, seed=s.seed,
+              score=score)
     Z = predictor_inputs(graph, model_a.residuals, data.X)
     fair = ridge.ridge_cv(Z, data.y, **cv)
     fair_pred = ridge.polynomial_predict(Z, fair.degree, fair.theta)
@@ -300,11 +330,16 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
         b = ridge.ridge_cv(inputs, data.y, **cv)
         baselines[name] = ridge.polynomial_predict(inputs, b.degree, b.theta)
         unfairness[name] = jnp.mean((fair_pred - baselines[name]) ** 2)
-        chosen[name] = {"degree": b.degree, "lam": b.lam}
+        chosen[name] = _choice(b)
     selection = {"degrees": degrees, "lam": lam_choice.tolist(), "equation_cv": table,
-                 "predictor": {"degree": fair.degree, "lam": fair.lam}, "baselines": chosen}
+                 "lambda_cv": lambda_cv, "predictor": _choice(fair), "baselines": chosen}
     return FairModel(graph, degrees, fair.degree, data, d, lam, model_a, fair.theta, fair_pred, baselines,
                      unfairness, selection)
+
+
+def _choice(fit: ridge.RidgeFit) -> dict:
+    """A CV-chosen ridge's degree, penalty and best mean CV score."""
+    return {"degree": fit.degree, "lam": fit.lam, "score": float(fit.scores[ridge.best_index(fit.scores, fit.score)])}
 
 
 def _equation(graph: FairnessGraph, data: FairnessData, j: int, degree: int) -> jax.Array:

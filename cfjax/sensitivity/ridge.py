@@ -4,8 +4,17 @@ matrices (paper 001's model selection; SPEC §3).
 Every fold's training Gram is the full Gram minus the fold's own, so a whole grid of penalties ×
 folds is one batched solve per degree after one pass over the data. The ridge penalises every
 coefficient, the intercept column included (the closed form of SPEC §3); scikit-learn's
-``Ridge(fit_intercept=False)`` on ``PolynomialFeatures`` is the same estimator. The CV score is
-scikit-learn's: the mean over folds of the held-out mean squared error.
+``Ridge(fit_intercept=False)`` on ``PolynomialFeatures`` is the same estimator.
+
+The CV score (``score``) is one of :data:`SCORES`:
+
+- ``"r2"`` (the paper's recipe): scikit-learn's ``GridSearchCV(cv=5)`` with its default
+  scoring, i.e. the regressor's own ``score``: R² = 1 − SS_res / SS_tot of each held-out fold
+  (SS_tot about the fold's own mean), averaged over folds; the largest wins.
+- ``"mse"``: the held-out mean squared error averaged over folds (``scoring=
+  "neg_mean_squared_error"``); the smallest wins.
+
+Ties go to the first candidate in grid order, as ``GridSearchCV``'s ``best_index_``.
 """
 
 from __future__ import annotations
@@ -19,7 +28,18 @@ import numpy as np
 from cfjax import _checks
 from cfjax.sensitivity.linear import polynomial_features
 
-__all__ = ["fold_ids", "cv_scores", "RidgeFit", "ridge_cv", "polynomial_predict", "embed"]
+__all__ = ["SCORES", "check_score", "fold_ids", "fold_errors", "fold_totals", "fold_scores", "best_index",
+           "cv_scores", "RidgeFit", "ridge_cv", "polynomial_predict", "embed"]
+
+SCORES = ("r2", "mse")
+
+
+def check_score(name: str, score: Any) -> str:
+    """``score`` if it is one of :data:`SCORES`, else a :class:`cfjax.ValidationError`."""
+    if not isinstance(score, str) or score not in SCORES:
+        _checks.fail(name, "'r2' (held-out R² averaged over folds, the paper's recipe) or 'mse' "
+                     "(held-out mean squared error averaged over folds)", repr(score))
+    return score
 
 
 def fold_ids(n: int, folds: int = 5, shuffle: bool = False, seed: int = 0) -> np.ndarray:
@@ -44,50 +64,110 @@ def embed(Z: jax.Array, degree: int) -> jax.Array:
 
 @jax.jit
 def _fold_grams(F: jax.Array, y: jax.Array, onehot: jax.Array):
-    """Per-fold ``FᵀF``, ``Fᵀy``, ``yᵀy`` and row counts; ``onehot (n, folds)``."""
+    """Per-fold ``FᵀF``, ``Fᵀy`` and ``yᵀy``; ``onehot (n, folds)``."""
     # One masked matmul per fold (a handful): no (n, folds, p) intermediate.
     G = jnp.stack([(F * onehot[:, k, None]).T @ F for k in range(onehot.shape[1])])
     c = onehot.T @ (F * y[:, None])
-    return G, c, onehot.T @ (y * y), onehot.sum(0)
+    return G, c, onehot.T @ (y * y)
 
 
 @jax.jit
-def _scores(G_k, c_k, yy_k, n_k, lambdas):
-    """Held-out MSE for every (penalty, fold), averaged over folds: ``(len(lambdas),)``."""
+def _sse(G_k, c_k, yy_k, lambdas):
+    """Held-out sum of squared errors for every (penalty, fold): ``(len(lambdas), folds)``."""
     G, c = G_k.sum(0), c_k.sum(0)
     eye = jnp.eye(G.shape[0], dtype=G.dtype)
 
-    def one(lam, Gk, ck, yyk, nk):
+    def one(lam, Gk, ck, yyk):
         w = jnp.linalg.solve(G - Gk + lam * eye, c - ck)
-        return (yyk - 2 * ck @ w + w @ Gk @ w) / nk
+        return yyk - 2 * ck @ w + w @ Gk @ w
 
-    per = jax.vmap(jax.vmap(one, (None, 0, 0, 0, 0)), (0, None, None, None, None))(lambdas, G_k, c_k, yy_k, n_k)
-    return per.mean(1)
+    return jax.vmap(jax.vmap(one, (None, 0, 0, 0)), (0, None, None, None))(lambdas, G_k, c_k, yy_k)
 
 
-def cv_scores(F: Any, y: Any, lambdas: Any, fold: np.ndarray) -> jax.Array:
-    """Mean held-out MSE of ridge on the design ``F (n, p)`` for each penalty: ``(L,)``.
-    ``fold (n,)`` from :func:`fold_ids`."""
-    F, y = jnp.asarray(F), jnp.asarray(y, jnp.asarray(F).dtype)
-    onehot = jnp.asarray(fold[:, None] == np.arange(fold.max() + 1)[None, :], F.dtype)
-    return _scores(*_fold_grams(F, y, onehot), jnp.asarray(lambdas, F.dtype))
+def _onehot(fold: np.ndarray, dtype) -> jax.Array:
+    return jnp.asarray(fold[:, None] == np.arange(fold.max() + 1)[None, :], dtype)
+
+
+def fold_errors(F: Any, y: Any, lambdas: Any, fold: np.ndarray) -> np.ndarray:
+    """Held-out sum of squared errors of ridge on the design ``F (n, p)``, trained on the other
+    folds, for each penalty and fold: ``(L, folds)`` (float64 on the host). ``fold (n,)`` from
+    :func:`fold_ids`."""
+    F = jnp.asarray(F)
+    y = jnp.asarray(y, F.dtype)
+    sse = _sse(*_fold_grams(F, y, _onehot(fold, F.dtype)), jnp.asarray(lambdas, F.dtype))
+    return np.asarray(sse, np.float64)
+
+
+def fold_totals(Y: Any, fold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each fold's total sum of squares and number of targets, ``(folds,)`` each.
+
+    ``Y (n,)``: one target; ``Y (n, m)``: m targets stacked into one (a shared-λ fit of several
+    equations scored as one estimator), centred at the mean of all the fold's m·n_k values.
+    """
+    Y = np.asarray(Y, np.float64)
+    Y = Y[:, None] if Y.ndim == 1 else Y
+    k = fold.max() + 1
+    count = np.bincount(fold, minlength=k) * Y.shape[1]
+    mean = np.bincount(fold, Y.sum(1), minlength=k) / count
+    total = np.bincount(fold, ((Y - mean[fold, None]) ** 2).sum(1), minlength=k)
+    return total, count
+
+
+def fold_scores(sse: Any, total: np.ndarray, count: np.ndarray, score: str) -> np.ndarray:
+    """Per-fold scores from held-out errors ``sse (..., folds)``: R² = 1 − SSE / SS_tot
+    (scikit-learn's ``r2_score``: 1 for a constant fold predicted exactly, else 0 when SS_tot = 0)
+    or MSE = SSE / count. Average over the last axis for the CV score."""
+    sse = np.asarray(sse, np.float64)
+    if check_score("score", score) == "mse":
+        return sse / count
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = 1.0 - sse / total
+    return np.where(total > 0, r2, np.where(sse == 0, 1.0, 0.0))
+
+
+def best_index(table: Any, score: str) -> tuple[int, ...]:
+    """Index of the best entry of a CV table in row-major (grid) order: the largest R² or the
+    smallest MSE; the first one on ties, NaN scores last (``GridSearchCV``'s ``best_index_``)."""
+    table = np.asarray(table, np.float64)
+    if np.isnan(table).all():
+        _checks.fail("table", "at least one finite CV score", "only NaN scores")
+    flat = np.nanargmax(table) if check_score("score", score) == "r2" else np.nanargmin(table)
+    return tuple(int(i) for i in np.unravel_index(flat, table.shape))
+
+
+def cv_scores(F: Any, y: Any, lambdas: Any, fold: np.ndarray, score: str = "r2") -> np.ndarray:
+    """The CV score of ridge on the design ``F (n, p)`` for each penalty, ``(L,)``: held-out R²
+    (``"r2"``) or MSE (``"mse"``) averaged over folds. ``fold (n,)`` from :func:`fold_ids`.
+
+    Example:
+      >>> import numpy as np
+      >>> F = np.stack([np.ones(20), np.arange(20.0)], 1)
+      >>> np.round(cv_scores(F, 1 + 2 * F[:, 1], [1e-8], fold_ids(20, 4), score="mse"), 6).tolist()
+      [0.0]
+    """
+    score = check_score("score", score)
+    return fold_scores(fold_errors(F, y, lambdas, fold), *fold_totals(y, fold), score).mean(-1)
 
 
 class RidgeFit(NamedTuple):
     """A polynomial ridge model chosen by CV: ``degree``, penalty ``lam``, coefficients
-    ``theta (F,)`` and the CV table ``scores (len(degrees), len(lambdas))``."""
+    ``theta (F,)``, the CV table ``scores (len(degrees), len(lambdas))`` and what it holds,
+    ``score`` (``"r2"`` or ``"mse"``)."""
 
     degree: int
     lam: float
     theta: jax.Array
     scores: np.ndarray
+    score: str = "r2"
 
 
 def ridge_cv(Z: Any, y: Any, *, degrees: Sequence[int] = (1, 2, 3, 4),
              lambdas: Sequence[float] = tuple(np.logspace(-4, 4, 10)), folds: int = 5,
-             shuffle: bool = False, seed: int = 0) -> RidgeFit:
+             shuffle: bool = False, seed: int = 0, score: str = "r2") -> RidgeFit:
     """Polynomial ridge of ``y (n,)`` on ``Z (n, p)``, degree and penalty by K-fold CV (rows
-    in order unless ``shuffle``), refitted on all rows.
+    in order unless ``shuffle``) on ``score`` (held-out R², scikit-learn's default, or MSE),
+    refitted on all rows. The grid's order is degrees × lambdas, as scikit-learn's for a
+    ``PolynomialFeatures`` → ``Ridge`` pipeline.
 
     Example:
       >>> import numpy as np
@@ -96,16 +176,19 @@ def ridge_cv(Z: Any, y: Any, *, degrees: Sequence[int] = (1, 2, 3, 4),
       >>> fit.degree, fit.lam, np.round(np.asarray(fit.theta), 3).tolist()
       (2, 1e-06, [2.0, 0.0, 3.0])
     """
+    score = check_score("score", score)
     Z, y = _predictor_inputs(Z, y)
     degrees = tuple(_checks.check_positive_int("degrees", d) for d in degrees)
     lambdas = _check_lambdas(lambdas)
     fold = fold_ids(Z.shape[0], folds, shuffle, seed)
-    table = np.stack([np.asarray(cv_scores(embed(Z, d), y, lambdas, fold)) for d in degrees])
-    i, j = np.unravel_index(np.nanargmin(table), table.shape)
+    totals = fold_totals(y, fold)
+    table = np.stack([fold_scores(fold_errors(embed(Z, d), y, lambdas, fold), *totals, score).mean(-1)
+                      for d in degrees])
+    i, j = best_index(table, score)
     F = embed(Z, degrees[i])
     lam = float(lambdas[j])
     theta = jnp.linalg.solve(F.T @ F + lam * jnp.eye(F.shape[1], dtype=F.dtype), F.T @ y)
-    return RidgeFit(degrees[i], lam, theta, table)
+    return RidgeFit(degrees[i], lam, theta, table, score)
 
 
 def polynomial_predict(Z: jax.Array, degree: int, theta: jax.Array) -> jax.Array:
