@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import distrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,23 +17,116 @@ __all__ = ["Spline"]
 
 _LOG_2PI = float(np.log(2 * np.pi))
 
+# Conditioning of the spline. Abduction from a float32 observation can only be as accurate as
+# ulp(z) / S'(u): where the spline is nearly flat, float32 cannot tell the noise values apart.
+# So the parameterisation bounds S' away from 0 and infinity for every conditioner output.
+# Each bin's width and height is (1 + (_RHO - 1)·softmax) / (K + _RHO - 1) of the range: at
+# least 1/(K + _RHO - 1) of it, and every bin slope h/w lies in [1/_RHO, _RHO] for any K. An
+# inner knot's derivative is the harmonic mean of its two bin slopes (the Fritsch–Butland
+# choice, never above twice the smaller slope) times exp(±_KNOT_LOG_RANGE), smoothly bounded;
+# the two end knots have slope 1 (identity tails). Then S' lies in [0.021, 25] everywhere.
+_RHO = 9.0
+_KNOT_LOG_RANGE = 1.0
+
+
+def _knots(raw: jax.Array, num_bins: int, bound: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The spline's knots ``(x_k, y_k)`` and derivatives ``d_k``, each ``(K + 1,)``, from the
+    conditioner's ``3K + 1`` unconstrained outputs (all zero: the identity)."""
+    k = num_bins
+
+    def edges(logits):
+        frac = (1 + (_RHO - 1) * jax.nn.softmax(logits)) / (k + _RHO - 1)
+        inner = -bound + 2 * bound * jnp.cumsum(frac[:-1])
+        return jnp.concatenate([jnp.full((1,), -bound, raw.dtype), inner, jnp.full((1,), bound, raw.dtype)])
+
+    xk, yk = edges(raw[:k]), edges(raw[k:2 * k])
+    slopes = (yk[1:] - yk[:-1]) / (xk[1:] - xk[:-1])
+    harmonic = 2 * slopes[:-1] * slopes[1:] / (slopes[:-1] + slopes[1:])
+    # raw[2K] and raw[3K] (the end knots' slots) are unused: the tails are the identity.
+    inner = harmonic * jnp.exp(_KNOT_LOG_RANGE * jnp.tanh(raw[2 * k + 1:3 * k] / _KNOT_LOG_RANGE))
+    one = jnp.ones((1,), raw.dtype)
+    return xk, yk, jnp.concatenate([one, inner, one])
+
+
+def _bin(edges: jax.Array, v: jax.Array, *arrays: jax.Array):
+    """Left and right values of ``arrays`` for the bin of ``edges`` holding v (the first or
+    last bin outside the range)."""
+    i = jnp.sum(v >= edges[1:-1])
+    return [(a[i], a[i + 1]) for a in arrays]
+
+
+def _rq_log_slope(s, d0, d1, xi):
+    """log S' at relative position xi of a bin with slope s and end derivatives d0, d1."""
+    m = xi * (1 - xi)
+    denominator = s + (d0 + d1 - 2 * s) * m
+    return (2 * jnp.log(s) + jnp.log(d1 * xi * xi + 2 * s * m + d0 * (1 - xi) * (1 - xi))
+            - 2 * jnp.log(denominator))
+
+
+def _rq_forward(knots, u: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(S(u), log S'(u))`` for one scalar u."""
+    xk, yk, dk = knots
+    (x0, x1), (y0, y1), (d0, d1) = _bin(xk, u, xk, yk, dk)
+    w, h = x1 - x0, y1 - y0
+    s = h / w
+    xi = jnp.clip((u - x0) / w, 0, 1)
+    m = xi * (1 - xi)
+    z = y0 + h * (s * xi * xi + d0 * m) / (s + (d0 + d1 - 2 * s) * m)
+    log_det = _rq_log_slope(s, d0, d1, xi)
+    inside = (u >= xk[0]) & (u <= xk[-1])
+    return jnp.where(inside, z, u), jnp.where(inside, log_det, jnp.zeros_like(log_det))
+
+
+def _rq_inverse(knots, z: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(S⁻¹(z), log S'(S⁻¹(z)))`` for one scalar z."""
+    xk, yk, dk = knots
+    (x0, x1), (y0, y1), (d0, d1) = _bin(yk, z, xk, yk, dk)
+    w, h = x1 - x0, y1 - y0
+    s = h / w
+    eta = jnp.clip((z - y0) / h, 0, 1)
+    # S(x0 + w·xi) = z is a·xi² + b·xi + c = 0 with c = -s·eta ≤ 0 < a + b = s: one root in
+    # [0, 1]. Take it in the form that adds terms of one sign (no cancellation): 2c/(-b - √D)
+    # when b ≥ 0, (-b + √D)/(2a) when b < 0 (then a = s - b > s).
+    b = d0 - eta * (d0 + d1 - 2 * s)
+    a = s - b
+    c = -s * eta
+    root = jnp.sqrt(jnp.maximum(b * b - 4 * a * c, 0))
+    positive = b >= 0
+    xi = jnp.where(positive, 2 * c, root - b) / jnp.where(positive, -b - root, 2 * a)
+    xi = jnp.clip(xi, 0, 1)
+    u = x0 + w * xi
+    log_det = _rq_log_slope(s, d0, d1, xi)
+    inside = (z >= yk[0]) & (z <= yk[-1])
+    return jnp.where(inside, u, z), jnp.where(inside, log_det, jnp.zeros_like(log_det))
+
 
 @dataclasses.dataclass(frozen=True)
 class Spline(Mechanism):
     """A monotone rational-quadratic spline of standard normal noise, its knots given by an
     MLP of the parents (Durkan et al. 2019), followed by an output map T.
 
-    ``S`` is a distrax ``RationalQuadraticSpline`` on ``[-bound, bound]`` and the identity
-    outside. ``T`` is ``loc + exp(log_scale)·z`` (learned) for an unbounded node, and a
-    scaled sigmoid onto ``(low, high)`` for a bounded one: samples never leave the support,
-    and data and interventions are accepted on the closed ``[low, high]``. An observation on
-    a bound (an age of exactly 20) is abducted as if it lay ``16 ε`` of the range inside it
-    (ε the dtype's machine epsilon); the round trip reproduces it to about 1e-5 relative.
-    With no parents this is a root flow on a standard normal.
+    ``S`` is a rational-quadratic spline on ``[-bound, bound]`` and the identity outside
+    (continuously differentiable). Its bins are at least ``1/(num_bins + 8)`` of the range
+    wide and high, and its knot derivatives stay within ``e^±1`` of the harmonic mean of the
+    neighbouring bin slopes, so that ``S'`` lies in ``[0.021, 25]`` for any parameters and
+    parents: abduction in float32 then recovers the noise to about 1e-5. ``T`` is
+    ``loc + exp(log_scale)·z`` (learned) for an unbounded node, and a scaled sigmoid onto
+    ``(low, high)`` for a bounded one: samples never leave the support, and data and
+    interventions are accepted on the closed ``[low, high]``. An observation on a bound (an
+    age of exactly 20) is abducted as if it lay ``16 ε`` of the range inside it (ε the dtype's
+    machine epsilon); the round trip reproduces it to about 1e-5 relative. With no parents
+    this is a root flow on a standard normal. Fresh parameters give the identity spline.
 
     Args:
       num_bins: spline bins. hidden: conditioner widths. bound: spline half-range.
       low, high: the support, or None for an unbounded node.
+
+    Example:
+      >>> mech = Spline(num_bins=4)
+      >>> params = mech.init(jax.random.key(0), 2)
+      >>> x = mech.forward(params, jnp.float32(0.3), jnp.array([1.0, 2.0]))
+      >>> round(float(mech.inverse(params, x, jnp.array([1.0, 2.0]))), 6)
+      0.3
     """
 
     num_bins: int = 8
@@ -44,6 +136,10 @@ class Spline(Mechanism):
     high: float | None = None
 
     def __post_init__(self):
+        if not (isinstance(self.num_bins, int) and self.num_bins >= 1):
+            raise ValidationError(f"`num_bins`: expected a positive integer, got {self.num_bins!r}.")
+        if not self.bound > 0:
+            raise ValidationError(f"`bound`: expected a positive half-range, got {self.bound!r}.")
         if (self.low is None) != (self.high is None):
             raise ValidationError("`low`/`high`: expected both bounds or neither.")
         if self.low is not None and not self.low < self.high:
@@ -63,16 +159,8 @@ class Spline(Mechanism):
             params["log_scale"] = jnp.zeros(())
         return params
 
-    def _spline(self, params: Any, pa: jax.Array) -> distrax.RationalQuadraticSpline:
-        return distrax.RationalQuadraticSpline(
-            self._net().apply(params["net"], pa), range_min=-self.bound, range_max=self.bound,
-            boundary_slopes="identity")
-
-    def _apply(self, method: str, params: Any, pa: jax.Array, value: jax.Array):
-        # distrax's spline mixes dtypes internally; scope the standard promotion rules to this
-        # call so that callers running JAX with strict promotion can still use it.
-        with jax.numpy_dtype_promotion("standard"):
-            return getattr(self._spline(params, pa), method)(value)
+    def _knots(self, params: Any, pa: jax.Array):
+        return _knots(self._net().apply(params["net"], pa), self.num_bins, self.bound)
 
     def sample_noise(self, key: jax.Array) -> jax.Array:
         return jax.random.normal(key, ())
@@ -93,16 +181,16 @@ class Spline(Mechanism):
         return (x - params["loc"]) * jnp.exp(-params["log_scale"]), params["log_scale"]
 
     def forward(self, params: Any, u: jax.Array, pa: jax.Array) -> jax.Array:
-        return self._out(params, self._apply("forward", params, pa, u))
+        return self._out(params, _rq_forward(self._knots(params, pa), u)[0])
 
     def inverse(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
         z, _ = self._out_inverse(params, x)
-        return self._apply("inverse", params, pa, z)
+        return _rq_inverse(self._knots(params, pa), z)[0]
 
     def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
         z, log_dt = self._out_inverse(params, x)
-        u, log_du = self._apply("inverse_and_log_det", params, pa, z)
-        return -0.5 * (u * u + _LOG_2PI) + log_du - log_dt
+        u, log_ds = _rq_inverse(self._knots(params, pa), z)
+        return -0.5 * (u * u + _LOG_2PI) - log_ds - log_dt
 
     def encode(self, x: jax.Array) -> jax.Array:
         """Bounded nodes enter their children rescaled to [0, 1] over ``[low, high]``."""
