@@ -107,7 +107,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--d", type=int, default=384)
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     n, d, k, ridge = args.n, args.d, 2, 1e-3
