@@ -212,7 +212,8 @@ def test_orth_and_leace_give_the_same_cfrs(rng, x64):
 
 def test_orth_and_leace_cfrs_differ_in_proportion_to_the_ridge(rng, x64):
     # Identical only as the ridge goes to 0: the penalty acts on different parametrisations.
-    # At fit_cfr's default ridge the difference is measurable, and it is first order in it.
+    # At fit_cfr's default ridge the difference is measurable; as the ridge goes to 0 it is first
+    # order in it (at ridge 1 higher orders still show: the ratio to ridge 1e-2 is 85 to 100).
     data = R.synthetic_embeddings(2000, d=12, n_values=3, seed=int(rng.integers(1 << 30)), dtype=np.float64)
 
     def gap(ridge):
@@ -220,9 +221,10 @@ def test_orth_and_leace_cfrs_differ_in_proportion_to_the_ridge(rng, x64):
         b = np.asarray(R.counterfactuals(R.fit_cfr(data.X, data.z, ridge=ridge, method="leace"), data.X))
         return np.abs(a - b).max() / np.abs(a).max()
 
-    default, small, smaller = gap(1.0), gap(1e-2), gap(1e-4)
+    default, small, smaller, tiny = gap(1.0), gap(1e-2), gap(1e-4), gap(1e-6)
     assert default > 1e-5  # about 1e-3 here, far above float64 rounding: not the same CFRs
-    np.testing.assert_allclose([default / small, small / smaller], [100.0, 100.0], rtol=0.1)
+    assert default > 50 * small
+    np.testing.assert_allclose([small / smaller, smaller / tiny], [100.0, 100.0], rtol=0.02)
 
 
 def test_counterfactuals_layout_and_per_unit_targets(rng):
