@@ -32,12 +32,6 @@ def first_time(fn) -> float:
     return time.perf_counter() - t0
 
 
-def first_and_median(fn, repeats: int, warmup: int = 1) -> tuple[float, float]:
-    """``(first call, warm median)`` in seconds: the first call (compilation included for a
-    function not yet compiled at these shapes), then :func:`median_time`."""
-    return first_time(fn), median_time(fn, repeats, warmup)
-
-
 def conditions() -> str:
     """One line: cores, JAX/numpy versions, platform."""
     return (f"{os.cpu_count()} CPU cores ({platform.machine()}), jax {jax.__version__} on "
