@@ -125,6 +125,37 @@ def test_regressions_match_sklearn_ridge_per_class(rng, x64):
         np.testing.assert_allclose(chol @ chol.T, cov, rtol=1e-7, atol=1e-12)
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_float32_residual_covariance_when_x_perp_nearly_predicts_c(rng, k):
+    # c nearly a function of x⊥ (residual σ 3e-3 against a class shift of 20 and an O(1)
+    # regression part): from the moments the residual covariance would be a small difference of
+    # large terms, which float32 loses (negative variances, NaN Cholesky factors).
+    n, d, shift, sigma = 4000, 12, 20.0, 3e-3
+    z = rng.integers(0, k, n)
+    h = rng.normal(size=(n, d))
+    w = rng.normal(size=(d - k + 1, k - 1)) / np.sqrt(d)
+    c = shift * np.eye(k)[z][:, 1:] + h[:, k - 1:] @ w + sigma * h[:, :k - 1]
+    X = np.c_[c, h[:, k - 1:]] @ np.linalg.qr(rng.normal(size=(d, d)))[0] + 3 * rng.normal(size=d)
+    model = R.fit_cfr(X.astype(np.float32), z)
+    chol = np.asarray(model.resid_chol, np.float64)
+    assert np.isfinite(chol).all()
+    # float64 reference: scipy's orth subspace, scikit-learn's Ridge per class on x⊥. For r > 1
+    # the two bases of the subspace may differ by a rotation: compare basis Σ basisᵀ (d, d).
+    onehot = np.eye(k)[z]
+    E = scipy.linalg.orth(((X - X.mean(0)).T @ (onehot - onehot.mean(0)))[:, 1:]).T
+    c_ref = X @ E.T
+    x_perp = X - c_ref @ E
+    basis = np.asarray(model.subspace.basis, np.float64)
+    for v in range(k):
+        rows = z == v
+        resid = c_ref[rows] - Ridge(alpha=1.0).fit(x_perp[rows], c_ref[rows]).predict(x_perp[rows]).reshape(-1, k - 1)
+        cov = resid.T @ resid / rows.sum()
+        assert np.trace(cov) < 1e-4 * c_ref[rows].var(0).sum()  # the regime: R² above 0.9999
+        ref = E.T @ cov @ E
+        got = basis @ chol[v] @ chol[v].T @ basis.T
+        np.testing.assert_allclose(got, ref, atol=0.05 * np.abs(ref).max())  # 0.5 to NaN from the moments
+
+
 def _backend_compiles(fn):
     """Run ``fn()``; the names of the programs XLA compiled meanwhile."""
     names = []

@@ -77,42 +77,58 @@ def _full_precision():
     return jax.default_matmul_precision("highest")
 
 
-_CHUNK = 1024  # rows per Gram block in :func:`_class_grams`
+_CHUNK = 1024  # rows per block in :func:`_class_outer`
 
 
-def _class_grams(X: jax.Array, z: jax.Array, k: int) -> jax.Array:
-    """``Σ_{i: z_i = v} x_i x_iᵀ`` for each concept value v: ``(k, d, d)``, n·d² work in all.
+def _class_outer(X: jax.Array, z: jax.Array, k: int,
+                 feature: Callable[[jax.Array, jax.Array], jax.Array]) -> jax.Array:
+    """``Σ_{i: z_i = v} f(x_i, v) f(x_i, v)ᵀ`` for each concept value v: ``(k, p, p)``.
 
-    A masked Gram per class would cost k·n·d², and slicing each class's rows out of the sorted
-    data would make the class counts static (one compilation per set of counts). Instead the
-    rows are sorted by value and cut into fixed blocks of B rows: each block's rows of its first
-    row's value go to that value's Gram in one matmul (a scan over blocks); the rows of any
-    other value — they follow one of the k - 1 boundaries between values, so there are fewer
-    than (k - 1)·B of them — are gathered into a fixed-size buffer and added value by value.
-    Every shape depends on n, d and k only.
+    ``feature(rows (m, d), v) -> (m, p)`` maps rows of X by value v's map: the rows themselves
+    for the class Gram matrices (p = d, n·d² work in all), the regression residuals for the
+    residual covariances (p = r, n·d·r work).
+
+    A masked sum per class would cost k times as much, and slicing each class's rows out of
+    the sorted data would make the class counts static (one compilation per set of counts).
+    Instead the row indices are sorted by value and cut into fixed blocks of B: each block's
+    rows of its first row's value are gathered and go to that value's sum in one matmul (a scan
+    over blocks, so no sorted copy of X is made); the rows of any other value — they follow one
+    of the k - 1 boundaries between values, so there are fewer than (k - 1)·B of them — are
+    gathered into a fixed-size buffer, mapped by every value's map and added with one-hot
+    weights. Every shape depends on n, d and k only.
     """
     n, d = X.shape
     B = min(_CHUNK, n)
     m = -(-n // B)
+    pad = m * B - n + 1  # padding positions (weight 0, row 0), the last one the gather's fill
     order = jnp.argsort(z, stable=True)
-    pad = m * B - n + 1  # zero rows (they add nothing), the last one the gather's fill
-    Xs = jnp.concatenate([X[order], jnp.zeros((pad, d), X.dtype)])
-    zs = jnp.concatenate([z[order], jnp.full((pad,), k - 1, z.dtype)])  # still sorted
-    blocks, codes = Xs[:m * B].reshape(m, B, d), zs[:m * B].reshape(m, B)
+    order = jnp.concatenate([order, jnp.zeros((pad,), order.dtype)])
+    zs = jnp.concatenate([z[order[:n]], jnp.full((pad,), k - 1, z.dtype)])  # still sorted
+    real = jnp.arange(m * B + 1) < n
+    rows, codes = order[:m * B].reshape(m, B), zs[:m * B].reshape(m, B)
     lead = codes[:, 0]
     regular = codes == lead[:, None]
+    keep = (regular & real[:m * B].reshape(m, B)).astype(X.dtype)
 
     def step(acc, block):
-        x, keep, v = block
-        return acc.at[v].add(x.T @ (x * keep[:, None].astype(x.dtype))), None
+        i, w, v = block
+        f = feature(X[i], v)  # one block's rows gathered at a time: no sorted copy of X
+        return acc.at[v].add(f.T @ (f * w[:, None])), None
 
-    grams, _ = jax.lax.scan(step, jnp.zeros((k, d, d), X.dtype), (blocks, regular, lead))
+    p = jax.eval_shape(feature, X[:B], lead[0]).shape[-1]
+    sums, _ = jax.lax.scan(step, jnp.zeros((k, p, p), X.dtype), (rows, keep, lead))
     if k > 1:
         (rest,) = jnp.nonzero(~regular.reshape(-1), size=(k - 1) * B, fill_value=m * B)
-        xr = Xs[rest]
-        onehot = jax.nn.one_hot(zs[rest], k, dtype=X.dtype)
-        grams = grams + jnp.einsum("iv,id,ie->vde", onehot, xr, xr)
-    return grams
+        xr = X[order[rest]]
+        weights = jax.nn.one_hot(zs[rest], k, dtype=X.dtype) * real[rest][:, None].astype(X.dtype)
+        f = jax.vmap(feature, in_axes=(None, 0))(xr, jnp.arange(k))  # (k, (k - 1) B, p)
+        sums = sums + jnp.einsum("vip,iv,viq->vpq", f, weights, f)
+    return sums
+
+
+def _class_grams(X: jax.Array, z: jax.Array, k: int) -> jax.Array:
+    """``Σ_{i: z_i = v} x_i x_iᵀ`` for each concept value v: ``(k, d, d)``, n·d² work in all."""
+    return _class_outer(X, z, k, lambda x, v: x)
 
 
 @functools.partial(jax.jit, static_argnames="k")
@@ -138,42 +154,74 @@ def class_moments(X: jax.Array, z: Any, n_values: int) -> ClassMoments:
 
 @jax.jit
 def fit_regressions(subspace: ConceptSubspace, moments: ClassMoments,
-                    ridge: jax.Array | float) -> tuple[jax.Array, jax.Array, jax.Array]:
+                    ridge: jax.Array | float) -> tuple[jax.Array, jax.Array]:
     """Ridge regressions of the concept coordinates ``c`` on the orthogonal part ``x⊥``, one per
     concept value, from the class moments of the embeddings alone.
 
     x⊥ and c are affine in x (``x⊥ = x T + t`` with ``T = I - coordᵀ basisᵀ``, ``c - c̄ =
-    coord (x - x̄)``), so each class's centred Gram of x⊥ is ``Tᵀ G T``, its cross-products with
-    c are ``Tᵀ G coordᵀ`` and those of c ``coord G coordᵀ``: no pass over the units beyond
-    :func:`class_moments`. Coefficients ``(Tᵀ G T + ridge·I)⁻¹ Tᵀ G coordᵀ`` and an unpenalised
-    intercept, as scikit-learn's ``Ridge`` fitted on the class's x⊥.
+    coord (x - x̄)``), so each class's centred Gram of x⊥ is ``Tᵀ G T`` and its cross-products
+    with c are ``Tᵀ G coordᵀ``: no pass over the units beyond :func:`class_moments`.
+    Coefficients ``(Tᵀ G T + ridge·I)⁻¹ Tᵀ G coordᵀ`` and an unpenalised intercept, as
+    scikit-learn's ``Ridge`` fitted on the class's x⊥.
+
+    The residual covariances are not computed here: see :func:`fit_cfr` for why they take a
+    pass over the units.
 
     Returns:
-        ``coef (k, d, r)``, ``intercept (k, r)``, residual covariances ``(k, r, r)`` (divided
-        by the class size).
+        ``coef (k, d, r)``, ``intercept (k, r)``.
     """
     coord, basis, center = subspace.coord, subspace.basis, subspace.center
     d = coord.shape[1]
     eye = jnp.eye(d, dtype=coord.dtype)
     T = eye - coord.T @ basis.T
 
-    def one(n_k, mean, G):
+    def one(mean, G):
         Gp = T.T @ G @ T
         cross = T.T @ G @ coord.T  # (d, r)
-        cc = coord @ G @ coord.T  # (r, r)
         coef = jnp.linalg.solve(Gp + ridge * eye, cross)
         mean_perp = mean - basis @ (coord @ (mean - center))
         intercept = coord @ (mean - center) - mean_perp @ coef
-        resid = cc - coef.T @ cross - cross.T @ coef + coef.T @ Gp @ coef
-        return coef, intercept, 0.5 * (resid + resid.T) / n_k
+        return coef, intercept
 
     with _full_precision():
-        return jax.vmap(one)(moments.counts, moments.means, moments.grams)
+        return jax.vmap(one)(moments.means, moments.grams)
+
+
+@functools.partial(jax.jit, static_argnames="k")
+def _residual_covariances(subspace: ConceptSubspace, X: jax.Array, z: jax.Array, k: int,
+                          moments: ClassMoments, coef: jax.Array) -> jax.Array:
+    """Each class's covariance of its regression residuals ``(k, r, r)`` (divided by the class
+    size), summed over the residuals themselves.
+
+    With the intercept fitted (the class means of c and of x⊥ meet the regression), a unit's
+    residual is a linear map of its class-centred embedding:
+    ``c_i - ν_z(x⊥_i) = (x_i - x̄_z) M_z`` with ``M_z = coordᵀ - T coef_z`` (``(d, r)``).
+    """
+    coord, basis = subspace.coord, subspace.basis
+    with _full_precision():
+        M = coord.T[None] - (coef - coord.T[None] @ (basis.T[None] @ coef))  # T coef without T: (k, d, r)
+
+        def residuals(x, v):
+            return (x - moments.means[v][None]) @ M[v]
+
+        cov = _class_outer(X, z, k, residuals) / moments.counts[:, None, None]
+    return 0.5 * (cov + jnp.swapaxes(cov, 1, 2))
 
 
 def fit_cfr(X: Any, z: Any, *, n_values: int | None = None, method: str = "orth", ridge: float = 1.0,
             shrinkage: float | str = "ledoit_wolf", jitter: float = 1e-6) -> CFRModel:
-    """Fit the concept subspace and the per-concept-value regressions.
+    """Fit the concept subspace, the per-concept-value regressions and their residual Gaussians.
+
+    The regressions come from the class moments (:func:`class_moments`, :func:`fit_regressions`);
+    the residual covariances from the residuals themselves, in a second pass over the units
+    (n·d·r work against the moments' n·d², and one compilation per ``(n, d, k)`` as well): a
+    unit's residual is ``(x_i - x̄_z) M_z`` with ``M_z = coordᵀ - T coef_z`` (``(d, r)``).
+    From the moments, ``coord G coordᵀ - coefᵀ cross - crossᵀ coef + coefᵀ Gp coef`` would
+    subtract terms as large as c's class variance (and ``‖coef‖² ‖Gp‖``) down to the residual
+    variance: when x⊥ predicts c closely that cancellation loses every digit in float32 and can
+    leave a negative variance (a NaN Cholesky factor). Summed from the residuals, the rounding
+    stays relative to the residuals, and the covariance is that of the coefficients actually
+    fitted, so stochastic CFRs spread exactly as the fitted model's residuals.
 
     Args:
         X: embeddings ``(n, d)`` (their dtype is kept).
@@ -211,7 +259,8 @@ def fit_cfr(X: Any, z: Any, *, n_values: int | None = None, method: str = "orth"
         _checks.fail("z", "at least two units per concept value", f"counts {counts.tolist()}")
     sub = _fit_subspace(X, z, k, method, shrinkage)
     moments = class_moments(X, z, k)
-    coef, intercept, cov = fit_regressions(sub, moments, jnp.asarray(ridge, X.dtype))
+    coef, intercept = fit_regressions(sub, moments, jnp.asarray(ridge, X.dtype))
+    cov = _residual_covariances(sub, X, z, k, moments, coef)
     r = cov.shape[-1]
     scale = jnp.trace(cov, axis1=1, axis2=2)[:, None, None] / r
     chol = jnp.linalg.cholesky(cov + (jitter * scale + jnp.finfo(X.dtype).tiny) * jnp.eye(r, dtype=X.dtype)[None])
