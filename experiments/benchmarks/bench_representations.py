@@ -59,7 +59,8 @@ def _cholesky(a):
 
 def numpy_same_algorithm(X, z, k, ridge, jitter=1e-6):
     """cfjax's algorithm in numpy: class moments, orth basis, ridge normal equations on x⊥
-    (unpenalised intercept), residual Cholesky factors, CFRs into a preallocated array."""
+    (unpenalised intercept), residual covariances from a pass over the residuals and their
+    Cholesky factors, CFRs into a preallocated array."""
     n, d = X.shape
     center = X.mean(0)
     Xc = X - center
@@ -81,12 +82,14 @@ def numpy_same_algorithm(X, z, k, ridge, jitter=1e-6):
     for v in range(k):
         G, mean = grams[v], means[v] + center
         GT = G @ T
-        Gp, cross_v, cc = T.T @ GT, T.T @ (G @ E.T), E @ G @ E.T
+        Gp, cross_v = T.T @ GT, T.T @ (G @ E.T)
         coef[v] = np.linalg.solve(Gp + ridge * np.eye(d, dtype=X.dtype), cross_v)
         mean_perp = mean - E.T @ (E @ mean)
         intercept[v] = E @ mean - mean_perp @ coef[v]
-        resid = (cc - coef[v].T @ cross_v - cross_v.T @ coef[v] + coef[v].T @ Gp @ coef[v]) / counts[v]
-        resid = 0.5 * (resid + resid.T)
+        # Residual covariance from the residuals (a second pass, as cfjax): the moment formula
+        # cc - coefᵀcross - crossᵀcoef + coefᵀGp coef cancels catastrophically in float32.
+        res = Xc[z == v] @ (E.T - T @ coef[v]) - (means[v] @ (E.T - T @ coef[v]))
+        resid = res.T @ res / counts[v]
         chol[v] = _cholesky(resid + (jitter * np.trace(resid) / r) * np.eye(r, dtype=X.dtype))
     # CFRs: x + (ν_v(x⊥) - c) Eᵀ with x⊥ @ coef = x @ coef - c @ (E coef), never forming x⊥.
     c = X @ E.T
