@@ -123,7 +123,8 @@ def test_ridge_cv_matches_sklearn_grid_search(rng, x64):
     Z = rng.normal(size=(211, 2))
     y = Z[:, 0] - 0.5 * Z[:, 1] ** 2 + 0.3 * Z[:, 0] * Z[:, 1] + 0.3 * rng.normal(size=211)
     degrees, lambdas = (1, 2, 3), (1e-3, 1.0, 30.0, 1e3)
-    ours = S.ridge_cv(Z, y, degrees=degrees, lambdas=lambdas)
+    # The MSE option (the paper's R² default is checked in test_sensitivity_cv.py).
+    ours = S.ridge_cv(Z, y, degrees=degrees, lambdas=lambdas, score="mse")
     pipe = make_pipeline(PolynomialFeatures(), Ridge(fit_intercept=False))
     grid = GridSearchCV(pipe, {"polynomialfeatures__degree": degrees, "ridge__alpha": lambdas}, cv=5,
                         scoring="neg_mean_squared_error").fit(Z, y)
@@ -135,13 +136,14 @@ def test_ridge_cv_matches_sklearn_grid_search(rng, x64):
 
 def test_fit_selects_a_shared_lambda_and_the_best_degree_per_equation(rng, x64):
     graph, data = three_feature_problem(rng, n=600)
-    model = S.fit(graph, data, SMALL)
+    settings = SMALL.replace(cv_score="mse")  # summed held-out MSE (R²: test_sensitivity_cv.py)
+    model = S.fit(graph, data, settings)
     table = model.selection["equation_cv"]  # (m, degrees, lambdas)
     best = table.min(1).sum(0)
     k = int(np.argmin(best))
     assert model.selection["lam"] == [SMALL.lambdas[k]] * 3
     assert model.degrees == tuple(SMALL.degrees[i] for i in table[:, :, k].argmin(1))
-    per_eq = S.fit(graph, data, SMALL.replace(shared_lambda=False))
+    per_eq = S.fit(graph, data, settings.replace(shared_lambda=False))
     assert per_eq.selection["lam"] == [SMALL.lambdas[i] for i in table.min(1).argmin(1)]
     # The fair predictor is a ridge on Model A's residuals; baselines' unfairness by definition.
     pf = PolynomialFeatures(model.predictor_degree).fit_transform(np.asarray(model.model_a.residuals))
