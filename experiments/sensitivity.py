@@ -126,7 +126,7 @@ def law_school(path, out, key, quick):
             "worst_case": _curve(wc), "inverse": _inverse(inverse), "lambda_sweep": sweep,
             "mse": {"model": _summary(mse_model, mse_settings), "grid": mse_grid.tolist(),
                     "p_max": BUDGETS.tolist(), "cfu": _edge(ps, mse_grid, BUDGETS).tolist()},
-            "variants": variants, "seconds": t_main}
+            "variants": variants, "seconds": t_main, "quick": quick}
 
 
 def _overlay(fig, x, cfu, model, recipe, label="CV on MSE"):
@@ -174,7 +174,7 @@ def nhs(path, out, key, quick):
     _save_fig(fig, os.path.join(out, "nhs_curve.png"))
     return {"n": prob.data.n, "model": _summary(model, NHS_SETTINGS), "worst_case": _curve(wc),
             "paper_optimizer": _curve(paper), "inverse": _inverse(inverse), "lambda_sweep": sweep,
-            "mse": {"model": _summary(mse_model, mse_settings), **_curve(mse_wc)}, "seconds": t_main}
+            "mse": {"model": _summary(mse_model, mse_settings), **_curve(mse_wc)}, "seconds": t_main, "quick": quick}
 
 
 def synthetic(out, key):
@@ -331,7 +331,10 @@ def report(res) -> str:
                              f"{v.get('lam', m['lam'])} | {_fmt(v.get('blind', m['baseline_unfairness']['blind']))} |")
             lines.append("")
         if "seconds" in r:
-            lines += [f"Fit, curve and inverse question: {r['seconds']:.0f} s.", ""]
+            reduced = (" Reduced run (`--quick`: " + ("41 grid points" if name == "law_school" else
+                       "100 optimiser steps per run, λ sweep at 0 and the CV choice only") + ")."
+                       if r.get("quick") else "")
+            lines += [f"Fit, curve and inverse question: {r['seconds']:.0f} s (2 shared CPU cores).{reduced}", ""]
     lines += ["## What drives the curves", "", res.get("discussion", ""), ""]
     return "\n".join(lines)
 
