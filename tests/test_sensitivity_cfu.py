@@ -230,11 +230,12 @@ def test_multivariate_worst_case_beats_every_sign_corner(rng, x64):
     P = np.asarray(wc.P[0])
     assert np.abs(P - np.eye(3)).max() <= p_max + 1e-12
     assert float(wc.eigenvalues[0, 0]) >= min_eig
-    # The "pd" parameterisation never leaves the cone; it reaches at least the interior optimum
-    # of its smaller family (smallest eigenvalue >= 1 - p_max), so compare with tanh's loosely.
-    pd = S.worst_case(model, [p_max], key=jax.random.key(1), restarts=2, steps=200, parameterisation="pd")
-    assert float(pd.eigenvalues[0, 0]) >= 1 - p_max - 1e-9
-    assert float(pd.cfu[0]) <= float(wc.cfu[0]) * (1 + 1e-6)
+    # The "pd" parameterisation reaches every usable P, the corners too.
+    pd = S.worst_case(model, [p_max], key=jax.random.key(1), restarts=2, steps=200, parameterisation="pd",
+                      min_eig=min_eig)
+    assert float(pd.eigenvalues[0, 0]) >= min_eig
+    assert np.abs(np.asarray(pd.P[0]) - np.eye(3)).max() <= p_max + 1e-12
+    assert float(pd.cfu[0]) >= max(corner_cfu) * (1 - 1e-7)
 
 
 def test_clique_parameterisation_keeps_unconfounded_pairs_at_zero(rng, x64):
@@ -261,7 +262,8 @@ def test_minibatch_and_warm_start_options_agree_with_full_batch(bivariate, x64):
 def test_inverse_budget_recovers_the_budget_of_a_level(bivariate, x64):
     model, _ = bivariate
     level = float(np.nanmax(np.asarray(S.cfu_grid(model, [-0.55, 0.55]))))
-    inv = S.inverse_budget(model, level, key=jax.random.key(0), restarts=2, steps=200, tol=2e-3)
+    # Two restarts sit at the two sign corners, whose CFU differ by 20-30x here: no warning wanted.
+    inv = S.inverse_budget(model, level, key=jax.random.key(0), restarts=2, steps=200, tol=2e-3, warn_ratio=None)
     assert inv.lo <= 0.55 + 1e-3 and inv.p_max == pytest.approx(0.55, abs=3e-3)
     huge = S.inverse_budget(model, 1e6, key=jax.random.key(0), restarts=1, steps=20)
     assert np.isnan(huge.p_max)

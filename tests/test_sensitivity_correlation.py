@@ -27,13 +27,21 @@ def test_tanh_parameterisation_stays_within_the_budget(m, c, p_max, seed):
                 assert P[j, k] == pytest.approx(p_max * np.tanh(G[j, k]), abs=1e-5)
 
 
-@given(m=st.integers(2, 7), p_max=st.floats(0.0, 0.99), seed=st.integers(0, 2**31 - 1))
-def test_pd_parameterisation_is_positive_definite_by_construction(m, p_max, seed):
-    L = np.random.default_rng(seed).normal(size=(m, m)) * 5
+@given(m=st.integers(2, 7), p_max=st.floats(0.0, 0.99), log_eig=st.floats(-4, -0.5), scale=st.floats(0.01, 10),
+       seed=st.integers(0, 2**31 - 1))
+def test_pd_parameterisation_is_usable_by_construction(m, p_max, log_eig, scale, seed):
+    min_eig = 10.0**log_eig
+    L = np.random.default_rng(seed).normal(size=(m, m)) * scale
     with jax.enable_x64(True):
-        P = np.asarray(C.pd_correlation(jnp.asarray(L), p_max))
-    eig = C.check_correlation(P, p_max=p_max, min_eig=(1 - p_max) - 1e-9)
-    assert eig[0] >= 1 - p_max - 1e-9
+        P = np.asarray(C.pd_correlation(jnp.asarray(L), p_max, min_eig))
+    eig = C.check_correlation(P, p_max=p_max, min_eig=min_eig)
+    # Within the budget, above the margin, and on the boundary unless L's own correlations are usable.
+    R = (L @ L.T) / np.outer(np.linalg.norm(L, axis=1), np.linalg.norm(L, axis=1))
+    inside = np.abs(R - np.eye(m)).max() <= p_max and np.linalg.eigvalsh(R)[0] >= min_eig
+    if inside:
+        np.testing.assert_allclose(P, R, atol=1e-10)
+    else:
+        assert eig[0] == pytest.approx(min_eig, abs=1e-9) or np.abs(P - np.eye(m)).max() == pytest.approx(p_max)
 
 
 def test_clique_parameterisation_zeroes_pairs_without_a_shared_clique(rng):

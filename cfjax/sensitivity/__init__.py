@@ -13,6 +13,7 @@ from cfjax.sensitivity.cfu import cfu as cfu
 from cfjax.sensitivity.cfu import cfu_grid as cfu_grid
 from cfjax.sensitivity.cfu import cfu_of as cfu_of
 from cfjax.sensitivity.cfu import counterfactual_features as counterfactual_features
+from cfjax.sensitivity.correlation import boundary_scale as boundary_scale
 from cfjax.sensitivity.correlation import check_budget as check_budget
 from cfjax.sensitivity.correlation import check_correlation as check_correlation
 from cfjax.sensitivity.correlation import clique_correlation as clique_correlation
@@ -47,6 +48,7 @@ from cfjax.sensitivity.ridge import RidgeFit as RidgeFit
 from cfjax.sensitivity.ridge import cv_scores as cv_scores
 from cfjax.sensitivity.ridge import fold_ids as fold_ids
 from cfjax.sensitivity.ridge import ridge_cv as ridge_cv
+from cfjax.sensitivity.search import ConvergenceWarning as ConvergenceWarning
 from cfjax.sensitivity.search import InverseBudget as InverseBudget
 from cfjax.sensitivity.search import WorstCase as WorstCase
 from cfjax.sensitivity.search import inverse_budget as inverse_budget
@@ -55,6 +57,7 @@ from cfjax.sensitivity.search import sign_corners as sign_corners
 from cfjax.sensitivity.search import worst_case as worst_case
 
 __all__ = [
+    "ConvergenceWarning",
     "Design",
     "FairModel",
     "FairnessData",
@@ -67,6 +70,7 @@ __all__ = [
     "Settings",
     "WorstCase",
     "bivariate_correlation",
+    "boundary_scale",
     "cfu",
     "cfu_grid",
     "cfu_of",

@@ -9,9 +9,13 @@ with a margin). Three parameterisations map unconstrained ``L`` to P:
   within the budget but not always positive definite (see :func:`star_correlation`);
 - :func:`clique_correlation`: the same with ``L ∈ R^{m×c}`` masked to known cliques, so the
   pairs that share no clique have correlation exactly zero;
-- :func:`pd_correlation`: ``P = (1 − p_max) I + p_max R`` with R the correlation matrix of
-  ``L Lᵀ + εI``: within the budget and positive definite by construction (smallest eigenvalue
-  ≥ 1 − p_max).
+- :func:`pd_correlation`: R the correlation matrix of ``L Lᵀ``, pulled toward I along the ray
+  from I only as far as the budget and the eigenvalue margin require: usable by construction,
+  and onto the whole usable set (every usable P is reached, the margin and the budget's edges
+  included).
+
+:func:`boundary_scale` is the closed form behind it: how far from I along a direction a P stays
+usable (the usable set is convex and contains I, so every ray from I leaves it exactly once).
 
 :func:`check_correlation` is the gate that every P passes before it is used: a P outside the
 budget or below the eigenvalue margin raises ValidationError; :func:`correlation_margin` is its
@@ -34,6 +38,7 @@ __all__ = [
     "clique_correlation",
     "pd_correlation",
     "star_correlation",
+    "boundary_scale",
     "check_budget",
     "check_correlation",
     "correlation_margin",
@@ -80,18 +85,68 @@ def clique_correlation(L: jax.Array, cliques: Any, p_max: Any) -> jax.Array:
     return tanh_correlation(jnp.where(mask, L, 0), p_max)
 
 
-def pd_correlation(L: jax.Array, p_max: Any, eps: float = 1e-6) -> jax.Array:
-    """``P = (1 − p_max) I + p_max R``, R the correlation matrix of ``L Lᵀ + eps·I``.
+def _safe_div(num: jax.Array, den: jax.Array) -> jax.Array:
+    """``num / den`` where ``den > 0``, +inf elsewhere (NaN-free gradients)."""
+    ok = den > 0
+    return jnp.where(ok, num / jnp.where(ok, den, 1), jnp.inf)
 
-    Every off-diagonal is ``p_max R_jk ∈ [−p_max, p_max]`` and the smallest eigenvalue is at
-    least ``1 − p_max``: within the budget and positive definite for every L.
+
+def _slack(dtype, m: int) -> float:
+    """How far inside the eigenvalue margin a P built to sit on it is aimed, so that rounding
+    in its eigenvalues never puts it below (a few ulps per row)."""
+    return 8.0 * m * float(jnp.finfo(dtype).eps)
+
+
+def boundary_scale(D: jax.Array, p_max: Any, min_eig: float = 1e-3) -> jax.Array:
+    """The largest ``s ≥ 0`` for which ``I + s D`` is usable: every ``|s D_jk| ≤ p_max`` and
+    ``λ_min(I + s D) ≥ min_eig`` (aimed a few ulps inside the margin, so that the point passes
+    :func:`correlation_margin` despite rounding).
+
+    Closed form, for ``D (m, m)`` symmetric with zero diagonal: ``λ_min(I + s D) = 1 + s λ_min(D)``,
+    so ``s = min(p_max / max|D_jk|, (1 − min_eig) / (−λ_min(D)))``; +inf for ``D = 0``.
+    Differentiable almost everywhere (NaN-free).
+
+    Example:
+      >>> S = jnp.array([[0.0, 1, 1], [1, 0, -1], [1, -1, 0]])  # a frustrated sign pattern
+      >>> round(float(boundary_scale(S, 0.6, 0.01)), 4)  # λ_min(S) = −2: the margin, not the box
+      0.495
+    """
+    D = jnp.asarray(D)
+    m = D.shape[0]
+    p_max = jnp.asarray(p_max, D.dtype)
+    off = jnp.max(jnp.abs(D))
+    neg = -jnp.linalg.eigvalsh(D)[0]
+    room = 1.0 - min_eig - _slack(D.dtype, m)
+    return jnp.minimum(_safe_div(p_max, off), _safe_div(jnp.asarray(room, D.dtype), neg))
+
+
+def pd_correlation(L: jax.Array, p_max: Any, min_eig: float = 1e-3) -> jax.Array:
+    """Every usable correlation matrix from an unconstrained ``L (m, c)``.
+
+    ``R`` is the correlation matrix of ``L Lᵀ`` (rows of L normalised; a zero row is
+    uncorrelated with the others), then ``P = I + min(1, s) (R − I)`` with
+    ``s = boundary_scale(R − I, p_max, min_eig)``: R itself when it is usable, otherwise R
+    pulled toward I along the ray from I until it meets the budget's edge (``|P_jk| = p_max``)
+    or the eigenvalue margin (``λ_min(P) = min_eig``). So every P is within the budget with
+    smallest eigenvalue ≥ ``min_eig``, and every such P is reached (``L = cholesky(P)`` gives
+    ``P``): the margin and the budget's edges included, where worst cases usually sit.
+    Continuous and differentiable almost everywhere in L (beyond the boundary the ray's
+    direction still moves P along it).
+
+    Example:
+      >>> P = pd_correlation(jnp.array([[1.0, 0.0], [1.0, 0.1]]), 0.5)
+      >>> [round(v, 4) for v in P.reshape(-1).tolist()]
+      [1.0, 0.5, 0.5, 1.0]
     """
     L = jnp.asarray(L)
     m = L.shape[0]
-    S = L @ L.T + eps * jnp.eye(m, dtype=L.dtype)
-    d = jnp.sqrt(jnp.diag(S))
-    R = S / (d[:, None] * d[None, :])
-    return (1.0 - p_max) * jnp.eye(m, dtype=L.dtype) + p_max * R
+    eye = jnp.eye(m, dtype=L.dtype)
+    G = L @ L.T
+    inv = jax.lax.rsqrt(jnp.maximum(jnp.diag(G), jnp.finfo(L.dtype).tiny))
+    D = (1 - eye) * (G * inv[:, None] * inv[None, :])  # R − I
+    s = jnp.minimum(1.0, boundary_scale(D, p_max, min_eig))
+    p = jnp.asarray(p_max, L.dtype)
+    return eye + jnp.clip(s * D, -p, p)
 
 
 def star_correlation(m: int, p: float) -> np.ndarray:

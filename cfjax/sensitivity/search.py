@@ -1,15 +1,27 @@
 """The worst case within a confounding budget (paper 001, Algorithm 1; SPEC §3), and the
 inverse question.
 
-For each budget ``p_max`` and each random restart, gradient ascent on CFU over the unconstrained
-``L`` of a correlation parameterisation, with optax: full batch or minibatches (uniform draws), early stopping on the (smoothed) objective, and Model B's σ warm-started from the
-previous step. The whole ``p_max`` grid × restarts runs as one jitted, vmapped program (or, with
-``warm_start``, a scan over the sorted budgets — the paper's curriculum — vmapped over restarts).
+For each budget ``p_max`` and each restart, gradient ascent on CFU over the unconstrained ``L``
+of a correlation parameterisation, with optax: full batch or minibatches (uniform draws), early
+stopping on the (smoothed) objective, and Model B's σ warm-started from the previous step. The
+whole ``p_max`` grid × restarts runs as one jitted, vmapped program (or, with ``warm_start``, a
+scan over the sorted budgets — the paper's curriculum — vmapped over restarts).
+
+Worst cases sit on the boundary of the usable set — a budget's edge ``|P_jk| = p_max`` or the
+eigenvalue margin ``λ_min(P) = min_eig`` — often at one of several local maxima, and often at a
+corner where the edges and the margin meet. So the restarts start where the maxima are: points
+on that boundary (the sign corners, scaled back along their ray from I onto the margin where
+they are not usable; the margin's corners, where all entries but one sit at ±p_max; random rays
+from I and along the budget's edges) are screened by their CFU, and the restarts start from the
+best distinct ones.
 
 A step never leaves the usable set: a proposed ``L`` whose P has smallest eigenvalue below
 ``min_eig`` is backtracked (halving the step up to 8 times) and, if no fraction is usable, the
-step is dropped. The answer for each budget is the full-data CFU at the best iterate of the best
-restart, with that P and its eigenvalues.
+step is dropped. Backtracked steps crawl along the margin, so each restart ends with a polish in
+P itself: projected gradient ascent along the boundary on the full-data CFU. The answer for
+each budget is the best restart's, with that P and its eigenvalues; how far the best two
+restarts' answers are apart is reported (and warned about beyond a factor), as a check on the
+search's convergence.
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import warnings
 from typing import Any, Callable
 
 import jax
@@ -26,13 +39,15 @@ import optax
 from flax import struct
 
 from cfjax import _checks
-from cfjax.sensitivity.correlation import (check_budget, clique_correlation, correlation_margin, pd_correlation,
-                                           tanh_correlation)
+from cfjax.sensitivity.correlation import _slack as _margin_slack
+from cfjax.sensitivity.correlation import (boundary_scale, check_budget, clique_correlation, correlation_margin,
+                                           pd_correlation, tanh_correlation)
 from cfjax.sensitivity.cfu import cfu_of
 from cfjax.sensitivity.linear import fit_model_b
 from cfjax.sensitivity.problem import FairModel
 
-__all__ = ["WorstCase", "worst_case", "InverseBudget", "inverse_budget", "sign_corners", "paper_optimizer"]
+__all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "InverseBudget", "inverse_budget", "sign_corners",
+           "paper_optimizer"]
 
 _RUN_GROUP = 4  # runs vmapped together per optimiser step on XLA:CPU (see _run_group)
 _SCHEDULER_OFF = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
@@ -51,7 +66,26 @@ def _run_group(runs: int) -> int | None:
     if jax.default_backend() != "cpu" or _SCHEDULER_OFF in os.environ.get("XLA_FLAGS", ""):
         return None
     return _RUN_GROUP if runs > _RUN_GROUP else None
+
+
+def _over_runs(fn: Callable, args: Any) -> Any:
+    """``fn`` over the leading (run) axis of ``args``: every run in one vmap, or in vmapped
+    groups one after another on XLA:CPU (:func:`_run_group`)."""
+    group = _run_group(jax.tree.leaves(args)[0].shape[0])
+    if group is None:
+        return jax.vmap(fn)(args)
+    return jax.lax.map(fn, args, batch_size=group)
+
+
 _BACKTRACK = 0.5 ** np.arange(9)  # 1, 1/2, ..., 1/256 of the proposed step
+_TANH_SEED = 0.995  # tanh reaches the boundary only in the limit: its starts sit this far along the ray
+_POLISH_START, _POLISH_STOP = 1e-2, 1e-5  # the polish's first and smallest step, in units of p_max
+_DISTINCT = 0.1  # restarts' starts differ by more than this fraction of p_max in some entry
+
+
+class ConvergenceWarning(UserWarning):
+    """The worst case rests on one restart: the best two restarts' answers differ by more than
+    the factor :func:`worst_case`'s ``warn_ratio`` allows (more restarts or steps may find more)."""
 
 
 @struct.dataclass
@@ -61,8 +95,12 @@ class WorstCase:
     ``p_max (B,)``; ``cfu (B,)``: the worst case found (full data, best restart, and never
     below a smaller budget's, whose P is also feasible here); ``P (B, m, m)``
     and ``eigenvalues (B, m)`` (ascending) of that correlation; ``restart_cfu (B, R)``: every
-    restart's answer; ``steps (B, R)``: steps taken before stopping; ``history (B, R, S)``: the
-    objective tracked at each step (NaN after stopping); ``min_eig``: the margin used.
+    restart's answer (−inf for a restart that found no usable P); ``restart_ratio (B,)``: the
+    convergence diagnostic, the best restart's answer over the second best's (1 when two
+    restarts agree on the worst case, large when it was found by one restart only; +inf when
+    no other restart found a positive CFU, NaN with a single restart); ``steps (B, R)``: steps
+    taken before stopping; ``history (B, R, S)``: the objective tracked at each step (NaN after
+    stopping); ``min_eig``: the margin used.
     """
 
     p_max: jax.Array
@@ -70,6 +108,7 @@ class WorstCase:
     P: jax.Array
     eigenvalues: jax.Array
     restart_cfu: jax.Array
+    restart_ratio: jax.Array
     steps: jax.Array
     history: jax.Array
     min_eig: float = struct.field(pytree_node=False)
@@ -81,7 +120,76 @@ def paper_optimizer() -> optax.GradientTransformation:
     return optax.sgd(100.0, momentum=0.9, nesterov=True)
 
 
-def _parameterisation(kind: str, cliques: Any, m: int) -> tuple[Callable, tuple[int, int], np.ndarray]:
+@dataclasses.dataclass(frozen=True)
+class _Tanh:
+    """The paper's parameterisation; ``seed`` inverts it (a little inside the target P)."""
+
+    def __call__(self, L, p_max):
+        return tanh_correlation(L, p_max)
+
+    def seed(self, P, p_max):
+        """A lower-triangular L whose P is ``I + 0.995 (P − I)``: ``L Lᵀ`` has ``artanh`` of the
+        target's entries over ``p_max`` off the diagonal, a dominant diagonal."""
+        eye = jnp.eye(P.shape[0], dtype=P.dtype)
+        p = jnp.where(p_max > 0, p_max, 1)
+        G = (1 - eye) * jnp.arctanh(jnp.clip(_TANH_SEED * (P - eye) / p, -_TANH_SEED, _TANH_SEED))
+        return jnp.linalg.cholesky(G + jnp.diag(jnp.sum(jnp.abs(G), axis=1) + 1.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class _PD:
+    """:func:`pd_correlation` with the search's margin; ``seed``: its exact inverse."""
+
+    min_eig: float
+
+    def __call__(self, L, p_max):
+        return pd_correlation(L, p_max, self.min_eig)
+
+    def seed(self, P, p_max):
+        return jnp.linalg.cholesky(P)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cliques:
+    """The clique parameterisation for a fixed membership mask, hashable by value (no seeds:
+    its restarts start from the random initialisation)."""
+
+    mask: tuple
+    seed = None
+
+    def __call__(self, L, p_max):
+        return clique_correlation(L, np.asarray(self.mask), p_max)
+
+
+def _project_usable(P: jax.Array, p_max: jax.Array, min_eig: float, iterations: int = 60) -> jax.Array:
+    """The usable P nearest to a symmetric ``P`` (Frobenius): Dykstra's alternating projections
+    between the budget's box (unit diagonal, off-diagonals clipped) and the eigenvalue margin
+    (eigenvalues raised to ``min_eig``), then a last pull along the ray from I, so that the
+    answer is usable whatever the iterations left."""
+    eye = jnp.eye(P.shape[0], dtype=P.dtype)
+
+    def box(X):
+        return eye + jnp.clip((1 - eye) * X, -p_max, p_max)
+
+    def cone(X):
+        w, V = jnp.linalg.eigh(X)
+        return (V * jnp.maximum(w, min_eig)[None, :]) @ V.T
+
+    def body(_, state):
+        x, a, b = state
+        y = box(x + a)
+        a = x + a - y
+        x = cone(y + b)
+        b = y + b - x
+        return x, a, b
+
+    zero = jnp.zeros_like(P)
+    x, _, _ = jax.lax.fori_loop(0, iterations, body, (P, zero, zero))
+    Z = box(x) - eye
+    return eye + jnp.clip(jnp.minimum(1.0, boundary_scale(Z, p_max, min_eig)) * Z, -p_max, p_max)
+
+
+def _parameterisation(kind: str, cliques: Any, m: int, min_eig: float) -> tuple[Callable, tuple[int, int], np.ndarray]:
     """``(P(L, p_max), shape of L, mask of L's free entries)``."""
     if cliques is not None:
         if kind != "tanh":
@@ -92,10 +200,10 @@ def _parameterisation(kind: str, cliques: Any, m: int) -> tuple[Callable, tuple[
         return _Cliques(tuple(map(tuple, mask.tolist()))), mask.shape, mask
     tri = np.tril(np.ones((m, m), bool))
     if kind == "tanh":
-        return tanh_correlation, (m, m), tri
+        return _Tanh(), (m, m), tri
     if kind == "pd":
-        return pd_correlation, (m, m), tri
-    _checks.fail("parameterisation", "'tanh' (the paper's) or 'pd' (positive definite by construction)", repr(kind))
+        return _PD(min_eig), (m, m), tri
+    _checks.fail("parameterisation", "'tanh' (the paper's) or 'pd' (every usable P, by construction)", repr(kind))
 
 
 def _init_L(key: jax.Array, shape: tuple[int, int], mask: np.ndarray, scale: float, dtype) -> jax.Array:
@@ -109,14 +217,15 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
                patience: int = 50, tol: float = 1e-4, min_eig: float = 1e-3, parameterisation: str = "tanh",
                cliques: Any = None, warm_start: bool = False, init_scale: float = 0.1,
                newton_steps: int = 8, log_objective: bool = True, snap: float | None = 0.99,
-               screen_corners: bool = True) -> WorstCase:
+               screen_corners: bool = True, boundary_starts: int = 16, polish: int = 30,
+               warn_ratio: float | None = 10.0) -> WorstCase:
     """Maximise CFU over correlations within each budget (paper 001, Algorithm 1).
 
     Args:
       model: the fitted working model (:func:`cfjax.sensitivity.fit`).
       p_max: one budget or a 1-d grid, each in [0, 1).
-      key: randomness for the restarts' initial L and the minibatches.
-      restarts: random restarts per budget.
+      key: randomness for the restarts' initial L, the random boundary starts and the minibatches.
+      restarts: restarts per budget.
       steps: maximum optimiser steps per run.
       optimizer: any optax transformation (default ``optax.adam(0.05)``; the paper's is
         :func:`paper_optimizer`). It minimises −CFU.
@@ -127,7 +236,8 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
       min_eig: the smallest eigenvalue any P used may have (a worst case is only defined with a
         margin from singular P).
       parameterisation: ``"tanh"`` (the paper's; may leave the PD cone: steps are backtracked)
-        or ``"pd"`` (positive definite by construction). ``cliques``: a ``(m, c)`` membership
+        or ``"pd"`` (:func:`~cfjax.sensitivity.pd_correlation`: every P within the budget with
+        smallest eigenvalue ≥ ``min_eig``, and only those). ``cliques``: a ``(m, c)`` membership
         matrix for the clique parameterisation (known zero correlations; tanh only).
       warm_start: the paper's curriculum: budgets in increasing order, each run starting from
         the previous budget's final L (a scan over budgets, vmapped over restarts).
@@ -138,14 +248,36 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
         one whatever the scale of CFU (often 1e-12 to 1e-4), so that Adam's step is not
         swamped by its epsilon; False ascends CFU itself (the paper's recipe, with its large
         learning rate).
-      snap: the tanh parameterisation only approaches the budget's edge (|P_jk| < p_max), so
-        at the end, off-diagonals within a factor ``snap`` of ±p_max are also tried at exactly
-        ±p_max (the limit point), kept when usable and worse for fairness. None disables it.
-      screen_corners: the objective has several local maxima (one per sign pattern, roughly),
-        so before the ascent every sign corner (all off-diagonals ±p_max) that is usable is
-        evaluated, and the restarts start from the best of them (the rest from the paper's
-        random initialisation). Applies to the full parameterisation with at most 5 features
-        (2^10 corners); with ``warm_start`` to the first budget only.
+      snap: the tanh parameterisation only approaches the boundary, and backtracked steps stop
+        short of the margin, so at the end each restart's P is also tried on the boundary: its
+        off-diagonals within a factor ``snap`` of ±p_max at exactly ±p_max (the limit point),
+        then, when it lies within a factor ``snap`` of the boundary along its ray from I, on
+        the boundary along that ray (the budget's edge or the eigenvalue margin); kept when
+        usable and worse for fairness. None disables it.
+      screen_corners: the objective has several local maxima, on the boundary of the usable
+        set, so before the ascent candidate starts on that boundary are screened by their CFU
+        and the restarts start from the best ones that differ by more than 0.1·p_max in some
+        entry (the rest from the paper's random initialisation): every sign corner (all
+        off-diagonals ±p_max; with at most 5 features), scaled back toward I onto the
+        eigenvalue margin where it is not usable; with at most 3 features the margin's corners
+        (all off-diagonals but one at ±p_max, that one where the margin cuts its line, found
+        by bisection on eigenvalues); and ``boundary_starts`` random rays from I (off-diagonal
+        directions uniform in [−1, 1]) stopped at the budget's edge or the margin, and as many
+        along the edge faces (one entry held at ±p_max, the faces in turn). Not with cliques;
+        with ``warm_start`` for the first budget only. The restarts beyond the distinct
+        candidates start near the best ones again (the paper's random spread added to their
+        L). False: every restart from the random initialisation.
+      boundary_starts: how many random rays are screened from I (and as many along the edges).
+      polish: at most this many steps of projected gradient ascent on the full-data CFU that
+        finish every restart, in P itself: each step follows the gradient along the boundary
+        (entries at the budget's edge held, the margin's normal removed), is projected back
+        onto the usable set and kept only if it raises CFU, so that it slides along the margin
+        and the edges and settles where they meet (where the ascent in L, its steps
+        backtracked at the margin, crawls). 0 disables it; not with cliques (it would move the
+        pairs they hold at zero).
+      warn_ratio: warn (:class:`ConvergenceWarning`) when at some budget the best restart's
+        CFU exceeds the second best's by more than this factor (the worst case then rests on
+        one restart; ``restart_ratio`` in the result is that ratio). None never warns.
 
     Returns:
       :class:`WorstCase`, budgets in the order given (sorted when ``warm_start``).
@@ -169,21 +301,51 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
             _checks.fail("batch_size", f"at most the {n} units", repr(batch_size))
     if not (0 < float(min_eig) < 1):
         _checks.fail("min_eig", "a margin in (0, 1)", repr(min_eig))
+    boundary_starts, polish = _count("boundary_starts", boundary_starts), _count("polish", polish)
+    if warn_ratio is not None and not (isinstance(warn_ratio, (int, float)) and warn_ratio >= 1):
+        _checks.fail("warn_ratio", "None or a factor >= 1", repr(warn_ratio))
     m = model.graph.m
-    P_fn, shape, mask = _parameterisation(parameterisation, cliques, m)
+    P_fn, shape, mask = _parameterisation(parameterisation, cliques, m, float(min_eig))
+    screen = bool(screen_corners) and P_fn.seed is not None
     config = _Config(P_fn=P_fn, shape=shape, mask=tuple(map(tuple, mask.tolist())),
                      optimizer=optimizer or _ADAM, steps=steps, batch_size=batch_size,
                      patience=patience, tol=float(tol), min_eig=float(min_eig), init_scale=float(init_scale),
                      newton_steps=newton_steps, warm_start=bool(warm_start), restarts=restarts,
                      log_objective=bool(log_objective), snap=None if snap is None else float(snap),
-                     corners=_corner_signs(m) if screen_corners and cliques is None and m <= 5 else None)
+                     corners=_corner_signs(m) if screen and m <= 5 else (),
+                     boundary_starts=boundary_starts if screen else 0,
+                     polish_steps=polish if cliques is None else 0,
+                     margin_corners=_margin_lines(m) if screen and m <= 3 else ())
     dtype = model.data.X.dtype
     # optax mixes weak and integer types internally: scope the standard promotion rules.
     with jax.numpy_dtype_promotion("standard"):
         budgets = jnp.asarray(budgets, dtype)
         inits = _initial_L(config, model, budgets, key)
         out = _search(config, model, budgets, key, inits)
+    if warn_ratio is not None:
+        _warn_if_apart(out, float(warn_ratio))
     return out
+
+
+def _count(name: str, value: Any) -> int:
+    """A non-negative integer argument, or ValidationError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        _checks.fail(name, "a non-negative integer", repr(value))
+    return int(value)
+
+
+def _warn_if_apart(out: WorstCase, factor: float) -> None:
+    """:class:`ConvergenceWarning` naming the budgets whose best two restarts are more than
+    ``factor`` apart."""
+    ratio = np.asarray(out.restart_ratio)
+    apart = np.flatnonzero(ratio > factor)  # NaN (one restart) is never apart
+    if apart.size:
+        shown = ", ".join(f"p_max = {float(out.p_max[i]):.4g} ({ratio[i]:.3g}x)" for i in apart[:8])
+        more = f" and {apart.size - 8} more" if apart.size > 8 else ""
+        warnings.warn(f"worst_case: the best restart's CFU exceeds the second best's by more than {factor:g}x at "
+                      f"{shown}{more}: that worst case rests on one restart, and more restarts or steps may find "
+                      "a larger one (restart_cfu holds every restart's value; warn_ratio=None silences this)",
+                      ConvergenceWarning, stacklevel=3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,17 +368,10 @@ class _Config:
     restarts: int
     log_objective: bool
     snap: Any
-    corners: Any
-
-
-@dataclasses.dataclass(frozen=True)
-class _Cliques:
-    """The clique parameterisation for a fixed membership mask, hashable by value."""
-
-    mask: tuple
-
-    def __call__(self, L, p_max):
-        return clique_correlation(L, np.asarray(self.mask), p_max)
+    corners: tuple  # sign patterns screened (empty: none)
+    boundary_starts: int  # random rays screened
+    polish_steps: int
+    margin_corners: tuple  # (S0, E) of each line whose usable ends are screened (empty: none)
 
 
 _ADAM = optax.adam(0.05)
@@ -256,12 +411,7 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
         return L_next, opt_state, log_sigma, -loss
 
     def step_all(L, opt_state, log_sigma, p, units):
-        # Every run in one vmap, or in vmapped groups one after another on XLA:CPU (_run_group).
-        one = lambda args: step_one(*args, units)  # noqa: E731
-        group = _run_group(R)
-        if group is None:
-            return jax.vmap(one)((L, opt_state, log_sigma, p))
-        return jax.lax.map(one, (L, opt_state, log_sigma, p), batch_size=group)
+        return _over_runs(lambda args: step_one(*args, units), (L, opt_state, log_sigma, p))
 
     def freeze(active, new, old):
         return jax.tree.map(lambda a, b: jnp.where(active.reshape((R,) + (1,) * (a.ndim - 1)), a, b), new, old)
@@ -300,36 +450,160 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
     return (best_L if bs is None else L_last), steps, history
 
 
+def _on_boundary(D: jax.Array, p_max: jax.Array, min_eig: float) -> jax.Array:
+    """Where the ray from I along direction ``D`` leaves the usable set: ``I + s D``,
+    ``s = boundary_scale(D)`` (off-diagonals clipped to the budget against rounding)."""
+    eye = jnp.eye(D.shape[0], dtype=D.dtype)
+    s = boundary_scale(D, p_max, min_eig)
+    return eye + jnp.clip(jnp.where(jnp.isfinite(s), s, 0) * D, -p_max, p_max)
+
+
+def _last_usable(P0: jax.Array, D: jax.Array, hi: jax.Array, target: jax.Array) -> jax.Array:
+    """The largest ``t ∈ [0, hi]`` with ``λ_min(P0 + t D) ≥ target``, given that ``t = 0``
+    qualifies: ``λ_min`` is concave in t, so the qualifying t form an interval, whose end is
+    found by bisection (kept on the qualifying side)."""
+    def lam(t):
+        return jnp.linalg.eigvalsh(P0 + t * D)[0]
+
+    def halve(_, io):
+        inside, out = io
+        mid = 0.5 * (inside + out)
+        ok = lam(mid) >= target
+        return jnp.where(ok, mid, inside), jnp.where(ok, out, mid)
+
+    inside, _ = jax.lax.fori_loop(0, 60, halve, (jnp.zeros_like(hi), hi))
+    return jnp.where(lam(hi) >= target, hi, inside)
+
+
+def _margin_vertices(S0: jax.Array, E: jax.Array, p_max: jax.Array, min_eig: float):
+    """The two ends of the usable stretch of the line ``I + p_max S0 + x E``, ``|x| ≤ p_max``
+    (S0: signs on every pair but one, E: that pair): ``(lower end, upper end, usable)``.
+
+    ``λ_min`` is concave in x, so the usable x form an interval: its peak by golden-section
+    search, then each end by :func:`_last_usable`. Where an end is inside the box it lies on the
+    eigenvalue margin — a corner where the budget's edges meet the margin, the way sign corners
+    are corners of the box.
+    """
+    eye = jnp.eye(S0.shape[0], dtype=S0.dtype)
+    target = min_eig + _margin_slack(S0.dtype, S0.shape[0])
+    P0 = eye + p_max * S0
+
+    def golden(_, ab):
+        a, b = ab
+        c, d = b - 0.618 * (b - a), a + 0.618 * (b - a)
+        up = jnp.linalg.eigvalsh(P0 + c * E)[0] < jnp.linalg.eigvalsh(P0 + d * E)[0]
+        return jnp.where(up, c, a), jnp.where(up, b, d)
+
+    a, b = jax.lax.fori_loop(0, 60, golden, (-p_max, p_max))
+    peak = P0 + 0.5 * (a + b) * E
+    x = 0.5 * (a + b)
+    usable = jnp.linalg.eigvalsh(peak)[0] >= target
+    return (peak - _last_usable(peak, -E, p_max + x, target) * E,
+            peak + _last_usable(peak, E, p_max - x, target) * E, usable)
+
+
+def _face_ray(D: jax.Array, E: jax.Array, sign: jax.Array, p_max: jax.Array, min_eig: float):
+    """Along the budget's edge ``P_f = sign · p_max`` (E: pair f's indicator): from the face's
+    centre ``I + sign p_max E`` along D (its entry on f dropped) to where the ray leaves the
+    usable set (the box, or the margin by :func:`_last_usable`): ``(P, usable)``. Worst cases
+    often lie on such a face where it meets the margin."""
+    eye = jnp.eye(D.shape[0], dtype=D.dtype)
+    target = min_eig + _margin_slack(D.dtype, D.shape[0])
+    C = eye + sign * p_max * E
+    D = jnp.where(E > 0, 0, D)
+    size = jnp.max(jnp.abs(D))
+    hi = jnp.where(size > 0, p_max / jnp.where(size > 0, size, 1), 0)
+    P = C + _last_usable(C, D, hi, target) * D
+    return jnp.clip(P - eye, -p_max, p_max) + eye, jnp.linalg.eigvalsh(C)[0] >= target
+
+
+def _faces(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every edge face of the budget's box: its pair's indicator ``(2k, m, m)`` and sign ``(2k,)``."""
+    Es, signs = [], []
+    for i in range(m):
+        for j in range(i + 1, m):
+            for sign in (1.0, -1.0):
+                E = np.zeros((m, m))
+                E[i, j] = E[j, i] = 1.0
+                Es.append(E)
+                signs.append(sign)
+    return np.asarray(Es).reshape(-1, m, m), np.asarray(signs)
+
+
+def _directions(cfg: _Config, key: jax.Array, dtype) -> tuple[jax.Array | None, jax.Array | None]:
+    """The screened candidates' directions ``(k, m, m)``: the sign patterns, and random symmetric
+    directions with zero diagonal and off-diagonals uniform in [−1, 1] (None where none)."""
+    m = cfg.shape[0]
+    signs = jnp.asarray(np.asarray(cfg.corners).reshape(-1, m, m), dtype) if cfg.corners else None
+    if not cfg.boundary_starts:
+        return signs, None
+    U = jnp.triu(jax.random.uniform(key, (cfg.boundary_starts, m, m), dtype, -1.0, 1.0), 1)
+    return signs, U + jnp.swapaxes(U, 1, 2)
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def _initial_L(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array) -> jax.Array:
-    """Every budget's restarts' starting L, ``(B, R, ...)``: the best usable sign corners
-    (when screening), then the paper's random initialisation."""
+    """Every budget's restarts' starting L, ``(B, R, ...)``: the best distinct screened
+    boundary points (when screening), then the paper's random initialisation."""
     dtype = budgets.dtype
     mask = np.asarray(cfg.mask)
     keys = jax.random.split(key, cfg.restarts)
     random_inits = jax.vmap(lambda k: _init_L(jax.random.fold_in(k, 0), cfg.shape, mask, cfg.init_scale, dtype))(keys)
+    signs, rays = _directions(cfg, jax.random.fold_in(key, 2), dtype)
 
     def full_cfu(P):
         return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=30))
 
+    def usable(P):
+        return correlation_margin(P, cfg.min_eig) >= 0
+
+    def candidates(p):
+        """Points on the boundary ``(k, m, m)`` and whether each is usable ``(k,)``: the sign
+        corners (pulled onto the margin), the margin's corners, random rays from I and along
+        the budget's edge faces (the faces in turn)."""
+        Ps, oks = [], []
+        for D in (signs, rays):
+            if D is not None:
+                Ps.append(jax.vmap(lambda D: _on_boundary(D, p, cfg.min_eig))(D))
+                oks.append(jax.vmap(usable)(Ps[-1]))
+        if rays is not None and cfg.shape[0] > 1:
+            E, sign = (np.take(a, np.arange(rays.shape[0]) % a.shape[0], axis=0) for a in _faces(cfg.shape[0]))
+            P, ok = jax.vmap(lambda D, E, s: _face_ray(D, E, s, p, cfg.min_eig))(
+                rays, jnp.asarray(E, dtype), jnp.asarray(sign, dtype))
+            Ps.append(P)
+            oks.append(ok & jax.vmap(usable)(P))
+        if cfg.margin_corners:
+            S0, E = (jnp.asarray(np.asarray(a), dtype) for a in zip(*cfg.margin_corners))
+            lower, upper, ok = jax.vmap(lambda S, E: _margin_vertices(S, E, p, cfg.min_eig))(S0, E)
+            Ps, oks = Ps + [lower, upper], oks + [ok & jax.vmap(usable)(lower), ok & jax.vmap(usable)(upper)]
+        return jnp.concatenate(Ps), jnp.concatenate(oks)
+
     def inits_for(p):
-        """The restarts' starting L for budget p: the best usable sign corners, then random."""
-        if cfg.corners is None:
+        """The restarts' starting L for budget p: the best distinct boundary points, then random."""
+        if signs is None and rays is None and not cfg.margin_corners:
             return random_inits
-        signs = jnp.asarray(cfg.corners, dtype)  # (k, m, m), zero diagonal
-        eye = jnp.eye(signs.shape[1], dtype=dtype)
-        usable = jax.vmap(lambda S: correlation_margin(eye + p * S, cfg.min_eig) >= 0)(signs)
-        # Corners one after another: nested vmaps of full-data CFU stalled XLA:CPU on large data.
-        values = jax.lax.map(lambda a: jnp.where(a[1], full_cfu(jnp.where(a[1], eye + p * a[0], eye)), -jnp.inf),
-                             (signs, usable))
-        order = jnp.argsort(-values)[: cfg.restarts]
-        # L with tanh(L Lᵀ) = ±tanh(3) ≈ ±0.995 off the diagonal: just inside the corner.
-        target = 3.0 * signs[order] + (3.0 * (signs.shape[1] - 1) + 1.0) * eye[None]
-        L = jax.vmap(jnp.linalg.cholesky)(target)
-        take = jnp.isfinite(values[order]) & jax.vmap(
-            lambda L: correlation_margin(cfg.P_fn(L, p), cfg.min_eig) >= 0)(L)
-        L = jnp.where(take[:, None, None], L, random_inits[: order.shape[0]])
-        return random_inits.at[: order.shape[0]].set(L)
+        Ps, ok = candidates(p)  # (k, m, m), (k,)
+        eye = jnp.eye(Ps.shape[1], dtype=dtype)
+        # Candidates one after another: nested vmaps of full-data CFU stalled XLA:CPU on large data.
+        values = jax.lax.map(lambda a: jnp.where(a[1], full_cfu(jnp.where(a[1], a[0], eye)), -jnp.inf), (Ps, ok))
+        values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
+        def pick(left, _):
+            # The best candidate left; then drop every candidate within 0.1 p_max of it.
+            i = jnp.argmax(left)
+            found = jnp.isfinite(left[i])
+            near = jnp.max(jnp.abs(Ps - Ps[i][None]), axis=(1, 2)) <= _DISTINCT * p
+            return jnp.where(near, -jnp.inf, left), (i, found)
+
+        _, (chosen, found) = jax.lax.scan(pick, values, None, length=cfg.restarts)
+        # Fewer distinct candidates than restarts: the rest start near the best ones again (the
+        # paper's random spread added to their L), so that the best two restarts can agree.
+        n = jnp.maximum(jnp.sum(found), 1)  # found is a prefix: picks go best first
+        again = chosen[jnp.arange(cfg.restarts) % n]
+        spread = random_inits - jnp.where(mask, jnp.eye(*cfg.shape, dtype=dtype), 0)[None]
+        L = jax.vmap(lambda P: cfg.P_fn.seed(P, p))(Ps[again]) + jnp.where(found[:, None, None], 0.0, spread)
+        take = jnp.isfinite(values[again]) & jax.vmap(lambda L: usable(cfg.P_fn(L, p)))(L) & jnp.all(
+            jnp.isfinite(L), axis=(1, 2))
+        return jnp.where(take[:, None, None], L, random_inits)
 
     if cfg.warm_start:  # only the first budget starts afresh
         return jnp.broadcast_to(inits_for(budgets[0]), (budgets.shape[0],) + random_inits.shape)
@@ -364,16 +638,20 @@ def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array, 
         value = full_cfu(P)
         if cfg.snap is None:
             return value, P
-        # tanh saturates: its P never reaches the budget's edge, only approaches it. Entries
-        # within `snap` of the edge are also tried at the edge (the limit point), kept if that
-        # P is usable and its CFU higher.
-        off = 1 - jnp.eye(P.shape[0], dtype=P.dtype)
-        near = (off > 0) & (jnp.abs(P) >= cfg.snap * p)
+        # tanh saturates: its P never reaches the budget's edge, only approaches it, and
+        # backtracking stops short of the margin. Entries within `snap` of the edge are also
+        # tried at the edge (the limit point), then the whole P, when it is within `snap` of
+        # the boundary along its ray from I, on the boundary; kept if usable and worse.
+        eye = jnp.eye(P.shape[0], dtype=P.dtype)
+        near = (eye == 0) & (jnp.abs(P) >= cfg.snap * p)
         edge = jnp.where(near, jnp.sign(P) * p, P)
-        usable = correlation_margin(edge, cfg.min_eig) >= 0
-        edge_value = jnp.where(usable, full_cfu(jnp.where(usable, edge, P)), -jnp.inf)
-        better = edge_value > value
-        return jnp.where(better, edge_value, value), jnp.where(better, edge, P)
+        edge = jnp.where(correlation_margin(edge, cfg.min_eig) >= 0, edge, P)
+        s = boundary_scale(edge - eye, p, cfg.min_eig)
+        out = eye + jnp.clip(jnp.where(s * cfg.snap <= 1, s, 1) * (edge - eye), -p, p)
+        usable = correlation_margin(out, cfg.min_eig) >= 0
+        out_value = jnp.where(usable, full_cfu(jnp.where(usable, out, P)), -jnp.inf)
+        better = out_value > value
+        return jnp.where(better, out_value, value), jnp.where(better, out, P)
 
     # One run after another (each full-data CFU is itself vmapped over chunks of units): the
     # nested vmap of 8 or more full-data evaluations stalled XLA:CPU on the NHS data.
@@ -381,6 +659,8 @@ def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array, 
     flat_p = jnp.repeat(budgets, R)
     flat_L = L.reshape((B * R,) + L.shape[2:])
     values, Ps = jax.lax.map(lambda args: evaluate(*args), (flat_p, flat_L))
+    if cfg.polish_steps:
+        values, Ps = _over_runs(lambda args: _polish(cfg, full_cfu, *args), (flat_p, Ps, values))
     values, Ps = values.reshape(B, R), Ps.reshape((B, R) + Ps.shape[1:])
     values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
     best = jnp.argmax(values, axis=1)
@@ -392,7 +672,85 @@ def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array, 
     within = budgets[None, :] <= budgets[:, None]  # (B, B): budget j is inside budget i
     source = jnp.argmax(jnp.where(within, cfu_best[None, :], -jnp.inf), axis=1)
     cfu_best, P_best = cfu_best[source], P_best[source]
-    return WorstCase(budgets, cfu_best, P_best, jnp.linalg.eigvalsh(P_best), values, t, hist, cfg.min_eig)
+    return WorstCase(budgets, cfu_best, P_best, jnp.linalg.eigvalsh(P_best), values, _restart_ratio(values), t, hist,
+                     cfg.min_eig)
+
+
+def _along_boundary(P: jax.Array, g: jax.Array, p_max: jax.Array, min_eig: float, reach: jax.Array):
+    """A step of length ``reach`` from a usable ``P`` that follows the gradient ``g`` along the
+    boundary of the usable set (what is left to correct is second order in ``reach``).
+
+    In the off-diagonals x: the constraints within reach — ``|x_jk| ≤ p_max`` (outward normal
+    ``sign(x_jk)``) and the margin ``λ_min ≥ min_eig`` (outward normal ``−∂λ_min/∂x = −2 u_j
+    u_k``, u the smallest eigenvector) — form a cone of directions that stay usable, and g is
+    projected onto it (``g − Aᵀμ``, μ ≥ 0 by coordinate descent: a small non-negative least
+    squares). Entries whose edge stays binding are set on it; the rest move by ``reach`` times
+    the projected gradient scaled to a largest entry of 1.
+    """
+    m = P.shape[0]
+    iu = np.triu_indices(m, 1)
+    x, gx = P[iu], (g + g.T)[iu]
+    w, V = jnp.linalg.eigh(P)
+    normal = 2 * (V[:, 0][:, None] * V[:, 0][None, :])[iu]  # ∂λ_min/∂x
+    near_edge = jnp.abs(x) >= p_max - reach
+    on_margin = w[0] <= min_eig + max(1e-6, 4 * _margin_slack(P.dtype, m))
+    A = jnp.concatenate([jnp.diag(jnp.sign(x)), -normal[None]])  # outward normals, (k + 1, k)
+    active = jnp.concatenate([near_edge, on_margin[None]]) & (jnp.sum(A * A, axis=1) > 0)
+    norms = jnp.where(active, jnp.sum(A * A, axis=1), 1)
+
+    def sweep(_, mu):
+        for i in range(A.shape[0]):  # one coordinate at a time: μ_i = max(0, μ_i + a_i·r / |a_i|²)
+            r = gx - A.T @ mu
+            mu = mu.at[i].set(jnp.where(active[i], jnp.maximum(0, mu[i] + A[i] @ r / norms[i]), 0))
+        return mu
+
+    mu = jax.lax.fori_loop(0, 20, sweep, jnp.zeros(A.shape[0], P.dtype))
+    d = gx - A.T @ mu
+    size = jnp.max(jnp.abs(d))
+    d = jnp.where(size > 0, d / jnp.where(size > 0, size, 1), 0)
+    held = near_edge & (mu[:-1] > 0)
+    x = jnp.where(held, jnp.sign(x) * p_max, x) + reach * d
+    T = jnp.zeros_like(P).at[iu].set(x)
+    return jnp.eye(m, dtype=P.dtype) + T + T.T
+
+
+def _polish(cfg: _Config, full_cfu: Callable, p: jax.Array, P0: jax.Array, value: jax.Array):
+    """Projected gradient ascent along the boundary on the full-data CFU from a usable ``P0``:
+    ``(value, P)``.
+
+    Each step moves P by ``η p_max`` along the boundary (:func:`_along_boundary`: the gradient
+    less what would leave the usable set) and projects back (:func:`_project_usable`); a step
+    that does not raise CFU is refused and η quartered, an accepted one doubles η. Near the
+    margin CFU's gradient points mostly out of the usable set, so an ascent that follows it
+    (the search in L, backtracked at the margin) crawls; this one slides along the margin and
+    the budget's edges and settles where they meet.
+    """
+    value_and_grad = jax.value_and_grad(full_cfu)
+
+    def body(state):
+        P, v, g, eta, t = state
+        cand = _project_usable(_along_boundary(P, g, p, cfg.min_eig, eta * p), p, cfg.min_eig)
+        vc, gc = value_and_grad(cand)
+        ok = (vc > v) & jnp.isfinite(vc) & (correlation_margin(cand, cfg.min_eig) >= 0)
+        return (jnp.where(ok, cand, P), jnp.where(ok, vc, v), jnp.where(ok, gc, g),
+                jnp.where(ok, 2 * eta, eta / 4), t + 1)
+
+    def cond(state):  # until the steps are spent or refused down to nothing
+        return (state[4] < cfg.polish_steps) & (state[3] >= _POLISH_STOP)
+
+    v, g = value_and_grad(P0)
+    P, v, _, _, _ = jax.lax.while_loop(cond, body, (P0, v, g, jnp.asarray(_POLISH_START, P0.dtype), 0))
+    better = v > value
+    return jnp.where(better, v, value), jnp.where(better, P, P0)
+
+
+def _restart_ratio(values: jax.Array) -> jax.Array:
+    """Each budget's best restart's value over the second best's, ``(B,)`` from ``(B, R)``."""
+    if values.shape[1] < 2:
+        return jnp.full(values.shape[:1], jnp.nan, values.dtype)
+    top = -jnp.sort(-values, axis=1)
+    best, second = top[:, 0], top[:, 1]
+    return jnp.where(second > 0, best / jnp.where(second > 0, second, 1), jnp.where(best > 0, jnp.inf, 1.0))
 
 
 def _corner_signs(m: int) -> tuple:
@@ -404,6 +762,23 @@ def _corner_signs(m: int) -> tuple:
         for (i, j), b in zip(pairs, bits):
             S[i, j] = S[j, i] = 1 - 2 * b
         out.append(tuple(map(tuple, S.tolist())))
+    return tuple(out)
+
+
+def _margin_lines(m: int) -> tuple:
+    """Every line with all off-diagonals but one at a sign corner: ``((S0, E), ...)``, S0 the
+    signs (zero on the free pair and the diagonal), E the free pair's indicator."""
+    pairs = [(i, j) for i in range(m) for j in range(i + 1, m)]
+    out = []
+    for free in pairs:
+        E = np.zeros((m, m))
+        E[free] = E[free[::-1]] = 1.0
+        others = [q for q in pairs if q != free]
+        for bits in np.ndindex(*(2,) * len(others)):
+            S = np.zeros((m, m))
+            for (i, j), b in zip(others, bits):
+                S[i, j] = S[j, i] = 1 - 2 * b
+            out.append((tuple(map(tuple, S.tolist())), tuple(map(tuple, E.tolist()))))
     return tuple(out)
 
 

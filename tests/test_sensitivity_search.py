@@ -1,0 +1,202 @@
+"""The worst-case search near the eigenvalue margin: a supremum found by a dense grid over the
+usable set, the "pd" parameterisation's reach, the margin's closed form, and the convergence
+diagnostic (SPEC §3)."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import brentq, minimize
+
+import cfjax as cf
+
+S = cf.sensitivity
+
+# Fixed degrees and penalties (no CV): every seed's model has the same static structure, so the
+# search compiles once for the whole file. λ > 0 matters: at λ = 0, CFU is 0 for every P.
+FIXED = S.Settings(equation_degrees=(1, 2, 2), lam=3.0, predictor_degrees=(2,), predictor_lambdas=(1.0,))
+P_MAX, MIN_EIG = 0.6, 0.01  # p_max > (1 - min_eig) / 2: half the sign corners are not usable
+
+
+def random_problem(rng, n=600):
+    """A → O, (A, O) → M, (A, O, M) → J with random non-linear equations and correlated errors."""
+    a = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    c = rng.uniform(0.2, 0.8, 8) * rng.choice([-1.0, 1.0], 8)
+    r = rng.uniform(-0.4, 0.4, 3)
+    cov = np.array([[1, r[0], r[1]], [r[0], 1, r[2]], [r[1], r[2], 1]])
+    e = rng.multivariate_normal(np.zeros(3), cov, size=n, method="eigh")
+    o = c[0] * a + e[:, 0]
+    m = c[1] * a + c[2] * o + 0.3 * c[3] * o**2 + e[:, 1]
+    j = c[4] * a + c[5] * o + c[6] * m + 0.2 * c[7] * m**2 + e[:, 2]
+    y = o + m + 0.5 * j + 0.2 * o * m + rng.normal(size=n)
+    graph = S.FairnessGraph({"O": ["A"], "M": ["A", "O"], "J": ["A", "O", "M"]})
+    return S.fit(graph, S.make_data(a, np.stack([o, m, j], 1), y), FIXED)
+
+
+def symmetric(off):
+    """The 3 x 3 correlation matrix with off-diagonals (P_01, P_02, P_12)."""
+    P = np.eye(3)
+    P[0, 1], P[0, 2], P[1, 2] = off
+    return np.triu(P) + np.triu(P, 1).T
+
+
+def ray_end(d, p_max, min_eig):
+    """Where the ray from I along off-diagonal direction d leaves the usable set (numpy: the
+    box by its largest entry, the margin by bisection on the smallest eigenvalue)."""
+    D = symmetric(d) - np.eye(3)
+    hi = p_max / np.abs(d).max()
+    if np.linalg.eigvalsh(np.eye(3) + hi * D)[0] < min_eig:
+        hi = brentq(lambda t: np.linalg.eigvalsh(np.eye(3) + t * D)[0] - min_eig, 0.0, hi, xtol=1e-15)
+    return np.eye(3) + hi * D
+
+
+def cube_faces(g):
+    """Off-diagonal directions on the faces of the cube [-1, 1]^3: every ray from I, once."""
+    u = np.linspace(-1, 1, g)
+    a, b = (x.ravel() for x in np.meshgrid(u, u, indexing="ij"))
+    for i in range(3):
+        rest = [k for k in range(3) if k != i]
+        for sign in (-1.0, 1.0):
+            d = np.zeros((g * g, 3))
+            d[:, i], d[:, rest[0]], d[:, rest[1]] = sign, a, b
+            yield i, sign, rest, d
+
+
+def grid_supremum(model, p_max, min_eig, g=31, refine=4):
+    """The largest CFU over the usable set: a dense grid of boundary points (every ray from I to
+    where it leaves the set) and a coarse interior grid, then Nelder-Mead on the best boundary
+    points' face coordinates."""
+    one = lambda P: S.cfu_of(model, S.fit_model_b(model.design, P, model.lam, newton_steps=30))  # noqa: E731
+    many = jax.jit(lambda Ps: jax.lax.map(one, Ps, batch_size=8))
+    single = jax.jit(one)
+    best = []
+    for i, sign, rest, d in cube_faces(g):
+        values = np.asarray(many(jnp.asarray(np.stack([ray_end(x, p_max, min_eig) for x in d]))))
+        best += [(values[k], sign, i, rest, d[k]) for k in np.argsort(-values)[:refine]]
+    best.sort(key=lambda b: -b[0])
+    u = np.linspace(-p_max, p_max, 9)
+    inner = [symmetric(x) for x in np.stack(np.meshgrid(u, u, u), -1).reshape(-1, 3)]
+    inner = [P for P in inner if np.linalg.eigvalsh(P)[0] >= min_eig]
+    found = [best[0][0], float(np.max(np.asarray(many(jnp.asarray(np.stack(inner))))))]
+    for _, sign, i, rest, d in best[:refine]:
+        def minus(x, sign=sign, i=i, rest=rest):
+            dd = np.zeros(3)
+            dd[i], dd[rest] = sign, np.clip(x, -1, 1)
+            return -float(single(jnp.asarray(ray_end(dd, p_max, min_eig))))
+
+        r = minimize(minus, d[rest], method="Nelder-Mead",
+                     options=dict(xatol=1e-7, fatol=1e-14, maxiter=300, initial_simplex=d[rest] + 0.05 * np.array(
+                         [[0, 0], [1, 0], [0, 1]])))
+        found.append(-r.fun)
+    return max(found)
+
+
+def test_a_small_search_reaches_the_supremum_near_the_margin(rng, x64):
+    # Half the sign corners are not usable at this budget and margin, and the worst case sits
+    # on the margin (often where it meets the budget's edges). Before the search seeded its
+    # restarts on the margin and polished along it, 2 restarts x 100 steps stopped at 0.1-1 %
+    # of this supremum for most seeds.
+    model = random_problem(rng)
+    sup = grid_supremum(model, P_MAX, MIN_EIG)
+    key = jax.random.key(int(rng.integers(1 << 30)))
+    for parameterisation in ("tanh", "pd"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", S.ConvergenceWarning)
+            wc = S.worst_case(model, [P_MAX], key=key, restarts=2, steps=100, min_eig=MIN_EIG,
+                              parameterisation=parameterisation)
+        found = float(wc.cfu[0])
+        assert found >= 0.99 * sup, (parameterisation, found, sup)
+        assert found <= 1.01 * sup, (parameterisation, found, sup)  # a usable P: never above the supremum
+        P = np.asarray(wc.P[0])
+        S.check_correlation(P, p_max=P_MAX, min_eig=MIN_EIG)
+        assert float(S.cfu(model, P)) == pytest.approx(found, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------- the margin in closed form
+def test_boundary_scale_is_where_the_ray_leaves_the_usable_set(rng, x64):
+    for _ in range(20):
+        m = int(rng.integers(2, 7))
+        U = np.triu(rng.uniform(-1, 1, (m, m)), 1)
+        D = U + U.T
+        p_max, min_eig = rng.uniform(0.05, 0.99), 10 ** rng.uniform(-4, -1)
+        # Reference: the box by the largest entry, the margin by bisection on eigenvalues.
+        box = p_max / np.abs(D).max()
+        lam = lambda t: np.linalg.eigvalsh(np.eye(m) + t * D)[0] - min_eig  # noqa: E731
+        ref = box if lam(box) >= 0 else brentq(lam, 0.0, box, xtol=1e-15)
+        s = float(S.boundary_scale(jnp.asarray(D), p_max, min_eig))
+        assert s == pytest.approx(ref, rel=1e-9)
+        S.check_correlation(np.eye(m) + s * D, p_max=p_max * (1 + 1e-12), min_eig=min_eig)
+    assert np.isinf(float(S.boundary_scale(jnp.zeros((3, 3)), 0.5)))
+
+
+def margin_corner(rng, p_max, min_eig):
+    """A usable 3 x 3 P with two entries at ±p_max and the smallest eigenvalue at the margin
+    (the third entry by root finding): unreachable when λ_min must stay ≥ 1 − p_max."""
+    s01, s02 = rng.choice([-1.0, 1.0], 2)
+    # With P_12 = -s01 s02 p_max the sign pattern is frustrated (λ_min = 1 - 2 p_max < min_eig),
+    # with P_12 = +s01 s02 p_max it is not (λ_min = 1 - p_max): the margin lies in between.
+    lam = lambda x: np.linalg.eigvalsh(symmetric([s01 * p_max, s02 * p_max, x]))[0] - min_eig  # noqa: E731
+    x = brentq(lam, -s01 * s02 * p_max, s01 * s02 * p_max, xtol=1e-15)
+    return symmetric([s01 * p_max, s02 * p_max, x])
+
+
+def test_pd_reaches_the_margin_at_the_budgets_edge(rng, x64):
+    for _ in range(10):
+        p_max, min_eig = rng.uniform(0.55, 0.95), 10 ** rng.uniform(-3, -1)
+        Q = margin_corner(rng, p_max, min_eig)
+        Q = np.eye(3) + (1 - 1e-12) * (Q - np.eye(3))  # a hair inside the margin (rounding)
+        assert np.linalg.eigvalsh(Q)[0] == pytest.approx(min_eig, abs=1e-9)
+        assert np.linalg.eigvalsh(Q)[0] < 1 - p_max  # out of reach of P = (1 - p) I + p R
+        P = np.asarray(S.pd_correlation(jnp.linalg.cholesky(jnp.asarray(Q)), p_max, min_eig))
+        np.testing.assert_allclose(P, Q, atol=1e-9)
+        # A correlation beyond the corner along its ray from I (smallest eigenvalue min_eig / 2)
+        # is pulled back onto it.
+        t = 1 + 0.5 * min_eig / (1 - min_eig)
+        P = np.asarray(S.pd_correlation(jnp.linalg.cholesky(jnp.asarray(np.eye(3) + t * (Q - np.eye(3)))),
+                                        p_max, min_eig))
+        np.testing.assert_allclose(P, Q, atol=1e-9)
+
+
+def test_pd_is_the_identity_on_usable_correlations(rng, x64):
+    m = 5
+    A = rng.normal(size=(m, m + 2))
+    R = (A @ A.T) / np.outer(np.linalg.norm(A, axis=1), np.linalg.norm(A, axis=1))  # rows' correlations
+    p_max = min(float(np.abs(R - np.eye(m)).max()) + 0.01, 0.999)
+    min_eig = 0.5 * np.linalg.eigvalsh(R)[0]
+    np.testing.assert_allclose(S.pd_correlation(jnp.asarray(A), p_max, min_eig), R, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- the diagnostic
+@pytest.fixture(scope="module")
+def bivariate():
+    with jax.enable_x64(True):
+        prob = S.synthetic(600, correlation=0.4, seed=5)
+        yield S.fit(prob.graph, prob.data, S.Settings(equation_degrees=(1, 2), lam=3.0, predictor_degrees=(2,),
+                                                      predictor_lambdas=(1.0,)))
+
+
+def test_restart_ratio_compares_the_best_two_restarts_and_warns(bivariate, x64):
+    model = bivariate
+    budgets = [0.3, 0.8]
+    with pytest.warns(S.ConvergenceWarning, match="p_max = 0.8"):
+        wc = S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20, warn_ratio=1.0)
+    values = np.sort(np.asarray(wc.restart_cfu), axis=1)[:, ::-1]
+    np.testing.assert_allclose(wc.restart_ratio, values[:, 0] / values[:, 1], rtol=1e-12)
+    # Two features: the sign corners ±p_max are the two local maxima, two distinct starts.
+    corners = np.array([[float(S.cfu(model, S.bivariate_correlation(s * b))) for s in (1, -1)] for b in budgets])
+    np.testing.assert_allclose(np.sort(np.asarray(wc.restart_cfu), 1), np.sort(corners, 1), rtol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20, warn_ratio=None)
+        S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20,
+                     warn_ratio=float(np.max(wc.restart_ratio)) * 1.01)
+        one = S.worst_case(model, budgets, key=jax.random.key(0), restarts=1, steps=20, warn_ratio=1.0)
+    assert np.isnan(np.asarray(one.restart_ratio)).all()
+
+
+def test_new_search_options_are_validated(bivariate):
+    for name, bad in (("boundary_starts", -1), ("warn_ratio", 0.5), ("polish", -2)):
+        with pytest.raises(ValueError, match=name):
+            S.worst_case(bivariate, [0.2], key=jax.random.key(0), **{name: bad})
