@@ -314,7 +314,7 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
                      log_objective=bool(log_objective), snap=None if snap is None else float(snap),
                      corners=_corner_signs(m) if screen and m <= 5 else (),
                      boundary_starts=boundary_starts if screen else 0,
-                     polish_steps=polish if cliques is None else 0,
+                     polish_steps=polish if cliques is None and m > 1 else 0,
                      margin_corners=_margin_lines(m) if screen and m <= 3 else ())
     dtype = model.data.X.dtype
     # optax mixes weak and integer types internally: scope the standard promotion rules.
