@@ -112,3 +112,40 @@ def correct_transitions(values, chains, increasing=True):
                 count += (row[b] > row[a]) if increasing else (row[b] < row[a])
         per_seed.append(count)
     return float(np.mean(per_seed))
+
+
+def brier(p, y) -> float:
+    return float(sum((p[i] - y[i]) ** 2 for i in range(len(p))) / len(p))
+
+
+def report(p_obs, p_cf, y, q, tau=0.5, alphas=(0.5, 0.25, 0.1), n_bins=15):
+    """Every field of ``cfjax.metrics.evaluate``'s report from the loops above (labels may be
+    None: the label fields are then NaN), as ``{field: float or array}``."""
+    from scipy import stats
+
+    p_bar = np.array([sum(q[j] * p_cf[i, j] for j in range(p_cf.shape[1]))
+                      for i in range(p_cf.shape[0])])
+    s_var, s_flip, d_obs, shift = stability(p_obs, p_cf, q, tau)
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rho = stats.spearmanr(p_obs, p_bar).statistic
+    ranks_obs, ranks_bar = average_ranks(p_obs), average_ranks(p_bar)
+    out = dict(s_var=s_var, s_flip=s_flip, d_obs=d_obs, score_shift=shift, spearman=rho,
+               kendall_tau_b=kendall_tau_b(p_obs, p_bar),
+               rank_change=float(np.mean(np.abs(ranks_obs - ranks_bar))))
+    if y is None:
+        nan = math.nan
+        out.update(risk_orig=nan, risk_cm=nan, risk_ie=nan, risk_cvar=np.full(len(alphas), nan),
+                   risk_wc=nan, brier_orig=nan, ece_orig=nan, mce_orig=nan, brier_cm=nan,
+                   ece_cm=nan, mce_cm=nan)
+        return out
+    r_orig, r_cm, r_ie, cvars, r_wc = risks(p_obs, p_cf, y, q, alphas)
+    ece_o, mce_o = calibration(p_obs, y, n_bins, dtype=np.asarray(p_obs).dtype.type)
+    ece_c, mce_c = calibration(p_bar, y, n_bins, dtype=np.asarray(p_obs).dtype.type)
+    out.update(risk_orig=r_orig, risk_cm=r_cm, risk_ie=r_ie, risk_cvar=cvars, risk_wc=r_wc,
+               brier_orig=brier(p_obs, y), ece_orig=ece_o, mce_orig=mce_o,
+               brier_cm=brier(p_bar, y), ece_cm=ece_c, mce_cm=mce_c)
+    return out

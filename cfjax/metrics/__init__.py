@@ -5,6 +5,9 @@ counterfactuals, labels ``y (n,)`` in {0, 1}, intervention weights ``weights (K,
 Every function is pure JAX, jittable, and vmappable over a leading predictor axis.
 """
 
+from cfjax.metrics.bootstrap import BootstrapReport as BootstrapReport
+from cfjax.metrics.bootstrap import bootstrap_indices as bootstrap_indices
+from cfjax.metrics.bootstrap import evaluate_bootstrap as evaluate_bootstrap
 from cfjax.metrics.calibration import brier as brier
 from cfjax.metrics.calibration import calibration_bins as calibration_bins
 from cfjax.metrics.calibration import ece as ece
@@ -37,12 +40,14 @@ from cfjax.metrics.transitions import PAPER_CHAINS as PAPER_CHAINS
 from cfjax.metrics.transitions import correct_transition_count as correct_transition_count
 
 __all__ = [
+    "BootstrapReport",
     "LABEL_FIELDS",
     "MarginalisationReport",
     "PAPER_CHAINS",
     "SubgroupMeans",
     "auc",
     "bce",
+    "bootstrap_indices",
     "brier",
     "calibration_bins",
     "correct_transition_count",
@@ -52,6 +57,7 @@ __all__ = [
     "delta_auc",
     "ece",
     "evaluate",
+    "evaluate_bootstrap",
     "evaluate_many",
     "flip_rate",
     "interventional_risk",
