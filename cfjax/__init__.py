@@ -7,6 +7,7 @@ counterfactual representations.
 
 from cfjax import data as data
 from cfjax import metrics as metrics
+from cfjax import predictors as predictors
 from cfjax import representations as representations
 from cfjax import scm as scm
 from cfjax import sensitivity as sensitivity
@@ -14,4 +15,4 @@ from cfjax._checks import ValidationError as ValidationError
 
 __version__ = "0.1.0"
 
-__all__ = ["ValidationError", "data", "metrics", "representations", "scm", "sensitivity", "__version__"]
+__all__ = ["ValidationError", "data", "metrics", "predictors", "representations", "scm", "sensitivity", "__version__"]

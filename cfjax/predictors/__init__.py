@@ -1,0 +1,62 @@
+"""Image classifiers for paper 000's study: a CNN effusion classifier, ensembles of members
+(training-data masks × seeds) trained as one jitted ``vmap``ped program with early stopping and
+orbax checkpoints, chunked inference on factual and counterfactual images, and paper 000's ten
+predictors (basic, logit offsets, sex- and age-biased)."""
+
+from cfjax.predictors.checkpoint import FORMAT_VERSION as FORMAT_VERSION
+from cfjax.predictors.checkpoint import CheckpointStore as CheckpointStore
+from cfjax.predictors.checkpoint import latest_checkpoint_step as latest_checkpoint_step
+from cfjax.predictors.checkpoint import restore_checkpoint as restore_checkpoint
+from cfjax.predictors.checkpoint import save_checkpoint as save_checkpoint
+from cfjax.predictors.cnn import EffusionCNN as EffusionCNN
+from cfjax.predictors.ensemble import EnsembleState as EnsembleState
+from cfjax.predictors.ensemble import MemberData as MemberData
+from cfjax.predictors.ensemble import TrainConfig as TrainConfig
+from cfjax.predictors.ensemble import TrainingError as TrainingError
+from cfjax.predictors.ensemble import init_state as init_state
+from cfjax.predictors.ensemble import member_data as member_data
+from cfjax.predictors.ensemble import member_step as member_step
+from cfjax.predictors.ensemble import train as train
+from cfjax.predictors.families import BIAS_STRENGTHS as BIAS_STRENGTHS
+from cfjax.predictors.families import LOGIT_OFFSETS as LOGIT_OFFSETS
+from cfjax.predictors.families import PAPER_NAMES as PAPER_NAMES
+from cfjax.predictors.families import TRAINED_NAMES as TRAINED_NAMES
+from cfjax.predictors.families import Family as Family
+from cfjax.predictors.families import datasets_bias_key as datasets_bias_key
+from cfjax.predictors.families import logit_offset as logit_offset
+from cfjax.predictors.families import paper_family as paper_family
+from cfjax.predictors.families import paper_predictions as paper_predictions
+from cfjax.predictors.inference import ensemble_size as ensemble_size
+from cfjax.predictors.inference import init_params as init_params
+from cfjax.predictors.inference import predict as predict
+from cfjax.predictors.inference import to_metrics_layout as to_metrics_layout
+
+__all__ = [
+    "BIAS_STRENGTHS",
+    "CheckpointStore",
+    "EffusionCNN",
+    "EnsembleState",
+    "FORMAT_VERSION",
+    "Family",
+    "LOGIT_OFFSETS",
+    "MemberData",
+    "PAPER_NAMES",
+    "TRAINED_NAMES",
+    "TrainConfig",
+    "TrainingError",
+    "datasets_bias_key",
+    "ensemble_size",
+    "init_params",
+    "init_state",
+    "latest_checkpoint_step",
+    "logit_offset",
+    "member_data",
+    "member_step",
+    "paper_family",
+    "paper_predictions",
+    "predict",
+    "restore_checkpoint",
+    "save_checkpoint",
+    "to_metrics_layout",
+    "train",
+]

@@ -1,0 +1,134 @@
+"""Ensemble checkpoints with orbax: one directory per training step, written to a temporary
+directory and renamed when complete (a reader never sees a partial checkpoint), restored into
+the same pytree structure as a template state."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from cfjax import _checks
+
+__all__ = ["CheckpointStore", "FORMAT_VERSION", "latest_checkpoint_step", "restore_checkpoint",
+           "save_checkpoint"]
+
+#: layout version written with every checkpoint (checked on restore)
+FORMAT_VERSION = 1
+
+
+class CheckpointStore:
+    """Versioned checkpoints of a training state in ``directory``: ``<step>/state`` (the pytree,
+    orbax's standard format) and ``<step>/meta`` (JSON: format version and run description).
+
+    Saves are synchronous and atomic (orbax writes a temporary directory and renames it); the
+    ``keep`` latest steps are kept.
+
+    Example:
+      >>> import tempfile, jax.numpy as jnp
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     store = CheckpointStore(d)
+      ...     store.save(3, {"w": jnp.arange(3.0)}, {"run": "demo"})
+      ...     state, meta = store.restore({"w": jnp.zeros(3)})
+      ...     store.close()
+      >>> state["w"].tolist(), meta["run"], meta["step"]
+      ([0.0, 1.0, 2.0], 'demo', 3)
+    """
+
+    def __init__(self, directory: str | os.PathLike, keep: int = 2):
+        if not isinstance(directory, (str, os.PathLike)):
+            _checks.fail("directory", "a path", repr(directory))
+        keep = _checks.check_positive_int("keep", keep)
+        self.directory = os.path.abspath(os.fspath(directory))
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False,
+                                               create=True)
+        self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=("state", "meta"))
+
+    def latest_step(self) -> int | None:
+        """The newest complete checkpoint's step, None when there is none."""
+        return self._manager.latest_step()
+
+    def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+        """Write ``state`` (a pytree of arrays) and ``meta`` (JSON-serialisable) as ``step``."""
+        step = int(step)
+        meta = {**meta, "format": FORMAT_VERSION, "step": step}
+        self._manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                         meta=ocp.args.JsonSave(meta)), force=True)
+        self._manager.wait_until_finished()
+
+    def restore(self, template: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
+        """``(state, meta)`` of ``step`` (default: the latest), the state in the structure,
+        shapes and dtypes of ``template``."""
+        if step is None:
+            step = self.latest_step()
+        if step is None or step not in self._manager.all_steps():
+            _checks.fail("step", f"a saved step of {self.directory} ({list(self._manager.all_steps())})",
+                         repr(step))
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
+        restored = self._manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+        meta = dict(restored["meta"])
+        if meta.get("format") != FORMAT_VERSION:
+            _checks.fail("directory", f"checkpoints of format {FORMAT_VERSION}",
+                         f"format {meta.get('format')!r} at step {step}")
+        state = jax.tree.map(lambda t, a: a.astype(np.asarray(t).dtype) if hasattr(a, "astype") else a,
+                             template, restored["state"])
+        return state, meta
+
+    def close(self) -> None:
+        self._manager.close()
+
+
+def save_checkpoint(directory: str | os.PathLike, step: int, state: Any, meta: dict[str, Any] | None = None,
+                    keep: int = 2) -> None:
+    """Save ``state`` as checkpoint ``step`` in ``directory`` (see :class:`CheckpointStore`).
+
+    Example:
+      >>> import tempfile, jax.numpy as jnp
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     save_checkpoint(d, 1, {"w": jnp.ones(2)})
+      ...     latest_checkpoint_step(d)
+      1
+    """
+    store = CheckpointStore(directory, keep)
+    try:
+        store.save(step, state, dict(meta or {}))
+    finally:
+        store.close()
+
+
+def restore_checkpoint(directory: str | os.PathLike, template: Any,
+                       step: int | None = None) -> tuple[Any, dict[str, Any]]:
+    """``(state, meta)`` of checkpoint ``step`` (default: latest) in ``directory``, restored into
+    the structure of ``template`` (e.g. :func:`cfjax.predictors.init_state` of the same model,
+    config and seeds).
+
+    Example:
+      >>> import tempfile, jax.numpy as jnp
+      >>> with tempfile.TemporaryDirectory() as d:
+      ...     save_checkpoint(d, 5, {"w": jnp.ones(2)})
+      ...     state, meta = restore_checkpoint(d, {"w": jnp.zeros(2)})
+      >>> state["w"].tolist(), meta["step"]
+      ([1.0, 1.0], 5)
+    """
+    if not os.path.isdir(os.fspath(directory)):
+        _checks.fail("directory", "an existing checkpoint directory", repr(os.fspath(directory)))
+    store = CheckpointStore(directory)
+    try:
+        return store.restore(template, step)
+    finally:
+        store.close()
+
+
+def latest_checkpoint_step(directory: str | os.PathLike) -> int | None:
+    """The newest complete checkpoint step in ``directory`` (None if none or no directory)."""
+    if not os.path.isdir(os.fspath(directory)):
+        return None
+    store = CheckpointStore(directory)
+    try:
+        return store.latest_step()
+    finally:
+        store.close()

@@ -1,0 +1,190 @@
+"""Paper 000's ten predictors (SPEC §1): the basic classifier, three logit-offset wrappers of it,
+and classifiers trained on sex- and age-biased (corrupted) training sets.
+
+The biased training sets are masks over one shared training pool
+(:func:`cfjax.data.biased_training_mask`), so every trained member of every seed is one row of
+one ensemble (:func:`cfjax.predictors.train`); the logit offsets are computed from the basic
+members' logits, never trained.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from cfjax import _checks
+from cfjax.data.splits import biased_training_mask
+
+__all__ = ["PAPER_NAMES", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",
+           "datasets_bias_key", "logit_offset", "paper_predictions"]
+
+#: the ten predictors, in paper 000's (and ``experiments/demo.py``'s) order
+PAPER_NAMES = ("basic", "logit+0.5", "logit+1", "logit+2", "sex0.80", "sex0.90", "sex0.95",
+               "age0.80", "age0.90", "age0.95")
+#: the logit-offset wrappers of the basic predictor and their β (SPEC §1: σ(logit g + β s))
+LOGIT_OFFSETS = {"logit+0.5": 0.5, "logit+1": 1.0, "logit+2": 2.0}
+#: the corruption strengths α (sex) and β_age (age)
+BIAS_STRENGTHS = (0.80, 0.90, 0.95)
+#: the trained predictors: every predictor but the logit offsets
+TRAINED_NAMES = ("basic",) + tuple(f"{kind}{a:.2f}" for kind in ("sex", "age") for a in BIAS_STRENGTHS)
+
+
+class Family(NamedTuple):
+    """The trained members of paper 000's predictors, ready for :func:`cfjax.predictors.train`.
+
+    Attributes:
+      names: ``(M,)`` member names (each of :data:`TRAINED_NAMES`, once per seed).
+      seeds: ``(M,)`` member seeds.
+      masks: ``(M, N)`` boolean training masks over the shared training pool.
+    """
+
+    names: tuple[str, ...]
+    seeds: np.ndarray
+    masks: jax.Array
+
+
+def datasets_bias_key(seed: int) -> jax.Array:
+    """The key with which ``ChestSCM.datasets(seed, bias=...)`` draws its corruption: with it,
+    :func:`paper_family`'s masks over ``datasets(seed)``'s unbiased training set keep exactly
+    the units of ``datasets(seed, bias=...)``'s training set (checked in the tests).
+
+    Example:
+      >>> datasets_bias_key(0).shape
+      ()
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        _checks.fail("seed", "a non-negative integer", repr(seed))
+    return jax.random.split(jax.random.key(seed), 4)[3]
+
+
+def paper_family(sex: Any, age: Any, effusion: Any, key: jax.Array,
+                 seeds: Sequence[int] = (0, 1, 2)) -> Family:
+    """The seven trained predictors × ``seeds`` as members of one ensemble over one training pool.
+
+    Member order is predictor-major: ``TRAINED_NAMES[i]`` with ``seeds[j]`` is member
+    ``i · S + j``. ``basic`` keeps every unit; ``sex{α}`` and ``age{β}`` keep the units of
+    :func:`cfjax.data.biased_training_mask` ``(key, kind, strength, sex, age, effusion)``. One
+    ``key`` serves every strength and seed (as in ``ChestSCM.datasets``, where a stronger
+    corruption drops a superset of the units of a weaker one); the seeds differ in
+    initialisation and minibatch order only.
+
+    Args:
+      sex, age, effusion: ``(N,)`` parents of the training pool (sex 1 = female).
+      key: the corruption key; :func:`datasets_bias_key` ``(seed)`` reproduces the training
+        sets of ``ChestSCM.datasets(seed, bias=...)``.
+      seeds: member seeds (S of them).
+
+    Returns:
+      :class:`Family` with ``7 · S`` members.
+
+    Example:
+      >>> rng = np.random.default_rng(0)
+      >>> fam = paper_family(rng.integers(0, 2, 100), rng.uniform(20, 90, 100),
+      ...                    rng.integers(0, 2, 100), jax.random.key(0), seeds=(0, 1))
+      >>> fam.names[:3], fam.masks.shape
+      (('basic', 'basic', 'sex0.80'), (14, 100))
+    """
+    for name, x in (("sex", sex), ("age", age), ("effusion", effusion)):
+        _checks.check_ndim(name, x, 1, "of shape (N,)")
+        _checks.check_nonempty(name, x)
+    _checks.check_same_len("sex", sex, "age", age)
+    _checks.check_same_len("sex", sex, "effusion", effusion)
+    _checks.check_binary_labels("sex", sex)
+    _checks.check_binary_labels("effusion", effusion)
+    _checks.check_finite("age", age)
+    if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ()):
+        _checks.fail("key", "a single typed key (jax.random.key)", repr(key))
+    s = np.asarray(seeds)
+    if s.ndim != 1 or s.size == 0 or not np.issubdtype(s.dtype, np.integer) or (s < 0).any():
+        _checks.fail("seeds", "a non-empty sequence of non-negative integers", repr(seeds))
+    if len(set(s.tolist())) != len(s):
+        _checks.fail("seeds", "distinct seeds", repr(seeds))
+    n = _checks.shape_of(sex)[0]
+    rows = [jnp.ones((n,), bool)]
+    for kind in ("sex", "age"):
+        for a in BIAS_STRENGTHS:
+            rows.append(biased_training_mask(key, kind, a, sex, age, effusion))
+    masks = jnp.repeat(jnp.stack(rows), len(s), axis=0)
+    names = tuple(name for name in TRAINED_NAMES for _ in s)
+    return Family(names, np.tile(s, len(TRAINED_NAMES)), masks)
+
+
+def logit_offset(logits: Any, sex: Any, beta: Any) -> jax.Array:
+    """Paper 000's logit-offset predictor ``σ(logit g(x) + β s)`` from the basic predictor's
+    logits (``s = 1`` female): a fixed shortcut on sex without retraining.
+
+    ``logits`` and ``sex`` broadcast to each other (e.g. logits ``(M, K, N)`` and the
+    counterfactual sex ``(K, N)`` of those images — the offset follows the sex of the image
+    scored, so do(sex) moves it).
+
+    Example:
+      >>> [round(float(v), 4) for v in logit_offset(jnp.array([0.0, 0.0]), jnp.array([0, 1]), 2.0)]
+      [0.5, 0.8808]
+    """
+    x = jnp.asarray(logits)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        _checks.fail("logits", "floating-point logits", f"dtype {x.dtype}")
+    _checks.check_binary_labels("sex", sex)
+    try:
+        np.broadcast_shapes(x.shape, _checks.shape_of(sex))
+    except ValueError:
+        _checks.fail("sex", f"a shape broadcasting with the logits' {x.shape}", f"shape {_checks.shape_of(sex)}")
+    if _checks.is_concrete(beta) and not np.isfinite(np.asarray(beta, np.float64)).all():
+        _checks.fail("beta", "a finite offset", repr(beta))
+    s = jnp.asarray(sex).astype(x.dtype)
+    shape = jnp.broadcast_shapes(x.shape, s.shape)
+    return jax.nn.sigmoid(jnp.broadcast_to(x, shape) + jnp.asarray(beta, x.dtype) * jnp.broadcast_to(s, shape))
+
+
+def paper_predictions(names: Sequence[str], seeds: Any, logits: Any, sex: Any) -> tuple[tuple[str, ...], jax.Array]:
+    """The ten predictors' probabilities from the trained members' logits.
+
+    Args:
+      names, seeds: ``(M,)`` of the trained members (a :class:`Family`'s), covering every name
+        of :data:`TRAINED_NAMES` with the same seeds.
+      logits: ``(M, ...)`` the members' logits (``predict(..., logits=True)``: ``(M, N)`` for
+        factual images, ``(M, K, N)`` for counterfactual ones).
+      sex: the sex of each image scored, shaped like ``logits[0]`` (``(N,)`` factual,
+        ``(K, N)`` counterfactual).
+
+    Returns:
+      ``(PAPER_NAMES, p)`` with ``p`` of shape ``(10, S, ...)``: predictor, then seed in the
+      order of the basic members, then the layout of ``logits[0]``; the logit-offset rows are
+      :func:`logit_offset` of the basic member of the same seed.
+
+    Example:
+      >>> fam_names = [n for n in TRAINED_NAMES for _ in (0, 1)]
+      >>> names, p = paper_predictions(fam_names, [0, 1] * 7, jnp.zeros((14, 3)), jnp.array([0, 1, 1]))
+      >>> p.shape, round(float(p[3, 0, 1]), 4)
+      ((10, 2, 3), 0.8808)
+    """
+    names = [str(n) for n in names]
+    seeds = np.asarray(seeds)
+    m = len(names)
+    if seeds.shape != (m,):
+        _checks.fail("seeds", f"shape ({m},), one seed per name", f"shape {seeds.shape}")
+    shape = _checks.shape_of(logits)
+    if len(shape) < 2 or shape[0] != m:
+        _checks.fail("logits", f"shape ({m}, ...) with one row per member", f"shape {shape}")
+    if _checks.shape_of(sex) != shape[1:]:
+        _checks.fail("sex", f"shape {shape[1:]} (one value per image scored)", f"shape {_checks.shape_of(sex)}")
+    order = [int(s) for n, s in zip(names, seeds) if n == "basic"]
+    if not order:
+        _checks.fail("names", "at least one 'basic' member", repr(sorted(set(names))))
+    index = {(n, int(s)): i for i, (n, s) in enumerate(zip(names, seeds))}
+    rows, betas = [], []
+    for name in PAPER_NAMES:
+        source = "basic" if name in LOGIT_OFFSETS else name
+        missing = [s for s in order if (source, s) not in index]
+        if missing:
+            _checks.fail("names", f"a member {source!r} for every seed {order}", f"none for seed(s) {missing}")
+        rows.append([index[(source, s)] for s in order])
+        betas.append(LOGIT_OFFSETS.get(name, 0.0))
+    x = jnp.asarray(logits)
+    idx = jnp.asarray(rows)  # (10, S)
+    beta = jnp.asarray(betas, x.dtype).reshape((len(PAPER_NAMES), 1) + (1,) * (x.ndim - 1))
+    p = logit_offset(x[idx], sex, beta)
+    return PAPER_NAMES, p

@@ -1,0 +1,296 @@
+"""cfjax.predictors: ensemble training against single-member runs, checkpoint resume, divergence
+errors, chunked inference, paper 000's predictor family, and argument validation."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+import cfjax as cf
+from cfjax import predictors as pr
+
+MODEL = pr.EffusionCNN(features=(4, 8))
+# One configuration, ensemble size and data shape for every training test, so that the round
+# program compiles once for M = 3 (and once for the single-member runs).
+CONFIG = pr.TrainConfig(steps=40, batch_size=8, learning_rate=1e-2, weight_decay=1e-4, warmup=3,
+                        eval_every=5, patience=2, eval_chunk=16)
+N, V, M = 64, 32, 3
+
+
+def synthetic(rng, n, size=16):
+    """Images in [0, 1] whose label is a faint bright blob of random strength and place."""
+    y = rng.integers(0, 2, n)
+    y[:2] = [0, 1]
+    yy, xx = np.mgrid[:size, :size]
+    cy, cx = rng.uniform(4, size - 4, (2, n))
+    blob = np.exp(-((yy - cy[:, None, None]) ** 2 + (xx - cx[:, None, None]) ** 2) / 6.0)
+    strength = rng.uniform(0.0, 0.4, n) * y
+    x = 0.3 + 0.15 * rng.uniform(size=(n, size, size)) + strength[:, None, None] * blob
+    return np.clip(x, 0, 1).astype(np.float32), y.astype(np.int32)
+
+
+def problem(rng):
+    """Training and validation sets, masks (one row of per-unit weights) and distinct seeds."""
+    x, y = synthetic(rng, N)
+    vx, vy = synthetic(rng, V)
+    masks = (rng.uniform(size=(M, N)) < 0.7).astype(np.float32)
+    masks[-1] = rng.uniform(size=N)  # per-unit weights, not a mask
+    seeds = rng.choice(1000, M, replace=False)
+    return x, y, vx, vy, masks, seeds
+
+
+def tree_close(a, b, rtol=1e-4, atol=1e-5):
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=atol)
+
+
+def tree_equal(a, b):
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+
+
+def member(tree, m):
+    return jax.tree.map(lambda a: a[m], tree)
+
+
+def test_ensemble_member_equals_member_trained_alone(rng):
+    x, y, vx, vy, masks, seeds = problem(rng)
+    ens = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, progress=False)
+    for m in range(M):
+        alone = pr.train(MODEL, x, y, masks[m:m + 1], seeds[m:m + 1], vx, vy, CONFIG, progress=False)
+        tree_close(member(ens.best_params, m), member(alone.best_params, 0))
+        tree_close(member(ens.params, m), member(alone.params, 0))
+        np.testing.assert_allclose(ens.best_auc[m], alone.best_auc[0], atol=1e-6)
+        assert int(ens.best_step[m]) == int(alone.best_step[0])
+
+
+def test_minibatches_respect_masks(rng):
+    n = 50
+    w = (rng.uniform(size=n) < 0.3).astype(np.float32) * rng.uniform(0.5, 2.0, n)
+    w[0] = 1.0
+    cdf = jnp.cumsum(jnp.asarray(w))
+    keys = jax.random.split(jax.random.key(int(rng.integers(2**31))), 400)
+    from cfjax.predictors.ensemble import _sample
+    idx = np.asarray(jax.vmap(lambda k: _sample(k, cdf, 64))(keys)).ravel()
+    assert (w[idx] > 0).all()
+    freq = np.bincount(idx, minlength=n) / idx.size
+    np.testing.assert_allclose(freq, w / w.sum(), atol=0.01)
+
+
+def test_early_stopping_keeps_best_validation_auc(rng, tmp_path):
+    """Round by round (one round per call, resumed from the checkpoint): the recorded AUC is
+    sklearn's on the members' current parameters, the kept parameters are those of the first
+    best round, and a member stops (frozen) `patience` rounds after it."""
+    x, y, vx, vy, masks, seeds = problem(rng)
+    params_by_round, state = [], None
+    for _ in range(CONFIG.rounds):
+        state = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, checkpoint_dir=tmp_path,
+                         max_rounds=1, progress=False)
+        params_by_round.append(state.params)
+        if state.finished:
+            break
+    rounds = int(state.round)
+    assert rounds == len(params_by_round)
+    for m in range(M):
+        aucs = [roc_auc_score(vy, np.asarray(pr.predict(MODEL, p, vx, logits=True)[m])) for p in params_by_round]
+        hist = np.asarray(state.val_auc[:rounds, m])
+        np.testing.assert_allclose(hist, aucs, atol=1e-6)
+        best = int(np.argmax(hist))  # the first maximum: a later tie does not replace it
+        assert float(state.best_auc[m]) == hist[best]
+        assert int(state.best_step[m]) == CONFIG.eval_every * (best + 1)
+        tree_equal(member(state.best_params, m), member(params_by_round[best], m))
+        stop = min(best + 1 + CONFIG.patience, CONFIG.rounds)  # rounds this member ran
+        assert not bool(state.active[m])
+        assert (hist[:stop - 1] < hist[best]).sum() == stop - 1 - (hist[:stop - 1] == hist[best]).sum()
+        assert (hist[best + 1:stop] <= hist[best]).all()
+        tree_equal(member(params_by_round[-1], m), member(params_by_round[stop - 1], m))  # frozen since
+
+
+def test_checkpoint_round_trip(rng, tmp_path):
+    x, y, vx, vy, masks, seeds = problem(rng)
+    state = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, max_rounds=1, progress=False)
+    pr.save_checkpoint(tmp_path, 7, state, {"note": "x"})
+    assert pr.latest_checkpoint_step(tmp_path) == 7
+    template = pr.init_state(MODEL, CONFIG, seeds + 1, (16, 16))
+    restored, meta = pr.restore_checkpoint(tmp_path, template)
+    assert meta["note"] == "x" and meta["format"] == pr.FORMAT_VERSION and meta["step"] == 7
+    assert jax.tree.structure(restored) == jax.tree.structure(state)
+    tree_equal(restored, state)
+
+
+def test_resume_equals_uninterrupted(rng, tmp_path):
+    x, y, vx, vy, masks, seeds = problem(rng)
+    full = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, progress=False)
+    part = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, checkpoint_dir=tmp_path, max_rounds=2,
+                    progress=False)
+    assert int(part.step) == 2 * CONFIG.eval_every
+    assert pr.latest_checkpoint_step(tmp_path) == 2 * CONFIG.eval_every
+    resumed = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, checkpoint_dir=tmp_path, progress=False)
+    assert resumed.finished and int(resumed.round) == int(full.round)
+    tree_equal(resumed, full)
+    with pytest.raises(cf.ValidationError, match="`checkpoint_dir`"):  # another run's checkpoint
+        pr.train(MODEL, x, y, masks, seeds + 1, vx, vy, CONFIG, checkpoint_dir=tmp_path, progress=False)
+
+
+def test_nonfinite_loss_names_member_and_step(rng):
+    """Member 1 alone may draw unit 0, whose pixels overflow float32 in the first convolution:
+    its loss is NaN at the first step whose minibatch holds unit 0 (recomputed here from its
+    minibatch stream); member 0 never draws it."""
+    x, y, vx, vy, masks, seeds = problem(rng)
+    x[0] = 3e38
+    masks[:, 0] = 0.0
+    masks[1] = 1.0
+    masks[1, 0] = 3.0  # drawn with probability ~0.3 a step
+    state = pr.init_state(MODEL, CONFIG, seeds, (16, 16))
+    cdf = jnp.cumsum(jnp.asarray(masks[1]))
+    key = jax.random.wrap_key_data(state.data_keys[1])
+    from cfjax.predictors.ensemble import _sample
+    drawn = [int(t) for t in range(CONFIG.steps)
+             if 0 in np.asarray(_sample(jax.random.fold_in(key, t), cdf, CONFIG.batch_size))]
+    names = ["basic", "sex0.80", "age0.95"]
+    with pytest.raises(pr.TrainingError, match=rf"member 1 \('sex0.80'\).* step {drawn[0]}\b"):
+        pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, names=names, progress=False)
+    # the public single-member step agrees: finite before that step, NaN at it
+    step = jax.jit(lambda p, o, d, k: pr.member_step(MODEL, CONFIG, p, o, d, k))
+    p, o = member(state.params, 1), member(state.opt_state, 1)
+    data = pr.member_data(x, y, masks[1])
+    for t in range(drawn[0] + 1):
+        p, o, loss = step(p, o, data, jax.random.fold_in(key, t))
+        assert np.isfinite(float(loss)) == (t < drawn[0])
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64])
+def test_chunked_inference_matches_unchunked_apply(rng, chunk):
+    params = pr.init_params(MODEL, [0, 1, 2], (16, 16))
+    x, _ = synthetic(rng, 10)
+    cfx = np.stack([synthetic(rng, 10)[0] for _ in range(3)])  # (K, N, H, W)
+    direct = jax.vmap(lambda p: MODEL.apply(p, jnp.asarray(x)))(params)
+    got = pr.predict(MODEL, params, x, chunk=chunk, logits=True)
+    np.testing.assert_allclose(got, direct, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(pr.predict(MODEL, params, x, chunk=chunk), jax.nn.sigmoid(direct),
+                               rtol=1e-5, atol=1e-6)
+    got_cf = pr.predict(MODEL, params, cfx, chunk=chunk, logits=True)
+    assert got_cf.shape == (3, 3, 10)
+    for k in range(3):
+        np.testing.assert_allclose(got_cf[:, k], jax.vmap(lambda p: MODEL.apply(p, jnp.asarray(cfx[k])))(params),
+                                   rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(pr.to_metrics_layout(got_cf)[1], np.asarray(got_cf[1]).T)
+
+
+def test_conv_matches_lax_convolution(rng):
+    from cfjax.predictors.cnn import _conv3x3
+    h = jnp.asarray(rng.normal(size=(2, 9, 7, 3)), jnp.float32)
+    k = jnp.asarray(rng.normal(size=(3, 3, 3, 5)), jnp.float32)
+    b = jnp.asarray(rng.normal(size=5), jnp.float32)
+    ref = jax.lax.conv_general_dilated(h, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    ref = ref + b.reshape(1, 1, 1, 5)
+    np.testing.assert_allclose(_conv3x3(h, k, b), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_logit_offset_closed_form(rng):
+    logits = rng.normal(0, 3, (2, 4, 6)).astype(np.float32)
+    sex = rng.integers(0, 2, (4, 6))
+    beta = float(rng.choice([0.5, 1.0, 2.0]))
+    ref = 1 / (1 + np.exp(-(logits.astype(np.float64) + beta * sex)))
+    np.testing.assert_allclose(pr.logit_offset(logits, sex, beta), ref, rtol=1e-5)
+
+
+def test_paper_predictions_against_numpy(rng):
+    seeds = [4, 7]
+    names = [n for n in pr.TRAINED_NAMES for _ in seeds]
+    member_seeds = seeds * len(pr.TRAINED_NAMES)
+    perm = rng.permutation(len(names))  # any member order
+    names, member_seeds = [names[i] for i in perm], [member_seeds[i] for i in perm]
+    logits = rng.normal(0, 2, (len(names), 3, 5)).astype(np.float32)
+    sex = rng.integers(0, 2, (3, 5))
+    got_names, p = pr.paper_predictions(names, member_seeds, logits, sex)
+    assert got_names == pr.PAPER_NAMES == ("basic", "logit+0.5", "logit+1", "logit+2", "sex0.80", "sex0.90",
+                                           "sex0.95", "age0.80", "age0.90", "age0.95")
+    assert p.shape == (10, 2, 3, 5)
+    basic_order = [s for n, s in zip(names, member_seeds) if n == "basic"]
+    for i, name in enumerate(pr.PAPER_NAMES):
+        beta = {"logit+0.5": 0.5, "logit+1": 1.0, "logit+2": 2.0}.get(name, 0.0)
+        source = "basic" if beta else name
+        for j, s in enumerate(basic_order):
+            row = next(r for r, (n, t) in enumerate(zip(names, member_seeds)) if n == source and t == s)
+            ref = 1 / (1 + np.exp(-(logits[row].astype(np.float64) + beta * sex)))
+            np.testing.assert_allclose(p[i, j], ref, rtol=1e-5)
+
+
+def test_paper_family_masks_are_the_corrupted_training_sets():
+    """Masks over the unbiased training set of ChestSCM.datasets(seed) keep exactly the units of
+    datasets(seed, bias=...)'s training set."""
+    chest = cf.data.ChestSCM(size=32)
+    seed = 3
+    kw = dict(n_train=8, n_val=4, test_per_cell=1, pool_factor=40)  # every render in one chunk size
+    full = chest.datasets(seed, **kw)["train"]["parents"]
+    fam = pr.paper_family(full["sex"], full["age"], full["effusion"], pr.datasets_bias_key(seed), seeds=(0, 1))
+    assert fam.names == tuple(n for n in pr.TRAINED_NAMES for _ in (0, 1))
+    np.testing.assert_array_equal(fam.seeds, [0, 1] * 7)
+    assert np.asarray(fam.masks[0]).all()
+    for kind, strength in (("sex", 0.9), ("age", 0.8)):
+        biased = chest.datasets(seed, bias=(kind, strength), **kw)["train"]
+        row = fam.names.index(f"{kind}{strength:.2f}")
+        mask = np.asarray(fam.masks[row])
+        assert biased["dropped"] == int((~mask).sum())
+        for node in ("sex", "age", "effusion", "lung", "race"):
+            np.testing.assert_array_equal(np.asarray(full[node])[mask], np.asarray(biased["parents"][node]))
+
+
+def test_validation_errors():
+    x = np.full((8, 16, 16), 0.5, np.float32)
+    y = np.array([0, 1] * 4)
+    ok = np.ones((1, 8), bool)
+    params = pr.init_params(MODEL, [0], (16, 16))
+    cases = [
+        ("steps", lambda: pr.TrainConfig(steps=0)),
+        ("warmup", lambda: pr.TrainConfig(steps=10, warmup=10)),
+        ("learning_rate", lambda: pr.TrainConfig(learning_rate=float("nan"))),
+        ("weight_decay", lambda: pr.TrainConfig(weight_decay=-1.0)),
+        ("eval_every", lambda: pr.TrainConfig(eval_every=0)),
+        ("images", lambda: pr.train(MODEL, x[0], y, ok, [0], x, y, CONFIG)),
+        ("images", lambda: pr.train(MODEL, x.astype(np.int32), y, ok, [0], x, y, CONFIG)),
+        ("labels", lambda: pr.train(MODEL, x, y + 1, ok, [0], x, y, CONFIG)),
+        ("masks", lambda: pr.train(MODEL, x, y, np.ones((1, 7), bool), [0], x, y, CONFIG)),
+        ("masks", lambda: pr.train(MODEL, x, y, np.zeros((1, 8), bool), [0], x, y, CONFIG)),
+        ("masks", lambda: pr.train(MODEL, x, y, -np.ones((1, 8)), [0], x, y, CONFIG)),
+        ("seeds", lambda: pr.train(MODEL, x, y, ok, [0, 1], x, y, CONFIG)),
+        ("seeds", lambda: pr.train(MODEL, x, y, ok, [-1], x, y, CONFIG)),
+        ("val_images", lambda: pr.train(MODEL, x, y, ok, [0], x[:, :8], y, CONFIG)),
+        ("val_labels", lambda: pr.train(MODEL, x, y, ok, [0], x, np.zeros(8, int), CONFIG)),
+        ("config", lambda: pr.train(MODEL, x, y, ok, [0], x, y, {"steps": 3})),
+        ("names", lambda: pr.train(MODEL, x, y, ok, [0], x, y, CONFIG, names=["a", "b"])),
+        ("max_rounds", lambda: pr.train(MODEL, x, y, ok, [0], x, y, CONFIG, max_rounds=0)),
+        ("model", lambda: pr.train("cnn", x, y, ok, [0], x, y, CONFIG)),
+        ("images", lambda: pr.predict(MODEL, params, x[0])),
+        ("images", lambda: pr.predict(MODEL, params, np.full((8, 16, 16), np.nan, np.float32))),
+        ("chunk", lambda: pr.predict(MODEL, params, x, chunk=0)),
+        ("logits", lambda: pr.predict(MODEL, params, x, logits="yes")),
+        ("params", lambda: pr.predict(MODEL, {}, x)),
+        ("image_shape", lambda: pr.init_params(MODEL, [0], (16,))),
+        ("seeds", lambda: pr.init_params(MODEL, [], (16, 16))),
+        ("seeds", lambda: pr.init_state(MODEL, CONFIG, [[0]], (16, 16))),
+        ("config", lambda: pr.init_state(MODEL, None, [0], (16, 16))),
+        ("p_cf", lambda: pr.to_metrics_layout(np.zeros((2, 3)))),
+        ("weights", lambda: pr.member_data(x, y, np.ones(7))),
+        ("sex", lambda: pr.logit_offset(np.zeros(3), np.array([0, 2, 1]), 1.0)),
+        ("sex", lambda: pr.logit_offset(np.zeros(3), np.array([0, 1]), 1.0)),
+        ("beta", lambda: pr.logit_offset(np.zeros(3), np.array([0, 1, 1]), float("inf"))),
+        ("logits", lambda: pr.logit_offset(np.zeros(3, int), np.array([0, 1, 1]), 1.0)),
+        ("key", lambda: pr.paper_family(y, np.full(8, 50.0), y, 0)),
+        ("seeds", lambda: pr.paper_family(y, np.full(8, 50.0), y, jax.random.key(0), seeds=(1, 1))),
+        ("age", lambda: pr.paper_family(y, np.full(7, 50.0), y, jax.random.key(0))),
+        ("effusion", lambda: pr.paper_family(y, np.full(8, 50.0), y + 1, jax.random.key(0))),
+        ("seed", lambda: pr.datasets_bias_key(-1)),
+        ("names", lambda: pr.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(3, int))),
+        ("logits", lambda: pr.paper_predictions(["basic"], [0], np.zeros((2, 3), np.float32), np.zeros(3, int))),
+        ("sex", lambda: pr.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(4, int))),
+        ("directory", lambda: pr.restore_checkpoint("/nonexistent/cfjax-ckpt", {})),
+        ("keep", lambda: pr.CheckpointStore(".", keep=0)),
+    ]
+    for name, call in cases:
+        with pytest.raises(cf.ValidationError, match=f"`{name}`"):
+            call()
