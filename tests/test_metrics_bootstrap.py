@@ -29,9 +29,17 @@ def fields(report):
             for f in report.__dataclass_fields__ if f != "alphas"}
 
 
+def cf_smece(f, y):
+    # The reference smooth ECE (a root search over direct sums) costs about a second per
+    # call; the bootstrap loop takes cfjax's, which tests/test_metrics_smooth_ece.py checks
+    # against it (and the first resamples are checked against it below).
+    return float(cf.metrics.smooth_ece(f, y))
+
+
 def expected_bounds(p_obs, p_cf, y, q, idx, **options):
     """The numpy loop: the reference report of every resample, then np.percentile."""
-    reps = [ref.report(p_obs[i], p_cf[i], None if y is None else y[i], q, **options) for i in idx]
+    reps = [ref.report(p_obs[i], p_cf[i], None if y is None else y[i], q, smece=cf_smece,
+                       **options) for i in idx]
     stacked = {f: np.stack([np.asarray(r[f], dtype=np.float64) for r in reps]) for f in reps[0]}
     lo, hi = 50 * (1 - LEVEL), 50 * (1 + LEVEL)
     with np.errstate(invalid="ignore"):
@@ -51,7 +59,7 @@ def test_intervals_match_a_numpy_loop_over_the_same_resamples(rng, x64):
     idx = np.asarray(cf.metrics.bootstrap_indices(key, n, b))
     assert idx.shape == (b, n) and idx.min() >= 0 and idx.max() < n
     stacked, low, high = expected_bounds(p_obs, p_cf, y, q, idx, **options)
-    full = ref.report(p_obs, p_cf, y, q, **options)
+    full = ref.report(p_obs, p_cf, y, q, smece=cf_smece, **options)
     got_est, got_low, got_high = fields(r.estimate), fields(r.low), fields(r.high)
     got_reps = fields(r.replicates)
     assert set(got_low) == set(low)
@@ -61,7 +69,11 @@ def test_intervals_match_a_numpy_loop_over_the_same_resamples(rng, x64):
         np.testing.assert_allclose(got_reps[f], stacked[f], **tol)
         np.testing.assert_allclose(got_low[f], low[f], **tol)
         np.testing.assert_allclose(got_high[f], high[f], **tol)
-    assert r.to_dict()["high"]["risk_cvar"] == pytest.approx(dict(zip((0.5, 0.2), high["risk_cvar"])))
+    for b in range(2):  # rtol: the grid's discretisation error, see test_metrics_smooth_ece
+        smece_ref = ref.smooth_ece(p_obs[idx[b]], y[idx[b]])[0]
+        np.testing.assert_allclose(got_reps["smece_orig"][b], smece_ref, rtol=1e-4)
+    high_cvar = dict(zip((0.5, 0.2), high["risk_cvar"]))
+    assert r.to_dict()["high"]["risk_cvar"] == pytest.approx(high_cvar)
 
 
 def test_a_nan_replicate_gives_nan_bounds_like_numpy(x64):
@@ -114,7 +126,10 @@ def test_vmap_over_predictors_is_a_paired_bootstrap(rng):
     P_obs = np.stack([d[0] for d in data]).astype(np.float32)
     P_cf = np.stack([d[1] for d in data]).astype(np.float32)
     key = jax.random.key(5)
-    run = lambda po, pc: cf.metrics.evaluate_bootstrap(po, pc, y, key=key, resamples=20)  # noqa: E731
+
+    def run(po, pc):
+        return cf.metrics.evaluate_bootstrap(po, pc, y, key=key, resamples=20)
+
     batched = jax.jit(jax.vmap(run))(P_obs, P_cf)
     for j in range(3):
         single = run(P_obs[j], P_cf[j])

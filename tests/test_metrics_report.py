@@ -18,8 +18,8 @@ from tests import reference as ref
 
 FIELDS = [
     "risk_orig", "risk_cm", "risk_ie", "risk_cvar", "risk_wc", "brier_orig", "ece_orig",
-    "mce_orig", "brier_cm", "ece_cm", "mce_cm", "s_var", "s_flip", "d_obs", "score_shift",
-    "spearman", "kendall_tau_b", "rank_change",
+    "mce_orig", "smece_orig", "brier_cm", "ece_cm", "mce_cm", "smece_cm", "s_var", "s_flip",
+    "d_obs", "score_shift", "spearman", "kendall_tau_b", "rank_change",
 ]
 
 
@@ -59,6 +59,9 @@ def test_report_matches_independent_references(rng, x64):
     )
     for name, value in expected.items():
         np.testing.assert_allclose(getattr(r, name), value, rtol=1e-9, atol=1e-12, err_msg=name)
+    # Smooth ECE: grid discretisation against a direct sum (tests/test_metrics_smooth_ece.py).
+    np.testing.assert_allclose(r.smece_orig, ref.smooth_ece(p_obs, y)[0], rtol=1e-4)
+    np.testing.assert_allclose(r.smece_cm, ref.smooth_ece(p_bar, y)[0], rtol=1e-4)
 
 
 def test_float32_report_close_to_float64_reference(rng):

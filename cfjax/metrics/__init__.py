@@ -1,8 +1,14 @@
 """Counterfactual-marginalisation metrics (paper 000; SPEC §1).
 
 Inputs: ``p_obs (n,)`` predictions on observed units, ``p_cf (n, K)`` predictions on their K
-counterfactuals, labels ``y (n,)`` in {0, 1}, intervention weights ``weights (K,)``.
+counterfactuals, labels ``y (n,)`` in {0, 1}, intervention weights ``weights (K,)``. The
+stability metrics also take class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)``
+(``cfjax.metrics.stability``: one core, equal to the binary values for C = 2).
 Every function is pure JAX, jittable, and vmappable over a leading predictor axis.
+
+Beside :func:`evaluate`: :func:`evaluate_many` (many predictors, sharded),
+:func:`evaluate_bootstrap` (percentile bootstrap intervals of every field),
+:func:`smooth_ece` and :func:`reliability_curve` (kernel-smoothed calibration).
 """
 
 from cfjax.metrics.bootstrap import BootstrapReport as BootstrapReport
@@ -27,6 +33,10 @@ from cfjax.metrics.risk import interventional_risk as interventional_risk
 from cfjax.metrics.risk import marginal_risk as marginal_risk
 from cfjax.metrics.risk import marginalise as marginalise
 from cfjax.metrics.risk import worst_case_risk as worst_case_risk
+from cfjax.metrics.smooth_calibration import ReliabilityCurve as ReliabilityCurve
+from cfjax.metrics.smooth_calibration import reliability_curve as reliability_curve
+from cfjax.metrics.smooth_calibration import smooth_ece as smooth_ece
+from cfjax.metrics.smooth_calibration import smooth_ece_bandwidth as smooth_ece_bandwidth
 from cfjax.metrics.stability import decision_disagreement as decision_disagreement
 from cfjax.metrics.stability import flip_rate as flip_rate
 from cfjax.metrics.stability import score_shift as score_shift
@@ -44,6 +54,7 @@ __all__ = [
     "LABEL_FIELDS",
     "MarginalisationReport",
     "PAPER_CHAINS",
+    "ReliabilityCurve",
     "SubgroupMeans",
     "auc",
     "bce",
@@ -67,7 +78,10 @@ __all__ = [
     "mce",
     "rank_change",
     "rankdata",
+    "reliability_curve",
     "score_shift",
+    "smooth_ece",
+    "smooth_ece_bandwidth",
     "spearman",
     "stability_variance",
     "stratified_auc",

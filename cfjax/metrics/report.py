@@ -15,6 +15,7 @@ from cfjax.metrics import _arrays, _inputs
 from cfjax.metrics.calibration import _bins, _brier
 from cfjax.metrics.ranking import _kendall_tau_b, _spearman
 from cfjax.metrics.risk import binary_bce, cvar_risks_kn, losses_kn
+from cfjax.metrics.smooth_calibration import _smooth_ece
 from cfjax.metrics.stability import d_obs, mean_abs_shift, s_flip_kn, s_var_kn
 
 __all__ = ["MarginalisationReport", "evaluate", "LABEL_FIELDS"]
@@ -22,7 +23,7 @@ __all__ = ["MarginalisationReport", "evaluate", "LABEL_FIELDS"]
 #: Report fields that need labels; NaN when ``evaluate`` is called with ``y=None``.
 LABEL_FIELDS = (
     "risk_orig", "risk_cm", "risk_ie", "risk_cvar", "risk_wc",
-    "brier_orig", "ece_orig", "mce_orig", "brier_cm", "ece_cm", "mce_cm",
+    "brier_orig", "ece_orig", "mce_orig", "smece_orig", "brier_cm", "ece_cm", "mce_cm", "smece_cm",
 )
 
 
@@ -31,7 +32,9 @@ class MarginalisationReport:
     """Every SPEC §1 metric of one predictor (or of a batch, with a leading axis, under vmap).
 
     Scalars, except ``risk_cvar`` which has shape ``(len(alphas),)``, aligned with the static
-    field ``alphas``.
+    field ``alphas``. ``ece_*``/``mce_*`` use equal-width bins; ``smece_*`` is the smooth ECE
+    (:func:`~cfjax.metrics.smooth_ece`, its bandwidth chosen automatically) of ``p_obs``
+    (``orig``) and of the marginalised ``p_bar`` (``cm``).
     """
 
     risk_orig: jax.Array
@@ -42,9 +45,11 @@ class MarginalisationReport:
     brier_orig: jax.Array
     ece_orig: jax.Array
     mce_orig: jax.Array
+    smece_orig: jax.Array
     brier_cm: jax.Array
     ece_cm: jax.Array
     mce_cm: jax.Array
+    smece_cm: jax.Array
     s_var: jax.Array
     s_flip: jax.Array
     d_obs: jax.Array
@@ -161,4 +166,5 @@ def _evaluate(p_obs, p_cf, y, q, tau, *, alphas, n_bins, uniform) -> Marginalisa
             labelled[f"brier_{suffix}"] = _brier(p, y)
             labelled[f"ece_{suffix}"] = jnp.sum(gap) / p.shape[0]
             labelled[f"mce_{suffix}"] = jnp.max(jnp.where(count > 0, gap / jnp.maximum(count, 1), 0))
+            labelled[f"smece_{suffix}"] = _smooth_ece(p, y)[0]
     return MarginalisationReport(**labelled, **stability, alphas=alphas)

@@ -1,0 +1,131 @@
+"""Smooth ECE and the smoothed reliability diagram against a direct numpy implementation
+(tests/reference.py: the reflected kernel summed over units and mirror images, the midpoint
+rule on 4000 cells, Brent's root of smECE_σ = σ), closed forms, invariants and validation.
+
+Tolerances: cfjax spreads the scores linearly onto a grid of spacing h = 1/4096 and integrates
+by the trapezoid rule; its relative error is about (h/σ)²/8, i.e. 2e-5 at σ = 0.02 and below
+1e-6 for σ >= 0.1; the reference's midpoint rule adds (1/4000)²/(24 σ²) < 1e-5. Hence rtol
+2e-4 at σ >= 0.02, with a margin of 10.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+import cfjax as cf
+from tests import reference as ref
+
+
+def miscalibrated(rng, n):
+    """Scores with a reliability curve f^1.5 (over-confident for positives) and some ties."""
+    f = rng.uniform(size=n)
+    y = (rng.uniform(size=n) < f ** 1.5).astype(np.int32)
+    f[: n // 10] = np.round(f[: n // 10], 1)  # ties, and mass at the endpoints 0 and 1
+    return f, y
+
+
+@pytest.mark.parametrize("sigma", [0.02, 0.1, 0.5])
+def test_fixed_bandwidth_matches_the_direct_sum(rng, x64, sigma):
+    f, y = miscalibrated(rng, 150)
+    np.testing.assert_allclose(cf.metrics.smooth_ece(f, y, bandwidth=sigma),
+                               ref.smooth_ece_at(f, y, sigma), rtol=2e-4)
+
+
+def test_automatic_bandwidth_is_the_fixed_point_of_the_reference(rng, x64):
+    f, y = miscalibrated(rng, 150)
+    expected, sigma_ref = ref.smooth_ece(f, y, points=2000)  # σ* ~ 0.07: midpoint error 2e-6
+    got = float(cf.metrics.smooth_ece(f, y))
+    sigma = float(cf.metrics.smooth_ece_bandwidth(f, y))
+    # smECE_σ − σ has slope <= −1, so the root moves by at most the function's error.
+    np.testing.assert_allclose(got, expected, rtol=2e-4)
+    np.testing.assert_allclose(sigma, sigma_ref, rtol=2e-4)
+    assert got == pytest.approx(sigma, abs=2e-7)  # smECE_σ* = σ*, to the bisection's 6e-8
+
+
+def test_float32_agrees_with_float64(rng):
+    f, y = miscalibrated(rng, 2000)
+    got32 = float(cf.metrics.smooth_ece(f.astype(np.float32), y))
+    with jax.enable_x64(True):
+        got64 = float(cf.metrics.smooth_ece(f, y))
+    assert got32 == pytest.approx(got64, rel=1e-4)
+
+
+def test_constant_scores_give_the_global_bias_at_every_bandwidth(rng):
+    # r̂_σ(t) = (mean y − c) K_σ(t, c) and K integrates to 1: smECE_σ = |mean y − c| for all σ.
+    c = float(rng.choice([0.0, 0.3, 1.0]))
+    y = rng.integers(0, 2, 64)
+    p = np.full(64, c, np.float32)
+    bias = abs(y.mean() - c)
+    for sigma in (0.01, 0.2, None):
+        assert float(cf.metrics.smooth_ece(p, y, bandwidth=sigma)) == pytest.approx(bias, abs=1e-5)
+
+
+def test_calibrated_to_the_resolution_gives_the_smallest_bandwidth():
+    # Scores equal to the labels: no residual at all.
+    y = np.array([0, 1, 1, 0, 1])
+    assert float(cf.metrics.smooth_ece(y.astype(np.float32), y)) == 0.0
+    assert float(cf.metrics.smooth_ece_bandwidth(y.astype(np.float32), y)) == pytest.approx(1e-3)
+
+
+def test_smooth_ece_does_not_increase_with_the_bandwidth(rng):
+    f, y = miscalibrated(rng, 300)
+    f = f.astype(np.float32)
+    values = [float(cf.metrics.smooth_ece(f, y, bandwidth=s)) for s in np.geomspace(0.002, 1, 12)]
+    assert all(b <= a + 1e-6 for a, b in zip(values, values[1:])), values
+    # The binned ECE is a comparable scale for well-populated bins (same order of magnitude).
+    assert 0.3 < values[6] / float(cf.metrics.ece(f, y, n_bins=10)) < 3
+
+
+def test_reliability_curve_matches_the_direct_smoother(rng, x64):
+    f, y = miscalibrated(rng, 200)
+    t = np.linspace(0, 1, 23)
+    c = cf.metrics.reliability_curve(f, y, grid=t)
+    sigma = float(c.bandwidth)
+    assert sigma == pytest.approx(float(cf.metrics.smooth_ece_bandwidth(f, y)))
+    assert float(c.smooth_ece) == pytest.approx(float(cf.metrics.smooth_ece(f, y)), rel=1e-12)
+    mu, density = ref.smoothed_reliability(f, y, sigma, t)
+    # Linear interpolation between grid nodes adds h²/8 |μ''| ≈ 1e-8 |μ''|: negligible.
+    np.testing.assert_allclose(c.density, density, rtol=2e-4)
+    np.testing.assert_allclose(c.mean_label, mu, rtol=2e-4, atol=1e-6)
+    np.testing.assert_allclose(c.t, t)
+
+
+def test_reliability_curve_integrates_to_the_smooth_ece(rng):
+    # ∫ δ̂ = 1 and ∫ δ̂ |μ − t| = smECE: the diagram shows exactly what the metric measures.
+    f, y = miscalibrated(rng, 500)
+    c = cf.metrics.reliability_curve(f.astype(np.float32), y, grid=4097)
+    t, dens, mu = (np.asarray(v, np.float64) for v in (c.t, c.density, c.mean_label))
+    assert np.trapezoid(dens, t) == pytest.approx(1.0, abs=1e-4)
+    assert np.trapezoid(dens * np.abs(mu - t), t) == pytest.approx(float(c.smooth_ece), rel=1e-3)
+
+
+def test_vmap_over_predictors_and_report_fields(rng):
+    f, y = miscalibrated(rng, 100)
+    P = np.stack([f, f ** 2, np.sqrt(f)]).astype(np.float32)
+    batched = jax.vmap(lambda p: cf.metrics.smooth_ece(p, y))(P)
+    single = [float(cf.metrics.smooth_ece(p, y)) for p in P]
+    np.testing.assert_allclose(batched, single, rtol=1e-6)
+    p_cf = np.stack([P[1], P[2]], axis=1)
+    r = cf.metrics.evaluate(P[0], p_cf, y)
+    assert float(r.smece_orig) == pytest.approx(single[0], rel=1e-6)
+    p_bar = p_cf.mean(axis=1)
+    assert float(r.smece_cm) == pytest.approx(float(cf.metrics.smooth_ece(p_bar, y)), rel=1e-5)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: cf.metrics.smooth_ece(np.array([0.2, 1.2]), np.array([0, 1])), "p"),
+    (lambda: cf.metrics.smooth_ece(np.array([[0.2, 0.3]]), np.array([0, 1])), "p"),
+    (lambda: cf.metrics.smooth_ece(np.array([0.2, 0.3]), np.array([0, 2])), "y"),
+    (lambda: cf.metrics.smooth_ece(np.array([0.2, 0.3]), np.array([0, 1, 1])), "y"),
+    (lambda: cf.metrics.smooth_ece(np.array([0.2, 0.3]), np.array([0, 1]), bandwidth=0.0),
+     "bandwidth"),
+    (lambda: cf.metrics.smooth_ece_bandwidth(np.array([np.nan, 0.3]), np.array([0, 1])), "p"),
+    (lambda: cf.metrics.reliability_curve(np.array([0.2, 0.3]), np.array([0, 1]), grid=1), "grid"),
+    (lambda: cf.metrics.reliability_curve(np.array([0.2, 0.3]), np.array([0, 1]),
+                                          grid=np.array([0.5, 1.5])), "grid"),
+    (lambda: cf.metrics.reliability_curve(np.array([0.2, 0.3]), np.array([0, 1]),
+                                          bandwidth=-1.0), "bandwidth"),
+])
+def test_bad_input_names_the_argument(call, name):
+    with pytest.raises(cf.ValidationError, match=f"`{name}`"):
+        call()
