@@ -3,7 +3,13 @@ with and without effusion, written as one PNG grid; and the rendering throughput
 
 Each row is one test unit: its factual image, then its counterfactuals under do(sex, age) for
 sex ∈ {male, female} × age ∈ 8 values from 20 to 90. The first rows have no effusion, the
-last rows have effusion.
+last rows have effusion (their factual status).
+
+By default the label is held (``--label fixed``, paper 000's study): effusion keeps each
+unit's observed value in every counterfactual, so a row's effusion status is that of all its
+images; the effusion's severity and laterality are the unit's own image noise, the same in
+every image of the row. With ``--label follows`` effusion follows the new age (re-generated
+from its abducted noise), and the script prints how many counterfactuals changed status.
 
 Run: ``python -m experiments.chest_counterfactuals --out results/chest_grid.png``.
 """
@@ -26,12 +32,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--rows", type=int, default=3, help="units per effusion status")
     ap.add_argument("--throughput-units", type=int, default=1024)
+    ap.add_argument("--label", choices=cf.data.LABEL_MODES, default="fixed",
+                    help="effusion held at its observed value (fixed) or following age (follows)")
     args = ap.parse_args(argv)
 
     chest = cf.data.ChestSCM(size=args.size)
     rec = chest.sample(jax.random.key(0), 200)
     do, _ = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20, 90, 8)})
-    out = chest.counterfactuals(rec, do, jax.random.key(1))
+    out = chest.counterfactuals(rec, do, jax.random.key(1), label=args.label)
     effusion = np.asarray(rec["parents"]["effusion"])
     rows = list(np.flatnonzero(effusion == 0)[: args.rows]) + list(np.flatnonzero(effusion == 1)[: args.rows])
     images, cfs = np.asarray(rec["image"]), np.asarray(out["image"])
@@ -39,11 +47,13 @@ def main(argv=None) -> dict:
     lines = [np.concatenate([images[i], pad, pad] + [np.concatenate([cfs[k, i], pad], axis=1)
                                                      for k in range(16)], axis=1) for i in rows]
     write_png(args.out, np.concatenate(lines, axis=0))
-    print(f"wrote {args.out}: {len(rows)} units (first {args.rows} without effusion), factual + 16 counterfactuals")
+    changed = float(np.mean(np.asarray(out["parents"]["effusion"]) != effusion))
+    print(f"wrote {args.out}: {len(rows)} units (first {args.rows} without effusion, by factual status), "
+          f"factual + 16 counterfactuals; label {args.label}: effusion changed in {changed:.1%} of counterfactuals")
 
     # Throughput: N units × K = 16 counterfactual images, parents and rendering included.
     rec = chest.sample(jax.random.key(2), args.throughput_units)
-    run = lambda: chest.counterfactuals(rec, do, jax.random.key(3))["image"].block_until_ready()  # noqa: E731
+    run = lambda: chest.counterfactuals(rec, do, jax.random.key(3), label=args.label)["image"].block_until_ready()  # noqa: E731
     run()
     start = time.perf_counter()
     repeats = 5
@@ -52,7 +62,7 @@ def main(argv=None) -> dict:
     per_second = args.throughput_units * 16 * repeats / (time.perf_counter() - start)
     print(f"{per_second:,.0f} counterfactual images per second at {args.size}x{args.size} "
           f"(N = {args.throughput_units}, K = 16)")
-    return {"images_per_second": per_second}
+    return {"images_per_second": per_second, "effusion_changed": changed}
 
 
 if __name__ == "__main__":

@@ -90,9 +90,14 @@ def test_effusion_is_visible_at_the_lung_bases():
     chest = D.ChestSCM(size=64)
     rec = chest.sample(jax.random.key(7), 200)
     healthy = chest.counterfactuals(rec, {"effusion": np.array([0, 1])}, jax.random.key(8))["image"]
-    diff = np.asarray(healthy[1] - healthy[0]).mean(axis=0)
-    lower, upper = diff[40:56].mean(), diff[8:24].mean()
-    assert lower > 0.02 and lower > 5 * abs(upper)
+    diff = np.asarray(healthy[1] - healthy[0])
+    assert diff.min() >= -1e-6  # fluid only adds opacity
+    mean = diff.mean(axis=0)
+    lower, upper = mean[36:56].mean(), mean[4:24].mean()
+    assert lower > 0.002 and upper < 0.02 * lower, (lower, upper)
+    # Severity is skewed: many effusions are small (hard to see), a few large.
+    per_unit = diff.sum(axis=(1, 2))
+    assert np.median(per_unit) < 0.7 * per_unit.mean() and np.quantile(per_unit, 0.9) > 4 * np.median(per_unit)
 
 
 def test_second_site_changes_acquisition_only():
@@ -213,7 +218,7 @@ def test_render_does_not_depend_on_the_chunking(rng, monkeypatch):
     parents = random_parents(rng, n)
     noise = jax.vmap(D.sample_image_noise)(jax.random.split(jax.random.key(int(rng.integers(2**31))), n))
     whole = np.asarray(D.chest._render_many(*(parents[v] for v in ("sex", "age", "race", "lung", "effusion")),
-                                            noise, size, chest.site))
+                                            noise, size, chest.site, chest.effusion_size))
     monkeypatch.setattr(D.chest, "_PIXELS_PER_CALL", 16 * size * size)  # chunks of 16 units
     np.testing.assert_array_equal(np.asarray(chest.render(parents, noise)), whole)  # padded last chunk
     for m in (1, int(rng.integers(2, 16)), 16):
@@ -222,10 +227,11 @@ def test_render_does_not_depend_on_the_chunking(rng, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- datasets
-@functools.partial(jax.jit, static_argnums=(6, 7))
-def render_all(sex, age, race, lung, effusion, noise, size, site):
+@functools.partial(jax.jit, static_argnums=(6, 7, 8))
+def render_all(sex, age, race, lung, effusion, noise, size, site, effusion_size):
     """Reference renderer: one vmap over every unit, no chunks."""
-    return jax.vmap(functools.partial(D.render, size=size, site=site))(sex, age, race, lung, effusion, noise)
+    one = functools.partial(D.render, size=size, site=site, effusion_size=effusion_size)
+    return jax.vmap(one)(sex, age, race, lung, effusion, noise)
 
 
 def full_pool_datasets(chest, seed, n_train, n_val, test_per_cell, bias, pool_factor=20):
@@ -235,7 +241,7 @@ def full_pool_datasets(chest, seed, n_train, n_val, test_per_cell, bias, pool_fa
         parents = chest.scm.sample(chest.params(), k_parents, n)
         noise = jax.vmap(D.sample_image_noise)(jax.random.split(k_image, n))
         image = render_all(*(parents[v] for v in ("sex", "age", "race", "lung", "effusion")), noise,
-                           chest.size, chest.site)
+                           chest.size, chest.site, chest.effusion_size)
         return {"parents": parents, "noise": noise, "image": image}
 
     def take(rec, idx):
@@ -277,9 +283,9 @@ def test_datasets_render_only_the_units_they_keep(monkeypatch):
     rendered = []  # units handed to the renderer, per call (every image goes through _chunked)
     inner = D.chest._chunked
 
-    def counting(fn, args, size, site):
+    def counting(fn, args, *static):
         rendered.append(int(np.shape(args[0])[0]))
-        return inner(fn, args, size, site)
+        return inner(fn, args, *static)
 
     monkeypatch.setattr(D.chest, "_chunked", counting)
     for pool_factor in (20, 60):
@@ -290,3 +296,108 @@ def test_datasets_render_only_the_units_they_keep(monkeypatch):
         # whole 600- or 1800-unit test pool.
         assert sorted(rendered) == sorted(kept), (rendered, kept)
         assert kept[0] + out["train"]["dropped"] == 300 and kept[2] == 30
+
+
+# ----------------------------------------------------------------------------- effusion and labels
+def test_effusion_height_and_laterality_follow_their_closed_forms(rng):
+    from scipy.special import expit, logit
+    from scipy.stats import norm
+
+    size_knob = float(rng.uniform(0.05, 0.5))
+    z = rng.normal(size=1000).astype(np.float32)
+    got = np.asarray(D.effusion_height(z, size_knob))
+    np.testing.assert_allclose(got, 0.7 * expit(logit(size_knob / 0.7) + z), rtol=1e-5, atol=1e-6)
+    assert float(D.effusion_height(0.0, size_knob)) == pytest.approx(size_knob, rel=1e-5)
+    # Laterality: left below the normal's 0.4 quantile, right above its 0.6 quantile, else both.
+    want = np.where(z < norm.ppf(0.4), 0, np.where(z > norm.ppf(0.6), 1, 2))
+    np.testing.assert_array_equal(np.asarray(D.laterality(z)), want)
+    assert D.LATERALITY == ("left", "right", "both")
+
+
+def test_fluid_stays_on_its_side_of_the_midline(rng):
+    size = int(rng.choice([32, 48]))
+    u = D.sample_image_noise(jax.random.key(int(rng.integers(2**31))))
+    u = u._replace(pose=jnp.zeros(3), severity=jnp.float32(rng.uniform(0.5, 2.0)))  # midline = centre column
+    sex, age, race, lung = int(rng.integers(2)), float(rng.uniform(20, 90)), int(rng.integers(3)), float(rng.uniform(0.85, 1.15))
+    none = np.asarray(D.render(sex, age, race, lung, 0, u, size))
+    half = size // 2
+    changed = {}
+    for name, code in (("left", -1.0), ("right", 1.0), ("both", 0.0)):
+        img = np.asarray(D.render(sex, age, race, lung, 1, u._replace(laterality=jnp.float32(code)), size))
+        d = img - none
+        changed[name] = (np.abs(d[:, :half]).sum(), np.abs(d[:, half:]).sum())
+    # The patient's left is the image's right (PA view): only that half changes, and vice versa.
+    assert changed["left"][0] == 0 and changed["left"][1] > 0.05
+    assert changed["right"][1] == 0 and changed["right"][0] > 0.05
+    assert changed["both"][0] > 0.05 and changed["both"][1] > 0.05
+    # A negative unit's image does not depend on its effusion noise.
+    other = u._replace(severity=jnp.float32(-2.0), laterality=jnp.float32(-1.0))
+    np.testing.assert_array_equal(np.asarray(D.render(sex, age, race, lung, 0, other, size)), none)
+
+
+def test_counterfactuals_keep_severity_and_laterality(rng):
+    chest = D.ChestSCM(size=32)
+    rec = chest.sample(jax.random.key(int(rng.integers(2**31))), 24)
+    p = rec["parents"]
+    # Under the factual parents (an explicit do(sex, age) to their own values) every image is
+    # the factual one: the severity and laterality noise is the unit's own, not redrawn.
+    same = chest.counterfactuals(rec, {"sex": np.asarray(p["sex"])[None], "age": np.asarray(p["age"])[None]},
+                                 jax.random.key(1), label=str(rng.choice(["fixed", "follows"])))
+    np.testing.assert_allclose(same["image"][0], rec["image"], atol=1e-5)
+    # Under new ages, each image is the renderer applied to the new parents and the same noise.
+    do = {"age": rng.uniform(20, 90, 3).astype(np.float32)}
+    out = chest.counterfactuals(rec, do, jax.random.key(2))
+    for k in range(3):
+        again = chest.render({v: x[k] for v, x in out["parents"].items()}, rec["noise"])
+        np.testing.assert_array_equal(out["image"][k], again)
+    # A positive unit's image moves with its severity noise: the noise is used, not decorative.
+    sick = int(np.flatnonzero(np.asarray(p["effusion"]) == 1)[0])
+    u = jax.tree.map(lambda a: a[sick], rec["noise"])
+    args = [p[v][sick] for v in ("sex", "age", "race", "lung", "effusion")]
+    bigger = D.render(*args, u._replace(severity=u.severity + 2), 32)
+    assert float(jnp.abs(bigger - D.render(*args, u, 32)).sum()) > 0.05
+
+
+def test_label_fixed_holds_effusion_and_follows_matches_the_parent_scm(rng):
+    chest = D.ChestSCM(size=32)
+    rec = chest.sample(jax.random.key(int(rng.integers(2**31))), 64)
+    do, _ = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20, 90, 4)})
+    key = jax.random.key(int(rng.integers(2**31)))
+    fixed = chest.counterfactuals(rec, do, key)  # the default
+    follows = chest.counterfactuals(rec, do, key, label="follows")
+    want = chest.scm.counterfactual(chest.params(), rec["parents"], do, key=key)
+    y = np.asarray(rec["parents"]["effusion"])
+    for v in D.PARENTS:
+        np.testing.assert_array_equal(follows["parents"][v], want[v])
+        if v != "effusion":  # sex, age set; race kept; lung follows its parents in both modes
+            np.testing.assert_array_equal(fixed["parents"][v], want[v])
+    np.testing.assert_array_equal(fixed["parents"]["effusion"], np.broadcast_to(y, (8, 64)))
+    assert (np.asarray(follows["parents"]["effusion"]) != y).any()  # do(age) moves some labels
+    # The images differ exactly where the labels do.
+    moved = np.asarray(follows["parents"]["effusion"]) != y
+    same = np.abs(np.asarray(follows["image"]) - np.asarray(fixed["image"])).sum(axis=(2, 3)) == 0
+    np.testing.assert_array_equal(same, ~moved)
+    # An explicit intervention on effusion is applied in both modes.
+    both = chest.counterfactuals(rec, {"effusion": np.array([0, 1])}, key)
+    np.testing.assert_array_equal(both["parents"]["effusion"], np.repeat(np.array([[0], [1]]), 64, axis=1))
+
+
+def test_bad_label_and_knob_raise_validation_errors():
+    chest = D.ChestSCM(size=32)
+    rec = chest.sample(jax.random.key(0), 8)
+    with pytest.raises(cf.ValidationError, match="label"):
+        chest.counterfactuals(rec, {"age": np.array([30.0])}, jax.random.key(1), label="observed")
+    for bad in (0.0, 0.7, -0.1, float("nan"), "0.2", None, True):
+        with pytest.raises(cf.ValidationError, match="effusion_size"):
+            D.ChestSCM(size=32, effusion_size=bad)
+    assert D.ChestSCM(size=32, effusion_size=np.float32(0.3)).effusion_size == pytest.approx(0.3)
+
+
+def test_the_difficulty_knob_scales_the_fluid():
+    rec = D.ChestSCM(size=32).sample(jax.random.key(3), 64)
+    amount = []
+    for knob in (0.05, 0.15, 0.4):
+        chest = D.ChestSCM(size=32, effusion_size=knob)
+        img = chest.counterfactuals(rec, {"effusion": np.array([0, 1])}, jax.random.key(4))["image"]
+        amount.append(float((img[1] - img[0]).sum()))
+    assert 0 < amount[0] < amount[1] < amount[2]

@@ -2,13 +2,18 @@
 and adapters for CheXpert and MIMIC-CXR-JPG."""
 
 from cfjax.data.chest import AGE_GROUPS as AGE_GROUPS
+from cfjax.data.chest import LABEL_MODES as LABEL_MODES
 from cfjax.data.chest import PARENTS as PARENTS
 from cfjax.data.chest import ChestSCM as ChestSCM
 from cfjax.data.real import load_chexpert as load_chexpert
 from cfjax.data.real import load_mimic_cxr as load_mimic_cxr
+from cfjax.data.render import EFFUSION_SIZE as EFFUSION_SIZE
+from cfjax.data.render import LATERALITY as LATERALITY
 from cfjax.data.render import Acquisition as Acquisition
 from cfjax.data.render import ImageNoise as ImageNoise
 from cfjax.data.render import body_mask as body_mask
+from cfjax.data.render import effusion_height as effusion_height
+from cfjax.data.render import laterality as laterality
 from cfjax.data.render import render as render
 from cfjax.data.render import sample_image_noise as sample_image_noise
 from cfjax.data.splits import age_group as age_group
@@ -18,6 +23,9 @@ from cfjax.data.splits import biased_training_mask as biased_training_mask
 __all__ = [
     "AGE_GROUPS",
     "Acquisition",
+    "EFFUSION_SIZE",
+    "LABEL_MODES",
+    "LATERALITY",
     "ChestSCM",
     "ImageNoise",
     "PARENTS",
@@ -25,8 +33,10 @@ __all__ = [
     "balanced_test_split",
     "biased_training_mask",
     "body_mask",
+    "effusion_height",
     "load_chexpert",
     "load_mimic_cxr",
+    "laterality",
     "render",
     "sample_image_noise",
 ]

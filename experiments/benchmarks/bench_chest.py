@@ -5,7 +5,7 @@ The study's setting: N test units, K = 16 interventions do(sex, age) over sex ×
 20 to 90, 64 × 64 float32 images. Two things are timed on each side:
 
 - end to end: the parents' counterfactuals (abduction of lung size and of effusion's Gumbel
-  noise, action, prediction) and the K·N images rendered from them with each unit's own image
+  noise, action, prediction; effusion follows age, ``label="follows"``) and the K·N images rendered from them with each unit's own image
   noise — cfjax: ``ChestSCM.counterfactuals``; numpy: the same mechanisms in closed form (the
   Gumbel posterior drawn with numpy's generator) and the renderer below;
 - rendering alone: the K·N images from given counterfactual parents and noise — cfjax:
@@ -29,11 +29,14 @@ import time
 import jax
 import numpy as np
 from scipy.special import expit
+from scipy.stats import norm
 
 import cfjax as cf
 from experiments.benchmarks.timing import conditions, first_time, median_time
 
 F32 = np.float32
+#: |laterality noise| below the normal's 0.6 quantile: an effusion on both sides (20%)
+_BOTH = float(norm.ppf(0.6))
 
 
 # ---------------------------------------------------------------------------- numpy SCM
@@ -92,15 +95,21 @@ def _ellipse(x, y, cx, cy, rx, ry, sharp):
     return expit((1 - d) * sharp)
 
 
-def _compact_ellipse(x, y, cx, cy, rx, ry, sharp):
-    d = np.sqrt(np.square((x - cx) / rx) + np.square((y - cy) / ry))
-    t = np.clip(0.5 + (1 - d) * (sharp / 6), 0, 1)
+def _smoothstep(t):
+    t = np.clip(t, 0, 1)
     return t * t * (3 - 2 * t)
 
 
-def _render_chunk(sex, age, race, lung, eff, pose, shape, contrast, texture, size, site, W, out):
-    """``cfjax.data.render`` for a chunk of B images, written into ``out (B, size, size)``."""
+def _compact_ellipse(x, y, cx, cy, rx, ry, sharp):
+    d = np.sqrt(np.square((x - cx) / rx) + np.square((y - cy) / ry))
+    return _smoothstep(0.5 + (1 - d) * (sharp / 6))
+
+
+def _render_chunk(sex, age, race, lung, eff, u, size, site, effusion_size, W, out):
+    """``cfjax.data.render`` for a chunk of B images, written into ``out (B, size, size)``;
+    ``u`` holds the chunk's image noise arrays by field name."""
     col = lambda v: np.asarray(v, F32)[:, None, None]  # noqa: E731  per-image scalars
+    pose = u["pose"]
     grid = (np.arange(size, dtype=F32) + 0.5) / size * 2 - 1
     dx, dy, rot = col(0.05 * pose[:, 0]), col(0.05 * pose[:, 1]), col(0.05 * pose[:, 2])
     c, s = np.cos(rot), np.sin(rot)
@@ -111,30 +120,56 @@ def _render_chunk(sex, age, race, lung, eff, pose, shape, contrast, texture, siz
     age01 = (col(age) - 20) / 70
 
     body = _compact_ellipse(x, y, 0.0, 0.12, 0.80 - 0.07 * female, 1.0, 12.0)
-    tissue = np.full_like(x, 0.45)
+    tissue = 0.45 + 0.05 * expit((y - 0.62) * 8.0)
     for side in (-1.0, 1.0):
-        tissue += 0.12 * female * _ellipse(x, y, side * 0.45, 0.55, 0.28, 0.2, 6.0)
+        tissue = tissue + 0.12 * female * _ellipse(x, y, side * 0.45, 0.55, 0.28, 0.2, 6.0)
+    # Effusion: laterality code (0 left, 1 right, 2 both) and fluid height from the noise.
+    z = col(u["laterality"])
+    code = np.where(z < -_BOTH, 0, np.where(z > _BOTH, 1, 2))
+    on = {-1.0: (code != 0).astype(F32), 1.0: (code != 1).astype(F32)}
+    m = effusion_size / 0.7
+    height = 0.7 * expit(np.log(m / (1 - m)) + col(u["severity"]))
     lungs = np.zeros_like(x)
     fluid = np.zeros_like(x)
     for j, side in enumerate((-1.0, 1.0)):
-        rx = 0.27 * col(lung) * (1 + 0.05 * col(shape[:, j]))
-        ry = 0.55 * col(lung) * (1 - 0.03 * col(shape[:, j]))
-        cx = side * 0.33
-        field = _ellipse(x, y, cx, 0.0, rx, ry, 10.0)
-        base = ry * (0.55 - 0.45 * ((x - cx) * side / rx))
+        shp, dome_u = col(u["shape"][:, j]), col(u["dome"][:, j])
+        rx = 0.26 * col(lung) * (1 + 0.05 * shp)
+        ry = 0.56 * col(lung) * (1 - 0.03 * shp)
+        cx, cy = side * 0.34, -0.02
+        t = (x - cx) / rx
+        field = expit((1 - (np.abs(t) ** 3 + np.abs((y - cy) / ry) ** 3)) * 5.0)
+        bottom = cy + ry * (0.92 - 0.05 * side)
+        dome = ry * (0.28 + 0.07 * dome_u)
+        y_dome = bottom - dome * (1 - np.clip(t, -1, 1) ** 2) - 0.04 * dome_u
+        field = field * expit((y_dome - y) * 30.0)
+        lateral = np.clip((x - cx) * side / rx, -1, 1)
+        level = bottom - 0.04 * dome_u - 2 * ry * height * (0.55 + 0.45 * lateral)
         lungs += field
-        fluid += field * expit((y - base) * 25.0)
-    tissue += -0.32 * lungs + 0.28 * effusion * fluid
+        fluid += on[side] * field * expit((y - level) * 40.0) * _smoothstep(x * side / 0.08)
+    tissue = tissue - 0.32 * lungs + 0.30 * effusion * fluid
+
+    heart_u = u["heart"]
+    hx = 0.25 * (1 + 0.07 * col(heart_u[:, 0])) * (1 + 0.10 * age01) * (1 - 0.05 * female)
+    hy = 0.19 * (1 + 0.07 * col(heart_u[:, 1]))
+    heart = _ellipse(x, y, 0.10, 0.30, hx, hy, 8.0)
+    mediastinum = np.exp(-(((x - 0.01) / 0.13) ** 4)) * expit((0.35 - y) * 10.0) * expit((y + 0.8) * 10.0)
+    knob = _ellipse(x, y, -0.06, -0.30, 0.07, 0.05, 6.0)
+    tissue = tissue + 0.20 * np.maximum(heart, mediastinum) + 0.05 * knob
 
     density = 0.30 - 0.14 * age01
     spine = np.exp(-np.square(x / 0.06)) * (np.abs(y) < 0.95)
-    ribs = (0.5 + 0.5 * np.cos(18.0 * (y - 0.25 * np.square(x)))) * ((np.abs(x) > 0.08) & (y < 0.6))
-    clav = _ellipse(x, y, -0.3, -0.62, 0.28, 0.04, 8.0) + _ellipse(x, y, 0.3, -0.62, 0.28, 0.04, 8.0)
-    tissue += density * (spine + 0.35 * ribs + 0.8 * clav)
-    tissue += 0.015 * (col(race) - 1)
+    ax = np.abs(x)
+    arc = y + 0.10 * ax - 0.55 * (ax - 0.08) ** 2
+    ribs = ((0.5 + 0.5 * np.cos(2 * np.pi * arc / 0.2)) ** 3 * expit((ax - 0.08) * 40.0)
+            * _ellipse(x, y, 0.0, -0.06, 0.72, 0.72, 10.0))
+    clav_y = -0.56 - 0.22 * (ax - 0.08) + 0.25 * (ax - 0.35) ** 2
+    clav = np.exp(-(((y - clav_y) / 0.035) ** 2)) * expit((ax - 0.06) * 40.0) * expit((0.62 - ax) * 30.0)
+    tissue = tissue + density * (spine + 0.35 * ribs + 0.8 * clav)
+    tissue = tissue + 0.015 * (col(race) - 1)
 
     np.multiply(body, tissue, out=out)
-    out += site.noise * (W @ np.asarray(texture, F32) @ W.T) + site.offset
+    contrast = u["contrast"]
+    out += site.noise * (W @ np.asarray(u["texture"], F32) @ W.T) + site.offset
     np.clip(out, 0, 1, out=out)
     gain = col(site.gain * (1 + 0.05 * contrast[:, 0]))
     gamma = col(site.gamma * np.exp(0.05 * contrast[:, 1]))
@@ -144,28 +179,28 @@ def _render_chunk(sex, age, race, lung, eff, pose, shape, contrast, texture, siz
     return out
 
 
-def render_numpy(parents, noise, size, site, chunk: int) -> np.ndarray:
+def render_numpy(parents, noise, size, site, chunk: int, effusion_size: float) -> np.ndarray:
     """Images ``(M, size, size)`` of M units with parents ``{node: (M,)}`` and image noise
-    (pose, shape, contrast, texture arrays with M rows), in chunks of ``chunk`` units."""
+    (an ``ImageNoise`` of arrays with M rows), in chunks of ``chunk`` units."""
     m = len(parents["sex"])
     out = np.empty((m, size, size), F32)
     W = bilinear_matrix(noise.texture.shape[-1], size)
     p = [np.asarray(parents[v]) for v in ("sex", "age", "race", "lung", "effusion")]
-    u = [np.asarray(a) for a in (noise.pose, noise.shape, noise.contrast, noise.texture)]
+    u = {f: np.asarray(a) for f, a in zip(noise._fields, noise)}
     for i in range(0, m, chunk):
         sl = slice(i, i + chunk)
-        _render_chunk(*(a[sl] for a in p), *(a[sl] for a in u), size, site, W, out[sl])
+        _render_chunk(*(a[sl] for a in p), {f: a[sl] for f, a in u.items()}, size, site, effusion_size, W, out[sl])
     return out
 
 
-def numpy_counterfactuals(coef, records, sex_do, age_do, size, site, chunk, rng):
+def numpy_counterfactuals(coef, records, sex_do, age_do, size, site, chunk, rng, effusion_size):
     """End to end in numpy: ``(K, N, size, size)``."""
     cfp = counterfactual_parents(coef, records["parents"], sex_do, age_do, rng)
     k, n = cfp["sex"].shape
     flat = {v: a.reshape(k * n) for v, a in cfp.items()}
     noise = type(records["noise"])(*(np.broadcast_to(a, (k,) + a.shape).reshape((k * n,) + a.shape[1:])
                                       for a in records["noise"]))
-    return render_numpy(flat, noise, size, site, chunk).reshape(k, n, size, size)
+    return render_numpy(flat, noise, size, site, chunk, effusion_size).reshape(k, n, size, size)
 
 
 # ---------------------------------------------------------------------------- benchmark
@@ -189,10 +224,10 @@ def main(argv=None) -> dict:
     coef = parent_coefficients(chest)
 
     def cfjax_end_to_end():
-        return chest.counterfactuals(rec, do, key)["image"]
+        return chest.counterfactuals(rec, do, key, label="follows")["image"]
 
     first = first_time(cfjax_end_to_end)  # compilation included
-    out = chest.counterfactuals(rec, do, key)
+    out = chest.counterfactuals(rec, do, key, label="follows")
     flat = {v: a.reshape(k * n) for v, a in out["parents"].items()}
     noise = jax.tree.map(lambda a: jax.numpy.broadcast_to(a, (k,) + a.shape).reshape((k * n,) + a.shape[1:]),
                          rec["noise"])
@@ -201,7 +236,10 @@ def main(argv=None) -> dict:
 
     # Agreement: numpy's images from cfjax's counterfactual parents and noise; numpy's parents.
     ours = np.asarray(out["image"]).reshape(k * n, args.size, args.size)
-    theirs = render_numpy(flat_np, noise_np, args.size, chest.site, args.chunk)
+    theirs = render_numpy(flat_np, noise_np, args.size, chest.site, args.chunk, chest.effusion_size)
+    image_diff = float(np.abs(theirs - ours).max())
+    if image_diff > 1e-4:
+        raise SystemExit(f"the numpy renderer disagrees with cfjax's: max |diff| {image_diff:.1e}")
     cfp = counterfactual_parents(coef, rec_np["parents"], sex_do, age_do, np.random.default_rng(0))
     lung_diff = np.abs(cfp["lung"] - np.asarray(out["parents"]["lung"])).max()
     eff_same = np.mean(cfp["effusion"] == np.asarray(out["parents"]["effusion"]))
@@ -209,9 +247,9 @@ def main(argv=None) -> dict:
     rng = np.random.default_rng(1)
     t_cf = median_time(cfjax_end_to_end, args.repeats, warmup=1)
     t_np = median_time(lambda: numpy_counterfactuals(coef, rec_np, sex_do, age_do, args.size, chest.site,
-                                                     args.chunk, rng), args.repeats, warmup=1)
+                                                     args.chunk, rng, chest.effusion_size), args.repeats, warmup=1)
     t_cf_r = median_time(lambda: chest.render(flat, noise), args.repeats, warmup=1)
-    t_np_r = median_time(lambda: render_numpy(flat_np, noise_np, args.size, chest.site, args.chunk),
+    t_np_r = median_time(lambda: render_numpy(flat_np, noise_np, args.size, chest.site, args.chunk, chest.effusion_size),
                          args.repeats, warmup=1)
     images = k * n
     print(f"N = {n:,} units x K = {k} interventions (sex x 8 ages) = {images:,} counterfactual images of "
@@ -226,7 +264,7 @@ def main(argv=None) -> dict:
         extra = "" if ratio is None else f"   {ratio[0]:6.2f}x warm" + (
             "" if ratio[1] is None else f", {ratio[1]:.2f}x vs cfjax's first call")
         print(f"  {label:46s} {t:7.3f} s {images / t:10,.0f}{extra}")
-    print(f"  agreement on the same parents and noise: max |numpy - cfjax| image {np.abs(theirs - ours).max():.1e}; "
+    print(f"  agreement on the same parents and noise: max |numpy - cfjax| image {image_diff:.1e}; "
           f"parents: lung size max |diff| {lung_diff:.1e}, effusion equal in {eff_same:.1%} "
           f"(each side draws its own Gumbel posterior)")
     print(f"run time {time.perf_counter() - start:.0f} s")
