@@ -1,4 +1,5 @@
-"""Boundary validation of the metric inputs ``p_obs (n,)``, ``p_cf (n, K)``, ``y (n,)``."""
+"""Boundary validation of the metric inputs ``p_obs (n,)``, ``p_cf (n, K)``, ``y (n,)``, and of
+class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)`` for the stability metrics."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from cfjax import _checks
 from cfjax.metrics import _arrays
@@ -52,3 +54,66 @@ def prepare(
         q = _arrays.resolve_weights(weights, jnp.shape(p_cf)[1], dtype)
     cast = lambda v: None if v is None else _arrays.as_float(v, dtype)  # noqa: E731
     return cast(p_obs), cast(p_cf), cast(y), q
+
+
+def check_simplex_rows(name: str, p: Any, atol: float = 1e-3) -> None:
+    """Rows along the last axis sum to 1 within ``atol`` (concrete inputs only)."""
+    if not _checks.is_concrete(p):
+        return
+    sums = np.asarray(jnp.sum(jnp.asarray(p), axis=-1), dtype=np.float64)
+    worst = float(np.max(np.abs(sums - 1.0)))
+    if not worst <= atol:  # also catches NaN
+        _checks.fail(name, f"class probabilities whose last axis sums to 1 (within {atol:g})",
+                     f"a row summing to {float(sums.flat[np.argmax(np.abs(sums - 1.0))]):.6g}")
+
+
+def class_probabilities(name: str, p: Any, ndim: int, what: str) -> None:
+    _checks.check_ndim(name, p, ndim, what)
+    _checks.check_nonempty(name, p)
+    _checks.check_probabilities(name, p)
+    check_simplex_rows(name, p)
+
+
+def prepare_stability(
+    p_obs: Any = None, p_cf: Any = None, weights: Any = None, tau: Any = 0.5
+) -> tuple[jax.Array | None, jax.Array | None, jax.Array | None, bool]:
+    """Validate the inputs of a stability metric, binary scores or class probabilities.
+
+    Binary: ``p_obs (n,)``, ``p_cf (n, K)``. Class probabilities: ``p_obs (n, C)``,
+    ``p_cf (n, K, C)`` (rows summing to 1); decisions are then the argmax, so ``tau`` must be
+    left at 0.5. Returns ``(p_obs, p_cf, q, multiclass)``, ``q`` resolved when ``p_cf`` is
+    given.
+    """
+    if p_cf is not None:
+        if np.ndim(p_cf) not in (2, 3):
+            _checks.fail("p_cf", "a 2-d array (n, K) of scores or a 3-d array (n, K, C) of class "
+                         "probabilities", f"shape {np.shape(p_cf)}")
+        multiclass = np.ndim(p_cf) == 3
+    else:
+        if np.ndim(p_obs) not in (1, 2):
+            _checks.fail("p_obs", "a 1-d array (n,) of scores or a 2-d array (n, C) of class "
+                         "probabilities", f"shape {np.shape(p_obs)}")
+        multiclass = np.ndim(p_obs) == 2
+    if not multiclass:
+        _checks.check_threshold("tau", tau)
+        p_obs, p_cf, _, q = prepare(p_obs=p_obs, p_cf=p_cf, weights=weights)
+        return p_obs, p_cf, q, False
+    if _checks.is_concrete(tau) and not (np.shape(tau) == () and float(tau) == 0.5):
+        _checks.fail("tau", "0.5 (the default) with class probabilities, whose decision is the "
+                     "argmax", repr(tau))
+    if p_cf is not None:
+        class_probabilities("p_cf", p_cf, 3, "of class probabilities (n, K, C)")
+    if p_obs is not None:
+        if p_cf is not None and np.ndim(p_obs) != 2:
+            _checks.fail("p_obs", "class probabilities (n, C) like `p_cf` (n, K, C)",
+                         f"shape {np.shape(p_obs)}")
+        class_probabilities("p_obs", p_obs, 2, "of class probabilities (n, C)")
+    if p_obs is not None and p_cf is not None:
+        n, c = np.shape(p_obs)
+        if np.shape(p_cf)[0] != n or np.shape(p_cf)[2] != c:
+            _checks.fail("p_cf", f"shape ({n}, K, {c}) to match `p_obs` {np.shape(p_obs)}",
+                         f"shape {np.shape(p_cf)}")
+    dtype = _arrays.float_dtype(p_obs, p_cf)
+    q = None if p_cf is None else _arrays.resolve_weights(weights, np.shape(p_cf)[1], dtype)
+    cast = lambda v: None if v is None else _arrays.as_float(v, dtype)  # noqa: E731
+    return cast(p_obs), cast(p_cf), q, True

@@ -17,6 +17,12 @@ variation of the mean change, ``½‖mean_i (p_true_i − p_obs_i)‖₁``: on b
 of units sent one way and the other cancel there, leaving about 0 however strongly the
 classifier reads the concept. That aggregate is :func:`mean_effect` (per class, signed). Every
 function is pure JAX and vmappable over a leading classifier axis.
+
+The per-unit kernels are ``cfjax.metrics``' multi-class stability core
+(``cfjax.metrics.stability``): PIP is the mean agreement of argmax decisions, ATV and the ATE
+means of the total variation ``½‖a − b‖₁``; against the marginalisation metrics, ATV/ATE of
+``(p_cf, p_obs)`` is ``cfjax.metrics.score_shift(p_obs, p_cf[:, None])`` and
+``1 − PIP`` is ``cfjax.metrics.decision_disagreement`` with K = 1.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from cfjax import _checks
+from cfjax.metrics.stability import decisions_agree, total_variation
 
 __all__ = ["CFRScores", "ate", "atv", "mean_effect", "pip", "score", "tpr", "tpr_gap"]
 
@@ -43,11 +50,11 @@ def _pair(name_a: str, a: Any, name_b: str, b: Any, *, check_a: bool = True) -> 
 
 def _pip(a: jax.Array, b: jax.Array) -> jax.Array:
     a = jnp.asarray(a)  # its (canonical) dtype for the proportion
-    return jnp.mean(jnp.argmax(a, -1) == jnp.argmax(b, -1), dtype=a.dtype)
+    return jnp.mean(decisions_agree(a, b), dtype=a.dtype)
 
 
 def _atv(a: jax.Array, b: jax.Array) -> jax.Array:
-    return jnp.mean(0.5 * jnp.sum(jnp.abs(a - b), axis=-1))
+    return jnp.mean(total_variation(a, b))
 
 
 def _mean_effect(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
