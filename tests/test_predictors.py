@@ -3,6 +3,8 @@ errors, chunked inference, paper 000's predictor family, and argument validation
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -57,14 +59,19 @@ def member(tree, m):
 
 
 def test_ensemble_member_equals_member_trained_alone(rng):
+    """Member m of an M = 3 ensemble — all members vmapped together, or one after another
+    inside the program (the CPU default) — ends like the same seed and mask trained alone."""
     x, y, vx, vy, masks, seeds = problem(rng)
-    ens = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, progress=False)
-    for m in range(M):
-        alone = pr.train(MODEL, x, y, masks[m:m + 1], seeds[m:m + 1], vx, vy, CONFIG, progress=False)
-        tree_close(member(ens.best_params, m), member(alone.best_params, 0))
-        tree_close(member(ens.params, m), member(alone.params, 0))
-        np.testing.assert_allclose(ens.best_auc[m], alone.best_auc[0], atol=1e-6)
-        assert int(ens.best_step[m]) == int(alone.best_step[0])
+    alone = [pr.train(MODEL, x, y, masks[m:m + 1], seeds[m:m + 1], vx, vy, CONFIG, progress=False)
+             for m in range(M)]
+    for member_chunk in (M, 1):
+        config = dataclasses.replace(CONFIG, member_chunk=member_chunk)
+        ens = pr.train(MODEL, x, y, masks, seeds, vx, vy, config, progress=False)
+        for m in range(M):
+            tree_close(member(ens.best_params, m), member(alone[m].best_params, 0))
+            tree_close(member(ens.params, m), member(alone[m].params, 0))
+            np.testing.assert_allclose(ens.best_auc[m], alone[m].best_auc[0], atol=1e-6)
+            assert int(ens.best_step[m]) == int(alone[m].best_step[0])
 
 
 def test_minibatches_respect_masks(rng):
@@ -162,32 +169,21 @@ def test_nonfinite_loss_names_member_and_step(rng):
         assert np.isfinite(float(loss)) == (t < drawn[0])
 
 
-@pytest.mark.parametrize("chunk", [1, 3, 7, 64])
-def test_chunked_inference_matches_unchunked_apply(rng, chunk):
+def test_chunked_inference_matches_unchunked_apply(rng):
     params = pr.init_params(MODEL, [0, 1, 2], (16, 16))
     x, _ = synthetic(rng, 10)
     cfx = np.stack([synthetic(rng, 10)[0] for _ in range(3)])  # (K, N, H, W)
     direct = jax.vmap(lambda p: MODEL.apply(p, jnp.asarray(x)))(params)
-    got = pr.predict(MODEL, params, x, chunk=chunk, logits=True)
-    np.testing.assert_allclose(got, direct, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(pr.predict(MODEL, params, x, chunk=chunk), jax.nn.sigmoid(direct),
-                               rtol=1e-5, atol=1e-6)
-    got_cf = pr.predict(MODEL, params, cfx, chunk=chunk, logits=True)
-    assert got_cf.shape == (3, 3, 10)
-    for k in range(3):
-        np.testing.assert_allclose(got_cf[:, k], jax.vmap(lambda p: MODEL.apply(p, jnp.asarray(cfx[k])))(params),
-                                   rtol=1e-5, atol=1e-5)
+    direct_cf = jnp.stack([jax.vmap(lambda p: MODEL.apply(p, jnp.asarray(c)))(params) for c in cfx], axis=1)
+    for chunk, member_chunk in ((3, 1), (10, 3)):  # a padded last chunk / one chunk (N = 10); 10 and 3 for K·N = 30
+        got = pr.predict(MODEL, params, x, chunk=chunk, logits=True, member_chunk=member_chunk)
+        np.testing.assert_allclose(got, direct, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(pr.predict(MODEL, params, x, chunk=chunk), jax.nn.sigmoid(direct),
+                                   rtol=1e-5, atol=1e-6)
+        got_cf = pr.predict(MODEL, params, cfx, chunk=chunk, logits=True, member_chunk=member_chunk)
+        assert got_cf.shape == (3, 3, 10)
+        np.testing.assert_allclose(got_cf, direct_cf, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(pr.to_metrics_layout(got_cf)[1], np.asarray(got_cf[1]).T)
-
-
-def test_conv_matches_lax_convolution(rng):
-    from cfjax.predictors.cnn import _conv3x3
-    h = jnp.asarray(rng.normal(size=(2, 9, 7, 3)), jnp.float32)
-    k = jnp.asarray(rng.normal(size=(3, 3, 3, 5)), jnp.float32)
-    b = jnp.asarray(rng.normal(size=5), jnp.float32)
-    ref = jax.lax.conv_general_dilated(h, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
-    ref = ref + b.reshape(1, 1, 1, 5)
-    np.testing.assert_allclose(_conv3x3(h, k, b), ref, rtol=1e-5, atol=1e-5)
 
 
 def test_logit_offset_closed_form(rng):
@@ -268,6 +264,8 @@ def test_validation_errors():
         ("images", lambda: pr.predict(MODEL, params, x[0])),
         ("images", lambda: pr.predict(MODEL, params, np.full((8, 16, 16), np.nan, np.float32))),
         ("chunk", lambda: pr.predict(MODEL, params, x, chunk=0)),
+        ("member_chunk", lambda: pr.predict(MODEL, params, x, member_chunk=0)),
+        ("member_chunk", lambda: pr.TrainConfig(member_chunk=1.5)),
         ("logits", lambda: pr.predict(MODEL, params, x, logits="yes")),
         ("params", lambda: pr.predict(MODEL, {}, x)),
         ("image_shape", lambda: pr.init_params(MODEL, [0], (16,))),

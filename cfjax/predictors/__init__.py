@@ -28,6 +28,7 @@ from cfjax.predictors.families import paper_family as paper_family
 from cfjax.predictors.families import paper_predictions as paper_predictions
 from cfjax.predictors.inference import ensemble_size as ensemble_size
 from cfjax.predictors.inference import init_params as init_params
+from cfjax.predictors.inference import map_members as map_members
 from cfjax.predictors.inference import predict as predict
 from cfjax.predictors.inference import to_metrics_layout as to_metrics_layout
 
@@ -50,6 +51,7 @@ __all__ = [
     "init_state",
     "latest_checkpoint_step",
     "logit_offset",
+    "map_members",
     "member_data",
     "member_step",
     "paper_family",

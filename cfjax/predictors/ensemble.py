@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from cfjax import _checks
 from cfjax.metrics import auc as _auc
 from cfjax.predictors import checkpoint as _ckpt
-from cfjax.predictors.inference import _check_seeds, _init, chunked_logits
+from cfjax.predictors.inference import _check_seeds, _init, check_member_chunk, chunked_logits, map_members
 
 __all__ = ["TrainConfig", "EnsembleState", "MemberData", "TrainingError", "train", "member_step",
            "member_data", "init_state"]
@@ -57,6 +57,9 @@ class TrainConfig:
       patience: evaluations without a better validation AUC after which a member stops (its
         best parameters are kept); training ends when every member has stopped or run ``steps``.
       eval_chunk: validation images per compiled step of the validation pass (bounds memory).
+      member_chunk: members stepped side by side (``vmap``) within the compiled step, the groups
+        one after another (:func:`cfjax.predictors.map_members`); default: all members, one at
+        a time on CPU (where a convolution ``vmap``ped over its kernel is several times slower).
 
     Example:
       >>> TrainConfig(steps=200, eval_every=50).rounds
@@ -71,8 +74,10 @@ class TrainConfig:
     eval_every: int = 100
     patience: int = 5
     eval_chunk: int = 256
+    member_chunk: int | None = None
 
     def __post_init__(self):
+        check_member_chunk(self.member_chunk)
         for name in ("steps", "batch_size", "eval_every", "patience", "eval_chunk"):
             _checks.check_positive_int(name, getattr(self, name))
         if isinstance(self.warmup, bool) or not isinstance(self.warmup, (int, np.integer)) \
@@ -256,12 +261,15 @@ def _train_round(model: nn.Module, config: TrainConfig, state: EnsembleState, da
                  val_images: jax.Array, val_labels: jax.Array) -> EnsembleState:
     """``config.eval_every`` steps of every active member (``lax.scan`` of the ``vmap``ped
     step), then every member's validation AUC and the early-stopping bookkeeping."""
-    step_all = jax.vmap(functools.partial(member_step, model, config),
-                        in_axes=(0, 0, MemberData(None, None, 0), 0))
+    def step_all(params, opt_state, keys):
+        def one(args):
+            p, o, cdf, key = args
+            return member_step(model, config, p, o, MemberData(data.images, data.labels, cdf), key)
+        return map_members(one, (params, opt_state, data.cdf, keys), config.member_chunk)
 
     def body(s: EnsembleState, _):
         keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.wrap_key_data(k), s.step))(s.data_keys)
-        params, opt_state, loss = step_all(s.params, s.opt_state, data, keys)
+        params, opt_state, loss = step_all(s.params, s.opt_state, keys)
         live = s.active & (s.step < config.steps)
         first_bad = live & ~jnp.isfinite(loss) & (s.nonfinite_step < 0)
         s = s.replace(params=_select(live, params, s.params), opt_state=_select(live, opt_state, s.opt_state),
@@ -272,7 +280,8 @@ def _train_round(model: nn.Module, config: TrainConfig, state: EnsembleState, da
     n_live = jnp.sum(lives, axis=0)
     mean_loss = jnp.where(n_live > 0, jnp.sum(losses, axis=0) / jnp.maximum(n_live, 1).astype(losses.dtype),
                           jnp.nan)
-    logits = chunked_logits(model, s.params, val_images, min(config.eval_chunk, val_images.shape[0]))
+    logits = chunked_logits(model, s.params, val_images, min(config.eval_chunk, val_images.shape[0]),
+                            config.member_chunk)
     aucs = jax.vmap(_auc, in_axes=(0, None))(logits, val_labels).astype(s.best_auc.dtype)
     improved = s.active & (aucs > s.best_auc)
     since_best = jnp.where(improved, 0, s.since_best + s.active.astype(jnp.int32))

@@ -14,7 +14,7 @@ from jax import lax
 
 from cfjax import _checks
 
-__all__ = ["predict", "to_metrics_layout", "init_params", "ensemble_size"]
+__all__ = ["predict", "to_metrics_layout", "init_params", "ensemble_size", "map_members"]
 
 
 def ensemble_size(params: Any) -> int:
@@ -50,6 +50,38 @@ def init_params(model: nn.Module, seeds: Any, image_shape: tuple[int, int],
     return _init(model, keys, tuple(int(s) for s in image_shape), jnp.dtype(dtype))
 
 
+def default_member_chunk(m: int) -> int:
+    """Members run side by side (``vmap``) by default: all of them, except on CPU, where XLA
+    runs a convolution ``vmap``ped over its kernel as a grouped convolution several times slower
+    than one member after another — there, one at a time (still one compiled program)."""
+    return 1 if jax.default_backend() == "cpu" else m
+
+
+def check_member_chunk(member_chunk: Any) -> int | None:
+    if member_chunk is None:
+        return None
+    return _checks.check_positive_int("member_chunk", member_chunk)
+
+
+def map_members(fn: Any, xs: Any, member_chunk: int | None = None) -> Any:
+    """``fn`` over the leading member axis of the pytree ``xs``: ``vmap`` over groups of
+    ``member_chunk`` members, ``lax.map`` (a loop inside the compiled program) over the groups.
+    ``member_chunk >= M`` is one ``vmap``; ``None`` is :func:`default_member_chunk`. A member's
+    result does not depend on the grouping (up to float rounding).
+
+    Example:
+      >>> map_members(lambda x: x * 2, jnp.arange(5.0), member_chunk=2).tolist()
+      [0.0, 2.0, 4.0, 6.0, 8.0]
+    """
+    m = ensemble_size(xs)
+    chunk = default_member_chunk(m) if member_chunk is None else member_chunk
+    if chunk >= m:
+        return jax.vmap(fn)(xs)
+    if chunk == 1:
+        return lax.map(fn, xs)
+    return lax.map(fn, xs, batch_size=chunk)
+
+
 def _check_seeds(seeds: Any) -> np.ndarray:
     s = np.asarray(seeds)
     if s.ndim != 1 or s.size == 0 or not np.issubdtype(s.dtype, np.integer) or (s < 0).any():
@@ -65,7 +97,7 @@ def _init(model, keys, image_shape, dtype):
 
 
 def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
-            logits: bool = False) -> jax.Array:
+            logits: bool = False, member_chunk: int | None = None) -> jax.Array:
     """Every member's effusion probability (or logit) for every image.
 
     Args:
@@ -76,9 +108,11 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
         ``ChestSCM.counterfactuals(...)["image"]``), values in [0, 1].
       chunk: images per compiled step. The images are cut into chunks of this many (the last
         padded) and every member runs on one chunk at a time (``lax.map``), so memory beyond
-        the inputs and outputs is that of ``M × chunk`` images whatever N and K; a unit's
-        output does not depend on the chunk size.
+        the inputs and outputs is that of ``member_chunk × chunk`` images whatever N and K; a
+        unit's output does not depend on the chunk size.
       logits: return logits instead of probabilities.
+      member_chunk: members run side by side (see :func:`map_members`; default: all of them,
+        one at a time on CPU).
 
     Returns:
       ``(M, N)`` for factual images, ``(M, K, N)`` for counterfactual ones: member first,
@@ -102,33 +136,39 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
     chunk = _checks.check_positive_int("chunk", chunk)
     if not isinstance(logits, bool):
         _checks.fail("logits", "a bool", repr(logits))
+    member_chunk = check_member_chunk(member_chunk)
     x = jnp.asarray(images)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         _checks.fail("images", "floating-point images in [0, 1]", f"dtype {x.dtype}")
     _checks.check_finite("images", x)
     lead = shape[:-2]
     flat = x.reshape((-1,) + shape[-2:])
-    out = _predict(model, params, flat, min(chunk, flat.shape[0]))
+    out = _predict(model, params, flat, min(chunk, flat.shape[0]), member_chunk)
     if not logits:
         out = jax.nn.sigmoid(out)
     return out.reshape((out.shape[0],) + lead)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 3))
-def _predict(model, params, images, chunk):
-    return chunked_logits(model, params, images, chunk)
+@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+def _predict(model, params, images, chunk, member_chunk):
+    return chunked_logits(model, params, images, chunk, member_chunk)
 
 
-def chunked_logits(model: nn.Module, params: Any, images: jax.Array, chunk: int) -> jax.Array:
-    """Traced core of :func:`predict`: ``(M, N)`` logits of ``images (N, H, W)``, ``lax.map``
-    over chunks of ``chunk`` images (the last padded with copies of the final image)."""
+def chunked_logits(model: nn.Module, params: Any, images: jax.Array, chunk: int,
+                   member_chunk: int | None = None) -> jax.Array:
+    """Traced core of :func:`predict`: ``(M, N)`` logits of ``images (N, H, W)``: for each
+    member (:func:`map_members`), ``lax.map`` over chunks of ``chunk`` images (the last padded
+    with copies of the final image)."""
     n = images.shape[0]
     pad = (-n) % chunk
     if pad:
         images = jnp.concatenate([images, jnp.broadcast_to(images[-1:], (pad,) + images.shape[1:])])
     blocks = images.reshape((-1, chunk) + images.shape[1:])
-    per_chunk = lax.map(lambda b: jax.vmap(lambda p: model.apply(p, b))(params), blocks)  # (C, M, chunk)
-    return jnp.moveaxis(per_chunk, 1, 0).reshape(per_chunk.shape[1], -1)[:, :n]
+
+    def one_member(p):
+        return lax.map(lambda b: model.apply(p, b), blocks).reshape(-1)[:n]
+
+    return map_members(one_member, params, member_chunk)
 
 
 def to_metrics_layout(p_cf: Any) -> jax.Array:

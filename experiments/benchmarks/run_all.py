@@ -25,6 +25,7 @@ BENCHMARKS = [
      "experiments.benchmarks.bench_representations", [], ["--repeats", "2"]),
     ("cfjax.sensitivity NHS worst-case curve vs paper 001's sequential recipe",
      "experiments.benchmarks.bench_sensitivity", [], ["--reference-restarts", "1", "--repeats", "1"]),
+    ("cfjax.predictors ensemble training (vmap) vs a sequential loop, inference on N × K", "experiments.benchmarks.bench_predictors", [], ["--members", "4", "--steps", "20", "--units", "64", "--repeats", "1"]),
 ]
 
 

@@ -1,0 +1,150 @@
+"""Benchmark: training an ensemble of effusion classifiers as one vmapped program against a
+sequential Python loop over the same members, and ensemble inference on N × K counterfactual
+images.
+
+Training. M members (random 70% masks over one shared training set, seeds 0..M−1) take the same
+T steps of :func:`cfjax.predictors.member_step` (AdamW, minibatches drawn from each member's
+mask) on both sides:
+
+- ensemble: :func:`cfjax.predictors.train` with one evaluation round of T steps: one jitted
+  ``lax.scan`` of the step mapped over members — all members ``vmap``ped, or (``member_chunk=1``,
+  the CPU default) one after another inside the program — then the validation AUC;
+- sequential: for each member, T calls of the same step ``jax.jit``ted for one member (what
+  one would write without the ensemble), same data and keys.
+
+Both end with the same parameters (checked). Printed: the first run (compilation included) and
+the median of warm repeats, and their ratios (sequential ÷ ensemble: above 1, the ensemble is
+faster).
+
+Inference. :func:`cfjax.predictors.predict` of all M members on ``(K, N, H, W)`` counterfactual
+images in one chunked call, against a Python loop over members and interventions of a jitted
+single-member apply on the N images of one intervention; images per second = M·K·N ÷ time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from cfjax import predictors as pr
+from experiments.benchmarks.timing import conditions, first_time, median_time
+
+
+def synthetic(rng: np.random.Generator, n: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Images in [0, 1] whose label is a faint blob of random strength and place."""
+    y = rng.integers(0, 2, n)
+    yy, xx = np.mgrid[:size, :size]
+    cy, cx = rng.uniform(size / 4, 3 * size / 4, (2, n))
+    blob = np.exp(-((yy - cy[:, None, None]) ** 2 + (xx - cx[:, None, None]) ** 2) / (size / 3))
+    x = 0.3 + 0.15 * rng.uniform(size=(n, size, size)) + (rng.uniform(0, 0.4, n) * y)[:, None, None] * blob
+    return np.clip(x, 0, 1).astype(np.float32), y.astype(np.int32)
+
+
+def bench_training(args, model, config, rng) -> None:
+    x, y = synthetic(rng, args.n, args.size)
+    vx, vy = synthetic(rng, args.val, args.size)
+    m, t = args.members, args.steps
+    masks = rng.uniform(size=(m, args.n)) < 0.7
+    seeds = np.arange(m)
+    # sequential: the same initial state, data and minibatch keys, one member after another
+    state = pr.init_state(model, config, seeds, (args.size, args.size))
+    data = pr.member_data(x, y, masks)
+    keys = jax.vmap(jax.random.wrap_key_data)(state.data_keys)
+    one_step = jax.jit(functools.partial(pr.member_step, model, config))
+    members = [(jax.tree.map(lambda a, j=j: a[j], state.params), jax.tree.map(lambda a, j=j: a[j], state.opt_state),
+                pr.MemberData(data.images, data.labels, data.cdf[j]), keys[j]) for j in range(m)]
+
+    def sequential():
+        out = []
+        for p, o, d, k in members:
+            for i in range(t):
+                p, o, _ = one_step(p, o, d, jax.random.fold_in(k, i))
+            out.append(p)
+        return out
+
+    first_seq = first_time(sequential)
+    p_seq = sequential()
+    warm_seq = median_time(sequential, args.repeats, warmup=0)
+    print(f"training: M = {m} members × T = {t} steps, batch {config.batch_size}, {args.size}×{args.size} "
+          f"images, N = {args.n} training units, features {model.features}; the ensemble is "
+          f"cfjax.predictors.train (one evaluation round: T steps, then {args.val} validation images)")
+    print(f"  {'':44s}{'first run (incl. compile)':>27s}{'warm (median of ' + str(args.repeats) + ')':>22s}")
+    print(f"  {'sequential Python loop of the jitted step':44s}{first_seq:26.2f}s{warm_seq:21.2f}s")
+    for label, member_chunk in ((f"train(), all {m} members vmapped", m),
+                                ("train(), members looped inside the program", 1)):
+        cfg = dataclasses.replace(config, member_chunk=member_chunk)
+
+        def ensemble(cfg=cfg):
+            return pr.train(model, x, y, masks, seeds, vx, vy, cfg, progress=False).params
+
+        first_ens = first_time(ensemble)
+        p_ens = ensemble()
+        diff = max(float(jnp.max(jnp.abs(a[j] - b))) for j in range(m)
+                   for a, b in zip(jax.tree.leaves(p_ens), jax.tree.leaves(p_seq[j])))
+        warm_ens = median_time(ensemble, args.repeats, warmup=0)
+        print(f"  {label:44s}{first_ens:26.2f}s{warm_ens:21.2f}s   ratio (sequential ÷ this) "
+              f"{first_seq / first_ens:.2f}x first, {warm_seq / warm_ens:.2f}x warm; max |Δparams| {diff:.1e}")
+    print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
+          f"{1 if jax.default_backend() == 'cpu' else m}; per member-step, sequential: {warm_seq / (m * t) * 1e3:.2f} ms)")
+
+
+def bench_inference(args, model, rng) -> None:
+    m, k, n = args.members, args.k, args.units
+    params = pr.init_params(model, np.arange(m), (args.size, args.size))
+    cf_images = jnp.asarray(synthetic(rng, k * n, args.size)[0].reshape(k, n, args.size, args.size))
+    apply_one = jax.jit(model.apply)
+
+    def loop():
+        return [[apply_one(jax.tree.map(lambda a, j=j: a[j], params), cf_images[i]) for i in range(k)]
+                for j in range(m)]
+
+    def ours(member_chunk=None):
+        return pr.predict(model, params, cf_images, chunk=args.chunk, logits=True, member_chunk=member_chunk)
+
+    first_ours, first_loop = first_time(ours), first_time(loop)
+    ref = jnp.stack([jnp.stack(r) for r in loop()])
+    diff = float(jnp.max(jnp.abs(ours() - ref)))
+    t_ours = median_time(ours, args.repeats, warmup=1)
+    t_loop = median_time(loop, args.repeats, warmup=1)
+    total = m * k * n
+    print(f"inference: M = {m} members on K = {k} × N = {n} counterfactual images ({total} member-images), "
+          f"chunk {args.chunk}")
+    print(f"  predict (one call, chunked): {total / t_ours:,.0f} images/s warm ({t_ours:.2f} s; first {first_ours:.2f} s)")
+    print(f"  loop over members × K of a jitted apply on N images: {total / t_loop:,.0f} images/s "
+          f"({t_loop:.2f} s; first {first_loop:.2f} s)")
+    print(f"  ratio {t_loop / t_ours:.2f}x warm, {first_loop / first_ours:.2f}x first run; max |Δlogit| {diff:.1e}")
+    first_vm = first_time(lambda: ours(m))
+    t_vm = median_time(lambda: ours(m), args.repeats, warmup=1)
+    print(f"  predict with all members vmapped (member_chunk = {m}): {total / t_vm:,.0f} images/s "
+          f"({t_vm:.2f} s; first {first_vm:.2f} s), ratio {t_loop / t_vm:.2f}x warm")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--members", type=int, default=21, help="ensemble size M (paper 000: 7 predictors × 3 seeds)")
+    ap.add_argument("--steps", type=int, default=100, help="training steps T per member")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--size", type=int, default=32, help="image side")
+    ap.add_argument("--n", type=int, default=4096, help="training units")
+    ap.add_argument("--features", default="8,16,32", help="channels of the convolution blocks")
+    ap.add_argument("--val", type=int, default=64, help="validation images")
+    ap.add_argument("--units", type=int, default=256, help="test units N for inference")
+    ap.add_argument("--k", type=int, default=16, help="interventions K for inference")
+    ap.add_argument("--chunk", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    print(conditions())
+    model = pr.EffusionCNN(features=tuple(int(f) for f in args.features.split(",")))
+    config = pr.TrainConfig(steps=max(args.steps, 2), batch_size=args.batch, learning_rate=1e-3, warmup=1,
+                            eval_every=max(args.steps, 2), patience=1)
+    rng = np.random.default_rng(0)
+    bench_training(args, model, config, rng)
+    bench_inference(args, model, rng)
+
+
+if __name__ == "__main__":
+    main()
