@@ -53,7 +53,10 @@ def main(argv=None) -> dict:
 
     # Throughput: N units × K = 16 counterfactual images, parents and rendering included.
     rec = chest.sample(jax.random.key(2), args.throughput_units)
-    run = lambda: chest.counterfactuals(rec, do, jax.random.key(3), label=args.label)["image"].block_until_ready()  # noqa: E731
+
+    def run():
+        return chest.counterfactuals(rec, do, jax.random.key(3), label=args.label)["image"].block_until_ready()
+
     run()
     start = time.perf_counter()
     repeats = 5

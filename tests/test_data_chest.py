@@ -318,7 +318,8 @@ def test_fluid_stays_on_its_side_of_the_midline(rng):
     size = int(rng.choice([32, 48]))
     u = D.sample_image_noise(jax.random.key(int(rng.integers(2**31))))
     u = u._replace(pose=jnp.zeros(3), severity=jnp.float32(rng.uniform(0.5, 2.0)))  # midline = centre column
-    sex, age, race, lung = int(rng.integers(2)), float(rng.uniform(20, 90)), int(rng.integers(3)), float(rng.uniform(0.85, 1.15))
+    sex, age, race = int(rng.integers(2)), float(rng.uniform(20, 90)), int(rng.integers(3))
+    lung = float(rng.uniform(0.85, 1.15))
     none = np.asarray(D.render(sex, age, race, lung, 0, u, size))
     half = size // 2
     changed = {}

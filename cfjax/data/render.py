@@ -246,7 +246,8 @@ def render(sex, age, race, lung_size, effusion, u: ImageNoise, size: int = 64,
     hx = 0.25 * (1 + 0.07 * u.heart[0]) * (1 + 0.10 * age01) * (1 - 0.05 * female)
     hy = 0.19 * (1 + 0.07 * u.heart[1])
     heart = _ellipse(x, y, 0.10, 0.30, hx, hy, 8.0)
-    mediastinum = jnp.exp(-((x - 0.01) / 0.13) ** 4) * jax.nn.sigmoid((0.35 - y) * 10.0) * jax.nn.sigmoid((y + 0.8) * 10.0)
+    mediastinum = (jnp.exp(-((x - 0.01) / 0.13) ** 4) * jax.nn.sigmoid((0.35 - y) * 10.0)
+                   * jax.nn.sigmoid((y + 0.8) * 10.0))
     knob = _ellipse(x, y, -0.06, -0.30, 0.07, 0.05, 6.0)  # aortic knob, patient's left
     tissue = tissue + 0.20 * jnp.maximum(heart, mediastinum) + 0.05 * knob
 
