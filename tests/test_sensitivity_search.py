@@ -2,6 +2,7 @@
 usable set, the "pd" parameterisation's reach, the margin's closed form, and the convergence
 diagnostic (SPEC §3)."""
 
+import functools
 import warnings
 
 import jax
@@ -64,13 +65,22 @@ def cube_faces(g):
             yield i, sign, rest, d
 
 
+def _cfu(model, P):
+    return S.cfu_of(model, S.fit_model_b(model.design, P, model.lam, newton_steps=30))
+
+
+# Module-level and taking the model as an argument: compiled once for every seed's model (a
+# closure over the model would embed its arrays as constants and recompile per seed).
+_cfu_one = jax.jit(_cfu)
+_cfu_many = jax.jit(lambda model, Ps: jax.lax.map(functools.partial(_cfu, model), Ps, batch_size=8))
+
+
 def grid_supremum(model, p_max, min_eig, g=31, refine=4):
     """The largest CFU over the usable set: a dense grid of boundary points (every ray from I to
     where it leaves the set) and a coarse interior grid, then Nelder-Mead on the best boundary
     points' face coordinates."""
-    one = lambda P: S.cfu_of(model, S.fit_model_b(model.design, P, model.lam, newton_steps=30))  # noqa: E731
-    many = jax.jit(lambda Ps: jax.lax.map(one, Ps, batch_size=8))
-    single = jax.jit(one)
+    many = functools.partial(_cfu_many, model)
+    single = functools.partial(_cfu_one, model)
     best = []
     for i, sign, rest, d in cube_faces(g):
         values = np.asarray(many(jnp.asarray(np.stack([ray_end(x, p_max, min_eig) for x in d]))))
