@@ -68,8 +68,11 @@ def test_ensemble_member_equals_member_trained_alone(rng):
         config = dataclasses.replace(CONFIG, member_chunk=member_chunk)
         ens = pr.train(MODEL, x, y, masks, seeds, vx, vy, config, progress=False)
         for m in range(M):
-            tree_close(member(ens.best_params, m), member(alone[m].best_params, 0))
-            tree_close(member(ens.params, m), member(alone[m].params, 0))
+            # float tolerance: the batched and single-member programs round differently, and
+            # Adam's m/√v turns a rounding difference in a near-zero gradient into up to a
+            # learning-rate-sized step (1e-2 here) — observed differences stay below 1e-4.
+            tree_close(member(ens.best_params, m), member(alone[m].best_params, 0), rtol=1e-3, atol=1e-4)
+            tree_close(member(ens.params, m), member(alone[m].params, 0), rtol=1e-3, atol=1e-4)
             np.testing.assert_allclose(ens.best_auc[m], alone[m].best_auc[0], atol=1e-6)
             assert int(ens.best_step[m]) == int(alone[m].best_step[0])
 
