@@ -44,6 +44,7 @@ demo: $(STAMP)
 experiments: $(EXPERIMENTS_STAMP)
 	$(PY) -m experiments.sensitivity
 	$(PY) -m experiments.representations
+	$(PY) -m experiments.marginalisation --quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
