@@ -295,3 +295,31 @@ def test_validation_errors():
     for name, call in cases:
         with pytest.raises(cf.ValidationError, match=f"`{name}`"):
             call()
+
+
+def test_matmul_convolution_equals_xla_convolution(rng):
+    """The im2col matrix-product convolution (the CPU default) and XLA's native one give the
+    same outputs for the same parameters, and a 3×3 'SAME' convolution equals a numpy loop."""
+    from cfjax.predictors.cnn import Conv3x3
+    h, w = rng.integers(3, 9, 2)
+    x = rng.normal(size=(2, h, w, 3)).astype(np.float32)
+    params = Conv3x3(5).init(jax.random.key(int(rng.integers(1000))), x)
+    kernel = np.asarray(params["params"]["kernel"], np.float64)
+    bias = rng.normal(size=5)
+    params = {"params": {"kernel": params["params"]["kernel"], "bias": jnp.asarray(bias, jnp.float32)}}
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = np.zeros((2, h, w, 5)) + bias
+    for dy in range(3):
+        for dx in range(3):
+            ref += np.einsum("bhwc,cf->bhwf", xp[:, dy:dy + h, dx:dx + w], kernel[dy, dx])
+    for conv in ("matmul", "xla"):
+        np.testing.assert_allclose(np.asarray(Conv3x3(5, conv=conv).apply(params, x)), ref, rtol=1e-5, atol=1e-5)
+    images = rng.uniform(size=(4, 20, 18)).astype(np.float32)
+    model = pr.EffusionCNN(features=(4, 8, 6))
+    p = model.init(jax.random.key(int(rng.integers(1000))), images[:1])
+    got = {conv: np.asarray(pr.EffusionCNN(features=(4, 8, 6), conv=conv).apply(p, images))
+           for conv in ("matmul", "xla", "auto")}
+    np.testing.assert_allclose(got["matmul"], got["xla"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got["auto"], got["matmul" if jax.default_backend() == "cpu" else "xla"])
+    with pytest.raises(ValueError, match="conv"):
+        pr.EffusionCNN(features=(4,), conv="fft").apply(p, images)

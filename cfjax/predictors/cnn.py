@@ -3,16 +3,91 @@ logit."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax import lax
 
-__all__ = ["EffusionCNN"]
+__all__ = ["EffusionCNN", "Conv3x3", "default_conv"]
 
-# He / LeCun scaling with plain (not truncated) normals: the truncated sampler compiles to a
-# much larger XLA CPU program, for no benefit at this size.
-_HE = nn.initializers.variance_scaling(2.0, "fan_in", "normal")
-_LECUN = nn.initializers.variance_scaling(1.0, "fan_in", "normal")
+
+
+def _fan_in_normal(scale: float) -> nn.initializers.Initializer:
+    """``nn.initializers.variance_scaling(scale, "fan_in", "normal")`` (the same values for the
+    same key), drawn as a flat vector and reshaped: XLA's CPU compiler takes seconds per
+    multi-dimensional threefry draw (its counters are built per dimension) and well under one
+    for a flat one. Plain, not truncated, normals: the truncated sampler compiles to a much
+    larger program, for no benefit at this size."""
+    def init(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
+        fan_in = math.prod(shape[:-1])
+        flat = jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
+        return flat * jnp.sqrt(jnp.array(scale / fan_in, dtype))
+    return init
+
+
+# He / LeCun scaling
+_HE = _fan_in_normal(2.0)
+_LECUN = _fan_in_normal(1.0)
+_CONVS = ("auto", "matmul", "xla")
+
+
+def default_conv() -> str:
+    """The faster convolution on the default backend: ``"matmul"`` on CPU, ``"xla"`` elsewhere.
+
+    XLA's CPU backend runs a convolution inside a loop (``lax.scan``, ``lax.map``) several times
+    slower than outside one, and a convolution ``vmap``ped over its kernel (an ensemble) becomes
+    a grouped convolution, slower still; a matrix product has neither problem, and ``vmap``ped
+    it is a batched matrix product. GPUs and TPUs have fast native convolutions.
+    """
+    return "matmul" if jax.default_backend() == "cpu" else "xla"
+
+
+def _conv3x3_matmul(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """'SAME' 3×3 cross-correlation of ``x (B, H, W, C)`` with ``kernel (3, 3, C, F)`` as one
+    matrix product: the 9 shifted, zero-padded views of ``x`` side by side on the channel axis
+    (im2col, ``(B, H, W, 9·C)``) times the kernel as ``(9·C, F)``."""
+    _, height, width, c = x.shape
+    xp = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    cols = jnp.concatenate([xp[:, dy:dy + height, dx:dx + width] for dy in range(3) for dx in range(3)],
+                           axis=-1)
+    return lax.dot_general(cols, kernel.reshape(9 * c, kernel.shape[-1]), (((3,), (0,)), ((), ())))
+
+
+class Conv3x3(nn.Module):
+    """A 'SAME' 3×3 convolution with bias, parameters as ``nn.Conv(features, (3, 3))``'s
+    (``kernel (3, 3, C, F)``, ``bias (F,)``, the same values for the same key), computed by
+    XLA's convolution (``conv="xla"``) or as one matrix product over the 9 shifted views of the
+    input (``conv="matmul"``, im2col); ``"auto"`` is :func:`default_conv`. Both give the same
+    outputs (to float rounding).
+
+    Example:
+      >>> x = jax.random.normal(jax.random.key(1), (2, 5, 6, 3))
+      >>> p = Conv3x3(4).init(jax.random.key(0), x)
+      >>> a, b = (Conv3x3(4, conv=c).apply(p, x) for c in ("matmul", "xla"))
+      >>> a.shape, bool(jnp.allclose(a, b, atol=1e-5))
+      ((2, 5, 6, 4), True)
+    """
+
+    features: int
+    conv: str = "auto"
+    kernel_init: nn.initializers.Initializer = _HE
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if self.conv not in _CONVS:
+            raise ValueError(f"`conv`: expected one of {_CONVS}, got {self.conv!r}.")
+        kernel = self.param("kernel", self.kernel_init, (3, 3, x.shape[-1], self.features), x.dtype)
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), x.dtype)
+        conv = default_conv() if self.conv == "auto" else self.conv
+        if conv == "matmul":
+            y = _conv3x3_matmul(x, kernel)
+        else:
+            y = lax.conv_general_dilated(x, kernel, (1, 1), "SAME",
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return y + bias.reshape((1,) * (y.ndim - 1) + (-1,))
 
 
 def _pool2(h: jax.Array) -> jax.Array:
@@ -28,32 +103,39 @@ class EffusionCNN(nn.Module):
     ``len(features)`` blocks of a 3×3 convolution and ReLU, each but the last followed by 2×2
     mean pooling; then the global mean and max of the last feature map, and a dense layer to one
     logit. Any ``H, W ≥ 2^(len(features) − 1)`` works (16×16 to 64×64 in the study). Parameters
-    follow the images' dtype. For an ensemble, ``jax.vmap`` ``init`` over keys and ``apply``
-    over the parameters' leading member axis (:func:`cfjax.predictors.init_params`), or map
-    over it (``lax.map``): XLA's CPU backend runs a convolution vmapped over its kernel (a
-    grouped convolution) several times slower than the members one after another, which is why
-    :func:`~cfjax.predictors.train` and :func:`~cfjax.predictors.predict` take a
-    ``member_chunk``.
+    follow the images' dtype and have ``nn.Conv``'s structure (``conv{i}: kernel (3, 3, C, F),
+    bias (F,)``; ``head: kernel, bias``) whatever ``conv``.
+
+    ``conv`` chooses how the convolutions are computed (:class:`Conv3x3`): ``"matmul"`` (im2col
+    and one matrix product), ``"xla"`` (XLA's native convolution), or ``"auto"`` (the default:
+    :func:`default_conv`, matmul on CPU, XLA elsewhere). On XLA's CPU backend the native
+    convolution is several times slower inside the training loop (``lax.scan``) and ``vmap``ped
+    over an ensemble's members (a grouped convolution); the matrix product is neither. For an
+    ensemble, ``jax.vmap`` ``init`` over keys and ``apply`` over the parameters' leading member
+    axis (:func:`cfjax.predictors.init_params`).
 
     Example:
       >>> model = EffusionCNN(features=(4, 8))
       >>> params = model.init(jax.random.key(0), jnp.zeros((1, 16, 16)))
       >>> model.apply(params, jnp.full((3, 16, 16), 0.5)).shape
       (3,)
+      >>> x = jax.random.uniform(jax.random.key(1), (3, 16, 16))
+      >>> a, b = (EffusionCNN(features=(4, 8), conv=c).apply(params, x) for c in ("matmul", "xla"))
+      >>> bool(jnp.allclose(a, b, atol=1e-5))
+      True
     """
 
     features: tuple[int, ...] = (16, 32, 64)
+    conv: str = "auto"
 
     @nn.compact
     def __call__(self, images: jax.Array) -> jax.Array:
         if images.ndim != 3:
             raise ValueError(f"`images`: expected shape (B, H, W), got {images.shape}.")
-        dtype = images.dtype
         h = (images - 0.5)[..., None]
         for i, width in enumerate(self.features):
-            h = nn.relu(nn.Conv(width, (3, 3), padding="SAME", kernel_init=_HE, param_dtype=dtype,
-                                name=f"conv{i}")(h))
+            h = nn.relu(Conv3x3(width, conv=self.conv, name=f"conv{i}")(h))
             if i < len(self.features) - 1:
                 h = _pool2(h)
         pooled = jnp.concatenate([h.mean(axis=(1, 2)), h.max(axis=(1, 2))], axis=-1)
-        return nn.Dense(1, param_dtype=dtype, kernel_init=_LECUN, name="head")(pooled)[:, 0]
+        return nn.Dense(1, param_dtype=images.dtype, kernel_init=_LECUN, name="head")(pooled)[:, 0]
