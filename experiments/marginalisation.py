@@ -33,7 +33,7 @@ reuses them).
 
 Run: ``python -m experiments.marginalisation [--quick] [--out experiments/reports/marginalisation] [--seeds 3]
 [--counterfactual-label fixed|follows]``. The quick configuration (32 × 32 images, 3000 training units per
-site, ≤ 500 steps) takes about 9 minutes of CPU time; the full one (64 × 64, 10000 units, ≤ 2000 steps,
+site, ≤ 500 steps) took 616 s wall, about 6.5 minutes of CPU time; the full one (64 × 64, 10000 units, ≤ 2000 steps,
 N = 1800) about 2 hours on 2 CPU cores (an estimate scaled from the quick run).
 """
 
