@@ -53,7 +53,9 @@ def _conv3x3_matmul(x: jax.Array, kernel: jax.Array) -> jax.Array:
     xp = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
     cols = jnp.concatenate([xp[:, dy:dy + height, dx:dx + width] for dy in range(3) for dx in range(3)],
                            axis=-1)
-    return lax.dot_general(cols, kernel.reshape(9 * c, kernel.shape[-1]), (((3,), (0,)), ((), ())))
+    b, f = x.shape[0], kernel.shape[-1]
+    out = jnp.dot(cols.reshape(b * height * width, 9 * c), kernel.reshape(9 * c, f))
+    return out.reshape(b, height, width, f)
 
 
 class Conv3x3(nn.Module):

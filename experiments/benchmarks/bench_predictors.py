@@ -26,12 +26,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from cfjax import predictors as pr
+from cfjax.predictors.cnn import default_conv
+from cfjax.predictors.inference import default_member_chunk
 from experiments.benchmarks.timing import conditions, first_time, median_time
+
+
+def load() -> str:
+    """The 1, 5 and 15 minute load averages (other processes share the cores)."""
+    return " ".join(f"{v:.1f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
 
 
 def synthetic(rng: np.random.Generator, n: int, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -70,7 +78,8 @@ def bench_training(args, model, config, rng) -> None:
     p_seq = sequential()
     warm_seq = median_time(sequential, args.repeats, warmup=0)
     print(f"training: M = {m} members × T = {t} steps, batch {config.batch_size}, {args.size}×{args.size} "
-          f"images, N = {args.n} training units, features {model.features}; the ensemble is "
+          f"images, N = {args.n} training units, features {model.features}, convolutions conv = "
+          f"{model.conv!r} ({default_conv() if model.conv == 'auto' else model.conv}); the ensemble is "
           f"cfjax.predictors.train (one evaluation round: T steps, then {args.val} validation images)")
     print(f"  {'':44s}{'first run (incl. compile)':>27s}{'warm (median of ' + str(args.repeats) + ')':>22s}")
     print(f"  {'sequential Python loop of the jitted step':44s}{first_seq:26.2f}s{warm_seq:21.2f}s")
@@ -89,7 +98,8 @@ def bench_training(args, model, config, rng) -> None:
         print(f"  {label:44s}{first_ens:26.2f}s{warm_ens:21.2f}s   ratio (sequential ÷ this) "
               f"{first_seq / first_ens:.2f}x first, {warm_seq / warm_ens:.2f}x warm; max |Δparams| {diff:.1e}")
     print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
-          f"{1 if jax.default_backend() == 'cpu' else m}; per member-step, sequential: {warm_seq / (m * t) * 1e3:.2f} ms)")
+          f"{default_member_chunk(m)}; per member-step, sequential: {warm_seq / (m * t) * 1e3:.2f} ms; "
+          f"load average after: {load()})")
 
 
 def bench_inference(args, model, rng) -> None:
@@ -136,14 +146,19 @@ def main(argv=None) -> None:
     ap.add_argument("--k", type=int, default=16, help="interventions K for inference")
     ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--conv", default="auto", choices=("auto", "matmul", "xla"),
+                    help="EffusionCNN's convolutions (auto: matmul on CPU, XLA's elsewhere)")
+    ap.add_argument("--only", default="both", choices=("both", "training", "inference"))
     args = ap.parse_args(argv)
-    print(conditions())
-    model = pr.EffusionCNN(features=tuple(int(f) for f in args.features.split(",")))
+    print(f"{conditions()}; load average {load()}")
+    model = pr.EffusionCNN(features=tuple(int(f) for f in args.features.split(",")), conv=args.conv)
     config = pr.TrainConfig(steps=max(args.steps, 2), batch_size=args.batch, learning_rate=1e-3, warmup=1,
                             eval_every=max(args.steps, 2), patience=1)
     rng = np.random.default_rng(0)
-    bench_training(args, model, config, rng)
-    bench_inference(args, model, rng)
+    if args.only in ("both", "training"):
+        bench_training(args, model, config, rng)
+    if args.only in ("both", "inference"):
+        bench_inference(args, model, rng)
 
 
 if __name__ == "__main__":
