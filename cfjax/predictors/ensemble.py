@@ -59,7 +59,7 @@ class TrainConfig:
       eval_chunk: validation images per compiled step of the validation pass (bounds memory).
       member_chunk: members stepped side by side (``vmap``) within the compiled step, the groups
         one after another (:func:`cfjax.predictors.map_members`); default: all members, one at
-        a time on CPU (where a convolution ``vmap``ped over its kernel is several times slower).
+        a time on CPU (faster there, see ``cfjax.predictors.inference.default_member_chunk``).
 
     Example:
       >>> TrainConfig(steps=200, eval_every=50).rounds
