@@ -62,11 +62,10 @@ def bench_training(args, model, config, rng) -> None:
     state = pr.init_state(model, config, seeds, (args.size, args.size))
     data = pr.member_data(x, y, masks)
     keys = jax.vmap(jax.random.wrap_key_data)(state.data_keys)
-    one_step = jax.jit(functools.partial(pr.member_step, model, config))
     members = [(jax.tree.map(lambda a, j=j: a[j], state.params), jax.tree.map(lambda a, j=j: a[j], state.opt_state),
                 pr.MemberData(data.images, data.labels, data.cdf[j]), keys[j]) for j in range(m)]
 
-    def sequential():
+    def sequential(one_step=jax.jit(functools.partial(pr.member_step, model, config))):
         out = []
         for p, o, d, k in members:
             for i in range(t):
@@ -83,6 +82,12 @@ def bench_training(args, model, config, rng) -> None:
           f"cfjax.predictors.train (one evaluation round: T steps, then {args.val} validation images)")
     print(f"  {'':44s}{'first run (incl. compile)':>27s}{'warm (median of ' + str(args.repeats) + ')':>22s}")
     print(f"  {'sequential Python loop of the jitted step':44s}{first_seq:26.2f}s{warm_seq:21.2f}s")
+    if model.conv != "xla":  # the same loop with XLA's native convolutions (the same parameters)
+        seq_xla = functools.partial(sequential, jax.jit(functools.partial(pr.member_step, model.clone(conv="xla"),
+                                                                          config)))
+        first_xla = first_time(seq_xla)
+        warm_xla = median_time(seq_xla, args.repeats, warmup=0)
+        print(f"  {'  the same with conv = xla':44s}{first_xla:26.2f}s{warm_xla:21.2f}s")
     for label, member_chunk in ((f"train(), all {m} members vmapped", m),
                                 ("train(), members looped inside the program", 1)):
         cfg = dataclasses.replace(config, member_chunk=member_chunk)
@@ -96,7 +101,9 @@ def bench_training(args, model, config, rng) -> None:
                    for a, b in zip(jax.tree.leaves(p_ens), jax.tree.leaves(p_seq[j])))
         warm_ens = median_time(ensemble, args.repeats, warmup=0)
         print(f"  {label:44s}{first_ens:26.2f}s{warm_ens:21.2f}s   ratio (sequential ÷ this) "
-              f"{first_seq / first_ens:.2f}x first, {warm_seq / warm_ens:.2f}x warm; max |Δparams| {diff:.1e}")
+              f"{first_seq / first_ens:.2f}x first, {warm_seq / warm_ens:.2f}x warm; max |Δparams| {diff:.1e}"
+              + ("" if model.conv == "xla" else f"; ÷ the xla loop: {first_xla / first_ens:.2f}x first, "
+                 f"{warm_xla / warm_ens:.2f}x warm"))
     print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
           f"{default_member_chunk(m)}; per member-step, sequential: {warm_seq / (m * t) * 1e3:.2f} ms; "
           f"load average after: {load()})")
