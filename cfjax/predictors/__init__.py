@@ -8,7 +8,9 @@ from cfjax.predictors.checkpoint import CheckpointStore as CheckpointStore
 from cfjax.predictors.checkpoint import latest_checkpoint_step as latest_checkpoint_step
 from cfjax.predictors.checkpoint import restore_checkpoint as restore_checkpoint
 from cfjax.predictors.checkpoint import save_checkpoint as save_checkpoint
+from cfjax.predictors.cnn import Conv3x3 as Conv3x3
 from cfjax.predictors.cnn import EffusionCNN as EffusionCNN
+from cfjax.predictors.cnn import default_conv as default_conv
 from cfjax.predictors.ensemble import EnsembleState as EnsembleState
 from cfjax.predictors.ensemble import MemberData as MemberData
 from cfjax.predictors.ensemble import TrainConfig as TrainConfig
@@ -26,6 +28,7 @@ from cfjax.predictors.families import datasets_bias_key as datasets_bias_key
 from cfjax.predictors.families import logit_offset as logit_offset
 from cfjax.predictors.families import paper_family as paper_family
 from cfjax.predictors.families import paper_predictions as paper_predictions
+from cfjax.predictors.inference import default_member_chunk as default_member_chunk
 from cfjax.predictors.inference import ensemble_size as ensemble_size
 from cfjax.predictors.inference import init_params as init_params
 from cfjax.predictors.inference import map_members as map_members
@@ -35,6 +38,7 @@ from cfjax.predictors.inference import to_metrics_layout as to_metrics_layout
 __all__ = [
     "BIAS_STRENGTHS",
     "CheckpointStore",
+    "Conv3x3",
     "EffusionCNN",
     "EnsembleState",
     "FORMAT_VERSION",
@@ -46,6 +50,8 @@ __all__ = [
     "TrainConfig",
     "TrainingError",
     "datasets_bias_key",
+    "default_conv",
+    "default_member_chunk",
     "ensemble_size",
     "init_params",
     "init_state",

@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from cfjax import predictors as pr
-from cfjax.predictors.cnn import default_conv
-from cfjax.predictors.inference import default_member_chunk
+from cfjax.predictors import default_conv
+from cfjax.predictors import default_member_chunk
 from experiments.benchmarks.timing import conditions, first_time, median_time
 
 
