@@ -74,3 +74,13 @@ def x64():
     """Run the test body with 64-bit JAX types (for tight comparisons with references)."""
     with jax.enable_x64(True):
         yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module. A whole-suite run compiles
+    thousands of programs, and every loaded executable holds memory mappings: without this,
+    the process nears the kernel's map limit (``vm.max_map_count``) late in the run and XLA
+    crashes while compiling. Modules share few programs, so little is recompiled."""
+    yield
+    jax.clear_caches()
