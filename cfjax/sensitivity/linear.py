@@ -13,6 +13,8 @@ after one O(n D²) pass over the data.
 
 from __future__ import annotations
 
+import functools
+
 import itertools
 from typing import Any, NamedTuple, Sequence
 
@@ -213,6 +215,9 @@ def profile_objective(d: Design, log_sigma: jax.Array, P: jax.Array, lam: Any) -
     return jnp.sum(precision * R) + n * (2 * jnp.sum(log_sigma) + jnp.linalg.slogdet(P)[1])
 
 
+# Jitted: eagerly, ``custom_root`` would trace fresh closures and compile its loops anew at every
+# call (thousands of programs over a long run); jitted, one program per shape and dtype.
+@functools.partial(jax.jit, static_argnames="newton_steps")
 def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_steps: int = 30) -> ModelB:
     """Model B for the error correlation ``P (m, m)`` (SPEC §3): σ from the profile likelihood
     (:func:`profile_objective`) by damped Newton steps in log σ (at most ``newton_steps``, until
