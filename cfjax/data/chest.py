@@ -162,7 +162,7 @@ class ChestSCM:
           >>> chest = ChestSCM(size=32)
           >>> rec = chest.sample(jax.random.key(0), 8)
           >>> out = chest.counterfactuals(rec, {"age": jnp.array([20.0, 90.0])}, jax.random.key(1))
-          >>> out["image"].shape, bool((out["parents"]["effusion"] == rec["parents"]["effusion"]).all())
+          >>> out["image"].shape, bool((out["parents"]["effusion"] == rec["parents"]["effusion"][None]).all())
           ((2, 8, 32, 32), True)
         """
         if label not in LABEL_MODES:
