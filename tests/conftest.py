@@ -33,6 +33,13 @@ def pytest_addoption(parser):
         "CFJAX_TEST_SEED, CFJAX_TEST_SEED + 1, ... (a random start when it is unset)")
 
 
+def pytest_configure(config):
+    # With --seeds, every test process (pytest-xdist's workers too) must draw the same seeds:
+    # the controller fixes the first one before the workers start, and they inherit it.
+    if config.getoption("seeds") > 0 and not hasattr(config, "workerinput"):
+        os.environ.setdefault("CFJAX_TEST_SEED", str(secrets.randbits(31)))
+
+
 def _seeds(config) -> list[int]:
     n = config.getoption("seeds")
     if n <= 0:
