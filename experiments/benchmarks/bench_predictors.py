@@ -12,7 +12,10 @@ mask) on both sides:
 - sequential: for each member, T calls of the same step ``jax.jit``ted for one member (what
   one would write without the ensemble), same data and keys.
 
-Both end with the same parameters (checked). Printed: the first run (compilation included) and
+Both end with the same parameters (checked). On a CPU the step is then timed in a child process
+pinned to one core: the ratio of the two times says how well one member's step already uses
+every core, and so bounds what any ensemble (members in parallel, one per core) could gain over
+the sequential loop. Printed: the first run (compilation included) and
 the median of warm repeats, and their ratios (sequential ÷ ensemble: above 1, the ensemble is
 faster).
 
@@ -27,6 +30,8 @@ import argparse
 import dataclasses
 import functools
 import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -107,6 +112,49 @@ def bench_training(args, model, config, rng) -> None:
     print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
           f"{default_member_chunk(m)}; per member-step, sequential: {warm_seq / (m * t) * 1e3:.2f} ms; "
           f"load average after: {load()})")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if jax.default_backend() == "cpu" and cores > 1 and not args.no_bound:
+        one = one_core_step_time(args)
+        per = warm_seq / (m * t)
+        print(f"  what any ensemble can gain on these {cores} cores: the same step pinned to one core takes "
+              f"{one * 1e3:.2f} ms per member-step ({per * 1e3:.2f} ms on {cores}: a {one / per:.2f}x speed-up "
+              f"from the extra cores); members run in parallel, one per core, each as fast as alone on one "
+              f"core, would take {one / cores * 1e3:.2f} ms per member-step: at most "
+              f"{cores * per / one:.2f}x the sequential loop")
+
+
+def one_core_step_time(args) -> float:
+    """Seconds per member-step of the sequential loop's jitted step in a child process pinned to
+    one core (the affinity is set before JAX starts, so XLA's threads share that core)."""
+    argv = ["--one-core-step", "--steps", str(args.steps), "--batch", str(args.batch), "--size", str(args.size),
+            "--n", str(args.n), "--features", args.features, "--conv", args.conv, "--repeats", str(args.repeats)]
+    child = ("import os, sys, runpy; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+             f"sys.argv = ['bench_predictors', *{argv!r}]; "
+             "runpy.run_module('experiments.benchmarks.bench_predictors', run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", child], check=True, capture_output=True, text=True)
+    return float(out.stdout.split("ONE_CORE_STEP")[1].split()[0])
+
+
+def one_core_step(args, model, config, rng) -> None:
+    """The sequential loop's jitted step for 2 members × T steps; prints seconds per member-step."""
+    x, y = synthetic(rng, args.n, args.size)
+    m, t = 2, args.steps
+    state = pr.init_state(model, config, np.arange(m), (args.size, args.size))
+    data = pr.member_data(x, y, rng.uniform(size=(m, args.n)) < 0.7)
+    keys = jax.vmap(jax.random.wrap_key_data)(state.data_keys)
+    step = jax.jit(functools.partial(pr.member_step, model, config))
+
+    def sequential():
+        out = []
+        for j in range(m):
+            p, o = jax.tree.map(lambda a: a[j], state.params), jax.tree.map(lambda a: a[j], state.opt_state)
+            d = pr.MemberData(data.images, data.labels, data.cdf[j])
+            for i in range(t):
+                p, o, _ = step(p, o, d, jax.random.fold_in(keys[j], i))
+            out.append(p)
+        return out
+
+    print(f"ONE_CORE_STEP {median_time(sequential, args.repeats, warmup=1) / (m * t):.6g}")
 
 
 def bench_inference(args, model, rng) -> None:
@@ -156,12 +204,16 @@ def main(argv=None) -> None:
     ap.add_argument("--conv", default="auto", choices=("auto", "matmul", "xla"),
                     help="EffusionCNN's convolutions (auto: matmul on CPU, XLA's elsewhere)")
     ap.add_argument("--only", default="both", choices=("both", "training", "inference"))
+    ap.add_argument("--no-bound", action="store_true", help="skip the one-core timing of the step")
+    ap.add_argument("--one-core-step", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     print(f"{conditions()}; load average {load()}")
     model = pr.EffusionCNN(features=tuple(int(f) for f in args.features.split(",")), conv=args.conv)
     config = pr.TrainConfig(steps=max(args.steps, 2), batch_size=args.batch, learning_rate=1e-3, warmup=1,
                             eval_every=max(args.steps, 2), patience=1)
     rng = np.random.default_rng(0)
+    if args.one_core_step:
+        return one_core_step(args, model, config, rng)
     if args.only in ("both", "training"):
         bench_training(args, model, config, rng)
     if args.only in ("both", "inference"):
