@@ -2,8 +2,9 @@
 per-unit weights over one shared training set) and their seed — as one jitted program.
 
 The step of one member is a pure function (:func:`member_step`); the ensemble is that step
-``vmap``ped over the member axis and ``lax.scan``ned over the steps between two validations;
-a thin Python loop over evaluation rounds logs to a progress bar and writes checkpoints.
+mapped over the member axis and ``lax.scan``ned over the steps between two validations, the
+members optionally spread over several devices (``jax.shard_map``); a thin Python loop over
+evaluation rounds logs to a progress bar and writes checkpoints.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ import numpy as np
 import optax
 from flax import struct
 from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
 from cfjax import _checks
 from cfjax.metrics import auc as _auc
 from cfjax.predictors import checkpoint as _ckpt
-from cfjax.predictors.inference import _check_seeds, _init, check_member_chunk, chunked_logits, map_members
+from cfjax.predictors.inference import (_check_seeds, _init, check_member_chunk, chunked_logits, gather,
+                                        map_members, member_devices, pad_members)
 
 __all__ = ["TrainConfig", "EnsembleState", "MemberData", "TrainingError", "train", "member_step",
            "member_data", "init_state"]
@@ -256,11 +259,11 @@ def _select(flag: jax.Array, new: Any, old: Any) -> Any:
     return jax.tree.map(pick, new, old)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _train_round(model: nn.Module, config: TrainConfig, state: EnsembleState, data: MemberData,
-                 val_images: jax.Array, val_labels: jax.Array) -> EnsembleState:
-    """``config.eval_every`` steps of every active member (``lax.scan`` of the ``vmap``ped
-    step), then every member's validation AUC and the early-stopping bookkeeping."""
+def _round(model: nn.Module, config: TrainConfig, state: EnsembleState, data: MemberData,
+           val_images: jax.Array, val_labels: jax.Array) -> EnsembleState:
+    """``config.eval_every`` steps of every active member (``lax.scan`` of the step mapped over
+    members), then every member's validation AUC and the early-stopping bookkeeping. Traced;
+    every member's work is its own, so a shard of the members runs it alone."""
     def step_all(params, opt_state, keys):
         def one(args):
             p, o, cdf, key = args
@@ -296,20 +299,77 @@ def _train_round(model: nn.Module, config: TrainConfig, state: EnsembleState, da
         loss=s.loss.at[s.round].set(mean_loss.astype(s.loss.dtype)))
 
 
+_train_round = jax.jit(_round, static_argnums=(0, 1))
+
+# The member axis of each field of EnsembleState (None: shared by every member).
+_MEMBER_AXIS = {"params": 0, "opt_state": 0, "best_params": 0, "best_auc": 0, "best_step": 0, "since_best": 0,
+                "active": 0, "nonfinite_step": 0, "data_keys": 0, "step": None, "round": None, "val_auc": 1,
+                "loss": 1}
+
+
+def _spec(mesh_axis: str, member_axis: int | None) -> PartitionSpec:
+    return PartitionSpec() if member_axis is None else PartitionSpec(*[None] * member_axis, mesh_axis)
+
+
+def _state_specs(mesh_axis: str) -> EnsembleState:
+    return EnsembleState(**{f: _spec(mesh_axis, a) for f, a in _MEMBER_AXIS.items()})
+
+
+def _data_specs(mesh_axis: str) -> MemberData:
+    return MemberData(PartitionSpec(), PartitionSpec(), PartitionSpec(mesh_axis))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _train_round_sharded(model: nn.Module, config: TrainConfig, mesh: Mesh, state: EnsembleState,
+                         data: MemberData, val_images: jax.Array, val_labels: jax.Array) -> EnsembleState:
+    """:func:`_round` with the members sharded over ``mesh``'s one axis (each device runs its
+    share of the members); the training images and labels and the validation set replicated."""
+    axis = mesh.axis_names[0]
+    specs = _state_specs(axis)
+    run = jax.shard_map(functools.partial(_round, model, config), mesh=mesh,
+                        in_specs=(specs, _data_specs(axis), PartitionSpec(), PartitionSpec()), out_specs=specs)
+    return run(state, data, val_images, val_labels)
+
+
+def _pad_state(state: EnsembleState, pad: int) -> EnsembleState:
+    """``state`` with ``pad`` more members that never train: copies of the last member,
+    inactive from the start, with no divergence and no history."""
+    fills = {"active": False, "nonfinite_step": -1, "val_auc": jnp.nan, "loss": jnp.nan}
+    return state.replace(**{f: pad_members(getattr(state, f), pad, a, fills.get(f))
+                            for f, a in _MEMBER_AXIS.items() if a is not None})
+
+
+def _gather_state(state: EnsembleState, mesh: Mesh, m: int) -> EnsembleState:
+    """A sharded, padded state gathered onto the mesh's first device, its first ``m`` members."""
+    state = jax.device_put(state, mesh.devices.flat[0])
+    return state.replace(**{f: gather(getattr(state, f), mesh, m, a) for f, a in _MEMBER_AXIS.items()
+                            if a is not None})
+
+
 def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, val_images: Any,
           val_labels: Any, config: TrainConfig = TrainConfig(), *, names: Sequence[str] | None = None,
           checkpoint_dir: str | os.PathLike | None = None, max_rounds: int | None = None,
-          progress: bool | None = None) -> EnsembleState:
+          progress: bool | None = None, devices: Sequence[jax.Device] | Mesh | None = None) -> EnsembleState:
     """Train M members at once, each on its own weighting of one shared training set.
 
     Member ``m`` starts from ``seeds[m]`` and draws each minibatch (with replacement) with
     probability proportional to ``masks[m]``; its steps, AdamW with warm-up and cosine decay,
-    are one ``vmap``ped step inside a ``lax.scan`` of ``config.eval_every`` steps, followed by
-    its validation AUC (:func:`cfjax.metrics.auc` on the validation logits). A member keeps
-    the parameters of its best validation AUC and stops (frozen) after ``config.patience``
-    evaluations without improvement; training ends when every member has stopped. A member
-    trained alone with the same seed and mask ends with the same parameters (to float
-    rounding: the batched and single-member programs may round differently).
+    are one step mapped over members (:func:`~cfjax.predictors.map_members`) inside a
+    ``lax.scan`` of ``config.eval_every`` steps, followed by its validation AUC
+    (:func:`cfjax.metrics.auc` on the validation logits). A member keeps the parameters of its
+    best validation AUC and stops (frozen) after ``config.patience`` evaluations without
+    improvement; training ends when every member has stopped. A member trained alone with the
+    same seed and mask ends with the same parameters (to float rounding: the batched and
+    single-member programs may round differently).
+
+    With several devices the members are spread over them (``jax.shard_map`` over a one-axis
+    mesh; each device runs its share of the members one after another, the shared images and
+    validation set replicated), with the same result as on one device. On a CPU this is what
+    makes the cores work together: one member's step on small images is a chain of small
+    convolutions that XLA's intra-op threads do not keep every core busy with, whereas members
+    on separate devices run side by side, each on its own core. JAX sees one CPU device unless
+    asked before it starts: set ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (N the
+    number of cores) in the environment before importing jax; ``train`` itself never sets it.
 
     Args:
       model: the network, e.g. :class:`~cfjax.predictors.EffusionCNN` (a linen module).
@@ -328,10 +388,16 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, va
       max_rounds: run at most this many evaluation rounds in this call (then return; call again
         with the same ``checkpoint_dir`` to continue).
       progress: show a tqdm bar (loss, validation AUC); default: when stdout is a terminal.
+      devices: the devices to spread the members over. ``None``: every device of
+        ``jax.local_devices()`` (default backend) when there are several, otherwise the default
+        device as before; or a sequence of devices, or a ``jax.sharding.Mesh`` with one axis.
+        M is padded to a multiple of the device count with members that never train (their
+        compute is wasted); the padding never appears in the result or the checkpoints, which
+        are the same whatever the devices (a run may resume on other devices).
 
     Returns:
-      The final :class:`EnsembleState`; ``best_params`` is the trained ensemble (feed it to
-      :func:`cfjax.predictors.predict`).
+      The final :class:`EnsembleState`, gathered onto one device (the first of ``devices``);
+      ``best_params`` is the trained ensemble (feed it to :func:`cfjax.predictors.predict`).
 
     Raises:
       TrainingError: a member's loss became NaN or infinite (names the member and the step).
@@ -347,6 +413,11 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, va
       ...               TrainConfig(steps=20, batch_size=8, warmup=2, eval_every=10), progress=False)
       >>> state.best_auc.shape, int(state.step)
       ((2,), 20)
+      >>> one = train(EffusionCNN(features=(4,)), x, y, np.ones((2, 64), bool), [0, 1], x, y,
+      ...             TrainConfig(steps=20, batch_size=8, warmup=2, eval_every=10), progress=False,
+      ...             devices=jax.devices()[:1])
+      >>> bool(jnp.all(one.best_auc == state.best_auc))
+      True
     """
     if not isinstance(model, nn.Module):
         _checks.fail("model", "a flax linen Module", repr(model))
@@ -376,6 +447,7 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, va
             _checks.fail("names", f"{m} names, one per member", f"{len(names)}")
     if max_rounds is not None:
         max_rounds = _checks.check_positive_int("max_rounds", max_rounds)
+    where = member_devices(devices)
 
     data = member_data(images, labels, masks)
     dtype = data.images.dtype
@@ -393,6 +465,25 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, va
                 _checks.fail("checkpoint_dir", "a checkpoint of this run (same model, config, data and "
                              "seeds) or an empty folder", f"one of another run ({saved.get('run')})")
 
+    if isinstance(where, Mesh):  # members padded to a multiple of the devices, sharded over them
+        pad = (-m) % where.size
+        axis = where.axis_names[0]
+        state, data, v_images, v_labels = jax.device_put(
+            (_pad_state(state, pad), data._replace(cdf=pad_members(data.cdf, pad)), v_images, v_labels),
+            jax.tree.map(lambda spec: NamedSharding(where, spec),
+                         (_state_specs(axis), _data_specs(axis), PartitionSpec(), PartitionSpec())))
+        run_round = functools.partial(_train_round_sharded, model, config, where)
+
+        def unpadded(s: EnsembleState) -> EnsembleState:
+            return _gather_state(s, where, m)
+    else:
+        if where is not None:
+            state, data, v_images, v_labels = jax.device_put((state, data, v_images, v_labels), where)
+        run_round = functools.partial(_train_round, model, config)
+
+        def unpadded(s: EnsembleState) -> EnsembleState:
+            return s
+
     if progress is None:
         progress = sys.stdout.isatty()
     bar = tqdm(total=config.rounds, initial=int(state.round), disable=not progress, desc="training",
@@ -400,27 +491,29 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, va
     rounds_run = 0
     try:
         while not state.finished and (max_rounds is None or rounds_run < max_rounds):
-            state = _train_round(model, config, state, data, v_images, v_labels)
+            state = run_round(state, data, v_images, v_labels)
             rounds_run += 1
-            _raise_if_diverged(state, names)
+            _raise_if_diverged(np.asarray(state.nonfinite_step)[:m], names)
             r = int(state.round) - 1
-            active = np.asarray(state.active)
+            active = np.asarray(state.active)[:m]
             bar.set_postfix(step=int(state.step), active=f"{int(active.sum())}/{m}",
-                            loss=f"{np.nanmean(np.asarray(state.loss[r])):.4f}",
-                            val_auc=f"{np.nanmean(np.asarray(state.val_auc[r])):.4f}",
-                            best=f"{float(np.mean(np.asarray(state.best_auc))):.4f}")
+                            loss=f"{np.nanmean(np.asarray(state.loss[r])[:m]):.4f}",
+                            val_auc=f"{np.nanmean(np.asarray(state.val_auc[r])[:m]):.4f}",
+                            best=f"{float(np.mean(np.asarray(state.best_auc)[:m])):.4f}")
             bar.update(1)
             if manager is not None:
-                manager.save(int(state.step), state, meta)
+                manager.save(int(state.step), unpadded(state), meta)
     finally:
         bar.close()
         if manager is not None:
             manager.close()
-    return state
+    return unpadded(state)
 
 
-def _raise_if_diverged(state: EnsembleState, names: Sequence[str] | None) -> None:
-    bad = np.asarray(state.nonfinite_step)
+def _raise_if_diverged(nonfinite_step: np.ndarray, names: Sequence[str] | None) -> None:
+    """Raise :class:`TrainingError` naming the first member with a non-finite loss, if any
+    (``nonfinite_step (M,)``, −1 where none)."""
+    bad = nonfinite_step
     if (bad < 0).all():
         return
     m = int(np.argmin(np.where(bad >= 0, bad, np.iinfo(bad.dtype).max)))

@@ -1,16 +1,17 @@
 """Every ensemble member on factual and counterfactual images, in one jitted call with memory
-bounded by a fixed chunk of images."""
+bounded by a fixed chunk of images, the members optionally spread over several devices."""
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from cfjax import _checks
 
@@ -92,6 +93,72 @@ def _check_seeds(seeds: Any) -> np.ndarray:
     return s
 
 
+def member_devices(devices: Any) -> Mesh | jax.Device | None:
+    """Where the members run, from a ``devices=`` argument of :func:`predict` or
+    :func:`~cfjax.predictors.train`.
+
+    ``None`` means every device of ``jax.local_devices()`` (the default backend); an explicit
+    non-empty sequence of distinct devices of one platform, or a ``jax.sharding.Mesh`` with one
+    axis, names them. Returns a one-axis ``Mesh`` over two or more devices (the member axis is
+    sharded over its axis), a single ``jax.Device`` (everything runs there), or ``None``
+    (``devices=None`` with one local device: the default placement, no sharding).
+
+    Example:
+      >>> member_devices([jax.devices()[0]]) == jax.devices()[0]
+      True
+    """
+    if devices is None:
+        local = jax.local_devices()
+        return Mesh(np.asarray(local), ("members",)) if len(local) > 1 else None
+    if isinstance(devices, Mesh):
+        if devices.devices.ndim != 1:
+            _checks.fail("devices", "a jax.sharding.Mesh with one axis (members)",
+                         f"a mesh with axes {tuple(devices.axis_names)}")
+        devs = list(devices.devices.flat)
+    elif isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence):
+        _checks.fail("devices", "None, a sequence of jax devices or a one-axis jax.sharding.Mesh",
+                     repr(devices))
+    else:
+        devs = list(devices)
+        if not devs:
+            _checks.fail("devices", "at least one device", "an empty sequence")
+        bad = [d for d in devs if not isinstance(d, jax.Device)]
+        if bad:
+            _checks.fail("devices", "jax devices (e.g. from jax.devices())", f"{bad[0]!r}")
+        if len(set(devs)) != len(devs):
+            _checks.fail("devices", "distinct devices", f"repeated devices in {devs}")
+        if len({d.platform for d in devs}) != 1:
+            _checks.fail("devices", "devices of one platform",
+                         f"platforms {sorted({d.platform for d in devs})}")
+    if len(devs) == 1:
+        return devs[0]
+    return devices if isinstance(devices, Mesh) else Mesh(np.asarray(devs), ("members",))
+
+
+def pad_members(tree: Any, pad: int, axis: int = 0, fill: Any = None) -> Any:
+    """Every leaf of ``tree`` with ``pad`` more members on ``axis``: copies of the last member,
+    or ``fill`` (a scalar) when given."""
+    if not pad:
+        return tree
+
+    def one(a):
+        a = jnp.asarray(a)
+        last = lax.slice_in_dim(a, a.shape[axis] - 1, a.shape[axis], axis=axis)
+        extra = jnp.repeat(last, pad, axis=axis)
+        if fill is not None:
+            extra = jnp.full_like(extra, fill)
+        return jnp.concatenate([a, extra], axis=axis)
+
+    return jax.tree.map(one, tree)
+
+
+def gather(tree: Any, mesh: Mesh, m: int, axis: int = 0) -> Any:
+    """Every leaf of ``tree``, its members sharded over ``mesh``, gathered onto the mesh's first
+    device and cut to its first ``m`` members on ``axis`` (padding removed)."""
+    tree = jax.device_put(tree, mesh.devices.flat[0])
+    return jax.tree.map(lambda a: a if a.shape[axis] == m else lax.slice_in_dim(a, 0, m, axis=axis), tree)
+
+
 @functools.partial(jax.jit, static_argnums=(0, 2, 3))
 def _init(model, keys, image_shape, dtype):
     def one(key):
@@ -100,7 +167,8 @@ def _init(model, keys, image_shape, dtype):
 
 
 def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
-            logits: bool = False, member_chunk: int | None = None) -> jax.Array:
+            logits: bool = False, member_chunk: int | None = None,
+            devices: Sequence[jax.Device] | Mesh | None = None) -> jax.Array:
     """Every member's effusion probability (or logit) for every image.
 
     Args:
@@ -115,7 +183,16 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
         unit's output does not depend on the chunk size.
       logits: return logits instead of probabilities.
       member_chunk: members run side by side (see :func:`map_members`; default: all of them,
-        one at a time on CPU).
+        one at a time on CPU) — on each device when they are spread over several.
+      devices: the devices to spread the members over (``jax.shard_map`` over a one-axis mesh:
+        each device runs its share of the members on every image). ``None``: every local
+        device of the default backend when there are several (on CPU, several exist only if
+        XLA was asked for them before JAX started, e.g.
+        ``XLA_FLAGS=--xla_force_host_platform_device_count=2``), otherwise the default
+        device as usual. Or a sequence of devices, or a ``jax.sharding.Mesh`` with one axis.
+        M is padded to a multiple of the device count (copies of the last member); the result,
+        gathered onto the first of the devices with the padding removed, equals the
+        one-device call's.
 
     Returns:
       ``(M, N)`` for factual images, ``(M, K, N)`` for counterfactual ones: member first,
@@ -130,6 +207,8 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
       (3, 5)
       >>> predict(model, p, jnp.zeros((2, 5, 16, 16))).shape
       (3, 2, 5)
+      >>> predict(model, p, jnp.zeros((5, 16, 16)), devices=jax.devices()[:1]).shape
+      (3, 5)
     """
     ensemble_size(params)
     shape = _checks.shape_of(images)
@@ -144,9 +223,21 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
     if not jnp.issubdtype(x.dtype, jnp.floating):
         _checks.fail("images", "floating-point images in [0, 1]", f"dtype {x.dtype}")
     _checks.check_finite("images", x)
+    where = member_devices(devices)
     lead = shape[:-2]
     flat = x.reshape((-1,) + shape[-2:])
-    out = _predict(model, params, flat, min(chunk, flat.shape[0]), member_chunk)
+    chunk = min(chunk, flat.shape[0])
+    if isinstance(where, Mesh):
+        m = ensemble_size(params)
+        pad = (-m) % where.size
+        axis = where.axis_names[0]
+        params = jax.device_put(pad_members(params, pad), NamedSharding(where, PartitionSpec(axis)))
+        flat = jax.device_put(flat, NamedSharding(where, PartitionSpec()))
+        out = gather(_predict_sharded(model, where, params, flat, chunk, member_chunk), where, m)
+    else:
+        if where is not None:
+            params, flat = jax.device_put((params, flat), where)
+        out = _predict(model, params, flat, chunk, member_chunk)
     if not logits:
         out = jax.nn.sigmoid(out)
     return out.reshape((out.shape[0],) + lead)
@@ -155,6 +246,15 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
 @functools.partial(jax.jit, static_argnums=(0, 3, 4))
 def _predict(model, params, images, chunk, member_chunk):
     return chunked_logits(model, params, images, chunk, member_chunk)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 4, 5))
+def _predict_sharded(model, mesh, params, images, chunk, member_chunk):
+    """:func:`_predict` with the members of ``params`` sharded over ``mesh``'s axis; the images
+    replicated."""
+    axis = PartitionSpec(mesh.axis_names[0])
+    local = functools.partial(chunked_logits, model, chunk=chunk, member_chunk=member_chunk)
+    return jax.shard_map(local, mesh=mesh, in_specs=(axis, PartitionSpec()), out_specs=axis)(params, images)
 
 
 def chunked_logits(model: nn.Module, params: Any, images: jax.Array, chunk: int,
