@@ -62,7 +62,8 @@ class TrainConfig:
       eval_chunk: validation images per compiled step of the validation pass (bounds memory).
       member_chunk: members stepped side by side (``vmap``) within the compiled step, the groups
         one after another (:func:`cfjax.predictors.map_members`); default: all members, one at
-        a time on CPU (faster there, see ``cfjax.predictors.inference.default_member_chunk``).
+        a time on CPU (faster there, see ``cfjax.predictors.inference.default_member_chunk``);
+        on each device when :func:`train` spreads the members over several.
 
     Example:
       >>> TrainConfig(steps=200, eval_every=50).rounds
@@ -341,9 +342,8 @@ def _pad_state(state: EnsembleState, pad: int) -> EnsembleState:
 
 def _gather_state(state: EnsembleState, mesh: Mesh, m: int) -> EnsembleState:
     """A sharded, padded state gathered onto the mesh's first device, its first ``m`` members."""
-    state = jax.device_put(state, mesh.devices.flat[0])
-    return state.replace(**{f: gather(getattr(state, f), mesh, m, a) for f, a in _MEMBER_AXIS.items()
-                            if a is not None})
+    return state.replace(**{f: jax.device_put(getattr(state, f), mesh.devices.flat[0]) if a is None
+                            else gather(getattr(state, f), mesh, m, a) for f, a in _MEMBER_AXIS.items()})
 
 
 def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, val_images: Any,
@@ -363,13 +363,14 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, va
     single-member programs may round differently).
 
     With several devices the members are spread over them (``jax.shard_map`` over a one-axis
-    mesh; each device runs its share of the members one after another, the shared images and
-    validation set replicated), with the same result as on one device. On a CPU this is what
+    mesh: each device runs its share of the members one after another, the shared images and
+    validation set replicated); each member runs the same computation as on one device and
+    ends with the same parameters (bit for bit in the tests, on CPU). On a CPU this is what
     makes the cores work together: one member's step on small images is a chain of small
     convolutions that XLA's intra-op threads do not keep every core busy with, whereas members
     on separate devices run side by side, each on its own core. JAX sees one CPU device unless
     asked before it starts: set ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (N the
-    number of cores) in the environment before importing jax; ``train`` itself never sets it.
+    number of cores) in the environment before importing jax; ``train`` never sets it.
 
     Args:
       model: the network, e.g. :class:`~cfjax.predictors.EffusionCNN` (a linen module).

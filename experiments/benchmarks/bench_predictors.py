@@ -8,11 +8,19 @@ mask) on both sides:
 
 - ensemble: :func:`cfjax.predictors.train` with one evaluation round of T steps: one jitted
   ``lax.scan`` of the step mapped over members — all members ``vmap``ped, or (``member_chunk=1``,
-  the CPU default) one after another inside the program — then the validation AUC;
+  the CPU default) one after another inside the program — then the validation AUC; on one
+  device (``devices=[jax.devices()[0]]``), and with the members spread over every device (the
+  default: ``jax.shard_map``, each device running its share of the members);
 - sequential: for each member, T calls of the same step ``jax.jit``ted for one member (what
-  one would write without the ensemble), same data and keys.
+  one would write without the ensemble), same data and keys, on one device
+  (``jax.devices()[0]``; XLA's intra-op threads still use every core).
 
-Both end with the same parameters (checked). On a CPU the step is then timed in a child process
+This script exposes every core it may run on as an XLA host device
+(``--xla_force_host_platform_device_count``, set before JAX starts unless XLA_FLAGS already
+sets it): on a CPU, members on separate devices run side by side, one per core, where one
+member's small convolutions do not keep every core busy.
+
+All end with the same parameters (checked). On a CPU the step is then timed in a child process
 pinned to one core: the ratio of the two times says how well one member's step already uses
 every core, and so bounds what any ensemble (members in parallel, one per core) could gain over
 the sequential loop. Printed: the first run (compilation included) and
@@ -20,8 +28,9 @@ the median of warm repeats, and their ratios (sequential ÷ ensemble: above 1, t
 faster).
 
 Inference. :func:`cfjax.predictors.predict` of all M members on ``(K, N, H, W)`` counterfactual
-images in one chunked call, against a Python loop over members and interventions of a jitted
-single-member apply on the N images of one intervention; images per second = M·K·N ÷ time.
+images in one chunked call — on one device, and with the members spread over every device —
+against a Python loop over members and interventions of a jitted single-member apply on the N
+images of one intervention (on one device); images per second = M·K·N ÷ time.
 """
 
 from __future__ import annotations
@@ -30,8 +39,17 @@ import argparse
 import dataclasses
 import functools
 import os
+import re
 import subprocess
 import sys
+
+# Expose every core this process may run on as an XLA host device, so that train() and
+# predict() can spread the members over them (a caller's choice made before JAX starts; cfjax
+# itself never sets it). The sequential reference still runs on one device.
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               f" --xla_force_host_platform_device_count={CORES}").strip()
 
 import jax
 import jax.numpy as jnp
@@ -64,8 +82,9 @@ def bench_training(args, model, config, rng) -> None:
     masks = rng.uniform(size=(m, args.n)) < 0.7
     seeds = np.arange(m)
     # sequential: the same initial state, data and minibatch keys, one member after another
-    state = pr.init_state(model, config, seeds, (args.size, args.size))
-    data = pr.member_data(x, y, masks)
+    one = jax.devices()[0]
+    state = jax.device_put(pr.init_state(model, config, seeds, (args.size, args.size)), one)
+    data = jax.device_put(pr.member_data(x, y, masks), one)
     keys = jax.vmap(jax.random.wrap_key_data)(state.data_keys)
     members = [(jax.tree.map(lambda a, j=j: a[j], state.params), jax.tree.map(lambda a, j=j: a[j], state.opt_state),
                 pr.MemberData(data.images, data.labels, data.cdf[j]), keys[j]) for j in range(m)]
@@ -85,34 +104,43 @@ def bench_training(args, model, config, rng) -> None:
           f"images, N = {args.n} training units, features {model.features}, convolutions conv = "
           f"{model.conv!r} ({default_conv() if model.conv == 'auto' else model.conv}); the ensemble is "
           f"cfjax.predictors.train (one evaluation round: T steps, then {args.val} validation images)")
-    print(f"  {'':44s}{'first run (incl. compile)':>27s}{'warm (median of ' + str(args.repeats) + ')':>22s}")
-    print(f"  {'sequential Python loop of the jitted step':44s}{first_seq:26.2f}s{warm_seq:21.2f}s")
+    print(f"  {'':50s}{'first run (incl. compile)':>21s}{'warm (median of ' + str(args.repeats) + ')':>22s}")
+    print(f"  {'sequential Python loop of the jitted step, 1 device':50s}{first_seq:20.2f}s{warm_seq:21.2f}s")
     if model.conv != "xla":  # the same loop with XLA's native convolutions (the same parameters)
         seq_xla = functools.partial(sequential, jax.jit(functools.partial(pr.member_step, model.clone(conv="xla"),
                                                                           config)))
         first_xla = first_time(seq_xla)
         warm_xla = median_time(seq_xla, args.repeats, warmup=0)
-        print(f"  {'  the same with conv = xla':44s}{first_xla:26.2f}s{warm_xla:21.2f}s")
-    for label, member_chunk in ((f"train(), all {m} members vmapped", m),
-                                ("train(), members looped inside the program", 1)):
+        print(f"  {'  the same with conv = xla':50s}{first_xla:20.2f}s{warm_xla:21.2f}s")
+    n_dev = len(jax.devices())
+    runs = [(f"train(), all {m} members vmapped, 1 device", m, [one]),
+            ("train(), members looped in the program, 1 device", 1, [one])]
+    if n_dev > 1:
+        runs.append((f"train(), members over {n_dev} devices (default)", None, None))
+    for label, member_chunk, devices in runs:
         cfg = dataclasses.replace(config, member_chunk=member_chunk)
 
-        def ensemble(cfg=cfg):
-            return pr.train(model, x, y, masks, seeds, vx, vy, cfg, progress=False).params
+        def ensemble(cfg=cfg, devices=devices):
+            return pr.train(model, x, y, masks, seeds, vx, vy, cfg, progress=False, devices=devices).params
 
         first_ens = first_time(ensemble)
         p_ens = ensemble()
         diff = max(float(jnp.max(jnp.abs(a[j] - b))) for j in range(m)
                    for a, b in zip(jax.tree.leaves(p_ens), jax.tree.leaves(p_seq[j])))
         warm_ens = median_time(ensemble, args.repeats, warmup=0)
-        print(f"  {label:44s}{first_ens:26.2f}s{warm_ens:21.2f}s   ratio (sequential ÷ this) "
+        print(f"  {label:50s}{first_ens:20.2f}s{warm_ens:21.2f}s   ratio (sequential ÷ this) "
               f"{first_seq / first_ens:.2f}x first, {warm_seq / warm_ens:.2f}x warm; max |Δparams| {diff:.1e}"
               + ("" if model.conv == "xla" else f"; ÷ the xla loop: {first_xla / first_ens:.2f}x first, "
                  f"{warm_xla / warm_ens:.2f}x warm"))
+        if devices is None:
+            print(f"    ratio (train() on 1 device, members looped ÷ this): "
+                  f"{first_one / first_ens:.2f}x first, {warm_one / warm_ens:.2f}x warm")
+        elif member_chunk == 1:
+            first_one, warm_one = first_ens, warm_ens
     print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
-          f"{default_member_chunk(m)}; per member-step, sequential: {warm_seq / (m * t) * 1e3:.2f} ms; "
-          f"load average after: {load()})")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+          f"{default_member_chunk(m)}, members over all {n_dev} device(s); per member-step, sequential: "
+          f"{warm_seq / (m * t) * 1e3:.2f} ms; load average after: {load()})")
+    cores = CORES
     if jax.default_backend() == "cpu" and cores > 1 and not args.no_bound:
         one = one_core_step_time(args)
         per = warm_seq / (m * t)
@@ -131,7 +159,9 @@ def one_core_step_time(args) -> float:
     child = ("import os, sys, runpy; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
              f"sys.argv = ['bench_predictors', *{argv!r}]; "
              "runpy.run_module('experiments.benchmarks.bench_predictors', run_name='__main__')")
-    out = subprocess.run([sys.executable, "-c", child], check=True, capture_output=True, text=True)
+    flags = re.sub(r"--xla_force_host_platform_device_count=\S*", "", os.environ.get("XLA_FLAGS", ""))
+    env = {**os.environ, "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count=1".strip()}
+    out = subprocess.run([sys.executable, "-c", child], check=True, capture_output=True, text=True, env=env)
     return float(out.stdout.split("ONE_CORE_STEP")[1].split()[0])
 
 
@@ -159,16 +189,18 @@ def one_core_step(args, model, config, rng) -> None:
 
 def bench_inference(args, model, rng) -> None:
     m, k, n = args.members, args.k, args.units
-    params = pr.init_params(model, np.arange(m), (args.size, args.size))
-    cf_images = jnp.asarray(synthetic(rng, k * n, args.size)[0].reshape(k, n, args.size, args.size))
+    one = jax.devices()[0]
+    params = jax.device_put(pr.init_params(model, np.arange(m), (args.size, args.size)), one)
+    cf_images = jax.device_put(synthetic(rng, k * n, args.size)[0].reshape(k, n, args.size, args.size), one)
     apply_one = jax.jit(model.apply)
 
     def loop():
         return [[apply_one(jax.tree.map(lambda a, j=j: a[j], params), cf_images[i]) for i in range(k)]
                 for j in range(m)]
 
-    def ours(member_chunk=None):
-        return pr.predict(model, params, cf_images, chunk=args.chunk, logits=True, member_chunk=member_chunk)
+    def ours(member_chunk=None, devices=(one,)):
+        return pr.predict(model, params, cf_images, chunk=args.chunk, logits=True, member_chunk=member_chunk,
+                          devices=None if devices is None else list(devices))
 
     first_ours, first_loop = first_time(ours), first_time(loop)
     ref = jnp.stack([jnp.stack(r) for r in loop()])
@@ -178,14 +210,23 @@ def bench_inference(args, model, rng) -> None:
     total = m * k * n
     print(f"inference: M = {m} members on K = {k} × N = {n} counterfactual images ({total} member-images), "
           f"chunk {args.chunk}")
-    print(f"  predict (one call, chunked): {total / t_ours:,.0f} images/s warm ({t_ours:.2f} s; first {first_ours:.2f} s)")
-    print(f"  loop over members × K of a jitted apply on N images: {total / t_loop:,.0f} images/s "
+    print(f"  predict (one call, chunked), 1 device: {total / t_ours:,.0f} images/s warm ({t_ours:.2f} s; "
+          f"first {first_ours:.2f} s)")
+    print(f"  loop over members × K of a jitted apply on N images, 1 device: {total / t_loop:,.0f} images/s "
           f"({t_loop:.2f} s; first {first_loop:.2f} s)")
     print(f"  ratio {t_loop / t_ours:.2f}x warm, {first_loop / first_ours:.2f}x first run; max |Δlogit| {diff:.1e}")
     first_vm = first_time(lambda: ours(m))
     t_vm = median_time(lambda: ours(m), args.repeats, warmup=1)
-    print(f"  predict with all members vmapped (member_chunk = {m}): {total / t_vm:,.0f} images/s "
+    print(f"  predict with all members vmapped (member_chunk = {m}), 1 device: {total / t_vm:,.0f} images/s "
           f"({t_vm:.2f} s; first {first_vm:.2f} s), ratio {t_loop / t_vm:.2f}x warm")
+    n_dev = len(jax.devices())
+    if n_dev > 1:
+        first_sh = first_time(lambda: ours(devices=None))
+        diff_sh = float(jnp.max(jnp.abs(ours(devices=None) - ours())))
+        t_sh = median_time(lambda: ours(devices=None), args.repeats, warmup=1)
+        print(f"  predict with the members over {n_dev} devices (default): {total / t_sh:,.0f} images/s "
+              f"({t_sh:.2f} s; first {first_sh:.2f} s), ratio {t_loop / t_sh:.2f}x warm, {first_loop / first_sh:.2f}x "
+              f"first run; {t_ours / t_sh:.2f}x the one-device call; max |Δlogit| vs it {diff_sh:.1e}")
 
 
 def main(argv=None) -> None:
