@@ -61,7 +61,8 @@ class CheckpointStore:
 
     def restore(self, template: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
         """``(state, meta)`` of ``step`` (default: the latest), the state in the structure,
-        shapes and dtypes of ``template``."""
+        shapes and dtypes of ``template`` and placed like its arrays (their shardings: a state
+        saved from one device restores sharded over several, and back)."""
         if step is None:
             step = self.latest_step()
         if step is None or step not in self._manager.all_steps():
