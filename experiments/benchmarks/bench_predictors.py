@@ -22,7 +22,7 @@ member's small convolutions do not keep every core busy.
 
 All end with the same parameters (checked). On a CPU the step is then timed in a child process
 pinned to one core: the ratio of the two times says how well one member's step already uses
-every core, and so bounds what any ensemble (members in parallel, one per core) could gain over
+every core, and so estimates what an ensemble (members in parallel, one per core) could gain over
 the sequential loop. Printed: the first run (compilation included) and
 the median of warm repeats, and their ratios (sequential ÷ ensemble: above 1, the ensemble is
 faster).
@@ -144,10 +144,10 @@ def bench_training(args, model, config, rng) -> None:
     if jax.default_backend() == "cpu" and cores > 1 and not args.no_bound:
         one = one_core_step_time(args)
         per = warm_seq / (m * t)
-        print(f"  what any ensemble can gain on these {cores} cores: the same step pinned to one core takes "
+        print(f"  what an ensemble could gain on these {cores} cores (an estimate: the two timings run at different moments): the same step pinned to one core takes "
               f"{one * 1e3:.2f} ms per member-step ({per * 1e3:.2f} ms on {cores}: a {one / per:.2f}x speed-up "
               f"from the extra cores); members run in parallel, one per core, each as fast as alone on one "
-              f"core, would take {one / cores * 1e3:.2f} ms per member-step: at most "
+              f"core, would take {one / cores * 1e3:.2f} ms per member-step: about "
               f"{cores * per / one:.2f}x the sequential loop")
 
 
