@@ -35,7 +35,7 @@ Run: ``python -m experiments.marginalisation [--quick] [--out experiments/report
 [--counterfactual-label fixed|follows]``. The quick configuration (32 × 32 images, 3000 training units per
 site, ≤ 500 steps) took 143 s wall on a quiet 2-core CPU, run as a script (which exposes every core as an XLA
 host device, so that the ensemble's members train side by side); the full one (64 × 64, 10000 units, ≤ 2000
-steps, N = 1800) has not been run yet (roughly 16× the quick run's training: an estimate, not a measurement).
+steps, N = 1800) took 2056 s wall on the same machine.
 """
 
 from __future__ import annotations
