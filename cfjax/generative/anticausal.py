@@ -1,0 +1,583 @@
+"""Anti-causal parent predictors ``q(pa | x)``: a multi-head CNN from an image to each of its
+parents, its training on (partly) labelled images, and label imputation.
+
+Paper 000's generative model (after Ribeiro et al. 2023, its reference [9]) needs them twice:
+to impute the parents of unlabelled images, each imputed discrete label weighted by
+``1 − H(q)/log C`` (its normalised predictive entropy, the appendix's "inversely weighted by
+the entropy"), and to measure counterfactual quality (:mod:`cfjax.generative.quality`,
+effectiveness: do the predictors recover the intervened parents from a counterfactual image?).
+
+A head is categorical (``C`` logits) for a discrete parent, Gaussian (a mean and a log-scale)
+for a continuous one; continuous targets are standardised with the labelled units' mean and
+standard deviation, stored in the trained :class:`AntiCausal` and undone by
+:func:`predict_parents`, so a parent in years trains as well as one near 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import sys
+from typing import Any, Mapping, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax import lax
+from tqdm.auto import tqdm
+
+from cfjax import _checks
+from cfjax.predictors.cnn import Conv3x3
+
+__all__ = ["Head", "ParentSpec", "CHEST_SPEC", "chest_spec", "check_spec", "ParentPredictor", "AntiCausal",
+           "anticausal_loss", "train_anticausal", "predict_parents", "entropy_weight", "Imputed", "impute",
+           "SCALE_SUFFIX"]
+
+KINDS = ("categorical", "gaussian")
+#: key suffix of a Gaussian head's predicted scale in :func:`predict_parents`' output
+SCALE_SUFFIX = "_scale"
+_LOG_2PI = math.log(2 * math.pi)
+_LOG_SCALE_BOUND = 7.0  # predicted log-scales (standardised units) are clipped to ±7
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """One parent's head of :class:`ParentPredictor` (frozen, hashable).
+
+    Attributes:
+      name: the parent's node name.
+      kind: ``"categorical"`` (values ``0 … classes − 1``, ``classes`` logits) or
+        ``"gaussian"`` (a continuous value: a mean and a log-scale).
+      classes: the number of classes ``C >= 2`` of a categorical head; ``None`` for a Gaussian.
+
+    Example:
+      >>> Head("race", "categorical", 3).outputs, Head("age", "gaussian").outputs
+      (3, 2)
+    """
+
+    name: str
+    kind: str
+    classes: int | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            _checks.fail("name", "a non-empty node name", repr(self.name))
+        if self.kind not in KINDS:
+            _checks.fail("kind", f"one of {list(KINDS)}", repr(self.kind))
+        if self.kind == "categorical":
+            c = self.classes
+            if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < 2:
+                _checks.fail("classes", f"an integer >= 2 for categorical head {self.name!r}", repr(c))
+            object.__setattr__(self, "classes", int(c))
+        elif self.classes is not None:
+            _checks.fail("classes", f"None for Gaussian head {self.name!r}", repr(self.classes))
+
+    @property
+    def outputs(self) -> int:
+        """Network outputs of the head: ``C`` logits, or a mean and a log-scale."""
+        return self.classes if self.kind == "categorical" else 2
+
+
+#: A static, hashable description of the heads: one :class:`Head` per parent, in output order.
+ParentSpec = tuple[Head, ...]
+
+#: :class:`cfjax.data.ChestSCM`'s parents without lung size: sex (2), age (continuous),
+#: race (3), effusion (2).
+CHEST_SPEC: ParentSpec = (Head("sex", "categorical", 2), Head("age", "gaussian"),
+                          Head("race", "categorical", 3), Head("effusion", "categorical", 2))
+
+
+def chest_spec(lung: bool = False) -> ParentSpec:
+    """:data:`CHEST_SPEC`, with lung size (Gaussian) after age when ``lung``.
+
+    Example:
+      >>> [h.name for h in chest_spec(lung=True)]
+      ['sex', 'age', 'lung', 'race', 'effusion']
+    """
+    if not lung:
+        return CHEST_SPEC
+    return CHEST_SPEC[:2] + (Head("lung", "gaussian"),) + CHEST_SPEC[2:]
+
+
+def check_spec(spec: Any, name: str = "spec") -> ParentSpec:
+    """``spec`` as a :data:`ParentSpec`: a non-empty sequence of :class:`Head` with distinct
+    names, no name equal to a Gaussian head's name plus :data:`SCALE_SUFFIX`."""
+    if not isinstance(spec, (tuple, list)) or not spec or not all(isinstance(h, Head) for h in spec):
+        _checks.fail(name, "a non-empty tuple of Head", repr(spec))
+    names = [h.name for h in spec]
+    if len(set(names)) != len(names):
+        _checks.fail(name, "heads with distinct names", repr(names))
+    clash = [h.name + SCALE_SUFFIX for h in spec if h.kind == "gaussian" and h.name + SCALE_SUFFIX in names]
+    if clash:
+        _checks.fail(name, f"no head named like a Gaussian head's scale key (<name>{SCALE_SUFFIX})", repr(clash))
+    return tuple(spec)
+
+
+def _pool2(h: jax.Array) -> jax.Array:
+    """2×2 mean pooling (an odd last row or column is dropped)."""
+    b, height, width, c = h.shape
+    h = h[:, :height - height % 2, :width - width % 2]
+    return h.reshape(b, height // 2, 2, width // 2, 2, c).mean(axis=(2, 4))
+
+
+class ParentPredictor(nn.Module):
+    """Images ``(B, H, W)`` in [0, 1] to raw head outputs ``{name: (B, head.outputs)}``.
+
+    The trunk is :class:`cfjax.predictors.EffusionCNN`'s: ``len(features)`` blocks of a 3×3
+    convolution (:class:`~cfjax.predictors.Conv3x3`, im2col matrix product on CPU) and ReLU,
+    each but the last followed by 2×2 mean pooling, then the global mean and max of the last
+    feature map; a shared dense layer of ``hidden`` units (ReLU) and one dense layer per head:
+    ``C`` logits for a categorical head, ``(mean, log-scale)`` of the standardised value for a
+    Gaussian one. Any ``H, W >= 2^(len(features) − 1)``.
+
+    Example:
+      >>> net = ParentPredictor(CHEST_SPEC, features=(4, 8), hidden=8)
+      >>> p = net.init(jax.random.key(0), jnp.zeros((1, 16, 16)))
+      >>> {k: v.shape for k, v in net.apply(p, jnp.zeros((3, 16, 16))).items()}
+      {'sex': (3, 2), 'age': (3, 2), 'race': (3, 3), 'effusion': (3, 2)}
+    """
+
+    spec: ParentSpec
+    features: tuple[int, ...] = (16, 32, 64)
+    hidden: int = 64
+    conv: str = "auto"
+
+    @nn.compact
+    def __call__(self, images: jax.Array) -> dict[str, jax.Array]:
+        if images.ndim != 3:
+            raise ValueError(f"`images`: expected shape (B, H, W), got {images.shape}.")
+        h = (images - 0.5)[..., None]
+        for i, width in enumerate(self.features):
+            h = nn.relu(Conv3x3(width, conv=self.conv, name=f"conv{i}")(h))
+            if i < len(self.features) - 1:
+                h = _pool2(h)
+        h = jnp.concatenate([h.mean(axis=(1, 2)), h.max(axis=(1, 2))], axis=-1)
+        h = nn.relu(nn.Dense(self.hidden, param_dtype=images.dtype, name="hidden")(h))
+        return {head.name: nn.Dense(head.outputs, param_dtype=images.dtype, name=f"head_{head.name}")(h)
+                for head in self.spec}
+
+
+@struct.dataclass
+class AntiCausal:
+    """A trained :class:`ParentPredictor` (a pytree; the network is static).
+
+    Attributes:
+      params: the network's parameters.
+      loc, scale: ``{name: ()}`` for each Gaussian head, the labelled units' mean and standard
+        deviation its targets were standardised with (prediction = ``loc + scale·output``).
+      loss: ``(steps,)`` training loss (sum over heads) of each step's minibatch.
+      model: the :class:`ParentPredictor` (static).
+    """
+
+    params: Any
+    loc: dict[str, jax.Array]
+    scale: dict[str, jax.Array]
+    loss: jax.Array
+    model: ParentPredictor = struct.field(pytree_node=False)
+
+    @property
+    def spec(self) -> ParentSpec:
+        return self.model.spec
+
+
+def _head_losses(outputs: Mapping[str, jax.Array], targets: Mapping[str, jax.Array], mask: jax.Array,
+                 spec: ParentSpec) -> jax.Array:
+    """``(n_heads,)``: each head's loss averaged over the units whose label it observes
+    (``mask (B, n_heads)``); 0 for a head without an observed label. Gaussian targets are
+    already standardised."""
+    losses = []
+    for j, head in enumerate(spec):
+        out, y, m = outputs[head.name], targets[head.name], mask[:, j]
+        if head.kind == "categorical":
+            # a masked label may be anything (e.g. -1): clip it to a class, its term is dropped
+            label = jnp.clip(y.astype(jnp.int32), 0, head.classes - 1)
+            per_unit = optax.softmax_cross_entropy_with_integer_labels(out, label)
+        else:
+            mean, log_s = out[:, 0], jnp.clip(out[:, 1], -_LOG_SCALE_BOUND, _LOG_SCALE_BOUND)
+            z = jnp.where(m, y.astype(out.dtype), mean)  # NaN labels of masked units stay out
+            per_unit = 0.5 * ((z - mean) * jnp.exp(-log_s)) ** 2 + log_s + 0.5 * _LOG_2PI
+        w = m.astype(out.dtype)
+        losses.append(jnp.sum(jnp.where(m, per_unit, 0)) / jnp.maximum(jnp.sum(w), 1))
+    return jnp.stack(losses)
+
+
+def anticausal_loss(params: Any, model: ParentPredictor, loc: Mapping[str, Any], scale: Mapping[str, Any],
+                    images: jax.Array, parents: Mapping[str, jax.Array],
+                    mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The training loss of a batch: per head, the categorical cross-entropy or Gaussian
+    negative log-likelihood (of the standardised target, ``(y − loc)/scale``) averaged over the
+    units whose label ``mask`` marks observed; the total is their sum. A masked label
+    contributes nothing (its value, even NaN, does not reach the loss or its gradient).
+
+    Args:
+      params: the network's parameters. model: the :class:`ParentPredictor`.
+      loc, scale: ``{name: ()}`` per Gaussian head (see :class:`AntiCausal`).
+      images: ``(B, H, W)``. parents: ``{name: (B,)}`` for every head.
+      mask: ``(B, n_heads)`` boolean, column ``j`` for ``model.spec[j]``.
+
+    Returns:
+      ``(total, per_head)``: a scalar and ``(n_heads,)``.
+
+    Example:
+      >>> net = ParentPredictor((Head("s", "categorical", 2),), features=(4,), hidden=4)
+      >>> p = net.init(jax.random.key(0), jnp.zeros((1, 8, 8)))
+      >>> total, per_head = anticausal_loss(p, net, {}, {}, jnp.zeros((2, 8, 8)),
+      ...                                   {"s": jnp.array([0, 1])}, jnp.array([[True], [False]]))
+      >>> per_head.shape
+      (1,)
+    """
+    outputs = model.apply(params, images)
+    targets = {h.name: ((parents[h.name] - loc[h.name]) / scale[h.name] if h.kind == "gaussian"
+                        else parents[h.name]) for h in model.spec}
+    per_head = _head_losses(outputs, targets, mask, model.spec)
+    return jnp.sum(per_head), per_head
+
+
+# ----------------------------------------------------------------------- input checks
+def _check_images(name: str, images: Any, min_ndim: int = 3) -> tuple[int, ...]:
+    shape = _checks.shape_of(images)
+    if len(shape) < min_ndim:
+        _checks.fail(name, f"an array of images (..., H, W) with at least {min_ndim} dimensions", f"shape {shape}")
+    _checks.check_nonempty(name, images)
+    dtype = np.dtype(getattr(images, "dtype", None) or np.asarray(images).dtype)
+    if not np.issubdtype(dtype, np.floating):
+        _checks.fail(name, "floating-point images", f"dtype {dtype}")
+    _checks.check_finite(name, images)
+    return shape
+
+
+def _mask_array(mask: Any, spec: ParentSpec, n: int) -> np.ndarray:
+    """``mask`` (None, ``(N, n_heads)`` or ``{name: (N,)}``) as a boolean ``(N, n_heads)``."""
+    if mask is None:
+        return np.ones((n, len(spec)), bool)
+    if isinstance(mask, Mapping):
+        unknown = sorted(set(mask) - {h.name for h in spec})
+        if unknown:
+            _checks.fail("mask", "keys among the spec's heads", f"unknown {unknown}")
+        cols = []
+        for h in spec:
+            col = np.asarray(mask.get(h.name, np.ones(n, bool)))
+            if col.shape != (n,):
+                _checks.fail("mask", f"shape ({n},) for head {h.name!r}", f"shape {col.shape}")
+            cols.append(col)
+        m = np.stack(cols, axis=1)
+    else:
+        m = np.asarray(mask)
+        if m.shape != (n, len(spec)):
+            _checks.fail("mask", f"shape (N, n_heads) = ({n}, {len(spec)})", f"shape {m.shape}")
+    if m.dtype != bool:
+        if not np.all((m == 0) | (m == 1)):
+            _checks.fail("mask", "booleans (or 0/1)", f"values {np.unique(m)[:5].tolist()}")
+        m = m.astype(bool)
+    return m
+
+
+def _check_parents(parents: Any, spec: ParentSpec, n: int, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The heads' labels as host arrays ``(N,)``, checked where observed."""
+    if not isinstance(parents, Mapping):
+        _checks.fail("parents", "a mapping {name: (N,)}", type(parents).__name__)
+    out = {}
+    for j, h in enumerate(spec):
+        if h.name not in parents:
+            _checks.fail("parents", f"a label array for head {h.name!r}", f"keys {sorted(parents)}")
+        y = np.asarray(parents[h.name])
+        if y.shape != (n,):
+            _checks.fail("parents", f"shape ({n},) for {h.name!r} (one label per image)", f"shape {y.shape}")
+        seen = y[mask[:, j]]
+        if h.kind == "categorical":
+            if seen.size and (not np.all(np.isfinite(seen)) or np.any(seen != np.round(seen))
+                              or seen.min() < 0 or seen.max() >= h.classes):
+                _checks.fail("parents", f"observed {h.name!r} labels in {{0, …, {h.classes - 1}}}",
+                             f"values {np.unique(seen)[:5].tolist()}")
+        elif seen.size and not np.all(np.isfinite(seen)):
+            _checks.fail("parents", f"finite observed {h.name!r} values", "NaN or infinite values")
+        out[h.name] = y
+    return out
+
+
+def _check_result(result: Any) -> AntiCausal:
+    if not isinstance(result, AntiCausal):
+        _checks.fail("result", "an AntiCausal (train_anticausal's result)", type(result).__name__)
+    return result
+
+
+# ----------------------------------------------------------------------- training
+def _optimizer(learning_rate: float, weight_decay: float, warmup: int, steps: int) -> optax.GradientTransformation:
+    schedule = optax.warmup_cosine_decay_schedule(0.0, learning_rate, warmup, steps, learning_rate / 100)
+    return optax.adamw(schedule, weight_decay=weight_decay)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _train_chunk(model: ParentPredictor, optimizer: optax.GradientTransformation, length: int, steps: int,
+                 batch_size: int, params: Any, opt_state: Any, step: jax.Array, key: jax.Array,
+                 loc: Any, scale: Any, images: jax.Array, parents: Any, mask: jax.Array,
+                 p_unit: jax.Array) -> tuple[Any, Any, jax.Array, jax.Array]:
+    """``length`` optimisation steps (``lax.scan``); steps at or past ``steps`` leave the
+    parameters unchanged (the last chunk's padding) and report a NaN loss."""
+    def body(carry, _):
+        params, opt_state, step = carry
+        k = jax.random.fold_in(key, step)
+        idx = jax.random.choice(k, p_unit.shape[0], (batch_size,), p=p_unit)
+        batch = {name: y[idx] for name, y in parents.items()}
+        (loss, _), grads = jax.value_and_grad(anticausal_loss, has_aux=True)(
+            params, model, loc, scale, images[idx], batch, mask[idx])
+        with jax.numpy_dtype_promotion("standard"):  # optax's bias correction: float ** int32 count
+            updates, new_state = optimizer.update(grads, opt_state, params)
+        live = step < steps
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(live, a, b), new, old)  # noqa: E731
+        params = keep(optax.apply_updates(params, updates), params)
+        opt_state = keep(new_state, opt_state)
+        return (params, opt_state, step + 1), jnp.where(live, loss, jnp.nan)
+
+    (params, opt_state, step), losses = lax.scan(body, (params, opt_state, step), None, length=length)
+    return params, opt_state, step, losses
+
+
+def train_anticausal(key: jax.Array, images: Any, parents: Mapping[str, Any], spec: ParentSpec, *,
+                     mask: Any = None, steps: int = 2000, batch_size: int = 64, learning_rate: float = 1e-3,
+                     weight_decay: float = 1e-4, warmup: int | None = None,
+                     features: tuple[int, ...] = (16, 32, 64), hidden: int = 64, conv: str = "auto",
+                     chunk_steps: int = 100, progress: bool | None = None) -> AntiCausal:
+    """Train ``q(pa | x)``: a :class:`ParentPredictor` with one head per entry of ``spec``.
+
+    Each step draws ``batch_size`` units with replacement, uniformly among the units with at
+    least one observed label, and takes one AdamW step (linear warm-up, then cosine decay to
+    ``learning_rate / 100``) on :func:`anticausal_loss`. The steps run in ``lax.scan`` chunks
+    of ``chunk_steps`` inside a thin Python loop that only updates a tqdm bar. Semi-supervised
+    use: train on the labelled part (``mask``), then :func:`impute` the rest.
+
+    Args:
+      key: PRNG key (initialisation and minibatches).
+      images: ``(N, H, W)`` floating point in [0, 1].
+      parents: ``{name: (N,)}`` for every head: class indices for a categorical head, values
+        (e.g. years) for a Gaussian one. Masked labels may hold anything (NaN, −1).
+      spec: the heads (:data:`ParentSpec`, e.g. :data:`CHEST_SPEC`).
+      mask: which labels are observed: ``(N, n_heads)`` boolean (column ``j`` for
+        ``spec[j]``) or ``{name: (N,)}`` (missing names fully observed); default all. Each
+        head needs at least one observed label (a Gaussian head two distinct values).
+      steps, batch_size, learning_rate, weight_decay: optimisation; ``warmup`` defaults to
+        ``min(100, steps // 10)``.
+      features, hidden, conv: the network (:class:`ParentPredictor`).
+      chunk_steps: steps per compiled ``lax.scan`` (one progress update each).
+      progress: show a tqdm bar; default: when stdout is a terminal.
+
+    Returns:
+      :class:`AntiCausal`: parameters, the Gaussian heads' normalisation, the loss history.
+
+    Example:
+      >>> rng = np.random.default_rng(0)
+      >>> x = rng.uniform(size=(16, 8, 8)).astype(np.float32)
+      >>> pa = {"s": (x.mean((1, 2)) > 0.5).astype(np.int32), "a": 50 + 10 * x[:, 0, 0]}
+      >>> spec = (Head("s", "categorical", 2), Head("a", "gaussian"))
+      >>> fit = train_anticausal(jax.random.key(0), x, pa, spec, steps=4, batch_size=4,
+      ...                        features=(4,), hidden=4, progress=False)
+      >>> fit.loss.shape, sorted(fit.loc)
+      ((4,), ['a'])
+    """
+    spec = check_spec(spec)
+    shape = _check_images("images", images)
+    if len(shape) != 3:
+        _checks.fail("images", "training images (N, H, W)", f"shape {shape}")
+    n = shape[0]
+    steps = _checks.check_positive_int("steps", steps)
+    batch_size = _checks.check_positive_int("batch_size", batch_size)
+    chunk_steps = _checks.check_positive_int("chunk_steps", chunk_steps)
+    hidden = _checks.check_positive_int("hidden", hidden)
+    if warmup is None:
+        warmup = min(100, steps // 10)
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or not 0 <= warmup < steps:
+        _checks.fail("warmup", f"an integer in [0, steps = {steps})", repr(warmup))
+    for name, value in (("learning_rate", learning_rate), ("weight_decay", weight_decay)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+                or not math.isfinite(value) or value < 0 or (name == "learning_rate" and value == 0):
+            _checks.fail(name, "a finite value > 0" if name == "learning_rate" else "a finite value >= 0",
+                         repr(value))
+    if not isinstance(features, tuple) or not features or not all(
+            isinstance(f, (int, np.integer)) and not isinstance(f, bool) and f >= 1 for f in features):
+        _checks.fail("features", "a non-empty tuple of positive integers", repr(features))
+    m = _mask_array(mask, spec, n)
+    labels = _check_parents(parents, spec, n, m)
+
+    dtype = jnp.asarray(images).dtype
+    loc, scale = {}, {}
+    for j, h in enumerate(spec):
+        seen = labels[h.name][m[:, j]]
+        if seen.size == 0:
+            _checks.fail("mask", f"at least one observed label of head {h.name!r}", "none")
+        if h.kind == "gaussian":
+            sd = float(np.std(seen.astype(np.float64)))
+            if not sd > 0:
+                _checks.fail("parents", f"observed {h.name!r} values that are not all equal", f"all {seen[0]!r}")
+            loc[h.name] = jnp.asarray(np.mean(seen.astype(np.float64)), dtype)
+            scale[h.name] = jnp.asarray(sd, dtype)
+    targets = {h.name: jnp.asarray(np.where(m[:, j], labels[h.name], 0)).astype(
+        dtype if h.kind == "gaussian" else jnp.int32) for j, h in enumerate(spec)}
+    any_label = m.any(axis=1)
+    p_unit = jnp.asarray(any_label / any_label.sum(), dtype)
+
+    model = ParentPredictor(spec, tuple(int(f) for f in features), hidden, conv)
+    optimizer = _optimizer(float(learning_rate), float(weight_decay), int(warmup), steps)
+    k_init, k_data = jax.random.split(key)
+    x = jnp.asarray(images)
+    params = model.init(k_init, x[:1])
+    opt_state = optimizer.init(params)
+    step = jnp.zeros((), jnp.int32)
+    length = min(chunk_steps, steps)
+    chunks = -(-steps // length)
+    if progress is None:
+        progress = sys.stdout.isatty()
+    history = []
+    with tqdm(total=steps, disable=not progress, desc="anti-causal") as bar:
+        for _ in range(chunks):
+            params, opt_state, step, losses = _train_chunk(
+                model, optimizer, length, steps, batch_size, params, opt_state, step, k_data, loc, scale, x,
+                targets, jnp.asarray(m), p_unit)
+            history.append(losses)
+            done = min(int(step), steps)
+            bar.update(done - bar.n)
+            bar.set_postfix(loss=f"{float(jnp.nanmean(losses)):.4f}")
+    loss = jnp.concatenate(history)[:steps]
+    return AntiCausal(params=params, loc=loc, scale=scale, loss=loss, model=model)
+
+
+# ----------------------------------------------------------------------- prediction
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _predict_flat(model: ParentPredictor, chunk: int, params: Any, loc: Any, scale: Any,
+                  images: jax.Array) -> dict[str, jax.Array]:
+    """``images (M, H, W)`` in blocks of ``chunk`` (``lax.map``, the last padded with copies of
+    the final image) to probabilities / means and scales ``(M, ...)``."""
+    n = images.shape[0]
+    pad = (-n) % chunk
+    if pad:
+        images = jnp.concatenate([images, jnp.broadcast_to(images[-1:], (pad,) + images.shape[1:])])
+    blocks = images.reshape((-1, chunk) + images.shape[1:])
+
+    def one_block(b):
+        out = model.apply(params, b)
+        res = {}
+        for h in model.spec:
+            o = out[h.name]
+            if h.kind == "categorical":
+                res[h.name] = jax.nn.softmax(o, axis=-1)
+            else:
+                res[h.name] = loc[h.name] + scale[h.name] * o[:, 0]
+                res[h.name + SCALE_SUFFIX] = scale[h.name] * jnp.exp(
+                    jnp.clip(o[:, 1], -_LOG_SCALE_BOUND, _LOG_SCALE_BOUND))
+        return res
+
+    out = lax.map(one_block, blocks)
+    return {k: v.reshape((-1,) + v.shape[2:])[:n] for k, v in out.items()}
+
+
+def predict_parents(result: AntiCausal, images: Any, *, chunk: int = 256) -> dict[str, jax.Array]:
+    """``q(pa | x)`` of images with any leading batch shape, e.g. counterfactuals ``(K, N, H, W)``.
+
+    The images are flattened to one batch and run through the network in compiled chunks of
+    ``chunk`` images (``lax.map``), so memory beyond the output is bounded by one chunk; an
+    image's prediction does not depend on the others (to float rounding).
+
+    Args:
+      result: :func:`train_anticausal`'s :class:`AntiCausal`.
+      images: ``(..., H, W)`` floating point in [0, 1], at least one leading axis.
+      chunk: images per compiled network call.
+
+    Returns:
+      ``{name: probs (..., C)}`` for a categorical head; ``{name: mean (...)}`` and
+      ``{name + "_scale": standard deviation (...)}`` for a Gaussian head, in the parent's own
+      units (e.g. years).
+
+    Example:
+      >>> spec = (Head("s", "categorical", 2), Head("a", "gaussian"))
+      >>> x = jnp.linspace(0, 1, 16 * 64).reshape(16, 8, 8)
+      >>> fit = train_anticausal(jax.random.key(0), x, {"s": jnp.arange(16) % 2, "a": jnp.arange(16.0)},
+      ...                        spec, steps=2, batch_size=4, features=(4,), hidden=4, progress=False)
+      >>> {k: v.shape for k, v in predict_parents(fit, jnp.zeros((3, 5, 8, 8))).items()}
+      {'a': (3, 5), 'a_scale': (3, 5), 's': (3, 5, 2)}
+    """
+    result = _check_result(result)
+    chunk = _checks.check_positive_int("chunk", chunk)
+    shape = _check_images("images", images, min_ndim=3)
+    lead, hw = shape[:-2], shape[-2:]
+    flat = jnp.asarray(images).reshape((math.prod(lead),) + hw)
+    out = _predict_flat(result.model, min(chunk, flat.shape[0]), result.params, result.loc, result.scale, flat)
+    return {k: v.reshape(lead + v.shape[1:]) for k, v in sorted(out.items())}
+
+
+def entropy_weight(probs: Any) -> jax.Array:
+    """``1 − H(q)/log C`` over the last axis of probabilities ``(..., C)``: 1 for a certain
+    prediction, 0 for a uniform one (paper 000, appendix: an imputed label's weight), with
+    ``0·log 0 = 0``.
+
+    Example:
+      >>> entropy_weight(jnp.array([[1.0, 0.0], [0.5, 0.5]])).tolist()
+      [1.0, 0.0]
+    """
+    p = jnp.asarray(probs)
+    _checks.check_probabilities("probs", p)
+    c = p.shape[-1]
+    if c < 2:
+        _checks.fail("probs", "at least 2 classes on the last axis", f"shape {p.shape}")
+    plogp = jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1)), 0)
+    return 1 + jnp.sum(plogp, axis=-1) / jnp.log(jnp.asarray(c, p.dtype))
+
+
+class Imputed(NamedTuple):
+    """:func:`impute`'s labels and their weights, ``{name: (N,)}`` each."""
+
+    parents: dict[str, jax.Array]
+    weights: dict[str, jax.Array]
+
+
+def impute(result: AntiCausal, images: Any, parents: Mapping[str, Any], mask: Any, *,
+           chunk: int = 256) -> Imputed:
+    """Observed labels where ``mask`` says so, ``q(pa | x)``'s prediction elsewhere.
+
+    A categorical head imputes its most probable class with weight ``1 − H(q)/log C``
+    (:func:`entropy_weight`; paper 000's appendix), a Gaussian head its predicted mean with
+    weight 1 (the paper weights discrete labels only); observed labels have weight 1.
+
+    Args:
+      result: :class:`AntiCausal`. images: ``(N, H, W)``.
+      parents: ``{name: (N,)}`` for every head (anything where masked).
+      mask: ``(N, n_heads)`` boolean or ``{name: (N,)}``, as in :func:`train_anticausal`.
+      chunk: images per compiled network call.
+
+    Returns:
+      :class:`Imputed` with ``parents`` (categorical as int32, Gaussian in the images' dtype)
+      and ``weights``, ``{name: (N,)}`` each.
+
+    Example:
+      >>> spec = (Head("s", "categorical", 2),)
+      >>> x = jnp.linspace(0, 1, 4 * 64).reshape(4, 8, 8)
+      >>> fit = train_anticausal(jax.random.key(0), x, {"s": jnp.array([0, 1, 0, 1])}, spec, steps=2,
+      ...                        batch_size=2, features=(4,), hidden=4, progress=False)
+      >>> out = impute(fit, x, {"s": jnp.array([1, 0, -1, -1])}, jnp.array([[1], [1], [0], [0]]))
+      >>> out.parents["s"][:2].tolist(), out.weights["s"][:2].tolist()
+      ([1, 0], [1.0, 1.0])
+    """
+    result = _check_result(result)
+    spec = result.spec
+    shape = _check_images("images", images)
+    if len(shape) != 3:
+        _checks.fail("images", "images (N, H, W)", f"shape {shape}")
+    n = shape[0]
+    m = _mask_array(mask, spec, n)
+    labels = _check_parents(parents, spec, n, m)
+    pred = predict_parents(result, images, chunk=chunk)
+    dtype = jnp.asarray(images).dtype
+    values, weights = {}, {}
+    for j, h in enumerate(spec):
+        seen = jnp.asarray(m[:, j])
+        if h.kind == "categorical":
+            observed = jnp.asarray(np.where(m[:, j], labels[h.name], 0)).astype(jnp.int32)
+            values[h.name] = jnp.where(seen, observed, jnp.argmax(pred[h.name], axis=-1).astype(jnp.int32))
+            weights[h.name] = jnp.where(seen, jnp.ones((), dtype), entropy_weight(pred[h.name]).astype(dtype))
+        else:
+            observed = jnp.asarray(np.where(m[:, j], labels[h.name], 0)).astype(dtype)
+            values[h.name] = jnp.where(seen, observed, pred[h.name].astype(dtype))
+            weights[h.name] = jnp.ones((n,), dtype)
+    return Imputed(values, weights)
