@@ -21,12 +21,22 @@ class Mechanism(abc.ABC):
     one unit: ``u`` and ``x`` are one unit's noise and value, ``pa`` the concatenation of its
     parents' encodings (:meth:`encode`), shape ``(P,)``. Batch over units with ``jax.vmap``.
 
+    Shapes: one unit's value ``x`` has shape :attr:`event_shape` (``()`` for a scalar node,
+    ``(H, W)`` for an image node); its noise ``u`` is any pytree of arrays (a scalar, a
+    ``(C,)`` vector of Gumbels, ``{"z": ..., "u": (H, W)}`` for a latent-variable image
+    model), the same structure from :meth:`sample_noise` and :meth:`abduct`.
+
     - ``forward(params, u, pa) -> x`` and, for continuous nodes, ``inverse(params, x, pa) -> u``
       (invertible in the noise);
     - ``abduct(params, x, pa, key) -> u``: the noise given the observation (the inverse for
       invertible mechanisms, a posterior draw for discrete ones);
     - ``log_prob(params, x, pa)``: the conditional log-density (or log-mass);
     - ``sample_noise(key) -> u``: a draw from the noise prior.
+
+    A mechanism whose noise cannot be computed from ``x`` (a simulator's renderer, whose noise
+    is known from the simulation) raises from ``abduct``; its noise is then passed to
+    :meth:`cfjax.scm.SCM.counterfactual` as ``noise={node: u}`` while the other nodes are
+    abducted. One without a density raises from ``log_prob``.
     """
 
     discrete: bool = False
@@ -39,19 +49,20 @@ class Mechanism(abc.ABC):
         """Fresh parameters for a node with ``parent_dim`` encoded parent inputs."""
 
     @abc.abstractmethod
-    def sample_noise(self, key: jax.Array) -> jax.Array:
-        """One unit's noise drawn from its prior."""
+    def sample_noise(self, key: jax.Array) -> Any:
+        """One unit's noise drawn from its prior (an array or any pytree of arrays)."""
 
     # --- the structural equation -----------------------------------------------------------
     @abc.abstractmethod
-    def forward(self, params: Any, u: jax.Array, pa: jax.Array) -> jax.Array:
-        """``x = f(u; pa)`` for one unit."""
+    def forward(self, params: Any, u: Any, pa: jax.Array) -> jax.Array:
+        """``x = f(u; pa)`` for one unit, shape :attr:`event_shape`."""
 
     def inverse(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
         """``u = f⁻¹(x; pa)``; only mechanisms invertible in their noise define it."""
         raise TypeError(f"{type(self).__name__} is not invertible in its noise; use `abduct`.")
 
-    def abduct(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> jax.Array:
+    def abduct(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> Any:
+        """One unit's noise given its value ``x`` (shape :attr:`event_shape`) and parents."""
         return self.inverse(params, x, pa)
 
     @abc.abstractmethod
@@ -60,13 +71,20 @@ class Mechanism(abc.ABC):
 
     # --- how the node appears in data and as a parent --------------------------------------
     @property
+    def event_shape(self) -> tuple[int, ...]:
+        """Shape of one unit's value: ``()`` for a scalar node, e.g. ``(H, W)`` for an image.
+        Data of the node are ``(N, *event_shape)``."""
+        return ()
+
+    @property
     def encoded_dim(self) -> int:
-        """Length of :meth:`encode`'s output."""
-        return 1
+        """Length of :meth:`encode`'s output (by default the number of values of one unit)."""
+        return int(np.prod(self.event_shape, dtype=np.int64))
 
     def encode(self, x: jax.Array) -> jax.Array:
-        """One unit's value as a parent input, shape ``(encoded_dim,)``."""
-        return x.reshape(1).astype(jax.numpy.result_type(float))
+        """One unit's value as a parent input, shape ``(encoded_dim,)`` (by default the value,
+        flattened)."""
+        return x.reshape(-1).astype(jax.numpy.result_type(float))
 
     def values_ok(self, values: jax.Array) -> jax.Array:
         """Traceable twin of :meth:`check_values`: True when every value is in the support."""

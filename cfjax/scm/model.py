@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -32,13 +32,15 @@ class SCM:
       graph: a :class:`Graph`, or a mapping ``node -> parents`` to build one.
       mechanisms: a mapping ``node -> Mechanism`` covering every node.
 
-    Shapes: data are ``{node: (N,)}`` (a pandas DataFrame is accepted), noise is
-    ``{node: (N, ...)}``, interventions are ``{node: (K,)}`` (one value per intervention, for
-    every unit) or ``{node: (K, N)}`` (per-unit values), or a :class:`Shift` of the
-    observed values (``do(age := age + 10)``, counterfactuals only), or a sequence of
-    such mappings intervening on different nodes (concatenated along K, e.g. 8 values of
-    do(X1) followed by 8 shifts of X3), and counterfactuals come back as
-    ``{node: (K, N)}``. Discrete nodes hold int32 classes.
+    Shapes (``E`` is a node's :attr:`Mechanism.event_shape`: ``()`` for a scalar node,
+    ``(H, W)`` for an image node): data are ``{node: (N, *E)}`` (a pandas DataFrame is
+    accepted for scalar nodes), noise is ``{node: pytree}`` with N units on the leading axis
+    of every leaf, interventions are ``{node: (K, *E)}`` (one value per intervention, for
+    every unit) or ``{node: (K, N, *E)}`` (per-unit values), or a :class:`Shift` of the
+    observed values of a scalar node (``do(age := age + 10)``, counterfactuals only), or a
+    sequence of such mappings intervening on different nodes (concatenated along K, e.g. 8
+    values of do(X1) followed by 8 shifts of X3), and counterfactuals come back as
+    ``{node: (K, N, *E)}``. Discrete nodes hold int32 classes.
 
     Example:
       >>> import cfjax as cf, jax, numpy as np
@@ -77,6 +79,10 @@ class SCM:
     def mechanism(self, node: str) -> Mechanism:
         return self.mechanisms[self.graph.index(node)]
 
+    def _event(self, node: str) -> tuple[int, ...]:
+        """The node's event shape (``()`` for names that are not nodes, e.g. the null group)."""
+        return tuple(self.mechanism(node).event_shape) if node in self.nodes else ()
+
     def _parent_vector(self, node_index: int, values: Mapping[str, jax.Array]) -> jax.Array:
         parents = self.graph.parents[node_index]
         if not parents:
@@ -87,7 +93,7 @@ class SCM:
         return sum(self.mechanism(p).encoded_dim for p in self.graph.parents[node_index])
 
     # ------------------------------------------------------------------ one unit
-    def predict_unit(self, params: Any, noise: Mapping[str, jax.Array],
+    def predict_unit(self, params: Any, noise: Mapping[str, Any],
                      do: Mapping[str, jax.Array] | None = None,
                      observed: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
         """Values of one unit from its noise, in topological order, intervened nodes set to
@@ -109,21 +115,29 @@ class SCM:
                 values[v] = mech.forward(params[v], noise[v], self._parent_vector(i, values))
         return values
 
-
-    def abduct_unit(self, params: Any, x: Mapping[str, jax.Array], key: jax.Array | None) -> dict[str, jax.Array]:
-        """One unit's exogenous noise given its observed values."""
+    def abduct_unit(self, params: Any, x: Mapping[str, jax.Array], key: jax.Array | None,
+                    given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """One unit's exogenous noise given its observed values; nodes in ``given`` keep the
+        noise given there (node ``i``'s key is ``fold_in(key, i)`` either way)."""
+        given = given or {}
         noise = {}
         for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms)):
+            if v in given:
+                noise[v] = given[v]
+                continue
             node_key = None if key is None else jax.random.fold_in(key, i)
             noise[v] = mech.abduct(params[v], x[v], self._parent_vector(i, x), node_key)
         return noise
 
-    def log_prob_unit(self, params: Any, x: Mapping[str, jax.Array]) -> jax.Array:
-        """``log p(x)`` of one unit: the sum of every node's conditional log-likelihood."""
+    def log_prob_unit(self, params: Any, x: Mapping[str, jax.Array],
+                      nodes: tuple[str, ...] | None = None) -> jax.Array:
+        """``log p(x)`` of one unit: the sum of every node's conditional log-likelihood (of the
+        ``nodes`` given, in topological order, when not None)."""
         return sum(mech.log_prob(params[v], x[v], self._parent_vector(i, x))
-                   for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms)))
+                   for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))
+                   if nodes is None or v in nodes)
 
-    def sample_noise_unit(self, key: jax.Array) -> dict[str, jax.Array]:
+    def sample_noise_unit(self, key: jax.Array) -> dict[str, Any]:
         return {v: mech.sample_noise(jax.random.fold_in(key, i))
                 for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
 
@@ -134,44 +148,70 @@ class SCM:
                 for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
 
     def log_prob(self, params: Any, data: Data) -> jax.Array:
-        """Per-unit log-likelihood, shape ``(N,)``."""
+        """Per-unit log-likelihood, shape ``(N,)``: the sum of every node's. A mechanism
+        without a density (a deterministic renderer) raises its own error."""
         return self._log_prob(params, self._data(data, "data"))
 
     def sample(self, params: Any, key: jax.Array, n: int) -> dict[str, jax.Array]:
-        """``n`` units from the observational distribution, ``{node: (n,)}``."""
+        """``n`` units from the observational distribution, ``{node: (n, *E)}``."""
         n = _checks.check_positive_int("n", n)
         return self._sample(params, key, n)
 
     def interventional_samples(self, params: Any, key: jax.Array, n: int,
                                interventions: Data) -> dict[str, jax.Array]:
-        """``n`` fresh units under each of K interventions, ``{node: (K, n)}``. The same
+        """``n`` fresh units under each of K interventions, ``{node: (K, n, *E)}``. The same
         noise draws are used under every intervention (common random numbers)."""
         n = _checks.check_positive_int("n", n)
         groups = self._intervention_groups(interventions, n)
         noise = jax.vmap(self.sample_noise_unit)(jax.random.split(key, n))
         return self._predict_all(params, noise, groups)
 
-    def abduct(self, params: Any, data: Data, key: jax.Array | None = None) -> dict[str, jax.Array]:
-        """Exogenous noise of every unit, ``{node: (N, ...)}``. Needs ``key`` when a node is
-        abducted by posterior sampling (Gumbel-max nodes)."""
+    def abduct(self, params: Any, data: Data, key: jax.Array | None = None) -> dict[str, Any]:
+        """Exogenous noise of every unit, ``{node: pytree with N units on the leading axis of
+        every leaf}``. Needs ``key`` when a node is abducted by posterior sampling (Gumbel-max
+        nodes)."""
         data = self._data(data, "data")
         self._check_key(key)
         return self._abduct(params, data, key)
 
-    def _check_key(self, key: jax.Array | None) -> None:
-        if key is None and any(m.stochastic_abduction for m in self.mechanisms):
-            names = [v for v, m in zip(self.nodes, self.mechanisms) if m.stochastic_abduction]
+    def _check_key(self, key: jax.Array | None, given: Mapping[str, Any] | None = None) -> None:
+        given = given or {}
+        names = [v for v, m in zip(self.nodes, self.mechanisms) if m.stochastic_abduction and v not in given]
+        if key is None and names:
             raise ValidationError(f"`key`: nodes {names} are abducted by posterior sampling and need a key, got None.")
 
     def counterfactual(self, params: Any, data: Data, interventions: Data, *,
-                       key: jax.Array | None = None, noise: Data | None = None) -> dict[str, jax.Array]:
-        """Counterfactuals of every unit under each of K interventions, ``{node: (K, N)}``.
+                       key: jax.Array | None = None, noise: Data | None = None,
+                       chunk_size: int | None = None) -> dict[str, Any]:
+        """Counterfactuals of every unit under each of K interventions, ``{node: (K, N, *E)}``.
 
         Abduction happens once (or not at all when ``noise`` from :meth:`abduct` is given),
         and it and all K actions and predictions run in one compiled, vmapped program. An empty
         ``interventions`` is the null intervention (K = 1): the units are reconstructed.
+
+        Args:
+          params: ``{node: mechanism params}``.
+          data: ``{node: (N, *E)}`` observed values of every node.
+          interventions: see the class docstring.
+          key: PRNG key for nodes abducted by posterior sampling (Gumbel-max nodes).
+          noise: ``{node: noise}`` (each leaf with N units on its leading axis) for all nodes
+            or only some: the nodes given use it as given, the others are abducted in the same
+            compiled program (for mechanisms whose noise is known rather than computable from
+            ``x``, e.g. a simulator's renderer).
+          chunk_size: None for one program over all units; an integer to process the units in
+            chunks of that many (the last padded, so one program is compiled), each chunk's
+            abduction and K predictions one compiled program whose results are moved to the
+            host: beyond the returned (host, numpy) arrays only one chunk lives at a time.
+            Equal to the unchunked result (each unit keeps its own abduction key).
+
+        Returns:
+          ``{node: (K, N, *E)}``: jax arrays, or numpy arrays when ``chunk_size`` is given.
         """
-        if noise is not None:
+        if chunk_size is not None:
+            chunks = self.counterfactual_chunks(params, data, interventions, chunk_size=chunk_size,
+                                                key=key, noise=noise)
+            return self._assemble(chunks, _n_units(self._data(data, "data", check=False)))
+        if noise is not None and isinstance(noise, Mapping) and all(v in noise for v in self.nodes):
             data = self._data(data, "data")
             n = _n_units(data)
             groups = self._intervention_groups(interventions, n, observed=data)
@@ -180,44 +220,152 @@ class SCM:
         # same pass that reads them, and only a failure comes back to the host for the message.
         raw = self._data(data, "data", check=False)
         n = _n_units(raw)
+        given = None if noise is None else self._noise(noise, n)
         raw_groups = self._intervention_groups(interventions, n, check=False)
-        self._check_key(key)
-        out, ok = self._checked_counterfactual(params, raw, key, raw_groups)
+        self._check_key(key, given)
+        out, ok = self._checked_counterfactual(params, raw, key, raw_groups, given)
         if _checks.is_concrete(ok) and not bool(ok):
-            checked = self._data(data, "data")  # raises the precise error
-            self._intervention_groups(interventions, n, observed=checked)
-            raise ValidationError("`data`/`interventions`: a value lies outside its node's support.")
+            self._raise_value_error(data, interventions, n)
         return out
+
+    def counterfactual_chunks(self, params: Any, data: Data, interventions: Data, *, chunk_size: int,
+                              key: jax.Array | None = None, noise: Data | None = None
+                              ) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
+        """:meth:`counterfactual` of the units in chunks, for consumers that stream (feed a
+        classifier, keep its outputs, drop the images).
+
+        The inputs are validated here, before the first chunk; each chunk of ``chunk_size``
+        units (the last padded by repeating its final unit, so one program is compiled) is
+        one compiled program (value checks, abduction of the chunk, all K predictions).
+        Memory: one chunk's inputs and outputs at a time; the data stay where they are given
+        (numpy arrays stay on the host until their chunk is taken). Stochastic abduction uses
+        ``jax.random.split(key, N)[i]`` for unit ``i``, as the unchunked call does, so the
+        chunks agree with it. A value outside its node's support raises ValidationError
+        when the chunk holding it is reached.
+
+        Args:
+          params, data, interventions, key, noise: as in :meth:`counterfactual`.
+          chunk_size: units per chunk.
+
+        Returns:
+          a generator of ``(start, stop, {node: (K, stop - start, *E)})`` (jax arrays), the
+          chunks in order, ``start`` from 0 to N.
+
+        Example:
+          >>> import cfjax as cf, numpy as np
+          >>> scm = cf.scm.SCM({"a": []}, {"a": cf.scm.LocationScale()})
+          >>> params = {"a": cf.scm.linear_gaussian_params([], 0.0, 1.0)}
+          >>> chunks = scm.counterfactual_chunks(params, {"a": np.arange(5.0)}, {}, chunk_size=2)
+          >>> [(start, stop, out["a"].shape) for start, stop, out in chunks]
+          [(0, 2, (1, 2)), (2, 4, (1, 2)), (4, 5, (1, 1))]
+        """
+        chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
+        raw = self._data(data, "data", check=False)
+        n = _n_units(raw)
+        given = None if noise is None else self._noise(noise, n, convert=False)
+        raw_groups = self._intervention_groups(interventions, n, check=False)
+        self._check_key(key, given)
+        keys = None if key is None else jax.random.split(key, n)
+        return self._chunks(params, raw, raw_groups, given, keys, chunk_size, (data, interventions))
+
+    def _chunks(self, params, raw, raw_groups, given, keys, b, originals):
+        n = _n_units(raw)
+        for start in range(0, n, b):
+            stop = min(start + b, n)
+            idx = np.minimum(np.arange(start, start + b), stop - 1)  # pad: repeat the last unit
+            take = functools.partial(_take, idx=idx)
+            chunk_raw = {v: take(x) for v, x in raw.items()}
+            chunk_groups = tuple({v: self._take_intervention(v, x, idx) for v, x in g.items()} for g in raw_groups)
+            chunk_given = None if given is None else jax.tree.map(take, given)
+            chunk_keys = None if keys is None else keys[idx]
+            out, ok = self._chunk_counterfactual(params, chunk_raw, chunk_keys, chunk_groups, chunk_given)
+            if not bool(ok):
+                self._raise_value_error(*originals, n)
+            if stop - start < b:
+                out = {v: x[:, :stop - start] for v, x in out.items()}
+            yield start, stop, out
+
+    def _take_intervention(self, node: str, values: Any, idx: np.ndarray) -> Any:
+        """The chunk ``idx`` of one intervention's values: per-unit values are cut along their
+        unit axis (axis 1), values common to every unit are kept."""
+        if isinstance(values, Shift):
+            return Shift(_take(values.delta, idx, axis=1)) if np.ndim(values.delta) == 2 else values
+        per_unit = np.ndim(values) == 2 + len(self._event(node))
+        return _take(values, idx, axis=1) if per_unit else values
+
+    @staticmethod
+    def _assemble(chunks: Iterator[tuple[int, int, dict[str, jax.Array]]], n: int) -> dict[str, np.ndarray]:
+        """Chunks of counterfactuals copied, one at a time, into host arrays ``{node: (K, N, *E)}``."""
+        out: dict[str, np.ndarray] = {}
+        for start, stop, part in chunks:
+            for v, x in part.items():
+                x = np.asarray(x)
+                if v not in out:
+                    out[v] = np.empty((x.shape[0], n) + x.shape[2:], x.dtype)
+                out[v][:, start:stop] = x
+        return out
+
+    def _raise_value_error(self, data: Data, interventions: Any, n: int) -> None:
+        checked = self._data(data, "data")  # raises the precise error
+        self._intervention_groups(interventions, n, observed=checked)
+        raise ValidationError("`data`/`interventions`: a value lies outside its node's support.")
 
     def fit(self, key: jax.Array, data: Data, *, steps: int = 2000, learning_rate: float = 1e-2,
             batch_size: int | None = None, optimizer: optax.GradientTransformation | None = None,
-            params: Any = None) -> tuple[dict[str, Any], jax.Array]:
+            params: Any = None, nodes: Sequence[str] | None = None) -> tuple[dict[str, Any], jax.Array]:
         """Maximum-likelihood fit with optax.
 
         Args:
           key: randomness for the initial parameters and the minibatches.
-          data: ``{node: (N,)}`` observations of every node.
+          data: ``{node: (N, *E)}`` observations of every node (with ``nodes``: of those nodes
+            and their parents only).
           steps: optimiser steps. learning_rate: for the default ``optax.adam``.
           batch_size: None for full-batch steps; otherwise each step draws this many units
             (with replacement).
           optimizer: any optax transformation (overrides ``learning_rate``).
           params: starting parameters (default ``init``).
+          nodes: None to fit every node; a sequence of node names to fit only theirs, the
+            others held at ``params`` (or ``init``): e.g. the scalar parents of an image node
+            whose mechanism is trained separately.
 
         Returns:
-          ``(params, losses)``: the fitted parameters and the mean negative log-likelihood at
-          every step, shape ``(steps,)``. All steps run in one ``lax.scan``.
+          ``(params, losses)``: the fitted parameters (every node's) and the mean negative
+          log-likelihood (of the fitted nodes) at every step, shape ``(steps,)``. All steps
+          run in one ``lax.scan``.
+
+        Example:
+          >>> import cfjax as cf, jax, numpy as np
+          >>> scm = cf.scm.SCM({"a": [], "b": ["a"]},
+          ...                  {"a": cf.scm.LocationScale(), "b": cf.scm.LocationScale()})
+          >>> p, losses = scm.fit(jax.random.key(0), {"a": np.array([1.0, 3.0])}, steps=300,
+          ...                     learning_rate=0.1, nodes=["a"])
+          >>> round(float(p["a"]["net"]["params"]["bias"][0]), 2), losses.shape
+          (2.0, (300,))
         """
-        data = self._data(data, "data")
+        fitted = None if nodes is None else self._node_subset(nodes)
+        needed = None
+        if fitted is not None:
+            needed = tuple(v for v in self.nodes
+                           if v in fitted or any(v in self.graph.parents_of(c) for c in fitted))
+        data = self._data(data, "data", nodes=needed)
         steps = _checks.check_positive_int("steps", steps)
         n = _n_units(data)
         if batch_size is not None:
             batch_size = _checks.check_positive_int("batch_size", batch_size)
         init_key, step_key = jax.random.split(key)
         params = self.init(init_key) if params is None else params
+        if fitted is not None:
+            if not isinstance(params, Mapping) or any(v not in params for v in self.nodes):
+                missing = [v for v in self.nodes if not isinstance(params, Mapping) or v not in params]
+                raise ValidationError(f"`params`: expected parameters of every node, missing {missing}.")
+            held = {v: params[v] for v in self.nodes if v not in fitted}
+            params = {v: params[v] for v in fitted}
         opt = optimizer or optax.adam(learning_rate)
 
         def loss(p, batch):
-            return -jnp.mean(self._log_prob(p, batch))
+            if fitted is None:
+                return -jnp.mean(self._log_prob(p, batch))
+            return -jnp.mean(self._log_prob({**held, **p}, batch, fitted))
 
         def step(carry, k):
             p, state = carry
@@ -237,12 +385,24 @@ class SCM:
         # optax mixes weak and integer types internally: scope the standard promotion rules
         # to this call so that callers running JAX with strict promotion can still fit.
         with jax.numpy_dtype_promotion("standard"):
-            return run(params, jax.random.split(step_key, steps))
+            out, losses = run(params, jax.random.split(step_key, steps))
+        if fitted is None:
+            return out, losses
+        return {v: out[v] if v in fitted else held[v] for v in self.nodes}, losses
+
+    def _node_subset(self, nodes: Any) -> tuple[str, ...]:
+        """Validated node names, in topological order."""
+        if isinstance(nodes, str) or not isinstance(nodes, (list, tuple, set, frozenset)) or not nodes:
+            raise ValidationError(f"`nodes`: expected a non-empty sequence of node names, got {nodes!r}.")
+        unknown = [v for v in nodes if v not in self.nodes]
+        if unknown:
+            raise ValidationError(f"`nodes`: unknown nodes {unknown}; nodes are {list(self.nodes)}.")
+        return tuple(v for v in self.nodes if v in nodes)
 
     # ------------------------------------------------------------------ batched kernels
-    @functools.partial(jax.jit, static_argnums=0)
-    def _log_prob(self, params, data):
-        return jax.vmap(self.log_prob_unit, in_axes=(None, 0))(params, data)
+    @functools.partial(jax.jit, static_argnums=(0, 3))
+    def _log_prob(self, params, data, nodes=None):
+        return jax.vmap(self.log_prob_unit, in_axes=(None, 0, None))(params, data, nodes)
 
     @functools.partial(jax.jit, static_argnums=(0, 3))
     def _sample(self, params, key, n):
@@ -250,15 +410,20 @@ class SCM:
         return jax.vmap(self.predict_unit, in_axes=(None, 0))(params, noise)
 
     @functools.partial(jax.jit, static_argnums=0)
-    def _abduct(self, params, data, key):
-        if key is None:
-            return jax.vmap(self.abduct_unit, in_axes=(None, 0, None))(params, data, None)
-        keys = jax.random.split(key, _n_units(data))
-        return jax.vmap(self.abduct_unit, in_axes=(None, 0, 0))(params, data, keys)
+    def _abduct(self, params, data, key, given=None):
+        keys = None if key is None else jax.random.split(key, _n_units(data))
+        return self._abduct_units(params, data, keys, given)
+
+    def _abduct_units(self, params, data, keys, given=None):
+        """Abduction of every unit with its own key (``keys`` (N,) or None); nodes in
+        ``given`` keep the noise given."""
+        given = given or {}
+        key_axis = None if keys is None else 0
+        return jax.vmap(self.abduct_unit, in_axes=(None, 0, key_axis, 0))(params, data, keys, given)
 
     @functools.partial(jax.jit, static_argnums=0)
     def _predict_all(self, params, noise, groups, observed=None):
-        """Each group's values are ``(K_g, N)``; vmap over units inside, interventions
+        """Each group's values are ``(K_g, N, *E)``; vmap over units inside, interventions
         outside, groups concatenated along K."""
         over_units = jax.vmap(self.predict_unit, in_axes=(None, 0, 0, 0))
         over_k = jax.vmap(over_units, in_axes=(None, None, 0, None))
@@ -268,21 +433,36 @@ class SCM:
         return {v: jnp.concatenate([o[v] for o in outs]) for v in self.nodes}
 
     @functools.partial(jax.jit, static_argnums=0)
-    def _checked_counterfactual(self, params, raw, key, raw_groups):
+    def _checked_counterfactual(self, params, raw, key, raw_groups, given=None):
         """Value checks, abduction once and all interventions, in one compiled program.
         Returns ``(counterfactuals, all_values_valid)``."""
+        data, groups, ok = self._checked_inputs(raw, raw_groups)
+        out = self._predict_all(params, self._abduct(params, data, key, given), groups, data)
+        return out, ok
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def _chunk_counterfactual(self, params, raw, keys, raw_groups, given=None):
+        """:meth:`_checked_counterfactual` of one chunk of units, each with its own key."""
+        data, groups, ok = self._checked_inputs(raw, raw_groups)
+        out = self._predict_all(params, self._abduct_units(params, data, keys, given), groups, data)
+        return out, ok
+
+    def _checked_inputs(self, raw, raw_groups):
+        """(Traced) data and interventions cast, shifts resolved, and whether every value
+        lies in its node's support."""
         data = self._cast_data(raw)
         groups = self._cast_groups(raw_groups, _n_units(raw), data)
         checks = [m.values_ok(raw[v]) for v, m in zip(self.nodes, self.mechanisms)]
         # Given values are checked as given (a class 1.5 must not pass as 1); shifts once resolved.
         checks += [self.mechanism(v).values_ok(cast[v] if isinstance(x, Shift) else x)
                    for g, cast in zip(raw_groups, groups) for v, x in g.items() if v in self.nodes]
-        out = self._predict_all(params, self._abduct(params, data, key), groups, data)
-        return out, jnp.all(jnp.stack(checks))
+        return data, groups, jnp.all(jnp.stack(checks))
 
     # ------------------------------------------------------------------ validation
-    def _data(self, data: Data, what: str, check: bool = True) -> dict[str, jax.Array]:
-        """Columns of every node as arrays (continuous: float, discrete: int32), validated.
+    def _data(self, data: Data, what: str, check: bool = True,
+              nodes: tuple[str, ...] | None = None) -> dict[str, jax.Array]:
+        """Columns of every node (of ``nodes`` when given) as arrays (continuous: float,
+        discrete: int32), validated: shape ``(N, *E)``, values in the support.
 
         With ``check=False`` only the structure is validated (columns, shapes) and the columns
         come back as given; :meth:`_cast_data` then converts them inside a compiled program
@@ -294,20 +474,24 @@ class SCM:
             raise ValidationError(f"`{what}`: expected a mapping node -> array or a DataFrame, got {type(data).__name__}.")
         out: dict[str, jax.Array] = {}
         n = None
+        first = None
         for v, mech in zip(self.nodes, self.mechanisms):
+            if nodes is not None and v not in nodes:
+                continue
             if v not in data:
                 children = self.graph.children(v)
                 role = f" (a parent of {list(children)})" if children else ""
                 raise ValidationError(f"`{what}`: missing column {v!r}{role}; got columns {sorted(data)}.")
             col = data[v]
-            if np.ndim(col) != 1:
-                raise ValidationError(f"`{what}[{v!r}]`: expected shape (N,), got {np.shape(col)}.")
+            shape, event = tuple(np.shape(col)), tuple(mech.event_shape)
+            if len(shape) != 1 + len(event) or shape[1:] != event:
+                raise ValidationError(f"`{what}[{v!r}]`: expected shape {_shape(['N'], event)}, got {shape}.")
             if n is None:
-                n = np.shape(col)[0]
+                n, first = shape[0], v
                 if n == 0:
                     raise ValidationError(f"`{what}`: expected at least one unit, got 0 rows.")
-            elif np.shape(col)[0] != n:
-                raise ValidationError(f"`{what}[{v!r}]`: expected {n} rows like {self.nodes[0]!r}, got {np.shape(col)[0]}.")
+            elif shape[0] != n:
+                raise ValidationError(f"`{what}[{v!r}]`: expected {n} rows like {first!r}, got {shape[0]}.")
             if not check and _is_numeric_array(col):
                 out[v] = col  # converted inside the compiled program
                 continue
@@ -320,8 +504,8 @@ class SCM:
         return {v: raw[v].astype(_dtype(m)) for v, m in zip(self.nodes, self.mechanisms)}
 
     def _cast_groups(self, raw_groups, n: int, observed) -> tuple[dict[str, jax.Array], ...]:
-        """Intervention values cast to their node's dtype and broadcast to ``(K, N)``, shifts
-        resolved against the observed values."""
+        """Intervention values cast to their node's dtype and broadcast to ``(K, N, *E)``,
+        shifts resolved against the observed values."""
         out = []
         for group in raw_groups:
             k = next(iter(group.values())).shape[0]
@@ -330,20 +514,31 @@ class SCM:
                 if isinstance(arr, Shift):
                     cast[v] = arr.resolve(observed[v])
                     continue
+                event = self._event(v)
                 arr = jnp.asarray(arr)
                 arr = arr.astype(_dtype(self.mechanism(v))) if v in self.nodes else arr
-                cast[v] = jnp.broadcast_to(arr[:, None], (k, n)) if arr.ndim == 1 else arr
+                cast[v] = jnp.broadcast_to(arr[:, None], (k, n, *event)) if arr.ndim == 1 + len(event) else arr
             out.append(cast)
         return tuple(out)
 
-    def _noise(self, noise: Data, n: int) -> dict[str, jax.Array]:
+    def _noise(self, noise: Data, n: int, convert: bool = True) -> dict[str, Any]:
+        """Validated noise of the nodes given (any pytree per node, N units on the leading
+        axis of every leaf); with ``convert`` its leaves become jax arrays."""
+        if not isinstance(noise, Mapping):
+            raise ValidationError(f"`noise`: expected a mapping node -> noise (the output of `abduct`), got {type(noise).__name__}.")
+        unknown = [v for v in noise if v not in self.nodes]
+        if unknown:
+            raise ValidationError(f"`noise`: unknown nodes {unknown}; nodes are {list(self.nodes)}.")
         out = {}
         for v in self.nodes:
             if v not in noise:
-                raise ValidationError(f"`noise`: missing node {v!r}; pass the output of `abduct`.")
-            if np.shape(noise[v])[:1] != (n,):
-                raise ValidationError(f"`noise[{v!r}]`: expected {n} units on the first axis, got shape {np.shape(noise[v])}.")
-            out[v] = jnp.asarray(noise[v])
+                continue
+            for leaf in jax.tree.leaves(noise[v]):
+                if np.shape(leaf)[:1] != (n,):
+                    raise ValidationError(
+                        f"`noise[{v!r}]`: expected {n} units on the first axis (of every leaf), got shape {np.shape(leaf)}.")
+            as_array = jnp.asarray if convert else _array
+            out[v] = jax.tree.map(as_array, noise[v])
         return out
 
     def _intervention_groups(self, interventions: Data | Any, n: int, check: bool = True,
@@ -362,8 +557,8 @@ class SCM:
 
     def _interventions(self, interventions: Data, n: int, what: str, check: bool = True,
                        observed: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
-        """One validated group of interventions, broadcast to ``(K, N)`` (with ``check=False``:
-        structure only, values as given, shifts unresolved)."""
+        """One validated group of interventions, broadcast to ``(K, N, *E)`` (with
+        ``check=False``: structure only, values as given, shifts unresolved)."""
         if not isinstance(interventions, Mapping):
             raise ValidationError(f"`{what}`: expected a mapping node -> values, got {type(interventions).__name__}.")
         if not interventions:
@@ -374,12 +569,18 @@ class SCM:
             if v not in self.nodes:
                 raise ValidationError(f"`{what}`: unknown node {v!r}; nodes are {list(self.nodes)}.")
             mech = self.mechanism(v)
+            event = tuple(mech.event_shape)
             shift = isinstance(values, Shift)
             if shift and mech.discrete:
                 raise ValidationError(f"`{what}[{v!r}]`: a Shift applies to continuous nodes; {v!r} is discrete.")
-            shape = values.shape if shift else np.shape(values)
-            if len(shape) not in (1, 2) or (len(shape) == 2 and shape[1] != n):
-                raise ValidationError(f"`{what}[{v!r}]`: expected shape (K,) or (K, {n}), got {shape}.")
+            if shift and event:
+                raise ValidationError(
+                    f"`{what}[{v!r}]`: a Shift applies to scalar nodes; {v!r} has event shape {event}: "
+                    f"pass explicit values of shape {_shape(['K'], event)} or {_shape(['K', str(n)], event)}.")
+            shape = tuple(values.shape if shift else np.shape(values))
+            if not shape or (shape[1:] != event and shape[1:] != (n, *event)):
+                raise ValidationError(
+                    f"`{what}[{v!r}]`: expected shape {_shape(['K'], event)} or {_shape(['K', str(n)], event)}, got {shape}.")
             if k is None:
                 k = shape[0]
                 if k == 0:
@@ -400,7 +601,7 @@ class SCM:
             if _checks.is_concrete(values):
                 mech.check_values(v, values, f"{what}[{v!r}]")
             arr = jnp.asarray(values).astype(_dtype(mech))
-            out[v] = jnp.broadcast_to(arr[:, None], (k, n)) if arr.ndim == 1 else arr
+            out[v] = jnp.broadcast_to(arr[:, None], (k, n, *event)) if arr.ndim == 1 + len(event) else arr
         return out
 
 
@@ -413,10 +614,28 @@ def _affected(graph: Graph, intervened: tuple[str, ...]) -> frozenset[str]:
     return frozenset(out)
 
 
+def _shape(lead: list[str], event: tuple[int, ...]) -> str:
+    """A shape for messages: ``_shape(["K", "50"], (4, 5))`` is ``(K, 50, 4, 5)``, ``(N,)``."""
+    parts = [*lead, *(str(d) for d in event)]
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
 def _is_numeric_array(x: Any) -> bool:
     """An array JAX can take as it is (numbers or booleans); anything else is converted on
     the host, where a bad dtype gets its message."""
     return isinstance(x, (jax.Array, np.ndarray)) and x.dtype.kind in "biuf"
+
+
+def _array(x: Any) -> Any:
+    """``x`` as it is when it is already an array (host or device), else a jax array."""
+    return x if isinstance(x, (jax.Array, np.ndarray)) else jnp.asarray(x)
+
+
+def _take(a: Any, idx: np.ndarray, axis: int = 0) -> Any:
+    """Units ``idx`` of ``a`` along ``axis``, on the host for numpy arrays."""
+    if isinstance(a, np.ndarray):
+        return np.take(a, idx, axis=axis)
+    return a[idx] if axis == 0 else a[:, idx]
 
 
 def _dtype(mech: Mechanism):
