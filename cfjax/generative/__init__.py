@@ -2,4 +2,16 @@
 a conditional hierarchical VAE that is a :mod:`cfjax.scm` mechanism like any other, its
 training, anti-causal parent predictors, and counterfactual-quality measures."""
 
-__all__: list[str] = []
+from cfjax.generative.hvae import HVAE as HVAE
+from cfjax.generative.hvae import HVAEConfig as HVAEConfig
+from cfjax.generative.hvae import HVAEOutput as HVAEOutput
+from cfjax.generative.hvae import gaussian_kl as gaussian_kl
+from cfjax.generative.mechanism import ImageHVAE as ImageHVAE
+
+__all__ = [
+    "HVAE",
+    "HVAEConfig",
+    "HVAEOutput",
+    "ImageHVAE",
+    "gaussian_kl",
+]
