@@ -79,10 +79,10 @@ class HVAEConfig:
       >>> c = HVAEConfig(image_size=16, channels=(8, 16, 16), latent_dims=(0, 4, 4))
       >>> c.latent_shapes
       ((4, 4, 4), (8, 8, 4))
-      >>> HVAEConfig(image_size=12, channels=(8, 8, 8))
+      >>> HVAEConfig(image_size=10, channels=(8, 8, 8))
       Traceback (most recent call last):
       ...
-      cfjax._checks.ValidationError: `image_size`: expected a positive multiple of 4 (2 halvings for 3 resolutions), got 12.
+      cfjax._checks.ValidationError: `image_size`: expected a positive multiple of 4 (2 halvings for 3 resolutions), got 10.
     """
 
     image_size: int = 16
