@@ -1,0 +1,563 @@
+"""Training the learned image mechanism (:class:`~cfjax.generative.mechanism.ImageHVAE`) of a
+deep SCM: the conditional HVAE fitted by maximising its evidence lower bound on SCM data, the
+image's parents fed exactly as :class:`cfjax.scm.SCM` feeds them to the node's mechanism.
+
+The step is a pure function (:func:`train_step`): a minibatch drawn with
+``fold_in(data_key, step)``, the weighted negative ELBO per pixel (KL warm-up, free bits), one
+clipped AdamW update with warm-up and cosine decay, and the EMA of the parameters. :func:`train`
+runs it in compiled ``lax.scan`` chunks inside a thin Python loop that updates a tqdm bar and
+writes an orbax checkpoint (:class:`cfjax.predictors.CheckpointStore`) after every chunk; a run
+resumed from its latest checkpoint ends with the same parameters as an uninterrupted one.
+
+Semi-supervised training (paper 000, appendix; Ribeiro et al. 2023): a parent label may be
+missing per unit (``mask``); the anti-causal predictors ``q(pa | x)``
+(:mod:`cfjax.generative.anticausal`) impute it, and each unit's loss is weighted by the product
+over its imputed discrete parents of ``1 − H(q)/log C``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import os
+import sys
+from typing import Any, Mapping, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax import lax
+from tqdm.auto import tqdm
+
+from cfjax import _checks
+from cfjax._checks import ValidationError
+from cfjax.generative import anticausal as _ac
+from cfjax.generative.hvae import HVAE, HVAEConfig, gaussian_log_prob
+from cfjax.generative.mechanism import ImageHVAE
+from cfjax.predictors import checkpoint as _ckpt
+from cfjax.predictors.ensemble import TrainingError
+from cfjax.scm.model import SCM
+
+__all__ = ["TrainConfig", "GeneratorData", "GeneratorState", "GeneratorFit", "TrainingError", "parent_inputs",
+           "impute_parents", "generator_loss", "init_state", "train_step", "train"]
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings of :func:`train` (frozen and hashable: a static argument).
+
+    Attributes:
+      hvae: the network (:class:`~cfjax.generative.hvae.HVAEConfig`).
+      steps: optimisation steps.
+      batch_size: units per step, drawn uniformly with replacement.
+      learning_rate: peak learning rate of AdamW, reached after ``warmup`` linear steps from 0,
+        then cosine decay to ``learning_rate / 100`` at ``steps``.
+      weight_decay: AdamW's decoupled weight decay.
+      warmup: linear warm-up steps of the learning rate (``0 ≤ warmup < steps``).
+      clip_norm: gradients are clipped to this global norm before AdamW (``> 0``; ``inf``: no
+        clipping).
+      ema_decay: decay ``d ∈ [0, 1)`` of the parameters' exponential moving average,
+        ``ema_{t+1} = d·ema_t + (1 − d)·θ_{t+1}`` from ``ema_0 = θ_0``.
+      kl_warmup: the KL weight is ``min(1, t / kl_warmup)`` at step ``t`` (0: always 1).
+      free_bits: nats per latent channel: level ``l`` (``c_l`` channels) is penalised only for
+        its batch-mean KL above ``free_bits·c_l`` nats per image (0: plain ELBO).
+      chunk_steps: steps per compiled ``lax.scan`` chunk (one progress update and one
+        checkpoint each).
+      temperature: posterior temperature of the trained mechanism's abduction (``≥ 0``).
+
+    Example:
+      >>> c = TrainConfig(steps=100, warmup=10, chunk_steps=40)
+      >>> c.chunks, float(c.kl_weight(jnp.int32(250)))
+      (3, 0.5)
+      >>> TrainConfig(ema_decay=1.0)
+      Traceback (most recent call last):
+      ...
+      cfjax._checks.ValidationError: `ema_decay`: expected a decay in [0, 1), got 1.0.
+    """
+
+    hvae: HVAEConfig = HVAEConfig()
+    steps: int = 2000
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    warmup: int = 100
+    clip_norm: float = 1.0
+    ema_decay: float = 0.999
+    kl_warmup: int = 500
+    free_bits: float = 0.0
+    chunk_steps: int = 50
+    temperature: float = 1.0
+
+    def __post_init__(self):
+        if not isinstance(self.hvae, HVAEConfig):
+            _checks.fail("hvae", "an HVAEConfig", repr(self.hvae))
+        for name in ("steps", "batch_size", "chunk_steps"):
+            _checks.check_positive_int(name, getattr(self, name))
+        if not _is_int(self.warmup) or not 0 <= self.warmup < self.steps:
+            _checks.fail("warmup", f"an integer in [0, steps = {self.steps})", repr(self.warmup))
+        if not _is_int(self.kl_warmup) or self.kl_warmup < 0:
+            _checks.fail("kl_warmup", "an integer >= 0", repr(self.kl_warmup))
+        lr = self.learning_rate
+        if not _is_number(lr) or not math.isfinite(lr) or lr <= 0:
+            _checks.fail("learning_rate", "a finite learning rate > 0", repr(lr))
+        for name in ("weight_decay", "free_bits", "temperature"):
+            v = getattr(self, name)
+            if not _is_number(v) or not math.isfinite(v) or v < 0:
+                _checks.fail(name, "a finite value >= 0", repr(v))
+        if not _is_number(self.clip_norm) or math.isnan(self.clip_norm) or self.clip_norm <= 0:
+            _checks.fail("clip_norm", "a gradient norm > 0 (inf: no clipping)", repr(self.clip_norm))
+        if not _is_number(self.ema_decay) or not 0 <= self.ema_decay < 1:
+            _checks.fail("ema_decay", "a decay in [0, 1)", repr(self.ema_decay))
+
+    @property
+    def chunk_length(self) -> int:
+        """Steps per compiled chunk, ``min(chunk_steps, steps)``."""
+        return min(self.chunk_steps, self.steps)
+
+    @property
+    def chunks(self) -> int:
+        """Chunks of a full run (the last padded with steps that change nothing)."""
+        return -(-self.steps // self.chunk_length)
+
+    def optimizer(self) -> optax.GradientTransformation:
+        """Global-norm clipping, then AdamW with linear warm-up and cosine decay."""
+        schedule = optax.warmup_cosine_decay_schedule(
+            0.0, self.learning_rate, self.warmup, self.steps, self.learning_rate / 100)
+        clip = (optax.identity() if math.isinf(self.clip_norm)
+                else optax.clip_by_global_norm(self.clip_norm))
+        return optax.chain(clip, optax.adamw(schedule, weight_decay=self.weight_decay))
+
+    def kl_weight(self, step: jax.Array) -> jax.Array:
+        """The KL weight at ``step`` (traceable), ``min(1, step / kl_warmup)``."""
+        t = jnp.asarray(step).astype(jnp.result_type(float))
+        if self.kl_warmup == 0:
+            return jnp.ones_like(t)
+        return jnp.minimum(t / self.kl_warmup, 1.0)
+
+
+# ----------------------------------------------------------------------- data
+def parent_inputs(scm: SCM, node: str, data: Mapping[str, Any]) -> jax.Array:
+    """Each unit's encoded parents of ``node``, exactly the vector :class:`cfjax.scm.SCM` feeds
+    the node's mechanism (its parents in graph order, each through its mechanism's
+    ``encode``: a binary class as 0/1, a larger one one-hot, a scalar as itself).
+
+    Args:
+      scm: the model. node: a node with at least one parent.
+      data: ``{name: (N, *E)}`` holding (at least) every parent of ``node``, validated as
+        :meth:`cfjax.scm.SCM.abduct` validates data.
+
+    Returns:
+      ``(N, P)`` floating point.
+
+    Example:
+      >>> import cfjax as cf
+      >>> scm = cf.scm.SCM({"s": [], "a": [], "y": ["s", "a"]},
+      ...                  {"s": cf.scm.GumbelMax(2), "a": cf.scm.LocationScale(), "y": cf.scm.LocationScale()})
+      >>> parent_inputs(scm, "y", {"s": np.array([0, 1]), "a": np.array([2.5, 3.0])}).tolist()
+      [[0.0, 2.5], [1.0, 3.0]]
+    """
+    i = _check_node(scm, node)
+    parents = scm.graph.parents[i]
+    cast = scm._data(data, "data", nodes=tuple(parents))
+    return jax.vmap(lambda values: scm._parent_vector(i, values))(cast)
+
+
+def _check_node(scm: Any, node: Any) -> int:
+    if not isinstance(scm, SCM):
+        _checks.fail("scm", "a cfjax.scm.SCM", type(scm).__name__)
+    if not isinstance(node, str) or node not in scm.nodes:
+        _checks.fail("node", f"a node of the SCM ({list(scm.nodes)})", repr(node))
+    i = scm.graph.index(node)
+    if not scm.graph.parents[i]:
+        _checks.fail("node", "a node with at least one parent (the HVAE is conditional)", f"root node {node!r}")
+    return i
+
+
+def impute_parents(scm: SCM, node: str, data: Mapping[str, Any], mask: Mapping[str, Any] | None = None,
+                   anticausal: Any = None) -> tuple[dict[str, Any], jax.Array]:
+    """The data with the missing parent labels of ``node`` imputed, and each unit's weight.
+
+    A parent ``p`` in ``mask`` keeps its observed label where ``mask[p]`` is True and takes
+    :func:`cfjax.generative.anticausal.impute`'s value elsewhere (the most probable class of a
+    categorical head, the mean of a Gaussian one). A unit's weight is the product over the
+    masked parents of the imputed weights: ``1 − H(q(p | x))/log C`` for an imputed discrete
+    parent, 1 for an observed label or an imputed continuous one (paper 000, appendix).
+
+    Args:
+      scm, node: the model and the image node.
+      data: ``{name: (N, *E)}``; ``data[node]`` the images ``(N, H, W)``; a masked parent's
+        column may hold anything (NaN, −1) where it is not observed.
+      mask: ``{parent: (N,) bool}`` (True: observed), or None (every label observed: weights 1).
+      anticausal: :class:`~cfjax.generative.anticausal.AntiCausal` with a head for every
+        masked parent (required with ``mask``).
+
+    Returns:
+      ``(data, weights)``: the data with imputed columns, and ``(N,)`` weights.
+    """
+    i = _check_node(scm, node)
+    if not isinstance(data, Mapping):
+        _checks.fail("data", "a mapping node -> array", type(data).__name__)
+    if node not in data:
+        _checks.fail("data", f"a column {node!r} of images (N, H, W)", f"columns {sorted(data)}")
+    n = _checks.shape_of(data[node])[0] if _checks.shape_of(data[node]) else 0
+    dtype = jnp.result_type(float)
+    if mask is None:
+        if anticausal is not None:
+            _checks.fail("mask", "a mask {parent: (N,) bool} when `anticausal` is given", "None")
+        return dict(data), jnp.ones((n,), dtype)
+    if anticausal is None:
+        _checks.fail("anticausal", "anti-causal predictors (AntiCausal) to impute the labels `mask` hides",
+                     "None")
+    if not isinstance(anticausal, _ac.AntiCausal):
+        _checks.fail("anticausal", "an AntiCausal (train_anticausal's result)", type(anticausal).__name__)
+    if not isinstance(mask, Mapping):
+        _checks.fail("mask", "a mapping {parent: (N,) bool}", type(mask).__name__)
+    parents = scm.graph.parents[i]
+    unknown = [p for p in mask if p not in parents]
+    if unknown:
+        _checks.fail("mask", f"keys among the parents of {node!r} ({list(parents)})", f"unknown {unknown}")
+    heads = {h.name: h for h in anticausal.spec}
+    missing = [p for p in mask if p not in heads]
+    if missing:
+        _checks.fail("anticausal", f"a head for every masked parent {sorted(mask)}", f"none for {missing}")
+    for p in mask:
+        if heads[p].kind == "categorical" and (not scm.mechanism(p).discrete
+                                               or heads[p].classes != getattr(scm.mechanism(p), "num_classes", None)):
+            _checks.fail("anticausal", f"a head for {p!r} matching its mechanism", f"categorical head {heads[p]}")
+        if heads[p].kind == "gaussian" and scm.mechanism(p).discrete:
+            _checks.fail("anticausal", f"a categorical head for discrete parent {p!r}", "a Gaussian head")
+    masks = {}
+    for p, m in mask.items():
+        if p not in data:
+            _checks.fail("data", f"a column {p!r} (masked labels may hold anything)", f"columns {sorted(data)}")
+        m = np.asarray(m)
+        if m.shape != (n,) or not (m.dtype == bool or np.all((m == 0) | (m == 1))):
+            _checks.fail(f"mask[{p!r}]", f"a boolean array of shape ({n},)", f"shape {m.shape}, dtype {m.dtype}")
+        masks[p] = m.astype(bool)
+    images = data[node]
+    _check_images(images, None, "data")
+    labels, head_mask = {}, {}
+    for name in heads:  # heads that are not masked parents: observed when given, else imputed and unused
+        if name in masks:
+            labels[name], head_mask[name] = np.asarray(data[name]), masks[name]
+        elif name in data:
+            labels[name], head_mask[name] = np.asarray(data[name]), np.ones((n,), bool)
+        else:
+            labels[name], head_mask[name] = np.zeros((n,)), np.zeros((n,), bool)
+    out = _ac.impute(anticausal, images, labels, head_mask)
+    weights = jnp.ones((n,), dtype)
+    for p in masks:
+        weights = weights * out.weights[p].astype(dtype)
+    completed = dict(data)
+    completed.update({p: out.parents[p] for p in masks})
+    return completed, weights
+
+
+def _check_images(images: Any, config: TrainConfig | None, name: str) -> None:
+    shape = _checks.shape_of(images)
+    if config is not None and shape[1:] != config.hvae.image_shape or len(shape) != 3:
+        want = config.hvae.image_shape if config is not None else ("H", "W")
+        _checks.fail(name, f"images of shape (N, {want[0]}, {want[1]}) (config.hvae.image_size)",
+                     f"shape {shape}")
+    _checks.check_nonempty(name, images)
+    dtype = np.dtype(getattr(images, "dtype", None) or np.asarray(images).dtype)
+    if not np.issubdtype(dtype, np.floating):
+        _checks.fail(name, "floating-point images in [0, 1]", f"dtype {dtype}")
+    _checks.check_finite(name, images)
+
+
+# ----------------------------------------------------------------------- the step
+class GeneratorData(NamedTuple):
+    """The training set: ``images (N, H, W)``, encoded ``parents (N, P)`` and ``weights (N,)``."""
+
+    images: jax.Array
+    parents: jax.Array
+    weights: jax.Array
+
+
+@struct.dataclass
+class GeneratorState:
+    """Everything training needs to continue (a pytree; checkpointed after every chunk).
+
+    Attributes:
+      params: the HVAE's current parameters. ema_params: their EMA.
+      opt_state: the optimiser's state. step: steps taken, ``()`` int32.
+      nonfinite_step: the first step whose loss was NaN or infinite, −1 if none.
+    """
+
+    params: Any
+    ema_params: Any
+    opt_state: Any
+    step: jax.Array
+    nonfinite_step: jax.Array
+
+
+def init_state(key: jax.Array, config: TrainConfig, parent_dim: int) -> GeneratorState:
+    """The state before the first step: :meth:`ImageHVAE.init` parameters from ``key``, their
+    EMA equal to them, a fresh optimiser state.
+
+    Example:
+      >>> s = init_state(jax.random.key(0), TrainConfig(hvae=HVAEConfig(channels=(4, 4, 4),
+      ...                latent_dims=(0, 2, 2)), steps=10, warmup=0), 3)
+      >>> int(s.step), int(s.nonfinite_step)
+      (0, -1)
+    """
+    if not isinstance(config, TrainConfig):
+        _checks.fail("config", "a TrainConfig", repr(config))
+    parent_dim = _checks.check_positive_int("parent_dim", parent_dim)
+    return _init_state(config, parent_dim, key)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _init_state(config: TrainConfig, parent_dim: int, key: jax.Array) -> GeneratorState:
+    params = ImageHVAE(config.hvae, config.temperature).init(key, parent_dim)
+    return GeneratorState(params=params, ema_params=params, opt_state=config.optimizer().init(params),
+                          step=jnp.zeros((), jnp.int32), nonfinite_step=jnp.full((), -1, jnp.int32))
+
+
+def generator_loss(config: TrainConfig, params: Any, images: jax.Array, parents: jax.Array,
+                   weights: jax.Array, key: jax.Array, kl_weight: jax.Array
+                   ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The training objective on a batch, per pixel: with ``B`` units of weight ``w_b``,
+    reconstruction ``rec_b = −log N(x_b; μ, σ²)`` (summed over pixels, one posterior draw per
+    unit from ``key``) and level KLs ``KL_lb``,
+
+        loss = [Σ_b w_b rec_b / B + β Σ_l max(Σ_b w_b KL_lb / B, free_bits·c_l)] / (H·W)
+
+    (``β = kl_weight``). With unit weights and no free bits, ``loss`` is the batch mean of the
+    negative ELBO per pixel (its β = 1 value).
+
+    Returns ``(loss, {"loss", "rec", "kl"})``, ``rec`` and ``kl`` the weighted batch means of
+    the reconstruction and the total (unclipped) KL, per pixel.
+    """
+    cfg = config.hvae
+    dtype = images.dtype
+    shapes = cfg.latent_shapes
+    b = images.shape[0]
+    keys = jax.random.split(key, len(shapes))
+    xi = tuple(jax.random.normal(k, (b,) + s, dtype) for k, s in zip(keys, shapes))
+    out = HVAE(cfg).apply(params, parents, images, xi, 1.0)
+    pixels = float(cfg.image_size * cfg.image_size)
+    rec = -gaussian_log_prob(images, out.loc, out.log_scale).sum(axis=(1, 2))
+    mean = lambda v: jnp.sum(weights * v) / b  # noqa: E731
+    rec_mean = mean(rec)
+    kls = [mean(kl) for kl in out.kl]
+    kl_pen = sum(jnp.maximum(kl, config.free_bits * s[-1]) for kl, s in zip(kls, shapes))
+    loss = (rec_mean + kl_weight * kl_pen) / pixels
+    return loss, {"loss": loss, "rec": rec_mean / pixels, "kl": sum(kls) / pixels}
+
+
+def train_step(config: TrainConfig, state: GeneratorState, data: GeneratorData,
+               key: jax.Array) -> tuple[GeneratorState, dict[str, jax.Array]]:
+    """One optimisation step: ``config.batch_size`` units drawn uniformly with replacement with
+    ``fold_in(key, state.step)``, :func:`generator_loss` with the step's KL weight, one clipped
+    AdamW update, the EMA. Pure (jit it with ``config`` static); :func:`train` scans it.
+
+    Returns ``(state, metrics)``, the metrics (``loss``, ``rec``, ``kl``) of the batch before
+    the update.
+    """
+    k = jax.random.fold_in(key, state.step)
+    k_idx, k_post = jax.random.split(k)
+    idx = jax.random.randint(k_idx, (config.batch_size,), 0, data.images.shape[0])
+    grads, metrics = jax.grad(generator_loss, argnums=1, has_aux=True)(
+        config, state.params, data.images[idx], data.parents[idx], data.weights[idx], k_post,
+        config.kl_weight(state.step))
+    with jax.numpy_dtype_promotion("standard"):  # optax's bias correction: float ** int32 count
+        updates, opt_state = config.optimizer().update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    d = config.ema_decay
+    ema = jax.tree.map(lambda e, p: d * e + (1 - d) * p, state.ema_params, params)
+    return state.replace(params=params, ema_params=ema, opt_state=opt_state, step=state.step + 1), metrics
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _train_chunk(config: TrainConfig, state: GeneratorState, history: dict[str, jax.Array],
+                 data: GeneratorData, key: jax.Array) -> tuple[GeneratorState, dict[str, jax.Array]]:
+    """``config.chunk_length`` steps (``lax.scan``); steps at or past ``config.steps`` (the last
+    chunk's padding) and steps with a non-finite loss change nothing but the bookkeeping."""
+    def body(carry, _):
+        s, hist = carry
+        new, metrics = train_step(config, s, data, key)
+        live = s.step < config.steps
+        finite = jnp.isfinite(metrics["loss"])
+        keep = live & finite
+        new = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, s)
+        bad = live & ~finite & (s.nonfinite_step < 0)
+        new = new.replace(step=s.step + live.astype(s.step.dtype),
+                          nonfinite_step=jnp.where(bad, s.step, s.nonfinite_step))
+        at = jnp.minimum(s.step, config.steps - 1)
+        hist = {k: h.at[at].set(jnp.where(live, metrics[k].astype(h.dtype), h[at])) for k, h in hist.items()}
+        return (new, hist), None
+
+    with jax.numpy_dtype_promotion("standard"):
+        (state, history), _ = lax.scan(body, (state, history), None, length=config.chunk_length)
+    return state, history
+
+
+# ----------------------------------------------------------------------- the loop
+class GeneratorFit(NamedTuple):
+    """:func:`train`'s result.
+
+    Attributes:
+      mechanism: the trained image mechanism, ``ImageHVAE(config.hvae, config.temperature)``.
+      params: the EMA parameters (what counterfactuals use: ``{..., node: fit.params}``).
+      raw_params: the last step's parameters.
+      history: host arrays ``(steps,)``: ``"step"``, ``"loss"`` (the objective),
+        ``"rec"`` and ``"kl"`` per pixel (see :func:`generator_loss`).
+    """
+
+    mechanism: ImageHVAE
+    params: Any
+    raw_params: Any
+    history: dict[str, np.ndarray]
+
+
+def _as_key(key: Any) -> jax.Array:
+    k = jnp.asarray(key) if not isinstance(key, jax.Array) else key
+    if jnp.issubdtype(k.dtype, jax.dtypes.prng_key):
+        if k.shape != ():
+            _checks.fail("key", "one PRNG key", f"shape {k.shape}")
+        return k
+    if k.dtype != jnp.uint32 or k.shape != (2,):
+        _checks.fail("key", "a PRNG key (jax.random.key) or raw key data (2,) uint32",
+                     f"dtype {k.dtype}, shape {k.shape}")
+    return jax.random.wrap_key_data(k)
+
+
+def _digest(*arrays: Any) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(np.asarray(a))
+        h.update(str((a.shape, a.dtype.str)).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def train(key: jax.Array, data: Mapping[str, Any], config: TrainConfig = TrainConfig(), *, scm: SCM,
+          node: str = "image", mask: Mapping[str, Any] | None = None, anticausal: Any = None,
+          checkpoint_dir: str | os.PathLike | None = None, progress: bool | None = None,
+          max_chunks: int | None = None) -> GeneratorFit:
+    """Fit the conditional HVAE image mechanism of ``node`` to SCM data by maximising its ELBO.
+
+    The parents enter as :func:`parent_inputs` (what the SCM feeds the node's mechanism), so
+    ``SCM(graph, {..., node: fit.mechanism})`` with ``params[node] = fit.params`` is the
+    learned deep SCM (the parents' mechanisms are fitted with :meth:`cfjax.scm.SCM.fit`,
+    before or after). Steps as :func:`train_step` in compiled chunks of
+    ``config.chunk_steps``; step ``t`` draws its minibatch and posterior noise from
+    ``fold_in(data_key, t)`` (``init_key, data_key = jax.random.split(key)``).
+
+    Args:
+      key: PRNG key (initialisation, minibatches, posterior draws).
+      data: ``{name: (N, *E)}``: ``data[node]`` the images ``(N, H, W)`` (floating point,
+        finite, ``H = W = config.hvae.image_size``, values in [0, 1]) and every parent of
+        ``node``.
+      config: :class:`TrainConfig`.
+      scm: the SCM the node belongs to (its graph and the parents' mechanisms; the node's own
+        mechanism may be anything, e.g. an exact renderer the HVAE is to replace).
+      node: the image node.
+      mask: ``{parent: (N,) bool}``, True where the label is observed; missing labels are
+        imputed with ``anticausal`` and units weighted (:func:`impute_parents`).
+      anticausal: :class:`~cfjax.generative.anticausal.AntiCausal` (required with ``mask``).
+      checkpoint_dir: where an orbax checkpoint is written after every chunk (the two latest
+        kept, atomic). If it holds a checkpoint of this run (same config, key, image shape,
+        parents and weights), training resumes from it and ends as an uninterrupted run would.
+      progress: show a tqdm bar (loss, rec, kl); default: when stdout is a terminal.
+      max_chunks: run at most this many chunks in this call (then return the current state;
+        call again with the same ``checkpoint_dir`` to continue).
+
+    Returns:
+      :class:`GeneratorFit`.
+
+    Raises:
+      TrainingError: the loss became NaN or infinite (the message names the step).
+      cfjax.ValidationError: bad arguments, or a checkpoint of another run in ``checkpoint_dir``.
+
+    Example:
+      >>> import cfjax as cf
+      >>> cfg = HVAEConfig(image_size=16, channels=(4, 4, 4), latent_dims=(0, 2, 2))
+      >>> scm = cf.scm.SCM({"s": [], "image": ["s"]}, {"s": cf.scm.GumbelMax(2), "image": ImageHVAE(cfg)})
+      >>> rng = np.random.default_rng(0)
+      >>> s = rng.integers(0, 2, 16)
+      >>> x = (0.3 + 0.4 * s[:, None, None] + 0.05 * rng.normal(size=(16, 16, 16))).astype(np.float32)
+      >>> fit = train(jax.random.key(0), {"s": s, "image": x},
+      ...             TrainConfig(cfg, steps=4, batch_size=4, warmup=1, chunk_steps=2), scm=scm, progress=False)
+      >>> fit.history["loss"].shape, bool(np.isfinite(fit.history["loss"]).all())
+      ((4,), True)
+    """
+    if not isinstance(config, TrainConfig):
+        _checks.fail("config", "a TrainConfig", repr(config))
+    _check_node(scm, node)
+    if not isinstance(data, Mapping):
+        _checks.fail("data", "a mapping node -> array", type(data).__name__)
+    if node not in data:
+        _checks.fail("data", f"a column {node!r} of images (N, H, W)", f"columns {sorted(data)}")
+    _check_images(data[node], config, f"data[{node!r}]")
+    if max_chunks is not None:
+        max_chunks = _checks.check_positive_int("max_chunks", max_chunks)
+    key = _as_key(key)
+    completed, weights = impute_parents(scm, node, data, mask, anticausal)
+    pa = parent_inputs(scm, node, completed)
+    dtype = jnp.result_type(float)
+    images = jnp.asarray(data[node]).astype(dtype)
+    train_data = GeneratorData(images, pa.astype(dtype), weights.astype(dtype))
+
+    init_key, data_key = jax.random.split(key)
+    state = init_state(init_key, config, int(pa.shape[1]))
+    history = {k: jnp.full((config.steps,), jnp.nan, dtype) for k in ("loss", "rec", "kl")}
+    run = {"config": dataclasses.asdict(config), "images": [list(images.shape), str(images.dtype)],
+           "data": _digest(pa, weights), "key": _digest(jax.random.key_data(key))}
+    meta = {"run": json.loads(json.dumps(run))}
+    store = None
+    if checkpoint_dir is not None:
+        store = _ckpt.CheckpointStore(checkpoint_dir)
+        if store.latest_step() is not None:
+            (state, history), saved = store.restore((state, history))
+            if saved.get("run") != meta["run"]:
+                store.close()
+                _checks.fail("checkpoint_dir", "a checkpoint of this run (same config, key, images' shape, "
+                             "parents and weights) or an empty folder", "one of another run")
+
+    if progress is None:
+        progress = sys.stdout.isatty()
+    bar = tqdm(total=config.steps, initial=int(state.step), disable=not progress, desc="generator",
+               unit="step", dynamic_ncols=True)
+    chunks_run = 0
+    try:
+        while int(state.step) < config.steps and (max_chunks is None or chunks_run < max_chunks):
+            start = int(state.step)
+            state, history = _train_chunk(config, state, history, train_data, data_key)
+            chunks_run += 1
+            bad = int(state.nonfinite_step)
+            if bad >= 0:
+                raise TrainingError(
+                    f"training diverged: the loss was NaN or infinite at step {bad}; lower "
+                    "`config.learning_rate` or `config.clip_norm`, or check the images and parents.")
+            done = int(state.step)
+            seen = slice(start, done)
+            bar.set_postfix(loss=f"{float(jnp.mean(history['loss'][seen])):.4f}",
+                            rec=f"{float(jnp.mean(history['rec'][seen])):.4f}",
+                            kl=f"{float(jnp.mean(history['kl'][seen])):.4f}")
+            bar.update(done - start)
+            if store is not None:
+                store.save(done, (state, history), meta)
+    finally:
+        bar.close()
+        if store is not None:
+            store.close()
+    host = {k: np.asarray(v) for k, v in history.items()}
+    host["step"] = np.arange(config.steps)
+    return GeneratorFit(mechanism=ImageHVAE(config.hvae, config.temperature), params=state.ema_params,
+                        raw_params=state.params, history=host)
