@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import cfjax as cf
 from cfjax._checks import ValidationError
 from cfjax.generative import anticausal as ac
 from cfjax.generative import quality as q
@@ -173,18 +172,6 @@ def test_pixel_mae_and_agreement_match_numpy(rng):
     assert float(q.decision_agreement(pa, pa)) == 1.0
 
 
-def test_parent_inputs_match_manual_encoding(rng):
-    scm = cf.scm.SCM({"s": [], "r": [], "a": [], "y": ["s", "a", "r"]},
-                     {"s": cf.scm.GumbelMax(2), "r": cf.scm.GumbelMax(3), "a": cf.scm.LocationScale(),
-                      "y": cf.scm.LocationScale()})
-    s, r = rng.integers(0, 2, (2, 4)), rng.integers(0, 3, (2, 4))
-    a = rng.normal(size=(2, 4)).astype(np.float32)
-    got = np.asarray(q.parent_inputs(scm, "y", {"s": s, "r": r, "a": a}))
-    order = [p for p in scm.graph.parents[scm.graph.index("y")]]
-    cols = {"s": s[..., None].astype(np.float32), "a": a[..., None], "r": np.eye(3, dtype=np.float32)[r]}
-    np.testing.assert_array_equal(got, np.concatenate([cols[p] for p in order], axis=-1))
-
-
 def test_bad_input_names_the_argument():
     rng = np.random.default_rng(0)
     mech = ToyImage()
@@ -196,7 +183,6 @@ def test_bad_input_names_the_argument():
     fit = ac.AntiCausal(params=net.init(jax.random.key(0), jnp.zeros((1, 8, 8))), loc={}, scale={},
                         loss=jnp.zeros(1), model=net)
     imgs = jnp.zeros((2, 3, 8, 8))
-    scm = cf.scm.SCM({"s": [], "y": ["s"]}, {"s": cf.scm.GumbelMax(2), "y": cf.scm.LocationScale()})
     cases = [
         ("mechanism", lambda: q.composition("toy", params, x, pa)),
         ("images", lambda: q.composition(mech, params, x[:, :3], pa)),
@@ -213,8 +199,6 @@ def test_bad_input_names_the_argument():
         ("exact", lambda: q.pixel_mae(imgs, imgs[:1])),
         ("learned", lambda: q.pixel_mae(jnp.zeros((2, 3), jnp.int32), jnp.zeros((2, 3), jnp.int32))),
         ("threshold", lambda: q.decision_agreement(jnp.zeros(3), jnp.zeros(3), float("nan"))),
-        ("node", lambda: q.parent_inputs(scm, "z", {})),
-        ("values", lambda: q.parent_inputs(scm, "y", {})),
     ]
     for name, call in cases:
         with pytest.raises(ValidationError, match=f"`{name}`"):

@@ -16,9 +16,9 @@
 The mechanism-level measures take any :class:`cfjax.scm.Mechanism` of an image node (e.g.
 :class:`cfjax.generative.ImageHVAE`, or an exact renderer with an inverse) with its
 parameters, the images ``(N, H, W)`` and the image's encoded parent inputs ``(N, P)``
-(:func:`parent_inputs` builds them from an SCM's node values). They are written for one unit
-and ``vmap``-ed, the repeated cycles a ``lax.scan``, the units processed in compiled blocks of
-``chunk``. L1 is the mean absolute pixel difference of an image (pixels in [0, 1]).
+(:func:`cfjax.generative.train.parent_inputs` builds them from an SCM's node values).
+They are written for one unit and ``vmap``-ed, the repeated cycles a ``lax.scan``, the units
+processed in compiled blocks of ``chunk``. L1 is the mean absolute pixel difference of an image (pixels in [0, 1]).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from cfjax.generative.anticausal import AntiCausal, predict_parents
 from cfjax.scm.mechanism import Mechanism
 
 __all__ = ["effectiveness", "effectiveness_ceiling", "composition", "reversibility", "pixel_mae",
-           "decision_agreement", "parent_inputs", "relative_gap"]
+           "decision_agreement", "relative_gap"]
 
 
 # ----------------------------------------------------------------------- checks
@@ -84,50 +84,6 @@ def _map_units(fn: Callable, args: tuple, chunk: int) -> Any:
     ``chunk`` units, a ``lax.map`` over the blocks (bounded memory)."""
     n = jax.tree.leaves(args)[0].shape[0]
     return lax.map(lambda a: fn(*a), args, batch_size=min(chunk, n))
-
-
-# ----------------------------------------------------------------------- parent inputs
-def parent_inputs(scm: Any, node: str, values: Mapping[str, Any]) -> jax.Array:
-    """The encoded parent inputs of ``node`` in ``scm``, as its mechanism receives them.
-
-    Args:
-      scm: a :class:`cfjax.scm.SCM`.
-      node: the image node (or any node).
-      values: ``{parent: (..., *E)}`` for every parent of ``node``, a common leading shape
-        (e.g. ``(N,)`` factual or ``(K, N)`` counterfactual values).
-
-    Returns:
-      ``(..., P)``: each parent's :meth:`~cfjax.scm.Mechanism.encode` concatenated in the
-      graph's order (binary classes as one 0/1 input, others one-hot).
-
-    Example:
-      >>> import cfjax as cf
-      >>> scm = cf.scm.SCM({"s": [], "r": [], "y": ["s", "r"]},
-      ...                  {"s": cf.scm.GumbelMax(2), "r": cf.scm.GumbelMax(3), "y": cf.scm.LocationScale()})
-      >>> parent_inputs(scm, "y", {"s": jnp.array([1, 0]), "r": jnp.array([2, 0])}).tolist()
-      [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]]
-    """
-    if node not in getattr(scm, "nodes", ()):
-        _checks.fail("node", f"a node of the SCM {list(getattr(scm, 'nodes', ()))}", repr(node))
-    parents = scm.graph.parents[scm.graph.index(node)]
-    if not parents:
-        _checks.fail("node", "a node with parents", f"{node!r} (a root)")
-    missing = [p for p in parents if p not in values]
-    if missing:
-        _checks.fail("values", f"values of every parent of {node!r} {list(parents)}", f"missing {missing}")
-    cols, lead = [], None
-    for p in parents:
-        mech = scm.mechanism(p)
-        v = jnp.asarray(values[p])
-        event = tuple(mech.event_shape)
-        here = v.shape[:v.ndim - len(event)]
-        if lead is None:
-            lead = here
-        if here != lead or tuple(v.shape[len(here):]) != event:
-            _checks.fail("values", f"shape {lead + event} for parent {p!r}", f"shape {v.shape}")
-        flat = v.reshape((-1,) + event)
-        cols.append(jax.vmap(mech.encode)(flat).reshape(lead + (mech.encoded_dim,)))
-    return jnp.concatenate(cols, axis=-1)
 
 
 # ----------------------------------------------------------------------- effectiveness
@@ -262,7 +218,8 @@ def composition(mechanism: Mechanism, params: Any, images: Any, parents: Any, *,
       mechanism: the image node's :class:`cfjax.scm.Mechanism` (e.g. ``ImageHVAE``).
       params: its parameters.
       images: ``(N, H, W)`` (the mechanism's event shape after ``N``).
-      parents: ``(N, P)`` encoded parent inputs (:func:`parent_inputs`).
+      parents: ``(N, P)`` encoded parent inputs, as the SCM feeds the mechanism
+        (:func:`cfjax.generative.train.parent_inputs`).
       n_times: the number of null interventions.
       key: PRNG key for stochastic abduction (unit ``i``'s ``t``-th abduction uses
         ``fold_in(split(key, N)[i], t)``); None for a deterministic one.
