@@ -525,6 +525,9 @@ def train(key: jax.Array, data: Mapping[str, Any], config: TrainConfig = TrainCo
         store = _ckpt.CheckpointStore(checkpoint_dir)
         if store.latest_step() is not None:
             (state, history), saved = store.restore((state, history))
+            # restored arrays are committed to a device, fresh ones are not: without this the
+            # chunk would compile a second time for the resumed state
+            state, history = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), (state, history))
             if saved.get("run") != meta["run"]:
                 store.close()
                 _checks.fail("checkpoint_dir", "a checkpoint of this run (same config, key, images' shape, "

@@ -1,0 +1,198 @@
+"""Training the HVAE image mechanism (cfjax.generative.train): the loss falls, a run resumed
+from its checkpoint equals an uninterrupted one, the NaN guard names the step, the EMA is the
+numpy recursion of the raw parameters, missing labels are imputed with entropy weights, the
+parent inputs are the SCM's encoding, bad input is rejected."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import cfjax as cf
+from cfjax._checks import ValidationError
+from cfjax.generative import anticausal as ac
+from cfjax.generative import train as gt
+from cfjax.generative.hvae import HVAEConfig
+from cfjax.generative.mechanism import ImageHVAE
+
+HVAE = HVAEConfig(image_size=16, channels=(4, 4, 4), latent_dims=(0, 2, 2))
+# One configuration (one compiled chunk) for every training run below.
+CONFIG = gt.TrainConfig(HVAE, steps=40, batch_size=8, learning_rate=3e-3, warmup=2, ema_decay=0.9,
+                        kl_warmup=10, free_bits=0.01, chunk_steps=20)
+N = 32
+
+
+def _scm() -> cf.scm.SCM:
+    return cf.scm.SCM({"sex": [], "age": [], "image": ["sex", "age"]},
+                      {"sex": cf.scm.GumbelMax(2), "age": cf.scm.LocationScale(), "image": ImageHVAE(HVAE)})
+
+
+def _data(rng, n=N):
+    sex = rng.integers(0, 2, n).astype(np.int32)
+    age = rng.normal(size=n).astype(np.float32)
+    mean = 0.3 + 0.4 * sex[:, None, None] + 0.05 * age[:, None, None]
+    image = np.clip(mean + 0.05 * rng.normal(size=(n, 16, 16)), 0, 1).astype(np.float32)
+    return {"sex": sex, "age": age, "image": image}
+
+
+def _key(rng):
+    return jax.random.key(int(rng.integers(2**31)))
+
+
+def _leaves(tree):
+    return [np.asarray(a) for a in jax.tree.leaves(tree)]
+
+
+def test_loss_decreases(rng):
+    fit = gt.train(_key(rng), _data(rng), CONFIG, scm=_scm(), progress=False)
+    h = fit.history
+    assert set(h) == {"step", "loss", "rec", "kl"}
+    np.testing.assert_array_equal(h["step"], np.arange(CONFIG.steps))
+    for name in ("loss", "rec", "kl"):
+        assert h[name].shape == (CONFIG.steps,) and np.isfinite(h[name]).all()
+    assert h["rec"][-8:].mean() < h["rec"][:8].mean() - 0.1
+    assert h["loss"][-8:].mean() < h["loss"][:8].mean() - 0.1
+    assert (h["kl"] >= -1e-6).all()
+    assert fit.mechanism == ImageHVAE(HVAE, CONFIG.temperature)
+    assert any(not np.array_equal(a, b) for a, b in zip(_leaves(fit.params), _leaves(fit.raw_params)))
+
+
+def test_resume_after_an_interruption_equals_an_uninterrupted_run(rng, tmp_path, monkeypatch):
+    key, data, scm = _key(rng), _data(rng), _scm()
+    whole = gt.train(key, data, CONFIG, scm=scm, progress=False)
+
+    original = gt._ckpt.CheckpointStore.save
+
+    def save_then_crash(self, step, state, meta):
+        original(self, step, state, meta)
+        raise KeyboardInterrupt("power cut")
+
+    monkeypatch.setattr(gt._ckpt.CheckpointStore, "save", save_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        gt.train(key, data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False)
+    monkeypatch.setattr(gt._ckpt.CheckpointStore, "save", original)
+    assert gt._ckpt.latest_checkpoint_step(tmp_path) == CONFIG.chunk_length
+
+    resumed = gt.train(key, data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False)
+    for a, b in zip(_leaves((whole.params, whole.raw_params)), _leaves((resumed.params, resumed.raw_params))):
+        np.testing.assert_array_equal(a, b)
+    for name in ("loss", "rec", "kl"):
+        np.testing.assert_array_equal(whole.history[name], resumed.history[name])
+    # a finished run's checkpoint gives the result back without training
+    again = gt.train(key, data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, max_chunks=1)
+    for a, b in zip(_leaves(whole.params), _leaves(again.params)):
+        np.testing.assert_array_equal(a, b)
+    # another run (another key) does not resume from it
+    with pytest.raises(ValidationError, match="`checkpoint_dir`"):
+        gt.train(jax.random.fold_in(key, 1), data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False)
+
+
+def test_nan_guard_names_the_step(rng):
+    key, data = _key(rng), _data(rng)
+    # Step t draws its minibatch from fold_in(data_key, t) (init_key, data_key = split(key)):
+    # give a unit first drawn at step t* pixels so large that its likelihood overflows.
+    _, data_key = jax.random.split(key)
+    drawn = [set(np.asarray(jax.random.randint(jax.random.split(jax.random.fold_in(data_key, t))[0],
+                                               (CONFIG.batch_size,), 0, N)).tolist()) for t in range(CONFIG.steps)]
+    target = next(t for t in range(3, CONFIG.steps) if drawn[t] - set().union(*drawn[:t]))
+    unit = min(drawn[target] - set().union(*drawn[:target]))
+    image = data["image"].copy()
+    image[unit] = 1e30
+    with pytest.raises(gt.TrainingError, match=rf"NaN or infinite at step {target}\b"):
+        gt.train(key, {**data, "image": image}, CONFIG, scm=_scm(), progress=False)
+
+
+def test_ema_is_the_recursion_of_the_raw_parameters(rng):
+    key, data, scm = _key(rng), _data(rng), _scm()
+    pa = gt.parent_inputs(scm, "image", data)
+    train_data = gt.GeneratorData(jnp.asarray(data["image"]), pa, jnp.ones((N,), jnp.float32))
+    init_key, data_key = jax.random.split(key)
+    state = gt.init_state(init_key, CONFIG, 2)
+    step = jax.jit(gt.train_step, static_argnums=0)
+    raw = [_leaves(state.params)]
+    losses = []
+    with jax.numpy_dtype_promotion("standard"):
+        for _ in range(4):
+            state, metrics = step(CONFIG, state, train_data, data_key)
+            raw.append(_leaves(state.params))
+            losses.append(float(metrics["loss"]))
+    d = CONFIG.ema_decay
+    ema = [a.astype(np.float64) for a in raw[0]]
+    for leaves in raw[1:]:
+        ema = [d * e + (1 - d) * a for e, a in zip(ema, leaves)]
+    for got, want in zip(_leaves(state.ema_params), ema):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert int(state.step) == 4
+    # train() runs the same steps (its first losses are these, to float rounding)
+    fit = gt.train(key, data, CONFIG, scm=scm, progress=False)
+    np.testing.assert_allclose(fit.history["loss"][:4], losses, rtol=1e-4, atol=1e-5)
+
+
+def test_missing_labels_are_imputed_with_entropy_weights(rng):
+    data, scm = _data(rng), _scm()
+    spec = (ac.Head("sex", "categorical", 2), ac.Head("age", "gaussian"))
+    q = ac.train_anticausal(_key(rng), data["image"], {"sex": data["sex"], "age": data["age"]}, spec,
+                            steps=3, batch_size=8, features=(4,), hidden=4, progress=False)
+    seen_sex = rng.uniform(size=N) < 0.5
+    seen_age = rng.uniform(size=N) < 0.7
+    seen_sex[0], seen_age[0] = True, True
+    hidden = {**data, "sex": np.where(seen_sex, data["sex"], -1).astype(np.int32),
+              "age": np.where(seen_age, data["age"], np.nan).astype(np.float32)}
+    mask = {"sex": seen_sex, "age": seen_age}
+    completed, weights = gt.impute_parents(scm, "image", hidden, mask, q)
+
+    pred = ac.predict_parents(q, data["image"])
+    probs = np.asarray(pred["sex"], np.float64)
+    entropy = -np.sum(np.where(probs > 0, probs * np.log(np.where(probs > 0, probs, 1)), 0), axis=-1)
+    want = np.where(seen_sex, 1.0, 1.0 - entropy / np.log(2))
+    np.testing.assert_allclose(np.asarray(weights), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(completed["sex"]),
+                                  np.where(seen_sex, data["sex"], probs.argmax(axis=-1)))
+    np.testing.assert_allclose(np.asarray(completed["age"]),
+                               np.where(seen_age, data["age"], np.asarray(pred["age"])), rtol=1e-6, atol=1e-6)
+    # without a mask every unit weighs 1; training with the mask runs on the imputed parents
+    _, ones = gt.impute_parents(scm, "image", data)
+    np.testing.assert_array_equal(np.asarray(ones), np.ones(N))
+    fit = gt.train(_key(rng), hidden, CONFIG, scm=scm, mask=mask, anticausal=q, progress=False)
+    assert np.isfinite(fit.history["loss"]).all()
+
+
+def test_parent_inputs_match_a_numpy_encoding(rng):
+    scm = cf.scm.SCM({"sex": [], "race": [], "age": [], "image": ["race", "sex", "age"]},
+                     {"sex": cf.scm.GumbelMax(2), "race": cf.scm.GumbelMax(3), "age": cf.scm.LocationScale(),
+                      "image": ImageHVAE(HVAE)})
+    n = 7
+    sex, race, age = rng.integers(0, 2, n), rng.integers(0, 3, n), rng.normal(size=n).astype(np.float32)
+    got = np.asarray(gt.parent_inputs(scm, "image", {"sex": sex, "race": race, "age": age}))
+    want = np.concatenate([np.eye(3)[race], sex[:, None], age[:, None]], axis=1)
+    np.testing.assert_allclose(got, want, rtol=0, atol=0)
+
+
+def test_bad_input_names_the_argument(rng):
+    data, scm = _data(rng, 8), _scm()
+    key = jax.random.key(0)
+    with pytest.raises(ValidationError, match=r"`data\['image'\]`.*\(N, 16, 16\)"):
+        gt.train(key, {**data, "image": data["image"][:, :8, :8]}, CONFIG, scm=scm)
+    bad = data["image"].copy()
+    bad[0, 0, 0] = np.nan
+    with pytest.raises(ValidationError, match=r"`data\['image'\]`.*NaN"):
+        gt.train(key, {**data, "image": bad}, CONFIG, scm=scm)
+    with pytest.raises(ValidationError, match=r"`data`: missing column 'age'"):
+        gt.train(key, {"sex": data["sex"], "image": data["image"]}, CONFIG, scm=scm)
+    with pytest.raises(ValidationError, match="`anticausal`"):
+        gt.train(key, data, CONFIG, scm=scm, mask={"sex": np.ones(8, bool)})
+    with pytest.raises(ValidationError, match="`node`"):
+        gt.train(key, data, CONFIG, scm=scm, node="sex")
+    with pytest.raises(ValidationError, match="`scm`"):
+        gt.train(key, data, CONFIG, scm="not an scm")
+    with pytest.raises(ValidationError, match="`config`"):
+        gt.train(key, data, "config", scm=scm)
+    for field, value in (("steps", 0), ("warmup", 40), ("ema_decay", 1.0), ("free_bits", -1.0),
+                         ("temperature", -0.1), ("clip_norm", 0.0), ("kl_warmup", -1), ("hvae", None),
+                         ("learning_rate", float("nan")), ("chunk_steps", 0)):
+        kwargs = {"steps": 40, "warmup": 2, field: value}
+        with pytest.raises(ValidationError, match=f"`{field}`"):
+            gt.TrainConfig(**kwargs)
+    assert hash(CONFIG) == hash(gt.TrainConfig(**{f: getattr(CONFIG, f) for f in CONFIG.__dataclass_fields__}))
