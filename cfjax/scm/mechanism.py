@@ -19,7 +19,7 @@ class Mechanism(abc.ABC):
     Subclasses are frozen dataclasses (hashable: they are static structure) holding only
     configuration; parameters live in pytrees returned by :meth:`init`. Every method acts on
     one unit: ``u`` and ``x`` are one unit's noise and value, ``pa`` the concatenation of its
-    parents' encodings (:meth:`encode`), shape ``(P,)``. Batch over units with ``jax.vmap``.
+    parents' encodings (:meth:`encode`; their values when :attr:`raw_parents`), shape ``(P,)``. Batch over units with ``jax.vmap``.
 
     Shapes: one unit's value ``x`` has shape :attr:`event_shape` (``()`` for a scalar node,
     ``(H, W)`` for an image node); its noise ``u`` is any pytree of arrays (a scalar, a
@@ -42,6 +42,11 @@ class Mechanism(abc.ABC):
     discrete: bool = False
     #: whether ``abduct`` needs a random key (posterior sampling rather than inversion)
     stochastic_abduction: bool = False
+    #: whether ``pa`` holds the parents' values themselves (each flattened, cast to float)
+    #: rather than their :meth:`encode`-ings: for a simulator's renderer that takes the raw
+    #: values (an age in years, not rescaled; a class index, not one-hot), so that no decoding
+    #: (and no rounding in it) stands between the parents and the image
+    raw_parents: bool = False
 
     # --- parameters and noise -------------------------------------------------------------
     @abc.abstractmethod

@@ -84,12 +84,19 @@ class SCM:
         return tuple(self.mechanism(node).event_shape) if node in self.nodes else ()
 
     def _parent_vector(self, node_index: int, values: Mapping[str, jax.Array]) -> jax.Array:
+        """Node ``node_index``'s parent input ``pa``: its parents' encodings concatenated (their
+        values, flattened, for a mechanism with ``raw_parents``)."""
         parents = self.graph.parents[node_index]
+        dtype = jnp.result_type(float)
         if not parents:
-            return jnp.zeros((0,), jnp.result_type(float))
+            return jnp.zeros((0,), dtype)
+        if self.mechanisms[node_index].raw_parents:
+            return jnp.concatenate([jnp.asarray(values[p]).reshape(-1).astype(dtype) for p in parents])
         return jnp.concatenate([self.mechanism(p).encode(values[p]) for p in parents])
 
     def _parent_dim(self, node_index: int) -> int:
+        if self.mechanisms[node_index].raw_parents:
+            return sum(int(np.prod(self._event(p), dtype=np.int64)) for p in self.graph.parents[node_index])
         return sum(self.mechanism(p).encoded_dim for p in self.graph.parents[node_index])
 
     # ------------------------------------------------------------------ one unit
@@ -270,6 +277,7 @@ class SCM:
 
     def _chunks(self, params, raw, raw_groups, given, keys, b, originals):
         n = _n_units(raw)
+        b = min(b, n)  # a chunk larger than the data is the data, unpadded
         for start in range(0, n, b):
             stop = min(start + b, n)
             idx = np.minimum(np.arange(start, start + b), stop - 1)  # pad: repeat the last unit
