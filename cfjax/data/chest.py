@@ -6,6 +6,11 @@ counterfactuals use the same abduction as any other SCM. The image is
 :func:`cfjax.data.render.render` of the parents and explicit image noise (which also holds the
 effusion's severity and laterality), so a counterfactual image is exact: same noise,
 counterfactual parents, rendered again.
+
+The whole model, image included, is also a :class:`cfjax.scm.SCM`
+(:attr:`ChestSCM.image_scm`): its ``"image"`` node is a :class:`ChestRenderer`, whose noise is
+the image noise of the records (it cannot be abducted from an image; it is passed as
+``noise={"image": records["noise"]}``).
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from cfjax import _checks
 from cfjax import scm as cfscm
 from cfjax.data.render import EFFUSION_SIZE, Acquisition, ImageNoise, render, sample_image_noise
 
-__all__ = ["ChestSCM", "PARENTS", "AGE_GROUPS", "LABEL_MODES"]
+__all__ = ["ChestSCM", "ChestRenderer", "PARENTS", "IMAGE_PARENTS", "AGE_GROUPS", "LABEL_MODES"]
 
 #: paper 000's parent graph (the image is a child of all of them)
 PARENTS = {"sex": [], "age": [], "race": [], "lung": ["sex", "age"], "effusion": ["age"]}
+#: the image node's parents, in the order :func:`cfjax.data.render.render` takes them
+IMAGE_PARENTS = ("sex", "age", "race", "lung", "effusion")
 #: age groups of the balanced test split: <45, 45–65, >65
 AGE_GROUPS = (45.0, 65.0)
 #: how :meth:`ChestSCM.counterfactuals` treats the label node
@@ -82,6 +89,39 @@ class ChestSCM:
     def params(self) -> dict[str, Any]:
         """The fixed, known parameters of the parent mechanisms (built once per prevalence)."""
         return jax.tree.map(lambda a: a, _parent_params(self.prevalence))  # fresh containers
+
+    # ---------------------------------------------------------------- the SCM with the image
+    @property
+    def image_scm(self) -> cfscm.SCM:
+        """The parent SCM (:attr:`scm`) plus the node ``"image"``, a :class:`ChestRenderer`
+        child of every parent (:data:`IMAGE_PARENTS`); parameters :meth:`image_params`.
+
+        Its counterfactuals are :meth:`counterfactuals` with ``label="follows"`` (the same
+        parents, the same images up to float rounding: XLA may round a render a few ulp
+        differently in another batch shape), with the records' image noise given:
+        ``image_scm.counterfactual(image_params(), {**rec["parents"], "image": rec["image"]},
+        interventions, noise={"image": rec["noise"]}, key=key)``; ``chunk_size`` bounds the
+        memory of many images. The image's noise cannot be abducted and it has no density
+        (:meth:`cfjax.scm.SCM.fit` it with ``nodes`` among the parents).
+
+        Example:
+          >>> chest = ChestSCM(size=32)
+          >>> rec = chest.sample(jax.random.key(0), 4)
+          >>> data = {**rec["parents"], "image": rec["image"]}
+          >>> out = chest.image_scm.counterfactual(chest.image_params(), data, {"age": jnp.array([30.0, 80.0])},
+          ...                                      noise={"image": rec["noise"]}, key=jax.random.key(1))
+          >>> out["image"].shape, out["lung"].shape
+          ((2, 4, 32, 32), (2, 4))
+        """
+        base = self.scm
+        mechanisms = dict(zip(base.nodes, base.mechanisms))
+        mechanisms["image"] = ChestRenderer(self.size, self.site, self.effusion_size)
+        return cfscm.SCM({**PARENTS, "image": list(IMAGE_PARENTS)}, mechanisms)
+
+    def image_params(self) -> dict[str, Any]:
+        """Parameters of :attr:`image_scm`: :meth:`params` and ``{}`` for the image (the
+        renderer has none)."""
+        return {**self.params(), "image": {}}
 
     # ---------------------------------------------------------------- images
     def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise) -> jax.Array:
@@ -220,6 +260,71 @@ class ChestSCM:
                                   test_per_cell, test_prevalence, seed)
         test = self._records(p, pool_keys, idx)
         return {"train": train, "validation": val, "test": test}
+
+
+@dataclasses.dataclass(frozen=True)
+class ChestRenderer(cfscm.Mechanism):
+    """The image node of :attr:`ChestSCM.image_scm`: :func:`cfjax.data.render.render` of the
+    unit's parents and its :class:`~cfjax.data.render.ImageNoise`.
+
+    Its parents must be :data:`IMAGE_PARENTS`, in that order. It takes their values as they
+    are (``raw_parents``: the age in years, race as a class index), so the image of given
+    parents is the renderer's, with no decoding of an encoding in between. Its noise is
+    known from the simulation (``records["noise"]``) and cannot be computed from an image:
+    :meth:`abduct` raises, pass ``noise={"image": records["noise"]}`` to
+    :meth:`cfjax.scm.SCM.counterfactual`. It has no density (:meth:`log_prob` raises).
+
+    Args:
+      size, site, effusion_size: as in :class:`ChestSCM`.
+
+    Shapes: one unit's value is ``(size, size)``; its noise an ``ImageNoise`` of one unit.
+
+    Example:
+      >>> from cfjax.data.render import sample_image_noise
+      >>> r = ChestRenderer(size=32)
+      >>> pa = jnp.array([1.0, 60.0, 0.0, 1.0, 1.0])  # sex, age, race, lung, effusion
+      >>> jax.jit(r.forward)({}, sample_image_noise(jax.random.key(0)), pa).shape
+      (32, 32)
+    """
+
+    size: int = 64
+    site: Acquisition = Acquisition()
+    effusion_size: float = EFFUSION_SIZE
+
+    raw_parents = True
+
+    def __post_init__(self):
+        if not (isinstance(self.size, int) and 32 <= self.size <= 192):
+            _checks.fail("size", "an integer in [32, 192]", repr(self.size))
+        object.__setattr__(self, "effusion_size", float(self.effusion_size))
+
+    @property
+    def event_shape(self) -> tuple[int, ...]:
+        return (self.size, self.size)
+
+    def init(self, key: jax.Array, parent_dim: int) -> Any:
+        if parent_dim != len(IMAGE_PARENTS):
+            _checks.fail("parents", f"the {len(IMAGE_PARENTS)} parents {list(IMAGE_PARENTS)}",
+                         f"{parent_dim} parent values")
+        return {}
+
+    def sample_noise(self, key: jax.Array) -> ImageNoise:
+        return sample_image_noise(key)
+
+    def forward(self, params: Any, u: ImageNoise, pa: jax.Array) -> jax.Array:
+        sex, age, race, lung, effusion = (pa[i] for i in range(len(IMAGE_PARENTS)))
+        return render(sex, age, race, lung, effusion, u, size=self.size, site=self.site,
+                      effusion_size=self.effusion_size)
+
+    def abduct(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> Any:
+        raise _checks.ValidationError(
+            "`noise`: the image noise (pose, anatomy, effusion severity and laterality, texture) "
+            "cannot be computed from an image; it is known from the simulation: pass "
+            "`noise={'image': records['noise']}` to `counterfactual`, got no noise for 'image'.")
+
+    def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+        raise TypeError("ChestRenderer has no density (the image is a deterministic render of its "
+                        "parents and noise): score or fit the parent nodes only (`nodes=`).")
 
 
 @functools.lru_cache(maxsize=32)
