@@ -267,7 +267,7 @@ def test_partial_noise_for_a_node_that_cannot_be_abducted(rng):
     out = scm.counterfactual(params, data, do, key=key, noise={"r": u_r})
     assert out["r"].shape == (k, n, *E)
     assert_close(out, reference(params, data, do, given={"r": u_r}, render=True))
-    # the noise given is used as given: a null intervention keeps r, do(a) re-renders it
+    # do(a) re-renders r from the noise given (the data's r came from other noise)
     assert not np.allclose(out["r"][0], data["r"])
     chunked = scm.counterfactual(params, data, do, key=key, noise={"r": u_r}, chunk_size=2)
     for v in RENDER:
@@ -329,7 +329,8 @@ def test_bad_data_is_rejected_naming_the_argument(rng, bad, match):
     ({"img": np.zeros((2, 3), np.float32)}, r"`interventions\['img'\]`: expected shape \(K, 3, 4\) or \(K, 4, 3, 4\)"),
     ({"img": np.zeros((2, 5, 3, 4), np.float32)}, r"`interventions\['img'\]`: expected shape"),
     ({"img": np.full((1, 3, 4), np.nan, np.float32)}, r"`interventions\['img'\]`.*NaN"),
-    ({"a": np.zeros(2, np.float32), "img": np.zeros((3, 3, 4), np.float32)}, r"`interventions\['img'\]`: expected K = 2"),
+    ({"a": np.zeros(2, np.float32), "img": np.zeros((3, 3, 4), np.float32)},
+     r"`interventions\['img'\]`: expected K = 2"),
 ])
 def test_bad_interventions_are_rejected_naming_the_argument(rng, do, match):
     scm, params = make_main(), random_params(rng)

@@ -19,7 +19,8 @@ class Mechanism(abc.ABC):
     Subclasses are frozen dataclasses (hashable: they are static structure) holding only
     configuration; parameters live in pytrees returned by :meth:`init`. Every method acts on
     one unit: ``u`` and ``x`` are one unit's noise and value, ``pa`` the concatenation of its
-    parents' encodings (:meth:`encode`; their values when :attr:`raw_parents`), shape ``(P,)``. Batch over units with ``jax.vmap``.
+    parents' encodings (:meth:`encode`; their values when :attr:`raw_parents`), shape
+    ``(P,)``. Batch over units with ``jax.vmap``.
 
     Shapes: one unit's value ``x`` has shape :attr:`event_shape` (``()`` for a scalar node,
     ``(H, W)`` for an image node); its noise ``u`` is any pytree of arrays (a scalar, a
