@@ -2,8 +2,10 @@
 and adapters for CheXpert and MIMIC-CXR-JPG."""
 
 from cfjax.data.chest import AGE_GROUPS as AGE_GROUPS
+from cfjax.data.chest import IMAGE_PARENTS as IMAGE_PARENTS
 from cfjax.data.chest import LABEL_MODES as LABEL_MODES
 from cfjax.data.chest import PARENTS as PARENTS
+from cfjax.data.chest import ChestRenderer as ChestRenderer
 from cfjax.data.chest import ChestSCM as ChestSCM
 from cfjax.data.real import load_chexpert as load_chexpert
 from cfjax.data.real import load_mimic_cxr as load_mimic_cxr
@@ -24,8 +26,10 @@ __all__ = [
     "AGE_GROUPS",
     "Acquisition",
     "EFFUSION_SIZE",
+    "IMAGE_PARENTS",
     "LABEL_MODES",
     "LATERALITY",
+    "ChestRenderer",
     "ChestSCM",
     "ImageNoise",
     "PARENTS",
