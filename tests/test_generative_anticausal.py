@@ -164,6 +164,7 @@ def test_bad_input_names_the_argument():
         ("warmup", lambda: train(x, pa, SPEC, warmup=5)),
         ("learning_rate", lambda: train(x, pa, SPEC, learning_rate=float("nan"))),
         ("features", lambda: train(x, pa, SPEC, features=())),
+        ("features", lambda: train(x, pa, SPEC, features=(4, 4, 4, 4, 4))),
         ("classes", lambda: ac.Head("s", "categorical", 1)),
         ("kind", lambda: ac.Head("s", "poisson")),
         ("result", lambda: ac.predict_parents({"params": None}, x)),

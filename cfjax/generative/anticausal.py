@@ -243,7 +243,8 @@ def _check_images(name: str, images: Any, min_ndim: int = 3) -> tuple[int, ...]:
     if len(shape) < min_ndim:
         _checks.fail(name, f"an array of images (..., H, W) with at least {min_ndim} dimensions", f"shape {shape}")
     _checks.check_nonempty(name, images)
-    dtype = np.dtype(getattr(images, "dtype", None) or np.asarray(images).dtype)
+    dtype = getattr(images, "dtype", None)  # (a numpy dtype is falsy: no `or` here)
+    dtype = np.dtype(np.asarray(images).dtype if dtype is None else dtype)
     if not np.issubdtype(dtype, np.floating):
         _checks.fail(name, "floating-point images", f"dtype {dtype}")
     _checks.check_finite(name, images)
@@ -306,7 +307,10 @@ def _check_result(result: Any) -> AntiCausal:
 
 
 # ----------------------------------------------------------------------- training
+@functools.lru_cache(maxsize=32)
 def _optimizer(learning_rate: float, weight_decay: float, warmup: int, steps: int) -> optax.GradientTransformation:
+    """Cached: the optimiser is a static argument of the compiled chunk, so equal settings must
+    give the same object for a later training run to reuse the compiled program."""
     schedule = optax.warmup_cosine_decay_schedule(0.0, learning_rate, warmup, steps, learning_rate / 100)
     return optax.adamw(schedule, weight_decay=weight_decay)
 
@@ -399,6 +403,11 @@ def train_anticausal(key: jax.Array, images: Any, parents: Mapping[str, Any], sp
     if not isinstance(features, tuple) or not features or not all(
             isinstance(f, (int, np.integer)) and not isinstance(f, bool) and f >= 1 for f in features):
         _checks.fail("features", "a non-empty tuple of positive integers", repr(features))
+    smallest = 2 ** (len(features) - 1)
+    if min(shape[1:]) < smallest:
+        _checks.fail("features", f"at most {len(features)} blocks for images of side {min(shape[1:])} "
+                     f"(each block but the last halves the side; {len(features)} blocks need >= {smallest})",
+                     repr(features))
     m = _mask_array(mask, spec, n)
     labels = _check_parents(parents, spec, n, m)
 
