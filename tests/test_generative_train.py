@@ -17,10 +17,10 @@ from cfjax.generative import train as gt
 from cfjax.generative.hvae import HVAEConfig
 from cfjax.generative.mechanism import ImageHVAE
 
-HVAE = HVAEConfig(image_size=16, channels=(4, 4, 4), latent_dims=(0, 2, 2))
+HVAE = HVAEConfig(image_size=16, channels=(4, 4, 4), latent_dims=(0, 2, 2), sigma_min=0.05)
 # One configuration (one compiled chunk) for every training run below.
-CONFIG = gt.TrainConfig(HVAE, steps=40, batch_size=8, learning_rate=3e-3, warmup=2, ema_decay=0.9,
-                        kl_warmup=10, free_bits=0.01, chunk_steps=20)
+CONFIG = gt.TrainConfig(HVAE, steps=60, batch_size=16, learning_rate=2e-3, warmup=2, ema_decay=0.9,
+                        kl_warmup=10, free_bits=0.01, chunk_steps=30)
 N = 32
 
 
@@ -52,8 +52,9 @@ def test_loss_decreases(rng):
     np.testing.assert_array_equal(h["step"], np.arange(CONFIG.steps))
     for name in ("loss", "rec", "kl"):
         assert h[name].shape == (CONFIG.steps,) and np.isfinite(h[name]).all()
-    assert h["rec"][-8:].mean() < h["rec"][:8].mean() - 0.1
-    assert h["loss"][-8:].mean() < h["loss"][:8].mean() - 0.1
+    # medians: with a learned pixel scale a minibatch of badly fitted units makes a spike
+    for name in ("rec", "loss"):
+        assert np.median(h[name][-20:]) < np.median(h[name][:10]) - 0.05, h[name]
     assert (h["kl"] >= -1e-6).all()
     assert fit.mechanism == ImageHVAE(HVAE, CONFIG.temperature)
     assert any(not np.array_equal(a, b) for a, b in zip(_leaves(fit.params), _leaves(fit.raw_params)))

@@ -199,8 +199,10 @@ class _ResBlock(nn.Module):
         return h + y
 
 
-def _dense(features: int, name: str, init: Any = _LECUN) -> nn.Dense:
-    return nn.Dense(features, kernel_init=init, name=name)
+def _dense(features: int, name: str, dtype: Any, init: Any = _LECUN) -> nn.Dense:
+    """A dense layer whose parameters take the dtype of its input (float64 under x64, as the
+    convolutions do; flax's default would be float32)."""
+    return nn.Dense(features, kernel_init=init, param_dtype=dtype, name=name)
 
 
 class HVAE(nn.Module):
@@ -239,7 +241,7 @@ class HVAE(nn.Module):
             h = _ResBlock(cfg.conv, name=f"enc_block{i}")(h)
             feats.append(h)
             if i + 1 < len(cfg.channels):
-                h = _dense(cfg.channels[i + 1], f"enc_down{i}")(_pool2(h))
+                h = _dense(cfg.channels[i + 1], f"enc_down{i}", h.dtype)(_pool2(h))
         return feats
 
     @nn.compact
@@ -259,7 +261,7 @@ class HVAE(nn.Module):
         level = 0
         for i in reversed(range(len(cfg.channels))):
             c = cfg.channels[i]
-            h = h + _broadcast_hw(_dense(c, f"td_pa{i}")(pa), h)  # parents in every block
+            h = h + _broadcast_hw(_dense(c, f"td_pa{i}", pa.dtype)(pa), h)  # parents in every block
             d = cfg.latent_dims[i]
             if d > 0:
                 prior = Conv3x3(2 * d + c, conv=cfg.conv, kernel_init=_small, name=f"prior{i}")(nn.gelu(h))
@@ -278,11 +280,11 @@ class HVAE(nn.Module):
                     z = mu_p + jnp.exp(log_s_p) * n
                     eps_out.append(n)
                     kls.append(jnp.zeros((b,), h.dtype))
-                h = h + h_p + _dense(c, f"z_proj{i}", _small)(z)
+                h = h + h_p + _dense(c, f"z_proj{i}", z.dtype, _small)(z)
                 level += 1
             h = _ResBlock(cfg.conv, name=f"dec_block{i}")(h)
             if i > 0:
-                h = _dense(cfg.channels[i - 1], f"dec_up{i}")(_up2(h))
+                h = _dense(cfg.channels[i - 1], f"dec_up{i}", h.dtype)(_up2(h))
         out = Conv3x3(2, conv=cfg.conv, kernel_init=_small, name="dec_out")(nn.gelu(h))
         loc = out[..., 0] + 0.5
         log_min = float(np.log(cfg.sigma_min))
