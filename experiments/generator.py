@@ -167,7 +167,9 @@ def _grid(path, factual, learned, exact, columns, rows=4):
             cells += [np.clip(learned[k, i], 0, 1), exact[k, i], gap, gap]
         lines.append(np.concatenate(cells, axis=1))
         lines.append(np.ones((2, lines[-1].shape[1])))
-    write_png(path, np.concatenate(lines[:-1], axis=0))
+    grid = np.concatenate(lines[:-1], axis=0)
+    scale = max(1, 64 // size)  # small images shown at least 64 pixels a side
+    write_png(path, np.kron(grid, np.ones((scale, scale))))
 
 
 def _curve_table(history, rows=10) -> list[str]:
