@@ -62,7 +62,7 @@ def test_loss_decreases(rng):
 
 def test_resume_after_an_interruption_equals_an_uninterrupted_run(rng, tmp_path, monkeypatch):
     key, data, scm = _key(rng), _data(rng), _scm()
-    whole = gt.train(key, data, CONFIG, scm=scm, progress=False)
+    whole = gt.train(key, data, CONFIG, scm=scm, progress=True)
 
     original = gt._ckpt.CheckpointStore.save
 
@@ -129,6 +129,37 @@ def test_ema_is_the_recursion_of_the_raw_parameters(rng):
     # train() runs the same steps (its first losses are these, to float rounding)
     fit = gt.train(key, data, CONFIG, scm=scm, progress=False)
     np.testing.assert_allclose(fit.history["loss"][:4], losses, rtol=1e-4, atol=1e-5)
+
+
+def test_loss_is_the_weighted_mean_of_per_unit_terms(rng):
+    """With the same minibatch and posterior draws, the reconstruction term is linear in the
+    unit weights: weight B on unit b alone gives that unit's term, their mean the unweighted
+    loss, a zero weight removes a unit; the KL term of a configuration without free bits too."""
+    data, scm = _data(rng, 8), _scm()
+    b = 8
+    x, pa = jnp.asarray(data["image"]), gt.parent_inputs(scm, "image", data)
+    params = _perturbed_params(gt.init_state(_key(rng), CONFIG, 2).params, rng)
+    plain = gt.TrainConfig(HVAE, steps=60, warmup=2)  # no free bits
+    weights = np.concatenate([b * np.eye(b), np.ones((1, b)), rng.uniform(size=(1, b))]).astype(np.float32)
+    key = _key(rng)
+
+    @jax.jit
+    def losses(w):
+        def one(wi):
+            return gt.generator_loss(plain, params, x, pa, wi, key, jnp.float32(1.0))[1]
+        return jax.vmap(one)(w)
+
+    out = {k: np.asarray(v, np.float64) for k, v in losses(jnp.asarray(weights)).items()}
+    per_unit = {k: out[k][:b] for k in out}
+    for k in ("loss", "rec", "kl"):
+        np.testing.assert_allclose(out[k][b], per_unit[k].mean(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out[k][b + 1], weights[b + 1] @ per_unit[k] / b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["loss"], out["rec"] + out["kl"], rtol=1e-5, atol=1e-6)
+    assert (per_unit["kl"] >= -1e-7).all()
+
+
+def _perturbed_params(params, rng, scale=0.05):
+    return jax.tree.map(lambda a: a + jnp.asarray(scale * rng.normal(size=a.shape), a.dtype), params)
 
 
 def test_missing_labels_are_imputed_with_entropy_weights(rng):
