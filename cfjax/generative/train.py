@@ -35,7 +35,6 @@ from jax import lax
 from tqdm.auto import tqdm
 
 from cfjax import _checks
-from cfjax._checks import ValidationError
 from cfjax.generative import anticausal as _ac
 from cfjax.generative.hvae import HVAE, HVAEConfig, gaussian_log_prob
 from cfjax.generative.mechanism import ImageHVAE
