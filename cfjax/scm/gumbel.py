@@ -106,4 +106,4 @@ def gumbel_posterior(key: jax.Array, logits: jax.Array, observed: jax.Array) -> 
     eps = jnp.finfo(logits.dtype).eps
     margin = 16 * eps * (1 + jnp.abs(top) + jnp.max(jnp.abs(logits)))
     below = jnp.minimum(below, top - margin)
-    return jnp.where(jnp.arange(logits.shape[0]) == observed, top, below)
+    return jnp.where(jnp.arange(logits.shape[0], dtype=jnp.asarray(observed).dtype) == observed, top, below)
