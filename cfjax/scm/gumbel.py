@@ -100,8 +100,8 @@ def gumbel_posterior(key: jax.Array, logits: jax.Array, observed: jax.Array) -> 
     time, at a cost of a perturbation of order 1e-6 relative.
     """
     k_max, k_rest = jax.random.split(key)
-    top = jax.nn.logsumexp(logits) + jax.random.gumbel(k_max, ())
-    h = logits + jax.random.gumbel(k_rest, logits.shape)
+    top = jax.nn.logsumexp(logits) + jax.random.gumbel(k_max, (), logits.dtype)
+    h = logits + jax.random.gumbel(k_rest, logits.shape, logits.dtype)
     below = top - jax.nn.softplus(top - h)
     eps = jnp.finfo(logits.dtype).eps
     margin = 16 * eps * (1 + jnp.abs(top) + jnp.max(jnp.abs(logits)))
