@@ -63,6 +63,7 @@ import cfjax as cf
 from cfjax import metrics as cm
 from cfjax import predictors as cp
 from cfjax._io import atomic_write_bytes
+from experiments import learned_source as ls
 
 #: site A: the default acquisition
 SITE_A = cf.data.Acquisition()
@@ -306,9 +307,11 @@ def chest_site_name(chest: cf.data.ChestSCM) -> str:
 # ------------------------------------------------------------------------- one setting
 def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: cf.data.ChestSCM,
                      test: Mapping[str, Any], config: Config, key: jax.Array, label: str,
-                     source: CounterfactualSource, out: str, log: Callable[[str], None]) -> dict[str, Any]:
+                     source: CounterfactualSource, out: str, log: Callable[[str], None],
+                     tag: str = "") -> dict[str, Any]:
     """Every table of one setting: predictions, reports with bootstrap intervals, ΔAUC,
-    correlations, Proposition 1, ranking agreement; saves the predictions as an npz."""
+    correlations, Proposition 1, ranking agreement; saves the predictions as an npz
+    (``predictions_<setting><tag>.npz``)."""
     fam, params = trained["family"], trained["params"]
     seeds = [int(s) for n, s in zip(fam.names, fam.seeds) if n == "basic"]
     n_seeds = len(seeds)
@@ -350,7 +353,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     np.savez_compressed(buf, names=np.array(names), seeds=np.array(seeds), p_obs=p_obs_np, p_cf=p_cf_np,
                         p_race=p_race_np, y=y, y_cf=y_cf, sex=sex, age=age, race=race,
                         weights=np.asarray(q, np.float64))
-    atomic_write_bytes(os.path.join(out, f"predictions_{_slug(name)}.npz"), buf.getvalue())
+    atomic_write_bytes(os.path.join(out, f"predictions_{_slug(name)}{tag}.npz"), buf.getvalue())
 
     # ---- reports, every predictor × seed at once, and paired bootstrap intervals
     t0 = time.perf_counter()
@@ -493,6 +496,177 @@ def scatter_figure(res: Mapping[str, Any], path: str, title: str) -> None:
     plt.close(fig)
 
 
+# ------------------------------------------------------------------------- exact vs learned
+#: metrics of the factual predictions alone: the counterfactual source cannot move them
+SOURCE_FREE = ("risk_orig", "brier_orig", "ece_orig", "smece_orig", "mce_orig")
+#: the metrics that depend on the counterfactual images, in report order
+SOURCE_DEPENDENT = (tuple(f for f in RISKS if f not in SOURCE_FREE) + tuple(f for f in CALIBRATION if f not in SOURCE_FREE)
+                    + tuple(f for f, _ in STABILITY))
+
+
+def _triple(e: float, l: float) -> dict[str, float]:
+    return {"exact": float(e), "learned": float(l), "delta": float(l) - float(e)}
+
+
+def compare_settings(exact: Mapping[str, Any], learned: Mapping[str, Any]) -> dict[str, Any]:
+    """One setting's tables computed with exact and with learned counterfactuals, side by side:
+    per metric and predictor the seed means ``{"exact", "learned", "delta"}`` (delta = learned −
+    exact), the CTC per metric, the counterfactual shortcut effects, Proposition 1's
+    counterfactual variance, the ΔAUC(sex)–stability correlations and the ranking agreement;
+    ``unchanged_max_abs_delta``: the largest change of a metric of the factual predictions
+    alone (0: both runs scored the same factual predictions)."""
+    names = list(exact["names"])
+    fields = [f for f in exact["per_seed"] if f in learned["per_seed"]]
+    metrics = {}
+    for f in fields:
+        e = np.asarray(exact["per_seed"][f], np.float64).mean(axis=1)
+        v = np.asarray(learned["per_seed"][f], np.float64).mean(axis=1)
+        metrics[f] = {p: _triple(e[i], v[i]) for i, p in enumerate(names)}
+    ctc = {f: _triple(exact["ctc"][f], learned["ctc"][f]) for f in exact["ctc"] if f in learned["ctc"]}
+    effects = {}
+    for eff in ("cf_sex_effect", "cf_age_effect"):
+        e, v = np.asarray(exact[eff]).mean(axis=1), np.asarray(learned[eff]).mean(axis=1)
+        effects[eff] = {p: _triple(e[i], v[i]) for i, p in enumerate(names)}
+    ve = np.asarray(exact["proposition1"]["var_cf"]).mean(axis=(0, 1))
+    vl = np.asarray(learned["proposition1"]["var_cf"]).mean(axis=(0, 1))
+    prop1 = {"common": _triple(ve[0], vl[0]), "rare": _triple(ve[2], vl[2])}
+    corr = {f: _triple(exact["correlations"]["sex"][f]["pearson"], learned["correlations"]["sex"][f]["pearson"])
+            for f, _ in STABILITY}
+    agree = {k: _triple(_nanmean(exact["ranking_agreement"][k]["kendall_tau"]),
+                        _nanmean(learned["ranking_agreement"][k]["kendall_tau"]))
+             for k in exact["ranking_agreement"]}
+    unchanged = [np.abs(np.asarray(learned["per_seed"][f]) - np.asarray(exact["per_seed"][f])).max()
+                 for f in SOURCE_FREE if f in fields]
+    unchanged.append(np.abs(np.asarray(learned["auc"]) - np.asarray(exact["auc"])).max())
+    return {"metrics": metrics, "ctc": ctc, "cf_effects": effects, "proposition1_var_cf": prop1,
+            "correlations_sex_pearson": corr, "ranking_agreement_tau": agree,
+            "label_changed": _triple(exact["label_changed"], learned["label_changed"]),
+            "unchanged_max_abs_delta": float(np.max(unchanged))}
+
+
+def mean_relative_move(comparison: Mapping[str, Any], field: str) -> float:
+    """Mean over the predictors of |learned − exact| / |exact| of one metric's seed means
+    (predictors whose exact value is 0 left out)."""
+    rel = [abs(t["delta"]) / abs(t["exact"]) for t in comparison["metrics"][field].values()
+           if np.isfinite(t["delta"]) and t["exact"] != 0]
+    return float(np.mean(rel)) if rel else float("nan")
+
+
+def learned_summary(comparisons: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Sentences on the largest moves from exact to learned counterfactuals (measured)."""
+    fields = [f for f in SOURCE_DEPENDENT if all(f in c["ctc"] for c in comparisons.values())]
+    cells = [(name, f, c["ctc"][f]) for name, c in comparisons.items() for f in fields]
+    moved = sorted((x for x in cells if x[2]["delta"] != 0), key=lambda x: -abs(x[2]["delta"]))
+    out = []
+    if moved:
+        out.append(f"The CTC moves in {len(moved)} of {len(cells)} (setting, metric) cells "
+                   f"(mean |ΔCTC| {np.mean([abs(x[2]['delta']) for x in cells]):.2f} of 9); the largest moves: "
+                   + "; ".join(f"{f} in {name} {t['exact']:.2f} → {t['learned']:.2f} ({t['delta']:+.2f})"
+                               for name, f, t in moved[:4]) + ".")
+    else:
+        out.append(f"No CTC moves: all {len(cells)} (setting, metric) cells are equal with learned counterfactuals.")
+    for f in ("risk_cm", "risk_ie"):
+        ch = [(name, comparisons[name]["ctc"][f]) for name in comparisons]
+        wins = [name for name, t in ch if (t["exact"] > comparisons[name]["ctc"]["risk_orig"]["exact"])
+                != (t["learned"] > comparisons[name]["ctc"]["risk_orig"]["learned"])]
+        lab = "R_CM" if f == "risk_cm" else "R_IE"
+        out.append(f"Whether {lab}'s CTC beats R_orig's (paper 000's claim) "
+                   + ("gets the same verdict under both sources in every setting." if not wins else
+                      f"gets a different verdict with learned counterfactuals in {', '.join(wins)}."))
+    rel = sorted(((name, f, mean_relative_move(c, f)) for name, c in comparisons.items() for f in fields),
+                 key=lambda x: -np.nan_to_num(x[2], nan=-1.0))
+    out.append("Metric values, mean relative move over the 10 predictors: largest "
+               + "; ".join(f"{f} in {name} {v:.0%}" for name, f, v in rel[:4]) + "; smallest "
+               + "; ".join(f"{f} in {name} {v:.1%}" for name, f, v in rel[::-1][:3] if np.isfinite(v)) + ".")
+    return out
+
+
+def _fmt_delta(v: float, digits: int = 3) -> str:
+    if v is None or not np.isfinite(v):
+        return "nan"
+    if abs(v) >= 100:
+        return f"{v:+.1f}"
+    return f"{v:+.{digits}f}"
+
+
+def _compare_table(comp: Mapping[str, Any], names: list[str], fields: tuple[str, ...], headers: tuple[str, ...],
+                   digits: int = 3) -> list[str]:
+    lines = ["| predictor | " + " | ".join(f"{h} exact | {h} learned | Δ" for h in headers) + " |",
+             "|---|" + "---|---|---|" * len(fields)]
+    for p in names:
+        lines.append(f"| {p} | " + " | ".join(
+            f"{_fmt(comp['metrics'][f][p]['exact'], digits)} | {_fmt(comp['metrics'][f][p]['learned'], digits)} | "
+            f"{_fmt_delta(comp['metrics'][f][p]['delta'], digits)}" for f in fields) + " |")
+    lines.append("| **CTC** | " + " | ".join(
+        f"**{comp['ctc'][f]['exact']:.2f}** | **{comp['ctc'][f]['learned']:.2f}** | **{comp['ctc'][f]['delta']:+.2f}**"
+        for f in fields) + " |")
+    return lines
+
+
+def learned_report(results: Mapping[str, Any]) -> list[str]:
+    """The report's section on learned counterfactuals: every table with exact | learned | Δ."""
+    lr = results["learned"]
+    gen, comps = lr["generator"], lr["comparison"]
+    g = gen["settings"]
+    lines = ["", "## Exact vs learned counterfactuals", "",
+             f"Every table above recomputed with **learned** counterfactual images: per site a conditional HVAE "
+             f"image mechanism (`cfjax.generative`, channels {tuple(g['channels'])}, latent dims "
+             f"{tuple(g['latent_dims'])}, {g['steps']} steps of batch {g['batch_size']}, EMA {g['ema_decay']}) trained on "
+             "that site's training split (factual images and parents); the parent mechanisms are the true ones, so "
+             "the counterfactual parents are exactly the exact source's (effusion "
+             + ("held at its observed value" if results["counterfactual_label"] == "fixed" else "following age")
+             + "), and each test unit's image noise is abducted once (one posterior draw) and decoded under "
+             "every counterfactual parent vector. Same classifiers, same keys and bootstrap resamples; "
+             "Δ = learned − exact, of seed means.", ""]
+    lines += ["| site | training units | generator time | final loss (per pixel) | resumed |", "|---|---|---|---|---|"]
+    for s, info in gen["sites"].items():
+        lines.append(f"| {s} | {info['n_train']} | {info['seconds']:.0f} s | {info['final_loss']:.4f} | "
+                     f"{'yes' if info['resumed_from_checkpoint'] else 'no'} |")
+    lines += ["", "Pixel MAE of the learned against the exact counterfactual images (images in [0, 1]): "
+              + "; ".join(f"{name} {lr['settings'][name]['generator']['pixel_mae']:.4f} (do(sex, age)), "
+                          f"{lr['settings'][name]['generator']['pixel_mae_race']:.4f} (do(race))"
+                          for name in comps) + ". Largest change of a metric of the factual predictions alone "
+              f"(R_orig, Brier, ECE, smECE, MCE, AUC): {max(c['unchanged_max_abs_delta'] for c in comps.values()):.1e} "
+              "(they cannot move).", "", "### How much each metric and each CTC moves", ""]
+    lines += [f"- {x}" for x in learned_summary(comps)]
+    lines += ["", "| metric | " + " | ".join(f"{n}: CTC exact | CTC learned | ΔCTC | mean rel. move" for n in comps)
+              + " |", "|---|" + "---|---|---|---|" * len(comps)]
+    for f in SOURCE_DEPENDENT + (("risk_ie_cf_labels",) if all("risk_ie_cf_labels" in c["ctc"] for c in comps.values())
+                                 else ()):
+        lines.append(f"| {f} | " + " | ".join(
+            f"{c['ctc'][f]['exact']:.2f} | {c['ctc'][f]['learned']:.2f} | {c['ctc'][f]['delta']:+.2f} | "
+            f"{mean_relative_move(c, f):.1%}" for c in comps.values()) + " |")
+    lines += ["", "Mean rel. move: mean over the 10 predictors of |learned − exact| / |exact| (seed means)."]
+    for name, comp in comps.items():
+        names = list(results["settings"][name]["names"])
+        lines += ["", f"### Setting {name}: exact | learned | Δ (seed means)", "", "Risk:", ""]
+        lines += _compare_table(comp, names, ("risk_cm", "risk_ie", "cvar_0.5", "cvar_0.25", "cvar_0.1", "risk_wc"),
+                                ("R_CM", "R_IE", "CVaR 0.5", "CVaR 0.25", "CVaR 0.1", "R_WC"))
+        lines += ["", "Calibration of the marginalised predictions:", ""]
+        lines += _compare_table(comp, names, ("brier_cm", "ece_cm", "smece_cm", "mce_cm"),
+                                ("Brier", "ECE", "smECE", "MCE"))
+        lines += ["", "Stability (CTC counts moves towards *less* stable):", ""]
+        lines += _compare_table(comp, names, tuple(f for f, _ in STABILITY),
+                                ("s_var", "s_flip", "d_obs", "score_shift", "Spearman", "Kendall τ_b", "rank change"),
+                                digits=4)
+        lines += ["", "Counterfactual shortcut effects:", "",
+                  "| predictor | CF sex effect exact | learned | Δ | CF age effect exact | learned | Δ |",
+                  "|---|---|---|---|---|---|---|"]
+        ef = comp["cf_effects"]
+        for p in names:
+            lines.append(f"| {p} | " + " | ".join(
+                f"{ef[e][p]['exact']:+.3f} | {ef[e][p]['learned']:+.3f} | {ef[e][p]['delta']:+.3f}"
+                for e in ("cf_sex_effect", "cf_age_effect")) + " |")
+        p1, co, ag = comp["proposition1_var_cf"], comp["correlations_sex_pearson"], comp["ranking_agreement_tau"]
+        lines += ["", "Proposition 1, Var CF (mean over predictors × seeds): "
+                  + "; ".join(f"{z} {p1[z]['exact']:.2e} → {p1[z]['learned']:.2e}" for z in ("common", "rare"))
+                  + ". ΔAUC(sex)–stability Pearson r: "
+                  + ", ".join(f"{f} {co[f]['exact']:.2f} → {co[f]['learned']:.2f}" for f, _ in STABILITY)
+                  + ". Label-free vs labelled ranking, mean Kendall τ: "
+                  + ", ".join(f"{k} {t['exact']:.2f} → {t['learned']:.2f}" for k, t in ag.items()) + "."]
+    return lines
+
+
 # ------------------------------------------------------------------------- report
 def _fmt(v: float, digits: int = 3) -> str:
     if v is None or not np.isfinite(v):
@@ -592,7 +766,8 @@ def write_report(results: Mapping[str, Any], out: str, quick: bool) -> None:
         "# Paper 000's study on the synthetic chest SCM: counterfactual marginalisation of trained classifiers",
         "",
         f"Generated by `python -m experiments.marginalisation{' --quick' if quick else ''} --seeds "
-        f"{len(results['seeds'])} --counterfactual-label {results['counterfactual_label']}`"
+        f"{len(results['seeds'])} --counterfactual-label {results['counterfactual_label']}"
+        f"{' --learned' if 'learned' in results else ''}`"
         f"{' (the **quick** configuration: smaller images, N and steps)' if quick else ''}; "
         f"wall time {results['wall_time_s']:.0f} s"
         + (" (training restored from the checkpoints of an earlier run of the same configuration)."
@@ -693,11 +868,18 @@ def write_report(results: Mapping[str, Any], out: str, quick: bool) -> None:
         for k, v in r["ranking_agreement"].items():
             lines.append(f"| {k} | {', '.join(f'{t:.2f}' for t in v['kendall_tau'])} | "
                          f"{', '.join(f'{s:.0%}' for s in v['pairs_same_order'])} |")
+    if "learned" in results:
+        lines += learned_report(results)
     lines += ["", "## Files", "",
               "`results.json` (every number; per setting `auc`, `delta_auc`, `ctc`, `per_seed` reports, "
               "`ci95_seed_mean`, `stratified_auc`, `correlations`, `proposition1`, `ranking_agreement`), "
               "`predictions_<setting>.npz` (p_obs (10, S, N), p_cf (10, S, N, K), labels and attributes), "
               "`checkpoints/site_A|B` (orbax), PNG figures.", ""]
+    if "learned" in results:
+        lines[-1:] = ["With learned counterfactuals: `learned` in results.json (`generator`; `settings`, every "
+                      "number as above; `comparison`: per setting and metric, per predictor, `exact`, `learned`, "
+                      "`delta`, and the CTC likewise), `predictions_<setting>_learned.npz`, "
+                      "`checkpoints/generator_site_A|B` (orbax).", ""]
     atomic_write_bytes(os.path.join(out, "report.md"), "\n".join(lines).encode())
 
 
@@ -738,9 +920,37 @@ def _by_name(res: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------- main
+def train_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping[str, Any],
+                     generator: ls.GeneratorSettings, out: str,
+                     log: Callable[[str], None]) -> tuple[ls.LearnedSource, dict[str, Any]]:
+    """One HVAE image generator per site on its training split (checkpointed under
+    ``checkpoints/generator_site_<site>``); the learned counterfactual source over them."""
+    fits, info = {}, {}
+    for data_seed, s in enumerate(("A", "B")):
+        tr = trained[s]["data"]["train"]
+        ckpt = os.path.abspath(os.path.join(out, "checkpoints", f"generator_site_{s}"))
+        resumed = cp.latest_checkpoint_step(ckpt) is not None
+        log(f"site {s}: HVAE image generator, {generator.steps} steps on {len(tr['image'])} training images"
+            + (" (resuming from its checkpoint)" if resumed else ""))
+        t0 = time.perf_counter()
+        fit = ls.train_generator(chests[s], tr, generator, jax.random.key(2000 + data_seed), checkpoint_dir=ckpt)
+        seconds = time.perf_counter() - t0
+        tail = max(1, generator.steps // 10)
+        info[s] = {"n_train": int(len(tr["image"])), "seconds": seconds, "resumed_from_checkpoint": resumed,
+                   **{f"final_{k}": float(np.nanmean(fit.history[k][-tail:])) for k in ("loss", "rec", "kl")}}
+        log(f"  trained in {seconds:.1f} s; loss over the last {tail} steps {info[s]['final_loss']:.4f}")
+        fits[chests[s].site] = fit
+    return ls.LearnedSource(fits, chunk=generator.chunk), info
+
+
 def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str = "fixed",
-        source: CounterfactualSource = exact_counterfactuals, quick: bool = False) -> dict[str, Any]:
-    """The whole study; writes every output under ``out`` and returns the results."""
+        source: CounterfactualSource = exact_counterfactuals, quick: bool = False,
+        generator: ls.GeneratorSettings | None = None) -> dict[str, Any]:
+    """The whole study; writes every output under ``out`` and returns the results.
+
+    With ``generator``, one HVAE image generator per site is trained as well and every table is
+    computed a second time with its learned counterfactuals (:class:`ls.LearnedSource`),
+    compared side by side under ``results["learned"]`` and in the report."""
     log = _Clock()
     os.makedirs(out, exist_ok=True)
     model = cp.EffusionCNN(features=tuple(config.features))
@@ -753,6 +963,9 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
         trained[s] = train_site(chests[s], data_seed, seeds, config, model, out, log)
     natural = chests["B"].sample(jax.random.key(100), config.n_natural)
     tests = {"A": trained["A"]["data"]["test"], "B": trained["B"]["data"]["test"], "A->B": natural}
+    if generator is not None:
+        learned_source, generator_info = train_generators(chests, trained, generator, out, log)
+        learned, comparison = {}, {}
     settings = {}
     for i, (name, train_on, desc) in enumerate(SETTINGS):
         log(f"setting {name}: trained on site {train_on}, tested on the {desc}")
@@ -764,6 +977,18 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
         settings[name] = res
         log(f"  {name}: AUC basic {res['auc'][0].mean():.3f}; CTC R_orig {res['ctc']['risk_orig']:.2f}, "
             f"R_CM {res['ctc']['risk_cm']:.2f}, R_IE {res['ctc']['risk_ie']:.2f}")
+        if generator is not None:
+            log(f"setting {name}: again with learned counterfactuals")
+            first = len(learned_source.calls)
+            res_l = evaluate_setting(name, model, trained[train_on], chests["B" if name != "A" else "A"], tests[name],
+                                     config, jax.random.key(1000 + i), label, learned_source, out, log, tag="_learned")
+            calls = learned_source.calls[first:]
+            res_l["generator"] = {"pixel_mae": calls[0]["pixel_mae"], "pixel_mae_by_k": calls[0]["mae_by_k"],
+                                  "pixel_mae_race": calls[1]["pixel_mae"], "seconds": sum(c["seconds"] for c in calls)}
+            learned[name], comparison[name] = res_l, compare_settings(res, res_l)
+            moved = {f: t["delta"] for f, t in comparison[name]["ctc"].items() if t["delta"] != 0}
+            log(f"  {name} learned: pixel MAE vs exact {calls[0]['pixel_mae']:.4f}; CTC moves "
+                + (", ".join(f"{f} {d:+.2f}" for f, d in moved.items()) if moved else "none"))
     results = {
         "config": dataclasses.asdict(config), "devices": jax.local_device_count(), "quick": quick, "seeds": list(seeds), "counterfactual_label": label,
         "sites": {"A": SITE_A._asdict(), "B": SITE_B._asdict()},
@@ -772,15 +997,21 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
                          "best_val_auc": t["best_val_auc"], "best_step": t["best_step"]} for s, t in trained.items()},
         "settings": settings,
     }
+    if generator is not None:
+        results["learned"] = {"generator": {"settings": dataclasses.asdict(generator), "sites": generator_info},
+                              "settings": learned, "comparison": comparison}
     results["wall_time_s"] = log.elapsed
     write_report(results, out, quick)
     payload = dict(results, settings={k: _by_name(v) for k, v in settings.items()})
+    if generator is not None:
+        payload["learned"] = dict(results["learned"], settings={k: _by_name(v) for k, v in learned.items()})
     atomic_write_bytes(os.path.join(out, "results.json"), json.dumps(_jsonable(payload), indent=1).encode())
     log(f"wrote {out}/report.md and results.json; wall time {log.elapsed:.0f} s")
     return results
 
 
-def main(argv: list[str] | None = None, *, config: Config | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None, *, config: Config | None = None,
+         generator: ls.GeneratorSettings | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="the quick configuration (≤ 10 minutes on 2 CPU cores)")
@@ -788,12 +1019,18 @@ def main(argv: list[str] | None = None, *, config: Config | None = None) -> dict
     ap.add_argument("--seeds", type=int, default=3, help="seeds per trained predictor")
     ap.add_argument("--counterfactual-label", choices=cf.data.LABEL_MODES, default="fixed",
                     help="effusion held at its observed value (fixed) or following age (follows)")
+    ap.add_argument("--learned", action="store_true",
+                    help="also train an HVAE image generator per site and compute every table with its learned "
+                         "counterfactuals beside the exact ones")
     args = ap.parse_args(argv)
     if args.seeds < 2:
         ap.error("--seeds: at least 2 (correlations over predictor-seed pairs)")
     if config is None:
         config = QUICK if args.quick else FULL
-    return run(config, args.out, tuple(range(args.seeds)), args.counterfactual_label, quick=args.quick)
+    if args.learned and generator is None:
+        generator = ls.GENERATOR_QUICK if args.quick else ls.GENERATOR_FULL
+    return run(config, args.out, tuple(range(args.seeds)), args.counterfactual_label, quick=args.quick,
+               generator=generator if args.learned else None)
 
 
 if __name__ == "__main__":
