@@ -137,8 +137,10 @@ class LearnedSource:
       chunk: test units per compiled batch (:func:`learned_images`).
 
     Attributes:
-      calls: one entry per call: site, K, N, seconds, and the pixel MAE of the learned
-        counterfactual images against the exact ones (``mae_by_k``: per intervention).
+      calls: one entry per call: site, K, N, seconds, the pixel MAE of the learned
+        counterfactual images against the exact ones (``mae_by_k``: per intervention), and the
+        mean absolute change from the factual image of the learned and of the exact ones
+        (``change_learned``, ``change_exact``).
     """
 
     def __init__(self, fits: Mapping[Any, gt.GeneratorFit], chunk: int = 64):
@@ -163,6 +165,9 @@ class LearnedSource:
                                 pa_cf.reshape(k, n, -1), jax.random.fold_in(key, 1), self.chunk)
         images = jax.block_until_ready(images)
         mae_k = np.asarray(jnp.mean(jnp.abs(images - exact["image"]), axis=(1, 2, 3)), np.float64)
+        factual = jnp.asarray(records["image"])[None]
         self.calls.append({"site": chest.site, "k": int(k), "n": int(n), "seconds": time.perf_counter() - t0,
-                           "pixel_mae": float(mae_k.mean()), "mae_by_k": mae_k.tolist()})
+                           "pixel_mae": float(mae_k.mean()), "mae_by_k": mae_k.tolist(),
+                           "change_learned": float(jnp.mean(jnp.abs(images - factual))),
+                           "change_exact": float(jnp.mean(jnp.abs(exact["image"] - factual)))})
         return {"parents": parents, "image": images}

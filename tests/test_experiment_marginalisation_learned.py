@@ -62,6 +62,10 @@ def test_learned_source_against_unit_loop(rng):
     assert source.calls[-1]["k"] == 3 and source.calls[-1]["n"] == n
     np.testing.assert_allclose(source.calls[-1]["pixel_mae"], np.abs(ref - np.asarray(exact["image"])).mean(),
                                rtol=1e-4)
+    factual = np.asarray(rec["image"])[None]
+    np.testing.assert_allclose(source.calls[-1]["change_learned"], np.abs(ref - factual).mean(), rtol=1e-4)
+    np.testing.assert_allclose(source.calls[-1]["change_exact"], np.abs(np.asarray(exact["image"]) - factual).mean(),
+                               rtol=1e-4)
     other = cf.data.ChestSCM(size=32, site=mg.SITE_B)
     with pytest.raises(ValidationError, match="chest"):
         source(other, rec, do, key, "fixed")
