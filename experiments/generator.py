@@ -132,6 +132,11 @@ def evaluate(fit, scm, params, test_rec, groups, exact, predictors, cf_key, key,
                                "learned_by_intervention": [float(v) for v in rev]}
     out["exact_pixel_mae"] = {"learned": float(q.pixel_mae(li, ei)), "exact": 0.0,
                               "by_intervention": [float(v) for v in q.pixel_mae(li, ei, by_intervention=True)]}
+    x_host = np.asarray(test_rec["image"])[None]
+    # how much an intervention changes the image at all (a mechanism that ignores its parents: 0)
+    out["change_l1"] = {name: [float(v) for v in q.pixel_mae(imgs, np.broadcast_to(x_host, imgs.shape),
+                                                             by_intervention=True)]
+                        for name, imgs in (("learned", li), ("exact", ei))}
     p_learned = ac.predict_parents(predictors, li, chunk=chunk)["effusion"][..., 1]
     p_exact = ac.predict_parents(predictors, ei, chunk=chunk)["effusion"][..., 1]
     out["decision_agreement"] = {"learned": float(q.decision_agreement(p_learned, p_exact, 0.5)), "exact": 1.0,
@@ -218,6 +223,10 @@ def write_report(path, res) -> None:
     rate = m["decision_agreement"]["positive_rate"]
     lines.append(f"| classifier positive rate (effusion ≥ 0.5) | {_fmt(rate['learned'])} | {_fmt(rate['exact'])} | "
                  f"{_fmt(s['decision_agreement']['positive_rate']['learned']) if s else '—'} |")
+    ch = m["change_l1"]
+    lines.append("| mean L1 change from the factual image, per intervention | "
+                 + ", ".join(f"{v:.4f}" for v in ch["learned"]) + " | " + ", ".join(f"{v:.4f}" for v in ch["exact"])
+                 + " | " + (", ".join(f"{v:.4f}" for v in s["change_l1"]["learned"]) if s else "—") + " |")
     lines += ["", "Effectiveness on exact counterfactuals is the ceiling the anti-causal predictors allow; "
               "relative gaps (learned − exact)/exact: "
               + ", ".join(f"{k} {m[k]['relative_gap']:+.1%}" for _, k in rows) + "."]
