@@ -26,6 +26,8 @@ BENCHMARKS = [
     ("cfjax.sensitivity NHS worst-case curve vs paper 001's sequential recipe",
      "experiments.benchmarks.bench_sensitivity", [], ["--reference-restarts", "1", "--repeats", "1"]),
     ("cfjax.predictors ensemble training (vmap) vs a sequential loop, inference on N × K", "experiments.benchmarks.bench_predictors", [], ["--members", "4", "--steps", "20", "--units", "64", "--repeats", "1"]),
+    ("cfjax.generative learned counterfactual images (HVAE): one call vs one call per intervention",
+     "experiments.benchmarks.bench_generative", [], ["--units", "256", "--repeats", "1"]),
 ]
 
 
