@@ -1,11 +1,12 @@
 """cfjax: evaluating models with counterfactuals, in JAX.
 
 Pillars: counterfactual marginalisation metrics (``cfjax.metrics``), invertible structural
-causal models, sensitivity of counterfactual fairness to unmeasured confounding, and
+causal models (``cfjax.scm``) with learned image mechanisms (``cfjax.generative``), sensitivity of counterfactual fairness to unmeasured confounding, and
 counterfactual representations.
 """
 
 from cfjax import data as data
+from cfjax import generative as generative
 from cfjax import metrics as metrics
 from cfjax import predictors as predictors
 from cfjax import representations as representations
@@ -15,4 +16,4 @@ from cfjax._checks import ValidationError as ValidationError
 
 __version__ = "0.1.0"
 
-__all__ = ["ValidationError", "data", "metrics", "predictors", "representations", "scm", "sensitivity", "__version__"]
+__all__ = ["ValidationError", "data", "generative", "metrics", "predictors", "representations", "scm", "sensitivity", "__version__"]
