@@ -44,7 +44,8 @@ demo: $(STAMP)
 experiments: $(EXPERIMENTS_STAMP)
 	$(PY) -m experiments.sensitivity
 	$(PY) -m experiments.representations
-	$(PY) -m experiments.marginalisation --quick
+	$(PY) -m experiments.marginalisation --quick --learned
+	$(PY) -m experiments.generator --quick --out experiments/reports/generator
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
