@@ -13,6 +13,13 @@ Semi-supervised training (paper 000, appendix; Ribeiro et al. 2023): a parent la
 missing per unit (``mask``); the anti-causal predictors ``q(pa | x)``
 (:mod:`cfjax.generative.anticausal`) impute it, and each unit's loss is weighted by the product
 over its imputed discrete parents of ``1 − H(q)/log C``.
+
+Counterfactual regularisation (paper 000, "Counterfactual Regularisation"): with
+``config.cf_weight > 0`` and frozen anti-causal predictors (``regulariser``), every step also
+intervenes on one random parent of each unit, forms its counterfactual image
+``x̃ = forward(abduct(x, pa), pa*)`` through the HVAE (differentiable) and adds the predictors'
+loss of ``q(pa | x̃)`` against ``pa*`` (:func:`counterfactual_loss`): the image has to carry
+the intervened parent's new value and keep the others.
 """
 
 from __future__ import annotations
@@ -43,7 +50,8 @@ from cfjax.predictors.ensemble import TrainingError
 from cfjax.scm.model import SCM
 
 __all__ = ["TrainConfig", "GeneratorData", "GeneratorState", "GeneratorFit", "TrainingError", "parent_inputs",
-           "impute_parents", "generator_loss", "init_state", "train_step", "train"]
+           "impute_parents", "generator_loss", "init_state", "train_step", "train", "Regulariser",
+           "make_regulariser", "counterfactual_targets", "counterfactual_loss"]
 
 
 def _is_number(v: Any) -> bool:
@@ -76,6 +84,11 @@ class TrainConfig:
       chunk_steps: steps per compiled ``lax.scan`` chunk (one progress update and one
         checkpoint each).
       temperature: posterior temperature of the trained mechanism's abduction (``≥ 0``).
+      cf_weight: weight of the counterfactual regulariser (:func:`counterfactual_loss`, in nats
+        per unit, added to the per-pixel objective); ``0`` (the default): off, training is
+        exactly the plain ELBO's. ``> 0`` needs ``train(..., regulariser=...)``.
+      cf_warmup: the regulariser's weight is ``cf_weight·min(1, t / cf_warmup)`` at step ``t``
+        (0: always ``cf_weight``).
 
     Example:
       >>> c = TrainConfig(steps=100, warmup=10, chunk_steps=40)
@@ -99,6 +112,8 @@ class TrainConfig:
     free_bits: float = 0.0
     chunk_steps: int = 50
     temperature: float = 1.0
+    cf_weight: float = 0.0
+    cf_warmup: int = 0
 
     def __post_init__(self):
         if not isinstance(self.hvae, HVAEConfig):
@@ -107,12 +122,13 @@ class TrainConfig:
             _checks.check_positive_int(name, getattr(self, name))
         if not _is_int(self.warmup) or not 0 <= self.warmup < self.steps:
             _checks.fail("warmup", f"an integer in [0, steps = {self.steps})", repr(self.warmup))
-        if not _is_int(self.kl_warmup) or self.kl_warmup < 0:
-            _checks.fail("kl_warmup", "an integer >= 0", repr(self.kl_warmup))
+        for name in ("kl_warmup", "cf_warmup"):
+            if not _is_int(getattr(self, name)) or getattr(self, name) < 0:
+                _checks.fail(name, "an integer >= 0", repr(getattr(self, name)))
         lr = self.learning_rate
         if not _is_number(lr) or not math.isfinite(lr) or lr <= 0:
             _checks.fail("learning_rate", "a finite learning rate > 0", repr(lr))
-        for name in ("weight_decay", "free_bits", "temperature"):
+        for name in ("weight_decay", "free_bits", "temperature", "cf_weight"):
             v = getattr(self, name)
             if not _is_number(v) or not math.isfinite(v) or v < 0:
                 _checks.fail(name, "a finite value >= 0", repr(v))
@@ -145,6 +161,14 @@ class TrainConfig:
         if self.kl_warmup == 0:
             return jnp.ones_like(t)
         return jnp.minimum(t / self.kl_warmup, 1.0)
+
+    def cf_weight_at(self, step: jax.Array) -> jax.Array:
+        """The counterfactual regulariser's weight at ``step`` (traceable),
+        ``cf_weight·min(1, step / cf_warmup)``."""
+        t = jnp.asarray(step).astype(jnp.result_type(float))
+        if self.cf_warmup == 0:
+            return jnp.full_like(t, self.cf_weight)
+        return self.cf_weight * jnp.minimum(t / self.cf_warmup, 1.0)
 
 
 # ----------------------------------------------------------------------- data
@@ -280,11 +304,169 @@ def _check_images(images: Any, config: TrainConfig | None, name: str) -> None:
 
 # ----------------------------------------------------------------------- the step
 class GeneratorData(NamedTuple):
-    """The training set: ``images (N, H, W)``, encoded ``parents (N, P)`` and ``weights (N,)``."""
+    """The training set: ``images (N, H, W)``, encoded ``parents (N, P)`` and ``weights (N,)``;
+    ``regulariser``: the counterfactual regulariser (:class:`Regulariser`), or None (needed when
+    ``config.cf_weight > 0``)."""
 
     images: jax.Array
     parents: jax.Array
     weights: jax.Array
+    regulariser: Any = None
+
+
+@struct.dataclass
+class Regulariser:
+    """The counterfactual regulariser's data (a pytree; its structure is static).
+
+    Attributes:
+      predictor: the frozen anti-causal predictors
+        (:class:`~cfjax.generative.anticausal.AntiCausal`), one head per regularised parent.
+      labels: ``(N, n_heads)`` each training unit's value of each head's parent (class index or
+        value), column ``j`` for ``predictor.spec[j]``; the pool new Gaussian values are drawn
+        from.
+      slots: per head, ``(offset, width)`` of its parent's encoding in the parent vector (static).
+      mechanisms: per head, its parent's mechanism, whose ``encode`` builds the counterfactual
+        parent vector (static).
+    """
+
+    predictor: Any
+    labels: jax.Array
+    slots: tuple[tuple[int, int], ...] = struct.field(pytree_node=False)
+    mechanisms: tuple[Any, ...] = struct.field(pytree_node=False)
+
+    @property
+    def spec(self) -> _ac.ParentSpec:
+        return self.predictor.spec
+
+
+def make_regulariser(scm: SCM, node: str, regulariser: Any, data: Mapping[str, Any]) -> Regulariser:
+    """:class:`Regulariser` of trained anti-causal predictors for the image ``node``: every
+    head must name a parent of ``node`` (a categorical head a discrete parent with as many
+    classes, a Gaussian head a continuous scalar one) and ``data`` must hold each head's parent.
+
+    Example:
+      >>> import cfjax as cf
+      >>> scm = cf.scm.SCM({"s": [], "a": [], "y": ["s", "a"]},
+      ...                  {"s": cf.scm.GumbelMax(3), "a": cf.scm.LocationScale(), "y": cf.scm.LocationScale()})
+      >>> spec = (_ac.Head("a", "gaussian"),)
+      >>> net = _ac.ParentPredictor(spec, features=(2,), hidden=2)
+      >>> q = _ac.AntiCausal(net.init(jax.random.key(0), jnp.zeros((1, 4, 4))), {"a": 0.0}, {"a": 1.0},
+      ...                    jnp.zeros(1), net)
+      >>> make_regulariser(scm, "y", q, {"s": np.array([0, 2]), "a": np.array([1.0, 2.0])}).slots
+      ((3, 1),)
+    """
+    i = _check_node(scm, node)
+    if not isinstance(regulariser, _ac.AntiCausal):
+        _checks.fail("regulariser", "an AntiCausal (train_anticausal's result)", type(regulariser).__name__)
+    parents = scm.graph.parents[i]
+    offsets, off = {}, 0
+    for p in parents:
+        mech = scm.mechanism(p)
+        offsets[p] = (off, int(mech.encoded_dim))
+        off += int(mech.encoded_dim)
+    if scm.mechanisms[i].raw_parents:
+        _checks.fail("scm", f"a mechanism of {node!r} fed encoded parents", "one with raw_parents")
+    slots, mechs, cols = [], [], []
+    for h in regulariser.spec:
+        if h.name not in offsets:
+            _checks.fail("regulariser", f"heads named after parents of {node!r} ({list(parents)})",
+                         f"head {h.name!r}")
+        mech = scm.mechanism(h.name)
+        if h.kind == "categorical" and (not mech.discrete or h.classes != getattr(mech, "num_classes", None)):
+            _checks.fail("regulariser", f"a head for {h.name!r} matching its mechanism", f"categorical head {h}")
+        if h.kind == "gaussian" and (mech.discrete or tuple(scm._event(h.name)) != ()):
+            _checks.fail("regulariser", f"a categorical head for {h.name!r} (Gaussian heads: continuous scalars)",
+                         "a Gaussian head")
+        if h.name not in data:
+            _checks.fail("data", f"a column {h.name!r} (a parent the regulariser intervenes on)",
+                         f"columns {sorted(data)}")
+        slots.append(offsets[h.name])
+        mechs.append(mech)
+        cols.append(np.asarray(data[h.name], dtype=np.float64).reshape(-1))
+    labels = jnp.asarray(np.stack(cols, axis=1)).astype(jnp.result_type(float))
+    return Regulariser(regulariser, labels, tuple(slots), tuple(mechs))
+
+
+def _intervene_unit(reg: Regulariser, key: jax.Array, labels: jax.Array,
+                    pa: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """One unit: one intervention on a head drawn uniformly; ``(pa*, targets, head)``."""
+    spec = reg.spec
+    k_head, k_val = jax.random.split(key)
+    head = jax.random.randint(k_head, (), 0, len(spec))
+    targets = []
+    for j, h in enumerate(spec):
+        k = jax.random.fold_in(k_val, j)
+        if h.kind == "categorical":  # a different class, uniformly
+            new = jnp.mod(labels[j] + jax.random.randint(k, (), 1, h.classes).astype(labels.dtype), h.classes)
+        else:  # a value of the training data's empirical distribution
+            new = reg.labels[jax.random.randint(k, (), 0, reg.labels.shape[0]), j]
+        targets.append(jnp.where(head == j, new, labels[j]))
+    targets = jnp.stack(targets)
+    pa_star = pa
+    for j, (h, (off, width), mech) in enumerate(zip(spec, reg.slots, reg.mechanisms)):
+        v = targets[j].astype(jnp.int32) if h.kind == "categorical" else targets[j]
+        enc = mech.encode(v).astype(pa.dtype)
+        pa_star = jnp.where(head == j, lax.dynamic_update_slice(pa, enc, (off,)), pa_star)
+    return pa_star, targets, head
+
+
+def counterfactual_targets(reg: Regulariser, key: jax.Array, labels: jax.Array,
+                           parents: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Each unit's intervention (its own key, ``split(key, B)``): a head ``j`` drawn uniformly,
+    its parent set to a new value (categorical: a different class, uniformly; Gaussian: the
+    value of a unit drawn uniformly from ``reg.labels``), the other parents held.
+
+    Args:
+      reg: :class:`Regulariser`. key: PRNG key.
+      labels: ``(B, n_heads)`` the units' head values. parents: ``(B, P)`` encoded parents.
+
+    Returns:
+      ``(pa_star (B, P), targets (B, n_heads), head (B,))``: the counterfactual parent vectors,
+      every head's counterfactual value (the intervened head's new value, the others' factual
+      one) and the intervened head.
+    """
+    keys = jax.random.split(key, labels.shape[0])
+    return jax.vmap(functools.partial(_intervene_unit, reg))(keys, labels, parents)
+
+
+def _cf_term(config: TrainConfig, params: Any, reg: Regulariser, out: Any, images: jax.Array,
+             pa_star: jax.Array, targets: jax.Array) -> jax.Array:
+    """The regulariser from a posterior pass ``out`` (its latents and pixel noise abducted)."""
+    eps = (images - out.loc) * jnp.exp(-out.log_scale)
+    cf = HVAE(config.hvae).apply(params, pa_star, None, out.eps)
+    x_cf = cf.loc + jnp.exp(cf.log_scale) * eps
+    q = jax.lax.stop_gradient(reg.predictor)
+    spec = q.spec
+    tg = {h.name: targets[:, j] for j, h in enumerate(spec)}
+    mask = jnp.ones((images.shape[0], len(spec)), bool)
+    total, _ = _ac.anticausal_loss(q.params, q.model, q.loc, q.scale, x_cf, tg, mask)
+    return total
+
+
+def _posterior_pass(config: TrainConfig, params: Any, images: jax.Array, parents: jax.Array,
+                    key: jax.Array) -> Any:
+    shapes = config.hvae.latent_shapes
+    b = images.shape[0]
+    keys = jax.random.split(key, len(shapes))
+    xi = tuple(jax.random.normal(k, (b,) + s, images.dtype) for k, s in zip(keys, shapes))
+    return HVAE(config.hvae).apply(params, parents, images, xi, 1.0)
+
+
+def counterfactual_loss(config: TrainConfig, params: Any, reg: Regulariser, images: jax.Array,
+                        parents: jax.Array, pa_star: jax.Array, targets: jax.Array, key: jax.Array) -> jax.Array:
+    """The counterfactual regulariser on a batch (paper 000): each unit's counterfactual image
+    ``x̃_b = forward(abduct(x_b, pa_b), pa*_b)`` (one posterior draw per unit from ``key``, as
+    :func:`generator_loss` draws it, then the exact pixel noise), and the mean over units of
+    the sum over heads of the anti-causal loss of ``q(· | x̃_b)`` against ``targets_b``
+    (categorical cross-entropy, Gaussian NLL of the standardised value:
+    :func:`cfjax.generative.anticausal.anticausal_loss`). Differentiable in ``params``; the
+    predictors are frozen (no gradient reaches them).
+
+    Shapes: ``images (B, H, W)``, ``parents, pa_star (B, P)``, ``targets (B, n_heads)``
+    (:func:`counterfactual_targets`). Returns a scalar (nats per unit).
+    """
+    out = _posterior_pass(config, params, images, parents, key)
+    return _cf_term(config, params, reg, out, images, pa_star, targets)
 
 
 @struct.dataclass
@@ -342,13 +524,15 @@ def generator_loss(config: TrainConfig, params: Any, images: jax.Array, parents:
     Returns ``(loss, {"loss", "rec", "kl"})``, ``rec`` and ``kl`` the weighted batch means of
     the reconstruction and the total (unclipped) KL, per pixel.
     """
+    out = _posterior_pass(config, params, images, parents, key)
+    return _elbo_terms(config, out, images, weights, kl_weight)
+
+
+def _elbo_terms(config: TrainConfig, out: Any, images: jax.Array, weights: jax.Array,
+                kl_weight: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
     cfg = config.hvae
-    dtype = images.dtype
     shapes = cfg.latent_shapes
     b = images.shape[0]
-    keys = jax.random.split(key, len(shapes))
-    xi = tuple(jax.random.normal(k, (b,) + s, dtype) for k, s in zip(keys, shapes))
-    out = HVAE(cfg).apply(params, parents, images, xi, 1.0)
     pixels = float(cfg.image_size * cfg.image_size)
     rec = -gaussian_log_prob(images, out.loc, out.log_scale).sum(axis=(1, 2))
     mean = lambda v: jnp.sum(weights * v) / b  # noqa: E731
@@ -365,15 +549,38 @@ def train_step(config: TrainConfig, state: GeneratorState, data: GeneratorData,
     ``fold_in(key, state.step)``, :func:`generator_loss` with the step's KL weight, one clipped
     AdamW update, the EMA. Pure (jit it with ``config`` static); :func:`train` scans it.
 
-    Returns ``(state, metrics)``, the metrics (``loss``, ``rec``, ``kl``) of the batch before
-    the update.
+    With ``config.cf_weight > 0`` the objective adds ``config.cf_weight_at(step)`` times
+    :func:`counterfactual_loss` on the same posterior draw, each unit's intervention drawn by
+    :func:`counterfactual_targets` with ``fold_in(fold_in(key, step), 1)`` (``data.regulariser``
+    required).
+
+    Returns ``(state, metrics)``, the metrics (``loss``, ``rec``, ``kl``, and ``cf`` with the
+    regulariser) of the batch before the update.
     """
     k = jax.random.fold_in(key, state.step)
     k_idx, k_post = jax.random.split(k)
     idx = jax.random.randint(k_idx, (config.batch_size,), 0, data.images.shape[0])
-    grads, metrics = jax.grad(generator_loss, argnums=1, has_aux=True)(
-        config, state.params, data.images[idx], data.parents[idx], data.weights[idx], k_post,
-        config.kl_weight(state.step))
+    if config.cf_weight == 0:
+        grads, metrics = jax.grad(generator_loss, argnums=1, has_aux=True)(
+            config, state.params, data.images[idx], data.parents[idx], data.weights[idx], k_post,
+            config.kl_weight(state.step))
+    else:
+        reg = data.regulariser
+        if reg is None:
+            raise ValueError("`data`: expected a regulariser (GeneratorData.regulariser) with config.cf_weight > 0.")
+        pa_star, targets, _ = counterfactual_targets(reg, jax.random.fold_in(k, 1), reg.labels[idx],
+                                                     data.parents[idx])
+        w_cf = config.cf_weight_at(state.step)
+
+        def loss_fn(params):
+            images, parents = data.images[idx], data.parents[idx]
+            out = _posterior_pass(config, params, images, parents, k_post)
+            loss, metrics = _elbo_terms(config, out, images, data.weights[idx], config.kl_weight(state.step))
+            cf = _cf_term(config, params, reg, out, images, pa_star, targets)
+            loss = loss + w_cf * cf
+            return loss, {**metrics, "loss": loss, "cf": cf}
+
+        grads, metrics = jax.grad(loss_fn, has_aux=True)(state.params)
     with jax.numpy_dtype_promotion("standard"):  # optax's bias correction: float ** int32 count
         updates, opt_state = config.optimizer().update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
@@ -447,7 +654,7 @@ def _digest(*arrays: Any) -> str:
 
 def train(key: jax.Array, data: Mapping[str, Any], config: TrainConfig = TrainConfig(), *, scm: SCM,
           node: str = "image", mask: Mapping[str, Any] | None = None, anticausal: Any = None,
-          checkpoint_dir: str | os.PathLike | None = None, progress: bool | None = None,
+          regulariser: Any = None, checkpoint_dir: str | os.PathLike | None = None, progress: bool | None = None,
           max_chunks: int | None = None) -> GeneratorFit:
     """Fit the conditional HVAE image mechanism of ``node`` to SCM data by maximising its ELBO.
 
@@ -470,6 +677,14 @@ def train(key: jax.Array, data: Mapping[str, Any], config: TrainConfig = TrainCo
       mask: ``{parent: (N,) bool}``, True where the label is observed; missing labels are
         imputed with ``anticausal`` and units weighted (:func:`impute_parents`).
       anticausal: :class:`~cfjax.generative.anticausal.AntiCausal` (required with ``mask``).
+      regulariser: frozen anti-causal predictors
+        (:class:`~cfjax.generative.anticausal.AntiCausal`, trained on factual images, heads
+        named after parents of ``node``) for the counterfactual regulariser; required when
+        ``config.cf_weight > 0``, ignored otherwise. Each step draws, for each unit, one
+        intervention on a head's parent (:func:`counterfactual_targets`, key
+        ``fold_in(fold_in(data_key, t), 1)``) and adds ``config.cf_weight_at(t)`` times
+        :func:`counterfactual_loss` (on the step's posterior draw) to the objective; the
+        history gains ``"cf"`` (the unweighted term).
       checkpoint_dir: where an orbax checkpoint is written after every chunk (the two latest
         kept, atomic). If it holds a checkpoint of this run (same config, key, image shape,
         parents and weights), training resumes from it and ends as an uninterrupted run would.
@@ -507,17 +722,25 @@ def train(key: jax.Array, data: Mapping[str, Any], config: TrainConfig = TrainCo
     if max_chunks is not None:
         max_chunks = _checks.check_positive_int("max_chunks", max_chunks)
     key = _as_key(key)
+    if regulariser is not None and not isinstance(regulariser, _ac.AntiCausal):
+        _checks.fail("regulariser", "an AntiCausal (train_anticausal's result)", type(regulariser).__name__)
+    if config.cf_weight > 0 and regulariser is None:
+        _checks.fail("regulariser", "anti-causal predictors (AntiCausal) when config.cf_weight > 0", "None")
     completed, weights = impute_parents(scm, node, data, mask, anticausal)
     pa = parent_inputs(scm, node, completed)
     dtype = jnp.result_type(float)
     images = jnp.asarray(data[node]).astype(dtype)
-    train_data = GeneratorData(images, pa.astype(dtype), weights.astype(dtype))
+    reg = make_regulariser(scm, node, regulariser, completed) if config.cf_weight > 0 else None
+    train_data = GeneratorData(images, pa.astype(dtype), weights.astype(dtype), reg)
 
     init_key, data_key = jax.random.split(key)
     state = init_state(init_key, config, int(pa.shape[1]))
-    history = {k: jnp.full((config.steps,), jnp.nan, dtype) for k in ("loss", "rec", "kl")}
+    names = ("loss", "rec", "kl") + (("cf",) if reg is not None else ())
+    history = {k: jnp.full((config.steps,), jnp.nan, dtype) for k in names}
     run = {"config": dataclasses.asdict(config), "images": [list(images.shape), str(images.dtype)],
            "data": _digest(pa, weights), "key": _digest(jax.random.key_data(key))}
+    if reg is not None:
+        run["regulariser"] = _digest(reg.labels, *jax.tree.leaves(reg.predictor.params))
     meta = {"run": json.loads(json.dumps(run))}
     store = None
     if checkpoint_dir is not None:
