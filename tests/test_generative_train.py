@@ -232,3 +232,123 @@ def test_bad_input_names_the_argument(rng):
         with pytest.raises(ValidationError, match=f"`{field}`"):
             gt.TrainConfig(**kwargs)
     assert hash(CONFIG) == hash(gt.TrainConfig(**{f: getattr(CONFIG, f) for f in CONFIG.__dataclass_fields__}))
+
+
+# ----------------------------------------------------------------------- counterfactual regulariser
+def _cf_scm():
+    return cf.scm.SCM({"sex": [], "race": [], "age": [], "image": ["sex", "age", "race"]},
+                      {"sex": cf.scm.GumbelMax(2), "race": cf.scm.GumbelMax(3), "age": cf.scm.LocationScale(),
+                       "image": ImageHVAE(HVAE)})
+
+
+_CF_SPEC = (ac.Head("race", "categorical", 3), ac.Head("sex", "categorical", 2), ac.Head("age", "gaussian"))
+
+
+def _frozen_predictor(rng, spec=_CF_SPEC):
+    net = ac.ParentPredictor(spec, features=(4,), hidden=4)
+    params = _perturbed(jax.jit(net.init)(_key(rng), jnp.zeros((1, 16, 16))), rng, 0.3)
+    return ac.AntiCausal(params, {"age": jnp.float32(rng.normal())}, {"age": jnp.float32(rng.uniform(0.5, 2))},
+                         jnp.zeros((1,), jnp.float32), net)
+
+
+def _np_head_losses(outputs, targets, q):
+    """Per unit, the sum over heads of cross-entropy / Gaussian NLL (numpy, float64)."""
+    total = 0.0
+    for j, h in enumerate(_CF_SPEC):
+        out = np.asarray(outputs[h.name], np.float64)[0]
+        if h.kind == "categorical":
+            m = out.max()
+            total += m + np.log(np.exp(out - m).sum()) - out[int(targets[j])]
+        else:
+            z = (targets[j] - float(q.loc["age"])) / float(q.scale["age"])
+            log_s = np.clip(out[1], -7, 7)
+            total += 0.5 * ((z - out[0]) * np.exp(-log_s)) ** 2 + log_s + 0.5 * np.log(2 * np.pi)
+    return total
+
+
+def test_counterfactual_regulariser_matches_a_per_unit_loop(rng):
+    scm, q, b = _cf_scm(), _frozen_predictor(rng), 5
+    n = 12
+    data = {"sex": rng.integers(0, 2, n).astype(np.int32), "race": rng.integers(0, 3, n).astype(np.int32),
+            "age": rng.normal(size=n).astype(np.float32)}
+    reg = gt.make_regulariser(scm, "image", q, data)
+    assert reg.slots == ((2, 3), (0, 1), (1, 1))  # parent vector [sex, age, one-hot race]
+    pa = gt.parent_inputs(scm, "image", data)
+    labels = np.stack([data["race"], data["sex"], data["age"]], axis=1).astype(np.float32)
+
+    # the interventions: one head per unit, a new class or an observed value, the rest held
+    draw = jax.jit(gt.counterfactual_targets)
+    pa_star, targets, head = draw(reg, _key(rng), jnp.asarray(labels), pa)
+    pa_star, targets, head = np.asarray(pa_star), np.asarray(targets), np.asarray(head)
+    for i in range(n):
+        j = head[i]
+        held = [k for k in range(3) if k != j]
+        np.testing.assert_array_equal(targets[i, held], labels[i, held])
+        if j < 2:
+            assert targets[i, j] != labels[i, j] and targets[i, j] in range(_CF_SPEC[j].classes)
+        else:
+            assert targets[i, j] in data["age"]
+        race = int(targets[i, 0])
+        want = np.concatenate([[targets[i, 1], targets[i, 2]], np.eye(3)[race]])
+        np.testing.assert_allclose(pa_star[i], want, rtol=0, atol=0)
+    many = [np.asarray(draw(reg, jax.random.fold_in(_key(rng), t), jnp.asarray(labels), pa)[2]) for t in range(20)]
+    assert set(np.concatenate(many).tolist()) == {0, 1, 2}
+
+    # the loss: abduct (one posterior draw), decode with pa*, score with q; a loop over units
+    params = _perturbed(gt.init_state(_key(rng), CONFIG, 5).params, rng)
+    images = jnp.asarray(rng.uniform(0.2, 0.8, size=(b, 16, 16)).astype(np.float32))
+    key = _key(rng)
+    # (value and gradients in one compiled call: in the HVAE's parameters and the predictors')
+    loss = jax.jit(jax.value_and_grad(lambda p, r: gt.counterfactual_loss(
+        CONFIG, p, r, images, pa[:b], jnp.asarray(pa_star[:b]), jnp.asarray(targets[:b]), key), argnums=(0, 1)))
+    got, (g_hvae, g_q) = loss(params, reg)
+    shapes = HVAE.latent_shapes
+    xi = [jax.random.normal(k, (b,) + s, jnp.float32) for k, s in zip(jax.random.split(key, len(shapes)), shapes)]
+    model = gt.HVAE(HVAE)
+
+    @jax.jit
+    def one_unit(p, x, n, p_star):  # batches of one
+        out = model.apply(params, p, x, n, 1.0)
+        eps = (x - out.loc) / jnp.exp(out.log_scale)
+        dec = model.apply(params, p_star, None, out.eps)
+        return q.model.apply(q.params, dec.loc + jnp.exp(dec.log_scale) * eps)
+
+    per_unit = [_np_head_losses(one_unit(pa[i:i + 1], images[i:i + 1], tuple(x[i:i + 1] for x in xi),
+                                         jnp.asarray(pa_star[i:i + 1])), targets[i], q) for i in range(b)]
+    np.testing.assert_allclose(float(got), np.mean(per_unit), rtol=1e-4)
+    # differentiable in the HVAE's parameters, frozen in the predictors'
+    assert any(np.abs(a).max() > 0 for a in _leaves(g_hvae))
+    assert all(np.abs(a).max() == 0 for a in _leaves(g_q.predictor.params))
+
+
+def test_cf_weight_zero_is_the_plain_elbo_and_positive_adds_the_term(rng):
+    scm, q = _scm(), _frozen_predictor(rng, _CF_SPEC[1:])
+    data, key = _data(rng), _key(rng)
+    plain = gt.train(key, data, CONFIG, scm=scm, progress=False)  # (the other tests' compiled chunk)
+    ignored = gt.train(key, data, CONFIG, scm=scm, regulariser=q, progress=False)
+    for a, b in zip(_leaves((plain.params, plain.raw_params)), _leaves((ignored.params, ignored.raw_params))):
+        np.testing.assert_array_equal(a, b)
+    assert set(ignored.history) == {"step", "loss", "rec", "kl"}
+    # with the regulariser (no free bits, KL weight 1 from the start): loss = rec + kl + w·cf
+    config = gt.TrainConfig(HVAE, steps=4, batch_size=8, warmup=1, kl_warmup=0, chunk_steps=4,
+                            cf_weight=0.5, cf_warmup=2)
+    fit = gt.train(key, data, config, scm=scm, regulariser=q, progress=False)
+    h = fit.history
+    w = 0.5 * np.minimum(np.arange(4) / 2, 1)
+    np.testing.assert_allclose(h["loss"], h["rec"] + h["kl"] + w * h["cf"], rtol=1e-5, atol=1e-6)
+    assert (h["cf"] > 0).all()
+
+
+def test_regulariser_bad_input_names_the_argument(rng):
+    data, scm = _data(rng, 8), _scm()
+    key = jax.random.key(0)
+    config = gt.TrainConfig(HVAE, steps=4, warmup=1, cf_weight=1.0)
+    with pytest.raises(ValidationError, match="`regulariser`"):
+        gt.train(key, data, config, scm=scm)
+    with pytest.raises(ValidationError, match="`regulariser`"):
+        gt.train(key, data, config, scm=scm, regulariser="q")
+    with pytest.raises(ValidationError, match="`regulariser`.*head 'race'"):  # not a parent of the image
+        gt.train(key, data, config, scm=scm, regulariser=_frozen_predictor(rng))
+    for field, value in (("cf_weight", -1.0), ("cf_weight", float("inf")), ("cf_warmup", -1)):
+        with pytest.raises(ValidationError, match=f"`{field}`"):
+            gt.TrainConfig(steps=40, warmup=2, **{field: value})
