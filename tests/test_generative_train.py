@@ -5,6 +5,8 @@ parent inputs are the SCM's encoding, bad input is rejected."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -241,12 +243,18 @@ def _cf_scm():
                        "image": ImageHVAE(HVAE)})
 
 
+# a smaller network for the regulariser's own compiled programs
+SMALL = HVAEConfig(image_size=16, channels=(4, 4), latent_dims=(2, 2), sigma_min=0.05)
+SMALL_CONFIG = gt.TrainConfig(SMALL, steps=4, batch_size=8, warmup=1, kl_warmup=0, chunk_steps=4)
 _CF_SPEC = (ac.Head("race", "categorical", 3), ac.Head("sex", "categorical", 2), ac.Head("age", "gaussian"))
 
 
 def _frozen_predictor(rng, spec=_CF_SPEC):
     net = ac.ParentPredictor(spec, features=(4,), hidden=4)
     params = _perturbed(jax.jit(net.init)(_key(rng), jnp.zeros((1, 16, 16))), rng, 0.3)
+    # positive biases: the ReLUs are live, the outputs depend on the image (no zero gradient)
+    params = jax.tree_util.tree_map_with_path(
+        lambda path, v: v + 0.5 if getattr(path[-1], "key", None) == "bias" else v, params)
     return ac.AntiCausal(params, {"age": jnp.float32(rng.normal())}, {"age": jnp.float32(rng.uniform(0.5, 2))},
                          jnp.zeros((1,), jnp.float32), net)
 
@@ -295,16 +303,16 @@ def test_counterfactual_regulariser_matches_a_per_unit_loop(rng):
     assert set(np.concatenate(many).tolist()) == {0, 1, 2}
 
     # the loss: abduct (one posterior draw), decode with pa*, score with q; a loop over units
-    params = _perturbed(gt.init_state(_key(rng), CONFIG, 5).params, rng)
+    params = _perturbed(gt.init_state(_key(rng), SMALL_CONFIG, 5).params, rng)
     images = jnp.asarray(rng.uniform(0.2, 0.8, size=(b, 16, 16)).astype(np.float32))
     key = _key(rng)
     # (value and gradients in one compiled call: in the HVAE's parameters and the predictors')
     loss = jax.jit(jax.value_and_grad(lambda p, r: gt.counterfactual_loss(
-        CONFIG, p, r, images, pa[:b], jnp.asarray(pa_star[:b]), jnp.asarray(targets[:b]), key), argnums=(0, 1)))
+        SMALL_CONFIG, p, r, images, pa[:b], jnp.asarray(pa_star[:b]), jnp.asarray(targets[:b]), key), argnums=(0, 1)))
     got, (g_hvae, g_q) = loss(params, reg)
-    shapes = HVAE.latent_shapes
+    shapes = SMALL.latent_shapes
     xi = [jax.random.normal(k, (b,) + s, jnp.float32) for k, s in zip(jax.random.split(key, len(shapes)), shapes)]
-    model = gt.HVAE(HVAE)
+    model = gt.HVAE(SMALL)
 
     @jax.jit
     def one_unit(p, x, n, p_star):  # batches of one
@@ -330,8 +338,7 @@ def test_cf_weight_zero_is_the_plain_elbo_and_positive_adds_the_term(rng):
         np.testing.assert_array_equal(a, b)
     assert set(ignored.history) == {"step", "loss", "rec", "kl"}
     # with the regulariser (no free bits, KL weight 1 from the start): loss = rec + kl + w·cf
-    config = gt.TrainConfig(HVAE, steps=4, batch_size=8, warmup=1, kl_warmup=0, chunk_steps=4,
-                            cf_weight=0.5, cf_warmup=2)
+    config = dataclasses.replace(SMALL_CONFIG, cf_weight=0.5, cf_warmup=2)
     fit = gt.train(key, data, config, scm=scm, regulariser=q, progress=False)
     h = fit.history
     w = 0.5 * np.minimum(np.arange(4) / 2, 1)
