@@ -121,9 +121,9 @@ def test_ema_is_the_recursion_of_the_raw_parameters(rng):
             state, metrics = _STEP(CONFIG, state, train_data, data_key)
             raw.append(_leaves(state.params))
             losses.append(float(metrics["loss"]))
-    d = CONFIG.ema_decay
     ema = [a.astype(np.float64) for a in raw[0]]
-    for leaves in raw[1:]:
+    for t, leaves in enumerate(raw[1:]):
+        d = min(CONFIG.ema_decay, (1 + t) / (10 + t))  # the warmed-up decay
         ema = [d * e + (1 - d) * a for e, a in zip(ema, leaves)]
     for got, want in zip(_leaves(state.ema_params), ema):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
