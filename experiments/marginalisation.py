@@ -693,7 +693,9 @@ def learned_report(results: Mapping[str, Any]) -> list[str]:
                   + ". ΔAUC(sex)–stability Pearson r: "
                   + ", ".join(f"{f} {co[f]['exact']:.2f} → {co[f]['learned']:.2f}" for f, _ in STABILITY)
                   + ". Label-free vs labelled ranking, mean Kendall τ: "
-                  + ", ".join(f"{k} {t['exact']:.2f} → {t['learned']:.2f}" for k, t in ag.items()) + "."]
+                  + ", ".join(f"{k} {t['exact']:.2f} → {t['learned']:.2f}" for k, t in ag.items()) + ".", "",
+                  f"![reliability diagrams, learned counterfactuals](reliability_learned_{_slug(name)}.png)", "",
+                  f"![ΔAUC vs stability, learned counterfactuals](scatter_learned_{_slug(name)}.png)"]
     return lines
 
 
@@ -1017,6 +1019,10 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
                                   "pixel_mae_race": calls[1]["pixel_mae"], "change_learned": calls[0]["change_learned"],
                                   "change_exact": calls[0]["change_exact"], "seconds": sum(c["seconds"] for c in calls)}
             learned[name], comparison[name] = res_l, compare_settings(res, res_l)
+            reliability_figure(res_l, os.path.join(out, f"reliability_learned_{_slug(name)}.png"),
+                               f"Setting {name}, learned counterfactuals: smoothed reliability, seed {res_l['seeds'][0]}")
+            scatter_figure(res_l, os.path.join(out, f"scatter_learned_{_slug(name)}.png"),
+                           f"Setting {name}, learned counterfactuals: ΔAUC vs stability")
             moved = {f: t["delta"] for f, t in comparison[name]["ctc"].items() if t["delta"] != 0}
             log(f"  {name} learned: pixel MAE vs exact {calls[0]['pixel_mae']:.4f}; CTC moves "
                 + (", ".join(f"{f} {d:+.2f}" for f, d in moved.items()) if moved else "none"))

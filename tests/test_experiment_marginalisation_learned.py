@@ -133,3 +133,5 @@ def test_learned_report_shows_the_numbers(rng):
     row = next(line for line in text.splitlines() if line.startswith("| s_flip |"))
     assert f"{c['exact']:.2f} | {c['learned']:.2f} | {c['delta']:+.2f} |" in row.split("|", 10)[-1]
     assert "CTC moves" in text or "No CTC moves" in text
+    for name, _, _ in mg.SETTINGS:  # the learned half's figures, one pair per setting
+        assert f"reliability_learned_{mg._slug(name)}.png" in text and f"scatter_learned_{mg._slug(name)}.png" in text
