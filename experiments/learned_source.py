@@ -10,11 +10,16 @@ exact source re-renders each unit with its own exogenous image noise; the learne
 the HVAE's noise from the factual image and parents (``ImageHVAE.abduct``, one posterior draw
 per unit) and decodes it under each counterfactual parent vector (``ImageHVAE.forward``).
 
+The generator is trained on the ELBO plus paper 000's counterfactual regulariser (weight
+``cf_weight``; 0 turns it off), whose anti-causal predictors for sex and age are trained on the
+same site's training split first.
+
 Example:
   >>> import cfjax as cf
   >>> chest = cf.data.ChestSCM(size=32)
   >>> rec = chest.sample(jax.random.key(0), 6)
-  >>> settings = GeneratorSettings(channels=(4, 4, 4), latent_dims=(0, 2, 2), steps=2, warmup=0, kl_warmup=0)
+  >>> settings = GeneratorSettings(channels=(4, 4, 4), latent_dims=(0, 2, 2), steps=2, warmup=0, kl_warmup=0,
+  ...                              cf_weight=0.0)
   >>> fit = train_generator(chest, rec, settings, jax.random.key(1))
   >>> source = LearnedSource({chest.site: fit}, chunk=4)
   >>> out = source(chest, rec, {"age": jnp.array([30.0, 80.0])}, jax.random.key(2), "fixed")
@@ -35,11 +40,12 @@ import numpy as np
 
 import cfjax as cf
 from cfjax import _checks
+from cfjax.generative import anticausal as ac
 from cfjax.generative import train as gt
 from cfjax.generative.hvae import HVAEConfig
 from cfjax.generative.mechanism import ImageHVAE
 
-__all__ = ["GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "learned_scm", "train_generator",
+__all__ = ["GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "REGULARISED", "learned_scm", "train_generator",
            "learned_images", "LearnedSource"]
 
 
@@ -52,6 +58,10 @@ class GeneratorSettings:
       steps, batch_size, learning_rate, warmup, kl_warmup, ema_decay, chunk_steps:
         :class:`~cfjax.generative.train.TrainConfig`'s.
       temperature: posterior temperature of abduction (1: one posterior draw per unit).
+      cf_weight, cf_warmup: the counterfactual regulariser's weight (0: plain ELBO) and warm-up
+        (:class:`~cfjax.generative.train.TrainConfig`'s).
+      ac_steps, ac_features: training steps and convolution features of the regulariser's
+        anti-causal predictors (heads :data:`REGULARISED`).
       chunk: test units per compiled counterfactual batch (each unit decoded under all K
         interventions): bounds the memory of :func:`learned_images`.
     """
@@ -67,20 +77,28 @@ class GeneratorSettings:
     chunk_steps: int = 100
     temperature: float = 1.0
     chunk: int = 64
+    cf_weight: float = 0.2
+    cf_warmup: int = 500
+    ac_steps: int = 1000
+    ac_features: tuple[int, ...] = (8, 16, 32)
 
     def train_config(self, size: int) -> gt.TrainConfig:
         hvae = HVAEConfig(image_size=size, channels=tuple(self.channels), latent_dims=tuple(self.latent_dims))
         return gt.TrainConfig(hvae=hvae, steps=self.steps, batch_size=self.batch_size,
                               learning_rate=self.learning_rate, warmup=self.warmup, kl_warmup=self.kl_warmup,
                               ema_decay=self.ema_decay, chunk_steps=min(self.chunk_steps, self.steps),
-                              temperature=self.temperature)
+                              temperature=self.temperature, cf_weight=self.cf_weight,
+                              cf_warmup=min(self.cf_warmup, self.steps))
 
 
 #: the full study (64 × 64 images, 10000 training units per site)
 GENERATOR_FULL = GeneratorSettings()
 #: the quick study (32 × 32, 3000 units per site): a few minutes for both sites on 2 CPU cores
 GENERATOR_QUICK = GeneratorSettings(channels=(8, 16, 16), latent_dims=(0, 4, 4), steps=600, warmup=50,
-                                    kl_warmup=200, ema_decay=0.99, chunk_steps=100, chunk=100)
+                                    kl_warmup=200, ema_decay=0.99, chunk_steps=100, chunk=100, cf_warmup=100,
+                                    ac_steps=300)
+#: the parents the counterfactual regulariser intervenes on
+REGULARISED = ("sex", "age")
 
 
 def learned_scm(chest: cf.data.ChestSCM, mechanism: ImageHVAE) -> cf.scm.SCM:
@@ -95,13 +113,22 @@ def train_generator(chest: cf.data.ChestSCM, records: Mapping[str, Any], setting
                     key: jax.Array, *, checkpoint_dir: str | None = None,
                     progress: bool | None = False) -> gt.GeneratorFit:
     """Fit the HVAE image mechanism of ``chest`` on ``records`` (``"parents"``, ``"image"``);
-    resumes from (or reuses) an orbax checkpoint of the same run in ``checkpoint_dir``."""
+    resumes from (or reuses) an orbax checkpoint of the same run in ``checkpoint_dir``. With
+    ``settings.cf_weight > 0`` the regulariser's anti-causal predictors are trained first (key
+    ``fold_in(key, 1)``; the generator's key is ``key`` either way)."""
     if not isinstance(settings, GeneratorSettings):
         _checks.fail("settings", "a GeneratorSettings", repr(settings))
     config = settings.train_config(chest.size)
     data = {**{v: np.asarray(x) for v, x in records["parents"].items()}, "image": np.asarray(records["image"])}
     scm = learned_scm(chest, ImageHVAE(config.hvae, config.temperature))
-    return gt.train(key, data, config, scm=scm, node="image", checkpoint_dir=checkpoint_dir, progress=progress)
+    regulariser = None
+    if settings.cf_weight > 0:
+        heads = tuple(h for h in ac.CHEST_SPEC if h.name in REGULARISED)
+        regulariser = ac.train_anticausal(jax.random.fold_in(key, 1), data["image"], {h.name: data[h.name] for h in heads},
+                                          heads, steps=settings.ac_steps, features=tuple(settings.ac_features),
+                                          progress=progress)
+    return gt.train(key, data, config, scm=scm, node="image", regulariser=regulariser,
+                    checkpoint_dir=checkpoint_dir, progress=progress)
 
 
 @functools.partial(jax.jit, static_argnames=("mechanism", "chunk"))

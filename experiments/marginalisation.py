@@ -638,7 +638,10 @@ def learned_report(results: Mapping[str, Any]) -> list[str]:
              f"Every table above recomputed with **learned** counterfactual images: per site a conditional HVAE "
              f"image mechanism (`cfjax.generative`, channels {tuple(g['channels'])}, latent dims "
              f"{tuple(g['latent_dims'])}, {g['steps']} steps of batch {g['batch_size']}, EMA {g['ema_decay']}) trained on "
-             "that site's training split (factual images and parents); the parent mechanisms are the true ones, so "
+             "that site's training split (factual images and parents)"
+             + (f" on the ELBO plus the counterfactual regulariser (weight {g['cf_weight']:g}; its anti-causal "
+                "predictors of sex and age trained on the same split)" if g.get("cf_weight") else " on the ELBO")
+             + "; the parent mechanisms are the true ones, so "
              "the counterfactual parents are exactly the exact source's (effusion "
              + ("held at its observed value" if results["counterfactual_label"] == "fixed" else "following age")
              + "), and each test unit's image noise is abducted once (one posterior draw) and decoded under "
