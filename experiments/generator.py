@@ -276,6 +276,10 @@ def write_report(path, res) -> None:
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
 
 
+def log(t_start: float, what: str) -> None:
+    print(f"[{time.perf_counter() - t_start:7.1f} s] {what}", flush=True)
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="results/generator")
@@ -310,6 +314,7 @@ def main(argv=None) -> dict:
     spec = ac.CHEST_SPEC
     x_train = np.asarray(train_rec["image"])
     labels = {h.name: np.asarray(train_rec["parents"][h.name]) for h in spec}
+    log(t_start, "anti-causal predictors (the measuring instrument)")
     t0 = time.perf_counter()
     predictors = ac.train_anticausal(keys[2], x_train, labels, spec, steps=st["ac_steps"],
                                      features=st["ac_features"])
@@ -321,6 +326,7 @@ def main(argv=None) -> dict:
                             temperature=args.temperature, ema_decay=st["ema_decay"],
                             cf_weight=st["cf_weight"], cf_warmup=min(st["cf_warmup"], st["steps"]))
     scm = learned_scm(chest, ImageHVAE(hvae, args.temperature))
+    log(t_start, f"HVAE generator, {st['steps']} steps" + (" (and the regulariser's predictors)" if st["cf_weight"] else ""))
     t0 = time.perf_counter()
     regulariser = train_regulariser(keys[7], x_train, labels, st)
     timing["regulariser_train_s"] = time.perf_counter() - t0
@@ -332,6 +338,7 @@ def main(argv=None) -> dict:
 
     groups, names = interventions(test_rec["parents"])
     n_sex = 1
+    log(t_start, "counterfactuals and quality measures")
     t0 = time.perf_counter()
     exact = chest.counterfactuals(test_rec, groups, keys[4], label="follows")
     timing["exact_counterfactuals_s"] = time.perf_counter() - t0
@@ -341,6 +348,7 @@ def main(argv=None) -> dict:
 
     semi = None
     if not args.no_semi:
+        log(t_start, "semi-supervised variant (50% of ages hidden)")
         rng = np.random.default_rng(args.seed)
         seen = rng.uniform(size=st["n_train"]) < 0.5
         t0 = time.perf_counter()
