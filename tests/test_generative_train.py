@@ -197,6 +197,31 @@ def test_missing_labels_are_imputed_with_entropy_weights(rng):
     assert np.isfinite(fit.history["loss"]).all()
 
 
+def test_imputed_values_stay_in_a_bounded_parents_support(rng):
+    """A Gaussian head's predicted mean outside a bounded parent's support is clipped into it
+    (a bounded spline rejects such data): here the predictor is shifted to predict about ±50."""
+    data = _data(rng)
+    low, high = -1.5, 2.0
+    scm = cf.scm.SCM({"sex": [], "age": [], "image": ["sex", "age"]},
+                     {"sex": cf.scm.GumbelMax(2), "age": cf.scm.Spline(low=low, high=high), "image": ImageHVAE(HVAE)})
+    data["age"] = np.clip(data["age"], low, high)
+    spec = (ac.Head("age", "gaussian"),)
+    q = ac.train_anticausal(_key(rng), data["image"], {"age": data["age"]}, spec,
+                            steps=2, batch_size=8, features=(4,), hidden=4, progress=False)
+    shift = float(rng.choice([-50.0, 50.0]))
+    q = q.replace(loc={"age": jnp.asarray(shift, jnp.float32)})
+    seen = rng.uniform(size=N) < 0.5
+    seen[0] = True
+    hidden = {**data, "age": np.where(seen, data["age"], np.nan).astype(np.float32)}
+    pred = np.asarray(ac.predict_parents(q, data["image"])["age"])
+    assert np.all((pred < low) | (pred > high))  # every prediction leaves the support
+    completed, weights = gt.impute_parents(scm, "image", hidden, {"age": seen}, q)
+    want = np.where(seen, data["age"], np.clip(pred, low, high))
+    np.testing.assert_allclose(np.asarray(completed["age"]), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(weights), np.ones(N))
+    gt.parent_inputs(scm, "image", completed)  # accepted by the SCM's checks
+
+
 def test_parent_inputs_match_a_numpy_encoding(rng):
     scm = cf.scm.SCM({"sex": [], "race": [], "age": [], "image": ["race", "sex", "age"]},
                      {"sex": cf.scm.GumbelMax(2), "race": cf.scm.GumbelMax(3), "age": cf.scm.LocationScale(),

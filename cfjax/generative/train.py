@@ -225,7 +225,8 @@ def impute_parents(scm: SCM, node: str, data: Mapping[str, Any], mask: Mapping[s
 
     A parent ``p`` in ``mask`` keeps its observed label where ``mask[p]`` is True and takes
     :func:`cfjax.generative.anticausal.impute`'s value elsewhere (the most probable class of a
-    categorical head, the mean of a Gaussian one). A unit's weight is the product over the
+    categorical head, the mean of a Gaussian one, clipped into the parent's support when its
+    mechanism is bounded, e.g. a bounded spline: a predicted age of 16 becomes 20). A unit's weight is the product over the
     masked parents of the imputed weights: ``1 − H(q(p | x))/log C`` for an imputed discrete
     parent, 1 for an observed label or an imputed continuous one (paper 000, appendix).
 
@@ -291,11 +292,16 @@ def impute_parents(scm: SCM, node: str, data: Mapping[str, Any], mask: Mapping[s
         else:
             labels[name], head_mask[name] = np.zeros((n,)), np.zeros((n,), bool)
     out = _ac.impute(anticausal, images, labels, head_mask)
+    imputed = dict(out.parents)
+    for p in masks:  # a predicted mean may leave a bounded parent's support: clip it into it
+        mech = scm.mechanism(p)
+        if heads[p].kind == "gaussian" and getattr(mech, "bounded", False):
+            imputed[p] = jnp.clip(imputed[p], mech.low, mech.high).astype(jnp.asarray(imputed[p]).dtype)
     weights = jnp.ones((n,), dtype)
     for p in masks:
         weights = weights * out.weights[p].astype(dtype)
     completed = dict(data)
-    completed.update({p: out.parents[p] for p in masks})
+    completed.update({p: imputed[p] for p in masks})
     return completed, weights
 
 
