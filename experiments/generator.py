@@ -346,6 +346,34 @@ def main(argv=None) -> dict:
                                         keys[6], st["chunk"], n_sex)
     history = {"main": {k: np.asarray(v) for k, v in fit.history.items()}}
 
+    columns = [0, 1, len(names) - 1]
+    _grid(os.path.join(args.out, "grid.png"), np.asarray(test_rec["image"]), learned_images,
+          np.asarray(exact["image"]), columns)
+
+    def write_outputs(semi):
+        """results.json and report.md (atomic) of what has been measured so far."""
+        timing["total_s"] = time.perf_counter() - t_start
+        conditions = (f"{os.cpu_count()} CPU cores ({platform.machine()}), jax {jax.__version__} on "
+                      f"{jax.default_backend()}, seed {args.seed}")
+        res: dict[str, Any] = {
+            "quick": bool(args.quick), "seed": args.seed, "conditions": conditions,
+            "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in st.items()},
+            "temperature": args.temperature, "interventions": names, "grid_columns": [names[k] for k in columns],
+            "main": main_res, "semi": semi, "timing": timing,
+            # the headline figures, flat
+            "sex_accuracy": main_res["sex_accuracy"], "age_mae": main_res["age_mae"],
+            "effusion_accuracy": main_res["effusion_accuracy"], "composition_l1": main_res["composition_l1"],
+            "reversibility_l1": main_res["reversibility_l1"], "exact_pixel_mae": main_res["exact_pixel_mae"],
+            "decision_agreement": main_res["decision_agreement"],
+        }
+        res["history"] = history
+        write_report(os.path.join(args.out, "report.md"), res)
+        res["history"] = {name: {k: v.tolist() for k, v in h.items()} for name, h in history.items()}
+        atomic_write_bytes(os.path.join(args.out, "results.json"), json.dumps(res, indent=1).encode())
+        return res
+
+    # the fully labelled results first: a failure in the variant keeps them
+    res = write_outputs(None)
     semi = None
     if not args.no_semi:
         log(t_start, "semi-supervised variant (50% of ages hidden)")
@@ -364,28 +392,7 @@ def main(argv=None) -> dict:
         semi, _ = evaluate(fit_semi, scm_semi, {**chest.params(), "image": fit_semi.params}, test_rec, groups,
                            exact, predictors, keys[4], keys[6], st["chunk"], n_sex)
         history["semi"] = {k: np.asarray(v) for k, v in fit_semi.history.items()}
-
-    columns = [0, 1, len(names) - 1]
-    _grid(os.path.join(args.out, "grid.png"), np.asarray(test_rec["image"]), learned_images,
-          np.asarray(exact["image"]), columns)
-    timing["total_s"] = time.perf_counter() - t_start
-    conditions = (f"{os.cpu_count()} CPU cores ({platform.machine()}), jax {jax.__version__} on "
-                  f"{jax.default_backend()}, seed {args.seed}")
-    res: dict[str, Any] = {
-        "quick": bool(args.quick), "seed": args.seed, "conditions": conditions,
-        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in st.items()},
-        "temperature": args.temperature, "interventions": names, "grid_columns": [names[k] for k in columns],
-        "main": main_res, "semi": semi, "timing": timing,
-        # the headline figures, flat
-        "sex_accuracy": main_res["sex_accuracy"], "age_mae": main_res["age_mae"],
-        "effusion_accuracy": main_res["effusion_accuracy"], "composition_l1": main_res["composition_l1"],
-        "reversibility_l1": main_res["reversibility_l1"], "exact_pixel_mae": main_res["exact_pixel_mae"],
-        "decision_agreement": main_res["decision_agreement"],
-    }
-    res["history"] = history
-    write_report(os.path.join(args.out, "report.md"), res)
-    res["history"] = {name: {k: v.tolist() for k, v in h.items()} for name, h in history.items()}
-    atomic_write_bytes(os.path.join(args.out, "results.json"), json.dumps(res, indent=1).encode())
+        res = write_outputs(semi)
     print(f"wrote {args.out}/results.json, report.md, grid.png in {timing['total_s']:.0f} s: "
           f"sex accuracy {main_res['sex_accuracy']['learned']:.3f} (exact {main_res['sex_accuracy']['exact']:.3f}), "
           f"age MAE {main_res['age_mae']['learned']:.2f} (exact {main_res['age_mae']['exact']:.2f}), "
