@@ -1,0 +1,183 @@
+"""The README's Python examples run as written.
+
+Which blocks: every fenced block opened by a line that is exactly ```` ```python ```` in
+README.md, in order. Other fences (```` ```bash ````, bare ```` ``` ````: shell commands, the
+layout) are not run.
+
+How they run: all in ONE namespace, in README order, because the README reads as one session
+(later sections reuse ``cf``, ``jax`` and ``np`` imported earlier, and ``do`` from the
+``cfjax.data`` example). Each block is one test, named by its line number and first line; a
+test first runs any earlier block that has not run yet (so ``-k`` can select a single block).
+The blocks run with JAX's default promotion rules (what a user gets, not this suite's strict
+ones), in a temporary working directory (checkpoints), with a non-interactive matplotlib
+backend; JAX settings a block changes (``jax_enable_x64``) stay on for the blocks after it, as
+in a session, and are restored when the module ends.
+
+Skipping a block: put the line ``<!-- no-test -->`` (an HTML comment, invisible on the
+rendered page) immediately before its opening fence. Use it for long-running examples
+(training runs, full-size experiments): this file must stay fast. ``CFJAX_README_ALL=1`` in
+the environment runs the marked blocks too.
+
+Two temporary lists, keyed by a block's first line, stand in until README.md is edited:
+``_XFAIL`` (blocks known to fail; strict, so a fixed block fails the test until its entry is
+removed) and ``_SLOW`` (blocks to skip as if marked ``<!-- no-test -->``). A key that matches
+no block fails ``test_lists_match_blocks``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import re
+import sys
+from typing import NamedTuple
+
+import jax
+import pytest
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+NO_TEST = "<!-- no-test -->"
+RUN_ALL = os.environ.get("CFJAX_README_ALL", "") not in ("", "0")
+
+#: README blocks known to fail (first line -> why). Remove an entry once the README is fixed.
+_XFAIL: dict[str, str] = {
+    "import cfjax as cf":
+        "uses p_obs, p_cf, y, P_obs, P_cf without defining them",
+    "ci = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=0, resamples=1000)  # percentile intervals":
+        "uses an undefined p; flip_rate(P_obs, P_cf) reads (P, n) x (P, n, K) as class probabilities",
+    "import cfjax as cf, jax, numpy as np":
+        "scm.fit(..., data, ...) with data undefined",
+    "import cfjax.predictors as cp":
+        "uses sex, age, effusion, key, images, val_images, val_y, cf_images, cf_sex without defining them",
+}
+
+#: README blocks to skip until they carry ``<!-- no-test -->`` (first line -> why).
+_SLOW: dict[str, str] = {
+    "import cfjax.sensitivity as S, jax, numpy as np": "about 90 s (worst case and inverse budget)",
+    "import cfjax.representations as R, jax": "about 45 s",
+    "chest = cf.data.ChestSCM(size=64, prevalence=0.3, effusion_size=0.18)  # the last: difficulty":
+        "renders 16,000 images of 64 x 64",
+    "import cfjax.generative as G": "trains an HVAE for 2,000 steps (minutes)",
+}
+
+
+class Block(NamedTuple):
+    line: int      # 1-based line of the opening fence
+    first: str     # the block's first line, its key in the lists above
+    code: str
+    marked: bool   # preceded by <!-- no-test -->
+
+
+def readme_blocks(text: str) -> list[Block]:
+    """The ```` ```python ```` blocks of a Markdown text, in order."""
+    lines = text.splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        if lines[i].strip() == "```python":
+            start = i
+            i += 1
+            while i < len(lines) and lines[i].strip() != "```":
+                i += 1
+            if i == len(lines):
+                raise ValueError(f"README.md:{start + 1}: a ```python block is never closed")
+            code = "\n".join(lines[start + 1:i])
+            first = next((ln for ln in lines[start + 1:i] if ln.strip()), "")
+            marked = start > 0 and lines[start - 1].strip() == NO_TEST
+            blocks.append(Block(start + 1, first.rstrip(), code, marked))
+        i += 1
+    return blocks
+
+
+BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+
+
+def _id(b: Block) -> str:
+    return f"L{b.line}:" + re.sub(r"\W+", "_", b.first)[:40].strip("_")
+
+
+def _skip_reason(b: Block) -> str | None:
+    if RUN_ALL:
+        return None
+    if b.marked:
+        return f"marked {NO_TEST}"
+    if b.first in _SLOW:
+        return f"slow: {_SLOW[b.first]}"
+    return None
+
+
+class _Session:
+    """The README's namespace and which blocks have run in it."""
+
+    def __init__(self):
+        self.namespace: dict = {"__name__": "__readme__"}
+        self.done: set[int] = set()
+
+    def run(self, b: Block) -> None:
+        self.done.add(b.line)
+        # README.md line numbers in tracebacks: pad so that line 1 of the block is fence + 1.
+        code = compile("\n" * b.line + b.code, f"README.md (block at line {b.line})", "exec")
+        try:
+            exec(code, self.namespace)
+        finally:
+            if "matplotlib.pyplot" in sys.modules:
+                import matplotlib.pyplot as plt
+                plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    saved = {name: getattr(jax.config, name) for name in
+             ("jax_enable_x64", "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion")}
+    cwd = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("readme"))
+    jax.config.update("jax_numpy_rank_promotion", "allow")
+    jax.config.update("jax_numpy_dtype_promotion", "standard")
+    try:
+        yield _Session()
+    finally:
+        os.chdir(cwd)
+        for name, value in saved.items():
+            jax.config.update(name, getattr(value, "value", value))
+
+
+def _params():
+    for b in BLOCKS:
+        marks = []
+        reason = _skip_reason(b)
+        if reason is not None:
+            marks.append(pytest.mark.skip(reason=reason))
+        elif b.first in _XFAIL:
+            marks.append(pytest.mark.xfail(reason=_XFAIL[b.first], strict=True))
+        yield pytest.param(b, marks=marks, id=_id(b))
+
+
+@pytest.mark.parametrize("block", list(_params()))
+def test_readme_block(block, session):
+    for earlier in BLOCKS:
+        if earlier.line >= block.line:
+            break
+        if earlier.line not in session.done and _skip_reason(earlier) is None:
+            with contextlib.suppress(Exception):  # reported by its own test
+                session.run(earlier)
+    session.run(block)
+
+
+def test_lists_match_blocks():
+    firsts = {b.first for b in BLOCKS}
+    assert BLOCKS, "README.md has no ```python block"
+    stale = sorted((set(_XFAIL) | set(_SLOW)) - firsts)
+    assert not stale, f"entries matching no README block (remove them): {stale}"
+
+
+def test_readme_blocks_parser():
+    text = "\n".join([
+        "# t", "```python", "a = 1", "```", "```bash", "make test", "```",
+        NO_TEST, "```python", "", "b = a + 1", "```", "```", "layout", "```",
+    ])
+    blocks = readme_blocks(text)
+    assert [(b.line, b.first, b.code, b.marked) for b in blocks] == [
+        (2, "a = 1", "a = 1", False), (9, "b = a + 1", "\nb = a + 1", True)]
+    with pytest.raises(ValueError, match="never closed"):
+        readme_blocks("```python\nx = 1\n")
