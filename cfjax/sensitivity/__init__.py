@@ -1,6 +1,7 @@
 """Sensitivity of counterfactual fairness to unmeasured confounding (paper 001; SPEC §3).
 
-Graph and data (:class:`FairnessGraph`, :func:`make_data`, the loaders and :func:`synthetic`)
+Graph and data (:class:`FairnessGraph`, :func:`make_data`, :func:`from_frame` for a table with
+named columns, the loaders and :func:`synthetic`)
 → :func:`fit` (degrees and λ by CV, Model A, the fair predictor on its residuals, the
 unconstrained and blind baselines) → :func:`cfu` of any error correlation P (Model B,
 counterfactual propagation; differentiable in P) → :func:`cfu_grid` (two features) and
@@ -25,6 +26,7 @@ from cfjax.sensitivity.datasets import Problem as Problem
 from cfjax.sensitivity.datasets import load_law_school as load_law_school
 from cfjax.sensitivity.datasets import load_nhs as load_nhs
 from cfjax.sensitivity.datasets import synthetic as synthetic
+from cfjax.sensitivity.frame import from_frame as from_frame
 from cfjax.sensitivity.linear import Design as Design
 from cfjax.sensitivity.linear import ModelA as ModelA
 from cfjax.sensitivity.linear import ModelB as ModelB
@@ -86,6 +88,7 @@ __all__ = [
     "fit_model_a",
     "fit_model_b",
     "fold_ids",
+    "from_frame",
     "gls",
     "inverse_budget",
     "load_law_school",

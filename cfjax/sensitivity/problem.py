@@ -89,12 +89,20 @@ class FairnessGraph:
 class FairnessData:
     """Units of a fairness problem. ``group (n,)``: each unit's level of A (int32 in
     ``0..c−1``); ``codes (c, q)``: the numbers A enters the equations with at each level (e.g.
-    ``[[−1], [1]]``); ``X (n, m)``: the features in the graph's order; ``y (n,)``: the target."""
+    ``[[−1], [1]]``); ``X (n, m)``: the features in the graph's order; ``y (n,)``: the target;
+    ``names``: the features' names, column by column (static; None when X came without names),
+    checked against the graph's features by :func:`fit`."""
 
     group: jax.Array
     codes: jax.Array
     X: jax.Array
     y: jax.Array
+    names: tuple[str, ...] | None = struct.field(pytree_node=False, default=None)
+
+    def __repr__(self) -> str:
+        names = "" if self.names is None else f", names={list(self.names)}"
+        return (f"FairnessData(n={self.X.shape[0]}, m={self.X.shape[1]}, groups={self.codes.shape[0]}"
+                f"{names}, dtype={self.X.dtype})")
 
     @property
     def a(self) -> jax.Array:
@@ -106,18 +114,27 @@ class FairnessData:
         return self.X.shape[0]
 
 
-def make_data(a: Any, X: Any, y: Any, *, codes: Any = None) -> FairnessData:
+def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str] | None = None) -> FairnessData:
     """Validated :class:`FairnessData`.
 
     Args:
       a: ``(n,)`` the sensitive attribute's value per unit (any labels; at least two groups).
-      X: ``(n, m)`` features in the graph's order, none constant.
+      X: ``(n, m)`` features in the graph's order (``FairnessGraph.features``, a topological
+        order), none constant. A table with ``.columns`` (a pandas DataFrame) brings its
+        column names along, and :func:`fit` then refuses a column order that differs from the
+        graph's; to select columns by name whatever their order, use
+        :func:`~cfjax.sensitivity.from_frame`.
       y: ``(n,)`` the target.
       codes: how A enters the equations: None uses the sorted distinct values of ``a`` as
         numbers (so ±1 stays ±1 and 0/1 stays 0/1); ``"one_hot"`` gives c − 1 indicator
         columns (first level dropped), for a categorical A; or an explicit ``(c,)`` or
         ``(c, q)`` array, one row per sorted distinct value.
+      names: the name of each column of X (default: ``X.columns`` when X has them, else None);
+        :func:`fit` checks them against the graph's features, in order, so that a wrong column
+        order cannot pass silently.
     """
+    if names is None and hasattr(X, "columns"):
+        names = [str(c) for c in X.columns]
     a = np.asarray(a)
     X = np.asarray(X)
     y = np.asarray(y)
@@ -150,9 +167,15 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None) -> FairnessData:
         codes = codes[:, None] if codes.ndim == 1 else codes
         if codes.ndim != 2 or codes.shape[0] != levels.size or not np.isfinite(codes).all():
             _checks.fail("codes", f"{levels.size} finite rows, one per group {levels.tolist()}", f"shape {codes.shape}")
+    if names is not None:
+        if isinstance(names, str) or not all(isinstance(v, str) for v in names):
+            _checks.fail("names", "a sequence of column names (str)", repr(names))
+        names = tuple(names)
+        if len(names) != X.shape[1] or len(set(names)) != len(names):
+            _checks.fail("names", f"{X.shape[1]} distinct names, one per column of X", repr(list(names)))
     dtype = jnp.result_type(float)
     return FairnessData(jnp.asarray(group, jnp.int32), jnp.asarray(codes, dtype), jnp.asarray(X, dtype),
-                        jnp.asarray(y, dtype))
+                        jnp.asarray(y, dtype), names)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,6 +230,35 @@ class FairModel:
     :func:`predictor_inputs`; ``fair_pred``: its predictions ``(n,)``; ``baselines``: name →
     predictions of the unconstrained (A, X) and blind (X) predictors; ``baseline_unfairness``:
     name → ``mean_i (f_θ(ε̂_i) − ŷ^b_i)²``; ``selection``: the CV choices and tables.
+
+    **Baseline unfairness and CFU measure different things.** Both are mean squared
+    differences of predictions, in squared units of the target y, but:
+
+    - ``baseline_unfairness[name]`` compares two *different predictors* on the *factual* data:
+      the fair predictor f_θ(ε̂_i) against a baseline that sees A and the features
+      (``"unconstrained"``, a ridge on (A, X)) or the features A causes (``"blind"``, a ridge
+      on X). It is the squared gap between them, mostly the part of the baseline's prediction
+      carried by A, directly or through its descendants, which the fair predictor removes. It
+      does not depend on any error correlation P.
+    - CFU (:func:`~cfjax.sensitivity.cfu`, :func:`~cfjax.sensitivity.worst_case`) compares
+      *one predictor*, the fair one, with *itself* in two worlds of each unit: its factual A
+      and a counterfactual A, the counterfactual features propagated under Model B, whose
+      errors are correlated by P (unmeasured confounding). If Model A were right (P = I), CFU
+      would be 0 (about 0 with the paper's Model A: see :class:`Settings`); it grows only as
+      far as confounding makes Model A's residuals ε̂ leak A.
+
+    So the two differ by orders of magnitude as a rule: on :func:`~cfjax.sensitivity.synthetic`
+    data (5,000 units, the paper's recipe) the baselines' values are near 1.9 while the
+    worst-case CFU is about 1e-9 at budget 0.5 and below 1e-7 up to 0.92. A baseline of
+    1.78 beside a CFU of 8e-5 reads: the blind predictor differs from the fair one by about
+    √1.78 ≈ 1.3 units of y (root mean square), while under that confounding a change of A moves
+    the fair predictor's own prediction by about √8e-5 ≈ 0.009 units of y. The baseline is the
+    reference level of the sensitivity curve (:func:`~cfjax.sensitivity.inverse_budget`: how
+    much confounding would make the fair predictor as unfair as a baseline); a curve that stays
+    far below it means that level is not reached within the budgets searched.
+
+    :meth:`to_dict` gives the fitted choices and coefficients as plain Python (no per-unit
+    arrays); the ``repr`` is one short line.
     """
 
     graph: FairnessGraph = struct.field(pytree_node=False)
@@ -221,6 +273,60 @@ class FairModel:
     baselines: dict
     baseline_unfairness: dict
     selection: dict  # CV choices and tables (leaves; never used inside compiled code)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fit as JSON-serialisable plain Python: the graph (``features``, ``parents``,
+        ``sensitive``, ``fair``), ``n``, the chosen ``degrees``, ``lam`` and
+        ``predictor_degree``, Model A's ``sigma`` and coefficients ``w`` (one list per
+        equation), the fair predictor's ``theta``, ``baseline_unfairness`` and ``selection``
+        (CV tables as nested lists). Per-unit arrays (data, residuals, predictions) are left
+        out; non-finite numbers become None."""
+        g = self.graph
+        return {"features": list(g.features), "parents": [list(p) for p in g.parents], "sensitive": g.sensitive,
+                "fair": list(g.fair), "n": int(self.data.X.shape[0]), "degrees": list(self.degrees),
+                "lam": plain(self.lam), "predictor_degree": int(self.predictor_degree),
+                "sigma": plain(self.model_a.sigma), "w": [plain(w) for w in self.design.blocks(self.model_a.w)],
+                "theta": plain(self.theta),
+                "baseline_unfairness": {k: plain(v) for k, v in self.baseline_unfairness.items()},
+                "selection": plain(self.selection)}
+
+    def __repr__(self) -> str:
+        base = ", ".join(f"{k}={headline(v)}" for k, v in self.baseline_unfairness.items())
+        lam = headline(self.lam) if not isinstance(self.lam, tuple) else "(" + ", ".join(map(headline, self.lam)) + ")"
+        return (f"FairModel(n={self.data.X.shape[0]}, features={list(self.graph.features)}, "
+                f"degrees={self.degrees}, lam={lam}, predictor_degree={self.predictor_degree}, "
+                f"baseline_unfairness={{{base}}})")
+
+
+def plain(value: Any) -> Any:
+    """JSON-serialisable plain Python from arrays, numbers, tuples and dicts: floats (ints and
+    bools kept), nested lists; non-finite floats become None (strict JSON has no NaN or inf)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    arr = np.asarray(jax.device_get(value))
+    if arr.dtype.kind in "biu":
+        return arr.tolist()
+    arr = arr.astype(np.float64)
+    out = np.where(np.isfinite(arr), arr, None).tolist() if arr.ndim else (float(arr) if np.isfinite(arr) else None)
+    return out
+
+
+def headline(value: Any, digits: int = 4) -> str:
+    """A number for a ``repr``: ``1.23e-05``; an array's shape when it is not a single concrete
+    number (inside ``jit``/``vmap``, or batched)."""
+    try:
+        arr = np.asarray(value)
+        if arr.size == 1:
+            return f"{float(arr.reshape(())):.{digits}g}"
+        return f"array{arr.shape}"
+    except Exception:  # a tracer: no value to show
+        return f"traced{tuple(np.shape(value))}"
 
 
 def embeddings(graph: FairnessGraph, degrees: Sequence[int], a: jax.Array, X: jax.Array) -> list[jax.Array]:
@@ -257,6 +363,11 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     (ridge, then GLS with the residual variances) uses that λ; Model B later uses the same. The
     fair predictor is a polynomial ridge on :func:`predictor_inputs`; the unconstrained baseline
     on (A, X), the blind one on X, each with degree and penalty by the same CV on its own target.
+    A baseline's unfairness is its mean squared difference from the fair predictor on the
+    factual data, ``mean_i (f_θ(ε̂_i) − ŷ^b_i)²``, in squared units of y: the gap between two
+    predictors, not a counterfactual quantity like CFU, which compares the fair predictor with
+    itself across a unit's factual and counterfactual A under confounding and is typically
+    orders of magnitude smaller (see :class:`FairModel`).
 
     ``selection`` holds the choices and the CV tables: ``equation_cv (m, degrees, lambdas)``,
     each equation's own CV score; ``lambda_cv (lambdas,)``, the shared-λ estimator's stacked
@@ -269,6 +380,11 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
         _checks.fail("data", "FairnessData from make_data", type(data).__name__)
     if data.X.shape[1] != graph.m:
         _checks.fail("data.X", f"{graph.m} columns, one per feature {list(graph.features)}", f"{data.X.shape[1]}")
+    if data.names is not None and tuple(data.names) != graph.features:
+        same = sorted(data.names) == sorted(graph.features)
+        _checks.fail("data", f"feature columns named {list(graph.features)}, in the graph's topological order",
+                     f"columns {list(data.names)}" + (" (the same names in another order: reorder X's columns, "
+                                                       "or build the data with from_frame)" if same else ""))
     s = settings
     fold = ridge.fold_ids(data.n, s.folds, s.shuffle, s.seed)
     lambdas = ridge._check_lambdas(s.lambdas)

@@ -44,7 +44,7 @@ from cfjax.sensitivity.correlation import (boundary_scale, check_budget, clique_
                                            pd_correlation, tanh_correlation)
 from cfjax.sensitivity.cfu import cfu_of
 from cfjax.sensitivity.linear import fit_model_b
-from cfjax.sensitivity.problem import FairModel
+from cfjax.sensitivity.problem import FairModel, headline, plain
 
 __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "InverseBudget", "inverse_budget", "sign_corners",
            "paper_optimizer"]
@@ -101,6 +101,9 @@ class WorstCase:
     no other restart found a positive CFU, NaN with a single restart); ``steps (B, R)``: steps
     taken before stopping; ``history (B, R, S)``: the objective tracked at each step (NaN after
     stopping); ``min_eig``: the margin used.
+
+    A pytree (``jit``/``vmap`` carry it); :meth:`to_dict` gives plain Python for keeping, and the
+    ``repr`` is one short line with the largest worst case and its budget.
     """
 
     p_max: jax.Array
@@ -112,6 +115,33 @@ class WorstCase:
     steps: jax.Array
     history: jax.Array
     min_eig: float = struct.field(pytree_node=False)
+
+    def to_dict(self, history: bool = False) -> dict[str, Any]:
+        """Every field as JSON-serialisable plain Python (floats, nested lists; steps as ints),
+        non-finite numbers as None (a restart without a usable P, a ratio with one restart).
+        ``history (B, R, steps)`` only when asked: it is the bulk of the result."""
+        out = {name: plain(getattr(self, name)) for name in
+               ("p_max", "cfu", "P", "eigenvalues", "restart_cfu", "restart_ratio", "steps")}
+        out["min_eig"] = float(self.min_eig)
+        if history:
+            out["history"] = plain(self.history)
+        return out
+
+    def __repr__(self) -> str:
+        shape = tuple(np.shape(self.restart_cfu))
+        try:
+            cfu, p = np.asarray(self.cfu, np.float64), np.asarray(self.p_max, np.float64)
+            if cfu.ndim != 1:
+                raise TypeError  # batched (vmapped) results: shapes only
+            i = int(np.nanargmax(np.where(np.isfinite(cfu), cfu, -np.inf)))
+            ratio = np.asarray(self.restart_ratio, np.float64)
+            worst = (f"worst cfu={headline(cfu[i])} at p_max={headline(p[i])}, "
+                     f"p_max in [{headline(p.min())}, {headline(p.max())}], "
+                     f"max restart_ratio={headline(np.nanmax(ratio)) if np.isfinite(ratio).any() else 'nan'}")
+        except Exception:  # traced or batched: shapes only
+            worst = f"cfu {tuple(np.shape(self.cfu))}"
+        return (f"WorstCase(budgets={shape[-2] if len(shape) >= 2 else '?'}, restarts={shape[-1] if shape else '?'}, "
+                f"m={np.shape(self.P)[-1]}, {worst}, min_eig={self.min_eig:g})")
 
 
 def paper_optimizer() -> optax.GradientTransformation:
@@ -798,15 +828,45 @@ def sign_corners(m: int, p_max: float, min_eig: float = 1e-3) -> np.ndarray:
 
 
 class InverseBudget(struct.PyTreeNode):
-    """The smallest budget whose worst-case CFU reaches ``level``: ``p_max`` (NaN when even
-    ``hi`` does not reach it), the bracket ``[lo, hi]`` it was narrowed to, and the worst-case
-    CFU at every budget evaluated."""
+    """The answer to the inverse question of :func:`inverse_budget`.
+
+    ``reached``: whether some budget up to the largest searched reached ``level``.
+    ``p_max``: the smallest budget whose worst-case CFU reaches ``level`` (to within the
+    bracket), or NaN when not ``reached``. ``lo``, ``hi``: the bracket ``lo < p_max <= hi``
+    (``lo`` a budget whose worst case stays below the level, 0 when the first grid budget
+    reaches it); when not reached, ``lo`` is the largest budget searched and ``hi`` = 1 (the
+    answer, if any, lies beyond the budgets searched). ``max_cfu``: the largest worst-case CFU
+    found at any budget evaluated, ``max_cfu_p_max`` the budget where it was found (when not
+    reached: how close the search came). ``evaluated``: ``((p_max, worst-case CFU), ...)``, the
+    coarse curve then the bisection's probes.
+
+    Every field is static (a pytree without leaves); :meth:`to_dict` gives plain Python.
+    """
 
     level: float = struct.field(pytree_node=False)
     p_max: float = struct.field(pytree_node=False)
     lo: float = struct.field(pytree_node=False)
     hi: float = struct.field(pytree_node=False)
     evaluated: tuple = struct.field(pytree_node=False)
+    reached: bool = struct.field(pytree_node=False, default=False)
+    max_cfu: float = struct.field(pytree_node=False, default=float("nan"))
+    max_cfu_p_max: float = struct.field(pytree_node=False, default=float("nan"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable plain Python: ``level``, ``reached``, ``p_max`` (None when not
+        reached), ``lo``, ``hi``, ``max_cfu``, ``max_cfu_p_max`` and ``evaluated`` as
+        ``[[p_max, cfu], ...]`` (non-finite numbers as None)."""
+        return {"level": plain(self.level), "reached": bool(self.reached), "p_max": plain(self.p_max),
+                "lo": plain(self.lo), "hi": plain(self.hi), "max_cfu": plain(self.max_cfu),
+                "max_cfu_p_max": plain(self.max_cfu_p_max), "evaluated": [plain(list(e)) for e in self.evaluated]}
+
+    def __repr__(self) -> str:
+        if self.reached:
+            answer = f"reached=True, p_max={headline(self.p_max)}, bracket=({headline(self.lo)}, {headline(self.hi)}]"
+        else:
+            answer = f"reached=False, not within p_max <= {headline(self.lo)}"
+        return (f"InverseBudget(level={headline(self.level)}, {answer}, max_cfu={headline(self.max_cfu)} "
+                f"at p_max={headline(self.max_cfu_p_max)}, evaluated={len(self.evaluated)})")
 
 
 def inverse_budget(model: FairModel, level: float, *, key: jax.Array, hi: float = 0.99, tol: float = 1e-3,
@@ -820,18 +880,56 @@ def inverse_budget(model: FairModel, level: float, *, key: jax.Array, hi: float 
     worst cases found at smaller budgets (a single budget's search can stop at a worse local
     maximum than the curve reaches). Assumes the worst case grows with the budget, as the
     feasible set does.
+
+    A level above every worst case found is a result, not an error: ``reached=False``, ``p_max``
+    NaN, the bracket ``(hi, 1)`` and the largest CFU found with its budget (``max_cfu``,
+    ``max_cfu_p_max``). A baseline's unfairness is often such a level: it is a squared gap
+    between two predictors, usually far above the fair predictor's CFU (see
+    :class:`~cfjax.sensitivity.FairModel`).
+
+    Args:
+      model: the fitted working model.
+      level: the CFU to reach (non-negative).
+      key: randomness of every :func:`worst_case` call (the same key each time).
+      hi: the largest budget searched, in [0, 1).
+      tol: bisection stops once the bracket is at most this wide.
+      grid: budgets of the coarse curve, evenly spaced in ``(0, hi]``.
+      **search: options of :func:`worst_case` (restarts, steps, ...).
+
+    Returns:
+      :class:`InverseBudget`.
+
+    Example:
+      A level the search can reach (half the worst case at budget 0.5), on a tiny problem:
+
+      >>> import jax, cfjax.sensitivity as S
+      >>> prob = S.synthetic(200, seed=0)
+      >>> small = S.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,))
+      >>> model = S.fit(prob.graph, prob.data, small)
+      >>> opts = dict(restarts=1, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None)
+      >>> level = 0.5 * float(S.worst_case(model, 0.5, key=jax.random.key(0), **opts).cfu[0])
+      >>> inv = inverse_budget(model, level, key=jax.random.key(0), hi=0.5, grid=1, tol=0.05, **opts)
+      >>> inv.reached, 0 <= inv.lo < inv.p_max == inv.hi <= 0.5, inv.hi - inv.lo <= 0.05
+      (True, True, True)
+      >>> far = inverse_budget(model, 1e6, key=jax.random.key(0), hi=0.5, grid=1, **opts)
+      >>> far.reached, far.max_cfu == 2 * level, far.max_cfu_p_max
+      (False, True, 0.5)
     """
     level = float(level)
     if not np.isfinite(level) or level < 0:
         _checks.fail("level", "a non-negative CFU level", repr(level))
     hi = check_budget(hi)
     grid = _checks.check_positive_int("grid", grid)
+    tol = float(tol)
+    if not (np.isfinite(tol) and tol > 0):
+        _checks.fail("tol", "a positive bracket width", repr(tol))
     budgets = np.linspace(0.0, hi, grid + 1)[1:]
-    curve = np.asarray(worst_case(model, budgets, key=key, **search).cfu)
+    curve = np.asarray(worst_case(model, budgets, key=key, **search).cfu, np.float64)
     evaluated = list(zip(budgets.tolist(), curve.tolist()))
     reached = np.flatnonzero(curve >= level)
     if reached.size == 0:
-        return InverseBudget(level, float("nan"), hi, hi, tuple(evaluated))
+        best_p, best = _largest(evaluated)
+        return InverseBudget(level, float("nan"), float(budgets[-1]), 1.0, tuple(evaluated), False, best, best_p)
     j = int(reached[0])
     below = budgets[:j]
     lo, hi = (float(below[-1]) if j else 0.0), float(budgets[j])
@@ -843,4 +941,15 @@ def inverse_budget(model: FairModel, level: float, *, key: jax.Array, hi: float 
             hi = mid
         else:
             lo = mid
-    return InverseBudget(level, hi, lo, hi, tuple(evaluated))
+    best_p, best = _largest(evaluated)
+    return InverseBudget(level, hi, lo, hi, tuple(evaluated), True, best, best_p)
+
+
+def _largest(evaluated: list) -> tuple[float, float]:
+    """``(p_max, cfu)`` of the largest finite worst case evaluated (the smallest such budget on
+    ties); NaN, NaN when none is finite."""
+    finite = [(c, -p) for p, c in evaluated if np.isfinite(c)]
+    if not finite:
+        return float("nan"), float("nan")
+    c, p = max(finite)
+    return float(-p), float(c)

@@ -1,0 +1,88 @@
+"""Results a user can keep: to_dict (strict JSON), short reprs, pytrees that jit and vmap, and
+the inverse question's answer for a level it cannot reach."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cfjax.sensitivity import datasets as D
+from cfjax.sensitivity import problem as P
+from cfjax.sensitivity import search as Q
+
+TINY = P.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,), folds=2)
+OPTS = dict(restarts=2, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    prob = D.synthetic(150, correlation=0.3, seed=1)
+    model = P.fit(prob.graph, prob.data, TINY)
+    return model, Q.worst_case(model, 0.6, key=jax.random.key(0), **OPTS)
+
+
+def roundtrip(d):
+    return json.loads(json.dumps(d, allow_nan=False))  # strict JSON: no NaN or inf
+
+
+def test_worst_case_to_dict_repr_and_pytree(fitted, rng):
+    model, wc = fitted
+    d = roundtrip(wc.to_dict())
+    np.testing.assert_allclose(d["cfu"], np.asarray(wc.cfu), rtol=1e-6)
+    np.testing.assert_allclose(d["P"], np.asarray(wc.P), rtol=1e-6)
+    assert d["steps"] == np.asarray(wc.steps).tolist() and d["min_eig"] == wc.min_eig and "history" not in d
+    hist = roundtrip(wc.to_dict(history=True))["history"]
+    ref = np.asarray(wc.history)
+    assert np.array_equal(np.array([[v is None for v in r] for r in hist[0]]), np.isnan(ref[0]))  # NaN -> None
+    text = repr(wc)
+    assert len(text) < 400 and f"{float(wc.cfu[0]):.4g}" in text and "budgets=1, restarts=2" in text
+    # Still a pytree: jit and vmap carry it (a vmapped copy's repr shows shapes only).
+    scale = float(rng.uniform(1, 3))
+    out = jax.jit(lambda w: w.replace(cfu=w.cfu * scale))(wc)
+    assert isinstance(out, Q.WorstCase)
+    np.testing.assert_allclose(out.cfu, np.asarray(wc.cfu) * scale, rtol=1e-6)
+    stacked = jax.tree.map(lambda x: jnp.stack([x, x]), wc)
+    both = jax.vmap(lambda w: w.cfu.sum())(stacked)
+    np.testing.assert_allclose(both, [float(wc.cfu.sum())] * 2, rtol=1e-6)
+    assert len(repr(stacked)) < 400
+
+
+def test_fair_model_to_dict_and_repr(fitted):
+    model, _ = fitted
+    d = roundtrip(model.to_dict())
+    assert d["features"] == ["G", "L"] and d["parents"] == [["A"], ["A", "G"]] and d["n"] == 150
+    np.testing.assert_allclose(d["theta"], np.asarray(model.theta), rtol=1e-6)
+    np.testing.assert_allclose(np.concatenate(d["w"]), np.asarray(model.model_a.w), rtol=1e-6)
+    assert d["baseline_unfairness"]["blind"] == pytest.approx(float(model.baseline_unfairness["blind"]))
+    text = repr(model)
+    assert len(text) < 400 and f"{float(model.baseline_unfairness['blind']):.4g}" in text
+
+
+def test_an_unreachable_level_is_a_clear_result(fitted, rng):
+    model, wc = fitted
+    level = float(rng.uniform(1e3, 1e6))
+    inv = Q.inverse_budget(model, level, key=jax.random.key(0), hi=0.6, grid=1, **OPTS)
+    assert inv.reached is False and np.isnan(inv.p_max)
+    assert inv.lo == pytest.approx(0.6) and inv.hi == 1.0  # the answer, if any, lies beyond 0.6
+    # The same search as the fixture's: the largest CFU found and where.
+    assert np.isfinite(inv.max_cfu) and inv.max_cfu == pytest.approx(float(wc.cfu[0]), rel=1e-6)
+    assert inv.max_cfu_p_max == pytest.approx(0.6)
+    d = roundtrip(inv.to_dict())
+    assert d["reached"] is False and d["p_max"] is None and d["evaluated"] == [[pytest.approx(0.6), d["max_cfu"]]]
+    text = repr(inv)
+    assert len(text) < 400 and "reached=False" in text and f"{inv.max_cfu:.4g}" in text
+    assert jax.tree.leaves(inv) == [] and jax.jit(lambda r: r)(inv) == inv  # a pytree, all static
+
+
+def test_a_reachable_level_is_bracketed(fitted, rng):
+    model, wc = fitted
+    level = float(rng.uniform(0.3, 0.9)) * float(wc.cfu[0])
+    inv = Q.inverse_budget(model, level, key=jax.random.key(0), hi=0.6, grid=1, tol=0.1, **OPTS)
+    assert inv.reached is True and 0 <= inv.lo < inv.p_max == inv.hi <= 0.6 and inv.hi - inv.lo <= 0.1
+    # Every probe at or above p_max reached the level; those at or below lo did not.
+    for p, c in inv.evaluated:
+        assert (c >= level) == (p >= inv.p_max)
+    assert inv.max_cfu == pytest.approx(max(c for _, c in inv.evaluated))
+    assert f"{inv.p_max:.4g}" in repr(inv) and roundtrip(inv.to_dict())["p_max"] == inv.p_max
