@@ -2,8 +2,11 @@
 
 Inputs: ``p_obs (n,)`` predictions on observed units, ``p_cf (n, K)`` predictions on their K
 counterfactuals, labels ``y (n,)`` in {0, 1}, intervention weights ``weights (K,)``. The
-stability metrics also take class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)``
-(``cfjax.metrics.stability``: one core, equal to the binary values for C = 2).
+stability metrics and :func:`evaluate` also take class probabilities ``p_obs (n, C)``,
+``p_cf (n, K, C)`` with labels in ``0..C-1`` (``cfjax.metrics.stability``: one core, equal to
+the binary values for C = 2; :class:`MulticlassReport`). Labels that change under the
+interventions are given as ``y_cf (n, K)`` (:func:`evaluate`, :func:`evaluate_bootstrap`);
+without them every report records ``labels == "invariant"``.
 Every function is pure JAX, jittable, and vmappable over a leading predictor axis.
 
 Beside :func:`evaluate`: :func:`evaluate_many` (many predictors, sharded),
@@ -24,7 +27,9 @@ from cfjax.metrics.ranking import rank_change as rank_change
 from cfjax.metrics.ranking import rankdata as rankdata
 from cfjax.metrics.ranking import spearman as spearman
 from cfjax.metrics.report import LABEL_FIELDS as LABEL_FIELDS
+from cfjax.metrics.report import CounterfactualLabelReport as CounterfactualLabelReport
 from cfjax.metrics.report import MarginalisationReport as MarginalisationReport
+from cfjax.metrics.report import MulticlassReport as MulticlassReport
 from cfjax.metrics.report import evaluate as evaluate
 from cfjax.metrics.risk import bce as bce
 from cfjax.metrics.risk import cvar as cvar
@@ -51,8 +56,10 @@ from cfjax.metrics.transitions import correct_transition_count as correct_transi
 
 __all__ = [
     "BootstrapReport",
+    "CounterfactualLabelReport",
     "LABEL_FIELDS",
     "MarginalisationReport",
+    "MulticlassReport",
     "PAPER_CHAINS",
     "ReliabilityCurve",
     "SubgroupMeans",

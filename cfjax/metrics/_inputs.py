@@ -117,3 +117,58 @@ def prepare_stability(
     q = None if p_cf is None else _arrays.resolve_weights(weights, np.shape(p_cf)[1], dtype)
     cast = lambda v: None if v is None else _arrays.as_float(v, dtype)  # noqa: E731
     return cast(p_obs), cast(p_cf), q, True
+
+
+def is_multiclass(p_obs: Any, p_cf: Any) -> bool:
+    """Class probabilities (``p_cf (n, K, C)`` or ``p_obs (n, C)``) rather than binary scores."""
+    return np.ndim(p_cf) == 3 or np.ndim(p_obs) == 2
+
+
+def _integer_labels(name: str, y: Any, n_classes: int) -> None:
+    """Integer values in ``0..n_classes-1`` (concrete inputs only; bool counts as 0/1)."""
+    if not _checks.is_concrete(y):
+        return
+    v = np.asarray(y)
+    if v.dtype == bool:
+        v = v.astype(np.int64)
+    if not (np.issubdtype(v.dtype, np.integer) or np.issubdtype(v.dtype, np.floating)):
+        _checks.fail(name, f"integer class labels in 0..{n_classes - 1}", f"dtype {v.dtype}")
+    bad = ~np.isfinite(v) | (v != np.round(v)) | (v < 0) | (v > n_classes - 1) \
+        if np.issubdtype(v.dtype, np.floating) else (v < 0) | (v > n_classes - 1)
+    if bad.any():
+        found = np.unique(v[bad])[:5].tolist()
+        _checks.fail(name, f"integer class labels in 0..{n_classes - 1}",
+                     f"other values, e.g. {found}")
+
+
+def _label_shape(name: str, y: Any, shape: tuple[int, ...], what: str) -> None:
+    if tuple(np.shape(y)) != tuple(shape):
+        _checks.fail(name, f"shape {tuple(shape)} {what}", f"shape {tuple(np.shape(y))}")
+
+
+def prepare_counterfactual_labels(y_cf: Any, cf_shape: tuple[int, ...], dtype: Any) -> jax.Array:
+    """Binary counterfactual labels ``y_cf (n, K)`` in {0, 1}, matching ``p_cf (n, K)``, cast
+    to the scores' float dtype."""
+    _label_shape("y_cf", y_cf, cf_shape[:2], "(n, K), one label per unit and intervention, "
+                 "like `p_cf`")
+    _checks.check_binary_labels("y_cf", y_cf)
+    return _arrays.as_float(y_cf, dtype)
+
+
+def prepare_class_labels(
+    y: Any, y_cf: Any, cf_shape: tuple[int, ...]
+) -> tuple[jax.Array | None, jax.Array | None]:
+    """Integer labels ``y (n,)`` and ``y_cf (n, K)`` in ``0..C-1`` for class probabilities
+    ``p_cf`` of shape ``(n, K, C)``; returned as int32 (None stays None)."""
+    n, k, c = cf_shape
+    out = []
+    for name, v, shape, what in (("y", y, (n,), "(n,), one label per unit, like `p_obs`"),
+                                 ("y_cf", y_cf, (n, k), "(n, K), one label per unit and "
+                                  "intervention, like `p_cf`")):
+        if v is None:
+            out.append(None)
+            continue
+        _label_shape(name, v, shape, what)
+        _integer_labels(name, v, c)
+        out.append(jnp.asarray(v).astype(jnp.int32))
+    return out[0], out[1]

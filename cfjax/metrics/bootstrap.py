@@ -1,6 +1,7 @@
 """Bootstrap confidence intervals for every field of the marginalisation report.
 
-The units (rows of ``p_obs``, ``p_cf``, ``y``) are resampled with replacement B times; each
+The units (rows of ``p_obs``, ``p_cf``, ``y`` and of the counterfactual labels ``y_cf``) are
+resampled with replacement B times; each
 resample is evaluated by the same traced core as :func:`~cfjax.metrics.evaluate`, mapped over
 the resamples (``lax.map`` in chunks, so memory stays bounded for any B), and the interval of
 each field is the pair of percentiles ``100 (1 − level) / 2`` and ``100 (1 + level) / 2`` of
@@ -25,7 +26,13 @@ from flax import struct
 
 from cfjax import _checks
 from cfjax.metrics import _inputs
-from cfjax.metrics.report import MarginalisationReport, _evaluate, check_options
+from cfjax.metrics.report import (
+    MarginalisationReport,
+    MulticlassReport,
+    _evaluate,
+    _evaluate_classes,
+    check_options,
+)
 
 __all__ = ["BootstrapReport", "bootstrap_indices", "evaluate_bootstrap"]
 
@@ -44,10 +51,10 @@ class BootstrapReport:
     Under ``vmap`` over predictors every leaf gains a leading predictor axis.
     """
 
-    estimate: MarginalisationReport
-    low: MarginalisationReport
-    high: MarginalisationReport
-    replicates: MarginalisationReport | None = None
+    estimate: MarginalisationReport | MulticlassReport
+    low: MarginalisationReport | MulticlassReport
+    high: MarginalisationReport | MulticlassReport
+    replicates: MarginalisationReport | MulticlassReport | None = None
     level: float = struct.field(pytree_node=False, default=0.95)
     resamples: int = struct.field(pytree_node=False, default=0)
 
@@ -108,6 +115,7 @@ def evaluate_bootstrap(
     y: Any = None,
     *,
     key: Any,
+    y_cf: Any = None,
     resamples: int = 1000,
     level: float = 0.95,
     weights: Any = None,
@@ -120,10 +128,13 @@ def evaluate_bootstrap(
     """:func:`~cfjax.metrics.evaluate` with percentile bootstrap intervals over units.
 
     Args:
-      p_obs: ``(n,)`` predictions on the observed units.
-      p_cf: ``(n, K)`` predictions on their K counterfactuals.
-      y: ``(n,)`` labels in {0, 1}, or None (label fields and their bounds are NaN).
+      p_obs: ``(n,)`` predictions on the observed units, or ``(n, C)`` class probabilities.
+      p_cf: ``(n, K)`` predictions on their K counterfactuals, or ``(n, K, C)``.
+      y: ``(n,)`` labels (in {0, 1}, or ``0..C-1`` for class probabilities), or None (label
+        fields and their bounds are NaN).
       key: PRNG key of the resamples (``jax.random.key(seed)``, raw key or int seed).
+      y_cf: ``(n, K)`` counterfactual labels (as in ``evaluate``), resampled by row with the
+        units; None: labels assumed invariant.
       resamples: number of bootstrap resamples B.
       level: coverage of the intervals, in (0, 1).
       weights, tau, alphas, n_bins: as in ``evaluate``.
@@ -162,37 +173,59 @@ def evaluate_bootstrap(
             or not 0.0 < float(level) < 1.0:
         _checks.fail("level", "a coverage level in (0, 1)", repr(level))
     level = float(level)
-    p_obs, p_cf, y, q = _inputs.prepare(p_obs=p_obs, p_cf=p_cf, y=y, weights=weights)
-    n, k = p_cf.shape
+    if y is None and y_cf is not None:
+        _checks.fail("y", "observed labels of shape (n,) when `y_cf` is given", "None")
+    multiclass = _inputs.is_multiclass(p_obs, p_cf)
+    if multiclass:
+        p_obs, p_cf, q, _ = _inputs.prepare_stability(p_obs, p_cf, weights, tau)
+        y, y_cf = _inputs.prepare_class_labels(y, y_cf, p_cf.shape)
+        n, k, c = p_cf.shape
+    else:
+        p_obs, p_cf, y, q = _inputs.prepare(p_obs=p_obs, p_cf=p_cf, y=y, weights=weights)
+        if y_cf is not None:
+            y_cf = _inputs.prepare_counterfactual_labels(y_cf, p_cf.shape, p_obs.dtype)
+        (n, k), c = p_cf.shape, 1
     if batch_size == "auto":
         if jax.devices()[0].platform == "cpu":
             batch_size = 1
         else:
-            batch_size = max(1, min(resamples, _AUTO_CHUNK_ELEMENTS // (n * k)))
+            batch_size = max(1, min(resamples, _AUTO_CHUNK_ELEMENTS // (n * k * c)))
     elif batch_size is not None:
         batch_size = _checks.check_positive_int("batch_size", batch_size)
     tau = jnp.asarray(tau, p_obs.dtype)
     uniform = weights is None
-    estimate = _evaluate(p_obs, p_cf, y, q, tau, alphas=alphas, n_bins=n_bins, uniform=uniform)
+    core = functools.partial(_core, q=q, tau=tau, alphas=alphas, n_bins=n_bins, uniform=uniform,
+                             multiclass=multiclass)
+    estimate = core(p_obs, p_cf, y, y_cf)
     low, high, replicates = _bootstrap(
-        p_obs, p_cf, y, q, tau, key, resamples=resamples, level=level, alphas=alphas,
+        p_obs, p_cf, y, y_cf, q, tau, key, resamples=resamples, level=level, alphas=alphas,
         n_bins=n_bins, uniform=uniform, batch_size=batch_size,
-        keep=bool(return_replicates))
+        keep=bool(return_replicates), multiclass=multiclass)
     return BootstrapReport(estimate=estimate, low=low, high=high, replicates=replicates,
                            level=level, resamples=resamples)
 
 
-@functools.partial(jax.jit, static_argnames=("resamples", "level", "alphas", "n_bins", "uniform",
-                                             "batch_size", "keep"))
-def _bootstrap(p_obs, p_cf, y, q, tau, key, *, resamples, level, alphas, n_bins, uniform,
-               batch_size, keep):
-    n = p_obs.shape[0]
-    evaluate = functools.partial(_evaluate, q=q, tau=tau, alphas=alphas, n_bins=n_bins,
+def _core(p_obs, p_cf, y, y_cf, *, q, tau, alphas, n_bins, uniform, multiclass):
+    """The report core of binary scores or class probabilities."""
+    if multiclass:
+        return _evaluate_classes(p_obs, p_cf, y, q, y_cf=y_cf, alphas=alphas, n_bins=n_bins,
                                  uniform=uniform)
+    return _evaluate(p_obs, p_cf, y, q, tau, alphas=alphas, n_bins=n_bins, uniform=uniform,
+                     y_cf=y_cf)
+
+
+@functools.partial(jax.jit, static_argnames=("resamples", "level", "alphas", "n_bins", "uniform",
+                                             "batch_size", "keep", "multiclass"))
+def _bootstrap(p_obs, p_cf, y, y_cf, q, tau, key, *, resamples, level, alphas, n_bins, uniform,
+               batch_size, keep, multiclass):
+    n = p_obs.shape[0]
+    evaluate = functools.partial(_core, q=q, tau=tau, alphas=alphas, n_bins=n_bins,
+                                 uniform=uniform, multiclass=multiclass)
+    take = lambda v, idx: None if v is None else v[idx]  # noqa: E731
 
     def one(b):
         idx = _draw(key, b, n)
-        return evaluate(p_obs[idx], p_cf[idx], None if y is None else y[idx])
+        return evaluate(p_obs[idx], p_cf[idx], take(y, idx), take(y_cf, idx))
 
     ids = jnp.arange(resamples, dtype=jnp.int32)
     if batch_size is None:

@@ -1,4 +1,21 @@
-"""The full counterfactual-marginalisation report of one predictor (paper 000, SPEC §1)."""
+"""The full counterfactual-marginalisation report of one predictor (paper 000, SPEC §1), for
+binary scores or class probabilities, with observed or counterfactual labels.
+
+Binary scores: ``p_obs (n,)``, ``p_cf (n, K)`` → :class:`MarginalisationReport`. Class
+probabilities: ``p_obs (n, C)``, ``p_cf (n, K, C)`` with integer labels in ``0..C-1`` →
+:class:`MulticlassReport` (the same fields, cross-entropy ``−log p[y]`` in place of the binary
+cross-entropy, top-label calibration, argmax decisions, total-variation shifts).
+
+Labels. By default the label of a unit is assumed not to change under the interventions: every
+counterfactual prediction ``p_cf[i, k]`` is scored against the observed ``y[i]``
+(``labels == "invariant"``). When the intervened attribute is a cause of the label, pass
+``y_cf (n, K)``, the label of unit i under intervention k: the counterfactual losses then use
+``y_cf[i, k]``, and the marginalised prediction ``p_bar[i]`` is scored against the label
+distribution over the interventions, ``Σ_k q_k 1[y_cf[i, k] = c]``, i.e. by its expected loss
+``Σ_k q_k loss(p_bar[i], y_cf[i, k])`` (``labels == "counterfactual"``). ``risk_orig`` and the
+``*_orig`` calibration always use the observed ``y``. With changing labels ``R_CM ≤ R_IE`` no
+longer holds in general (a predictor that follows the label can beat its own average).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +26,30 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 from flax import struct
+from jax import lax
 
 from cfjax import _checks
 from cfjax.metrics import _arrays, _inputs
 from cfjax.metrics.calibration import _bins, _brier
 from cfjax.metrics.ranking import _kendall_tau_b, _spearman
-from cfjax.metrics.risk import binary_bce, cvar_risks_kn, losses_kn
+from cfjax.metrics.risk import EPS, binary_bce, cvar_risks_kn, losses_kn
 from cfjax.metrics.smooth_calibration import _smooth_ece
-from cfjax.metrics.stability import d_obs, mean_abs_shift, s_flip_kn, s_var_kn
+from cfjax.metrics.stability import (
+    d_obs,
+    decisions_agree,
+    mean_abs_shift,
+    p_bar_classes,
+    s_flip_classes,
+    s_flip_kn,
+    s_var_classes,
+    s_var_kn,
+    total_variation,
+)
 
-__all__ = ["MarginalisationReport", "evaluate", "LABEL_FIELDS"]
+__all__ = [
+    "CounterfactualLabelReport", "MarginalisationReport", "MulticlassReport", "evaluate",
+    "LABEL_FIELDS",
+]
 
 #: Report fields that need labels; NaN when ``evaluate`` is called with ``y=None``.
 LABEL_FIELDS = (
@@ -35,6 +66,11 @@ class MarginalisationReport:
     field ``alphas``. ``ece_*``/``mce_*`` use equal-width bins; ``smece_*`` is the smooth ECE
     (:func:`~cfjax.metrics.smooth_ece`, its bandwidth chosen automatically) of ``p_obs``
     (``orig``) and of the marginalised ``p_bar`` (``cm``).
+
+    ``labels`` (a class attribute, not a field) says how the counterfactual predictions were
+    scored: ``"invariant"`` here (against the observed labels ``y``);
+    :class:`CounterfactualLabelReport`, the same fields computed with counterfactual labels
+    ``y_cf``, says ``"counterfactual"`` and writes it into :meth:`to_dict`.
     """
 
     risk_orig: jax.Array
@@ -59,21 +95,112 @@ class MarginalisationReport:
     rank_change: jax.Array
     alphas: tuple[float, ...] = struct.field(pytree_node=False, default=(0.5, 0.25, 0.1))
 
+    # A class attribute, deliberately not annotated: not a dataclass field, so the fields stay
+    # the metrics, and the value survives jit/vmap with the class.
+    labels = "invariant"
+
     def to_dict(self) -> dict[str, Any]:
         """Plain Python numbers: floats for scalar fields, ``{alpha: float}`` for
         ``risk_cvar``. For a batched report (leading predictor axis) each float becomes a
         list of floats."""
-        out: dict[str, Any] = {}
-        for name in self.__dataclass_fields__:
-            if name == "alphas":
-                continue
-            value = jax.device_get(getattr(self, name))
-            if name == "risk_cvar":
-                cols = [value[..., j] for j in range(len(self.alphas))]
-                out[name] = {a: _plain(c) for a, c in zip(self.alphas, cols)}
-            else:
-                out[name] = _plain(value)
-        return out
+        return _plain_fields(self)
+
+
+@struct.dataclass
+class CounterfactualLabelReport(MarginalisationReport):
+    """:class:`MarginalisationReport` of binary scores computed with counterfactual labels
+    ``y_cf (n, K)`` (what :func:`evaluate` returns when given ``y_cf``): ``risk_ie``,
+    ``risk_cvar`` and ``risk_wc`` score ``p_cf[i, k]`` against ``y_cf[i, k]``; ``risk_cm``,
+    ``brier_cm``, ``ece_cm``, ``mce_cm`` and ``smece_cm`` score ``p_bar[i]`` against the soft
+    label ``ȳ[i] = Σ_k q_k y_cf[i, k]`` (``risk_cm`` and ``brier_cm`` as the expected loss
+    ``Σ_k q_k loss(p_bar[i], y_cf[i, k])``; the calibration bins average ``ȳ``). ``labels`` is
+    ``"counterfactual"``, and :meth:`to_dict` carries it.
+    """
+
+    labels = "counterfactual"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As :meth:`MarginalisationReport.to_dict`, plus ``"labels": "counterfactual"``."""
+        return {**_plain_fields(self), "labels": self.labels}
+
+
+@struct.dataclass
+class MulticlassReport:
+    """The marginalisation report of class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)``.
+
+    The fields of :class:`MarginalisationReport`, defined for C classes, plus ``s_tv``:
+
+    * risks: the cross-entropy ``−log p[y]`` (``p[y]`` clipped to ``[1e-7, 1 − 1e-7]``, as the
+      binary one) of ``p_obs`` (``risk_orig``), of ``p_bar = Σ_k q_k p_cf[:, k]``
+      (``risk_cm``), and its mean, CVaR and maximum over the interventions (``risk_ie``,
+      ``risk_cvar``, ``risk_wc``). For C = 2 and the class vectors ``(1 − p, p)`` they equal
+      the binary risks.
+    * ``brier_*``: ``mean_i Σ_c (p[i, c] − 1[y_i = c])²`` (twice the binary Brier for C = 2).
+    * ``ece_*``, ``mce_*``, ``smece_*``: top-label calibration: the confidence ``max_c p[i, c]``
+      against whether the argmax is the label, in equal-width bins (ECE, MCE) or by the
+      smooth ECE.
+    * ``s_var``, ``s_flip``, ``d_obs``, ``score_shift``: :mod:`cfjax.metrics.stability`'s
+      class-probability definitions (argmax decisions; ``score_shift = mean_i TV(p_obs[i],
+      p_bar[i])``, with ``TV(a, b) = ½ Σ_c |a_c − b_c|``).
+    * ``s_tv = mean_i Σ_k q_k TV(p_cf[i, k], p_obs[i])``: the expected total-variation change
+      of the class probabilities under an intervention.
+    * ``spearman``, ``kendall_tau_b``, ``rank_change``: one-vs-rest macro averages, the binary
+      rank statistic of the class-c scores ``p_obs[:, c]`` against ``p_bar[:, c]`` averaged
+      over the C classes (NaN if any class's scores are constant, as the binary ones).
+
+    Static fields: ``alphas`` (the CVaR levels), ``labels`` (``"invariant"`` or
+    ``"counterfactual"``, as for the binary reports: with counterfactual labels ``y_cf`` the
+    ``cm`` fields use the label distribution ``ȳ[i, c] = Σ_k q_k 1[y_cf[i, k] = c]``:
+    ``risk_cm = mean_i Σ_c ȳ[i, c] (−log p_bar[i, c])``, ``brier_cm`` the expected Brier over
+    the labels, the top-label correctness ``ȳ[i, argmax p_bar[i]]``) and ``classes`` (C).
+    """
+
+    risk_orig: jax.Array
+    risk_cm: jax.Array
+    risk_ie: jax.Array
+    risk_cvar: jax.Array
+    risk_wc: jax.Array
+    brier_orig: jax.Array
+    ece_orig: jax.Array
+    mce_orig: jax.Array
+    smece_orig: jax.Array
+    brier_cm: jax.Array
+    ece_cm: jax.Array
+    mce_cm: jax.Array
+    smece_cm: jax.Array
+    s_var: jax.Array
+    s_flip: jax.Array
+    d_obs: jax.Array
+    score_shift: jax.Array
+    s_tv: jax.Array
+    spearman: jax.Array
+    kendall_tau_b: jax.Array
+    rank_change: jax.Array
+    alphas: tuple[float, ...] = struct.field(pytree_node=False, default=(0.5, 0.25, 0.1))
+    labels: str = struct.field(pytree_node=False, default="invariant")
+    classes: int = struct.field(pytree_node=False, default=2)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain numbers as :meth:`MarginalisationReport.to_dict`, plus ``"labels"`` and
+        ``"classes"``."""
+        return {**_plain_fields(self), "labels": self.labels, "classes": self.classes}
+
+
+_STATIC_FIELDS = ("alphas", "labels", "classes")
+
+
+def _plain_fields(report: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in report.__dataclass_fields__:
+        if name in _STATIC_FIELDS:
+            continue
+        value = jax.device_get(getattr(report, name))
+        if name == "risk_cvar":
+            cols = [value[..., j] for j in range(len(report.alphas))]
+            out[name] = {a: _plain(c) for a, c in zip(report.alphas, cols)}
+        else:
+            out[name] = _plain(value)
+    return out
 
 
 def check_options(alphas: Sequence[float], n_bins: int, tau: Any) -> tuple[tuple[float, ...], int]:
@@ -91,24 +218,39 @@ def evaluate(
     p_cf: Any,
     y: Any = None,
     *,
+    y_cf: Any = None,
     weights: Any = None,
     tau: Any = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
-) -> MarginalisationReport:
+) -> MarginalisationReport | MulticlassReport:
     """Evaluate a predictor by counterfactual marginalisation over K interventions.
 
     Args:
-      p_obs: ``(n,)`` predictions on the observed images, ``g(x_i)``.
-      p_cf: ``(n, K)`` predictions on the counterfactuals, ``g(x̃_i(ã_k))``.
-      y: ``(n,)`` labels in {0, 1}, or None for the label-free stability fields only.
+      p_obs: ``(n,)`` predictions on the observed images, ``g(x_i)``; or ``(n, C)`` class
+        probabilities (rows summing to 1).
+      p_cf: ``(n, K)`` predictions on the counterfactuals, ``g(x̃_i(ã_k))``; or
+        ``(n, K, C)`` class probabilities.
+      y: ``(n,)`` observed labels: in {0, 1} for binary scores, integers in ``0..C-1`` for
+        class probabilities; or None for the label-free stability fields only.
+      y_cf: ``(n, K)`` counterfactual labels, ``y_cf[i, k]`` the label of unit i under
+        intervention k (same values as ``y``; needs ``y``). None (default): labels are
+        assumed invariant, every ``p_cf[i, k]`` is scored against ``y[i]``.
       weights: ``(K,)`` intervention weights q (non-negative, sum 1); uniform when None.
-      tau: decision threshold for ``s_flip`` and ``d_obs``.
+      tau: decision threshold for ``s_flip`` and ``d_obs`` (binary scores; class
+        probabilities decide by the argmax and need the default 0.5).
       alphas: CVaR levels in (0, 1].
       n_bins: number of equal-width calibration bins.
 
+    Shapes:
+      binary: ``p_obs (n,)``, ``p_cf (n, K)``, ``y (n,)``, ``y_cf (n, K)``; classes:
+      ``p_obs (n, C)``, ``p_cf (n, K, C)``, ``y (n,)``, ``y_cf (n, K)``.
+
     Returns:
-      A :class:`MarginalisationReport`; label fields are NaN when ``y`` is None.
+      Binary scores: a :class:`MarginalisationReport` (a :class:`CounterfactualLabelReport`,
+      the same fields, when ``y_cf`` is given). Class probabilities: a
+      :class:`MulticlassReport`. ``report.labels`` is ``"invariant"`` or
+      ``"counterfactual"``. Label fields are NaN when ``y`` is None.
 
     Jittable and vmappable: ``jax.vmap(lambda po, pc: evaluate(po, pc, y))(P_obs, P_cf)``
     evaluates many predictors at once (value checks are skipped on traced inputs; shape
@@ -119,18 +261,36 @@ def evaluate(
       >>> rng = np.random.default_rng(0)
       >>> p_cf = rng.uniform(size=(100, 16)).astype(np.float32)
       >>> r = evaluate(p_cf[:, 0], p_cf, rng.integers(0, 2, 100))
-      >>> bool(r.risk_cm <= r.risk_ie <= r.risk_wc)
-      True
+      >>> bool(r.risk_cm <= r.risk_ie <= r.risk_wc), r.labels
+      (True, 'invariant')
+
+      Three classes, labels that change under the interventions:
+
+      >>> p_cf = rng.dirichlet(np.ones(3), (100, 4)).astype(np.float32)
+      >>> y_cf = rng.integers(0, 3, (100, 4))
+      >>> r = evaluate(p_cf[:, 0], p_cf, y_cf[:, 0], y_cf=y_cf)
+      >>> r.classes, r.labels, r.risk_cvar.shape, bool(0 <= r.s_tv <= 1)
+      (3, 'counterfactual', (3,), True)
     """
     alphas, n_bins = check_options(alphas, n_bins, tau)
+    if y is None and y_cf is not None:
+        _checks.fail("y", "observed labels of shape (n,) when `y_cf` is given (risk_orig and "
+                     "the *_orig calibration use them)", "None")
+    if _inputs.is_multiclass(p_obs, p_cf):
+        p_obs, p_cf, q, _ = _inputs.prepare_stability(p_obs, p_cf, weights, tau)
+        y, y_cf = _inputs.prepare_class_labels(y, y_cf, p_cf.shape)
+        return _evaluate_classes(p_obs, p_cf, y, q, y_cf=y_cf, alphas=alphas, n_bins=n_bins,
+                                 uniform=weights is None)
     p_obs, p_cf, y, q = _inputs.prepare(p_obs=p_obs, p_cf=p_cf, y=y, weights=weights)
+    if y_cf is not None:
+        y_cf = _inputs.prepare_counterfactual_labels(y_cf, p_cf.shape, p_obs.dtype)
     tau = jnp.asarray(tau, p_obs.dtype)
     return _evaluate(p_obs, p_cf, y, q, tau, alphas=alphas, n_bins=n_bins,
-                     uniform=weights is None)
+                     uniform=weights is None, y_cf=y_cf)
 
 
 @functools.partial(jax.jit, static_argnames=("alphas", "n_bins", "uniform"))
-def _evaluate(p_obs, p_cf, y, q, tau, *, alphas, n_bins, uniform) -> MarginalisationReport:
+def _evaluate(p_obs, p_cf, y, q, tau, *, alphas, n_bins, uniform, y_cf=None) -> MarginalisationReport:
     dtype = p_obs.dtype
     x = p_cf.T  # (K, n): the intervention-major layout of the kernels
     p_bar = q @ x
@@ -148,23 +308,116 @@ def _evaluate(p_obs, p_cf, y, q, tau, *, alphas, n_bins, uniform) -> Marginalisa
         rank_change=jnp.mean(jnp.abs(ranks_obs - ranks_bar)),
     )
     if y is None:
-        nan = jnp.full((), math.nan, dtype)
-        labelled = {f: nan for f in LABEL_FIELDS}
-        labelled["risk_cvar"] = jnp.full((len(alphas),), math.nan, dtype)
+        labelled = _nan_label_fields(dtype, alphas)
     else:
-        losses = losses_kn(x, y)  # (K, n)
+        if y_cf is None:
+            losses = losses_kn(x, y)  # (K, n)
+            risk_cm = jnp.mean(binary_bce(p_bar, y))
+            y_bar, brier_cm = y, _brier(p_bar, y)
+        else:
+            # Counterfactual labels: column k against y_cf[:, k]; p_bar against the soft label
+            # y_bar by its expected loss over the interventions.
+            losses = lax.optimization_barrier(binary_bce(x, y_cf.T))
+            y_bar = q @ y_cf.T
+            clipped = jnp.clip(p_bar, EPS, 1 - EPS)
+            risk_cm = jnp.mean(-(y_bar * jnp.log(clipped) + (1 - y_bar) * jnp.log1p(-clipped)))
+            brier_cm = jnp.mean(jnp.square(p_bar - y_bar) + y_bar * (1 - y_bar))
         labelled = dict(
             risk_orig=jnp.mean(binary_bce(p_obs, y)),
-            risk_cm=jnp.mean(binary_bce(p_bar, y)),
+            risk_cm=risk_cm,
             risk_ie=jnp.mean(q @ losses),
             risk_cvar=cvar_risks_kn(losses, q, alphas, uniform=uniform),
             risk_wc=jnp.mean(jnp.max(losses, axis=0)),
+            brier_orig=_brier(p_obs, y),
+            brier_cm=brier_cm,
         )
-        for suffix, p in (("orig", p_obs), ("cm", p_bar)):
-            count, sum_p, sum_y = _bins(p, y, n_bins)
-            gap = jnp.abs(sum_y - sum_p)
-            labelled[f"brier_{suffix}"] = _brier(p, y)
-            labelled[f"ece_{suffix}"] = jnp.sum(gap) / p.shape[0]
-            labelled[f"mce_{suffix}"] = jnp.max(jnp.where(count > 0, gap / jnp.maximum(count, 1), 0))
-            labelled[f"smece_{suffix}"] = _smooth_ece(p, y)[0]
-    return MarginalisationReport(**labelled, **stability, alphas=alphas)
+        for suffix, p, target in (("orig", p_obs, y), ("cm", p_bar, y_bar)):
+            labelled.update(_binned_calibration(suffix, p, target, n_bins))
+    cls = MarginalisationReport if y_cf is None else CounterfactualLabelReport
+    return cls(**labelled, **stability, alphas=alphas)
+
+
+def _nan_label_fields(dtype: Any, alphas: tuple[float, ...]) -> dict[str, jax.Array]:
+    nan = jnp.full((), math.nan, dtype)
+    labelled = {f: nan for f in LABEL_FIELDS}
+    labelled["risk_cvar"] = jnp.full((len(alphas),), math.nan, dtype)
+    return labelled
+
+
+def _binned_calibration(suffix: str, p: jax.Array, target: jax.Array,
+                        n_bins: int) -> dict[str, jax.Array]:
+    """ECE, MCE (equal-width bins) and smooth ECE of scores ``p (n,)`` against (possibly
+    soft) targets ``target (n,)`` in [0, 1]."""
+    count, sum_p, sum_y = _bins(p, target, n_bins)
+    gap = jnp.abs(sum_y - sum_p)
+    return {
+        f"ece_{suffix}": jnp.sum(gap) / p.shape[0],
+        f"mce_{suffix}": jnp.max(jnp.where(count > 0, gap / jnp.maximum(count, 1), 0)),
+        f"smece_{suffix}": _smooth_ece(p, target)[0],
+    }
+
+
+def _neg_log(p: jax.Array) -> jax.Array:
+    return -jnp.log(jnp.clip(p, EPS, 1 - EPS))
+
+
+def _rank_fields(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Spearman, Kendall's τ_b and the mean absolute rank change of scores ``a``, ``b (n,)``."""
+    dtype = a.dtype
+    bounds_a, bounds_b = _arrays.rank_bounds(a), _arrays.rank_bounds(b)
+    ranks_a = _arrays.average_ranks_from_bounds(*bounds_a, dtype)
+    ranks_b = _arrays.average_ranks_from_bounds(*bounds_b, dtype)
+    return (_spearman(ranks_a, ranks_b), _kendall_tau_b(bounds_a, bounds_b, dtype),
+            jnp.mean(jnp.abs(ranks_a - ranks_b)))
+
+
+@functools.partial(jax.jit, static_argnames=("alphas", "n_bins", "uniform"))
+def _evaluate_classes(p_obs, p_cf, y, q, *, alphas, n_bins, uniform, y_cf=None) -> MulticlassReport:
+    """Traced core for class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)``, integer labels
+    ``y (n,)`` (or None) and ``y_cf (n, K)`` (or None)."""
+    dtype = p_obs.dtype
+    n_classes = p_cf.shape[2]
+    p_bar = p_bar_classes(p_cf, q)  # (n, C)
+    spearman, kendall, rank_change = jax.vmap(_rank_fields)(p_obs.T, p_bar.T)  # per class
+    stability = dict(
+        s_var=s_var_classes(p_cf, q, p_bar),
+        s_flip=s_flip_classes(p_obs, p_cf, q),
+        d_obs=jnp.mean(~decisions_agree(p_obs, p_bar), dtype=dtype),
+        score_shift=jnp.mean(total_variation(p_obs, p_bar)),
+        s_tv=jnp.mean(total_variation(p_cf, p_obs[:, None, :]) @ q),
+        spearman=jnp.mean(spearman),
+        kendall_tau_b=jnp.mean(kendall),
+        rank_change=jnp.mean(rank_change),
+    )
+    if y is None:
+        labelled = _nan_label_fields(dtype, alphas)
+    else:
+        onehot = jax.nn.one_hot(y, n_classes, dtype=dtype)  # (n, C)
+        labels_nk = jnp.broadcast_to(y[:, None], p_cf.shape[:2]) if y_cf is None else y_cf
+        picked = jnp.take_along_axis(p_cf, labels_nk[..., None], axis=-1)[..., 0]  # (n, K)
+        losses = lax.optimization_barrier(_neg_log(picked.T))  # (K, n)
+        if y_cf is None:
+            y_bar = onehot
+        else:  # the label distribution over the interventions, (n, C)
+            y_bar = jnp.einsum("nkc,k->nc", jax.nn.one_hot(y_cf, n_classes, dtype=dtype), q)
+        p_y = jnp.take_along_axis(p_obs, y[:, None], axis=-1)[:, 0]
+        labelled = dict(
+            risk_orig=jnp.mean(_neg_log(p_y)),
+            risk_cm=jnp.mean(jnp.sum(y_bar * _neg_log(p_bar), axis=-1)),
+            risk_ie=jnp.mean(q @ losses),
+            risk_cvar=cvar_risks_kn(losses, q, alphas, uniform=uniform),
+            risk_wc=jnp.mean(jnp.max(losses, axis=0)),
+            brier_orig=jnp.mean(jnp.sum(jnp.square(p_obs - onehot), axis=-1)),
+            # Expected Brier over the label distribution: the squared distance to y_bar plus
+            # the labels' own spread 1 − Σ_c y_bar_c² (zero for invariant labels).
+            brier_cm=jnp.mean(jnp.sum(jnp.square(p_bar - y_bar), axis=-1)
+                              + 1 - jnp.sum(jnp.square(y_bar), axis=-1)),
+        )
+        for suffix, p, target in (("orig", p_obs, onehot), ("cm", p_bar, y_bar)):
+            top = jnp.argmax(p, axis=-1)
+            confidence = jnp.max(p, axis=-1)
+            correct = jnp.take_along_axis(target, top[:, None], axis=-1)[:, 0]
+            labelled.update(_binned_calibration(suffix, confidence, correct, n_bins))
+    return MulticlassReport(**labelled, **stability, alphas=alphas,
+                            labels="invariant" if y_cf is None else "counterfactual",
+                            classes=n_classes)
