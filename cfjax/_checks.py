@@ -9,6 +9,9 @@ inspected without a host round-trip. Every failure raises :class:`ValidationErro
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from typing import Any
 
 import jax
@@ -169,3 +172,44 @@ def check_threshold(name: str, tau: Any) -> None:
     t = np.asarray(tau, dtype=np.float64)
     if t.shape != () or not (0.0 <= float(t) <= 1.0):
         fail(name, "a decision threshold in [0, 1]", repr(tau))
+
+
+class PrecisionWarning(UserWarning):
+    """A float64 input is computed in float32 because JAX's 64-bit mode is off."""
+
+
+_DOWNCAST_WARNED: set[str] = set()  # argument names already warned about, in this process
+
+
+def warn_if_downcast(name: str, x: Any) -> None:
+    """Warn (a :class:`PrecisionWarning`, once per process and argument name) when ``x`` is a
+    float64 (or complex128) array that JAX will compute in 32 bits because ``jax_enable_x64``
+    is off. Anything without a ``dtype`` (lists, Python numbers) is left alone. Respects
+    ``jax.enable_x64`` scopes."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or name in _DOWNCAST_WARNED:
+        return
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        return
+    if dtype not in (np.dtype(np.float64), np.dtype(np.complex128)):
+        return
+    if jax.dtypes.canonicalize_dtype(dtype) == dtype:
+        return
+    _DOWNCAST_WARNED.add(name)
+    warnings.warn(
+        f"`{name}` is {dtype} but is computed in {jax.dtypes.canonicalize_dtype(dtype)} because "
+        "jax_enable_x64 is off; for 64-bit results call jax.config.update(\"jax_enable_x64\", True) "
+        "at the start of the program (this warning is shown once per argument name).",
+        PrecisionWarning, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` for ``warnings.warn`` called right here that points at the first frame
+    outside the cfjax package (the user's call), however deep the library's helpers nest."""
+    root = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(2), 2  # the caller of warnings.warn's caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -30,14 +30,16 @@ from typing import Any, Callable, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 from jax import lax
 
 from cfjax import _checks
 from cfjax.generative.anticausal import AntiCausal, predict_parents
+from cfjax.representations import _results
 from cfjax.scm.mechanism import Mechanism
 
 __all__ = ["effectiveness", "effectiveness_ceiling", "composition", "reversibility", "pixel_mae",
-           "decision_agreement", "relative_gap"]
+           "decision_agreement", "relative_gap", "QualityReport", "quality_report"]
 
 
 # ----------------------------------------------------------------------- checks
@@ -356,3 +358,125 @@ def decision_agreement(learned: Any, exact: Any, threshold: float = 0.5, *,
     if by_intervention and a.ndim < 2:
         _checks.fail("learned", "at least 2 axes (K, ...) with by_intervention", f"shape {tuple(a.shape)}")
     return _agreement(bool(by_intervention), a, b.astype(a.dtype), jnp.asarray(threshold, a.dtype))
+
+
+# ----------------------------------------------------------------------- one report
+@struct.dataclass
+class QualityReport:
+    """The quality figures of one image mechanism, each ``None`` where it was not measured.
+
+    Attributes:
+      composition: ``(n_times,)`` mean L1 after ``1 … n_times`` null interventions
+        (:func:`composition`).
+      reversibility: ``(K,)`` mean L1 after ``do(pa*)`` then ``do(pa)`` back, per intervention
+        (:func:`reversibility`).
+      effectiveness: ``{head + "_accuracy" | head + "_mae": value}`` on the learned
+        counterfactuals (:func:`effectiveness`); scalars, or ``(K,)`` per intervention.
+      effectiveness_ceiling: the same on exact counterfactuals (:func:`effectiveness_ceiling`).
+      pixel_mae: mean absolute pixel error against exact counterfactuals (:func:`pixel_mae`).
+      decision_agreement: a fixed classifier's agreement on learned and exact counterfactuals
+        (:func:`decision_agreement`).
+
+    A pytree (``None`` fields are empty subtrees). :meth:`to_dict` gives plain Python for
+    ``json.dumps``.
+    """
+
+    composition: Any = None
+    reversibility: Any = None
+    effectiveness: Any = None
+    effectiveness_ceiling: Any = None
+    pixel_mae: Any = None
+    decision_agreement: Any = None
+
+    @property
+    def relative_gap(self) -> dict[str, jax.Array] | None:
+        """:func:`relative_gap` of the effectiveness against its ceiling (None unless both)."""
+        if self.effectiveness is None or self.effectiveness_ceiling is None:
+            return None
+        return relative_gap(self.effectiveness, self.effectiveness_ceiling)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain Python for ``json.dumps``: each measured field as a float or a list of floats
+        (effectiveness as ``{name: value}``), ``relative_gap`` when both effectiveness figures
+        are there; fields not measured are left out."""
+        out = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = _results.plain(value)
+        gap = self.relative_gap
+        if gap is not None:
+            out["relative_gap"] = _results.plain(gap)
+        return out
+
+    def __repr__(self) -> str:
+        items = []
+        if self.composition is not None:
+            c = self.composition
+            items += [("composition_after_1", c[0]), (f"composition_after_{c.shape[0]}", c[-1])] \
+                if getattr(c, "ndim", 0) == 1 else [("composition", c)]
+        if self.reversibility is not None:
+            items.append(("reversibility_mean", jnp.mean(jnp.asarray(self.reversibility))))
+        for name in ("effectiveness", "effectiveness_ceiling"):
+            if getattr(self, name) is not None:
+                items += [(f"{name}.{k}", jnp.mean(jnp.asarray(v))) for k, v in getattr(self, name).items()]
+        for name in ("pixel_mae", "decision_agreement"):
+            if getattr(self, name) is not None:
+                items.append((name, jnp.mean(jnp.asarray(getattr(self, name)))))
+        text = _results.fields_repr(type(self).__name__, items)
+        return text if len(text) < 400 else text[:392] + ", ...)"
+
+
+def quality_report(mechanism: Mechanism | None = None, params: Any = None, images: Any = None,
+                   parents: Any = None, *, targets: Any = None, n_times: int = 10, key: jax.Array | None = None,
+                   predictors: AntiCausal | None = None, counterfactuals: Any = None,
+                   counterfactual_parents: Mapping[str, Any] | None = None, exact: Any = None,
+                   p_learned: Any = None, p_exact: Any = None, threshold: float = 0.5,
+                   by_intervention: bool = False, chunk: int = 256) -> QualityReport:
+    """Every quality figure the arguments allow, in one :class:`QualityReport`.
+
+    - composition: with ``mechanism``, ``params``, ``images (N, H, W)`` and ``parents (N, P)``
+      (``n_times`` null interventions);
+    - reversibility: with those and ``targets`` (``(K, N, P)`` or ``(K, P)``);
+    - effectiveness: with ``predictors``, learned ``counterfactuals (K, N, H, W)`` and
+      ``counterfactual_parents`` (``{name: (K, N)}``); its ceiling with ``exact`` images too;
+    - pixel MAE: with ``counterfactuals`` and ``exact``;
+    - decision agreement: with a classifier's probabilities ``p_learned`` and ``p_exact``.
+
+    ``key`` (stochastic abduction) is split in two, for composition and reversibility.
+    ``by_intervention`` gives effectiveness, pixel MAE and agreement per intervention ``(K,)``.
+
+    Example:
+      >>> import cfjax as cf
+      >>> mech, p = cf.scm.LocationScale(), cf.scm.linear_gaussian_params([2.0], 0.5, 1.5)
+      >>> r = quality_report(mech, p, jnp.array([1.0, 2.0]), jnp.ones((2, 1)), n_times=2,
+      ...                    targets=jnp.array([[0.0], [4.0]]))
+      >>> r.to_dict()
+      {'composition': [0.0, 0.0], 'reversibility': [0.0, 0.0]}
+    """
+    k_comp, k_rev = (None, None) if key is None else tuple(jax.random.split(key))
+    fields: dict[str, Any] = {}
+    if mechanism is not None:
+        fields["composition"] = composition(mechanism, params, images, parents, n_times=n_times, key=k_comp,
+                                            chunk=chunk)
+        if targets is not None:
+            fields["reversibility"] = reversibility(mechanism, params, images, parents, targets, key=k_rev,
+                                                    chunk=chunk)
+    if predictors is not None:
+        if counterfactuals is None or counterfactual_parents is None:
+            _checks.fail("counterfactuals", "learned counterfactual images and `counterfactual_parents` "
+                         "with `predictors`", "None")
+        fields["effectiveness"] = effectiveness(predictors, counterfactuals, counterfactual_parents,
+                                                by_intervention=by_intervention, chunk=chunk)
+        if exact is not None:
+            fields["effectiveness_ceiling"] = effectiveness_ceiling(
+                predictors, exact, counterfactual_parents, by_intervention=by_intervention, chunk=chunk)
+    if counterfactuals is not None and exact is not None:
+        fields["pixel_mae"] = pixel_mae(counterfactuals, exact, by_intervention=by_intervention)
+    if (p_learned is None) != (p_exact is None):
+        _checks.fail("p_exact" if p_exact is None else "p_learned",
+                     "the classifier's probabilities on both learned and exact counterfactuals", "only one of them")
+    if p_learned is not None:
+        fields["decision_agreement"] = decision_agreement(p_learned, p_exact, threshold,
+                                                          by_intervention=by_intervention)
+    return QualityReport(**fields)

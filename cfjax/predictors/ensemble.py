@@ -29,6 +29,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
 from cfjax import _checks
+from cfjax.representations import _results
 from cfjax.metrics import auc as _auc
 from cfjax.predictors import checkpoint as _ckpt
 from cfjax.predictors.inference import (_check_seeds, _init, check_member_chunk, chunked_logits, gather,
@@ -99,6 +100,10 @@ class TrainConfig:
         """Evaluation rounds of a full run, ``ceil(steps / eval_every)``."""
         return -(-self.steps // self.eval_every)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting as plain Python for ``json.dumps``; ``TrainConfig(**d)`` rebuilds it."""
+        return dataclasses.asdict(self)
+
     def optimizer(self) -> optax.GradientTransformation:
         """AdamW with linear warm-up and cosine decay."""
         schedule = optax.warmup_cosine_decay_schedule(
@@ -116,6 +121,13 @@ class MemberData(NamedTuple):
     images: jax.Array
     labels: jax.Array
     cdf: jax.Array
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as (nested) lists for ``json.dumps`` (the images in full: large)."""
+        return {f: _results.plain(getattr(self, f)) for f in self._fields}
+
+    def __repr__(self) -> str:
+        return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields))
 
 
 def member_data(images: Any, labels: Any, weights: Any) -> MemberData:
@@ -211,6 +223,30 @@ class EnsembleState:
     def finished(self) -> bool:
         """Whether every member has stopped (out of patience or steps)."""
         return not bool(jnp.any(self.active))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The training record as plain Python for ``json.dumps``, without parameters or
+        optimiser states: ``n_members``, ``step``, ``round``, ``finished``, per member
+        ``best_auc``, ``best_step``, ``since_best``, ``active``, ``nonfinite_step`` (lists of M),
+        and per round ``val_auc`` and ``loss`` (R lists of M, NaN for rounds not run). Keep
+        the parameters with :func:`cfjax.predictors.save_checkpoint`."""
+        out = {"n_members": int(np.shape(self.best_auc)[0]), "step": int(self.step), "round": int(self.round),
+               "finished": self.finished}
+        for name in ("best_auc", "best_step", "since_best", "active", "nonfinite_step", "val_auc", "loss"):
+            out[name] = _results.plain(getattr(self, name))
+        return out
+
+    def __repr__(self) -> str:
+        m = np.shape(self.best_auc)[0]
+        n_params = sum(int(np.size(v)) for v in jax.tree.leaves(self.best_params))
+        items = [("members", m), ("step", self.step), ("round", self.round)]
+        if not any(isinstance(v, jax.core.Tracer) for v in (self.best_auc, self.active, self.step)):
+            auc = np.asarray(self.best_auc, dtype=np.float64)
+            items += [("active", _results.Raw(f"{int(np.sum(np.asarray(self.active)))}/{m}")),
+                      ("best_auc_mean", float(np.mean(auc)) if m else float("nan")),
+                      ("best_auc_min", float(np.min(auc)) if m else float("nan"))]
+        items.append(("params_per_member", n_params // max(m, 1)))
+        return _results.fields_repr(type(self).__name__, items)
 
 
 def init_state(model: nn.Module, config: TrainConfig, seeds: Any, image_shape: tuple[int, int],

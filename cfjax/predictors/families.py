@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
+from cfjax.representations import _results
 from cfjax.data.splits import biased_training_mask
 
 __all__ = ["PAPER_NAMES", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",
@@ -44,6 +45,19 @@ class Family(NamedTuple):
     names: tuple[str, ...]
     seeds: np.ndarray
     masks: jax.Array
+
+    def to_dict(self) -> dict[str, Any]:
+        """``names``, ``seeds`` and ``masks`` (M lists of N bools) for ``json.dumps``, with each
+        member's training-set size ``n_train``."""
+        out = {f: _results.plain(getattr(self, f)) for f in self._fields}
+        out["n_train"] = _results.plain(np.asarray(self.masks).sum(axis=-1))
+        return out
+
+    def __repr__(self) -> str:
+        names = list(dict.fromkeys(self.names))
+        shown = ", ".join(names[:4]) + (f", ... ({len(names)} distinct)" if len(names) > 4 else "")
+        return (f"{type(self).__name__}(members={len(self.names)}, names=[{shown}], "
+                f"masks={_results.spec(self.masks)})")
 
 
 def datasets_bias_key(seed: int) -> jax.Array:

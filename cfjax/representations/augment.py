@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
+from cfjax.representations import _results
 from cfjax.representations.cfr import CFRModel, counterfactuals
 from cfjax.representations.classifiers import LinearClassifier, fit_logistic, predict
 from cfjax.representations.metrics import tpr_gap
@@ -52,6 +53,35 @@ class AugmentationResult(NamedTuple):
     tpr_gap_augmented: np.ndarray
     classifier: LinearClassifier
     classifier_augmented: LinearClassifier
+
+    def to_dict(self, *, classifiers: bool = False) -> dict[str, Any]:
+        """Plain Python for ``json.dumps``: the two accuracies (floats) and TPR-gaps (lists of
+        C floats, NaN for a class absent from a group), and the largest absolute gap of each.
+        ``classifiers=True`` adds both classifiers' :meth:`LinearClassifier.to_dict`
+        (their weights); by default only their sizes are recorded."""
+        out = {name: _results.plain(getattr(self, name))
+               for name in ("accuracy", "accuracy_augmented", "tpr_gap", "tpr_gap_augmented")}
+        out["max_abs_tpr_gap"] = _max_abs(self.tpr_gap)
+        out["max_abs_tpr_gap_augmented"] = _max_abs(self.tpr_gap_augmented)
+        for name in ("classifier", "classifier_augmented"):
+            clf = getattr(self, name)
+            out[name] = clf.to_dict() if classifiers else {"n_features": int(clf.W.shape[0]),
+                                                           "n_classes": int(clf.W.shape[1])}
+        return out
+
+    def __repr__(self) -> str:
+        return _results.fields_repr(type(self).__name__, [
+            ("accuracy", self.accuracy), ("accuracy_augmented", self.accuracy_augmented),
+            ("max_abs_tpr_gap", _max_abs(self.tpr_gap)),
+            ("max_abs_tpr_gap_augmented", _max_abs(self.tpr_gap_augmented)),
+            ("tpr_gap", self.tpr_gap), ("tpr_gap_augmented", self.tpr_gap_augmented),
+            ("classifier", self.classifier)])
+
+
+def _max_abs(gaps: Any) -> float:
+    """The largest absolute TPR-gap over the classes present in both groups (NaN if none)."""
+    g = np.abs(np.asarray(gaps, dtype=np.float64))
+    return float(np.nanmax(g)) if np.isfinite(g).any() else float("nan")
 
 
 def augmentation_effect(model: CFRModel, train: tuple, test: tuple, *, value: int = 1, l2: float = 1e-4,

@@ -18,6 +18,7 @@ import optax.tree_utils as otu
 from flax import struct
 
 from cfjax import _checks
+from cfjax.representations import _results
 from cfjax.representations.subspace import _as_embeddings
 
 __all__ = ["LinearClassifier", "fit_logistic", "predict"]
@@ -36,6 +37,22 @@ class LinearClassifier(struct.PyTreeNode):
     def __call__(self, X: jax.Array) -> jax.Array:
         """Probabilities ``(n, C)`` for embeddings ``(n, d)`` (or ``(C,)`` for one ``(d,)``)."""
         return jax.nn.softmax(self.logits(X), axis=-1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The weights as plain Python for ``json.dumps``: ``W`` (d lists of C floats), ``b``
+        (C floats) and their ``dtype``; :meth:`from_dict` rebuilds the classifier."""
+        return {"W": _results.plain(self.W), "b": _results.plain(self.b), "dtype": jnp.dtype(self.W.dtype).name}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LinearClassifier":
+        """The classifier whose :meth:`to_dict` is ``data``."""
+        dtype = data.get("dtype", "float32")
+        return cls(W=jnp.asarray(np.asarray(data["W"], dtype)), b=jnp.asarray(np.asarray(data["b"], dtype)))
+
+    def __repr__(self) -> str:
+        shape = self.W.shape
+        return (f"{type(self).__name__}(n_features={shape[-2]}, n_classes={shape[-1]}, "
+                f"dtype={jnp.dtype(self.W.dtype).name}" + (f", batch={tuple(shape[:-2])}" if len(shape) > 2 else "") + ")")
 
 
 def predict(proba: Any, X: jax.Array) -> jax.Array:

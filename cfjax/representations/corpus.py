@@ -18,11 +18,12 @@ EEEC+'s biased versions), so a classifier trained on it learns to read the conce
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from cfjax import _checks
+from cfjax.representations import _results
 
 __all__ = ["EMOTIONS", "TextCorpus", "template_corpus"]
 
@@ -92,6 +93,13 @@ class TextCorpus(NamedTuple):
     z_cf: np.ndarray
     concept: str
     values: tuple
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain Python (lists of numbers and strings) for ``json.dumps``."""
+        return {f: _results.plain(getattr(self, f)) for f in self._fields}
+
+    def __repr__(self) -> str:
+        return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields))
 
 
 def _render(template: str, person: str, gender: str, state: str, situation: str) -> str:

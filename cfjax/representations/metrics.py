@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from cfjax import _checks
+from cfjax.representations import _results
 from cfjax.metrics.stability import decisions_agree, total_variation
 
 __all__ = ["CFRScores", "ate", "atv", "mean_effect", "pip", "score", "tpr", "tpr_gap"]
@@ -40,6 +41,8 @@ __all__ = ["CFRScores", "ate", "atv", "mean_effect", "pip", "score", "tpr", "tpr
 
 def _pair(name_a: str, a: Any, name_b: str, b: Any, *, check_a: bool = True) -> None:
     _checks.check_ndim(name_a, a, 2, "of class probabilities (n, C)")
+    _checks.warn_if_downcast(name_a, a)
+    _checks.warn_if_downcast(name_b, b)
     if _checks.shape_of(a) != _checks.shape_of(b):
         _checks.fail(name_b, f"shape {_checks.shape_of(a)} matching `{name_a}`", f"shape {_checks.shape_of(b)}")
     _checks.check_nonempty(name_a, a)
@@ -81,8 +84,8 @@ def ate(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
 
     Example:
         >>> import numpy as np
-        >>> p_obs = np.array([[0.9, 0.1], [0.1, 0.9]])   # two units sent to opposite values:
-        >>> p_cf = np.array([[0.1, 0.9], [0.9, 0.1]])   # each moves by 0.8, the mean by 0
+        >>> p_obs = np.array([[0.9, 0.1], [0.1, 0.9]], np.float32)  # two units sent to opposite values:
+        >>> p_cf = np.array([[0.1, 0.9], [0.9, 0.1]], np.float32)   # each moves by 0.8, the mean by 0
         >>> round(float(ate(p_cf, p_obs)), 3), np.round(np.asarray(mean_effect(p_cf, p_obs)), 3).tolist()
         (0.8, [0.0, 0.0])
     """
@@ -164,6 +167,15 @@ class CFRScores(NamedTuple):
     mean_effect: jax.Array
     mean_effect_cfr: jax.Array
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain Python numbers for ``json.dumps``: a float per scalar score, a list of C
+        floats for ``mean_effect`` and ``mean_effect_cfr`` (one more list level per leading
+        axis of a batched result, e.g. scores ``vmap``ped over classifiers)."""
+        return {name: _results.plain(getattr(self, name)) for name in self._fields}
+
+    def __repr__(self) -> str:
+        return _results.fields_repr(type(self).__name__, ((f, getattr(self, f)) for f in self._fields))
+
 
 def score(p_obs: jax.Array, p_true: jax.Array, p_cfr: jax.Array) -> CFRScores:
     """Every score of one classifier's probabilities on original, true-counterfactual and CFR
@@ -171,13 +183,16 @@ def score(p_obs: jax.Array, p_true: jax.Array, p_cfr: jax.Array) -> CFRScores:
 
     Example:
         >>> import numpy as np
-        >>> p_obs = np.array([[0.8, 0.2], [0.3, 0.7]])
-        >>> p_true = np.array([[0.4, 0.6], [0.7, 0.3]]); p_cfr = np.array([[0.5, 0.5], [0.6, 0.4]])
+        >>> p_obs = np.array([[0.8, 0.2], [0.3, 0.7]], np.float32)
+        >>> p_true = np.array([[0.4, 0.6], [0.7, 0.3]], np.float32)
+        >>> p_cfr = np.array([[0.5, 0.5], [0.6, 0.4]], np.float32)
         >>> s = score(p_obs, p_true, p_cfr)
         >>> [round(float(v), 3) for v in (s.pip, s.atv, s.pip_baseline, s.ate, s.ate_cfr, s.ate_error)]
         [0.5, 0.1, 0.0, 0.4, 0.3, 0.1]
-        >>> np.round(np.asarray(s.mean_effect), 3).tolist()
-        [0.0, 0.0]
+        >>> bool(np.allclose(s.mean_effect, 0.0, atol=1e-6))  # the two units' shifts cancel
+        True
+        >>> s.to_dict()["ate_cfr"] == float(s.ate_cfr)
+        True
     """
     _pair("p_obs", p_obs, "p_true", p_true)
     _pair("p_obs", p_obs, "p_cfr", p_cfr, check_a=False)

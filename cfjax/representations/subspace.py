@@ -28,6 +28,7 @@ import numpy as np
 from flax import struct
 
 from cfjax import _checks
+from cfjax.representations import _results
 
 __all__ = ["ConceptSubspace", "concept_subspace", "cross_covariance", "ledoit_wolf_shrinkage"]
 
@@ -60,6 +61,23 @@ class ConceptSubspace(struct.PyTreeNode):
         """``x⊥ + basis @ c`` for one unit."""
         return x_perp + self.basis @ c
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain Python for ``json.dumps``: ``method``, ``dtype`` and the arrays ``coord``,
+        ``basis``, ``center`` as (nested) lists; :meth:`from_dict` rebuilds the subspace."""
+        return {"method": self.method, "dtype": jnp.dtype(self.coord.dtype).name,
+                **{f: _results.plain(getattr(self, f)) for f in ("coord", "basis", "center")}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ConceptSubspace":
+        """The subspace whose :meth:`to_dict` is ``data``."""
+        dtype = data.get("dtype", "float32")
+        arrays = {f: jnp.asarray(np.asarray(data[f], dtype)) for f in ("coord", "basis", "center")}
+        return cls(**arrays, method=data.get("method", "orth"))
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(method={self.method!r}, dim={self.coord.shape[-1]}, "
+                f"rank={self.coord.shape[-2]}, dtype={jnp.dtype(self.coord.dtype).name})")
+
 
 def _full_precision():
     """Scope for matrix products at the inputs' full precision (not TF32 on GPUs)."""
@@ -70,6 +88,9 @@ def _as_embeddings(X: Any) -> Any:
     """A non-empty, finite ``(n, d)`` floating-point array (float32 unless already floating)."""
     if not hasattr(X, "dtype") or not jnp.issubdtype(X.dtype, jnp.floating):
         X = np.asarray(X, dtype=np.float32)
+    _checks.warn_if_downcast("X", X)
+    if isinstance(X, np.ndarray):  # float64 is float32 when jax_enable_x64 is off (warned above)
+        X = X.astype(jax.dtypes.canonicalize_dtype(X.dtype), copy=False)
     _checks.check_ndim("X", X, 2, "of embeddings (n, d)")
     _checks.check_nonempty("X", X)
     _checks.check_finite("X", X)

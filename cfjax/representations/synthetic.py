@@ -14,11 +14,12 @@ is drawn from the classes ``c ≡ z (mod k)``), so that a classifier for Y also 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from cfjax import _checks
+from cfjax.representations import _results
 
 __all__ = ["EmbeddingData", "synthetic_embeddings"]
 
@@ -35,6 +36,13 @@ class EmbeddingData(NamedTuple):
     z: np.ndarray
     X_cf: np.ndarray
     z_cf: np.ndarray
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain Python (lists of numbers and strings) for ``json.dumps``."""
+        return {f: _results.plain(getattr(self, f)) for f in self._fields}
+
+    def __repr__(self) -> str:
+        return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields))
 
 
 def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: int = 2, n_nuisance: int = 8,

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from cfjax import _checks
+from cfjax.representations import _results
 from cfjax._io import atomic_write_bytes
 
 __all__ = ["BiosRecords", "embed_texts", "load_bios"]
@@ -88,6 +89,13 @@ class BiosRecords(NamedTuple):
     gender: np.ndarray
     professions: tuple
     genders: tuple
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain Python (lists of numbers and strings) for ``json.dumps``."""
+        return {f: _results.plain(getattr(self, f)) for f in self._fields}
+
+    def __repr__(self) -> str:
+        return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields))
 
 
 _FIELDS = ("hard_text", "profession", "gender")
