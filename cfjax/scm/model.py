@@ -3,9 +3,11 @@ abduction–action–prediction over all K interventions and N units in one jitt
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from typing import Any, Iterator, Mapping, Sequence
+import sys
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -15,12 +17,58 @@ import optax
 from cfjax import _checks
 from cfjax._checks import ValidationError
 from cfjax.scm.graph import Graph
-from cfjax.scm.interventions import Shift
+from cfjax.scm.location_scale import LocationScale
+from cfjax.scm.interventions import InterventionAxis, Shift, intervention_axis, split_groups
 from cfjax.scm.mechanism import Mechanism
 
-__all__ = ["SCM"]
+__all__ = ["FitInfo", "SCM"]
 
 Data = Mapping[str, Any]
+
+
+class FitInfo(NamedTuple):
+    """What :meth:`SCM.fit` did (with ``return_info=True``).
+
+    Attributes:
+      steps: optimiser steps run (fewer than asked when stopped early).
+      validation_steps: ``(C,)`` step counts at which the held-out likelihood was evaluated
+        (the end of every chunk); empty without a held-out split.
+      validation_nll: ``(C,)`` held-out mean negative log-likelihood at those steps.
+      best_step: the step whose parameters were returned (None without a held-out split).
+      best_nll: their held-out mean negative log-likelihood (NaN without a split).
+      stopped_early: whether ``patience`` ended the fit before ``steps``.
+      train_index, validation_index: the units trained on and held out (None without a split).
+    """
+
+    steps: int
+    validation_steps: np.ndarray
+    validation_nll: np.ndarray
+    best_step: int | None
+    best_nll: float
+    stopped_early: bool
+    train_index: np.ndarray | None
+    validation_index: np.ndarray | None
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def _progress_bar(show: bool, total: int):
+    """A tqdm bar on stderr while fitting, or None."""
+    if not show:
+        yield None
+        return
+    from tqdm.auto import tqdm
+    bar = tqdm(total=total, desc="fit", unit="step", file=sys.stderr, leave=False)
+    try:
+        yield bar
+    finally:
+        bar.close()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,9 +202,29 @@ class SCM:
         return {v: mech.init(jax.random.fold_in(key, i), self._parent_dim(i))
                 for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
 
-    def log_prob(self, params: Any, data: Data) -> jax.Array:
-        """Per-unit log-likelihood, shape ``(N,)``: the sum of every node's. A mechanism
-        without a density (a deterministic renderer) raises its own error."""
+    def log_prob(self, params: Any, data: Data, per_node: bool = False) -> jax.Array | dict[str, jax.Array]:
+        """Per-unit log-likelihood, shape ``(N,)``: the sum of every node's conditional
+        log-likelihood ``log p(x_v | pa_v)``. A mechanism without a density (a deterministic
+        renderer) raises its own error.
+
+        Args:
+          params: ``{node: mechanism params}``.
+          data: ``{node: (N, *E)}``.
+          per_node: return ``{node: (N,)}``, each node's conditional log-likelihood (their sum
+            over nodes is the total).
+
+        Example:
+          >>> import cfjax as cf, numpy as np
+          >>> scm = cf.scm.SCM({"a": [], "b": ["a"]},
+          ...                  {"a": cf.scm.LocationScale(), "b": cf.scm.LocationScale()})
+          >>> params = {"a": cf.scm.linear_gaussian_params([], 0.0, 1.0),
+          ...           "b": cf.scm.linear_gaussian_params([2.0], 0.0, 1.0)}
+          >>> lp = scm.log_prob(params, {"a": np.zeros(3), "b": np.ones(3)}, per_node=True)
+          >>> sorted(lp), lp["b"].shape
+          (['a', 'b'], (3,))
+        """
+        if per_node:
+            return self._log_prob_nodes(params, self._data(data, "data"))
         return self._log_prob(params, self._data(data, "data"))
 
     def sample(self, params: Any, key: jax.Array, n: int) -> dict[str, jax.Array]:
@@ -189,7 +257,8 @@ class SCM:
 
     def counterfactual(self, params: Any, data: Data, interventions: Data, *,
                        key: jax.Array | None = None, noise: Data | None = None,
-                       chunk_size: int | None = None) -> dict[str, Any]:
+                       chunk_size: int | None = None, return_axis: bool = False
+                       ) -> dict[str, Any] | tuple[dict[str, Any], InterventionAxis]:
         """Counterfactuals of every unit under each of K interventions, ``{node: (K, N, *E)}``.
 
         Abduction happens once (or not at all when ``noise`` from :meth:`abduct` is given),
@@ -210,10 +279,28 @@ class SCM:
             abduction and K predictions one compiled program whose results are moved to the
             host: beyond the returned (host, numpy) arrays only one chunk lives at a time.
             Equal to the unchunked result (each unit keeps its own abduction key).
+          return_axis: also return the :class:`InterventionAxis` saying what each of the K
+            entries is (labels, node values, weights, groups; see :meth:`intervention_axis`).
 
         Returns:
-          ``{node: (K, N, *E)}``: jax arrays, or numpy arrays when ``chunk_size`` is given.
+          ``{node: (K, N, *E)}``: jax arrays, or numpy arrays when ``chunk_size`` is given;
+          with ``return_axis``, ``(counterfactuals, axis)``.
+
+        Example:
+          >>> import cfjax as cf, numpy as np
+          >>> scm = cf.scm.SCM({"a": [], "b": ["a"]},
+          ...                  {"a": cf.scm.LocationScale(), "b": cf.scm.LocationScale()})
+          >>> params = {"a": cf.scm.linear_gaussian_params([], 0.0, 1.0),
+          ...           "b": cf.scm.linear_gaussian_params([2.0], 0.0, 1.0)}
+          >>> data = {"a": np.array([1.0, 2.0]), "b": np.array([2.5, 3.0])}
+          >>> groups = [{"a": np.array([0.0, 3.0])}, {"a": cf.scm.Shift([1.0])}]
+          >>> out, axis = scm.counterfactual(params, data, groups, return_axis=True)
+          >>> out["b"].shape, axis.labels, axis.weights.tolist()
+          ((3, 2), ('do(a=0)', 'do(a=3)', 'shift(a=+1)'), [0.25, 0.25, 0.5])
         """
+        if return_axis:
+            out = self.counterfactual(params, data, interventions, key=key, noise=noise, chunk_size=chunk_size)
+            return out, self.intervention_axis(interventions)
         if chunk_size is not None:
             chunks = self.counterfactual_chunks(params, data, interventions, chunk_size=chunk_size,
                                                 key=key, noise=noise)
@@ -234,6 +321,12 @@ class SCM:
         if _checks.is_concrete(ok) and not bool(ok):
             self._raise_value_error(data, interventions, n)
         return out
+
+    def intervention_axis(self, interventions: Any, group_weights: Any = "groups") -> InterventionAxis:
+        """The labelled intervention axis of ``interventions`` (as :meth:`counterfactual`
+        takes them): see :func:`cfjax.scm.intervention_axis`, with this model's event shapes
+        telling per-unit values from array-valued nodes."""
+        return intervention_axis(interventions, group_weights, event_shapes={v: self._event(v) for v in self.nodes})
 
     def counterfactual_chunks(self, params: Any, data: Data, interventions: Data, *, chunk_size: int,
                               key: jax.Array | None = None, noise: Data | None = None
@@ -320,26 +413,45 @@ class SCM:
 
     def fit(self, key: jax.Array, data: Data, *, steps: int = 2000, learning_rate: float = 1e-2,
             batch_size: int | None = None, optimizer: optax.GradientTransformation | None = None,
-            params: Any = None, nodes: Sequence[str] | None = None) -> tuple[dict[str, Any], jax.Array]:
+            params: Any = None, nodes: Sequence[str] | None = None, progress: bool | None = None,
+            chunk_steps: int = 100, validation: float = 0.0, patience: int | None = 5,
+            return_info: bool = False) -> tuple[dict[str, Any], jax.Array] | tuple[dict[str, Any], jax.Array, FitInfo]:
         """Maximum-likelihood fit with optax.
 
         Args:
-          key: randomness for the initial parameters and the minibatches.
+          key: randomness for the initial parameters, the minibatches and the held-out split.
           data: ``{node: (N, *E)}`` observations of every node (with ``nodes``: of those nodes
             and their parents only).
           steps: optimiser steps. learning_rate: for the default ``optax.adam``.
           batch_size: None for full-batch steps; otherwise each step draws this many units
-            (with replacement).
+            (with replacement). For large N minibatches are much faster for the same
+            likelihood (20,000 rows: 2,000 full-batch steps took 50 s, minibatches of 1,024
+            reached the same likelihood in 8 s): 1,024 is a good choice beyond a few thousand
+            units.
           optimizer: any optax transformation (overrides ``learning_rate``).
           params: starting parameters (default ``init``).
           nodes: None to fit every node; a sequence of node names to fit only theirs, the
             others held at ``params`` (or ``init``): e.g. the scalar parents of an image node
             whose mechanism is trained separately.
+          progress: a tqdm progress bar (on stderr) with the current loss; None shows it only
+            when stderr is a terminal.
+          chunk_steps: with a progress bar or a held-out split, the steps run as compiled
+            ``lax.scan`` chunks of this many, the bar and the held-out likelihood updated
+            between chunks (the parameters equal those of one scan over all steps); otherwise
+            all steps are one scan.
+          validation: fraction of units held out (chosen at random from ``key``), in [0, 1).
+            With a positive fraction the model is trained on the other units, the held-out
+            mean negative log-likelihood is evaluated after every chunk, and the parameters
+            with the lowest one are returned.
+          patience: with ``validation``: stop after this many chunks without a lower held-out
+            negative log-likelihood (None: run all steps, still returning the best).
+          return_info: also return a :class:`FitInfo` (held-out curve, best step, split).
 
         Returns:
           ``(params, losses)``: the fitted parameters (every node's) and the mean negative
-          log-likelihood (of the fitted nodes) at every step, shape ``(steps,)``. All steps
-          run in one ``lax.scan``.
+          log-likelihood (of the fitted nodes, on the training units) at every step run,
+          shape ``(steps,)`` (fewer when stopped early); with ``return_info``,
+          ``(params, losses, info)``.
 
         Example:
           >>> import cfjax as cf, jax, numpy as np
@@ -349,6 +461,10 @@ class SCM:
           ...                     learning_rate=0.1, nodes=["a"])
           >>> round(float(p["a"]["net"]["params"]["bias"][0]), 2), losses.shape
           (2.0, (300,))
+          >>> p, losses, info = scm.fit(jax.random.key(0), {"a": np.arange(10.0)}, steps=20, nodes=["a"],
+          ...                           validation=0.2, chunk_steps=10, return_info=True)
+          >>> info.validation_index.shape, info.validation_steps.tolist()
+          ((2,), [10, 20])
         """
         fitted = None if nodes is None else self._node_subset(nodes)
         needed = None
@@ -357,10 +473,31 @@ class SCM:
                            if v in fitted or any(v in self.graph.parents_of(c) for c in fitted))
         data = self._data(data, "data", nodes=needed)
         steps = _checks.check_positive_int("steps", steps)
+        chunk_steps = _checks.check_positive_int("chunk_steps", chunk_steps)
+        if patience is not None:
+            patience = _checks.check_positive_int("patience", patience)
+        if isinstance(validation, bool) or not isinstance(validation, (int, float, np.floating, np.integer)) \
+                or not 0.0 <= float(validation) < 1.0:
+            raise ValidationError(f"`validation`: expected a fraction in [0, 1), got {validation!r}.")
         n = _n_units(data)
         if batch_size is not None:
             batch_size = _checks.check_positive_int("batch_size", batch_size)
+        if progress is None:
+            progress = _stderr_is_terminal()
         init_key, step_key = jax.random.split(key)
+        train_index = held_index = None
+        held_data = None
+        if validation > 0:
+            n_held = int(round(float(validation) * n))
+            if n_held < 1 or n_held > n - 1:
+                raise ValidationError(
+                    f"`validation`: expected a fraction leaving at least one unit on each side of "
+                    f"the split of {n} units, got {validation!r} ({n_held} held out).")
+            perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, 1), n))
+            held_index, train_index = np.sort(perm[:n_held]), np.sort(perm[n_held:])
+            held_data = {v: x[held_index] for v, x in data.items()}
+            data = {v: x[train_index] for v, x in data.items()}
+            n = n - n_held
         params = self.init(init_key) if params is None else params
         if fitted is not None:
             if not isinstance(params, Mapping) or any(v not in params for v in self.nodes):
@@ -368,7 +505,7 @@ class SCM:
                 raise ValidationError(f"`params`: expected parameters of every node, missing {missing}.")
             held = {v: params[v] for v in self.nodes if v not in fitted}
             params = {v: params[v] for v in fitted}
-        opt = optimizer or optax.adam(learning_rate)
+        opt = optax.adam(learning_rate) if optimizer is None else optimizer
 
         def loss(p, batch):
             if fitted is None:
@@ -386,17 +523,138 @@ class SCM:
             return (optax.apply_updates(p, updates), state), value
 
         @jax.jit
-        def run(p, keys):
-            (p, _), losses = jax.lax.scan(step, (p, opt.init(p)), keys)
-            return p, losses
+        def run(p, state, keys):
+            (p, state), losses = jax.lax.scan(step, (p, state), keys)
+            return p, state, losses
 
+        held_nll = jax.jit(loss)
+        keys = jax.random.split(step_key, steps)
+        chunk = chunk_steps if (progress or held_data is not None) else steps
+        parts, curve, curve_steps = [], [], []
+        best, best_nll, best_step, bad, done = params, float("inf"), None, 0, 0
+        stopped = False
         # optax mixes weak and integer types internally: scope the standard promotion rules
         # to this call so that callers running JAX with strict promotion can still fit.
-        with jax.numpy_dtype_promotion("standard"):
-            out, losses = run(params, jax.random.split(step_key, steps))
-        if fitted is None:
+        with jax.numpy_dtype_promotion("standard"), _progress_bar(progress, steps) as bar:
+            out, state = params, jax.jit(opt.init)(params)
+            while done < steps:
+                size = min(chunk, steps - done)
+                out, state, losses = run(out, state, keys[done:done + size])
+                done += size
+                parts.append(losses)
+                postfix = {"loss": f"{float(losses[-1]):.4g}"} if bar is not None else {}
+                if held_data is not None:
+                    value = float(held_nll(out, held_data))
+                    curve.append(value)
+                    curve_steps.append(done)
+                    postfix["held_out"] = f"{value:.4g}"
+                    if value < best_nll:
+                        best, best_nll, best_step, bad = out, value, done, 0
+                    else:
+                        bad += 1
+                if bar is not None:
+                    bar.update(size)
+                    bar.set_postfix(postfix, refresh=False)
+                if held_data is not None and patience is not None and bad >= patience and done < steps:
+                    stopped = True
+                    break
+        losses = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+        if held_data is not None and np.isfinite(best_nll):
+            out = best
+        if fitted is not None:
+            out = {v: out[v] if v in fitted else held[v] for v in self.nodes}
+        if not return_info:
             return out, losses
-        return {v: out[v] if v in fitted else held[v] for v in self.nodes}, losses
+        info = FitInfo(steps=done, validation_steps=np.asarray(curve_steps, np.int64),
+                       validation_nll=np.asarray(curve, np.float64), best_step=best_step,
+                       best_nll=best_nll if best_step is not None else float("nan"),
+                       stopped_early=stopped, train_index=train_index, validation_index=held_index)
+        return out, losses, info
+
+    def summary(self, params: Any) -> str:
+        """A readable description of fitted parameters, one block per node.
+
+        Linear location–scale nodes (``LocationScale()`` with an affine conditioner) list
+        their intercept, one coefficient per parent input by name (a categorical parent with
+        more than two classes has one per class, ``race=2``; a bounded spline parent enters
+        rescaled to [0, 1]) and the noise scale (heteroscedastic: the coefficients of the
+        location and of the log scale). Other mechanisms get one line with their type and
+        parameter count.
+
+        Example:
+          >>> import cfjax as cf
+          >>> scm = cf.scm.SCM({"a": [], "b": ["a"]},
+          ...                  {"a": cf.scm.LocationScale(), "b": cf.scm.LocationScale()})
+          >>> params = {"a": cf.scm.linear_gaussian_params([], 1.0, 2.0),
+          ...           "b": cf.scm.linear_gaussian_params([-0.5], 0.25, 1.0)}
+          >>> print(scm.summary(params))
+          a: LocationScale, linear-Gaussian
+            intercept     1
+            noise scale   2
+          b: LocationScale, linear-Gaussian
+            intercept     0.25
+            a            -0.5
+            noise scale   1
+        """
+        if not isinstance(params, Mapping) or any(v not in params for v in self.nodes):
+            missing = [v for v in self.nodes if not isinstance(params, Mapping) or v not in params]
+            raise ValidationError(f"`params`: expected parameters of every node, missing {missing}.")
+        lines = []
+        for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms)):
+            p = params[v]
+            if isinstance(mech, LocationScale) and tuple(mech.hidden) == () and "net" in p:
+                names = self._parent_names(i)
+                net = p["net"]["params"]
+                layer = net["Dense_0"] if "Dense_0" in net else {"kernel": np.zeros((0, np.shape(net["bias"])[0])),
+                                                                  "bias": net["bias"]}
+                kernel, bias = np.asarray(layer["kernel"], np.float64), np.asarray(layer["bias"], np.float64)
+                width = max([len(n) for n in names] + [len("noise scale")]) + 4
+                if mech.heteroscedastic:
+                    lines.append(f"{v}: LocationScale, linear location and log scale")
+                    lines.append(f"  {'':<{width - 2}}{' loc':<12} log scale")
+                    lines.append(f"  {'intercept':<{width - 2}}{bias[0]:< 12.4g}{bias[1]: .4g}")
+                    lines += [f"  {n:<{width - 2}}{kernel[j, 0]:< 12.4g}{kernel[j, 1]: .4g}" for j, n in enumerate(names)]
+                else:
+                    lines.append(f"{v}: LocationScale, linear-Gaussian")
+                    lines.append(f"  {'intercept':<{width - 2}}{bias[0]: .4g}")
+                    lines += [f"  {n:<{width - 2}}{kernel[j, 0]: .4g}" for j, n in enumerate(names)]
+                    lines.append(f"  {'noise scale':<{width - 2}}{float(np.exp(np.asarray(p['log_scale']))): .4g}")
+            else:
+                count = sum(int(np.size(x)) for x in jax.tree.leaves(p))
+                lines.append(f"{v}: {type(mech).__name__}, {count} parameters")
+        return "\n".join(lines)
+
+    def _parent_names(self, node_index: int) -> list[str]:
+        """Names of the entries of node ``node_index``'s parent input ``pa``."""
+        names = []
+        for p in self.graph.parents[node_index]:
+            pm = self.mechanism(p)
+            size = (int(np.prod(self._event(p), dtype=np.int64)) if self.mechanisms[node_index].raw_parents
+                    else pm.encoded_dim)
+            if size == 1:
+                scaled = getattr(pm, "bounded", False) and not self.mechanisms[node_index].raw_parents
+                names.append(f"{p} (scaled to [0, 1])" if scaled else p)
+            elif pm.discrete and not self.mechanisms[node_index].raw_parents and size == getattr(pm, "num_classes", -1):
+                names += [f"{p}={c}" for c in range(size)]
+            else:
+                names += [f"{p}[{j}]" for j in range(size)]
+        return names
+
+    def save(self, path: Any, params: Any) -> None:
+        """Write ``params`` to the directory ``path`` (orbax, atomic; see
+        :func:`cfjax.scm.save_params`), recording this model's node names."""
+        from cfjax.scm.checkpoint import save_params
+        save_params(path, params, meta={"nodes": list(self.nodes),
+                                        "mechanisms": [type(m).__name__ for m in self.mechanisms]})
+
+    def load(self, path: Any) -> dict[str, Any]:
+        """Parameters written by :meth:`save` (or :func:`cfjax.scm.save_params`), restored
+        into the structure, shapes and dtypes of :meth:`init`'s."""
+        from cfjax.scm.checkpoint import load_params, read_meta
+        nodes = read_meta(path).get("nodes")
+        if nodes is not None and list(nodes) != list(self.nodes):
+            raise ValidationError(f"`path`: expected parameters of nodes {list(self.nodes)}, got nodes {list(nodes)}.")
+        return load_params(path, like=self.init(jax.random.key(0)))
 
     def _node_subset(self, nodes: Any) -> tuple[str, ...]:
         """Validated node names, in topological order."""
@@ -411,6 +669,13 @@ class SCM:
     @functools.partial(jax.jit, static_argnums=(0, 3))
     def _log_prob(self, params, data, nodes=None):
         return jax.vmap(self.log_prob_unit, in_axes=(None, 0, None))(params, data, nodes)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def _log_prob_nodes(self, params, data):
+        def one(x):
+            return {v: mech.log_prob(params[v], x[v], self._parent_vector(i, x))
+                    for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
+        return jax.vmap(one)(data)
 
     @functools.partial(jax.jit, static_argnums=(0, 3))
     def _sample(self, params, key, n):
@@ -553,12 +818,24 @@ class SCM:
                              observed: Mapping[str, jax.Array] | None = None
                              ) -> tuple[dict[str, jax.Array], ...]:
         """A mapping is one group; a sequence of mappings is several, concatenated along K.
-        ``observed`` (checked data) resolves :class:`Shift` values when ``check`` is True."""
+        ``observed`` (checked data) resolves :class:`Shift` values when ``check`` is True.
+        A group may be an ``(interventions, weights)`` pair from :func:`intervention_grid`
+        (the weights only matter to :meth:`intervention_axis`; they are checked here)."""
+        interventions, within = split_groups(interventions)
         if isinstance(interventions, Mapping):
-            return (self._interventions(interventions, n, "interventions", check, observed),)
-        if isinstance(interventions, (list, tuple)) and interventions:
-            return tuple(self._interventions(g, n, f"interventions[{i}]", check, observed)
-                         for i, g in enumerate(interventions))
+            groups = (self._interventions(interventions, n, "interventions", check, observed),)
+        elif isinstance(interventions, (list, tuple)) and interventions:
+            groups = tuple(self._interventions(g, n, f"interventions[{i}]", check, observed)
+                           for i, g in enumerate(interventions))
+        else:
+            groups = None
+        if groups is not None:
+            for i, (g, w) in enumerate(zip(groups, within)):
+                if w is not None:
+                    what = "interventions" if len(groups) == 1 else f"interventions[{i}]"
+                    first = next(iter(g.values()))
+                    _checks.check_weights(f"{what} weights", w, int(first.shape[0]))
+            return groups
         raise ValidationError(
             f"`interventions`: expected a mapping node -> values or a non-empty sequence of them, "
             f"got {type(interventions).__name__}.")

@@ -1,0 +1,156 @@
+"""Fitting tools of the SCM: chunked fits with a progress bar equal one scan, held-out early
+stopping, per-node log-likelihoods, the parameter summary and saving/loading parameters."""
+
+import jax
+import numpy as np
+import optax
+import pytest
+from scipy import stats
+
+from cfjax._checks import ValidationError
+from cfjax.scm import GumbelMax, LocationScale, SCM, Spline, linear_gaussian_params
+from cfjax.scm.checkpoint import load_params, save_params
+from cfjax.scm.model import FitInfo
+
+PARENTS = {"a": [], "b": ["a"]}
+TRUE = {"a": ([], 1.0, 2.0), "b": ([0.5], -1.0, 0.7)}
+
+
+def model():
+    scm = SCM(PARENTS, {v: LocationScale() for v in PARENTS})
+    return scm, {v: linear_gaussian_params(*TRUE[v]) for v in PARENTS}
+
+
+def coefficients(params, v):
+    """``(weights, bias, scale)`` of a linear-Gaussian node's parameters."""
+    net = params[v]["net"]["params"]
+    if "Dense_0" in net:
+        w, b = np.asarray(net["Dense_0"]["kernel"])[:, 0], float(net["Dense_0"]["bias"][0])
+    else:
+        w, b = np.zeros(0), float(net["bias"][0])
+    return w, b, float(np.exp(params[v]["log_scale"]))
+
+
+def scipy_log_prob(params, data):
+    """``{node: (N,)}`` linear-Gaussian conditional log-densities with scipy."""
+    out = {}
+    for v in PARENTS:
+        w, b, s = coefficients(params, v)
+        loc = b + sum(wi * np.asarray(data[p], np.float64) for wi, p in zip(w, PARENTS[v]))
+        out[v] = stats.norm.logpdf(np.asarray(data[v], np.float64), loc=loc, scale=s)
+    return out
+
+
+def sample(rng, n):
+    scm, true = model()
+    return scm, {k: np.asarray(x) for k, x in scm.sample(true, jax.random.key(int(rng.integers(1 << 30))), n).items()}
+
+
+@pytest.mark.parametrize("batch_size", [None, 16])
+def test_chunked_fit_with_progress_equals_one_scan(rng, batch_size, capsys):
+    scm, data = sample(rng, 60)
+    key = jax.random.key(int(rng.integers(1 << 30)))
+    one, losses_one = scm.fit(key, data, steps=23, learning_rate=0.05, batch_size=batch_size, progress=False)
+    chunked, losses = scm.fit(key, data, steps=23, learning_rate=0.05, batch_size=batch_size, progress=True,
+                              chunk_steps=5)
+    assert losses.shape == losses_one.shape == (23,)
+    np.testing.assert_allclose(losses, losses_one, rtol=1e-6, atol=1e-6)
+    for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(chunked)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    capsys.readouterr()  # the bar went to stderr
+
+
+def test_held_out_split_returns_the_best_parameters(rng):
+    scm, data = sample(rng, 80)
+    key = jax.random.key(int(rng.integers(1 << 30)))
+    # A step size that grows until the fit diverges: the held-out likelihood improves, then
+    # worsens, and the fit stops after `patience` chunks without improvement.
+    opt = optax.sgd(optax.linear_schedule(0.01, 3.0, 400))
+    params, losses, info = scm.fit(key, data, steps=400, optimizer=opt, validation=0.25, chunk_steps=10,
+                                   patience=3, return_info=True)
+    assert isinstance(info, FitInfo)
+    held, train = info.validation_index, info.train_index
+    assert len(held) == 20 and len(train) == 60
+    np.testing.assert_array_equal(np.sort(np.concatenate([held, train])), np.arange(80))
+    assert losses.shape == (info.steps,) and info.steps == info.validation_steps[-1]
+    assert len(info.validation_nll) == info.steps // 10
+    # the returned parameters' held-out NLL, by scipy, is the lowest of the curve
+    held_data = {v: x[held] for v, x in data.items()}
+    nll = -sum(scipy_log_prob(params, held_data).values()).mean()
+    curve = info.validation_nll
+    finite = curve[np.isfinite(curve)]
+    assert nll == pytest.approx(finite.min(), rel=1e-4, abs=1e-4)
+    assert nll == pytest.approx(info.best_nll, rel=1e-4, abs=1e-4)
+    assert info.best_step == info.validation_steps[np.nanargmin(curve)]
+    assert not curve[-1] < nll  # the last step's is no better (NaN once diverged)
+    assert info.stopped_early and info.steps < 400
+    # without a split: no curve, every step run
+    _, losses, info = scm.fit(key, data, steps=7, return_info=True)
+    assert info.steps == 7 and info.best_step is None and info.validation_index is None and losses.shape == (7,)
+    for bad in (1.0, -0.1, "half", True):
+        with pytest.raises(ValidationError, match="`validation`"):
+            scm.fit(key, data, steps=3, validation=bad)
+
+
+def test_per_node_log_prob_sums_to_the_total_and_matches_scipy(rng):
+    scm, data = sample(rng, 50)
+    params = {v: linear_gaussian_params(np.asarray(TRUE[v][0]) + rng.normal(size=len(TRUE[v][0])),
+                                        TRUE[v][1] + rng.normal(), TRUE[v][2] * rng.uniform(0.5, 2))
+              for v in PARENTS}
+    per_node = scm.log_prob(params, data, per_node=True)
+    want = scipy_log_prob(params, data)
+    assert sorted(per_node) == sorted(PARENTS)
+    for v in PARENTS:
+        assert per_node[v].shape == (50,)
+        np.testing.assert_allclose(per_node[v], want[v], rtol=1e-5, atol=1e-5, err_msg=v)
+    np.testing.assert_allclose(sum(per_node.values()), scm.log_prob(params, data), rtol=1e-6, atol=1e-5)
+    # categorical, non-linear and heteroscedastic nodes
+    mixed = SCM({"r": [], "x": ["r"], "y": ["x", "r"]},
+                {"r": GumbelMax(3), "x": LocationScale(hidden=(4,)),
+                 "y": LocationScale(heteroscedastic=True)})
+    p = mixed.init(jax.random.key(int(rng.integers(1 << 30))))
+    p = jax.tree.map(lambda x: x + 0.3 * rng.normal(size=x.shape).astype(x.dtype), p)
+    d = mixed.sample(p, jax.random.key(int(rng.integers(1 << 30))), 30)
+    parts = mixed.log_prob(p, d, per_node=True)
+    np.testing.assert_allclose(sum(parts[v] for v in mixed.nodes), mixed.log_prob(p, d), rtol=1e-5, atol=1e-5)
+    probs = np.asarray(jax.nn.softmax(p["r"]["net"]["params"]["bias"]))
+    np.testing.assert_allclose(parts["r"], np.log(probs[np.asarray(d["r"])]), rtol=1e-5, atol=1e-6)
+
+
+def test_summary_lists_the_fitted_coefficients(rng):
+    scm, data = sample(rng, 100)
+    params, _ = scm.fit(jax.random.key(int(rng.integers(1 << 30))), data, steps=30, learning_rate=0.1)
+    lines = scm.summary(params).splitlines()
+    for v in PARENTS:
+        w, b, s = coefficients(params, v)
+        block = lines[lines.index(f"{v}: LocationScale, linear-Gaussian") + 1:]
+        rows = {line[:-len(line.split()[-1])].strip(): float(line.split()[-1]) for line in block[:len(w) + 2]}
+        assert rows["intercept"] == pytest.approx(b, rel=1e-3, abs=1e-6)
+        assert rows["noise scale"] == pytest.approx(s, rel=1e-3)
+        for wi, parent in zip(w, PARENTS[v]):
+            assert rows[parent] == pytest.approx(wi, rel=1e-3, abs=1e-6)
+    other = SCM({"r": [], "x": ["r"]}, {"r": GumbelMax(3), "x": Spline(hidden=(4,))})
+    p = other.init(jax.random.key(0))
+    count = sum(int(np.size(x)) for x in jax.tree.leaves(p["x"]))
+    assert f"x: Spline, {count} parameters" in other.summary(p).splitlines()
+
+
+def test_save_and_load_round_trip_exactly(rng, tmp_path):
+    scm, _ = model()
+    params = jax.tree.map(lambda x: x + rng.normal(size=x.shape).astype(x.dtype), scm.init(jax.random.key(0)))
+    scm.save(tmp_path / "p", params)
+    for got in (scm.load(tmp_path / "p"), load_params(tmp_path / "p"), load_params(tmp_path / "p", like=params)):
+        assert jax.tree.structure(got) == jax.tree.structure(params)
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(params)):
+            assert np.asarray(a).dtype == np.asarray(b).dtype
+            np.testing.assert_array_equal(a, b)
+    # a second save replaces the first
+    second = jax.tree.map(lambda x: x * 2, params)
+    save_params(tmp_path / "p", second)
+    for a, b in zip(jax.tree.leaves(scm.load(tmp_path / "p")), jax.tree.leaves(second)):
+        np.testing.assert_array_equal(a, b)
+    scm.save(tmp_path / "q", params)
+    with pytest.raises(ValidationError, match="nodes"):
+        SCM({"a": [], "c": ["a"]}, {"a": LocationScale(), "c": LocationScale()}).load(tmp_path / "q")
+    with pytest.raises(ValidationError, match="`path`"):
+        load_params(tmp_path / "missing")
