@@ -17,12 +17,12 @@ from cfjax import _checks
 from cfjax._checks import PrecisionWarning, ValidationError
 
 
-def _data(rng, n=240, d=5, k=3):
+def _data(rng, n=240, d=5, k=2):
     z = np.arange(n) % k
     rng.shuffle(z)
     X = rng.normal(size=(n, d)).astype(np.float32)
     X[:, 0] += 2.0 * (z == 1)
-    X[:, 1] += 2.0 * (z == 2)
+    X[:, 1] -= 2.0 * (z == 0)
     return X, z
 
 
@@ -71,16 +71,16 @@ def test_model_classifier_and_augmentation_results(rng):
     y = (X[:, 2] + 0.3 * rng.normal(size=len(X)) > 0).astype(np.int32)
     model = R.fit_cfr(X, z)
     d, back = _round_trip(model)
-    assert back["n_values"] == 3 and back["subspace"]["method"] == "orth"
+    assert back["n_values"] == 2 and back["subspace"]["method"] == "orth"
     np.testing.assert_array_equal(np.asarray(back["coef"], np.float32), np.asarray(model.coef))
     again = R.CFRModel.from_dict(back)
     np.testing.assert_array_equal(np.asarray(R.counterfactuals(again, X)), np.asarray(R.counterfactuals(model, X)))
-    assert _short(model) == "CFRModel(method='orth', n_values=3, dim=5, rank=2, dtype=float32)"
-    assert "rank=2" in _short(model.subspace)
-    moments = R.class_moments(X, z, 3)
+    assert _short(model) == "CFRModel(method='orth', n_values=2, dim=5, rank=1, dtype=float32)"
+    assert "rank=1" in _short(model.subspace)
+    moments = R.class_moments(X, z, 2)
     _, mb = _round_trip(moments)
     np.testing.assert_allclose(mb["counts"], np.bincount(z), rtol=0)
-    np.testing.assert_allclose(mb["means"], [X[z == v].mean(axis=0) for v in range(3)], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mb["means"], [X[z == v].mean(axis=0) for v in range(2)], rtol=1e-5, atol=1e-5)
     _short(moments)
 
     clf = R.fit_logistic(X, y)
@@ -120,11 +120,11 @@ def test_stochastic_proba_accepts_sklearn_predict_proba(rng, per_unit):
     sk = LogisticRegression(C=10.0).fit(X, y)
     same = R.LinearClassifier(W=jnp.asarray(sk.coef_.T, jnp.float32), b=jnp.asarray(sk.intercept_, jnp.float32))
     model = R.fit_cfr(X, z)
-    targets = (z + 1) % 3 if per_unit else None
+    targets = 1 - z if per_unit else None
     key = jax.random.key(int(rng.integers(1 << 30)))
     host = R.stochastic_proba(model, sk.predict_proba, X, targets, key, draws=5)
     traced = R.stochastic_proba(model, same, X, targets, key, draws=5)
-    shape = (len(X), 3) if per_unit else (3, len(X), 3)
+    shape = (len(X), 3) if per_unit else (2, len(X), 3)
     assert host.shape == traced.shape == shape and host.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(host), np.asarray(traced), atol=2e-5)
     # reference: predict_proba of each draw's stochastic CFRs (same noise: key split per draw)
@@ -134,7 +134,7 @@ def test_stochastic_proba_accepts_sklearn_predict_proba(rng, per_unit):
         noise = np.asarray(jax.random.normal(k, (len(X), model.subspace.rank)))
         L, coef, icpt = (np.asarray(a, np.float64) for a in (model.resid_chol, model.coef, model.intercept))
         E = np.asarray(model.subspace.coord, np.float64)
-        for i, t in enumerate([targets] if per_unit else [np.full(len(X), v) for v in range(3)]):
+        for i, t in enumerate([targets] if per_unit else [np.full(len(X), v) for v in range(2)]):
             x = X.astype(np.float64)
             c = x @ E.T
             perp = x - c @ E
@@ -148,7 +148,7 @@ def test_stochastic_proba_accepts_sklearn_predict_proba(rng, per_unit):
 
 
 def test_stochastic_proba_jit_switch(rng):
-    X, z = _data(rng, k=2)
+    X, z = _data(rng)
     W = rng.normal(size=(5, 2)).astype(np.float32)
 
     def numpy_proba(x):
@@ -181,13 +181,13 @@ def test_stochastic_proba_jit_switch(rng):
 
 def test_float64_input_warns_once_per_argument(rng, monkeypatch):
     monkeypatch.setattr(_checks, "_DOWNCAST_WARNED", set())
-    X, z = _data(rng, k=2)
+    X, z = _data(rng)
     X64 = X.astype(np.float64)
     y = (X[:, 2] > 0).astype(np.int32)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = R.fit_cfr(X64, z)
-        R.fit_cfr(X64, z)
+        R.concept_subspace(X64, z)
         R.counterfactuals(model, X64)
         clf = R.fit_logistic(X64, y)  # used to warn from inside jnp.ones(..., float64)
         p = np.asarray(clf(jnp.asarray(X)), np.float64)
@@ -204,6 +204,6 @@ def test_float64_input_warns_once_per_argument(rng, monkeypatch):
         warnings.simplefilter("always")
         monkeypatch.setattr(_checks, "_DOWNCAST_WARNED", set())
         with jax.enable_x64(True):
-            assert R.fit_cfr(X64, z).coef.dtype == jnp.float64
+            assert R.concept_subspace(X64, z).coord.dtype == jnp.float64
         R.fit_cfr(X, z)  # float32: nothing to say
     assert [w for w in caught if issubclass(w.category, PrecisionWarning)] == []

@@ -29,6 +29,7 @@ def augment(model: CFRModel, X: Any, y: Any, z: Any) -> tuple[jax.Array, jax.Arr
     The CFRs of all k values are generated in one call and the k − 1 others gathered, so each
     unit contributes its k − 1 counterfactual versions with its own label.
     """
+    _checks.warn_if_downcast("X", X)
     X = jnp.asarray(X)
     y, z = jnp.asarray(y), jnp.asarray(z)
     _checks.check_same_len("X", X, "y", y)

@@ -177,6 +177,7 @@ def class_moments(X: jax.Array, z: Any, n_values: int) -> ClassMoments:
 
     One compilation per ``(n, d, k)`` and dtype: the class counts are not static.
     """
+    _checks.warn_if_downcast("X", X)
     return _moments(jnp.asarray(X), jnp.asarray(z, jnp.int32), int(n_values))
 
 

@@ -129,6 +129,7 @@ def fit_logistic(X: Any, y: Any, *, n_classes: int | None = None, l2: float = 1e
         w = jnp.ones(len(y), X.dtype)
     else:
         w = np.asarray(sample_weight)
+        _checks.warn_if_downcast("sample_weight", w)
         if w.shape != y.shape or not np.all(np.isfinite(w)) or (w < 0).any() or w.sum() <= 0:
             _checks.fail("sample_weight", f"non-negative finite weights of shape {y.shape}, not all 0",
                          f"shape {w.shape}")
