@@ -16,7 +16,11 @@ from tests import reference as ref
 EPS = 1e-7
 
 
-def classes(rng, n, k, c):
+# One shape (N, K, C) and dtype for the float32 tests, so they share compiled programs.
+N, K, C = 30, 4, 3
+
+
+def classes(rng, n=N, k=K, c=C):
     """Class probabilities that depend on the label, so the risks are not all the same."""
     y = rng.integers(0, c, n)
     logits = rng.normal(size=(n, 1, c)) + 1.5 * np.eye(c)[y][:, None, :] \
@@ -115,9 +119,9 @@ def test_class_probability_report_matches_loops(rng, x64):
 
 
 def test_uniform_weights_and_float32(rng):
-    p_obs, p_cf, y = classes(rng, 50, 6, 3)
+    p_obs, p_cf, y = classes(rng)
     r = cf.metrics.evaluate(p_obs.astype(np.float32), p_cf.astype(np.float32), y)
-    q = np.full(6, 1 / 6)
+    q = np.full(K, 1 / K)
     expected, _, _ = loops(p_obs, p_cf, y, q, (0.5, 0.25, 0.1), 15)
     expected.update(stability_loops(p_obs, p_cf, q))
     for name in ("risk_orig", "risk_cm", "risk_ie", "risk_cvar", "risk_wc", "brier_orig",
@@ -153,7 +157,7 @@ def test_two_classes_agree_with_the_binary_report(rng, x64):
 
 
 def test_label_free_report_has_nan_label_fields_and_the_same_stability(rng):
-    p_obs, p_cf, y = classes(rng, 30, 4, 3)
+    p_obs, p_cf, y = classes(rng)
     p_obs, p_cf = p_obs.astype(np.float32), p_cf.astype(np.float32)
     with_y = cf.metrics.evaluate(p_obs, p_cf, y).to_dict()
     without = cf.metrics.evaluate(p_obs, p_cf).to_dict()
@@ -167,18 +171,17 @@ def test_label_free_report_has_nan_label_fields_and_the_same_stability(rng):
 
 
 def test_to_dict_and_jit_vmap(rng):
-    data = [classes(rng, 30, 4, 3) for _ in range(3)]
+    data = [classes(rng) for _ in range(3)]
     y = data[0][2]
     P_obs = np.stack([d[0] for d in data]).astype(np.float32)
     P_cf = np.stack([d[1] for d in data]).astype(np.float32)
-    single = [cf.metrics.evaluate(P_obs[j], P_cf[j], y, alphas=(0.3,)) for j in range(3)]
+    single = [cf.metrics.evaluate(P_obs[j], P_cf[j], y) for j in range(3)]
     d = single[0].to_dict()
     assert set(d) == set(rp.MulticlassReport.__dataclass_fields__) - {"alphas"}
     assert all(type(v) is float for f, v in d.items() if f not in ("risk_cvar", "labels",
                                                                     "classes"))
-    assert list(d["risk_cvar"]) == [0.3]
-    vmapped = jax.jit(jax.vmap(lambda a, b: cf.metrics.evaluate(a, b, y, alphas=(0.3,))))(
-        P_obs, P_cf)
+    assert list(d["risk_cvar"]) == [0.5, 0.25, 0.1]
+    vmapped = jax.jit(jax.vmap(lambda a, b: cf.metrics.evaluate(a, b, y)))(P_obs, P_cf)
     assert vmapped.classes == 3 and vmapped.labels == "invariant"
     for name, value in d.items():
         if name in ("labels", "classes"):
@@ -189,11 +192,11 @@ def test_to_dict_and_jit_vmap(rng):
 
 
 def test_bootstrap_of_class_probabilities_replays_evaluate(rng):
-    p_obs, p_cf, y = classes(rng, 30, 4, 3)
+    p_obs, p_cf, y = classes(rng)
     p_obs, p_cf = p_obs.astype(np.float32), p_cf.astype(np.float32)
     r = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=3, resamples=6, return_replicates=True)
     assert isinstance(r.estimate, cf.metrics.MulticlassReport)
-    idx = np.asarray(cf.metrics.bootstrap_indices(3, 30, 6))
+    idx = np.asarray(cf.metrics.bootstrap_indices(3, N, 6))
     for b in (0, 5):
         direct = cf.metrics.evaluate(p_obs[idx[b]], p_cf[idx[b]], y[idx[b]])
         for name in ("risk_cm", "risk_cvar", "ece_cm", "s_tv", "spearman"):
