@@ -1,13 +1,13 @@
 """Bootstrap confidence intervals for every field of the marginalisation report.
 
 The units (rows of ``p_obs``, ``p_cf``, ``y`` and of the counterfactual labels ``y_cf``) are
-resampled with replacement B times; each
-resample is evaluated by the same traced core as :func:`~cfjax.metrics.evaluate`, mapped over
-the resamples (``lax.map`` in chunks, so memory stays bounded for any B), and the interval of
-each field is the pair of percentiles ``100 (1 − level) / 2`` and ``100 (1 + level) / 2`` of
-its B replicates (the percentile bootstrap, Efron & Tibshirani 1993, §13.3), with numpy's
-default ``'linear'`` percentile definition: the ``q``-th percentile of sorted replicates
-``v_0 ≤ … ≤ v_{B−1}`` is ``v_j + (v_{j+1} − v_j) g`` with ``j + g = q (B − 1) / 100``.
+resampled with replacement B times; each resample is evaluated by the same traced core as
+:func:`~cfjax.metrics.evaluate`, mapped over the resamples (``lax.map`` in chunks, so memory
+stays bounded for any B), and the interval of each field is the pair of percentiles
+``100 (1 − level) / 2`` and ``100 (1 + level) / 2`` of its B replicates (the percentile
+bootstrap, Efron & Tibshirani 1993, §13.3), with numpy's default ``'linear'`` percentile
+definition: the ``q``-th percentile of sorted replicates ``v_0 ≤ … ≤ v_{B−1}`` is
+``v_j + (v_{j+1} − v_j) g`` with ``j + g = q (B − 1) / 100``.
 
 Resample b draws its n unit indices from ``jax.random.fold_in(key, b)``, so the resamples do
 not depend on how they are chunked, and :func:`bootstrap_indices` reproduces them.

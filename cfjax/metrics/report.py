@@ -290,7 +290,8 @@ def evaluate(
 
 
 @functools.partial(jax.jit, static_argnames=("alphas", "n_bins", "uniform"))
-def _evaluate(p_obs, p_cf, y, q, tau, *, alphas, n_bins, uniform, y_cf=None) -> MarginalisationReport:
+def _evaluate(p_obs, p_cf, y, q, tau, *, alphas, n_bins, uniform,
+              y_cf=None) -> MarginalisationReport:
     dtype = p_obs.dtype
     x = p_cf.T  # (K, n): the intervention-major layout of the kernels
     p_bar = q @ x
@@ -372,7 +373,8 @@ def _rank_fields(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array, jax.
 
 
 @functools.partial(jax.jit, static_argnames=("alphas", "n_bins", "uniform"))
-def _evaluate_classes(p_obs, p_cf, y, q, *, alphas, n_bins, uniform, y_cf=None) -> MulticlassReport:
+def _evaluate_classes(p_obs, p_cf, y, q, *, alphas, n_bins, uniform,
+                      y_cf=None) -> MulticlassReport:
     """Traced core for class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)``, integer labels
     ``y (n,)`` (or None) and ``y_cf (n, K)`` (or None)."""
     dtype = p_obs.dtype

@@ -51,6 +51,9 @@ def evaluate_many(
     Returns:
       A report whose every field has a leading axis of length P.
 
+    Binary scores with labels assumed invariant; for class probabilities or counterfactual
+    labels ``y_cf``, ``jax.vmap`` :func:`~cfjax.metrics.evaluate` over the predictor axis.
+
     Example:
       >>> import numpy as np
       >>> rng = np.random.default_rng(0)
