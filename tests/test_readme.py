@@ -41,25 +41,10 @@ NO_TEST = "<!-- no-test -->"
 RUN_ALL = os.environ.get("CFJAX_README_ALL", "") not in ("", "0")
 
 #: README blocks known to fail (first line -> why). Remove an entry once the README is fixed.
-_XFAIL: dict[str, str] = {
-    "import cfjax as cf":
-        "uses p_obs, p_cf, y, P_obs, P_cf without defining them",
-    "ci = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=0, resamples=1000)  # percentile intervals":
-        "uses an undefined p; flip_rate(P_obs, P_cf) reads (P, n) x (P, n, K) as class probabilities",
-    "import cfjax as cf, jax, numpy as np":
-        "scm.fit(..., data, ...) with data undefined",
-    "import cfjax.predictors as cp":
-        "uses sex, age, effusion, key, images, val_images, val_y, cf_images, cf_sex without defining them",
-}
+_XFAIL: dict[str, str] = {}
 
 #: README blocks to skip until they carry ``<!-- no-test -->`` (first line -> why).
-_SLOW: dict[str, str] = {
-    "import cfjax.sensitivity as S, jax, numpy as np": "about 90 s (worst case and inverse budget)",
-    "import cfjax.representations as R, jax": "about 45 s",
-    "chest = cf.data.ChestSCM(size=64, prevalence=0.3, effusion_size=0.18)  # the last: difficulty":
-        "renders 16,000 images of 64 x 64",
-    "import cfjax.generative as G": "trains an HVAE for 2,000 steps (minutes)",
-}
+_SLOW: dict[str, str] = {}
 
 
 class Block(NamedTuple):
