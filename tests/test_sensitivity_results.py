@@ -58,6 +58,13 @@ def test_fair_model_to_dict_and_repr(fitted):
     assert d["baseline_unfairness"]["blind"] == pytest.approx(float(model.baseline_unfairness["blind"]))
     text = repr(model)
     assert len(text) < 400 and f"{float(model.baseline_unfairness['blind']):.4g}" in text
+    # The parts a user may hold on to: short reprs, plain dicts without per-unit arrays.
+    assert f"{float(model.model_a.sigma[0]):.4g}" in repr(model.model_a) and len(repr(model.model_a)) < 400
+    for part in (model.design, model.data):
+        assert "n=150, m=2" in repr(part) and len(repr(part)) < 400
+    a = roundtrip(model.model_a.to_dict())
+    assert set(a) == {"w_ridge", "sigma", "w"}
+    np.testing.assert_allclose(a["sigma"], np.asarray(model.model_a.sigma), rtol=1e-6)
 
 
 def test_an_unreachable_level_is_a_clear_result(fitted, rng):

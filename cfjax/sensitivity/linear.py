@@ -24,6 +24,7 @@ import numpy as np
 from flax import struct
 
 from cfjax import _checks
+from cfjax.sensitivity._plain import headline, plain
 
 __all__ = ["polynomial_features", "Design", "design", "gls", "residual_products", "ModelA", "fit_model_a",
            "ModelB", "fit_model_b", "profile_objective"]
@@ -85,6 +86,10 @@ class Design:
     X_mean: jax.Array
     sizes: tuple[int, ...] = struct.field(pytree_node=False)
     range_basis: Any = None
+
+    def __repr__(self) -> str:
+        n, m = np.shape(self.X)[-2:]
+        return f"Design(n={n}, m={m}, D={sum(self.sizes)}, sizes={self.sizes})"
 
     @property
     def block(self) -> np.ndarray:
@@ -181,6 +186,14 @@ class ModelA(NamedTuple):
     w: jax.Array
     residuals: jax.Array
 
+    def to_dict(self) -> dict[str, Any]:
+        """``w_ridge``, ``sigma`` and ``w`` as lists of floats (the per-unit residuals left out)."""
+        return {"w_ridge": plain(self.w_ridge), "sigma": plain(self.sigma), "w": plain(self.w)}
+
+    def __repr__(self) -> str:
+        return (f"ModelA(sigma={_numbers(self.sigma)}, w {tuple(np.shape(self.w))}, "
+                f"residuals {tuple(np.shape(self.residuals))})")
+
 
 def fit_model_a(d: Design, lam: Any) -> ModelA:
     """Model A (P = I): ridge, ``Σ = diag(var(residuals))``, then one GLS refit (SPEC §3)."""
@@ -202,6 +215,22 @@ class ModelB(NamedTuple):
     w: jax.Array
     sigma: jax.Array
     residuals: jax.Array
+
+    def to_dict(self) -> dict[str, Any]:
+        """``w`` and ``sigma`` as lists of floats (the per-unit residuals left out)."""
+        return {"w": plain(self.w), "sigma": plain(self.sigma)}
+
+    def __repr__(self) -> str:
+        return (f"ModelB(sigma={_numbers(self.sigma)}, w {tuple(np.shape(self.w))}, "
+                f"residuals {tuple(np.shape(self.residuals))})")
+
+
+def _numbers(x: Any, at_most: int = 8) -> str:
+    """A short vector for a ``repr``: its numbers when few and concrete, else its shape."""
+    shape = tuple(np.shape(x))
+    if len(shape) != 1 or shape[0] > at_most:
+        return f"array{shape}"
+    return "[" + ", ".join(headline(x[i]) for i in range(shape[0])) + "]"
 
 
 def profile_objective(d: Design, log_sigma: jax.Array, P: jax.Array, lam: Any) -> jax.Array:

@@ -20,6 +20,7 @@ from flax import struct
 from cfjax import _checks
 from cfjax.scm.graph import Graph
 from cfjax.sensitivity import ridge
+from cfjax.sensitivity._plain import headline, plain
 from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, fit_model_b, polynomial_features
 
 __all__ = ["FairnessGraph", "FairnessData", "make_data", "Settings", "FairModel", "fit", "embeddings",
@@ -296,37 +297,6 @@ class FairModel:
         return (f"FairModel(n={self.data.X.shape[0]}, features={list(self.graph.features)}, "
                 f"degrees={self.degrees}, lam={lam}, predictor_degree={self.predictor_degree}, "
                 f"baseline_unfairness={{{base}}})")
-
-
-def plain(value: Any) -> Any:
-    """JSON-serialisable plain Python from arrays, numbers, tuples and dicts: floats (ints and
-    bools kept), nested lists; non-finite floats become None (strict JSON has no NaN or inf)."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    arr = np.asarray(jax.device_get(value))
-    if arr.dtype.kind in "biu":
-        return arr.tolist()
-    arr = arr.astype(np.float64)
-    out = np.where(np.isfinite(arr), arr, None).tolist() if arr.ndim else (float(arr) if np.isfinite(arr) else None)
-    return out
-
-
-def headline(value: Any, digits: int = 4) -> str:
-    """A number for a ``repr``: ``1.23e-05``; an array's shape when it is not a single concrete
-    number (inside ``jit``/``vmap``, or batched)."""
-    try:
-        arr = np.asarray(value)
-        if arr.size == 1:
-            return f"{float(arr.reshape(())):.{digits}g}"
-        return f"array{arr.shape}"
-    except Exception:  # a tracer: no value to show
-        return f"traced{tuple(np.shape(value))}"
 
 
 def embeddings(graph: FairnessGraph, degrees: Sequence[int], a: jax.Array, X: jax.Array) -> list[jax.Array]:

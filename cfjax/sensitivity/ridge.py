@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
+from cfjax.sensitivity._plain import headline, plain
 from cfjax.sensitivity.linear import polynomial_features
 
 __all__ = ["SCORES", "check_score", "fold_ids", "fold_errors", "fold_totals", "fold_scores", "best_index",
@@ -159,6 +160,20 @@ class RidgeFit(NamedTuple):
     theta: jax.Array
     scores: np.ndarray
     score: str = "r2"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-serialisable plain Python (``scores`` as nested lists,
+        non-finite numbers as None)."""
+        return {"degree": int(self.degree), "lam": plain(self.lam), "theta": plain(self.theta),
+                "scores": plain(self.scores), "score": self.score}
+
+    def __repr__(self) -> str:
+        try:
+            best = headline(np.asarray(self.scores)[best_index(self.scores, self.score)])
+        except Exception:
+            best = "?"
+        return (f"RidgeFit(degree={self.degree}, lam={headline(self.lam)}, best CV {self.score}={best}, "
+                f"theta {tuple(np.shape(self.theta))}, scores {tuple(np.shape(self.scores))})")
 
 
 def ridge_cv(Z: Any, y: Any, *, degrees: Sequence[int] = (1, 2, 3, 4),

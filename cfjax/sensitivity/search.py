@@ -44,7 +44,8 @@ from cfjax.sensitivity.correlation import (boundary_scale, check_budget, clique_
                                            pd_correlation, tanh_correlation)
 from cfjax.sensitivity.cfu import cfu_of
 from cfjax.sensitivity.linear import fit_model_b
-from cfjax.sensitivity.problem import FairModel, headline, plain
+from cfjax.sensitivity._plain import headline, plain
+from cfjax.sensitivity.problem import FairModel
 
 __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "InverseBudget", "inverse_budget", "sign_corners",
            "paper_optimizer"]
@@ -900,20 +901,22 @@ def inverse_budget(model: FairModel, level: float, *, key: jax.Array, hi: float 
       :class:`InverseBudget`.
 
     Example:
-      A level the search can reach (half the worst case at budget 0.5), on a tiny problem:
+      A level the search can reach (half the worst case at budget 0.5), on a tiny problem (a
+      literal block, not a doctest, to spare the suite a compilation of the search; the test
+      suite runs the same calls)::
 
-      >>> import jax, cfjax.sensitivity as S
-      >>> prob = S.synthetic(200, seed=0)
-      >>> small = S.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,))
-      >>> model = S.fit(prob.graph, prob.data, small)
-      >>> opts = dict(restarts=1, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None)
-      >>> level = 0.5 * float(S.worst_case(model, 0.5, key=jax.random.key(0), **opts).cfu[0])
-      >>> inv = inverse_budget(model, level, key=jax.random.key(0), hi=0.5, grid=1, tol=0.05, **opts)
-      >>> inv.reached, 0 <= inv.lo < inv.p_max == inv.hi <= 0.5, inv.hi - inv.lo <= 0.05
-      (True, True, True)
-      >>> far = inverse_budget(model, 1e6, key=jax.random.key(0), hi=0.5, grid=1, **opts)
-      >>> far.reached, far.max_cfu == 2 * level, far.max_cfu_p_max
-      (False, True, 0.5)
+        import jax, cfjax.sensitivity as S
+        prob = S.synthetic(200, seed=0)
+        model = S.fit(prob.graph, prob.data, S.Settings(degrees=(2,), lambdas=(1.0,),
+                                                        predictor_degrees=(2,), predictor_lambdas=(1.0,)))
+        opts = dict(restarts=1, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None)
+        level = 0.5 * float(S.worst_case(model, 0.5, key=jax.random.key(0), **opts).cfu[0])
+        inv = S.inverse_budget(model, level, key=jax.random.key(0), hi=0.5, grid=1, tol=0.05, **opts)
+        inv.reached                  # True
+        inv.p_max, (inv.lo, inv.hi)  # the smallest budget, in a bracket (lo, hi] at most 0.05 wide
+        far = S.inverse_budget(model, 1e6, key=jax.random.key(0), hi=0.5, grid=1, **opts)
+        far.reached, far.p_max       # False, nan: not reached within p_max <= 0.5
+        far.max_cfu, far.max_cfu_p_max  # how close the search came: 2 * level, at p_max = 0.5
     """
     level = float(level)
     if not np.isfinite(level) or level < 0:
