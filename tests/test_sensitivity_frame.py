@@ -65,6 +65,10 @@ def test_text_categories_are_coded_as_given(rng):
     # A mapping codes the groups by the numbers given (white = -1 sorts first here).
     flipped = F.from_frame(df, GRAPH, sensitive="race", target="fya", categories={"race": {"white": -1, "black": 1}})
     np.testing.assert_array_equal(flipped.data.group, (a < 0).astype(int))
+    # Several levels may share a number: the paper's White = +1, every other level -1.
+    merged = F.from_frame(df, {"gpa": ["campus"], "lsat": ["campus", "gpa"]}, sensitive="campus", target="fya",
+                          categories={"campus": {"north": 1, "south": -1, "east": -1}})
+    np.testing.assert_array_equal(merged.data.group, (df["campus"] == "north").to_numpy().astype(int))
 
 
 def test_a_csv_path_reads_like_the_frame(rng, tmp_path):

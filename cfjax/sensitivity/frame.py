@@ -59,7 +59,8 @@ def _column(frame: Any, name: str, coding: Any) -> np.ndarray:
             table = {k: float(v) for k, v in coding.items()}
             if not all(math.isfinite(v) for v in table.values()):
                 _checks.fail(f"categories[{name!r}]", "finite numbers for every level", repr(dict(coding)))
-        elif isinstance(coding, Sequence) and not isinstance(coding, str):
+        elif isinstance(coding, (Sequence, np.ndarray)) and not isinstance(coding, str):
+            coding = list(coding.tolist() if isinstance(coding, np.ndarray) else coding)
             if len(set(coding)) != len(coding):
                 _checks.fail(f"categories[{name!r}]", "distinct levels", repr(list(coding)))
             table = {k: float(i) for i, k in enumerate(coding)}
@@ -102,9 +103,10 @@ def from_frame(frame: Any, graph: Mapping[str, Sequence[str]] | FairnessGraph, *
       target: the column of the outcome Y; it may not be a feature or a parent.
       categories: ``column -> coding`` for text (or other non-numeric) columns, required for
         each: a list of levels, coded 0, 1, ... in the order listed, or a mapping ``level ->
-        number`` (e.g. ``{"white": 1, "black": -1}``, the paper's ±1). For the sensitive
-        attribute every listed level must occur, and the groups follow the coded numbers'
-        sorted order (with a list: the order listed). Values not listed raise.
+        number`` (e.g. ``{"white": 1, "black": -1}``, the paper's ±1; several levels may share
+        a number, e.g. White +1 and every other level −1). For the sensitive attribute the
+        groups are the distinct coded numbers, in sorted order (with a list: the order
+        listed), and each must occur. Values not listed raise.
       codes: how A enters the equations, as in :func:`~cfjax.sensitivity.make_data`: None
         (A's coded numbers themselves), ``"one_hot"``, or one row per group.
       fair: the path-specific variant's fair features (see ``FairnessGraph``); only with a
@@ -173,15 +175,11 @@ def from_frame(frame: Any, graph: Mapping[str, Sequence[str]] | FairnessGraph, *
     a = _column(frame, sensitive, categories.get(sensitive))
     if sensitive in categories:
         coding = categories[sensitive]
-        listed = (set(float(v) for v in coding.values()) if isinstance(coding, Mapping)
-                  else set(float(i) for i in range(len(coding))))
-        if len(listed) != (len(coding)):
-            _checks.fail(f"categories[{sensitive!r}]", "a distinct number for every group", repr(dict(coding)))
-        absent = sorted(listed - set(np.unique(a).tolist()))
+        names = list(coding.keys()) if isinstance(coding, Mapping) else list(coding)
+        numbers = [float(v) for v in coding.values()] if isinstance(coding, Mapping) else list(range(len(names)))
+        absent = set(numbers) - set(np.unique(a).tolist())
         if absent:
-            names = list(coding) if not isinstance(coding, Mapping) else list(coding.keys())
-            numbers = list(coding.values()) if isinstance(coding, Mapping) else list(range(len(coding)))
-            absent_levels = [k for k, v in zip(names, numbers) if float(v) in absent]
+            absent_levels = [k for k, v in zip(names, numbers) if v in absent]
             _checks.fail(f"frame[{sensitive!r}]", f"every level of categories[{sensitive!r}] present",
                          f"no unit at level(s) {absent_levels}")
     X = np.stack([_column(frame, v, categories.get(v)) for v in graph.features], 1)
