@@ -82,6 +82,7 @@ def check_probabilities(name: str, x: Any) -> None:
     """
     if not is_concrete(x):
         return
+    warn_if_downcast(name, x)
     dtype = np.dtype(getattr(x, "dtype", None) or np.asarray(x).dtype)
     if not np.issubdtype(dtype, np.floating):
         fail(name, "a floating-point array of probabilities", f"dtype {dtype}")
@@ -103,6 +104,7 @@ def check_probabilities(name: str, x: Any) -> None:
 def check_finite(name: str, x: Any) -> None:
     if not is_concrete(x):
         return
+    warn_if_downcast(name, x)
     v = np.asarray(x)
     bad = ~np.isfinite(v)
     if bad.any():

@@ -765,6 +765,8 @@ class SCM:
                     raise ValidationError(f"`{what}`: expected at least one unit, got 0 rows.")
             elif shape[0] != n:
                 raise ValidationError(f"`{what}[{v!r}]`: expected {n} rows like {first!r}, got {shape[0]}.")
+            if not mech.discrete:
+                _checks.warn_if_downcast(f"{what}[{v!r}]", col)
             if not check and _is_numeric_array(col):
                 out[v] = col  # converted inside the compiled program
                 continue
