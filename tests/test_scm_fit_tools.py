@@ -154,3 +154,17 @@ def test_save_and_load_round_trip_exactly(rng, tmp_path):
         SCM({"a": [], "c": ["a"]}, {"a": LocationScale(), "c": LocationScale()}).load(tmp_path / "q")
     with pytest.raises(ValidationError, match="`path`"):
         load_params(tmp_path / "missing")
+
+
+def test_auto_batch_size_is_full_batch_for_small_n_and_minibatches_for_large_n(rng):
+    from cfjax.scm.model import AUTO_BATCH, AUTO_FULL_BATCH
+    key = jax.random.key(int(rng.integers(1 << 30)))
+    for n, explicit in ((AUTO_FULL_BATCH, None), (AUTO_FULL_BATCH + 1, AUTO_BATCH)):
+        scm, data = sample(rng, n)
+        auto, losses_auto = scm.fit(key, data, steps=3, learning_rate=0.05, progress=False)
+        want, losses = scm.fit(key, data, steps=3, learning_rate=0.05, batch_size=explicit, progress=False)
+        np.testing.assert_array_equal(losses_auto, losses)
+        for a, b in zip(jax.tree.leaves(auto), jax.tree.leaves(want)):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValidationError, match="`batch_size`"):
+        scm.fit(key, data, steps=1, batch_size="full")

@@ -236,7 +236,7 @@ def test_batched_counterfactual_equals_the_single_unit_functions(rng):
 def test_fit_recovers_a_simulated_linear_gaussian_scm(rng):
     scm, true = linear_gaussian()
     data = scm.sample(true, jax.random.key(int(rng.integers(1 << 30))), 20_000)
-    params, losses = scm.fit(jax.random.key(1), data, steps=600, learning_rate=0.05)
+    params, losses = scm.fit(jax.random.key(1), data, steps=600, learning_rate=0.05, batch_size=None)
     assert losses.shape == (600,) and float(losses[-1]) < float(losses[0])
     for v, (w, b, s) in LG_COEF.items():
         got = params[v]["net"]["params"]
