@@ -205,8 +205,13 @@ def _curve(wc):
 
 
 def _inverse(inv):
-    return {"level": inv.level, "p_max": inv.p_max, "bracket": [inv.lo, inv.hi],
-            "probes": [list(p) for p in inv.evaluated]}
+    return {"level": inv.level, "p_max": inv.p_max, "reached": inv.reached, "bracket": [inv.lo, inv.hi],
+            "max_cfu": inv.max_cfu, "max_cfu_p_max": inv.max_cfu_p_max, "probes": [list(p) for p in inv.evaluated]}
+
+
+def _reached(inv) -> bool:
+    """Whether the inverse question has an answer (a finite ``p_max``; None when not reached)."""
+    return inv["p_max"] is not None and bool(np.isfinite(inv["p_max"]))
 
 
 def _choices(m, label):
@@ -319,7 +324,8 @@ def report(res) -> str:
             lines += [_paper_comparison(name, r), ""]
         if "inverse" in r:
             inv = r["inverse"]
-            ans = ("not reached within p_max <= 0.99" if not np.isfinite(inv["p_max"])
+            ans = (f"not reached within p_max <= {inv['bracket'][0]:.2f} (largest worst-case CFU found "
+                   f"{_fmt(inv.get('max_cfu', float('nan')))})" if not _reached(inv)
                    else f"p_max = {inv['p_max']:.3f} (bracket [{inv['bracket'][0]:.3f}, {inv['bracket'][1]:.3f}])")
             lines += [f"**Inverse question**: the smallest budget whose worst-case CFU reaches the blind "
                       f"baseline's unfairness ({_fmt(inv['level'])}): {ans}.", ""]
@@ -420,7 +426,7 @@ def _nhs_discussion(res) -> str:
     text = (f"\n\nOn the NHS data the worst case stays below 1e-5 while P is well conditioned, then jumps to "
             f"{_fmt(cfu.max())} (above the blind baseline's {_fmt(blind)}) once the budget admits nearly singular "
             f"correlations: the maximisers sit on the eigenvalue margin (smallest eigenvalue {eig[cfu.argmax()]:.0e}). ")
-    if np.isfinite(inv["p_max"]):
+    if _reached(inv):
         text += (f"The inverse question's answer, p_max = {inv['p_max']:.3f}, is therefore as much a statement about "
                  f"the allowed margin from singular P as about the strength of confounding. ")
     paper = np.asarray(r["paper_optimizer"]["cfu"])

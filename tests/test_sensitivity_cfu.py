@@ -267,7 +267,8 @@ def test_inverse_budget_recovers_the_budget_of_a_level(bivariate, x64):
     assert inv.lo <= 0.55 + 1e-3 and inv.p_max == pytest.approx(0.55, abs=3e-3)
     # The same search settings as above: the coarse curve's program is reused, not recompiled.
     huge = S.inverse_budget(model, 1e6, key=jax.random.key(0), restarts=2, steps=200, warn_ratio=None)
-    assert np.isnan(huge.p_max)
+    assert huge.reached is False and huge.p_max is None and huge.lo == pytest.approx(0.99)
+    assert 0.0 <= huge.max_cfu < 1e6 and huge.to_dict()["p_max"] is None
 
 
 # ----------------------------------------------------------------------------- validation and plots

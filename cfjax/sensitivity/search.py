@@ -833,7 +833,7 @@ class InverseBudget(struct.PyTreeNode):
 
     ``reached``: whether some budget up to the largest searched reached ``level``.
     ``p_max``: the smallest budget whose worst-case CFU reaches ``level`` (to within the
-    bracket), or NaN when not ``reached``. ``lo``, ``hi``: the bracket ``lo < p_max <= hi``
+    bracket), or None when not ``reached`` (then ``max_cfu`` says how close the search came). ``lo``, ``hi``: the bracket ``lo < p_max <= hi``
     (``lo`` a budget whose worst case stays below the level, 0 when the first grid budget
     reaches it); when not reached, ``lo`` is the largest budget searched and ``hi`` = 1 (the
     answer, if any, lies beyond the budgets searched). ``max_cfu``: the largest worst-case CFU
@@ -845,7 +845,7 @@ class InverseBudget(struct.PyTreeNode):
     """
 
     level: float = struct.field(pytree_node=False)
-    p_max: float = struct.field(pytree_node=False)
+    p_max: float | None = struct.field(pytree_node=False)
     lo: float = struct.field(pytree_node=False)
     hi: float = struct.field(pytree_node=False)
     evaluated: tuple = struct.field(pytree_node=False)
@@ -915,7 +915,7 @@ def inverse_budget(model: FairModel, level: float, *, key: jax.Array, hi: float 
         inv.reached                  # True
         inv.p_max, (inv.lo, inv.hi)  # the smallest budget, in a bracket (lo, hi] at most 0.05 wide
         far = S.inverse_budget(model, 1e6, key=jax.random.key(0), hi=0.5, grid=1, **opts)
-        far.reached, far.p_max       # False, nan: not reached within p_max <= 0.5
+        far.reached, far.p_max       # False, None: not reached within p_max <= 0.5
         far.max_cfu, far.max_cfu_p_max  # how close the search came: 2 * level, at p_max = 0.5
     """
     level = float(level)
@@ -932,7 +932,7 @@ def inverse_budget(model: FairModel, level: float, *, key: jax.Array, hi: float 
     reached = np.flatnonzero(curve >= level)
     if reached.size == 0:
         best_p, best = _largest(evaluated)
-        return InverseBudget(level, float("nan"), float(budgets[-1]), 1.0, tuple(evaluated), False, best, best_p)
+        return InverseBudget(level, None, float(budgets[-1]), 1.0, tuple(evaluated), False, best, best_p)
     j = int(reached[0])
     below = budgets[:j]
     lo, hi = (float(below[-1]) if j else 0.0), float(budgets[j])
