@@ -20,7 +20,7 @@ Treatment of the parents under do(sex, age): sex and age are set; race is kept (
 descendant); lung size follows its parents with its abducted noise; effusion (the label) is
 held at its observed value (``--counterfactual-label fixed``, paper 000's setting: every
 counterfactual is scored against the factual label) or follows the new age with its abducted
-noise (``follows``: the images then carry counterfactual labels; the SPEC §1 metrics still
+noise (``follows``: the images then carry counterfactual labels; the definitions §1 metrics still
 score against the factual label, and R_IE against the counterfactual labels is reported
 beside it).
 
@@ -825,7 +825,7 @@ def write_report(results: Mapping[str, Any], out: str, quick: bool) -> None:
         "Parents under do(sex, age): sex and age set; race kept; lung size follows (abducted noise); effusion "
         + ("held at its observed value (paper 000's setting), so every counterfactual is scored against the "
            "factual label." if results["counterfactual_label"] == "fixed" else
-           "follows the new age (abducted noise): the images carry counterfactual labels; the SPEC §1 metrics "
+           "follows the new age (abducted noise): the images carry counterfactual labels; the definitions §1 metrics "
            "score against the factual label, and `risk_ie_cf_labels` scores R_IE against the counterfactual ones."),
         f"- Bootstrap: {cfg['bootstrap']} paired resamples of test units; intervals are 95% percentile intervals "
         "of the seed mean. Tables show seed means.",

@@ -1,5 +1,5 @@
 """Counterfactual unfairness, the bivariate grid, the worst-case search and the inverse question
-against brute-force references (numpy, scipy, scikit-learn) and the invariants of SPEC §3."""
+against brute-force references (numpy, scipy, scikit-learn) and the invariants of definitions §3."""
 
 import jax
 import numpy as np
@@ -38,7 +38,7 @@ def stacked_gls(F, X, prec, lam):
 
 
 def reference_cfu(model, P):
-    """CFU by the recipe of SPEC §3 in numpy/scipy/scikit-learn, unit loops where it is clearer."""
+    """CFU by the recipe of definitions §3 in numpy/scipy/scikit-learn, unit loops where it is clearer."""
     g, data = model.graph, model.data
     codes, group = np.asarray(data.codes), np.asarray(data.group)
     X, y, lam = np.asarray(data.X), np.asarray(data.y), float(model.lam)

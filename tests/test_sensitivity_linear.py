@@ -58,7 +58,7 @@ def test_gls_with_a_full_precision_matches_the_stacked_normal_equations(rng, x64
     lam = 0.7
     D = sum(F.shape[1] for F in embeddings)
     A, b = lam * np.eye(D), np.zeros(D)
-    for i in range(X.shape[0]):  # the SPEC's sums over units, literally
+    for i in range(X.shape[0]):  # the definitions' sums over units, literally
         Phi = np.zeros((2, D))
         Phi[0, :3], Phi[1, 3:] = embeddings[0][i], embeddings[1][i]
         A += Phi.T @ prec @ Phi

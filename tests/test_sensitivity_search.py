@@ -1,6 +1,6 @@
 """The worst-case search near the eigenvalue margin: a supremum found by a dense grid over the
 usable set, the "pd" parameterisation's reach, the margin's closed form, and the convergence
-diagnostic (SPEC §3)."""
+diagnostic (definitions §3)."""
 
 import functools
 import warnings

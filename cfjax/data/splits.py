@@ -1,4 +1,4 @@
-"""Paper 000's data splits (SPEC §1): the balanced test split and the sex- and age-biased
+"""Paper 000's data splits (definitions §1): the balanced test split and the sex- and age-biased
 training sets."""
 
 from __future__ import annotations

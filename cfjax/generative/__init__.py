@@ -20,11 +20,13 @@ from cfjax.generative.hvae import HVAEOutput as HVAEOutput
 from cfjax.generative.hvae import gaussian_kl as gaussian_kl
 from cfjax.generative.hvae import gaussian_log_prob as gaussian_log_prob
 from cfjax.generative.mechanism import ImageHVAE as ImageHVAE
+from cfjax.generative.quality import QualityReport as QualityReport
 from cfjax.generative.quality import composition as composition
 from cfjax.generative.quality import decision_agreement as decision_agreement
 from cfjax.generative.quality import effectiveness as effectiveness
 from cfjax.generative.quality import effectiveness_ceiling as effectiveness_ceiling
 from cfjax.generative.quality import pixel_mae as pixel_mae
+from cfjax.generative.quality import quality_report as quality_report
 from cfjax.generative.quality import relative_gap as relative_gap
 from cfjax.generative.quality import reversibility as reversibility
 from cfjax.generative.train import GeneratorFit as GeneratorFit
@@ -45,6 +47,7 @@ __all__ = [
     "Imputed",
     "ParentPredictor",
     "ParentSpec",
+    "QualityReport",
     "TrainConfig",
     "chest_spec",
     "composition",
@@ -59,6 +62,7 @@ __all__ = [
     "parent_inputs",
     "pixel_mae",
     "predict_parents",
+    "quality_report",
     "relative_gap",
     "reversibility",
     "train_anticausal",

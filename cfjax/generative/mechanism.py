@@ -1,5 +1,5 @@
 """An image node of a structural causal model: the conditional hierarchical VAE of
-:mod:`cfjax.generative.hvae` as a :class:`cfjax.scm.Mechanism` (SPEC §2: the exogenous noise of
+:mod:`cfjax.generative.hvae` as a :class:`cfjax.scm.Mechanism` (definitions §2: the exogenous noise of
 an image is its latent ``z ~ q(z | x, pa)`` plus the exact pixel noise
 ``(x − μ(z, pa)) / σ(z, pa)``)."""
 

@@ -1,4 +1,4 @@
-"""Counterfactual-marginalisation metrics (paper 000; SPEC §1).
+"""Counterfactual-marginalisation metrics (paper 000; definitions §1).
 
 Inputs: ``p_obs (n,)`` predictions on observed units, ``p_cf (n, K)`` predictions on their K
 counterfactuals, labels ``y (n,)`` in {0, 1}, intervention weights ``weights (K,)``. The

@@ -1,4 +1,4 @@
-"""Calibration of a score against labels (paper 000, SPEC §1): Brier score, ECE and MCE.
+"""Calibration of a score against labels (paper 000, definitions §1): Brier score, ECE and MCE.
 
 Bins are equal-width, ``[b/B, (b+1)/B)`` for ``b < B − 1`` and the last bin closed, with the
 edges ``b/B`` computed in the scores' dtype.

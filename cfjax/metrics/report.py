@@ -1,4 +1,4 @@
-"""The full counterfactual-marginalisation report of one predictor (paper 000, SPEC §1), for
+"""The full counterfactual-marginalisation report of one predictor (paper 000, definitions §1), for
 binary scores or class probabilities, with observed or counterfactual labels.
 
 Binary scores: ``p_obs (n,)``, ``p_cf (n, K)`` → :class:`MarginalisationReport`. Class
@@ -60,7 +60,7 @@ LABEL_FIELDS = (
 
 @struct.dataclass
 class MarginalisationReport:
-    """Every SPEC §1 metric of one predictor (or of a batch, with a leading axis, under vmap).
+    """Every definitions §1 metric of one predictor (or of a batch, with a leading axis, under vmap).
 
     Scalars, except ``risk_cvar`` which has shape ``(len(alphas),)``, aligned with the static
     field ``alphas``. ``ece_*``/``mce_*`` use equal-width bins; ``smece_*`` is the smooth ECE

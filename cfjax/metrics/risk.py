@@ -1,4 +1,4 @@
-"""Counterfactual risks (paper 000, SPEC §1): R_orig, R_CM, R_IE, CVaR_alpha, R_WC.
+"""Counterfactual risks (paper 000, definitions §1): R_orig, R_CM, R_IE, CVaR_alpha, R_WC.
 
 Shapes: ``p_obs (n,)``, ``p_cf (n, K)`` with ``p_cf[i, k] = g(x̃_i(ã_k))``, ``y (n,)`` in
 {0, 1}, intervention weights ``weights (K,)`` (non-negative, summing to 1; uniform when None).
@@ -59,7 +59,7 @@ def marginalise(p_cf: Any, weights: Any = None) -> jax.Array:
 
 def bce(p: Any, y: Any) -> jax.Array:
     """Elementwise binary cross-entropy ``−y log p − (1−y) log(1−p)``, p clipped to
-    ``[1e-7, 1 − 1e-7]`` (SPEC §1). Soft labels in [0, 1] are allowed here.
+    ``[1e-7, 1 − 1e-7]`` (definitions §1). Soft labels in [0, 1] are allowed here.
 
     Example:
       >>> round(float(bce(0.5, 1.0)), 4)  # log 2

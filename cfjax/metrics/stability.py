@@ -1,5 +1,5 @@
 """Label-free stability of a predictor under counterfactual marginalisation (paper 000,
-Table 5; SPEC §1), for binary scores or class probabilities.
+Table 5; definitions §1), for binary scores or class probabilities.
 
 Binary scores: ``p_obs (n,)``, ``p_cf (n, K)`` (the positive class's probability), threshold
 ``tau`` with decisions ``d(p) = 1[p >= tau]``. Class probabilities: ``p_obs (n, C)``,

@@ -1,5 +1,5 @@
 """Subgroup views of a predictor: stratified AUC, the ΔAUC gap, and the observational vs
-counterfactual subgroup-mean estimators of paper 000's Proposition 1 (SPEC §1).
+counterfactual subgroup-mean estimators of paper 000's Proposition 1 (definitions §1).
 """
 
 from __future__ import annotations

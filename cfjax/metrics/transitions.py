@@ -1,5 +1,5 @@
 """Comparing metrics by how well they track known bias: the Correct Transition Count (CTC)
-of paper 000 (SPEC §1)."""
+of paper 000 (definitions §1)."""
 
 from __future__ import annotations
 

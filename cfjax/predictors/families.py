@@ -1,4 +1,4 @@
-"""Paper 000's ten predictors (SPEC §1): the basic classifier, three logit-offset wrappers of it,
+"""Paper 000's ten predictors (definitions §1): the basic classifier, three logit-offset wrappers of it,
 and classifiers trained on sex- and age-biased (corrupted) training sets.
 
 The biased training sets are masks over one shared training pool
@@ -25,7 +25,7 @@ __all__ = ["PAPER_NAMES", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "F
 #: the ten predictors, in paper 000's (and ``experiments/demo.py``'s) order
 PAPER_NAMES = ("basic", "logit+0.5", "logit+1", "logit+2", "sex0.80", "sex0.90", "sex0.95",
                "age0.80", "age0.90", "age0.95")
-#: the logit-offset wrappers of the basic predictor and their β (SPEC §1: σ(logit g + β s))
+#: the logit-offset wrappers of the basic predictor and their β (definitions §1: σ(logit g + β s))
 LOGIT_OFFSETS = {"logit+0.5": 0.5, "logit+1": 1.0, "logit+2": 2.0}
 #: the corruption strengths α (sex) and β_age (age)
 BIAS_STRENGTHS = (0.80, 0.90, 0.95)

@@ -1,5 +1,5 @@
 """Counterfactual representations: building and evaluating them in embedding space (paper 002;
-SPEC §4).
+definitions §4).
 
 Embeddings and concept codes → :func:`concept_subspace` (``orth`` or LEACE) → :func:`fit_cfr`
 (per-concept-value regressions from the orthogonal part to the concept coordinates) →

@@ -1,4 +1,4 @@
-"""Counterfactual representations (CFRs) built in embedding space (paper 002; SPEC §4).
+"""Counterfactual representations (CFRs) built in embedding space (paper 002; definitions §4).
 
 Per concept value z a linear map ``ν_z: x⊥ → c`` (closed-form ridge with an unpenalised
 intercept, fitted on the units with Z = z) and a Gaussian for its residuals. The deterministic

@@ -1,4 +1,4 @@
-"""Scores of counterfactual representations against true counterfactual texts (paper 002; SPEC §4).
+"""Scores of counterfactual representations against true counterfactual texts (paper 002; definitions §4).
 
 Inputs are class probabilities ``(n, C)`` of one classifier on three versions of each couple
 ``(s_i, z_i')`` (a text and a counterfactual concept value):

@@ -1,4 +1,4 @@
-"""The concept subspace of an embedding space (paper 002; SPEC §4).
+"""The concept subspace of an embedding space (paper 002; definitions §4).
 
 An embedding ``x (d,)`` is split into a part that carries no linear information about the
 concept Z and concept coordinates ``c (r,)``, ``r <= k - 1`` for a concept with k values:

@@ -1,4 +1,4 @@
-"""Invertible structural causal models (SPEC §2): graphs, mechanisms written for one unit,
+"""Invertible structural causal models (definitions §2): graphs, mechanisms written for one unit,
 maximum-likelihood fitting, and counterfactuals over K interventions by abduction–action–
 prediction in one vmapped call."""
 

@@ -1,4 +1,4 @@
-"""Sensitivity of counterfactual fairness to unmeasured confounding (paper 001; SPEC §3).
+"""Sensitivity of counterfactual fairness to unmeasured confounding (paper 001; definitions §3).
 
 Graph and data (:class:`FairnessGraph`, :func:`make_data`, :func:`from_frame` for a table with
 named columns, the loaders and :func:`synthetic`)

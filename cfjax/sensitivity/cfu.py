@@ -1,5 +1,5 @@
 """Counterfactual unfairness of the fair predictor when the errors are correlated by P
-(paper 001, SPEC §3).
+(paper 001, definitions §3).
 
 For a correlation matrix P: fit Model B (w*, σ) by :func:`fit_model_b`, take its residuals
 δ̂, propagate each unit's counterfactual ``a → a'`` through the graph in topological order
@@ -97,7 +97,7 @@ def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) ->
 def cfu(model: FairModel, P: Any, *, units: jax.Array | None = None, log_sigma0: Any = None,
         newton_steps: int = 30) -> jax.Array:
     """Counterfactual unfairness of the fair predictor if the errors had correlation ``P``
-    (SPEC §3). Traceable and differentiable in P; a concrete P is validated first
+    (definitions §3). Traceable and differentiable in P; a concrete P is validated first
     (symmetric, unit diagonal, positive definite) — a non-PD P raises instead of being used."""
     if _checks.is_concrete(P):
         check_correlation(P, min_eig=1e-12)

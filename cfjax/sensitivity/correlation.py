@@ -1,4 +1,4 @@
-"""Error-correlation matrices within a confounding budget (paper 001, SPEC §3).
+"""Error-correlation matrices within a confounding budget (paper 001, definitions §3).
 
 A budget ``p_max ∈ [0, 1)`` bounds every off-diagonal ``|P_jk| ≤ p_max``; a usable P must also
 be positive definite with smallest eigenvalue at least ``min_eig`` (as P nears singular the

@@ -1,4 +1,4 @@
-"""Additive-noise SCMs that are linear in their parameters (paper 001, SPEC §3).
+"""Additive-noise SCMs that are linear in their parameters (paper 001, definitions §3).
 
 Every feature ``x_j = φ_j(pa_j)ᵀ w_j + ε_j`` with a polynomial embedding ``φ_j`` (intercept
 included) of its parents. Stacking one unit's equations, ``x_i = Φ_i w + ε_i`` with ``Φ_i``
@@ -179,7 +179,7 @@ def residual_products(d: Design, w: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 class ModelA(NamedTuple):
     """Paper 001's Model A: ridge ``w_ridge``, residual standard deviations ``sigma``, the GLS
-    refit ``w`` (w† in SPEC §3) and the estimated errors ``residuals (n, m)``."""
+    refit ``w`` (w† in definitions §3) and the estimated errors ``residuals (n, m)``."""
 
     w_ridge: jax.Array
     sigma: jax.Array
@@ -196,7 +196,7 @@ class ModelA(NamedTuple):
 
 
 def fit_model_a(d: Design, lam: Any) -> ModelA:
-    """Model A (P = I): ridge, ``Σ = diag(var(residuals))``, then one GLS refit (SPEC §3)."""
+    """Model A (P = I): ridge, ``Σ = diag(var(residuals))``, then one GLS refit (definitions §3)."""
     m = d.X.shape[1]
     identity = jnp.eye(m, dtype=d.G.dtype)
     w_ridge = gls(d, identity, lam)  # with S = I the normal equations are block-wise ridge
@@ -209,7 +209,7 @@ def fit_model_a(d: Design, lam: Any) -> ModelA:
 
 
 class ModelB(NamedTuple):
-    """Paper 001's Model B for a correlation P: GLS weights ``w`` (w* in SPEC §3), error
+    """Paper 001's Model B for a correlation P: GLS weights ``w`` (w* in definitions §3), error
     standard deviations ``sigma`` and the estimated errors ``residuals (n, m)`` (δ̂)."""
 
     w: jax.Array
@@ -248,7 +248,7 @@ def profile_objective(d: Design, log_sigma: jax.Array, P: jax.Array, lam: Any) -
 # call (thousands of programs over a long run); jitted, one program per shape and dtype.
 @functools.partial(jax.jit, static_argnames="newton_steps")
 def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_steps: int = 30) -> ModelB:
-    """Model B for the error correlation ``P (m, m)`` (SPEC §3): σ from the profile likelihood
+    """Model B for the error correlation ``P (m, m)`` (definitions §3): σ from the profile likelihood
     (:func:`profile_objective`) by damped Newton steps in log σ (at most ``newton_steps``, until
     a step moves log σ by less than 1e-10, 1e-5 in float32), then the closed-form GLS.
 

@@ -1,4 +1,4 @@
-"""A counterfactual-fairness problem (paper 001, SPEC §3): the causal graph over a sensitive
+"""A counterfactual-fairness problem (paper 001, definitions §3): the causal graph over a sensitive
 attribute A and features X_1..X_m, the data, and the fitted working model — Model A, the
 counterfactually fair predictor on its residuals and the two baselines.
 
@@ -190,7 +190,7 @@ class Settings:
     ``equation_degrees`` fixes them too; ``predictor_*``:
     the same for the fair predictor and the baselines; ``folds``, ``shuffle``, ``seed``: K-fold
     CV on the rows in order (the paper, scikit-learn's default) or shuffled. ``model_a``:
-    ``"paper"`` (SPEC §3: ridge, then one GLS refit with the ridge residuals' variances) or
+    ``"paper"`` (definitions §3: ridge, then one GLS refit with the ridge residuals' variances) or
     ``"ml"`` (the independent-errors maximum-likelihood fit, i.e. Model B at P = I). With
     ``"paper"``, Model B at P = I differs slightly from Model A (its σ is the profile-likelihood
     optimum), so CFU(I) is small but not zero (about 1e-8 of CFU at p = 0.5 in the tests);

@@ -1,9 +1,9 @@
 """Polynomial ridge regression with K-fold cross-validation over degree and penalty, from Gram
-matrices (paper 001's model selection; SPEC §3).
+matrices (paper 001's model selection; definitions §3).
 
 Every fold's training Gram is the full Gram minus the fold's own, so a whole grid of penalties ×
 folds is one batched solve per degree after one pass over the data. The ridge penalises every
-coefficient, the intercept column included (the closed form of SPEC §3); scikit-learn's
+coefficient, the intercept column included (the closed form of definitions §3); scikit-learn's
 ``Ridge(fit_intercept=False)`` on ``PolynomialFeatures`` is the same estimator.
 
 The CV score (``score``) is one of :data:`SCORES`:

@@ -1,4 +1,4 @@
-"""The worst case within a confounding budget (paper 001, Algorithm 1; SPEC §3), and the
+"""The worst case within a confounding budget (paper 001, Algorithm 1; definitions §3), and the
 inverse question.
 
 For each budget ``p_max`` and each restart, gradient ascent on CFU over the unconstrained ``L``
