@@ -891,8 +891,8 @@ class SCM:
                     raise ValidationError(
                         f"`{what}[{v!r}]`: a Shift moves observed values and is only defined for "
                         f"counterfactuals; pass explicit values here.")
-                if _checks.is_concrete(values.delta):
-                    mech.check_values(v, values.delta, f"{what}[{v!r}].delta")
+                if _checks.is_concrete(values.delta):  # the shifted values' support is checked below
+                    _checks.check_finite(f"{what}[{v!r}].delta", values.delta)
                 values = values.resolve(observed[v])
             if _checks.is_concrete(values):
                 mech.check_values(v, values, f"{what}[{v!r}]")
