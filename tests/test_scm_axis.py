@@ -146,3 +146,16 @@ def test_shift_rejects_non_numeric_values():
             Shift(bad)
     with pytest.raises(ValidationError, match="group_weights"):
         intervention_axis([{"a": np.zeros(2)}, {}], [1.0])
+
+
+def test_a_shift_on_a_bounded_node_checks_the_shifted_values_not_the_deltas(rng):
+    from cfjax.scm import Spline
+    scm = SCM({"age": [], "y": ["age"]}, {"age": Spline(low=20.0, high=90.0), "y": LocationScale()})
+    params = scm.init(jax.random.key(0))
+    age = rng.uniform(40.0, 60.0, 12)
+    data = {"age": age, "y": rng.normal(size=12)}
+    deltas = np.array([-10.0, 10.0])  # outside [20, 90] as values, inside as shifts of 40..60
+    out = scm.counterfactual(params, data, {"age": Shift(deltas)}, key=jax.random.key(1))
+    np.testing.assert_allclose(out["age"], age[None, :] + deltas[:, None], rtol=1e-6)
+    with pytest.raises(ValidationError, match=r"interventions\['age'\]`: node 'age' has support"):
+        scm.counterfactual(params, data, {"age": Shift([35.0])}, key=jax.random.key(1))
