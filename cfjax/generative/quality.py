@@ -35,7 +35,7 @@ from jax import lax
 
 from cfjax import _checks
 from cfjax.generative.anticausal import AntiCausal, predict_parents
-from cfjax.representations import _results
+from cfjax import _results
 from cfjax.scm.mechanism import Mechanism
 
 __all__ = ["effectiveness", "effectiveness_ceiling", "composition", "reversibility", "pixel_mae",

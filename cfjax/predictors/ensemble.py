@@ -29,7 +29,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
 from cfjax import _checks
-from cfjax.representations import _results
+from cfjax import _results
 from cfjax.metrics import auc as _auc
 from cfjax.predictors import checkpoint as _ckpt
 from cfjax.predictors.inference import (_check_seeds, _init, check_member_chunk, chunked_logits, gather,

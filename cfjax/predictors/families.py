@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
-from cfjax.representations import _results
+from cfjax import _results
 from cfjax.data.splits import biased_training_mask
 
 __all__ = ["PAPER_NAMES", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
-from cfjax.representations import _results
+from cfjax import _results
 from cfjax.representations.cfr import CFRModel, counterfactuals
 from cfjax.representations.classifiers import LinearClassifier, fit_logistic, predict
 from cfjax.representations.metrics import tpr_gap

@@ -27,7 +27,7 @@ import numpy as np
 from flax import struct
 
 from cfjax import _checks
-from cfjax.representations import _results
+from cfjax import _results
 from cfjax.representations.subspace import ConceptSubspace, _check_embeddings, _fit_subspace
 
 __all__ = [

@@ -18,7 +18,7 @@ import optax.tree_utils as otu
 from flax import struct
 
 from cfjax import _checks
-from cfjax.representations import _results
+from cfjax import _results
 from cfjax.representations.subspace import _as_embeddings
 
 __all__ = ["LinearClassifier", "fit_logistic", "predict"]

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from cfjax import _checks
-from cfjax.representations import _results
+from cfjax import _results
 
 __all__ = ["EMOTIONS", "TextCorpus", "template_corpus"]
 

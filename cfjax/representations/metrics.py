@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from cfjax import _checks
-from cfjax.representations import _results
+from cfjax import _results
 from cfjax.metrics.stability import decisions_agree, total_variation
 
 __all__ = ["CFRScores", "ate", "atv", "mean_effect", "pip", "score", "tpr", "tpr_gap"]

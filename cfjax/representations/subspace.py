@@ -28,7 +28,7 @@ import numpy as np
 from flax import struct
 
 from cfjax import _checks
-from cfjax.representations import _results
+from cfjax import _results
 
 __all__ = ["ConceptSubspace", "concept_subspace", "cross_covariance", "ledoit_wolf_shrinkage"]
 

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from cfjax import _checks
-from cfjax.representations import _results
+from cfjax import _results
 from cfjax._io import atomic_write_bytes
 
 __all__ = ["BiosRecords", "embed_texts", "load_bios"]

@@ -24,7 +24,7 @@ import numpy as np
 from flax import struct
 
 from cfjax import _checks
-from cfjax.sensitivity._plain import headline, plain
+from cfjax._results import headline, strict_plain as plain
 
 __all__ = ["polynomial_features", "Design", "design", "gls", "residual_products", "ModelA", "fit_model_a",
            "ModelB", "fit_model_b", "profile_objective"]

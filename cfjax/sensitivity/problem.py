@@ -20,7 +20,7 @@ from flax import struct
 from cfjax import _checks
 from cfjax.scm.graph import Graph
 from cfjax.sensitivity import ridge
-from cfjax.sensitivity._plain import headline, plain
+from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, fit_model_b, polynomial_features
 
 __all__ = ["FairnessGraph", "FairnessData", "make_data", "Settings", "FairModel", "fit", "embeddings",

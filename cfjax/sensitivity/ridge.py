@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
-from cfjax.sensitivity._plain import headline, plain
+from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.linear import polynomial_features
 
 __all__ = ["SCORES", "check_score", "fold_ids", "fold_errors", "fold_totals", "fold_scores", "best_index",

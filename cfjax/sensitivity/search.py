@@ -44,7 +44,7 @@ from cfjax.sensitivity.correlation import (boundary_scale, check_budget, clique_
                                            pd_correlation, tanh_correlation)
 from cfjax.sensitivity.cfu import cfu_of
 from cfjax.sensitivity.linear import fit_model_b
-from cfjax.sensitivity._plain import headline, plain
+from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.problem import FairModel
 
 __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "InverseBudget", "inverse_budget", "sign_corners",

@@ -17,22 +17,48 @@ import numpy as np
 _SHORT = 4
 
 
-def plain(value: Any) -> Any:
-    """JSON-ready plain Python of ``value`` (arrays become (nested) lists, scalars numbers)."""
+def plain(value: Any, *, strict: bool = False) -> Any:
+    """JSON-ready plain Python of ``value`` (arrays become (nested) lists, scalars numbers).
+
+    ``strict=True`` also turns NaN and infinities into None (strict JSON has neither);
+    otherwise they stay floats, as in :meth:`cfjax.metrics.MarginalisationReport.to_dict`.
+    """
     if isinstance(value, np.generic):
-        return value.item()
-    if value is None or isinstance(value, (bool, int, float, str)):
+        value = value.item()
+    if isinstance(value, float):
+        return None if strict and not np.isfinite(value) else value
+    if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {str(k): plain(v, strict=strict) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [plain(v, strict=strict) for v in value]
     if isinstance(value, jax.core.Tracer):
         raise TypeError("to_dict needs concrete values, not traced ones (call it outside jit/vmap)")
     if isinstance(value, (jax.Array, np.ndarray)):
         a = np.asarray(jax.device_get(value))
+        if strict and a.dtype.kind in "fc":
+            a = a.astype(np.float64)
+            return (float(a) if np.isfinite(a) else None) if a.ndim == 0 \
+                else np.where(np.isfinite(a), a, None).tolist()
         return a.tolist() if a.ndim else a.item()
     return value
+
+
+def strict_plain(value: Any) -> Any:
+    """:func:`plain` with ``strict=True``: non-finite numbers become None."""
+    return plain(value, strict=True)
+
+
+def headline(value: Any, digits: int = 4) -> str:
+    """A number for a ``repr``: ``1.23e-05``; an array's shape when it is not a single concrete
+    number (inside ``jit``/``vmap``, or batched)."""
+    if isinstance(value, jax.core.Tracer):
+        return f"traced{tuple(np.shape(value))}"
+    arr = np.asarray(value)
+    if arr.size == 1:
+        return f"{float(arr.reshape(())):.{digits}g}"
+    return f"array{arr.shape}"
 
 
 def spec(value: Any) -> str:
