@@ -242,7 +242,7 @@ def write_report(path, res) -> None:
             ("effusion accuracy (all)", "effusion_accuracy"), ("race accuracy (all)", "race_accuracy")]
     for title, k in rows:
         lines.append(f"| {title} | {_fmt(m[k]['learned'])} | {_fmt(m[k]['exact'])} | "
-                     f"{_fmt(s[k]['learned']) if s else '—'} |")
+                     f"{_fmt(s[k]['learned']) if s and k in s else '—'} |")
     for t in ("after_1", "after_10"):
         lines.append(f"| composition L1 {t.replace('_', ' ')} | {_fmt(m['composition_l1']['learned'][t])} | "
                      f"{_fmt(m['composition_l1']['exact'][t])} | "
@@ -266,7 +266,9 @@ def write_report(path, res) -> None:
     if s:
         lines.append("Semi-supervised vs fully labelled (relative): "
                      + ", ".join(f"{k} {(s[k]['learned'] - m[k]['learned']) / abs(m[k]['learned']):+.1%}"
-                                 for _, k in rows if m[k]['learned']) + ".")
+                                 for _, k in rows if m[k]['learned'] and k in s) + ".")
+        if res.get("semi_note"):
+            lines.append(res["semi_note"])
     lines += ["", "![learned beside exact counterfactuals](grid.png)", "",
               "Grid: each row a test unit; its factual image, then for " + ", ".join(res["grid_columns"])
               + " the learned (left) and exact (right) counterfactual.", "", "## Training curve (HVAE, fully labelled)",
