@@ -1,0 +1,103 @@
+"""What every ``cfjax`` subcommand shares: the output folder (``--out``, ``--force``), atomic
+and deterministic outputs (byte-identical JSON for the same seed), and user mistakes reported
+as one line with a non-zero exit code."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from typing import Any, Callable
+
+import click
+import numpy as np
+
+from cfjax._checks import ValidationError
+from cfjax._io import atomic_write_bytes
+
+__all__ = ["UserError", "out_option", "force_option", "seed_option", "prepare_out", "write_json",
+           "write_text", "run", "to_json"]
+
+#: Exit code of a user mistake (click uses 2 for usage errors too).
+USER_ERROR = 2
+
+
+class UserError(click.ClickException):
+    """A mistake of the user's (a file, a column, an option): shown as one line, exit code 2."""
+
+    exit_code = USER_ERROR
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"cfjax: error: {self.format_message()}", err=True)
+
+
+def out_option(default: str) -> Callable:
+    return click.option("--out", "out", type=click.Path(file_okay=False), default=default, show_default=True,
+                        help="output folder (created; an existing non-empty one needs --force)")
+
+
+force_option = click.option("--force", is_flag=True, help="write into an existing non-empty --out folder")
+seed_option = click.option("--seed", type=int, default=0, show_default=True,
+                           help="random seed (same seed, same numbers)")
+
+
+def prepare_out(out: str, force: bool) -> str:
+    """Create ``out``; an existing non-empty folder without ``force`` is a :class:`UserError`."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UserError(f"--out {out!r} is a file; pass a folder")
+    if os.path.isdir(out) and os.listdir(out) and not force:
+        raise UserError(f"--out {out!r} exists and is not empty; pass --force to write into it, "
+                        "or choose another folder")
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def to_json(value: Any) -> Any:
+    """Plain, strict-JSON Python: arrays as lists, numpy scalars as numbers, NaN/inf as None."""
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if hasattr(value, "to_dict"):
+        return to_json(value.to_dict())
+    if isinstance(value, (str, bool)) or value is None:
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    a = np.asarray(value)
+    if a.dtype.kind in "biu":
+        return a.tolist()
+    if a.dtype.kind == "f":
+        return to_json(a.astype(np.float64).tolist())
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def write_json(path: str, value: Any) -> None:
+    """Atomic, deterministic JSON (sorted keys, strict: NaN/inf as null)."""
+    text = json.dumps(to_json(value), indent=1, sort_keys=True, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode())
+
+
+def write_text(path: str, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def run(cli: click.Group, argv: list[str] | None = None) -> None:
+    """Run the click group; ValidationError, missing files and bad values become one line on
+    stderr and exit code 2 (no traceback)."""
+    try:
+        cli.main(args=argv, prog_name="cfjax", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("cfjax: aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except (ValidationError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        click.echo(f"cfjax: error: {e}", err=True)
+        sys.exit(USER_ERROR)
+    except SystemExit:
+        raise
