@@ -1,0 +1,579 @@
+"""``cfjax evaluate``: a predictions file → the counterfactual-marginalisation report.
+
+The file holds a predictor's scores on n observed units, ``p_obs``, and on each unit's K
+counterfactuals, ``p_cf``; optionally the labels ``y``, the intervention weights and group
+columns. The command writes ``report.md`` (every field of :func:`cfjax.metrics.evaluate` with
+percentile bootstrap intervals from :func:`cfjax.metrics.evaluate_bootstrap`), ``results.json``
+(every number, byte-identical for the same seed), smoothed reliability diagrams of ``p_obs``
+and of the marginalised prediction (PNG, when matplotlib is installed) and the ΔAUC of each
+group column.
+
+File layouts:
+
+- ``.npz``: arrays ``p_obs (n,)``, ``p_cf (n, K)``, optional ``y (n,)``, ``weights (K,)`` and
+  ``group_<name> (n,)``. Class probabilities: ``p_obs (n, C)``, ``p_cf (n, K, C)``, integer
+  labels ``y`` in ``0..C-1``.
+- ``.csv`` / ``.parquet``: columns ``p_obs``, ``p_cf_0`` … ``p_cf_{K-1}``, optional ``y`` and
+  any group columns (named with ``--group``); weights with ``--weights``. Parquet is read with
+  pandas (and pyarrow or fastparquet).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from typing import Any
+
+import click
+import numpy as np
+
+from cfjax.cli import common
+from cfjax.cli.common import UserError
+
+__all__ = ["command", "load_predictions", "write_example"]
+
+#: Resamples of the bootstrap by default and with ``--quick``.
+RESAMPLES, QUICK_RESAMPLES = 1000, 200
+
+#: One line per report field (the markdown table's third column).
+_MEANING = {
+    "risk_orig": "cross-entropy of p_obs against y",
+    "risk_cm": "cross-entropy of the marginalised prediction (counterfactual marginalisation)",
+    "risk_ie": "mean cross-entropy over the interventions (interventional risk)",
+    "risk_cvar": "CVaR of the per-intervention risks at level alpha",
+    "risk_wc": "worst intervention's risk",
+    "brier_orig": "Brier score of p_obs",
+    "ece_orig": "binned ECE of p_obs",
+    "mce_orig": "binned maximum calibration error of p_obs",
+    "smece_orig": "smooth ECE of p_obs",
+    "brier_cm": "Brier score of the marginalised prediction",
+    "ece_cm": "binned ECE of the marginalised prediction",
+    "mce_cm": "binned maximum calibration error of the marginalised prediction",
+    "smece_cm": "smooth ECE of the marginalised prediction",
+    "s_var": "mean variance of a unit's prediction over its counterfactuals",
+    "s_flip": "share of counterfactuals whose decision differs from the observed one",
+    "d_obs": "share of units whose observed decision differs from the marginalised one",
+    "score_shift": "mean absolute shift of the score under the interventions",
+    "s_tv": "mean total-variation shift of the class probabilities",
+    "spearman": "Spearman correlation of p_obs and the marginalised prediction",
+    "kendall_tau_b": "Kendall tau-b of p_obs and the marginalised prediction",
+    "rank_change": "mean absolute rank change, p_obs to marginalised",
+}
+
+_EXAMPLE = """\b
+Example:
+  cfjax evaluate --example-file preds.npz
+  cfjax evaluate preds.npz --out results/eval
+  cfjax evaluate --example-file preds.csv
+  cfjax evaluate preds.csv --group sex --group age --out results/eval_csv
+"""
+
+
+# ----------------------------------------------------------------------------- reading files
+def _read_table(path: str, kind: str) -> dict[str, np.ndarray]:
+    """Columns of a CSV or parquet file: float arrays where every value parses, else str."""
+    if kind == "parquet":
+        try:
+            import pandas as pd
+        except ImportError:
+            raise UserError(f"{path}: reading parquet needs pandas (pip install pandas pyarrow); "
+                            "or save the predictions as .csv or .npz") from None
+        try:
+            frame = pd.read_parquet(path)
+        except ImportError as e:
+            raise UserError(f"{path}: reading parquet needs pyarrow or fastparquet (pip install "
+                            f"pyarrow); or save as .csv or .npz ({str(e).splitlines()[0]})") from None
+        except Exception as e:  # a corrupt file: pandas/pyarrow raise many kinds
+            raise UserError(f"{path}: not a readable parquet file ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        raw = {str(c): frame[c].to_numpy() for c in frame.columns}
+        out = {}
+        for name, col in raw.items():
+            if col.dtype.kind in "biuf":
+                out[name] = col.astype(np.float64)
+            else:
+                out[name] = _parse_column(np.asarray([("" if v is None else str(v)) for v in col]))
+        return out
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.reader(f))
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text CSV file (save the predictions as CSV with a header "
+                        "row, or as .npz)") from None
+    if not rows or not rows[0]:
+        raise UserError(f"{path}: empty CSV file; expected a header row with p_obs, p_cf_0, ...")
+    header = [h.strip() for h in rows[0]]
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise UserError(f"{path}: column(s) {', '.join(dupes)} appear more than once in the header")
+    body = [r for r in rows[1:] if any(c.strip() for c in r)]
+    if not body:
+        raise UserError(f"{path}: no data rows below the header")
+    for i, r in enumerate(body):
+        if len(r) != len(header):
+            raise UserError(f"{path}: row {i + 2} has {len(r)} fields, the header has {len(header)}")
+    cols = np.asarray(body, dtype=object).T
+    return {h: _parse_column(np.asarray([c.strip() for c in col], dtype=str))
+            for h, col in zip(header, cols)}
+
+
+def _parse_column(col: np.ndarray) -> np.ndarray:
+    try:
+        return np.asarray([float(v) if v != "" else np.nan for v in col], np.float64)
+    except ValueError:
+        return col
+
+
+def _numeric(path: str, name: str, col: np.ndarray) -> np.ndarray:
+    if col.dtype.kind not in "biuf":
+        bad = next(v for v in col if _parse_column(np.asarray([v])).dtype.kind not in "f")
+        raise UserError(f"{path}: column {name!r} must hold numbers; found {bad!r}")
+    return col
+
+
+def _numbered(path: str, table: dict[str, np.ndarray], stem: str) -> list[str]:
+    """The columns ``stem_0 … stem_{K-1}`` in order; a gap in the numbering is an error."""
+    pat = re.compile(rf"^{stem}_(\d+)$")
+    found = sorted(int(m.group(1)) for c in table if (m := pat.match(c)))
+    if not found:
+        return []
+    missing = sorted(set(range(max(found) + 1)) - set(found))
+    if missing:
+        raise UserError(f"{path}: columns {stem}_0 … {stem}_{max(found)} must be numbered without "
+                        f"gaps; missing {', '.join(f'{stem}_{i}' for i in missing[:5])}")
+    return [f"{stem}_{i}" for i in range(len(found))]
+
+
+def _from_table(path: str, table: dict[str, np.ndarray], groups: tuple[str, ...]) -> dict[str, Any]:
+    if "p_obs" not in table:
+        if _numbered(path, table, "p_obs"):
+            raise UserError(f"{path}: class probabilities (p_obs_0, p_obs_1, …) are read from .npz "
+                            "files only (arrays p_obs (n, C), p_cf (n, K, C)); save as .npz")
+        raise UserError(f"{path}: no column 'p_obs'; found columns {_listing(table)}")
+    cf_cols = _numbered(path, table, "p_cf")
+    if not cf_cols:
+        raise UserError(f"{path}: no columns 'p_cf_0', 'p_cf_1', … (one per intervention); "
+                        f"found columns {_listing(table)}")
+    data: dict[str, Any] = {"p_obs": _numeric(path, "p_obs", table["p_obs"]),
+                            "names": {"p_obs": "column 'p_obs'", "p_cf": "columns p_cf_*",
+                                      "y": "column 'y'"}}
+    data["p_cf"] = np.stack([_numeric(path, c, table[c]) for c in cf_cols], axis=1)
+    data["p_cf_columns"] = cf_cols
+    if "y" in table:
+        data["y"] = _numeric(path, "y", table["y"])
+    data["groups"] = {}
+    for g in groups:
+        if g not in table:
+            raise UserError(f"{path}: --group {g!r}: no such column; found columns {_listing(table)}")
+        data["groups"][g] = table[g]
+    return data
+
+
+def _listing(names: Any) -> str:
+    names = list(names)
+    shown = ", ".join(names[:12]) + (f", … ({len(names)} in all)" if len(names) > 12 else "")
+    return shown or "(none)"
+
+
+def _from_npz(path: str, groups: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as e:  # not a zip, an object array, ...
+        raise UserError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
+    for need in ("p_obs", "p_cf"):
+        if need not in arrays:
+            raise UserError(f"{path}: no array {need!r}; found arrays {_listing(arrays)} "
+                            "(expected p_obs (n,), p_cf (n, K), optional y, weights, group_<name>)")
+    for k, a in arrays.items():
+        if k in ("p_obs", "p_cf", "y", "weights") and a.dtype.kind not in "biuf":
+            raise UserError(f"{path}: array {k!r} must hold numbers; found dtype {a.dtype}")
+    data: dict[str, Any] = {"p_obs": arrays["p_obs"].astype(np.float64),
+                            "p_cf": arrays["p_cf"].astype(np.float64),
+                            "names": {"p_obs": "array 'p_obs'", "p_cf": "array 'p_cf'",
+                                      "y": "array 'y'"}}
+    if "y" in arrays:
+        data["y"] = arrays["y"].astype(np.float64)
+    if "weights" in arrays:
+        data["weights"] = arrays["weights"].astype(np.float64)
+    data["groups"] = {}
+    names = groups or tuple(k[len("group_"):] for k in sorted(arrays) if k.startswith("group_"))
+    for g in names:
+        key = g if g in arrays and g not in ("p_obs", "p_cf", "y", "weights") else f"group_{g}"
+        if key not in arrays:
+            raise UserError(f"{path}: --group {g!r}: no array 'group_{g}' or {g!r}; found arrays "
+                            f"{_listing(arrays)}")
+        data["groups"][g] = arrays[key]
+    return data
+
+
+def _parse_weights(spec: str) -> np.ndarray:
+    """``--weights``: "0.5,0.5" or a file (.npy, or text of numbers)."""
+    if os.path.isfile(spec):
+        try:
+            if spec.endswith(".npy"):
+                w = np.load(spec, allow_pickle=False)
+            else:
+                with open(spec, encoding="utf-8") as f:
+                    w = np.asarray([float(v) for v in re.split(r"[,\s]+", f.read().strip()) if v])
+        except (ValueError, OSError) as e:
+            raise UserError(f"--weights {spec}: not a list of numbers ({e})") from None
+        return np.asarray(w, np.float64).reshape(-1)
+    try:
+        return np.asarray([float(v) for v in spec.split(",")], np.float64)
+    except ValueError:
+        raise UserError(f"--weights {spec!r}: expected comma-separated numbers like "
+                        "0.5,0.5 or an existing file of numbers") from None
+
+
+def load_predictions(path: str, groups: tuple[str, ...] = (), weights: str | None = None) -> dict[str, Any]:
+    """Read and check a predictions file; every problem is a :class:`UserError` naming the file
+    and the array or column.
+
+    Returns ``{"p_obs", "p_cf", "y" (or None), "weights" (or None), "groups": {name: (n,)},
+    "classes" (None for binary scores), "format"}``, scores as float32 (float64 under
+    ``jax_enable_x64``).
+    """
+    if not os.path.exists(path):
+        raise UserError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a folder; pass a .npz, .csv or .parquet file")
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".npz":
+        data = _from_npz(path, groups)
+    elif ext in (".csv", ".parquet", ".pq"):
+        kind = "csv" if ext == ".csv" else "parquet"
+        data = _from_table(path, _read_table(path, kind), groups)
+    else:
+        raise UserError(f"{path}: unknown extension {ext or '(none)'!r}; expected .npz, .csv or .parquet")
+    data["format"] = ext.lstrip(".")
+    if weights is not None:
+        data["weights"] = _parse_weights(weights)
+    return _check(path, data)
+
+
+def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
+    import jax
+
+    names = data["names"]
+    p_obs, p_cf = data["p_obs"], data["p_cf"]
+    if p_obs.ndim not in (1, 2) or p_cf.ndim != p_obs.ndim + 1:
+        raise UserError(f"{path}: {names['p_obs']} has shape {p_obs.shape} and {names['p_cf']} "
+                        f"{p_cf.shape}; expected p_obs (n,) with p_cf (n, K), or class "
+                        "probabilities p_obs (n, C) with p_cf (n, K, C)")
+    n = p_obs.shape[0]
+    if n < 2 or p_cf.shape[0] != n:
+        raise UserError(f"{path}: {names['p_obs']} has {n} rows and {names['p_cf']} "
+                        f"{p_cf.shape[0]}; expected the same number of units, at least 2")
+    if p_cf.shape[1] < 1:
+        raise UserError(f"{path}: {names['p_cf']} has no interventions (K = 0)")
+    classes = None
+    if p_obs.ndim == 2:
+        classes = p_obs.shape[1]
+        if classes < 2 or p_cf.shape[2] != classes:
+            raise UserError(f"{path}: class probabilities p_obs {p_obs.shape} and p_cf "
+                            f"{p_cf.shape} must share C >= 2 classes in the last axis")
+    cols = data.get("p_cf_columns")
+    for key, arr in (("p_obs", p_obs), ("p_cf", p_cf)):
+        bad_nan = ~np.isfinite(arr)
+        bad_range = (arr < 0) | (arr > 1)
+        for bad, what in ((bad_nan, "NaN, infinite or missing values"), (bad_range, "values outside [0, 1]")):
+            if bad.any():
+                where = np.argwhere(bad)[0]
+                label = names[key]
+                if cols is not None and key == "p_cf":
+                    label = f"column {cols[where[1]]!r}"
+                row = f" (first at row {where[0] + 1}: {float(arr[tuple(where)])!r})" if what.startswith("values") \
+                    else f" (first at row {where[0] + 1})"
+                raise UserError(f"{path}: {label} has {what}{row}; scores must be probabilities in [0, 1]")
+    if classes is not None:
+        for key, arr in (("p_obs", p_obs), ("p_cf", p_cf)):
+            s = arr.sum(-1)
+            if np.abs(s - 1).max() > 1e-3:
+                raise UserError(f"{path}: {names[key]}: class probabilities must sum to 1 over the "
+                                f"last axis; found a row summing to {s.reshape(-1)[np.abs(s - 1).argmax()]:.4g}")
+    y = data.get("y")
+    if y is not None:
+        if y.shape != (n,):
+            raise UserError(f"{path}: {names['y']} has shape {y.shape}; expected ({n},), one label per unit")
+        if not np.isfinite(y).all():
+            raise UserError(f"{path}: {names['y']} has missing or NaN labels (first at row "
+                            f"{int(np.argmin(np.isfinite(y))) + 1}); drop those units or omit 'y'")
+        allowed = np.arange(classes if classes else 2)
+        wrong = ~np.isin(y, allowed)
+        if wrong.any():
+            want = "0 or 1" if classes is None else f"integers 0..{classes - 1}"
+            raise UserError(f"{path}: {names['y']} must hold labels {want}; found "
+                            f"{np.unique(y[wrong])[:5].tolist()}")
+        y = y.astype(np.int32)
+    k = p_cf.shape[1]
+    w = data.get("weights")
+    if w is not None:
+        if w.shape != (k,):
+            raise UserError(f"weights: expected {k} values (one per intervention, K = {k}); found {w.size}")
+        if not np.isfinite(w).all() or (w < 0).any() or abs(w.sum() - 1) > 1e-5:
+            raise UserError(f"weights: expected {k} non-negative values summing to 1; found "
+                            f"{np.round(w, 6).tolist()[:8]} (sum {w.sum():.6g})")
+    groups = {}
+    for g, col in data["groups"].items():
+        col = np.asarray(col)
+        if col.shape != (n,):
+            raise UserError(f"{path}: group {g!r} has shape {col.shape}; expected ({n},)")
+        if col.dtype.kind == "f" and not np.isfinite(col).all():
+            raise UserError(f"{path}: group {g!r} has missing values (first at row "
+                            f"{int(np.argmin(np.isfinite(col))) + 1})")
+        values = np.unique(col)
+        if len(values) < 2:
+            raise UserError(f"{path}: group {g!r} has one value ({values[0]!r}); a ΔAUC needs at "
+                            "least two groups, drop --group for it")
+        groups[g] = col
+    dtype = np.float64 if jax.config.jax_enable_x64 else np.float32
+    return {"p_obs": p_obs.astype(dtype), "p_cf": p_cf.astype(dtype), "y": y,
+            "weights": None if w is None else w.astype(dtype), "groups": groups,
+            "classes": classes, "format": data["format"]}
+
+
+# ----------------------------------------------------------------------------- example file
+def write_example(path: str, seed: int = 0, n: int = 400, k: int = 8) -> None:
+    """A synthetic predictions file (``.npz`` or ``.csv``): a predictor whose scores move with
+    a binary attribute ``sex`` that the K interventions set (half to 0, half to 1)."""
+    rng = np.random.default_rng(seed)
+    sex = rng.integers(0, 2, n)
+    age = rng.uniform(20, 90, n)
+    z = rng.normal(size=n)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-(1.5 * z - 0.5)))).astype(np.int32)
+    do_sex = np.repeat([0, 1], k // 2 + 1)[:k]
+    base = 1.5 * z - 0.5
+
+    def logit(s: np.ndarray) -> np.ndarray:
+        b = base.reshape((n,) + (1,) * (s.ndim - 1))
+        return b + 0.6 * (s - 0.5) + 0.2 * rng.normal(size=s.shape)
+
+    sig = lambda v: (1 / (1 + np.exp(-v))).astype(np.float32)  # noqa: E731
+    p_obs = sig(logit(sex))
+    p_cf = sig(logit(np.broadcast_to(do_sex, (n, k)).astype(np.float64)))
+    age_group = np.where(age < 45, "young", np.where(age < 65, "middle", "old"))
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".npz":
+        import io
+
+        buf = io.BytesIO()
+        np.savez(buf, p_obs=p_obs, p_cf=p_cf, y=y, group_sex=sex, group_age=age_group)
+        from cfjax._io import atomic_write_bytes
+
+        atomic_write_bytes(path, buf.getvalue())
+    elif ext == ".csv":
+        header = ["p_obs"] + [f"p_cf_{j}" for j in range(k)] + ["y", "sex", "age"]
+        lines = [",".join(header)]
+        for i in range(n):
+            vals = [repr(float(p_obs[i]))] + [repr(float(v)) for v in p_cf[i]]
+            lines.append(",".join(vals + [str(y[i]), str(sex[i]), age_group[i]]))
+        common.write_text(path, "\n".join(lines) + "\n")
+    else:
+        raise UserError(f"--example-file {path}: unknown extension {ext or '(none)'!r}; use .npz or .csv")
+
+
+# ----------------------------------------------------------------------------- the report
+def _strip_labels(d: dict[str, Any], labelled: bool) -> dict[str, Any]:
+    from cfjax.metrics import LABEL_FIELDS
+
+    return d if labelled else {k: v for k, v in d.items() if k not in LABEL_FIELDS}
+
+
+def _rows(est: dict, low: dict, high: dict) -> list[tuple[str, Any, Any, Any, str]]:
+    rows = []
+    for name, value in est.items():
+        if name in ("labels", "classes"):
+            continue
+        if isinstance(value, dict):  # risk_cvar: {alpha: value}
+            for a, v in value.items():
+                rows.append((f"{name} (alpha={a})", v, low[name][a], high[name][a], _MEANING.get(name, "")))
+        else:
+            rows.append((name, value, low[name], high[name], _MEANING.get(name, "")))
+    return rows
+
+
+def _fmt(v: Any) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.4f}"
+
+
+def _top_label(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Class probabilities → (confidence of the argmax class, whether it is the label)."""
+    return p.max(-1), (p.argmax(-1) == y).astype(np.int32)
+
+
+def _figures(out: str, curves: dict[str, Any]) -> tuple[list[str], str | None]:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return [], "matplotlib is not installed: no reliability figures (pip install matplotlib)."
+    files = []
+    titles = {"obs": "observed prediction p_obs", "cm": "marginalised prediction"}
+    for which, c in curves.items():
+        fig = Figure(figsize=(4.2, 4.2), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        t, mu = np.asarray(c.t), np.asarray(c.mean_label)
+        ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="perfect calibration")
+        ax.plot(t, mu, color="C0", lw=2, label=f"smoothed (smECE {float(c.smooth_ece):.3f})")
+        dens = np.asarray(c.density)
+        ax.fill_between(t, 0, 0.15 * dens / max(dens.max(), 1e-12), color="C0", alpha=0.2, lw=0,
+                        label="score density")
+        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="predicted probability", ylabel="mean label",
+               title=f"Reliability: {titles[which]}")
+        ax.legend(loc="upper left", fontsize=8)
+        fig.tight_layout()
+        name = f"reliability_{which}.png"
+        fig.savefig(os.path.join(out, name), metadata={"Software": None})
+        files.append(name)
+    return files, None
+
+
+def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, tau: float,
+              figures: bool, out: str, source: str) -> tuple[dict[str, Any], str]:
+    import jax
+
+    from cfjax import metrics
+
+    p_obs, p_cf, y, w = data["p_obs"], data["p_cf"], data["y"], data["weights"]
+    classes = data["classes"]
+    n, k = p_cf.shape[:2]
+    boot = metrics.evaluate_bootstrap(p_obs, p_cf, y, key=jax.random.key(seed), resamples=resamples,
+                                      level=level, weights=w, tau=tau)
+    labelled = y is not None
+    est, low, high = (_strip_labels(r.to_dict(), labelled) for r in (boot.estimate, boot.low, boot.high))
+    results: dict[str, Any] = {
+        "input": {"file": os.path.basename(source), "format": data["format"], "n": n, "K": k,
+                  "classes": classes, "labels": labelled,
+                  "weights": "uniform" if w is None else np.asarray(w, np.float64).tolist()},
+        "options": {"seed": seed, "resamples": resamples, "level": level, "tau": tau},
+        "estimate": est, "low": low, "high": high, "groups": {}, "reliability": {},
+    }
+    notes: list[str] = []
+    if not labelled:
+        notes.append("No labels (`y`) in the file: only the label-free stability fields are "
+                     "reported; risks, calibration, reliability diagrams and ΔAUC need labels.")
+    p_bar = np.asarray(metrics.marginalise(p_cf, w)) if classes is None else \
+        np.einsum("k,nkc->nc", np.full(k, 1.0 / k) if w is None else np.asarray(w), p_cf)
+    curves = {}
+    if labelled:
+        for which, p in (("obs", p_obs), ("cm", p_bar.astype(p_obs.dtype))):
+            pp, yy = (p, y) if classes is None else _top_label(p, y)
+            c = metrics.reliability_curve(pp, yy, grid=21)
+            curves[which] = c
+            results["reliability"][which] = {
+                "t": np.asarray(c.t), "mean_label": np.asarray(c.mean_label),
+                "density": np.asarray(c.density), "bandwidth": float(c.bandwidth),
+                "smooth_ece": float(c.smooth_ece)}
+        if classes is not None:
+            notes.append("Class probabilities: reliability of the top-label confidence.")
+    for g, col in data["groups"].items():
+        if not labelled:
+            break
+        if classes is not None:
+            notes.append(f"Group {g!r}: ΔAUC needs binary scores; skipped for class probabilities.")
+            continue
+        values, codes = np.unique(col, return_inverse=True)
+        for s, v in enumerate(values):
+            present = np.unique(y[codes == s])
+            if len(present) < 2:
+                raise UserError(f"{source}: group {g!r} = {v!r} has only label(s) {present.tolist()}; "
+                                "an AUC needs both classes in every group")
+        entry = {"values": [v.item() if hasattr(v, "item") else v for v in values],
+                 "counts": np.bincount(codes.reshape(-1), minlength=len(values))}
+        for which, p in (("obs", p_obs), ("cm", p_bar.astype(p_obs.dtype))):
+            entry[f"auc_{which}"] = np.asarray(metrics.stratified_auc(p, y, codes.reshape(-1).astype(np.int32)))
+            entry[f"delta_auc_{which}"] = float(metrics.delta_auc(p, y, codes.reshape(-1).astype(np.int32)))
+        results["groups"][g] = entry
+    files: list[str] = []
+    if curves and figures:
+        files, note = _figures(out, curves)
+        if note:
+            notes.append(note)
+    elif curves:
+        notes.append("Figures skipped (--quick).")
+    results["figures"] = files
+    results["notes"] = notes
+    return results, _markdown(results, source)
+
+
+def _markdown(r: dict[str, Any], source: str) -> str:
+    inp, opt = r["input"], r["options"]
+    pct = f"{100 * opt['level']:g}%"
+    lines = [f"# Counterfactual-marginalisation report: {inp['file']}", "",
+             f"{inp['n']} units, K = {inp['K']} interventions"
+             + (f", {inp['classes']} classes" if inp["classes"] else ", binary scores")
+             + f", weights {'uniform' if inp['weights'] == 'uniform' else inp['weights']}, "
+             + ("labels given" if inp["labels"] else "no labels (stability fields only)") + ".",
+             f"Intervals: percentile bootstrap over units, {opt['resamples']} resamples, "
+             f"level {pct}, seed {opt['seed']}; decision threshold tau = {opt['tau']:g}.", ""]
+    lines += [f"| metric | estimate | {pct} interval | meaning |", "|---|---:|---:|---|"]
+    for name, v, lo, hi, meaning in _rows(r["estimate"], r["low"], r["high"]):
+        lines.append(f"| {name} | {_fmt(v)} | [{_fmt(lo)}, {_fmt(hi)}] | {meaning} |")
+    if r["groups"]:
+        lines += ["", "## AUC by group", "",
+                  "ΔAUC = largest minus smallest AUC over a column's groups, of p_obs and of the "
+                  "marginalised prediction.", "",
+                  "| column | group | units | AUC p_obs | AUC marginalised |", "|---|---|---:|---:|---:|"]
+        for g, e in r["groups"].items():
+            for v, c, a, b in zip(e["values"], np.asarray(e["counts"]).tolist(), e["auc_obs"], e["auc_cm"]):
+                lines.append(f"| {g} | {v} | {c} | {_fmt(float(a))} | {_fmt(float(b))} |")
+            lines.append(f"| {g} | **ΔAUC** | | **{_fmt(e['delta_auc_obs'])}** | **{_fmt(e['delta_auc_cm'])}** |")
+    if r["figures"]:
+        lines += ["", "## Reliability", ""]
+        lines += [f"![{f}]({f})" for f in r["figures"]]
+    if r["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in r["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+@click.command(epilog=_EXAMPLE, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("predictions", required=False)
+@common.out_option("results/eval")
+@common.force_option
+@common.seed_option
+@click.option("--resamples", type=click.IntRange(min=1), default=None,
+              help=f"bootstrap resamples [default: {RESAMPLES}; {QUICK_RESAMPLES} with --quick]")
+@click.option("--quick", is_flag=True, help=f"a first look: {QUICK_RESAMPLES} resamples, no figures")
+@click.option("--level", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+              show_default=True, help="coverage of the bootstrap intervals")
+@click.option("--tau", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="decision threshold of the binary scores (s_flip, d_obs)")
+@click.option("--weights", default=None, metavar="W0,W1,...|FILE",
+              help="intervention weights (K values summing to 1), or a file of them; "
+                   "default: the file's 'weights' array (npz) or uniform")
+@click.option("--group", "groups", multiple=True, metavar="COL",
+              help="a group column for ΔAUC (repeatable); npz: arrays group_<COL> "
+                   "(all of them when no --group)")
+@click.option("--example-file", default=None, metavar="PATH",
+              help="write a synthetic predictions file (.npz or .csv) to PATH and exit")
+def command(predictions, out, force, seed, resamples, quick, level, tau, weights, groups, example_file):
+    """Evaluate a predictor on its counterfactuals: PREDICTIONS (.npz, .csv or .parquet) →
+    report.md, results.json and reliability diagrams in --out.
+
+    The file holds p_obs (n scores on the observed units), p_cf (the n × K scores on their
+    counterfactuals; CSV columns p_cf_0 … p_cf_{K-1}), optionally labels y (0/1), weights and
+    group columns. Without labels only the stability fields are reported.
+    """
+    if example_file is not None:
+        if os.path.exists(example_file) and not force:
+            raise UserError(f"--example-file {example_file}: exists; pass --force to overwrite it")
+        write_example(example_file, seed=seed)
+        click.echo(f"wrote {example_file}; now run: cfjax evaluate {example_file} --out {out}")
+        return
+    if predictions is None:
+        raise UserError("missing PREDICTIONS file (a .npz, .csv or .parquet); "
+                        "`cfjax evaluate --example-file preds.npz` writes an example")
+    data = load_predictions(predictions, tuple(groups), weights)
+    prepare = common.prepare_out(out, force)
+    b = resamples if resamples is not None else (QUICK_RESAMPLES if quick else RESAMPLES)
+    results, text = _evaluate(data, seed=seed, resamples=b, level=level, tau=tau,
+                              figures=not quick, out=prepare, source=predictions)
+    common.write_json(os.path.join(out, "results.json"), results)
+    common.write_text(os.path.join(out, "report.md"), text)
+    click.echo(f"wrote {os.path.join(out, 'report.md')}, results.json"
+               + "".join(f", {f}" for f in results["figures"]))
+    for n in results["notes"]:
+        click.echo(n)
