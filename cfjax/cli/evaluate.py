@@ -128,7 +128,7 @@ def _parse_column(col: np.ndarray) -> np.ndarray:
 def _numeric(path: str, name: str, col: np.ndarray) -> np.ndarray:
     if col.dtype.kind not in "biuf":
         bad = next(v for v in col if _parse_column(np.asarray([v])).dtype.kind not in "f")
-        raise UserError(f"{path}: column {name!r} must hold numbers; found {bad!r}")
+        raise UserError(f"{path}: column {name!r} must hold numbers; found {str(bad)!r}")
     return col
 
 

@@ -1,0 +1,277 @@
+"""``cfjax evaluate``: npz and CSV inputs agree with each other and with cfjax.metrics.evaluate;
+ΔAUC against a brute-force pair count; label-free files; deterministic JSON; every user
+mistake ends in one line naming the file and column, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from cfjax.cli import main
+from cfjax.cli.evaluate import load_predictions
+from cfjax.metrics import LABEL_FIELDS, evaluate
+
+N, K = 60, 4  # one shape everywhere: the compiled programs are shared by the tests
+
+
+def _run(argv, capsys):
+    try:
+        main(["evaluate", *(str(a) for a in argv)])
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _data(rng, labels=True):
+    """Scores, labels, a sex column and weights (non-uniform weights everywhere, so the tests
+    share one compiled bootstrap)."""
+    p_cf = rng.uniform(0.02, 0.98, (N, K)).astype(np.float32)
+    p_obs = np.clip(p_cf[:, 0] + rng.normal(0, 0.05, N), 0, 1).astype(np.float32)
+    y = (rng.uniform(size=N) < p_obs).astype(np.int32)
+    y[:2], y[2:4] = 0, 1
+    sex = np.tile([0, 1], N // 2)
+    sex[:4] = [0, 1, 0, 1]  # both labels in both groups
+    d = {"p_obs": p_obs, "p_cf": p_cf, "group_sex": sex,
+         "weights": rng.dirichlet(np.ones(K)).astype(np.float32)}
+    if labels:
+        d["y"] = y
+    return d
+
+
+def _write_csv(path, d, extra=None):
+    cols = {"p_obs": d["p_obs"], **{f"p_cf_{j}": d["p_cf"][:, j] for j in range(d["p_cf"].shape[1])}}
+    if "y" in d:
+        cols["y"] = d["y"]
+    cols["sex"] = d["group_sex"]
+    cols.update(extra or {})
+    names = list(cols)
+    lines = [",".join(names)]
+    for i in range(len(d["p_obs"])):
+        lines.append(",".join(repr(float(cols[c][i])) if np.asarray(cols[c]).dtype.kind == "f"
+                              else str(cols[c][i]) for c in names))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _auc_pairs(p, y):
+    """AUC by counting every (positive, negative) pair, ties counting one half."""
+    pos, neg = p[y == 1], p[y == 0]
+    diff = pos[:, None].astype(np.float64) - neg[None, :]
+    return float(((diff > 0) + 0.5 * (diff == 0)).mean())
+
+
+def test_npz_and_csv_agree_with_evaluate(rng, tmp_path, capsys):
+    d = _data(rng)
+    w = d["weights"]
+    npz = tmp_path / "preds.npz"
+    np.savez(npz, **d)
+    csv = _write_csv(tmp_path / "preds.csv", d)
+    weights = ",".join(repr(float(v)) for v in w)
+    code, out, err = _run([npz, "--out", tmp_path / "a", "--quick", "--resamples", 20], capsys)
+    assert code == 0, err
+    code, out, err = _run([csv, "--out", tmp_path / "b", "--quick", "--resamples", 20,
+                           "--weights", weights, "--group", "sex"], capsys)
+    assert code == 0, err
+    a = json.loads((tmp_path / "a" / "results.json").read_text())
+    b = json.loads((tmp_path / "b" / "results.json").read_text())
+    for key in ("estimate", "low", "high", "groups"):
+        assert a[key] == b[key], key
+    assert a["input"]["format"] == "npz" and b["input"]["format"] == "csv"
+    assert a["input"]["weights"] == pytest.approx(w.tolist())
+
+    direct = evaluate(d["p_obs"], d["p_cf"], d["y"], weights=w).to_dict()
+    assert set(a["estimate"]) == set(direct)
+    for name, v in direct.items():
+        if isinstance(v, dict):
+            for alpha, x in v.items():
+                assert a["estimate"][name][str(alpha)] == pytest.approx(x, rel=1e-5, abs=1e-6)
+        else:
+            assert a["estimate"][name] == pytest.approx(v, rel=1e-5, abs=1e-6), name
+
+    g = a["groups"]["sex"]
+    assert g["values"] == [0, 1] and sum(g["counts"]) == N
+    p_bar = d["p_cf"].astype(np.float64) @ w.astype(np.float64)
+    for which, p in (("obs", d["p_obs"]), ("cm", p_bar)):
+        aucs = [_auc_pairs(p[d["group_sex"] == s], d["y"][d["group_sex"] == s]) for s in (0, 1)]
+        assert g[f"auc_{which}"] == pytest.approx(aucs, abs=1e-5)
+        assert g[f"delta_auc_{which}"] == pytest.approx(max(aucs) - min(aucs), abs=1e-5)
+    report = (tmp_path / "a" / "report.md").read_text()
+    assert "risk_cvar (alpha=0.25)" in report and "ΔAUC" in report and "20 resamples" in report
+
+
+def test_without_labels_reports_stability_only(rng, tmp_path, capsys):
+    d = _data(rng, labels=False)
+    npz = tmp_path / "nolabels.npz"
+    np.savez(npz, **d)
+    code, out, err = _run([npz, "--out", tmp_path / "o", "--resamples", 20], capsys)
+    assert code == 0, err
+    r = json.loads((tmp_path / "o" / "results.json").read_text())
+    direct = evaluate(d["p_obs"], d["p_cf"], weights=d["weights"]).to_dict()
+    stability = {k: v for k, v in direct.items() if k not in LABEL_FIELDS}
+    assert set(r["estimate"]) == set(stability) and set(r["low"]) == set(stability)
+    for name, v in stability.items():
+        assert r["estimate"][name] == pytest.approx(v, rel=1e-5, abs=1e-6), name
+    assert r["input"]["labels"] is False and r["groups"] == {} and r["figures"] == []
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert "stability fields only" in report and "risk_cm" not in report
+
+
+def test_same_seed_same_bytes(rng, tmp_path, capsys):
+    npz = tmp_path / "preds.npz"
+    np.savez(npz, **_data(rng))
+    seed = int(rng.integers(0, 1000))
+    for name, s in (("one", seed), ("two", seed), ("other", seed + 1)):
+        code, _, err = _run([npz, "--out", tmp_path / name, "--seed", s, "--quick", "--resamples", 20], capsys)
+        assert code == 0, err
+    one, two, other = ((tmp_path / n / "results.json").read_bytes() for n in ("one", "two", "other"))
+    assert one == two
+    assert json.loads(one)["low"] != json.loads(other)["low"]  # the seed draws the resamples
+
+
+def test_figures_and_missing_matplotlib(rng, tmp_path, capsys, monkeypatch):
+    npz = tmp_path / "preds.npz"
+    np.savez(npz, **_data(rng))
+    try:
+        import matplotlib  # noqa: F401
+        have = True
+    except ImportError:
+        have = False
+    code, _, err = _run([npz, "--out", tmp_path / "fig", "--resamples", 20], capsys)
+    assert code == 0, err
+    r = json.loads((tmp_path / "fig" / "results.json").read_text())
+    curve = r["reliability"]["obs"]
+    assert len(curve["t"]) == 21 and 0 <= curve["smooth_ece"] <= 1
+    if have:
+        assert r["figures"] == ["reliability_obs.png", "reliability_cm.png"]
+        for f in r["figures"]:
+            assert (tmp_path / "fig" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for mod in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, mod, None)
+    code, _, err = _run([npz, "--out", tmp_path / "nofig", "--resamples", 20], capsys)
+    assert code == 0, err
+    assert not any(f.endswith(".png") for f in os.listdir(tmp_path / "nofig"))
+    notes = [line for line in (tmp_path / "nofig" / "report.md").read_text().splitlines() if "matplotlib" in line]
+    assert len(notes) == 1 and "not installed" in notes[0]
+
+
+def test_existing_out_refused(rng, tmp_path, capsys):
+    npz = tmp_path / "preds.npz"
+    np.savez(npz, **_data(rng))
+    out = tmp_path / "full"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    code, _, err = _run([npz, "--out", out, "--quick", "--resamples", 5], capsys)
+    assert code == 2 and "--force" in err and str(out) in err
+    assert os.listdir(out) == ["keep.txt"]
+
+
+def _mistakes(tmp_path, d):
+    """(argv, words the one-line error must contain)."""
+    cases = []
+    cases.append(([tmp_path / "absent.npz"], ["absent.npz", "no such file"]))
+    txt = tmp_path / "preds.txt"
+    txt.write_text("p_obs\n0.5\n")
+    cases.append(([txt], ["preds.txt", "extension"]))
+    f = tmp_path / "nocf.npz"
+    np.savez(f, p_obs=d["p_obs"], y=d["y"])
+    cases.append(([f], ["nocf.npz", "'p_cf'", "p_obs, y"]))
+    f = _write_csv(tmp_path / "noobs.csv", {**d, "p_obs": d["p_obs"]})
+    f.write_text(f.read_text().replace("p_obs,", "score,", 1))
+    cases.append(([f], ["noobs.csv", "'p_obs'", "score, p_cf_0"]))
+    f = _write_csv(tmp_path / "gap.csv", d)
+    f.write_text(f.read_text().replace("p_cf_1,", "p_cf_9,", 1))
+    cases.append(([f], ["gap.csv", "p_cf_1"]))
+    f = tmp_path / "shape.npz"
+    np.savez(f, p_obs=d["p_obs"], p_cf=d["p_cf"][:-1])
+    cases.append(([f], ["shape.npz", "'p_cf'", f"{N - 1}"]))
+    f = tmp_path / "flat.npz"
+    np.savez(f, p_obs=d["p_obs"], p_cf=d["p_obs"])
+    cases.append(([f], ["flat.npz", "'p_cf'", "shape"]))
+    bad = d["p_cf"].copy()
+    bad[7, 2] = np.nan
+    f = _write_csv(tmp_path / "nan.csv", {**d, "p_cf": bad})
+    cases.append(([f], ["nan.csv", "'p_cf_2'", "row 8"]))
+    f = _write_csv(tmp_path / "range.csv", {**d, "p_obs": d["p_obs"] + 1.5})
+    cases.append(([f], ["range.csv", "'p_obs'", "[0, 1]"]))
+    f = tmp_path / "labels.npz"
+    np.savez(f, **{**d, "y": d["y"] * 2})
+    cases.append(([f], ["labels.npz", "'y'", "0 or 1"]))
+    f = _write_csv(tmp_path / "onegroup.csv", {**d, "group_sex": np.zeros(N, np.int64)})
+    cases.append(([f, "--group", "sex"], ["onegroup.csv", "'sex'", "one value"]))
+    f = _write_csv(tmp_path / "ok.csv", d)
+    cases.append(([f, "--group", "site"], ["ok.csv", "'site'", "no such column"]))
+    cases.append(([f, "--weights", "0.5,0.5"], ["weights", f"{K} values"]))
+    cases.append(([f, "--weights", "a,b"], ["--weights", "numbers"]))
+    f = _write_csv(tmp_path / "text.csv", d, extra={"y": np.array(["yes"] * N)})
+    cases.append(([f], ["text.csv", "'y'", "numbers", "'yes'"]))
+    return cases
+
+
+def test_user_mistakes_are_one_line(rng, tmp_path, capsys):
+    d = _data(rng)
+    for argv, words in _mistakes(tmp_path, d):
+        code, out, err = _run([*argv, "--out", tmp_path / "never"], capsys)
+        assert code == 2, (argv, err)
+        assert "Traceback" not in out + err, argv
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("cfjax: error: "), (argv, err)
+        for w in words:
+            assert w in lines[0], (w, lines[0])
+        assert not (tmp_path / "never").exists()
+
+
+def test_parquet(rng, tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    d = _data(rng)
+    frame = pd.DataFrame({"p_obs": d["p_obs"], **{f"p_cf_{j}": d["p_cf"][:, j] for j in range(K)},
+                          "y": d["y"], "sex": d["group_sex"]})
+    path = tmp_path / "preds.parquet"
+    try:
+        frame.to_parquet(path)
+    except ImportError:  # no parquet engine: the command says what to install
+        path.write_bytes(b"PAR1")
+        code, out, err = _run([path, "--out", tmp_path / "o"], capsys)
+        assert code == 2 and "Traceback" not in out + err
+        assert "preds.parquet" in err and "pyarrow" in err and len(err.strip().splitlines()) == 1
+        return
+    loaded = load_predictions(str(path), ("sex",))
+    np.testing.assert_array_equal(loaded["p_cf"], d["p_cf"])
+    np.testing.assert_array_equal(loaded["y"], d["y"])
+    np.testing.assert_array_equal(loaded["groups"]["sex"], d["group_sex"])
+
+
+def test_multiclass_npz_checks(rng, tmp_path, capsys):
+    """Class probabilities load from npz (the full run costs another compilation, so only the
+    loading and its errors are tested here)."""
+    p_cf = rng.dirichlet(np.ones(3), (N, K)).astype(np.float32)
+    y = rng.integers(0, 3, N)
+    npz = tmp_path / "classes.npz"
+    np.savez(npz, p_obs=p_cf[:, 0], p_cf=p_cf, y=y)
+    data = load_predictions(str(npz))
+    assert data["classes"] == 3 and data["p_cf"].shape == (N, K, 3)
+    np.testing.assert_array_equal(data["y"], y)
+    np.savez(npz, p_obs=p_cf[:, 0], p_cf=p_cf, y=y + 1)
+    code, _, err = _run([npz, "--out", tmp_path / "o"], capsys)
+    assert code == 2 and "0..2" in err and "'y'" in err and "classes.npz" in err
+    np.savez(npz, p_obs=p_cf[:, 0] * 0.5, p_cf=p_cf, y=y)
+    code, _, err = _run([npz, "--out", tmp_path / "o"], capsys)
+    assert code == 2 and "sum to 1" in err and "'p_obs'" in err and "Traceback" not in err
+
+
+def test_help_and_example_file(rng, tmp_path, capsys):
+    code, out, _ = _run(["--help"], capsys)
+    assert code == 0 and "cfjax evaluate preds.npz --out results/eval" in out
+    for ext in ("npz", "csv"):
+        path = tmp_path / f"example.{ext}"
+        code, out, err = _run(["--example-file", path, "--seed", int(rng.integers(100))], capsys)
+        assert code == 0, err
+        data = load_predictions(str(path), ("sex",) if ext == "csv" else ())
+        assert data["p_cf"].ndim == 2 and data["y"] is not None and "sex" in data["groups"]
+    code, _, err = _run(["--example-file", tmp_path / "example.npz"], capsys)
+    assert code == 2 and "--force" in err
