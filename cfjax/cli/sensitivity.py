@@ -1,0 +1,346 @@
+"""``cfjax sensitivity``: a CSV and a causal graph → how unfair the counterfactually fair
+predictor could become under unmeasured confounding.
+
+The table is read with pandas and turned into a fairness problem by
+:func:`cfjax.sensitivity.from_frame` (columns found by name); :func:`cfjax.sensitivity.fit`
+selects degrees and the ridge penalty λ by cross-validation and fits the working model, the fair
+predictor and the two baselines (unconstrained, blind); :func:`cfjax.sensitivity.worst_case`
+draws the worst-case counterfactual unfairness (CFU) over correlation budgets p_max;
+:func:`cfjax.sensitivity.inverse_budget` answers the inverse question for the blind baseline's
+unfairness; and a λ sweep (degrees fixed at the CV choice) shows how much of the curve the
+ridge penalty carries. Everything runs in float64.
+
+Outputs in ``--out``: ``report.md``, ``results.json`` (byte-identical for the same inputs and
+seed) and ``curve.png`` (when matplotlib is installed).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import warnings
+from typing import Any
+
+import click
+import numpy as np
+
+from cfjax._checks import ValidationError
+from cfjax.cli import common
+
+__all__ = ["command", "read_graph", "parse_categories", "search_options"]
+
+EXAMPLE = """\b
+Example (a CSV with columns race, gpa, lsat, fya):
+  printf 'nodes:\\n  gpa: [race]\\n  lsat: [race, gpa]\\n' > graph.yaml
+  cfjax sensitivity law.csv --graph graph.yaml --sensitive race --target fya \\
+      --categories race=white,black --quick --out sensitivity-report
+"""
+
+#: The λ grid of the sweep (the CV choice is added), and its reduced form under ``--quick``.
+SWEEP_LAMBDAS = (0.0, 1e-4, 1e-2, 1.0, 1e2, 1e4)
+QUICK_SWEEP_LAMBDAS = (0.0, 1e-2, 1e2)
+#: Budgets whose worst-case P the report's sweep table shows (the nearest on the grid).
+SWEEP_BUDGETS = (0.5, 0.9)
+
+
+class OneLineCommand(click.Command):
+    """A click command whose usage errors (an unknown option, a missing argument, a bad value)
+    are one line naming the option, like every other user mistake."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            if isinstance(e, common.UserError):
+                raise
+            raise common.UserError(f"{e.format_message()} (see 'cfjax {ctx.info_name} --help')") from None
+
+
+def read_graph(path: str) -> dict[str, list[str]]:
+    """The graph file: YAML or JSON, ``{nodes: {name: [parents...]}}`` or just a mapping
+    ``name -> parents`` (a single parent may be a plain string, no parents an empty list or
+    null). Raises :class:`~cfjax.cli.common.UserError` naming the file."""
+    if not os.path.isfile(path):
+        raise common.UserError(f"--graph {path!r}: no such file")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        if path.lower().endswith(".json"):
+            raw = json.loads(text)
+        else:
+            import yaml
+
+            raw = yaml.safe_load(text)
+    except Exception as e:  # a parse error of either format
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise common.UserError(f"--graph {path!r}: not valid {'JSON' if path.lower().endswith('.json') else 'YAML'} "
+                               f"({first})") from None
+    if isinstance(raw, dict) and set(raw) == {"nodes"}:
+        raw = raw["nodes"]
+    if not isinstance(raw, dict) or not raw:
+        raise common.UserError(f"--graph {path!r}: expected a mapping node -> parents (or {{nodes: {{...}}}}), "
+                               f"got {type(raw).__name__}")
+    graph: dict[str, list[str]] = {}
+    for node, parents in raw.items():
+        if parents is None:
+            parents = []
+        elif isinstance(parents, (str, int, float)):
+            parents = [parents]
+        if not isinstance(parents, list) or not all(isinstance(p, (str, int, float)) for p in parents):
+            raise common.UserError(f"--graph {path!r}: the parents of {node!r} must be a list of column names, "
+                                   f"got {parents!r}")
+        graph[str(node)] = [str(p) for p in parents]
+    return graph
+
+
+def parse_categories(values: tuple[str, ...]) -> dict[str, list[str]]:
+    """``COL=a,b,...`` options → ``{COL: [a, b, ...]}`` (levels coded 0, 1, ... in that order)."""
+    out: dict[str, list[str]] = {}
+    for v in values:
+        col, sep, levels = v.partition("=")
+        col, parts = col.strip(), [s.strip() for s in levels.split(",")]
+        if not sep or not col or not levels.strip() or any(not s for s in parts):
+            raise common.UserError(f"--categories {v!r}: expected COLUMN=level,level,... (e.g. race=white,black)")
+        if col in out:
+            raise common.UserError(f"--categories: column {col!r} given twice")
+        out[col] = parts
+    return out
+
+
+def search_options(quick: bool, restarts: int) -> dict[str, Any]:
+    """The options of :func:`cfjax.sensitivity.worst_case` the command uses (``--quick``: a
+    small search that runs in seconds on small data)."""
+    if quick:
+        return dict(restarts=restarts, steps=20, boundary_starts=2, polish=5, patience=10)
+    return dict(restarts=restarts, steps=500)
+
+
+def _settings(quick: bool):
+    import cfjax.sensitivity as S
+
+    if quick:
+        lams = (1e-2, 1.0, 1e2)
+        return S.Settings(degrees=(1, 2), lambdas=lams, predictor_degrees=(1, 2))
+    return S.Settings()
+
+
+def _settings_dict(settings) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: (list(v) if isinstance(v := getattr(settings, f.name), tuple) else v)
+            for f in dataclasses.fields(settings)}
+
+
+def _read_frame(path: str, categories: dict[str, list[str]]):
+    if not os.path.isfile(path):
+        raise common.UserError(f"DATA {path!r}: no such file")
+    try:
+        import pandas as pd
+    except ImportError:
+        raise common.UserError("reading a CSV needs pandas: pip install pandas") from None
+    try:
+        frame = pd.read_csv(path)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise common.UserError(f"DATA {path!r}: not a readable CSV ({first})") from None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    for col in categories:
+        if col in frame.columns and not frame[col].isna().any():
+            frame[col] = frame[col].astype(str).str.strip()  # levels given as text on the command line
+    return frame
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "—"
+    x = float(x)
+    return "NaN" if not np.isfinite(x) else f"{x:.4g}"
+
+
+def _sweep(prob, settings, model, lams, wc) -> list[dict[str, Any]]:
+    """CFU as a function of the shared ridge penalty of Models A and B (degrees fixed at the CV
+    choice): at each λ, the CFU at the worst-case correlations ``wc.P`` found at the CV choice
+    (one per budget), and the baselines' unfairness."""
+    import cfjax.sensitivity as S
+
+    rows = []
+    for lam in lams:
+        m = S.fit(prob.graph, prob.data, settings.replace(lam=float(lam), equation_degrees=model.degrees))
+        cfu = [S.cfu(m, P) for P in np.asarray(wc.P)]
+        rows.append({"lam": float(lam), "cfu_at_worst_case_P": common.to_json(cfu),
+                     "blind": float(m.baseline_unfairness["blind"]),
+                     "unconstrained": float(m.baseline_unfairness["unconstrained"])})
+    return rows
+
+
+def _nearest(values: list[float], target: float) -> int:
+    return int(np.argmin(np.abs(np.asarray(values) - target)))
+
+
+def _report(res: dict[str, Any], figure: bool) -> str:
+    inp, m, wc, inv = res["inputs"], res["model"], res["worst_case"], res["inverse"]
+    cols = sorted({_nearest(wc["p_max"], b) for b in SWEEP_BUDGETS})
+    lines = ["# Sensitivity of counterfactual fairness to unmeasured confounding", "",
+             f"Data `{inp['data']}` ({m['n']} rows), graph `{inp['graph']}`; sensitive attribute "
+             f"`{inp['sensitive']}`, target `{inp['target']}`, seed {res['seed']}"
+             f"{', reduced search (--quick)' if res['quick'] else ''}. Float64.", "",
+             "Features in the graph's order, with their parents:", ""]
+    lines += [f"- `{f}` <- {', '.join(f'`{p}`' for p in ps)}" for f, ps in zip(m["features"], m["parents"])]
+    lam = m["lam"]
+    lines += ["", f"Cross-validation chose equation degrees {m['degrees']}, shared ridge penalty λ = "
+              f"{_fmt(lam) if not isinstance(lam, list) else lam}, and fair-predictor degree "
+              f"{m['predictor_degree']}.", "",
+              "## Baselines", "",
+              "A baseline's unfairness is its mean squared difference from the fair predictor on the factual "
+              "data (squared units of the target): a gap between two predictors, the level of concern for the "
+              "curve below, not a counterfactual quantity.", "",
+              "| baseline | unfairness |", "|---|---|"]
+    lines += [f"| {k} | {_fmt(v)} |" for k, v in sorted(res["baselines"].items())]
+    lines += ["", "## Worst-case counterfactual unfairness", "",
+              "CFU is the mean squared change of the fair predictor between each unit and its counterfactual "
+              "(the other value of the sensitive attribute) when the model's errors are correlated by P; the "
+              "worst case maximises it over every correlation matrix whose off-diagonal entries are at most "
+              f"p_max in absolute value (smallest eigenvalue at least {_fmt(wc['min_eig'])}).", ""]
+    if figure:
+        lines += ["![worst-case CFU](curve.png)", ""]
+    lines += ["| p_max | worst-case CFU | restart ratio |", "|---|---|---|"]
+    lines += [f"| {p:.3f} | {_fmt(c)} | {_fmt(r)} |" for p, c, r in zip(wc["p_max"], wc["cfu"], wc["restart_ratio"])]
+    if inv["reached"]:
+        ans = f"p_max = {_fmt(inv['p_max'])} (bracket ({_fmt(inv['lo'])}, {_fmt(inv['hi'])}])"
+    else:
+        ans = (f"not reached within p_max <= {_fmt(inv['lo'])}; the largest worst-case CFU found is "
+               f"{_fmt(inv['max_cfu'])} at p_max = {_fmt(inv['max_cfu_p_max'])}")
+    lines += ["", "## Inverse question", "",
+              f"The smallest budget whose worst-case CFU reaches the blind baseline's unfairness "
+              f"({_fmt(inv['level'])}): {ans}.", "",
+              "## Ridge-penalty diagnostic (λ sweep)", "",
+              "Models A and B share λ; degrees fixed at the CV choice; λ = 0 is solved by pseudo-inverse. When "
+              "each child's features span its parents', an unpenalised Model B with correlated errors is a "
+              "reparameterisation of Model A and CFU is 0 up to float error: the curve then measures what the "
+              "penalty does as much as confounding, so read it next to this table.", "",
+              "CFU (null/NaN where the fit leaves it undefined) at the correlations the search found at the CV "
+              "choice, for the budgets nearest 0.5 and 0.9 (every budget in `results.json`):", "",
+              "| λ | " + " | ".join(f"CFU at the worst-case P of p_max = {wc['p_max'][i]:.3f}" for i in cols)
+              + " | blind baseline |", "|---|" + "---|" * len(cols) + "---|"]
+    for row in res["lambda_sweep"]:
+        lines.append(f"| {_fmt(row['lam'])} | " + " | ".join(_fmt(row["cfu_at_worst_case_P"][i]) for i in cols)
+                     + f" | {_fmt(row['blind'])} |")
+    if res["warnings"]:
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in res["warnings"]]
+    lines += ["", "Numbers in `results.json` (`model`, `worst_case`, `inverse`, `baselines`, `lambda_sweep`, "
+              "`settings`).", ""]
+    return "\n".join(lines)
+
+
+def _save_curve(path: str, wc, baselines: dict[str, float]) -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        click.echo("cfjax: matplotlib is not installed; curve.png skipped (pip install matplotlib)", err=True)
+        return False
+    import matplotlib.pyplot as plt
+
+    import cfjax.sensitivity as S
+    from cfjax._io import atomic_write_bytes
+
+    fig = S.plot_curve(np.asarray(wc.p_max), np.asarray(wc.cfu), baselines=baselines,
+                       title="Worst-case counterfactual unfairness")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    return True
+
+
+def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict[str, list[str]], budgets: int,
+            restarts: int, quick: bool, seed: int) -> tuple[dict[str, Any], Any]:
+    """Everything the command computes, as plain Python (``results.json``), and the worst case
+    (for the figure). Assumes float64 is on."""
+    import jax
+
+    import cfjax.sensitivity as S
+
+    parents = read_graph(graph)
+    frame = _read_frame(data, categories)
+    try:
+        prob = S.from_frame(frame, parents, sensitive=sensitive, target=target, categories=categories or None)
+    except ValidationError as e:
+        msg = str(e)
+        where = f"--graph {graph!r}" if msg.startswith("`graph`") else f"DATA {data!r}"
+        raise common.UserError(f"{where}: {msg}") from None
+    settings = _settings(quick)
+    search = search_options(quick, restarts)
+    key = jax.random.key(seed)
+    grid = np.linspace(0.0, 0.99, budgets)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", S.ConvergenceWarning)
+        model = S.fit(prob.graph, prob.data, settings)
+        wc = S.worst_case(model, grid, key=key, **search)
+        baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
+        # the coarse curve has as many budgets as the main one (one compilation for both)
+        inverse_opts = dict(grid=budgets, hi=0.99, tol=0.1 if quick else 1e-3)
+        inv = S.inverse_budget(model, baselines["blind"], key=key, **inverse_opts, **search)
+        lam = model.lam if not isinstance(model.lam, tuple) else model.lam[0]
+        lams = sorted({*(QUICK_SWEEP_LAMBDAS if quick else SWEEP_LAMBDAS), float(lam)})
+        sweep = _sweep(prob, settings, model, lams, wc)
+    seen: list[str] = []
+    for w in caught:
+        if issubclass(w.category, S.ConvergenceWarning) and str(w.message) not in seen:
+            seen.append(str(w.message))
+    res = {"command": "sensitivity", "seed": seed, "quick": quick,
+           "inputs": {"data": os.path.basename(data), "graph": os.path.basename(graph), "sensitive": sensitive,
+                      "target": target, "categories": categories, "graph_parents": parents},
+           "settings": {"fit": _settings_dict(settings), "budgets": grid.tolist(), "search": search,
+                        "inverse": inverse_opts, "sweep_lambdas": lams},
+           "model": model.to_dict(), "worst_case": wc.to_dict(), "inverse": inv.to_dict(),
+           "baselines": baselines, "lambda_sweep": sweep, "warnings": seen}
+    return common.to_json(res), wc
+
+
+@click.command(cls=OneLineCommand, epilog=EXAMPLE)
+@click.argument("data", metavar="DATA")
+@click.option("--graph", "graph", required=True, metavar="GRAPH",
+              help="YAML or JSON file: {nodes: {feature: [parents...]}} or just feature -> parents, over "
+                   "column names (the sensitive attribute among the parents, never the target)")
+@click.option("--sensitive", required=True, metavar="A", help="column of the sensitive attribute")
+@click.option("--target", required=True, metavar="Y", help="column of the outcome")
+@click.option("--categories", multiple=True, metavar="COL=a,b,...",
+              help="code a text column: its levels, coded 0, 1, ... in this order (repeatable)")
+@click.option("--budgets", type=click.IntRange(min=2), default=None,
+              help="number of budgets p_max, evenly spaced in [0, 0.99]  [default: 16; 4 with --quick]")
+@click.option("--restarts", type=click.IntRange(min=1), default=None,
+              help="optimiser restarts per budget  [default: 4; 1 with --quick]")
+@click.option("--quick", is_flag=True, help="small CV grid and short searches (seconds on small data)")
+@common.out_option("sensitivity-report")
+@common.force_option
+@common.seed_option
+def command(data: str, graph: str, sensitive: str, target: str, categories: tuple[str, ...], budgets: int | None,
+            restarts: int | None, quick: bool, out: str, force: bool, seed: int) -> None:
+    """Worst-case counterfactual unfairness of DATA (a CSV) under unmeasured confounding.
+
+    Fits the causal working model on the columns named in GRAPH, the counterfactually fair
+    predictor and two baselines, then reports the worst-case CFU over correlation budgets
+    p_max, the smallest budget reaching the blind baseline's unfairness, and a ridge-penalty
+    sweep. Writes report.md, results.json and curve.png into --out.
+    """
+    import jax
+
+    cats = parse_categories(categories)
+    budgets = budgets if budgets is not None else (4 if quick else 16)
+    restarts = restarts if restarts is not None else (1 if quick else 4)
+    if not os.path.isfile(data):
+        raise common.UserError(f"DATA {data!r}: no such file")
+    if not os.path.isfile(graph):
+        raise common.UserError(f"--graph {graph!r}: no such file")
+    folder = common.prepare_out(out, force)
+    previous = bool(jax.config.jax_enable_x64)
+    jax.config.update("jax_enable_x64", True)
+    try:
+        res, wc = analyse(data, graph, sensitive, target, cats, budgets, restarts, quick, seed)
+        figure = _save_curve(os.path.join(folder, "curve.png"), wc, res["baselines"])
+    finally:
+        jax.config.update("jax_enable_x64", previous)
+    common.write_json(os.path.join(out, "results.json"), res)
+    common.write_text(os.path.join(out, "report.md"), _report(res, figure))
+    click.echo(f"cfjax sensitivity: wrote {os.path.join(out, 'report.md')} and results.json")
