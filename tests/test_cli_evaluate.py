@@ -81,7 +81,7 @@ def test_npz_and_csv_agree_with_evaluate(rng, tmp_path, capsys):
     a = json.loads((tmp_path / "a" / "results.json").read_text())
     b = json.loads((tmp_path / "b" / "results.json").read_text())
     for key in ("estimate", "low", "high", "groups"):
-        assert a[key] == b[key], key
+        assert json.dumps(a[key]) == json.dumps(b[key]), key
     assert a["input"]["format"] == "npz" and b["input"]["format"] == "csv"
     assert a["input"]["weights"] == pytest.approx(w.tolist())
 
@@ -204,6 +204,8 @@ def _mistakes(tmp_path, d):
     cases.append(([f], ["labels.npz", "'y'", "0 or 1"]))
     f = _write_csv(tmp_path / "onegroup.csv", {**d, "group_sex": np.zeros(N, np.int64)})
     cases.append(([f, "--group", "sex"], ["onegroup.csv", "'sex'", "one value"]))
+    f = _write_csv(tmp_path / "onelabel.csv", {**d, "group_sex": (d["y"] == 1) + 2 * (np.arange(N) < 10)})
+    cases.append(([f, "--group", "sex"], ["onelabel.csv", "'sex'", "both labels"]))
     f = _write_csv(tmp_path / "ok.csv", d)
     cases.append(([f, "--group", "site"], ["ok.csv", "'site'", "no such column"]))
     cases.append(([f, "--weights", "0.5,0.5"], ["weights", f"{K} values"]))
@@ -275,3 +277,16 @@ def test_help_and_example_file(rng, tmp_path, capsys):
         assert data["p_cf"].ndim == 2 and data["y"] is not None and "sex" in data["groups"]
     code, _, err = _run(["--example-file", tmp_path / "example.npz"], capsys)
     assert code == 2 and "--force" in err
+    w = rng.dirichlet(np.ones(8))
+    (tmp_path / "w.txt").write_text("\n".join(repr(float(v)) for v in w) + "\n")
+    np.save(tmp_path / "w.npy", w)
+    for spec in (",".join(repr(float(v)) for v in w), str(tmp_path / "w.txt"), str(tmp_path / "w.npy")):
+        got = load_predictions(str(tmp_path / "example.csv"), weights=spec)["weights"]
+        np.testing.assert_array_equal(got, w.astype(np.float32))
+
+
+def test_counterfactual_labels_named_not_read(rng, tmp_path):
+    d = _data(rng)
+    npz = tmp_path / "ycf.npz"
+    np.savez(npz, y_cf=np.broadcast_to(d["y"][:, None], (N, K)), **d)
+    assert load_predictions(str(npz))["ignored"] == ["y_cf"]

@@ -21,6 +21,7 @@ File layouts:
 from __future__ import annotations
 
 import csv
+import io
 import os
 import re
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 import click
 import numpy as np
 
+from cfjax._io import atomic_write_bytes
 from cfjax.cli import common
 from cfjax.cli.common import UserError
 
@@ -35,6 +37,9 @@ __all__ = ["command", "load_predictions", "write_example"]
 
 #: Resamples of the bootstrap by default and with ``--quick``.
 RESAMPLES, QUICK_RESAMPLES = 1000, 200
+
+#: Inputs the library takes that this command does not read (named in the report's notes).
+_UNSUPPORTED = ("y_cf",)
 
 #: One line per report field (the markdown table's third column).
 _MEANING = {
@@ -162,6 +167,7 @@ def _from_table(path: str, table: dict[str, np.ndarray], groups: tuple[str, ...]
     data["p_cf_columns"] = cf_cols
     if "y" in table:
         data["y"] = _numeric(path, "y", table["y"])
+    data["ignored"] = ["y_cf"] if _numbered(path, table, "y_cf") else []
     data["groups"] = {}
     for g in groups:
         if g not in table:
@@ -197,6 +203,7 @@ def _from_npz(path: str, groups: tuple[str, ...]) -> dict[str, Any]:
         data["y"] = arrays["y"].astype(np.float64)
     if "weights" in arrays:
         data["weights"] = arrays["weights"].astype(np.float64)
+    data["ignored"] = sorted(k for k in arrays if k in _UNSUPPORTED)
     data["groups"] = {}
     names = groups or tuple(k[len("group_"):] for k in sorted(arrays) if k.startswith("group_"))
     for g in names:
@@ -231,9 +238,29 @@ def load_predictions(path: str, groups: tuple[str, ...] = (), weights: str | Non
     """Read and check a predictions file; every problem is a :class:`UserError` naming the file
     and the array or column.
 
-    Returns ``{"p_obs", "p_cf", "y" (or None), "weights" (or None), "groups": {name: (n,)},
-    "classes" (None for binary scores), "format"}``, scores as float32 (float64 under
-    ``jax_enable_x64``).
+    Args:
+      path: a ``.npz``, ``.csv`` or ``.parquet`` file (layouts in the module docstring).
+      groups: group columns (CSV/parquet) or names of ``group_<name>`` arrays (npz; all of
+        them when empty).
+      weights: ``--weights``: "0.5,0.5,…" or a file of K numbers; overrides a npz
+        ``weights`` array.
+
+    Shapes:
+      ``p_obs (n,)``, ``p_cf (n, K)``, ``y (n,)``, ``weights (K,)``, each group ``(n,)``;
+      class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)``.
+
+    Returns:
+      ``{"p_obs", "p_cf", "y" (or None), "weights" (or None), "groups": {name: (n,)},
+      "classes" (None for binary scores), "format", "ignored"}``, scores as float32
+      (float64 under ``jax_enable_x64``), labels as int32.
+
+    Example:
+      >>> import os, tempfile
+      >>> path = os.path.join(tempfile.mkdtemp(), "preds.npz")
+      >>> write_example(path, n=50, k=4)
+      >>> d = load_predictions(path)
+      >>> d["p_cf"].shape, sorted(d["groups"])
+      ((50, 4), ['age', 'sex'])
     """
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file")
@@ -323,21 +350,38 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
         if col.dtype.kind == "f" and not np.isfinite(col).all():
             raise UserError(f"{path}: group {g!r} has missing values (first at row "
                             f"{int(np.argmin(np.isfinite(col))) + 1})")
-        values = np.unique(col)
+        if col.dtype.kind == "f" and (col == np.round(col)).all():
+            col = col.astype(np.int64)  # CSV numbers: 0.0/1.0 codes are the groups 0 and 1
+        values, codes = np.unique(col, return_inverse=True)
         if len(values) < 2:
-            raise UserError(f"{path}: group {g!r} has one value ({values[0]!r}); a ΔAUC needs at "
-                            "least two groups, drop --group for it")
+            raise UserError(f"{path}: group {g!r} has one value ({values[0].item()!r}); a ΔAUC "
+                            "needs at least two groups, drop --group for it")
+        if y is not None and classes is None:
+            for s, v in enumerate(values):
+                present = np.unique(y[codes.reshape(-1) == s])
+                if len(present) < 2:
+                    raise UserError(f"{path}: group {g!r} = {v.item()!r} has only label(s) "
+                                    f"{present.tolist()}; an AUC needs both labels in every group")
         groups[g] = col
     dtype = np.float64 if jax.config.jax_enable_x64 else np.float32
     return {"p_obs": p_obs.astype(dtype), "p_cf": p_cf.astype(dtype), "y": y,
             "weights": None if w is None else w.astype(dtype), "groups": groups,
-            "classes": classes, "format": data["format"]}
+            "classes": classes, "format": data["format"], "ignored": data.get("ignored", [])}
 
 
 # ----------------------------------------------------------------------------- example file
 def write_example(path: str, seed: int = 0, n: int = 400, k: int = 8) -> None:
-    """A synthetic predictions file (``.npz`` or ``.csv``): a predictor whose scores move with
-    a binary attribute ``sex`` that the K interventions set (half to 0, half to 1)."""
+    """Write a synthetic predictions file (``.npz`` or ``.csv``, by the extension of ``path``):
+    a predictor whose scores move with a binary attribute ``sex`` that the K interventions set
+    (the first half to 0, the rest to 1), labels ``y``, and the group columns ``sex`` and
+    ``age`` (young / middle / old). Deterministic given ``seed``.
+
+    Args:
+      path: the file to write (atomically).
+      seed: numpy seed of the synthetic units.
+      n: number of units.
+      k: number of interventions K.
+    """
     rng = np.random.default_rng(seed)
     sex = rng.integers(0, 2, n)
     age = rng.uniform(20, 90, n)
@@ -356,12 +400,8 @@ def write_example(path: str, seed: int = 0, n: int = 400, k: int = 8) -> None:
     age_group = np.where(age < 45, "young", np.where(age < 65, "middle", "old"))
     ext = os.path.splitext(path)[1].lower()
     if ext == ".npz":
-        import io
-
         buf = io.BytesIO()
         np.savez(buf, p_obs=p_obs, p_cf=p_cf, y=y, group_sex=sex, group_age=age_group)
-        from cfjax._io import atomic_write_bytes
-
         atomic_write_bytes(path, buf.getvalue())
     elif ext == ".csv":
         header = ["p_obs"] + [f"p_cf_{j}" for j in range(k)] + ["y", "sex", "age"]
@@ -426,7 +466,9 @@ def _figures(out: str, curves: dict[str, Any]) -> tuple[list[str], str | None]:
         ax.legend(loc="upper left", fontsize=8)
         fig.tight_layout()
         name = f"reliability_{which}.png"
-        fig.savefig(os.path.join(out, name), metadata={"Software": None})
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", metadata={"Software": None})
+        atomic_write_bytes(os.path.join(out, name), buf.getvalue())
         files.append(name)
     return files, None
 
@@ -452,6 +494,10 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
         "estimate": est, "low": low, "high": high, "groups": {}, "reliability": {},
     }
     notes: list[str] = []
+    if data["ignored"]:
+        notes.append("Counterfactual labels (y_cf) in the file are not read by this command: "
+                     "every counterfactual is scored against y; for labels that change under the "
+                     "interventions call cfjax.metrics.evaluate(p_obs, p_cf, y, y_cf=y_cf).")
     if not labelled:
         notes.append("No labels (`y`) in the file: only the label-free stability fields are "
                      "reported; risks, calibration, reliability diagrams and ΔAUC need labels.")
@@ -476,11 +522,6 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
             notes.append(f"Group {g!r}: ΔAUC needs binary scores; skipped for class probabilities.")
             continue
         values, codes = np.unique(col, return_inverse=True)
-        for s, v in enumerate(values):
-            present = np.unique(y[codes == s])
-            if len(present) < 2:
-                raise UserError(f"{source}: group {g!r} = {v!r} has only label(s) {present.tolist()}; "
-                                "an AUC needs both classes in every group")
         entry = {"values": [v.item() if hasattr(v, "item") else v for v in values],
                  "counts": np.bincount(codes.reshape(-1), minlength=len(values))}
         for which, p in (("obs", p_obs), ("cm", p_bar.astype(p_obs.dtype))):
