@@ -1,0 +1,306 @@
+"""``cfjax cfr``: embeddings, concept codes and labels → counterfactual representations (CFRs)
+and how a classifier on the embeddings responds to them.
+
+The concept subspace and the per-concept-value regressions are fitted by
+:func:`cfjax.representations.fit_cfr`; a logistic classifier for the labels by
+:func:`cfjax.representations.fit_logistic`; each unit is sent to another concept value
+(``1 - z`` for a binary concept, or ``--counterfactual-concept``). Embeddings are cast to
+float32. With true counterfactual
+embeddings the CFRs are scored against them (:func:`cfjax.representations.score`: PIP, ATV,
+ATE and its CFR estimate, with the no-intervention baseline); without them only the parts that
+need no true counterfactual are reported (the CFR estimate of the ATE, the mean effect, how
+often the CFR changes the decision). Both report the classifier's TPR-gap and how well the
+concept can still be read from the embeddings' concept-free part.
+
+Outputs in ``--out``: ``report.md`` and ``results.json`` (byte-identical for the same inputs
+and seed).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+import numpy as np
+
+from cfjax.cli import common
+from cfjax.cli.sensitivity import OneLineCommand
+
+__all__ = ["command", "load_arrays"]
+
+EXAMPLE = """\b
+Example (a .npz holding arrays X, z, y and, optionally, X_cf):
+  python -c "import numpy as np; r = np.random.default_rng(0); z = r.integers(0, 2, 500); \\
+  y = r.integers(0, 2, 500); h = r.normal(size=(500, 8)); X = h.copy(); X[:, 0] += 2 * z; \\
+  X[:, 1] += y; X_cf = h.copy(); X_cf[:, 0] += 2 * (1 - z); X_cf[:, 1] += y; \\
+  np.savez('emb.npz', X=X, z=z, y=y, X_cf=X_cf)"
+  cfjax cfr emb.npz --concept z --labels y --true-counterfactuals X_cf --out cfr-report
+"""
+
+EMBEDDING_NAMES = ("X", "embeddings")
+
+
+def _load(path: str, option: str) -> Any:
+    if not os.path.isfile(path):
+        raise common.UserError(f"{option} {path!r}: no such file")
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise common.UserError(f"{option} {path!r}: not a .npy/.npz file ({first})") from None
+
+
+def load_arrays(embeddings: str, concept: str, labels: str, true_cf: str | None,
+                concept_cf: str | None) -> dict[str, np.ndarray]:
+    """The embeddings and the named arrays: each of ``concept``, ``labels``, ``true_cf`` and
+    ``concept_cf`` is the path of a ``.npy`` file or the name of an array inside the ``.npz``
+    EMBEDDINGS; the embeddings are the ``.npy`` itself, or the ``.npz``'s array ``X`` (or
+    ``embeddings``, or its only array not named by another option)."""
+    main = _load(embeddings, "EMBEDDINGS")
+    names = list(main.files) if isinstance(main, np.lib.npyio.NpzFile) else None
+    options = {"--concept": concept, "--labels": labels, "--true-counterfactuals": true_cf,
+               "--counterfactual-concept": concept_cf}
+    out: dict[str, np.ndarray] = {}
+    for option, ref in options.items():
+        if ref is None:
+            continue
+        if names is not None and ref in names:
+            out[option] = np.asarray(main[ref])
+        elif os.path.isfile(ref):
+            arr = _load(ref, option)
+            if isinstance(arr, np.lib.npyio.NpzFile):
+                raise common.UserError(f"{option} {ref!r}: expected a .npy array, got a .npz archive")
+            out[option] = np.asarray(arr)
+        else:
+            inside = f" nor an array in EMBEDDINGS {embeddings!r} (arrays: {names})" if names is not None else ""
+            raise common.UserError(f"{option} {ref!r}: neither a file{inside}")
+    if names is None:
+        out["EMBEDDINGS"] = np.asarray(main)
+    else:
+        used = {v for v in options.values() if v is not None}
+        candidates = [n for n in EMBEDDING_NAMES if n in names] or [n for n in names if n not in used]
+        if len(candidates) != 1:
+            raise common.UserError(f"EMBEDDINGS {embeddings!r}: expected an array named 'X' (or 'embeddings', or "
+                                   f"a single array besides the named ones), got arrays {names}")
+        out["EMBEDDINGS"] = np.asarray(main[candidates[0]])
+    return out
+
+
+def _check(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any, Any]:
+    X = arrays["EMBEDDINGS"]
+    if X.ndim != 2 or X.dtype.kind not in "biuf" or X.shape[0] < 4 or X.shape[1] < 2:
+        raise common.UserError(f"EMBEDDINGS: expected a numeric (n, d) array with n >= 4 and d >= 2, got "
+                               f"shape {X.shape} of dtype {X.dtype}")
+    X = X.astype(np.float32)  # embeddings are scored in float32 (jax's default precision)
+    if not np.isfinite(X).all():
+        raise common.UserError(f"EMBEDDINGS: expected finite numbers, got {int((~np.isfinite(X)).any(1).sum())} "
+                               "row(s) with NaN or inf")
+
+    def codes(option: str) -> np.ndarray:
+        v = arrays[option]
+        if v.ndim != 1 or v.shape[0] != X.shape[0]:
+            raise common.UserError(f"{option}: expected integer codes of shape ({X.shape[0]},) like EMBEDDINGS, "
+                                   f"got shape {v.shape}")
+        if v.dtype.kind == "f":
+            if not np.isfinite(v).all():
+                raise common.UserError(f"{option}: expected integer codes, got NaN or inf")
+            if not np.all(v == np.round(v)):
+                raise common.UserError(f"{option}: expected integer codes, got non-integer values")
+        elif v.dtype.kind not in "biu":
+            raise common.UserError(f"{option}: expected integer codes, got dtype {v.dtype}")
+        v = v.astype(np.int64)
+        if v.min() < 0:
+            raise common.UserError(f"{option}: expected codes 0, 1, ..., got {int(v.min())}")
+        return v.astype(np.int32)
+
+    z, y = codes("--concept"), codes("--labels")
+    for option, v in (("--concept", z), ("--labels", y)):
+        if np.unique(v).size < 2:
+            raise common.UserError(f"{option}: expected at least two distinct values, got only {int(v[0])}")
+    k = int(z.max()) + 1
+    z_cf = None
+    if "--counterfactual-concept" in arrays:
+        z_cf = codes("--counterfactual-concept")
+        if z_cf.max() >= k:
+            raise common.UserError(f"--counterfactual-concept: expected codes below {k} (the concept's values), "
+                                   f"got {int(z_cf.max())}")
+    elif k == 2:
+        z_cf = (1 - z).astype(np.int32)
+    elif "--true-counterfactuals" in arrays:
+        raise common.UserError(f"--counterfactual-concept: needed with --true-counterfactuals when the concept "
+                               f"has {k} values (which value each true counterfactual has)")
+    X_cf = None
+    if "--true-counterfactuals" in arrays:
+        X_cf = arrays["--true-counterfactuals"]
+        if X_cf.shape != X.shape or X_cf.dtype.kind not in "biuf":
+            raise common.UserError(f"--true-counterfactuals: expected a numeric array of shape {X.shape} like "
+                                   f"EMBEDDINGS, got shape {X_cf.shape} of dtype {X_cf.dtype}")
+        X_cf = X_cf.astype(np.float32)
+        if not np.isfinite(X_cf).all():
+            raise common.UserError("--true-counterfactuals: expected finite numbers, got NaN or inf")
+    return X, z, y, X_cf, z_cf
+
+
+def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *, method: str, ridge: float,
+            draws: int, seed: int) -> dict[str, Any]:
+    """Every number of the command, as plain Python (``results.json``)."""
+    import jax
+    import jax.numpy as jnp
+
+    import cfjax.representations as R
+
+    k, C = int(z.max()) + 1, int(y.max()) + 1
+    model = R.fit_cfr(X, z, n_values=k, method=method, ridge=ridge)
+    clf = R.fit_logistic(X, y, n_classes=C)
+    Xj = jnp.asarray(X)
+    p_obs = clf(Xj)
+    y_pred = jnp.argmax(p_obs, axis=-1).astype(jnp.int32)
+    targets = z_cf if z_cf is not None else None
+    res: dict[str, Any] = {"n": int(X.shape[0]), "d": int(X.shape[1]), "concept_values": k, "classes": C,
+                           "concept_counts": np.bincount(z, minlength=k).tolist(),
+                           "label_counts": np.bincount(y, minlength=C).tolist(),
+                           "true_counterfactuals": X_cf is not None,
+                           "accuracy": float(jnp.mean(y_pred == jnp.asarray(y)))}
+    # the TPR-gap of each concept value against the others (one for a binary concept: value 1)
+    gaps = {str(v): R.tpr_gap(jnp.asarray(y), y_pred, jnp.asarray(z), value=v, n_classes=C)
+            for v in (range(1, k) if k == 2 else range(k))}
+    res["tpr_gap"] = gaps
+    # can the concept still be read? from x and from its concept-free part x⊥
+    perp = jax.vmap(lambda x: model.subspace.split(x)[0])
+    z_clf, X_perp = R.fit_logistic(X, z, n_classes=k), perp(Xj)
+    z_perp = R.fit_logistic(X_perp, z, n_classes=k)
+    res["concept_readout"] = {
+        "accuracy_from_x": float(jnp.mean(R.predict(z_clf, Xj) == jnp.asarray(z))),
+        "accuracy_from_x_perp": float(jnp.mean(R.predict(z_perp, X_perp) == jnp.asarray(z))),
+        "majority": float(np.bincount(z).max() / len(z))}
+    key = jax.random.key(seed)
+    if z_cf is None:  # a concept with more than two values and no target given: every other value
+        cfr_all = R.counterfactuals(model, Xj)  # (k, n, d)
+        per_value = {}
+        for v in range(k):
+            p_v = clf(cfr_all[v])
+            per_value[str(v)] = {"ate_cfr": R.ate(p_v, p_obs), "mean_effect_cfr": R.mean_effect(p_v, p_obs),
+                                 "decision_change_cfr": 1.0 - R.pip(p_v, p_obs)}
+        res["label_free_by_target_value"] = per_value
+        return common.to_json(res)
+    p_cfr = clf(R.counterfactuals(model, Xj, jnp.asarray(targets)))
+    p_sto = R.stochastic_proba(model, clf, Xj, jnp.asarray(targets), key, draws=draws) if draws else None
+    res["label_free"] = {"ate_cfr": R.ate(p_cfr, p_obs), "mean_effect_cfr": R.mean_effect(p_cfr, p_obs),
+                         "decision_change_cfr": 1.0 - R.pip(p_cfr, p_obs)}
+    if p_sto is not None:
+        res["label_free"].update({"ate_cfr_stochastic": R.ate(p_sto, p_obs),
+                                  "decision_change_cfr_stochastic": 1.0 - R.pip(p_sto, p_obs)})
+    if X_cf is not None:
+        p_true = clf(jnp.asarray(X_cf))
+        res["scores"] = R.score(p_obs, p_true, p_cfr).to_dict()
+        if p_sto is not None:
+            res["scores_stochastic"] = R.score(p_obs, p_true, p_sto).to_dict()
+    return common.to_json(res)
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, list):
+        return "[" + ", ".join(_fmt(v) for v in x) + "]"
+    return f"{float(x):.4g}"
+
+
+def _report(res: dict[str, Any], inputs: dict[str, Any]) -> str:
+    r = res["results"]
+    lines = ["# Counterfactual representations", "",
+             f"Embeddings `{inputs['embeddings']}`: {r['n']} units × {r['d']} dimensions; concept "
+             f"`{inputs['concept']}` with {r['concept_values']} values (counts {r['concept_counts']}); labels "
+             f"`{inputs['labels']}` with {r['classes']} classes (counts {r['label_counts']}). Concept subspace "
+             f"`{res['settings']['method']}`, ridge {res['settings']['ridge']}, seed {res['seed']}. The CFR model and "
+             "the logistic classifier are fitted on every unit and scored on the same units.", "",
+             f"Classifier accuracy on the embeddings: {_fmt(r['accuracy'])}.", "",
+             "## The concept in the embeddings", "",
+             "| readout of the concept | accuracy |", "|---|---|",
+             f"| from x | {_fmt(r['concept_readout']['accuracy_from_x'])} |",
+             f"| from x⊥ (concept subspace removed) | {_fmt(r['concept_readout']['accuracy_from_x_perp'])} |",
+             f"| majority value | {_fmt(r['concept_readout']['majority'])} |", "",
+             "## TPR-gap of the classifier", "",
+             "P[Ŷ = y | Z = value, Y = y] − P[Ŷ = y | Z ≠ value, Y = y], per class y:", "",
+             "| concept value | " + " | ".join(f"class {c}" for c in range(r["classes"])) + " |",
+             "|---|" + "---|" * r["classes"]]
+    lines += [f"| {v} | " + " | ".join(_fmt(g) for g in gap) + " |" for v, gap in r["tpr_gap"].items()]
+    lines += [""]
+    if "scores" in r:
+        s, st = r["scores"], r.get("scores_stochastic")
+        lines += ["## Scores against the true counterfactual embeddings", "",
+                  "PIP: proportion of identical decisions; ATV: mean total variation between the classifier's "
+                  "probabilities; the baseline leaves the embedding unchanged (no intervention). ATE: mean total "
+                  "variation between the classifier's outputs after and before the intervention (true), and its "
+                  "CFR estimate.", "",
+                  "| score | CFR | no intervention |" + (" stochastic CFR |" if st else ""),
+                  "|---|---|---|" + ("---|" if st else ""),
+                  f"| PIP (higher is better) | {_fmt(s['pip'])} | {_fmt(s['pip_baseline'])} |"
+                  + (f" {_fmt(st['pip'])} |" if st else ""),
+                  f"| ATV (lower is better) | {_fmt(s['atv'])} | {_fmt(s['atv_baseline'])} |"
+                  + (f" {_fmt(st['atv'])} |" if st else ""), "",
+                  "| effect | value |", "|---|---|",
+                  f"| ATE (true counterfactuals) | {_fmt(s['ate'])} |",
+                  f"| ATE estimated with CFRs | {_fmt(s['ate_cfr'])} |",
+                  f"| absolute error | {_fmt(s['ate_error'])} |",
+                  f"| mean effect per class (true) | {_fmt(s['mean_effect'])} |",
+                  f"| mean effect per class (CFR) | {_fmt(s['mean_effect_cfr'])} |", ""]
+    else:
+        lines += ["## Label-free scores", "",
+                  "No true counterfactual embeddings were given (--true-counterfactuals), so PIP, ATV and the true "
+                  "ATE cannot be computed; only what needs no true counterfactual is reported.", ""]
+    lf = r.get("label_free")
+    if lf:
+        lines += ["| CFR estimate | value |", "|---|---|",
+                  f"| ATE estimated with CFRs | {_fmt(lf['ate_cfr'])} |",
+                  f"| mean effect per class (CFR) | {_fmt(lf['mean_effect_cfr'])} |",
+                  f"| share of decisions the CFR changes | {_fmt(lf['decision_change_cfr'])} |"]
+        if "ate_cfr_stochastic" in lf:
+            lines += [f"| ATE estimated with stochastic CFRs | {_fmt(lf['ate_cfr_stochastic'])} |"]
+        lines.append("")
+    for v, row in (r.get("label_free_by_target_value") or {}).items():
+        lines += [f"Every unit sent to concept value {v}: ATE estimate {_fmt(row['ate_cfr'])}, decisions changed "
+                  f"{_fmt(row['decision_change_cfr'])}, mean effect {_fmt(row['mean_effect_cfr'])}.", ""]
+    lines += ["Numbers in `results.json`.", ""]
+    return "\n".join(lines)
+
+
+@click.command(cls=OneLineCommand, epilog=EXAMPLE)
+@click.argument("embeddings", metavar="EMBEDDINGS")
+@click.option("--concept", required=True, metavar="Z",
+              help="concept codes 0..k-1: a .npy file or the name of an array in the .npz EMBEDDINGS")
+@click.option("--labels", required=True, metavar="Y", help="class labels 0..C-1: a .npy file or an array name")
+@click.option("--true-counterfactuals", "true_cf", default=None, metavar="X_CF",
+              help="true counterfactual embeddings (n, d), row i unit i with the other concept value")
+@click.option("--counterfactual-concept", "concept_cf", default=None, metavar="Z_CF",
+              help="the concept value of each counterfactual (default 1 - Z for a binary concept)")
+@click.option("--method", type=click.Choice(["orth", "leace"]), default="orth", show_default=True,
+              help="concept subspace")
+@click.option("--ridge", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
+              help="ridge penalty of the CFR regressions")
+@click.option("--draws", type=click.IntRange(min=0), default=32, show_default=True,
+              help="stochastic CFR draws per unit (0: deterministic CFRs only)")
+@common.out_option("cfr-report")
+@common.force_option
+@common.seed_option
+def command(embeddings: str, concept: str, labels: str, true_cf: str | None, concept_cf: str | None, method: str,
+            ridge: float, draws: int, out: str, force: bool, seed: int) -> None:
+    """Counterfactual representations of EMBEDDINGS (.npy or .npz) for concept Z, and how a
+    classifier for labels Y responds: PIP, ATV, ATE and TPR-gap, with the no-intervention
+    baseline (scored against true counterfactual embeddings when given). Writes report.md
+    and results.json into --out.
+    """
+    arrays = load_arrays(embeddings, concept, labels, true_cf, concept_cf)
+    X, z, y, X_cf, z_cf = _check(arrays)
+    folder = common.prepare_out(out, force)
+    results = analyse(X, z, y, X_cf, z_cf, method=method, ridge=ridge, draws=draws, seed=seed)
+    inputs = {"embeddings": os.path.basename(embeddings), "concept": os.path.basename(concept), "labels": os.path.basename(labels),
+              "true_counterfactuals": None if true_cf is None else os.path.basename(true_cf),
+              "counterfactual_concept": None if concept_cf is None else os.path.basename(concept_cf)}
+    res = {"command": "cfr", "seed": seed, "inputs": inputs,
+           "settings": {"method": method, "ridge": ridge, "draws": draws, "classifier": "fit_logistic"},
+           "results": results}
+    common.write_json(os.path.join(folder, "results.json"), res)
+    common.write_text(os.path.join(folder, "report.md"), _report(res, inputs))
+    click.echo(f"cfjax cfr: wrote {os.path.join(folder, 'report.md')} and results.json")
