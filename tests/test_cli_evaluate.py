@@ -178,6 +178,9 @@ def _mistakes(tmp_path, d):
     txt = tmp_path / "preds.txt"
     txt.write_text("p_obs\n0.5\n")
     cases.append(([txt], ["preds.txt", "extension"]))
+    f = tmp_path / "junk.npz"
+    f.write_text("not an archive")
+    cases.append(([f], ["junk.npz", "not a .npz"]))
     f = tmp_path / "nocf.npz"
     np.savez(f, p_obs=d["p_obs"], y=d["y"])
     cases.append(([f], ["nocf.npz", "'p_cf'", "p_obs, y"]))
@@ -264,6 +267,9 @@ def test_multiclass_npz_checks(rng, tmp_path, capsys):
     np.savez(npz, p_obs=p_cf[:, 0] * 0.5, p_cf=p_cf, y=y)
     code, _, err = _run([npz, "--out", tmp_path / "o"], capsys)
     assert code == 2 and "sum to 1" in err and "'p_obs'" in err and "Traceback" not in err
+    np.savez(npz, p_obs=p_cf[:, 0], p_cf=p_cf, y=y)
+    code, _, err = _run([npz, "--out", tmp_path / "o", "--tau", 0.3], capsys)
+    assert code == 2 and "--tau" in err and not (tmp_path / "o").exists()
 
 
 def test_help_and_example_file(rng, tmp_path, capsys):

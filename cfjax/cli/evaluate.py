@@ -183,6 +183,11 @@ def _listing(names: Any) -> str:
 
 
 def _from_npz(path: str, groups: tuple[str, ...]) -> dict[str, Any]:
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        raise UserError(f"{path}: not a .npz archive (write one with numpy.savez(path, p_obs=..., "
+                        "p_cf=..., y=...))")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -608,6 +613,9 @@ def command(predictions, out, force, seed, resamples, quick, level, tau, weights
         raise UserError("missing PREDICTIONS file (a .npz, .csv or .parquet); "
                         "`cfjax evaluate --example-file preds.npz` writes an example")
     data = load_predictions(predictions, tuple(groups), weights)
+    if data["classes"] is not None and tau != 0.5:
+        raise UserError(f"--tau {tau:g}: class probabilities decide by the argmax; --tau applies "
+                        "to binary scores only")
     prepare = common.prepare_out(out, force)
     b = resamples if resamples is not None else (QUICK_RESAMPLES if quick else RESAMPLES)
     results, text = _evaluate(data, seed=seed, resamples=b, level=level, tau=tau,
