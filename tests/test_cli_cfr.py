@@ -126,3 +126,4 @@ def test_user_mistakes_one_line(files, capsys):
         assert "Traceback" not in err
         assert len(err.strip().splitlines()) == 1, err
         assert name in err, (name, err)
+    assert not (path / "never").exists()  # nothing created on a mistake

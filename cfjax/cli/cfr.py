@@ -25,7 +25,7 @@ import click
 import numpy as np
 
 from cfjax.cli import common
-from cfjax.cli.sensitivity import OneLineCommand
+from cfjax.cli.sensitivity import OneLineCommand, check_out
 
 __all__ = ["command", "load_arrays"]
 
@@ -293,8 +293,9 @@ def command(embeddings: str, concept: str, labels: str, true_cf: str | None, con
     """
     arrays = load_arrays(embeddings, concept, labels, true_cf, concept_cf)
     X, z, y, X_cf, z_cf = _check(arrays)
-    folder = common.prepare_out(out, force)
+    check_out(out, force)
     results = analyse(X, z, y, X_cf, z_cf, method=method, ridge=ridge, draws=draws, seed=seed)
+    folder = common.prepare_out(out, force)
     inputs = {"embeddings": os.path.basename(embeddings), "concept": os.path.basename(concept), "labels": os.path.basename(labels),
               "true_counterfactuals": None if true_cf is None else os.path.basename(true_cf),
               "counterfactual_concept": None if concept_cf is None else os.path.basename(concept_cf)}

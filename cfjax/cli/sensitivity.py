@@ -28,7 +28,7 @@ import numpy as np
 from cfjax._checks import ValidationError
 from cfjax.cli import common
 
-__all__ = ["command", "read_graph", "parse_categories", "search_options"]
+__all__ = ["command", "check_out", "read_graph", "parse_categories", "search_options"]
 
 EXAMPLE = """\b
 Example (a CSV with columns race, gpa, lsat, fya):
@@ -55,6 +55,13 @@ class OneLineCommand(click.Command):
             if isinstance(e, common.UserError):
                 raise
             raise common.UserError(f"{e.format_message()} (see 'cfjax {ctx.info_name} --help')") from None
+
+
+def check_out(out: str, force: bool) -> None:
+    """Refuse an unusable ``--out`` before any computation, without creating it (it is created
+    once there is something to write)."""
+    if os.path.exists(out) and (not os.path.isdir(out) or (os.listdir(out) and not force)):
+        common.prepare_out(out, force)  # raises the UserError
 
 
 def read_graph(path: str) -> dict[str, list[str]]:
@@ -119,9 +126,8 @@ def search_options(quick: bool, restarts: int) -> dict[str, Any]:
 def _settings(quick: bool):
     import cfjax.sensitivity as S
 
-    if quick:
-        lams = (1e-2, 1.0, 1e2)
-        return S.Settings(degrees=(1, 2), lambdas=lams, predictor_degrees=(1, 2))
+    if quick:  # quadratic equations and predictor, λ by CV over three values
+        return S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
     return S.Settings()
 
 
@@ -267,7 +273,8 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
         prob = S.from_frame(frame, parents, sensitive=sensitive, target=target, categories=categories or None)
     except ValidationError as e:
         msg = str(e)
-        where = f"--graph {graph!r}" if msg.startswith("`graph`") else f"DATA {data!r}"
+        about_graph = msg.startswith(("`graph", "`parents", "`fair", "`sensitive"))
+        where = f"--graph {graph!r}" if about_graph else f"DATA {data!r}"
         raise common.UserError(f"{where}: {msg}") from None
     settings = _settings(quick)
     search = search_options(quick, restarts)
@@ -311,7 +318,7 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
               help="number of budgets p_max, evenly spaced in [0, 0.99]  [default: 16; 4 with --quick]")
 @click.option("--restarts", type=click.IntRange(min=1), default=None,
               help="optimiser restarts per budget  [default: 4; 1 with --quick]")
-@click.option("--quick", is_flag=True, help="small CV grid and short searches (seconds on small data)")
+@click.option("--quick", is_flag=True, help="degree 2 only, λ among 0.01, 1, 100, few budgets and short searches (seconds on small data)")
 @common.out_option("sensitivity-report")
 @common.force_option
 @common.seed_option
@@ -333,11 +340,12 @@ def command(data: str, graph: str, sensitive: str, target: str, categories: tupl
         raise common.UserError(f"DATA {data!r}: no such file")
     if not os.path.isfile(graph):
         raise common.UserError(f"--graph {graph!r}: no such file")
-    folder = common.prepare_out(out, force)
+    check_out(out, force)
     previous = bool(jax.config.jax_enable_x64)
     jax.config.update("jax_enable_x64", True)
     try:
         res, wc = analyse(data, graph, sensitive, target, cats, budgets, restarts, quick, seed)
+        folder = common.prepare_out(out, force)
         figure = _save_curve(os.path.join(folder, "curve.png"), wc, res["baselines"])
     finally:
         jax.config.update("jax_enable_x64", previous)

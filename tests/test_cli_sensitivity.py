@@ -1,0 +1,155 @@
+"""``cfjax sensitivity``: results.json equals the library called directly, the CSV's column order
+and the graph file's format (YAML or JSON) change nothing, the same seed gives byte-identical JSON,
+and every user mistake is one line naming the file, column or option."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+
+import cfjax.sensitivity as S
+from cfjax.cli import main
+
+
+def _run(args, capsys):
+    try:
+        main(args)
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _frame(rng, n=300):
+    """A law-school-shaped SCM with correlated errors and a text sensitive attribute."""
+    a = np.where(rng.random(n) < 0.6, 1.0, -1.0)
+    e = rng.multivariate_normal([0.0, 0.0], [[1.0, 0.35], [0.35, 0.49]], size=n)
+    g = 0.6 * a + e[:, 0]
+    l = 0.4 * a + 0.7 * g + 0.35 * g**2 + e[:, 1]
+    y = g + 0.5 * l + 0.3 * g * l + 0.5 * rng.standard_normal(n)
+    return pd.DataFrame({"race": np.where(a > 0, "white", "black"), "gpa": g, "lsat": l, "fya": y})
+
+
+YAML = "nodes:\n  gpa: [race]\n  lsat: [race, gpa]\n"
+ARGS = ["--sensitive", "race", "--target", "fya", "--categories", "race=black,white", "--quick"]
+
+
+@pytest.fixture
+def x64():
+    previous = bool(jax.config.jax_enable_x64)
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", previous)
+
+
+def _library(frame, res):
+    """The same analysis through the library, with the options results.json records."""
+    st = res["settings"]
+    settings = S.Settings(**{k: tuple(v) if isinstance(v, list) else v for k, v in st["fit"].items()})
+    prob = S.from_frame(frame, {"gpa": ["race"], "lsat": ["race", "gpa"]}, sensitive="race", target="fya",
+                        categories={"race": ["black", "white"]})
+    model = S.fit(prob.graph, prob.data, settings)
+    key = jax.random.key(res["seed"])
+    wc = S.worst_case(model, np.asarray(st["budgets"]), key=key, **st["search"])
+    inv = S.inverse_budget(model, float(model.baseline_unfairness["blind"]), key=key, **st["inverse"], **st["search"])
+    sweep = {}
+    for lam in st["sweep_lambdas"]:
+        m = S.fit(prob.graph, prob.data, settings.replace(lam=float(lam), equation_degrees=model.degrees))
+        sweep[lam] = [float(S.cfu(m, P)) for P in np.asarray(wc.P)]
+    return model, wc, inv, sweep
+
+
+def _close(a, b):
+    a, b = (np.asarray([np.nan if v is None else v for v in np.ravel(x)], np.float64) for x in (a, b))
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-15)
+
+
+def test_matches_library_column_order_graph_format_bytes(rng, tmp_path, capsys, x64):
+    frame = _frame(rng)
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    frame[["fya", "lsat", "race", "gpa"]].to_csv(tmp_path / "shuffled.csv", index=False)
+    (tmp_path / "graph.yaml").write_text(YAML)
+    (tmp_path / "graph.json").write_text(json.dumps({"lsat": ["race", "gpa"], "gpa": ["race"]}))
+    code, _, err = _run(["sensitivity", str(tmp_path / "data.csv"), "--graph", str(tmp_path / "graph.yaml"), *ARGS,
+                         "--seed", "1", "--out", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    res = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert {"report.md", "results.json"} <= {p.name for p in (tmp_path / "a").iterdir()}
+    model, wc, inv, sweep = _library(frame, res)
+    _close(res["worst_case"]["cfu"], wc.cfu)
+    _close(res["worst_case"]["P"], wc.P)
+    assert res["worst_case"]["p_max"] == pytest.approx(np.linspace(0.0, 0.99, 4).tolist())
+    for k, v in model.baseline_unfairness.items():
+        _close(res["baselines"][k], v)
+        _close(res["model"]["baseline_unfairness"][k], v)
+    assert res["model"]["degrees"] == list(model.degrees)
+    _close(res["model"]["theta"], model.theta)
+    expect_inv = inv.to_dict()
+    assert res["inverse"]["reached"] == expect_inv["reached"]
+    assert (res["inverse"]["p_max"] is None) == (expect_inv["p_max"] is None)
+    _close(res["inverse"]["max_cfu"], expect_inv["max_cfu"])
+    if not expect_inv["reached"]:
+        assert res["inverse"]["p_max"] is None
+    for row in res["lambda_sweep"]:
+        _close(row["cfu_at_worst_case_P"], sweep[row["lam"]])
+    # the curve grows with the budget and starts near 0 (P = I, up to the paper's Model A's GLS step)
+    cfu = np.asarray(res["worst_case"]["cfu"])
+    assert np.all(np.diff(cfu) >= 0) and cfu[0] < 1e-6 * cfu[-1]
+    # shuffled columns and the JSON graph file: the same numbers
+    code, _, err = _run(["sensitivity", str(tmp_path / "shuffled.csv"), "--graph", str(tmp_path / "graph.json"),
+                         *ARGS, "--seed", "1", "--out", str(tmp_path / "b")], capsys)
+    assert code == 0, err
+    res_b = json.loads((tmp_path / "b" / "results.json").read_text())
+    for key in ("model", "worst_case", "inverse", "baselines", "lambda_sweep", "settings"):
+        assert res_b[key] == res[key], key
+    # the same seed again: byte-identical JSON
+    code, _, err = _run(["sensitivity", str(tmp_path / "data.csv"), "--graph", str(tmp_path / "graph.yaml"), *ARGS,
+                         "--seed", "1", "--out", str(tmp_path / "c")], capsys)
+    assert code == 0, err
+    assert (tmp_path / "c" / "results.json").read_bytes() == (tmp_path / "a" / "results.json").read_bytes()
+
+
+def test_user_mistakes_one_line(rng, tmp_path, capsys):
+    frame = _frame(rng, 40)
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    nan = frame.copy()
+    nan.loc[7, "lsat"] = np.nan
+    nan.to_csv(tmp_path / "nan.csv", index=False)
+    (tmp_path / "graph.yaml").write_text(YAML)
+    (tmp_path / "unknown.yaml").write_text("gpa: [race]\nlsat: [race, gpa, sat]\n")
+    (tmp_path / "target.yaml").write_text("gpa: [race]\nlsat: [race, fya]\n")
+    (tmp_path / "broken.yaml").write_text("gpa: [race\n")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    data, graph = str(tmp_path / "data.csv"), str(tmp_path / "graph.yaml")
+    cases = [
+        (["sensitivity", str(tmp_path / "none.csv"), "--graph", graph, *ARGS], "none.csv"),
+        (["sensitivity", data, "--graph", str(tmp_path / "none.yaml"), *ARGS], "none.yaml"),
+        (["sensitivity", data, "--graph", str(tmp_path / "unknown.yaml"), *ARGS], ("unknown.yaml", "sat")),
+        (["sensitivity", data, "--graph", str(tmp_path / "target.yaml"), *ARGS], ("target.yaml", "fya")),
+        (["sensitivity", data, "--graph", str(tmp_path / "broken.yaml"), *ARGS], "broken.yaml"),
+        (["sensitivity", data, "--graph", str(tmp_path / "list.json"), *ARGS], "list.json"),
+        (["sensitivity", str(tmp_path / "nan.csv"), "--graph", graph, *ARGS], ("nan.csv", "lsat")),
+        (["sensitivity", data, "--graph", graph, *ARGS[:2], "--target", "score", *ARGS[4:]], "score"),
+        (["sensitivity", data, "--graph", graph, *ARGS[:4], "--categories", "race=white"], "race"),
+        (["sensitivity", data, "--graph", graph, *ARGS[:4], "--categories", "race"], "--categories"),
+        (["sensitivity", data, "--graph", graph, *ARGS, "--budgets", "1"], "--budgets"),
+        (["sensitivity", data, "--graph", graph, *ARGS, "--bogus"], "--bogus"),
+        (["sensitivity", data, *ARGS], "--graph"),
+    ]
+    for args, name in cases:
+        code, _, err = _run([*args, "--out", str(tmp_path / "never")], capsys)
+        assert code != 0, args
+        assert "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1, err
+        for part in (name,) if isinstance(name, str) else name:
+            assert part in err, (part, err)
+    assert not (tmp_path / "never").exists()  # nothing created on a mistake
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("")
+    code, _, err = _run(["sensitivity", data, "--graph", graph, *ARGS, "--out", str(tmp_path / "full")], capsys)
+    assert code != 0 and "--out" in err and len(err.strip().splitlines()) == 1
