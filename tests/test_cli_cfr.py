@@ -24,6 +24,30 @@ def _run(args, capsys):
     return code, captured.out, captured.err
 
 
+def _run_example(command, capsys):
+    """Run the ``--help`` example of ``command`` in the current folder: its ``python -c`` lines
+    with exec, shell lines with bash, its ``cfjax`` line in-process; returns that line's args."""
+    import shlex
+    import subprocess
+
+    text = command.epilog.replace("\b", "").replace("\\\n", "")
+    lines = [ln.strip() for ln in text.split("Example", 1)[1].splitlines()[1:] if ln.strip()]
+    args = None
+    for line in lines:
+        tokens = shlex.split(line)
+        if tokens[0] == "python":
+            assert tokens[1] == "-c"
+            exec(tokens[2], {})
+        elif tokens[0] == "cfjax":
+            args = tokens[1:]
+            code, _, err = _run(args, capsys)
+            assert code == 0, err
+        else:
+            subprocess.run(["bash", "-c", line], check=True)
+    assert args is not None
+    return args
+
+
 def _data(rng, n=200, d=6):
     z = rng.integers(0, 2, n)
     z[:2] = [0, 1]
@@ -127,3 +151,14 @@ def test_user_mistakes_one_line(files, capsys):
         assert len(err.strip().splitlines()) == 1, err
         assert name in err, (name, err)
     assert not (path / "never").exists()  # nothing created on a mistake
+
+
+def test_help_example_runs(tmp_path, monkeypatch, capsys):
+    from cfjax.cli.cfr import command
+
+    code, out, _ = _run(["cfr", "--help"], capsys)
+    assert code == 0 and "Example" in out and "cfjax cfr" in out
+    monkeypatch.chdir(tmp_path)
+    args = _run_example(command, capsys)
+    res = json.loads((tmp_path / args[args.index("--out") + 1] / "results.json").read_text())
+    assert res["results"]["true_counterfactuals"] is True and "pip" in res["results"]["scores"]

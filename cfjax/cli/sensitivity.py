@@ -31,7 +31,11 @@ from cfjax.cli import common
 __all__ = ["command", "check_out", "read_graph", "parse_categories", "search_options"]
 
 EXAMPLE = """\b
-Example (a CSV with columns race, gpa, lsat, fya):
+Example (a CSV with columns race, gpa, lsat, fya, and its graph):
+  python -c "import numpy as np, pandas as pd; r = np.random.default_rng(0); \\
+  a = r.choice(['white', 'black'], 300); g = 0.6 * (a == 'white') + r.normal(size=300); \\
+  l = 0.7 * g + 0.35 * g**2 + r.normal(size=300); y = g + 0.5 * l + r.normal(size=300); \\
+  pd.DataFrame(dict(race=a, gpa=g, lsat=l, fya=y)).to_csv('law.csv', index=False)"
   printf 'nodes:\\n  gpa: [race]\\n  lsat: [race, gpa]\\n' > graph.yaml
   cfjax sensitivity law.csv --graph graph.yaml --sensitive race --target fya \\
       --categories race=white,black --quick --out sensitivity-report
