@@ -156,7 +156,6 @@ def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *
     Xj = jnp.asarray(X)
     p_obs = clf(Xj)
     y_pred = jnp.argmax(p_obs, axis=-1).astype(jnp.int32)
-    targets = z_cf if z_cf is not None else None
     res: dict[str, Any] = {"n": int(X.shape[0]), "d": int(X.shape[1]), "concept_values": k, "classes": C,
                            "concept_counts": np.bincount(z, minlength=k).tolist(),
                            "label_counts": np.bincount(y, minlength=C).tolist(),
@@ -184,8 +183,8 @@ def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *
                                  "decision_change_cfr": 1.0 - R.pip(p_v, p_obs)}
         res["label_free_by_target_value"] = per_value
         return common.to_json(res)
-    p_cfr = clf(R.counterfactuals(model, Xj, jnp.asarray(targets)))
-    p_sto = R.stochastic_proba(model, clf, Xj, jnp.asarray(targets), key, draws=draws) if draws else None
+    p_cfr = clf(R.counterfactuals(model, Xj, jnp.asarray(z_cf)))
+    p_sto = R.stochastic_proba(model, clf, Xj, jnp.asarray(z_cf), key, draws=draws) if draws else None
     res["label_free"] = {"ate_cfr": R.ate(p_cfr, p_obs), "mean_effect_cfr": R.mean_effect(p_cfr, p_obs),
                          "decision_change_cfr": 1.0 - R.pip(p_cfr, p_obs)}
     if p_sto is not None:
@@ -296,7 +295,8 @@ def command(embeddings: str, concept: str, labels: str, true_cf: str | None, con
     check_out(out, force)
     results = analyse(X, z, y, X_cf, z_cf, method=method, ridge=ridge, draws=draws, seed=seed)
     folder = common.prepare_out(out, force)
-    inputs = {"embeddings": os.path.basename(embeddings), "concept": os.path.basename(concept), "labels": os.path.basename(labels),
+    inputs = {"embeddings": os.path.basename(embeddings), "concept": os.path.basename(concept),
+              "labels": os.path.basename(labels),
               "true_counterfactuals": None if true_cf is None else os.path.basename(true_cf),
               "counterfactual_concept": None if concept_cf is None else os.path.basename(concept_cf)}
     res = {"command": "cfr", "seed": seed, "inputs": inputs,

@@ -322,7 +322,8 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
               help="number of budgets p_max, evenly spaced in [0, 0.99]  [default: 16; 4 with --quick]")
 @click.option("--restarts", type=click.IntRange(min=1), default=None,
               help="optimiser restarts per budget  [default: 4; 1 with --quick]")
-@click.option("--quick", is_flag=True, help="degree 2 only, λ among 0.01, 1, 100, few budgets and short searches (seconds on small data)")
+@click.option("--quick", is_flag=True,
+              help="degree 2 only, λ among 0.01, 1, 100, few budgets and short searches (seconds on small data)")
 @common.out_option("sensitivity-report")
 @common.force_option
 @common.seed_option
