@@ -25,7 +25,6 @@ import click
 import numpy as np
 
 from cfjax.cli import common
-from cfjax.cli.sensitivity import OneLineCommand, check_out
 
 __all__ = ["command", "load_arrays"]
 
@@ -265,7 +264,7 @@ def _report(res: dict[str, Any], inputs: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command(cls=OneLineCommand, epilog=EXAMPLE)
+@click.command(epilog=EXAMPLE)
 @click.argument("embeddings", metavar="EMBEDDINGS")
 @click.option("--concept", required=True, metavar="Z",
               help="concept codes 0..k-1: a .npy file or the name of an array in the .npz EMBEDDINGS")
@@ -292,7 +291,7 @@ def command(embeddings: str, concept: str, labels: str, true_cf: str | None, con
     """
     arrays = load_arrays(embeddings, concept, labels, true_cf, concept_cf)
     X, z, y, X_cf, z_cf = _check(arrays)
-    check_out(out, force)
+    common.check_out(out, force)
     results = analyse(X, z, y, X_cf, z_cf, method=method, ridge=ridge, draws=draws, seed=seed)
     folder = common.prepare_out(out, force)
     inputs = {"embeddings": os.path.basename(embeddings), "concept": os.path.basename(concept),

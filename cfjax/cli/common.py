@@ -16,7 +16,7 @@ import numpy as np
 from cfjax._checks import ValidationError
 from cfjax._io import atomic_write_bytes
 
-__all__ = ["UserError", "out_option", "force_option", "seed_option", "prepare_out", "write_json",
+__all__ = ["UserError", "out_option", "force_option", "seed_option", "check_out", "prepare_out", "write_json",
            "write_text", "run", "to_json"]
 
 #: Exit code of a user mistake (click uses 2 for usage errors too).
@@ -51,6 +51,13 @@ def prepare_out(out: str, force: bool) -> str:
                         "or choose another folder")
     os.makedirs(out, exist_ok=True)
     return out
+
+
+def check_out(out: str, force: bool) -> None:
+    """Refuse an unusable ``--out`` before any computation, without creating it (it is created
+    once there is something to write, by :func:`prepare_out`)."""
+    if os.path.exists(out) and (not os.path.isdir(out) or (os.listdir(out) and not force)):
+        prepare_out(out, force)  # raises the UserError
 
 
 def to_json(value: Any) -> Any:
@@ -93,6 +100,10 @@ def run(cli: click.Group, argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("cfjax: aborted", err=True)
         sys.exit(1)
+    except click.UsageError as e:  # an unknown option or command, a missing argument: one line
+        where = e.ctx.command_path if e.ctx is not None else "cfjax"
+        click.echo(f"cfjax: error: {e.format_message()} (see '{where} --help')", err=True)
+        sys.exit(USER_ERROR)
     except click.ClickException as e:
         e.show()
         sys.exit(e.exit_code)

@@ -28,7 +28,7 @@ import numpy as np
 from cfjax._checks import ValidationError
 from cfjax.cli import common
 
-__all__ = ["command", "check_out", "read_graph", "parse_categories", "search_options"]
+__all__ = ["command", "read_graph", "parse_categories", "search_options"]
 
 EXAMPLE = """\b
 Example (a CSV with columns race, gpa, lsat, fya, and its graph):
@@ -46,26 +46,6 @@ SWEEP_LAMBDAS = (0.0, 1e-4, 1e-2, 1.0, 1e2, 1e4)
 QUICK_SWEEP_LAMBDAS = (0.0, 1e-2, 1e2)
 #: Budgets whose worst-case P the report's sweep table shows (the nearest on the grid).
 SWEEP_BUDGETS = (0.5, 0.9)
-
-
-class OneLineCommand(click.Command):
-    """A click command whose usage errors (an unknown option, a missing argument, a bad value)
-    are one line naming the option, like every other user mistake."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as e:
-            if isinstance(e, common.UserError):
-                raise
-            raise common.UserError(f"{e.format_message()} (see 'cfjax {ctx.info_name} --help')") from None
-
-
-def check_out(out: str, force: bool) -> None:
-    """Refuse an unusable ``--out`` before any computation, without creating it (it is created
-    once there is something to write)."""
-    if os.path.exists(out) and (not os.path.isdir(out) or (os.listdir(out) and not force)):
-        common.prepare_out(out, force)  # raises the UserError
 
 
 def read_graph(path: str) -> dict[str, list[str]]:
@@ -309,7 +289,7 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
     return common.to_json(res), wc
 
 
-@click.command(cls=OneLineCommand, epilog=EXAMPLE)
+@click.command(epilog=EXAMPLE)
 @click.argument("data", metavar="DATA")
 @click.option("--graph", "graph", required=True, metavar="GRAPH",
               help="YAML or JSON file: {nodes: {feature: [parents...]}} or just feature -> parents, over "
@@ -345,7 +325,7 @@ def command(data: str, graph: str, sensitive: str, target: str, categories: tupl
         raise common.UserError(f"DATA {data!r}: no such file")
     if not os.path.isfile(graph):
         raise common.UserError(f"--graph {graph!r}: no such file")
-    check_out(out, force)
+    common.check_out(out, force)
     previous = bool(jax.config.jax_enable_x64)
     jax.config.update("jax_enable_x64", True)
     try:
