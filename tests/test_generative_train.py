@@ -279,7 +279,7 @@ def _frozen_predictor(rng, spec=_CF_SPEC):
     params = _perturbed(jax.jit(net.init)(_key(rng), jnp.zeros((1, 16, 16))), rng, 0.3)
     # positive biases: the ReLUs are live, the outputs depend on the image (no zero gradient)
     params = jax.tree_util.tree_map_with_path(
-        lambda path, v: v + 0.5 if getattr(path[-1], "key", None) == "bias" else v, params)
+        lambda path, v: v + 2.0 if getattr(path[-1], "key", None) == "bias" else v, params)
     return ac.AntiCausal(params, {"age": jnp.float32(rng.normal())}, {"age": jnp.float32(rng.uniform(0.5, 2))},
                          jnp.zeros((1,), jnp.float32), net)
 
