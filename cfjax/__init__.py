@@ -2,7 +2,7 @@
 
 Pillars: counterfactual marginalisation metrics (``cfjax.metrics``), invertible structural
 causal models (``cfjax.scm``) with learned image mechanisms (``cfjax.generative``), sensitivity of counterfactual fairness to unmeasured confounding, and
-counterfactual representations. The definitions it implements, with their equations and the
+counterfactual representations; paper 000's study end to end (``cfjax.study``). The definitions it implements, with their equations and the
 papers they come from, are in the project's ``docs/definitions.md`` ("definitions §n" in the
 docstrings).
 """
@@ -14,9 +14,10 @@ from cfjax import predictors as predictors
 from cfjax import representations as representations
 from cfjax import scm as scm
 from cfjax import sensitivity as sensitivity
+from cfjax import study as study
 from cfjax._checks import PrecisionWarning as PrecisionWarning
 from cfjax._checks import ValidationError as ValidationError
 
 __version__ = "0.1.0"
 
-__all__ = ["PrecisionWarning", "ValidationError", "data", "generative", "metrics", "predictors", "representations", "scm", "sensitivity", "__version__"]
+__all__ = ["PrecisionWarning", "ValidationError", "data", "generative", "metrics", "predictors", "representations", "scm", "sensitivity", "study", "__version__"]

@@ -1,4 +1,4 @@
-"""experiments.marginalisation on a tiny configuration: the files exist, results.json has the
+"""cfjax.study (through experiments.marginalisation's command line) on a tiny configuration: the files exist, results.json has the
 required keys and predictor names, and the reported numbers equal cfjax.metrics on the saved
 predictions."""
 
@@ -13,9 +13,12 @@ import pytest
 
 import cfjax as cf
 from cfjax import metrics as cm
+from cfjax import study
+from cfjax.study import paper as P
+from cfjax.study import report as R
 from experiments import marginalisation as mg
 
-TINY = mg.Config(size=32, n_train=256, n_val=128, test_per_cell=16, n_natural=96, features=(4, 8), steps=20,
+TINY = study.Config(size=32, n_train=256, n_val=128, test_per_cell=16, n_natural=96, features=(4, 8), steps=20,
                  batch_size=16, eval_every=10, patience=2, warmup=2, bootstrap=10, prop1_resamples=40, chunk=256)
 
 
@@ -35,7 +38,7 @@ def test_files_and_keys(run):
     assert os.path.isdir(os.path.join(out, "checkpoints", "site_B"))
     assert set(res["settings"]) == {"A", "B", "A->B"}
     for setting, r in res["settings"].items():
-        slug = mg._slug(setting)
+        slug = R._slug(setting)
         for f in (f"predictions_{slug}.npz", f"reliability_{slug}.png", f"scatter_{slug}.png"):
             assert os.path.getsize(os.path.join(out, f)) > 0, f
         assert list(r["auc"]) == list(cf.predictors.PAPER_NAMES)
@@ -43,9 +46,9 @@ def test_files_and_keys(run):
         assert set(r["delta_auc"]) == {"sex", "age_group", "race"}
         for v in r["delta_auc"].values():
             assert list(v) == list(cf.predictors.PAPER_NAMES)
-        for metric in mg.RISKS + mg.CALIBRATION + tuple(f for f, _ in mg.STABILITY):
+        for metric in P.RISKS + P.CALIBRATION + tuple(f for f, _ in P.STABILITY):
             assert 0 <= r["ctc"][metric] <= 9
-        assert set(r["correlations"]["sex"]) == {f for f, _ in mg.STABILITY}
+        assert set(r["correlations"]["sex"]) == {f for f, _ in P.STABILITY}
         assert set(r["ranking_agreement"]) == {"s_flip~risk_orig", "s_flip~risk_cm", "s_var~risk_orig",
                                                "s_var~risk_cm"}
 
@@ -53,7 +56,7 @@ def test_files_and_keys(run):
 def test_numbers_equal_metrics_on_saved_predictions(run):
     out, res = run
     for setting, r in res["settings"].items():
-        data = np.load(os.path.join(out, f"predictions_{mg._slug(setting)}.npz"))
+        data = np.load(os.path.join(out, f"predictions_{R._slug(setting)}.npz"))
         names = [str(n) for n in data["names"]]
         p_obs, p_cf, y = data["p_obs"], data["p_cf"], data["y"]
         assert names == list(cf.predictors.PAPER_NAMES)

@@ -1,7 +1,7 @@
-"""Learned counterfactuals for the marginalisation study (:mod:`experiments.marginalisation`):
+"""Learned counterfactuals for the marginalisation study (:mod:`cfjax.study.marginalisation`):
 a conditional HVAE image mechanism (:class:`cfjax.generative.mechanism.ImageHVAE`) trained per
 site on the training split's factual images and parents, plugged in as a counterfactual
-*source* with the same signature as :func:`experiments.marginalisation.exact_counterfactuals`.
+*source* with the same signature as :func:`cfjax.study.marginalisation.exact_counterfactuals`.
 
 The parent mechanisms are the true ones, so the counterfactual parents are exactly those the
 exact source returns (``ChestSCM.counterfactuals`` with the same key and label mode: under
@@ -14,17 +14,15 @@ The generator is trained on the ELBO plus paper 000's counterfactual regulariser
 ``cf_weight``; 0 turns it off), whose anti-causal predictors for sex and age are trained on the
 same site's training split first.
 
-Example:
-  >>> import cfjax as cf
-  >>> chest = cf.data.ChestSCM(size=32)
-  >>> rec = chest.sample(jax.random.key(0), 6)
-  >>> settings = GeneratorSettings(channels=(4, 4, 4), latent_dims=(0, 2, 2), steps=2, warmup=0, kl_warmup=0,
-  ...                              cf_weight=0.0)
-  >>> fit = train_generator(chest, rec, settings, jax.random.key(1))
-  >>> source = LearnedSource({chest.site: fit}, chunk=4)
-  >>> out = source(chest, rec, {"age": jnp.array([30.0, 80.0])}, jax.random.key(2), "fixed")
-  >>> out["image"].shape, bool((out["parents"]["effusion"] == rec["parents"]["effusion"][None]).all())
-  ((2, 6, 32, 32), True)
+Example (training takes a while; ``tests/test_study_learned.py`` runs it):
+  >>> from cfjax.study.learned import GeneratorSettings
+  >>> settings = GeneratorSettings(channels=(4, 4, 4), latent_dims=(0, 2, 2), steps=2, warmup=0, kl_warmup=0)
+  >>> settings.train_config(32).hvae.image_size, settings.cf_weight
+  (32, 0.2)
+
+  ``train_generator(chest, records, settings, key)`` fits one site's generator;
+  ``LearnedSource({chest.site: fit})`` is then a counterfactual source for
+  :func:`cfjax.study.run`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The learned counterfactual source of experiments.marginalisation (experiments.learned_source)
+"""The learned counterfactual source of the study (cfjax.study.learned)
 and its exact-vs-learned comparison: images against a per-unit loop over the mechanism, parents
 against the exact source, the comparison's numbers against numpy on synthetic results."""
 
@@ -14,8 +14,10 @@ from cfjax._checks import ValidationError
 from cfjax.generative import train as gt
 from cfjax.generative.hvae import HVAEConfig
 from cfjax.generative.mechanism import ImageHVAE
-from experiments import learned_source as ls
-from experiments import marginalisation as mg
+from cfjax.study import learned as ls
+from cfjax import study
+from cfjax.study import paper as P
+from cfjax.study import report as R
 
 
 def test_learned_source_against_unit_loop(rng):
@@ -32,7 +34,7 @@ def test_learned_source_against_unit_loop(rng):
           "age": jnp.stack([obs["age"], jnp.full(n, 25.0, jnp.float32), jnp.full(n, 85.0, jnp.float32)])}
     key = jax.random.key(int(rng.integers(2**31)))
     out = source(chest, rec, do, key, "fixed")
-    exact = mg.exact_counterfactuals(chest, rec, do, key, "fixed")
+    exact = study.exact_counterfactuals(chest, rec, do, key, "fixed")
     for v, x in exact["parents"].items():
         np.testing.assert_array_equal(np.asarray(out["parents"][v]), np.asarray(x))
     # effusion held at its observed value
@@ -66,23 +68,23 @@ def test_learned_source_against_unit_loop(rng):
     np.testing.assert_allclose(source.calls[-1]["change_learned"], np.abs(ref - factual).mean(), rtol=1e-4)
     np.testing.assert_allclose(source.calls[-1]["change_exact"], np.abs(np.asarray(exact["image"]) - factual).mean(),
                                rtol=1e-4)
-    other = cf.data.ChestSCM(size=32, site=mg.SITE_B)
+    other = cf.data.ChestSCM(size=32, site=P.SITE_B)
     with pytest.raises(ValidationError, match="chest"):
         source(other, rec, do, key, "fixed")
 
 
 def _setting(rng, names, seeds, orig=None):
     """A synthetic setting result with the fields compare_settings reads."""
-    per_seed = {f: rng.uniform(size=(len(names), seeds)) for f in mg.RISKS + mg.CALIBRATION}
-    per_seed.update({f: rng.uniform(size=(len(names), seeds)) for f, _ in mg.STABILITY})
+    per_seed = {f: rng.uniform(size=(len(names), seeds)) for f in P.RISKS + P.CALIBRATION}
+    per_seed.update({f: rng.uniform(size=(len(names), seeds)) for f, _ in P.STABILITY})
     if orig is not None:
-        per_seed.update({f: orig["per_seed"][f] for f in mg.SOURCE_FREE})
+        per_seed.update({f: orig["per_seed"][f] for f in P.SOURCE_FREE})
     return {"names": names, "per_seed": per_seed,
             "ctc": {f: float(rng.integers(0, 19)) / 2 for f in per_seed},
             "auc": orig["auc"] if orig is not None else rng.uniform(size=(len(names), seeds)),
             "cf_sex_effect": rng.normal(size=(len(names), seeds)), "cf_age_effect": rng.normal(size=(len(names), seeds)),
             "proposition1": {"var_cf": rng.uniform(size=(len(names), seeds, 3))},
-            "correlations": {"sex": {f: {"pearson": float(rng.uniform(-1, 1))} for f, _ in mg.STABILITY}},
+            "correlations": {"sex": {f: {"pearson": float(rng.uniform(-1, 1))} for f, _ in P.STABILITY}},
             "ranking_agreement": {"s_flip~risk_orig": {"kendall_tau": rng.uniform(-1, 1, seeds).tolist()}},
             "label_changed": 0.0}
 
@@ -91,7 +93,7 @@ def test_compare_settings_against_numpy(rng):
     names = list(cf.predictors.PAPER_NAMES)
     exact = _setting(rng, names, 2)
     learned = _setting(rng, names, 2, orig=exact)
-    comp = mg.compare_settings(exact, learned)
+    comp = R.compare_settings(exact, learned)
     assert comp["unchanged_max_abs_delta"] == 0.0
     for f in exact["per_seed"]:
         for i, p in enumerate(names):
@@ -104,28 +106,28 @@ def test_compare_settings_against_numpy(rng):
                                   "delta": learned["ctc"][f] - exact["ctc"][f]}
     rel = np.mean([abs(comp["metrics"]["s_var"][p]["delta"]) / abs(comp["metrics"]["s_var"][p]["exact"])
                    for p in names])
-    assert mg.mean_relative_move(comp, "s_var") == pytest.approx(rel)
+    assert R.mean_relative_move(comp, "s_var") == pytest.approx(rel)
     ve = exact["proposition1"]["var_cf"][..., 2].mean()
     assert comp["proposition1_var_cf"]["rare"]["exact"] == pytest.approx(ve)
     learned["per_seed"]["risk_orig"] = learned["per_seed"]["risk_orig"] + 0.25
-    assert mg.compare_settings(exact, learned)["unchanged_max_abs_delta"] == pytest.approx(0.25)
+    assert R.compare_settings(exact, learned)["unchanged_max_abs_delta"] == pytest.approx(0.25)
 
 
 def test_learned_report_shows_the_numbers(rng):
     names = list(cf.predictors.PAPER_NAMES)
     settings, learned, comps = {}, {}, {}
-    for name, _, _ in mg.SETTINGS:
+    for name, _, _ in P.SETTINGS:
         settings[name] = _setting(rng, names, 2)
         learned[name] = _setting(rng, names, 2, orig=settings[name])
         learned[name]["generator"] = {"pixel_mae": 0.01, "pixel_mae_race": 0.02}
-        comps[name] = mg.compare_settings(settings[name], learned[name])
+        comps[name] = R.compare_settings(settings[name], learned[name])
     results = {"settings": settings, "counterfactual_label": "fixed",
                "learned": {"settings": learned, "comparison": comps,
                            "generator": {"settings": {"channels": [4, 4, 4], "latent_dims": [0, 2, 2], "steps": 3,
                                                       "batch_size": 8, "ema_decay": 0.99},
                                          "sites": {s: {"n_train": 10, "seconds": 1.0, "final_loss": 0.5,
                                                        "resumed_from_checkpoint": False} for s in ("A", "B")}}}}
-    text = "\n".join(mg.learned_report(results))
+    text = "\n".join(R.learned_report(results))
     t = comps["B"]["metrics"]["risk_cm"]["basic"]
     section = text.split("### Setting B:")[1]
     assert f"| basic | {t['exact']:.3f} | {t['learned']:.3f} | {t['delta']:+.3f} |" in section
@@ -133,5 +135,5 @@ def test_learned_report_shows_the_numbers(rng):
     row = next(line for line in text.splitlines() if line.startswith("| s_flip |"))
     assert f"{c['exact']:.2f} | {c['learned']:.2f} | {c['delta']:+.2f} |" in row.split("|", 10)[-1]
     assert "CTC moves" in text or "No CTC moves" in text
-    for name, _, _ in mg.SETTINGS:  # the learned half's figures, one pair per setting
-        assert f"reliability_learned_{mg._slug(name)}.png" in text and f"scatter_learned_{mg._slug(name)}.png" in text
+    for name, _, _ in P.SETTINGS:  # the learned half's figures, one pair per setting
+        assert f"reliability_learned_{R._slug(name)}.png" in text and f"scatter_learned_{R._slug(name)}.png" in text

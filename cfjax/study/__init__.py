@@ -1,0 +1,32 @@
+"""Paper 000's study: counterfactual marginalisation of trained image classifiers.
+
+On the synthetic chest-radiograph SCM (:class:`cfjax.data.ChestSCM`), two acquisition sites
+and three settings (train and test on site A; on site B; train on A, test on B's natural
+demographics): the ten predictors of paper 000 (seven trained members × seeds as one vmapped
+ensemble, three logit offsets), K = 16 counterfactual images per test unit (sex × 8 ages) from
+a counterfactual *source* (exact by default; a learned HVAE generator with
+:class:`GeneratorSettings`), and every table: risk, calibration, stability, their CTC, bootstrap
+intervals, ΔAUC and its correlation with stability, Proposition 1, ranking agreement.
+
+:func:`run` does it all and writes ``report.md``, ``results.json``, figures, predictions and
+checkpoints; ``experiments/marginalisation.py`` and ``cfjax demo`` call it.
+
+Example (the whole study takes minutes; see ``cfjax demo`` for a run):
+  >>> from cfjax import study
+  >>> [name for name, _, _ in study.SETTINGS], study.QUICK.size, study.FULL.size
+  (['A', 'B', 'A->B'], 32, 64)
+"""
+
+from cfjax.study.learned import (GENERATOR_FULL, GENERATOR_QUICK, GeneratorSettings, LearnedSource,
+                                 learned_images, learned_scm, train_generator)
+from cfjax.study.marginalisation import (FULL, QUICK, Config, CounterfactualSource, evaluate_setting,
+                                         exact_counterfactuals, run, train_generators, train_site)
+from cfjax.study.paper import SETTINGS, SITE_A, SITE_B
+from cfjax.study.report import compare_settings, reliability_figure, scatter_figure, write_report
+
+__all__ = [
+    "Config", "FULL", "QUICK", "run", "train_site", "evaluate_setting", "CounterfactualSource",
+    "exact_counterfactuals", "GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "LearnedSource",
+    "train_generator", "train_generators", "learned_images", "learned_scm", "SITE_A", "SITE_B", "SETTINGS",
+    "compare_settings", "reliability_figure", "scatter_figure", "write_report",
+]

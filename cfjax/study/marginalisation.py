@@ -1,0 +1,457 @@
+"""Paper 000's study end to end on the synthetic chest-radiograph SCM: trained CNN effusion
+classifiers, the ten predictors, exact counterfactual images, and every table of the paper.
+
+Three settings, as in paper 000: train and test on site A; train and test on site B; train on
+site A and test on a natural-demographics test set of site B (units sampled from site B's SCM,
+not the balanced split). Site B differs from site A in its acquisition only
+(:data:`SITE_B`: gain 0.85, gamma 1.25, texture noise 0.07, offset +0.03; site A is
+``cf.data.Acquisition()``: gain 1, gamma 1, noise 0.04, offset 0).
+
+Per training site, the seven trained predictors (basic, sex 0.80/0.90/0.95, age
+0.80/0.90/0.95) × S seeds are trained as ONE ensemble (``cfjax.predictors.train``: one vmapped,
+jitted program, masks over one training pool); the logit-offset predictors wrap the basic
+members (``cfjax.predictors.paper_predictions``). Every test unit gets K = 16 counterfactual
+images (do(sex ∈ {M, F}, age ∈ 8 values 20..90), q uniform) from a counterfactual *source*:
+by default :func:`exact_counterfactuals`, i.e. ``ChestSCM.counterfactuals`` — the same
+exogenous image noise re-rendered under the counterfactual parents. A learned generator plugs
+in as another source with the same signature.
+
+Treatment of the parents under do(sex, age): sex and age are set; race is kept (not a
+descendant); lung size follows its parents with its abducted noise; effusion (the label) is
+held at its observed value (``label="fixed"``, paper 000's setting: every
+counterfactual is scored against the factual label) or follows the new age with its abducted
+noise (``label="follows"``: the images then carry counterfactual labels; the definitions §1 metrics still
+score against the factual label, and R_IE against the counterfactual labels is reported
+beside it).
+
+With a ``generator`` (:class:`~cfjax.study.learned.GeneratorSettings`) every table is computed
+twice: with the exact counterfactuals and with *learned* ones (:mod:`cfjax.study.learned`): per site a conditional HVAE image mechanism
+(``cfjax.generative``) is trained on the training split's factual images and parents; the
+counterfactual parents are the exact source's (the parent mechanisms are the true ones; under
+``fixed`` effusion is held in both), and each test unit's image noise is abducted from its
+factual image once and decoded under every counterfactual parent vector. ``results.json`` gains
+``learned`` (the generators, every number again, and ``comparison``: per setting, metric and
+predictor the seed means ``exact``, ``learned``, ``delta``, and the CTC likewise); the report a
+section with exact | learned | Δ tables and the largest moves.
+
+Outputs under ``out``: ``report.md`` (tables, figures, findings measured from the
+numbers, paper 000's values beside ours), ``results.json`` (every number), reliability
+diagrams and ΔAUC-vs-stability scatter plots (PNG), the saved predictions
+(``predictions_<setting>.npz``) and the trained ensembles' orbax checkpoints
+(``checkpoints/site_A``, ``checkpoints/site_B``; a rerun with the same config resumes or
+reuses them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import time
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import stats
+
+import cfjax as cf
+from cfjax import metrics as cm
+from cfjax import _checks
+from cfjax import predictors as cp
+from cfjax._io import atomic_write_bytes
+from cfjax.study import learned as ls
+from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, RISKS, CALIBRATION, SETTINGS, SITE_A, SITE_B, STABILITY
+from cfjax.study.report import (_by_name, _jsonable, _slug, compare_settings, reliability_figure, scatter_figure,
+                                write_report)
+
+__all__ = ["Config", "FULL", "QUICK", "CounterfactualSource", "exact_counterfactuals", "train_site",
+           "evaluate_setting", "train_generators", "run"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Sizes and optimisation settings of one run.
+
+    ``effusion_size`` is ChestSCM's difficulty knob (median fluid height as a fraction of the
+    lung); ``test_prevalence`` the effusion prevalence of every cell of the balanced split.
+    """
+
+    size: int = 64
+    n_train: int = 10000
+    n_val: int = 1500
+    test_per_cell: int = 300
+    n_natural: int = 3000
+    features: tuple[int, ...] = (8, 16, 32)
+    steps: int = 2000
+    batch_size: int = 32
+    learning_rate: float = 2e-3
+    weight_decay: float = 1e-4
+    warmup: int = 100
+    eval_every: int = 200
+    patience: int = 4
+    bootstrap: int = 500
+    prop1_resamples: int = 2000
+    prevalence: float = 0.3
+    test_prevalence: float = 0.3
+    effusion_size: float = 0.3
+    chunk: int = 512
+
+    def train_config(self) -> cp.TrainConfig:
+        return cp.TrainConfig(steps=self.steps, batch_size=self.batch_size, learning_rate=self.learning_rate,
+                              weight_decay=self.weight_decay, warmup=self.warmup, eval_every=self.eval_every,
+                              patience=self.patience)
+
+
+FULL = Config()
+QUICK = Config(size=32, n_train=3000, n_val=500, test_per_cell=50, n_natural=600, features=(8, 16, 32),
+               steps=500, batch_size=32, eval_every=100, patience=3, warmup=50, bootstrap=200,
+               prop1_resamples=1000, effusion_size=0.4)
+
+#: a counterfactual source: (scm, records, interventions, key, label) -> {"parents", "image"}
+CounterfactualSource = Callable[[Any, Mapping[str, Any], Mapping[str, Any], jax.Array, str], Mapping[str, Any]]
+
+
+def exact_counterfactuals(chest: cf.data.ChestSCM, records: Mapping[str, Any], interventions: Mapping[str, Any],
+                          key: jax.Array, label: str) -> Mapping[str, Any]:
+    """The SCM's exact counterfactuals: ``{"parents": {node: (K, N)}, "image": (K, N, H, W)}``."""
+    return chest.counterfactuals(records, interventions, key, label=label)
+
+
+
+# ------------------------------------------------------------------------- helpers
+class _Clock:
+    """Stage lines with the elapsed time, printed or handed to ``sink``."""
+
+    def __init__(self, sink: Callable[[str], None] | None = None):
+        self.start = time.perf_counter()
+        self.sink = sink
+
+    def __call__(self, msg: str) -> None:
+        line = f"[{time.perf_counter() - self.start:7.1f} s] {msg}"
+        if self.sink is None:
+            print(line, flush=True)
+        else:
+            self.sink(line)
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+
+def _report_fields(report: cm.MarginalisationReport, n_pred: int, n_seeds: int) -> dict[str, np.ndarray]:
+    """Report fields as float64 arrays ``(10, S, ...)``; CVaR split into ``cvar_<alpha>``."""
+    out = {}
+    for name in report.__dataclass_fields__:
+        if name == "alphas":
+            continue
+        v = np.asarray(jax.device_get(getattr(report, name)), np.float64)
+        v = v.reshape((n_pred, n_seeds) + v.shape[1:])
+        if name == "risk_cvar":
+            for j, a in enumerate(report.alphas):
+                out[f"cvar_{a:g}"] = v[..., j]
+        else:
+            out[name] = v
+    return out
+
+
+def _pairs_same_order(a: np.ndarray, b: np.ndarray) -> float:
+    """Fraction of the pairs (i < j) that ``a`` and ``b`` order strictly the same way."""
+    i, j = np.triu_indices(len(a), 1)
+    return float(np.mean(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]) > 0))
+
+
+def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return {"pearson": float("nan"), "spearman": float("nan")}
+    return {"pearson": float(stats.pearsonr(x, y)[0]), "spearman": float(stats.spearmanr(x, y)[0])}
+
+
+
+# ------------------------------------------------------------------------- training
+def train_site(chest: cf.data.ChestSCM, data_seed: int, seeds: tuple[int, ...], config: Config, model: Any,
+               out: str, log: Callable[[str], None], progress: bool | None = None) -> dict[str, Any]:
+    """Train the seven trained predictors × seeds of one site as one ensemble."""
+    data = chest.datasets(data_seed, n_train=config.n_train, n_val=config.n_val,
+                          test_per_cell=config.test_per_cell, test_prevalence=config.test_prevalence)
+    tr, va = data["train"], data["validation"]
+    p = tr["parents"]
+    fam = cp.paper_family(p["sex"], p["age"], p["effusion"], cp.datasets_bias_key(data_seed), seeds)
+    log(f"  training {len(fam.names)} members as one ensemble on {config.n_train} images "
+        f"({config.size}x{config.size}), kept per member: "
+        + ", ".join(f"{n}={int(k)}" for n, k in zip(fam.names[::len(seeds)],
+                                                     np.asarray(fam.masks.sum(axis=1))[::len(seeds)])))
+    ckpt = os.path.abspath(os.path.join(out, "checkpoints", f"site_{chest_site_name(chest)}"))
+    resumed = os.path.isdir(ckpt) and cp.latest_checkpoint_step(ckpt) is not None
+    if resumed:
+        log(f"  resuming from the checkpoint in {ckpt} (step {cp.latest_checkpoint_step(ckpt)})")
+    state = cp.train(model, tr["image"], p["effusion"], fam.masks, fam.seeds, va["image"],
+                     va["parents"]["effusion"], config.train_config(), names=fam.names, checkpoint_dir=ckpt,
+                     progress=progress)
+    log(f"  trained: {int(state.step)} steps, best validation AUC per member "
+        f"{np.round(np.asarray(state.best_auc), 3).tolist()}")
+    return {"family": fam, "params": state.best_params, "data": data, "steps": int(state.step), "resumed": resumed,
+            "best_val_auc": np.asarray(state.best_auc, np.float64), "best_step": np.asarray(state.best_step)}
+
+
+def chest_site_name(chest: cf.data.ChestSCM) -> str:
+    return "A" if chest.site == SITE_A else "B"
+
+
+# ------------------------------------------------------------------------- one setting
+def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: cf.data.ChestSCM,
+                     test: Mapping[str, Any], config: Config, key: jax.Array, label: str,
+                     source: CounterfactualSource, out: str, log: Callable[[str], None],
+                     tag: str = "") -> dict[str, Any]:
+    """Every table of one setting: predictions, reports with bootstrap intervals, ΔAUC,
+    correlations, Proposition 1, ranking agreement; saves the predictions as an npz
+    (``predictions_<setting><tag>.npz``)."""
+    fam, params = trained["family"], trained["params"]
+    seeds = [int(s) for n, s in zip(fam.names, fam.seeds) if n == "basic"]
+    n_seeds = len(seeds)
+    parents = test["parents"]
+    y = np.asarray(parents["effusion"]).astype(np.int32)
+    sex = np.asarray(parents["sex"]).astype(np.int32)
+    age = np.asarray(parents["age"], np.float64)
+    race = np.asarray(parents["race"]).astype(np.int32)
+    n = len(y)
+    k_cf, k_race, k_boot, k_prop = jax.random.split(key, 4)
+
+    do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20.0, 90.0, 8)})
+    t0 = time.perf_counter()
+    cfo = source(chest, test, do, k_cf, label)
+    images_cf = cfo["image"]
+    sex_cf = jnp.asarray(cfo["parents"]["sex"]).astype(jnp.int32)
+    y_cf = np.asarray(cfo["parents"]["effusion"]).astype(np.int32)  # (K, N)
+    log(f"  {name}: {n} test units x K = {len(q)} counterfactual images ({time.perf_counter() - t0:.1f} s); "
+        f"label {label}: effusion changed in {np.mean(y_cf != y[None, :]):.1%} of them")
+    # do(race) alone, for Proposition 1 (race: 0.60 / 0.25 / 0.15)
+    race_cf = source(chest, test, {"race": jnp.arange(3, dtype=jnp.int32)}, k_race, label)
+    t0 = time.perf_counter()
+    # one inference call on every image of the setting: factual, K counterfactual, 3 do(race)
+    images = jnp.concatenate([jnp.asarray(test["image"])[None], jnp.asarray(images_cf),
+                              jnp.asarray(race_cf["image"])])  # (1 + K + 3, N, H, W)
+    logits = cp.predict(model, params, images, logits=True, chunk=config.chunk)  # (M, 1 + K + 3, N)
+    k = len(q)
+    sex_all = jnp.concatenate([jnp.asarray(sex)[None], sex_cf, jnp.broadcast_to(jnp.asarray(sex), (3, n))])
+    names, p_all = cp.paper_predictions(fam.names, fam.seeds, logits, sex_all)  # (10, S, 1 + K + 3, N)
+    p_obs, p_cf, p_race = p_all[:, :, 0], p_all[:, :, 1:1 + k], p_all[:, :, 1 + k:]
+    log(f"  {name}: inference of {len(fam.names)} members on {n * (1 + k + 3)} images "
+        f"({time.perf_counter() - t0:.1f} s)")
+
+    n_pred = len(names)
+    p_obs_np = np.asarray(p_obs, np.float32)
+    p_cf_np = np.asarray(jnp.swapaxes(p_cf, 2, 3), np.float32)  # (10, S, N, K): evaluate's layout
+    p_race_np = np.asarray(jnp.swapaxes(p_race, 2, 3), np.float32)  # (10, S, N, 3)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, names=np.array(names), seeds=np.array(seeds), p_obs=p_obs_np, p_cf=p_cf_np,
+                        p_race=p_race_np, y=y, y_cf=y_cf, sex=sex, age=age, race=race,
+                        weights=np.asarray(q, np.float64))
+    atomic_write_bytes(os.path.join(out, f"predictions_{_slug(name)}{tag}.npz"), buf.getvalue())
+
+    # ---- reports, every predictor × seed at once, and paired bootstrap intervals
+    t0 = time.perf_counter()
+    flat_obs = jnp.asarray(p_obs_np.reshape(n_pred * n_seeds, n))
+    flat_cf = jnp.asarray(p_cf_np.reshape(n_pred * n_seeds, n, len(q)))
+    report = cm.evaluate_many(flat_obs, flat_cf, y)
+    per_seed = _report_fields(report, n_pred, n_seeds)
+    t1 = time.perf_counter()
+    boot = jax.vmap(lambda po, pc: cm.evaluate_bootstrap(po, pc, y, key=k_boot, resamples=config.bootstrap,
+                                                         return_replicates=True))(flat_obs, flat_cf)
+    reps = _report_fields(boot.replicates, n_pred, n_seeds)  # (10, S, B)
+    ci = {f: np.stack([np.percentile(v.mean(axis=1), 2.5, axis=-1), np.percentile(v.mean(axis=1), 97.5, axis=-1)],
+                      axis=-1) for f, v in reps.items()}  # of the seed mean: (10, 2)
+    log(f"  {name}: reports ({t1 - t0:.1f} s) and {config.bootstrap} bootstrap resamples of "
+        f"{n_pred * n_seeds} predictors ({time.perf_counter() - t1:.1f} s)")
+    if label == "follows":
+        bce = -(y_cf.T * np.log(np.clip(p_cf_np, 1e-7, 1 - 1e-7))
+                + (1 - y_cf.T) * np.log(np.clip(1 - p_cf_np, 1e-7, 1 - 1e-7)))
+        per_seed["risk_ie_cf_labels"] = np.einsum("psnk,k->psn", bce, np.asarray(q, np.float64)).mean(axis=-1)
+
+    chains = [[names.index(p) for p in chain] for chain in cm.PAPER_CHAINS]
+    increasing = {**{f: True for f in RISKS + CALIBRATION}, **dict(STABILITY), "risk_ie_cf_labels": True}
+    ctc = {f: float(cm.correct_transition_count(jnp.asarray(v.T), chains, increasing=increasing[f]))
+           for f, v in per_seed.items() if f in increasing}
+
+    # ---- AUC, stratified AUC and ΔAUC per attribute
+    groups = {"sex": (sex, 2), "age_group": (cf.data.age_group(age), 3), "race": (race, 3)}
+    auc = np.asarray(jax.vmap(cm.auc, in_axes=(0, None))(flat_obs, jnp.asarray(y)), np.float64).reshape(n_pred, n_seeds)
+    strat, delta = {}, {}
+    for attr, (codes, g) in groups.items():
+        codes = jnp.asarray(codes.astype(np.int32))
+        s = jax.jit(jax.vmap(lambda p, c=codes, g=g: cm.stratified_auc(p, jnp.asarray(y), c, num_groups=g)))(flat_obs)
+        strat[attr] = np.asarray(s, np.float64).reshape(n_pred, n_seeds, g)
+        delta[attr] = strat[attr].max(axis=-1) - strat[attr].min(axis=-1)
+    # the shortcut read off the counterfactuals: mean p(female) − p(male), p(age 90) − p(age 20)
+    sex_k, age_k = np.asarray(do["sex"]), np.asarray(do["age"])
+    cf_sex_effect = (p_cf_np[..., sex_k == 1].mean(-1) - p_cf_np[..., sex_k == 0].mean(-1)).mean(-1)
+    cf_age_effect = (p_cf_np[..., age_k == 90].mean(-1) - p_cf_np[..., age_k == 20].mean(-1)).mean(-1)
+
+    rows = [names.index(p) for p in DELTA_NAMES]
+    correlations = {attr: {f: _corr(delta[attr][rows].ravel(), per_seed[f][rows].ravel()) for f, _ in STABILITY}
+                    for attr in ATTRIBUTES}
+
+    # ---- Proposition 1: observational vs counterfactual subgroup means over resampled test sets
+    t0 = time.perf_counter()
+    idx = cm.bootstrap_indices(k_prop, n, config.prop1_resamples)  # (R, N)
+    race_j = jnp.asarray(race)
+    flat_race = jnp.asarray(p_race_np.reshape(n_pred * n_seeds, n, 3))
+
+    def one_resample(i):
+        return jax.vmap(lambda po, pd: cm.subgroup_means(po[i], race_j[i], pd[i]))(flat_obs, flat_race)
+
+    sm = jax.lax.map(one_resample, idx, batch_size=50)
+    obs_means = np.asarray(sm.obs_mean, np.float64)  # (R, P, 3)
+    cf_means = np.asarray(sm.cf_mean, np.float64)
+    var_obs = np.nanvar(obs_means, axis=0, ddof=1).reshape(n_pred, n_seeds, 3)
+    var_cf = np.nanvar(cf_means, axis=0, ddof=1).reshape(n_pred, n_seeds, 3)
+    n_z = np.bincount(race, minlength=3).astype(np.float64)
+    sigma2 = np.stack([p_obs_np[..., race == z].var(axis=-1, ddof=1) if n_z[z] > 1 else
+                       np.full(p_obs_np.shape[:2], np.nan) for z in range(3)], axis=-1)  # (10, S, 3)
+    prop1 = {"subgroups": {"common": 0, "rare": 2}, "n": n, "n_z": n_z.tolist(), "resamples": config.prop1_resamples,
+             "var_obs": var_obs, "var_cf": var_cf, "bound_obs": sigma2 / n_z, "bound_cf": sigma2 / n, "sigma2": sigma2,
+             "sigma2_gen": 0.0}
+    log(f"  {name}: Proposition 1 over {config.prop1_resamples} resampled test sets "
+        f"({time.perf_counter() - t0:.1f} s)")
+
+    # ---- does the label-free stability ranking agree with the labelled risk ranking?
+    agreement = {}
+    for lf in ("s_flip", "s_var"):
+        for lab in ("risk_orig", "risk_cm"):
+            taus = [float(stats.kendalltau(per_seed[lf][:, s], per_seed[lab][:, s])[0]) for s in range(n_seeds)]
+            same = [_pairs_same_order(per_seed[lf][:, s], per_seed[lab][:, s]) for s in range(n_seeds)]
+            agreement[f"{lf}~{lab}"] = {"kendall_tau": taus, "pairs_same_order": same}
+
+    return {"names": list(names), "seeds": seeds, "n": n, "n_pos": int(y.sum()), "weights": np.asarray(q).tolist(),
+            "per_seed": per_seed, "ci95_seed_mean": ci, "ctc": ctc, "auc": auc, "stratified_auc": strat,
+            "delta_auc": delta, "cf_sex_effect": cf_sex_effect, "cf_age_effect": cf_age_effect,
+            "correlations": correlations, "proposition1": prop1, "ranking_agreement": agreement,
+            "label_changed": float(np.mean(y_cf != y[None, :])),
+            "_plots": {"p_obs": p_obs_np[:, 0], "p_bar": p_cf_np[:, 0] @ np.asarray(q, np.float32), "y": y}}
+
+
+
+# ------------------------------------------------------------------------- main
+def train_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping[str, Any],
+                     generator: ls.GeneratorSettings, out: str, log: Callable[[str], None],
+                     progress: bool | None = False) -> tuple[ls.LearnedSource, dict[str, Any]]:
+    """One HVAE image generator per site on its training split (checkpointed under
+    ``checkpoints/generator_site_<site>``); the learned counterfactual source over them."""
+    fits, info = {}, {}
+    for data_seed, s in enumerate(("A", "B")):
+        tr = trained[s]["data"]["train"]
+        ckpt = os.path.abspath(os.path.join(out, "checkpoints", f"generator_site_{s}"))
+        resumed = cp.latest_checkpoint_step(ckpt) is not None
+        log(f"site {s}: HVAE image generator, {generator.steps} steps on {len(tr['image'])} training images"
+            + (" (resuming from its checkpoint)" if resumed else ""))
+        t0 = time.perf_counter()
+        fit = ls.train_generator(chests[s], tr, generator, jax.random.key(2000 + data_seed), checkpoint_dir=ckpt,
+                                 progress=progress)
+        seconds = time.perf_counter() - t0
+        tail = max(1, generator.steps // 10)
+        info[s] = {"n_train": int(len(tr["image"])), "seconds": seconds, "resumed_from_checkpoint": resumed,
+                   **{f"final_{k}": float(np.nanmean(fit.history[k][-tail:])) for k in ("loss", "rec", "kl")}}
+        log(f"  trained in {seconds:.1f} s; loss over the last {tail} steps {info[s]['final_loss']:.4f}")
+        fits[chests[s].site] = fit
+    return ls.LearnedSource(fits, chunk=generator.chunk), info
+
+
+def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str = "fixed",
+        source: CounterfactualSource = exact_counterfactuals, quick: bool = False,
+        generator: ls.GeneratorSettings | None = None, *, command: str | None = None,
+        progress: bool | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The whole study; writes every output under ``out`` and returns the results.
+
+    With ``generator``, one HVAE image generator per site is trained as well and every table is
+    computed a second time with its learned counterfactuals (:class:`ls.LearnedSource`),
+    compared side by side under ``results["learned"]`` and in the report.
+
+    Args:
+      config: sizes and optimisation settings (:data:`FULL`, :data:`QUICK`, or your own).
+      out: the output directory (created; checkpoints of an earlier run of the same
+        configuration are resumed or reused).
+      seeds: seeds per trained predictor (at least 2: the correlations run over
+        predictor-seed pairs).
+      label: ``"fixed"`` (effusion held at its observed value) or ``"follows"``.
+      source: the counterfactual source of the first pass (exact by default).
+      quick: marks the report as a quick configuration.
+      generator: train a learned image generator per site and score its counterfactuals too.
+      command: the command line the report says generated it (default: the function call).
+      progress: progress bars while training (default: when stdout is a terminal).
+      log: called with one line per stage (default: printed with the elapsed time).
+    """
+    seeds = tuple(int(s) for s in seeds)
+    if len(seeds) < 2:
+        _checks.fail("seeds", "at least 2 seeds (correlations over predictor-seed pairs)", repr(seeds))
+    if label not in cf.data.LABEL_MODES:
+        _checks.fail("label", f"one of {cf.data.LABEL_MODES}", repr(label))
+    if not isinstance(config, Config):
+        _checks.fail("config", "a cfjax.study.Config", repr(config))
+    clock = _Clock(log)
+    log = clock
+    os.makedirs(out, exist_ok=True)
+    model = cp.EffusionCNN(features=tuple(config.features))
+    chests = {s: cf.data.ChestSCM(prevalence=config.prevalence, size=config.size, site=site,
+                                  effusion_size=config.effusion_size)
+              for s, site in (("A", SITE_A), ("B", SITE_B))}
+    trained = {}
+    for data_seed, s in enumerate(("A", "B")):
+        log(f"site {s}: data and training")
+        trained[s] = train_site(chests[s], data_seed, seeds, config, model, out, log, progress)
+    natural = chests["B"].sample(jax.random.key(100), config.n_natural)
+    tests = {"A": trained["A"]["data"]["test"], "B": trained["B"]["data"]["test"], "A->B": natural}
+    if generator is not None:
+        learned_source, generator_info = train_generators(chests, trained, generator, out, log, progress)
+        learned, comparison = {}, {}
+    settings = {}
+    for i, (name, train_on, desc) in enumerate(SETTINGS):
+        log(f"setting {name}: trained on site {train_on}, tested on the {desc}")
+        res = evaluate_setting(name, model, trained[train_on], chests["B" if name != "A" else "A"], tests[name],
+                               config, jax.random.key(1000 + i), label, source, out, log)
+        reliability_figure(res, os.path.join(out, f"reliability_{_slug(name)}.png"),
+                           f"Setting {name}: smoothed reliability, seed {res['seeds'][0]}")
+        scatter_figure(res, os.path.join(out, f"scatter_{_slug(name)}.png"), f"Setting {name}: ΔAUC vs stability")
+        settings[name] = res
+        log(f"  {name}: AUC basic {res['auc'][0].mean():.3f}; CTC R_orig {res['ctc']['risk_orig']:.2f}, "
+            f"R_CM {res['ctc']['risk_cm']:.2f}, R_IE {res['ctc']['risk_ie']:.2f}")
+        if generator is not None:
+            log(f"setting {name}: again with learned counterfactuals")
+            first = len(learned_source.calls)
+            res_l = evaluate_setting(name, model, trained[train_on], chests["B" if name != "A" else "A"], tests[name],
+                                     config, jax.random.key(1000 + i), label, learned_source, out, log, tag="_learned")
+            calls = learned_source.calls[first:]
+            res_l["generator"] = {"pixel_mae": calls[0]["pixel_mae"], "pixel_mae_by_k": calls[0]["mae_by_k"],
+                                  "pixel_mae_race": calls[1]["pixel_mae"], "change_learned": calls[0]["change_learned"],
+                                  "change_exact": calls[0]["change_exact"], "seconds": sum(c["seconds"] for c in calls)}
+            learned[name], comparison[name] = res_l, compare_settings(res, res_l)
+            reliability_figure(res_l, os.path.join(out, f"reliability_learned_{_slug(name)}.png"),
+                               f"Setting {name}, learned counterfactuals: smoothed reliability, seed {res_l['seeds'][0]}")
+            scatter_figure(res_l, os.path.join(out, f"scatter_learned_{_slug(name)}.png"),
+                           f"Setting {name}, learned counterfactuals: ΔAUC vs stability")
+            moved = {f: t["delta"] for f, t in comparison[name]["ctc"].items() if t["delta"] != 0}
+            log(f"  {name} learned: pixel MAE vs exact {calls[0]['pixel_mae']:.4f}; CTC moves "
+                + (", ".join(f"{f} {d:+.2f}" for f, d in moved.items()) if moved else "none"))
+    results = {
+        "config": dataclasses.asdict(config), "devices": jax.local_device_count(), "quick": quick, "seeds": list(seeds), "counterfactual_label": label,
+        "sites": {"A": SITE_A._asdict(), "B": SITE_B._asdict()},
+        "training": {s: {"steps": t["steps"], "resumed_from_checkpoint": t["resumed"],
+                         "members": list(t["family"].names),
+                         "best_val_auc": t["best_val_auc"], "best_step": t["best_step"]} for s, t in trained.items()},
+        "settings": settings,
+    }
+    if generator is not None:
+        results["learned"] = {"generator": {"settings": dataclasses.asdict(generator), "sites": generator_info},
+                              "settings": learned, "comparison": comparison}
+    results["wall_time_s"] = log.elapsed
+    results["command"] = command or (f"cfjax.study.run(config, seeds={seeds}, label={label!r}"
+                                     + (", generator=..." if generator is not None else "") + ")")
+    write_report(results, out)
+    payload = dict(results, settings={k: _by_name(v) for k, v in settings.items()})
+    if generator is not None:
+        payload["learned"] = dict(results["learned"], settings={k: _by_name(v) for k, v in learned.items()})
+    atomic_write_bytes(os.path.join(out, "results.json"), json.dumps(_jsonable(payload), indent=1).encode())
+    log(f"wrote {out}/report.md and results.json; wall time {log.elapsed:.0f} s")
+    return results
+
+
