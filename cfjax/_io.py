@@ -16,6 +16,12 @@ from cfjax import _checks
 __all__ = ["atomic_write_bytes", "write_png"]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temporary file in the same folder, then rename)."""
     path = os.fspath(path)
@@ -25,6 +31,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plain open() would honour the umask
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

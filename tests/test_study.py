@@ -1,12 +1,15 @@
-"""cfjax.study (through experiments.marginalisation's command line) on a tiny configuration: the files exist, results.json has the
-required keys and predictor names, and the reported numbers equal cfjax.metrics on the saved
-predictions."""
+"""``cfjax demo --quick`` end to end (a subprocess, as a user runs it) and cfjax.study through
+it: the demo's report has its sections and figures, results.json every pillar; the study's files
+exist and its numbers equal cfjax.metrics on its saved predictions. experiments.marginalisation's
+command line is checked to call cfjax.study.run with its options."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -18,16 +21,95 @@ from cfjax.study import paper as P
 from cfjax.study import report as R
 from experiments import marginalisation as mg
 
-TINY = study.Config(size=32, n_train=256, n_val=128, test_per_cell=16, n_natural=96, features=(4, 8), steps=20,
-                 batch_size=16, eval_every=10, patience=2, warmup=2, bootstrap=10, prop1_resamples=40, chunk=256)
+PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("marginalisation"))
-    mg.main(["--out", out, "--seeds", "2"], config=TINY)
+def demo(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("demo") / "results")
+    proc = subprocess.run([sys.executable, "-m", "cfjax.cli", "demo", "--quick", "--out", out],
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(os.path.join(out, "results.json")) as f:
+        return out, json.load(f), proc.stdout
+
+
+@pytest.fixture(scope="module")
+def run(demo):
+    out = os.path.join(demo[0], "marginalisation")
     with open(os.path.join(out, "results.json")) as f:
         return out, json.load(f)
+
+
+def test_demo_report_sections_figures_and_summary(demo):
+    out, res, stdout = demo
+    with open(os.path.join(out, "report.md")) as f:
+        report = f.read()
+    for heading in ("## 1. Counterfactual marginalisation", "## 2. Sensitivity of counterfactual fairness",
+                    "## 3. Counterfactual representations"):
+        assert heading in report
+    figures = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", report)
+    for needed in ("counterfactual_grid.png", "cfu_curve.png", "marginalisation/reliability_A.png",
+                   "marginalisation/scatter_A.png"):
+        assert needed in figures
+    for fig in figures:
+        with open(os.path.join(out, fig), "rb") as f:
+            assert f.read(8) == PNG, fig
+    assert "report: " + os.path.join(out, "report.md") in stdout
+    assert set(res) >= {"command", "seed", "quick", "scale", "marginalisation", "sensitivity", "representations"}
+    # the report's CTC table is the study's
+    ctc = res["marginalisation"]["study"]["settings"]["A"]["ctc"]
+    row = re.search(r"^\| A \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|", report, re.M)
+    assert [float(v) for v in row.groups()] == pytest.approx([ctc["risk_orig"], ctc["risk_cm"], ctc["risk_ie"]],
+                                                             abs=5e-3)
+    # learned counterfactuals were scored, and the grid holds exact and learned rows
+    assert set(res["marginalisation"]["study"]["learned"]["comparison"]) == {"A", "B", "A->B"}
+    assert res["marginalisation"]["grid"]["learned"] is True
+    # run times stay out of results.json (same seed, same bytes)
+    assert "wall_time_s" not in json.dumps(res) and '"seconds"' not in json.dumps(res)
+
+
+def test_demo_sensitivity_answers_are_consistent(demo):
+    s = demo[1]["sensitivity"]
+    wc = s["worst_case"]
+    cfu = np.asarray(wc["cfu"], np.float64)
+    assert np.all(np.diff(cfu) >= -1e-12 * max(1.0, cfu.max()))  # nested budgets: the worst case grows
+    assert cfu[0] == pytest.approx(0.0, abs=1e-12)  # p_max = 0 is Model A: counterfactually fair
+    at_half = cfu[np.flatnonzero(np.isclose(wc["p_max"], 0.5))[0]]
+    assert at_half >= s["true_cfu"] * (1 - 1e-3)  # the worst case within |p| <= 0.5 covers the truth
+    inv = s["inverse"]["true_correlation_cfu"]
+    assert inv["reached"] and inv["p_max"] <= 0.5 + 0.02  # the true confounding needs at most its own budget
+
+
+def test_demo_representations_scores(demo):
+    reps = demo[1]["representations"]
+    for split, v in reps["splits"].items():
+        sc = v["scores"]
+        for key in ("pip", "pip_baseline"):
+            assert 0.0 <= sc[key] <= 1.0
+        assert sc["atv"] >= 0 and sc["atv_baseline"] >= 0
+    # the balanced split's concept is removed from x⊥: read no better than the majority class, give or take
+    ro = reps["splits"]["balanced"]["concept_readout"]
+    assert ro["accuracy_from_x_perp"] <= ro["majority"] + 0.05 and ro["accuracy_from_x"] >= 0.9
+
+
+def test_demo_refuses_a_non_empty_out(demo):
+    proc = subprocess.run([sys.executable, "-m", "cfjax.cli", "demo", "--quick", "--out", demo[0]],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--force" in proc.stderr
+
+
+def test_experiments_command_line_calls_the_study(monkeypatch):
+    calls = []
+    monkeypatch.setattr(study, "run", lambda *a, **k: calls.append((a, k)) or {})
+    mg.main(["--quick", "--seeds", "2", "--out", "somewhere", "--learned", "--counterfactual-label", "follows"])
+    (args, kwargs), = calls
+    assert args[:4] == (study.QUICK, "somewhere", (0, 1), "follows")
+    assert kwargs["generator"] == study.GENERATOR_QUICK and kwargs["quick"] is True
+    assert kwargs["command"].startswith("python -m experiments.marginalisation --quick")
+    with pytest.raises(SystemExit):
+        mg.main(["--seeds", "1"])
 
 
 def test_files_and_keys(run):
@@ -36,6 +118,7 @@ def test_files_and_keys(run):
         assert os.path.getsize(os.path.join(out, name)) > 0
     assert os.path.isdir(os.path.join(out, "checkpoints", "site_A"))
     assert os.path.isdir(os.path.join(out, "checkpoints", "site_B"))
+    assert os.path.isdir(os.path.join(out, "checkpoints", "generator_site_A"))
     assert set(res["settings"]) == {"A", "B", "A->B"}
     for setting, r in res["settings"].items():
         slug = R._slug(setting)

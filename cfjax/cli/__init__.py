@@ -34,7 +34,7 @@ def _register() -> None:
     programming error and fails loudly)."""
     import importlib
 
-    for name in ("evaluate", "sensitivity", "cfr", "chest"):
+    for name in ("demo", "evaluate", "sensitivity", "cfr", "chest"):
         try:
             module = importlib.import_module(f"cfjax.cli.{name}")
         except ModuleNotFoundError as e:  # a subcommand not written yet

@@ -70,6 +70,10 @@ __all__ = ["Config", "FULL", "QUICK", "CounterfactualSource", "exact_counterfact
            "evaluate_setting", "train_generators", "run"]
 
 
+#: key offset between two values of ``run``'s ``seed``
+_SEED_STRIDE = 10_000
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """Sizes and optimisation settings of one run.
@@ -335,7 +339,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
 # ------------------------------------------------------------------------- main
 def train_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping[str, Any],
                      generator: ls.GeneratorSettings, out: str, log: Callable[[str], None],
-                     progress: bool | None = False) -> tuple[ls.LearnedSource, dict[str, Any]]:
+                     progress: bool | None = False, seed: int = 0) -> tuple[ls.LearnedSource, dict[str, Any]]:
     """One HVAE image generator per site on its training split (checkpointed under
     ``checkpoints/generator_site_<site>``); the learned counterfactual source over them."""
     fits, info = {}, {}
@@ -346,7 +350,7 @@ def train_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping[st
         log(f"site {s}: HVAE image generator, {generator.steps} steps on {len(tr['image'])} training images"
             + (" (resuming from its checkpoint)" if resumed else ""))
         t0 = time.perf_counter()
-        fit = ls.train_generator(chests[s], tr, generator, jax.random.key(2000 + data_seed), checkpoint_dir=ckpt,
+        fit = ls.train_generator(chests[s], tr, generator, jax.random.key(2000 + data_seed + _SEED_STRIDE * seed), checkpoint_dir=ckpt,
                                  progress=progress)
         seconds = time.perf_counter() - t0
         tail = max(1, generator.steps // 10)
@@ -359,7 +363,7 @@ def train_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping[st
 
 def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str = "fixed",
         source: CounterfactualSource = exact_counterfactuals, quick: bool = False,
-        generator: ls.GeneratorSettings | None = None, *, command: str | None = None,
+        generator: ls.GeneratorSettings | None = None, *, seed: int = 0, command: str | None = None,
         progress: bool | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The whole study; writes every output under ``out`` and returns the results.
 
@@ -377,11 +381,21 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
       source: the counterfactual source of the first pass (exact by default).
       quick: marks the report as a quick configuration.
       generator: train a learned image generator per site and score its counterfactuals too.
+      seed: the data and key seed: site A's and B's datasets are ``ChestSCM.datasets(2 seed)``
+        and ``(2 seed + 1)``; every other key moves with it (0: the committed reports).
       command: the command line the report says generated it (default: the function call).
       progress: progress bars while training (default: when stdout is a terminal).
       log: called with one line per stage (default: printed with the elapsed time).
+
+    Returns:
+      The results, as ``results.json`` holds them (arrays indexed by predictor, not named), plus
+      ``_chests`` (the two sites' SCMs), ``_tests`` (the three test sets) and, with a generator,
+      ``_learned_source`` (the trained generators): kept for further use, never written.
     """
     seeds = tuple(int(s) for s in seeds)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        _checks.fail("seed", "a non-negative integer", repr(seed))
+    seed = int(seed)
     if len(seeds) < 2:
         _checks.fail("seeds", "at least 2 seeds (correlations over predictor-seed pairs)", repr(seeds))
     if label not in cf.data.LABEL_MODES:
@@ -396,19 +410,19 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
                                   effusion_size=config.effusion_size)
               for s, site in (("A", SITE_A), ("B", SITE_B))}
     trained = {}
-    for data_seed, s in enumerate(("A", "B")):
+    for i, s in enumerate(("A", "B")):
         log(f"site {s}: data and training")
-        trained[s] = train_site(chests[s], data_seed, seeds, config, model, out, log, progress)
-    natural = chests["B"].sample(jax.random.key(100), config.n_natural)
+        trained[s] = train_site(chests[s], 2 * seed + i, seeds, config, model, out, log, progress)
+    natural = chests["B"].sample(jax.random.key(100 + _SEED_STRIDE * seed), config.n_natural)
     tests = {"A": trained["A"]["data"]["test"], "B": trained["B"]["data"]["test"], "A->B": natural}
     if generator is not None:
-        learned_source, generator_info = train_generators(chests, trained, generator, out, log, progress)
+        learned_source, generator_info = train_generators(chests, trained, generator, out, log, progress, seed)
         learned, comparison = {}, {}
     settings = {}
     for i, (name, train_on, desc) in enumerate(SETTINGS):
         log(f"setting {name}: trained on site {train_on}, tested on the {desc}")
         res = evaluate_setting(name, model, trained[train_on], chests["B" if name != "A" else "A"], tests[name],
-                               config, jax.random.key(1000 + i), label, source, out, log)
+                               config, jax.random.key(1000 + i + _SEED_STRIDE * seed), label, source, out, log)
         reliability_figure(res, os.path.join(out, f"reliability_{_slug(name)}.png"),
                            f"Setting {name}: smoothed reliability, seed {res['seeds'][0]}")
         scatter_figure(res, os.path.join(out, f"scatter_{_slug(name)}.png"), f"Setting {name}: ΔAUC vs stability")
@@ -419,7 +433,7 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
             log(f"setting {name}: again with learned counterfactuals")
             first = len(learned_source.calls)
             res_l = evaluate_setting(name, model, trained[train_on], chests["B" if name != "A" else "A"], tests[name],
-                                     config, jax.random.key(1000 + i), label, learned_source, out, log, tag="_learned")
+                                     config, jax.random.key(1000 + i + _SEED_STRIDE * seed), label, learned_source, out, log, tag="_learned")
             calls = learned_source.calls[first:]
             res_l["generator"] = {"pixel_mae": calls[0]["pixel_mae"], "pixel_mae_by_k": calls[0]["mae_by_k"],
                                   "pixel_mae_race": calls[1]["pixel_mae"], "change_learned": calls[0]["change_learned"],
@@ -433,7 +447,7 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
             log(f"  {name} learned: pixel MAE vs exact {calls[0]['pixel_mae']:.4f}; CTC moves "
                 + (", ".join(f"{f} {d:+.2f}" for f, d in moved.items()) if moved else "none"))
     results = {
-        "config": dataclasses.asdict(config), "devices": jax.local_device_count(), "quick": quick, "seeds": list(seeds), "counterfactual_label": label,
+        "config": dataclasses.asdict(config), "seed": seed, "devices": jax.local_device_count(), "quick": quick, "seeds": list(seeds), "counterfactual_label": label,
         "sites": {"A": SITE_A._asdict(), "B": SITE_B._asdict()},
         "training": {s: {"steps": t["steps"], "resumed_from_checkpoint": t["resumed"],
                          "members": list(t["family"].names),
@@ -443,6 +457,8 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
     if generator is not None:
         results["learned"] = {"generator": {"settings": dataclasses.asdict(generator), "sites": generator_info},
                               "settings": learned, "comparison": comparison}
+        results["_learned_source"] = learned_source  # the trained generators (not in results.json)
+    results["_chests"], results["_tests"] = chests, tests
     results["wall_time_s"] = log.elapsed
     results["command"] = command or (f"cfjax.study.run(config, seeds={seeds}, label={label!r}"
                                      + (", generator=..." if generator is not None else "") + ")")

@@ -1,0 +1,6 @@
+"""``python -m cfjax.cli``: the ``cfjax`` command."""
+
+from cfjax.cli import main
+
+if __name__ == "__main__":
+    main()
