@@ -22,7 +22,7 @@ from cfjax.data.splits import biased_training_mask
 __all__ = ["PAPER_NAMES", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",
            "datasets_bias_key", "logit_offset", "paper_predictions"]
 
-#: the ten predictors, in paper 000's (and ``experiments/demo.py``'s) order
+#: the ten predictors, in paper 000's order
 PAPER_NAMES = ("basic", "logit+0.5", "logit+1", "logit+2", "sex0.80", "sex0.90", "sex0.95",
                "age0.80", "age0.90", "age0.95")
 #: the logit-offset wrappers of the basic predictor and their β (definitions §1: σ(logit g + β s))
