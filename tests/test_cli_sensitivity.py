@@ -121,6 +121,13 @@ def test_matches_library_column_order_graph_format_bytes(rng, tmp_path, capsys, 
         assert res["inverse"]["p_max"] is None
     for row in res["lambda_sweep"]:
         _close(row["cfu_at_worst_case_P"], sweep[row["lam"]])
+    # λ = 0 (collinear embeddings: race² is the intercept) is the least-squares fit, never NaN. Each
+    # child's features span its parents' equations and the parents (lsat's quadratic embedding of
+    # race and gpa holds 1, race, race² and gpa): unpenalised, Model B with correlated errors is a
+    # reparameterisation of Model A, so its CFU is 0 up to rounding.
+    sweep_rows = {row["lam"]: row["cfu_at_worst_case_P"] for row in res["lambda_sweep"]}
+    assert all(v is not None and np.isfinite(v) for row in sweep_rows.values() for v in row), sweep_rows
+    assert max(sweep_rows[0.0]) <= 1e-9 * max(sweep_rows[res["model"]["lam"]])
     # the curve grows with the budget and starts near 0 (P = I, up to the paper's Model A's GLS step)
     cfu = np.asarray(res["worst_case"]["cfu"])
     assert np.all(np.diff(cfu) >= 0) and cfu[0] < 1e-6 * cfu[-1]

@@ -152,6 +152,44 @@ def test_model_b_sigma_minimises_the_profile_likelihood(rng, x64):
     np.testing.assert_allclose(model.w, w, rtol=1e-9)
 
 
+def unpenalised_gls(embeddings, X, prec):
+    """Minimum-norm ``argmin_w Σ_i (x_i − Φ_i w)ᵀ S (x_i − Φ_i w)`` (pseudo-inverse of the
+    stacked normal equations, assembled block by block) and that minimum (reference)."""
+    widths = np.cumsum([0] + [F.shape[1] for F in embeddings])
+    A, b = np.zeros((widths[-1],) * 2), np.zeros(widths[-1])
+    for j, Fj in enumerate(embeddings):
+        for k, Fk in enumerate(embeddings):
+            A[widths[j]:widths[j + 1], widths[k]:widths[k + 1]] = prec[j, k] * Fj.T @ Fk
+            b[widths[j]:widths[j + 1]] += prec[j, k] * Fj.T @ X[:, k]
+    w = np.linalg.pinv(A, hermitian=True) @ b
+    E = X - np.stack([F @ w[widths[j]:widths[j + 1]] for j, F in enumerate(embeddings)], 1)
+    return w, np.einsum("ij,jk,ik->", E, prec, E)
+
+
+def test_unpenalised_model_b_is_the_least_squares_fit_at_the_profile_optimum(rng, x64):
+    # λ = 0 with collinear embeddings (A² = 1 is the intercept): Model B, jitted with λ traced
+    # inside, once solved the singular penalised normal equations and gave NaN (and so did CFU
+    # in the λ sweep of `cfjax sensitivity`).
+    from scipy.optimize import minimize
+
+    embeddings, X = law_school_like(rng, n=300)
+    d = S.design(embeddings, X)
+    P = np.array([[1.0, -0.45], [-0.45, 1.0]])
+    model = S.fit_model_b(d, P, 0.0)
+
+    def profile(log_s):
+        Sigma = np.exp(log_s)[:, None] * P * np.exp(log_s)[None, :]
+        return unpenalised_gls(embeddings, X, np.linalg.inv(Sigma))[1] + X.shape[0] * np.linalg.slogdet(Sigma)[1]
+
+    ref = minimize(profile, x0=np.zeros(2), method="Nelder-Mead", options=dict(xatol=1e-10, fatol=1e-12, maxiter=4000))
+    np.testing.assert_allclose(np.log(model.sigma), ref.x, atol=1e-5)
+    sigma = np.asarray(model.sigma)
+    w, _ = unpenalised_gls(embeddings, X, np.linalg.inv(sigma[:, None] * P * sigma[None, :]))
+    np.testing.assert_allclose(model.w, w, rtol=1e-7, atol=1e-9)
+    # A per-equation λ of zeros is the same unpenalised fit.
+    np.testing.assert_allclose(S.fit_model_b(d, P, jnp.zeros(2)).w, model.w, rtol=1e-12, atol=1e-12)
+
+
 def test_model_b_gradient_in_the_correlation_matches_finite_differences(rng, x64):
     embeddings, X = law_school_like(rng, n=400)
     d = S.design(embeddings, X)

@@ -244,9 +244,6 @@ def profile_objective(d: Design, log_sigma: jax.Array, P: jax.Array, lam: Any) -
     return jnp.sum(precision * R) + n * (2 * jnp.sum(log_sigma) + jnp.linalg.slogdet(P)[1])
 
 
-# Jitted: eagerly, ``custom_root`` would trace fresh closures and compile its loops anew at every
-# call (thousands of programs over a long run); jitted, one program per shape and dtype.
-@functools.partial(jax.jit, static_argnames="newton_steps")
 def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_steps: int = 30) -> ModelB:
     """Model B for the error correlation ``P (m, m)`` (definitions §3): σ from the profile likelihood
     (:func:`profile_objective`) by damped Newton steps in log σ (at most ``newton_steps``, until
@@ -254,7 +251,24 @@ def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_step
 
     Differentiable in P (and λ): the σ solve is differentiated implicitly (``lax.custom_root``:
     the derivative of the stationarity condition, not of the iterations).
+
+    A concrete ``lam`` of exactly 0 (a number, or a concrete array of zeros; ``FairModel.lam``
+    is one even inside a jitted function, being static) is the unpenalised fit: every GLS solve
+    is the minimum-norm least-squares one (:func:`gls`), so that collinear embeddings (``A²`` =
+    1 when A = ±1) do not make it singular. A traced ``lam`` is always solved as a penalty.
     """
+    unpenalised = all(map(_checks.is_concrete, jax.tree.leaves(lam))) and not np.any(np.asarray(lam))
+    return _fit_model_b(d, P, None if unpenalised else lam, log_sigma0, newton_steps, unpenalised)
+
+
+# Jitted: eagerly, ``custom_root`` would trace fresh closures and compile its loops anew at every
+# call (thousands of programs over a long run); jitted, one program per shape and dtype. Whether
+# λ is exactly 0 is static: inside the program λ is traced, and :func:`gls` would no longer see
+# that it may take the unpenalised (pseudo-inverse) solve; the penalised one is singular there.
+@functools.partial(jax.jit, static_argnames=("newton_steps", "unpenalised"))
+def _fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: int, unpenalised: bool) -> ModelB:
+    if unpenalised:
+        lam = 0.0
     P = jnp.asarray(P)
     if log_sigma0 is None:
         R, mean = residual_products(d, gls(d, jnp.eye(P.shape[0], dtype=P.dtype), lam))
