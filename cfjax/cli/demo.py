@@ -60,12 +60,11 @@ def _scales() -> tuple[Scale, Scale]:
     from cfjax import study
 
     demo = Scale(
-        study=study.Config(size=32, n_train=2000, n_val=400, test_per_cell=30, n_natural=480, features=(8, 16, 32),
-                           steps=400, batch_size=32, eval_every=100, patience=2, warmup=40, bootstrap=200,
-                           prop1_resamples=500, effusion_size=0.4),
-        generator=study.GeneratorSettings(channels=(8, 16, 16), latent_dims=(0, 4, 4), steps=300, warmup=30,
-                                          kl_warmup=100, ema_decay=0.99, chunk_steps=100, chunk=100, cf_warmup=50,
-                                          ac_steps=150))
+        study=study.Config(size=32, n_train=1500, n_val=300, test_per_cell=20, n_natural=120, features=(8, 16, 32),
+                           steps=300, batch_size=32, eval_every=100, patience=2, warmup=30, bootstrap=50,
+                           prop1_resamples=200, effusion_size=0.4),
+        generator=study.GeneratorSettings(channels=(8, 16, 16), latent_dims=(0, 4, 4), steps=200, warmup=20,
+                                          kl_warmup=60, ema_decay=0.98, chunk_steps=100, chunk=120, cf_weight=0.0))
     quick = Scale(
         study=study.Config(size=32, n_train=400, n_val=120, test_per_cell=8, n_natural=48, features=(4, 8),
                            steps=40, batch_size=16, eval_every=20, patience=2, warmup=4, bootstrap=20,
