@@ -666,9 +666,8 @@ def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array, 
 
     def evaluate(p, L):
         P = cfg.P_fn(L, p)
-        value = full_cfu(P)
         if cfg.snap is None:
-            return value, P
+            return full_cfu(P), P
         # tanh saturates: its P never reaches the budget's edge, only approaches it, and
         # backtracking stops short of the margin. Entries within `snap` of the edge are also
         # tried at the edge (the limit point), then the whole P, when it is within `snap` of
@@ -680,7 +679,9 @@ def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array, 
         s = boundary_scale(edge - eye, p, cfg.min_eig)
         out = eye + jnp.clip(jnp.where(s * cfg.snap <= 1, s, 1) * (edge - eye), -p, p)
         usable = correlation_margin(out, cfg.min_eig) >= 0
-        out_value = jnp.where(usable, full_cfu(jnp.where(usable, out, P)), -jnp.inf)
+        # Both CFUs by one loop over the two matrices: CFU is traced (and compiled) once.
+        value, out_value = jax.lax.map(full_cfu, jnp.stack([P, jnp.where(usable, out, P)]))
+        out_value = jnp.where(usable, out_value, -jnp.inf)
         better = out_value > value
         return jnp.where(better, out_value, value), jnp.where(better, out, P)
 
@@ -758,19 +759,23 @@ def _polish(cfg: _Config, full_cfu: Callable, p: jax.Array, P0: jax.Array, value
     """
     value_and_grad = jax.value_and_grad(full_cfu)
 
+    # One evaluation per iteration, of the candidate the previous one proposed (the first: P0
+    # itself, taken as it is), so that CFU and its gradient are traced, and compiled, once.
     def body(state):
-        P, v, g, eta, t = state
-        cand = _project_usable(_along_boundary(P, g, p, cfg.min_eig, eta * p), p, cfg.min_eig)
+        P, v, g, eta, t, cand = state
         vc, gc = value_and_grad(cand)
-        ok = (vc > v) & jnp.isfinite(vc) & (correlation_margin(cand, cfg.min_eig) >= 0)
-        return (jnp.where(ok, cand, P), jnp.where(ok, vc, v), jnp.where(ok, gc, g),
-                jnp.where(ok, 2 * eta, eta / 4), t + 1)
+        first = t == 0
+        ok = first | ((vc > v) & jnp.isfinite(vc) & (correlation_margin(cand, cfg.min_eig) >= 0))
+        P, v, g = jnp.where(ok, cand, P), jnp.where(ok, vc, v), jnp.where(ok, gc, g)
+        eta = jnp.where(first, eta, jnp.where(ok, 2 * eta, eta / 4))
+        cand = _project_usable(_along_boundary(P, g, p, cfg.min_eig, eta * p), p, cfg.min_eig)
+        return P, v, g, eta, t + 1, cand
 
-    def cond(state):  # until the steps are spent or refused down to nothing
-        return (state[4] < cfg.polish_steps) & (state[3] >= _POLISH_STOP)
+    def cond(state):  # until the steps are spent or refused down to nothing (t = 0: P0's evaluation)
+        return (state[4] <= cfg.polish_steps) & (state[3] >= _POLISH_STOP)
 
-    v, g = value_and_grad(P0)
-    P, v, _, _, _ = jax.lax.while_loop(cond, body, (P0, v, g, jnp.asarray(_POLISH_START, P0.dtype), 0))
+    init = (P0, jnp.asarray(-jnp.inf, P0.dtype), jnp.zeros_like(P0), jnp.asarray(_POLISH_START, P0.dtype), 0, P0)
+    P, v, _, _, _, _ = jax.lax.while_loop(cond, body, init)
     better = v > value
     return jnp.where(better, v, value), jnp.where(better, P, P0)
 
