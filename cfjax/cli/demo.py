@@ -22,6 +22,7 @@ import dataclasses
 import io
 import os
 import time
+import warnings
 from typing import Any, Callable
 
 import click
@@ -47,10 +48,11 @@ class Scale:
     study: Any
     generator: Any
     seeds: int = 2
-    sensitivity_n: int = 2000
-    budgets: int = 8
+    sensitivity_n: int = 1000
+    budgets: int = 6
     restarts: int = 2
-    search_steps: int = 200
+    search_steps: int = 150
+    inverse_tol: float = 0.05
     embeddings_n: int = 4000
     embeddings_d: int = 32
     draws: int = 16
@@ -71,7 +73,8 @@ def _scales() -> tuple[Scale, Scale]:
                            prop1_resamples=50, effusion_size=0.4, chunk=256),
         generator=study.GeneratorSettings(channels=(4, 4, 4), latent_dims=(0, 2, 2), steps=20, warmup=2,
                                           kl_warmup=5, ema_decay=0.9, chunk_steps=10, chunk=64, cf_weight=0.0),
-        sensitivity_n=600, budgets=4, restarts=1, search_steps=30, embeddings_n=1000, embeddings_d=16, draws=4)
+        sensitivity_n=600, budgets=4, restarts=1, search_steps=30, inverse_tol=0.1, embeddings_n=1000,
+        embeddings_d=16, draws=4)
     return demo, quick
 
 
@@ -155,23 +158,27 @@ def sensitivity(scale: Scale, out: str, seed: int) -> dict[str, Any]:
     try:
         prob = S.synthetic(scale.sensitivity_n, correlation=0.5, seed=seed)
         settings = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
-        model = S.fit(prob.graph, prob.data, settings)
         key = jax.random.key(seed)
         budgets = np.unique(np.append(np.linspace(0.0, 0.99, scale.budgets), 0.5))  # with the true |p|
         search = dict(restarts=scale.restarts, steps=scale.search_steps)
-        wc = S.worst_case(model, budgets, key=key, **search)
-        baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
-        true_cfu = float(S.cfu(model, prob.true_correlation))
-        inverse = {name: S.inverse_budget(model, level, key=key, grid=len(budgets), hi=0.99, tol=1e-2,
-                                          **search).to_dict()
-                   for name, level in (("true_correlation_cfu", true_cfu), ("blind_baseline", baselines["blind"]))}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", S.ConvergenceWarning)
+            model = S.fit(prob.graph, prob.data, settings)
+            wc = S.worst_case(model, budgets, key=key, **search)
+            baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
+            true_cfu = float(S.cfu(model, prob.true_correlation))
+            inverse = {name: S.inverse_budget(model, level, key=key, grid=len(budgets), hi=0.99,
+                                              tol=scale.inverse_tol, **search).to_dict()
+                       for name, level in (("true_correlation_cfu", true_cfu), ("blind_baseline", baselines["blind"]))}
+        seen = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, S.ConvergenceWarning)))
         fig = S.plot_curve(wc.p_max, wc.cfu, baselines=baselines, true_value=(0.5, true_cfu),
                            title="Worst-case CFU, synthetic SCM (true correlation 0.5)")
         _save(fig, os.path.join(out, "cfu_curve.png"))
         return common.to_json({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu,
-                               "settings": {"degrees": [2], "lambdas": [1e-2, 1.0, 1e2], "search": search},
+                               "settings": {"degrees": [2], "lambdas": [1e-2, 1.0, 1e2], "search": search,
+                                            "inverse_tol": scale.inverse_tol},
                                "model": model.to_dict(), "baselines": baselines, "worst_case": wc.to_dict(),
-                               "inverse": inverse})
+                               "inverse": inverse, "warnings": seen})
     finally:
         jax.config.update("jax_enable_x64", previous)
 
@@ -282,6 +289,9 @@ def _sensitivity_section(s: dict[str, Any]) -> list[str]:
              "- Inverse question, the smallest budget whose worst case reaches a level: "
              + "; ".join(_inverse_line(name, v) for name, v in inv.items()) + ".", "",
              "![worst-case CFU curve](cfu_curve.png)"]
+    if s.get("warnings"):
+        lines += ["", "The search warned (a small demo search; `cfjax sensitivity` and `worst_case` take more "
+                  "restarts and steps):", ""] + [f"- {w}" for w in s["warnings"]]
     return lines
 
 
