@@ -127,6 +127,7 @@ def test_matches_library_column_order_graph_format_bytes(rng, tmp_path, capsys, 
     # reparameterisation of Model A, so its CFU is 0 up to rounding.
     sweep_rows = {row["lam"]: row["cfu_at_worst_case_P"] for row in res["lambda_sweep"]}
     assert all(v is not None and np.isfinite(v) for row in sweep_rows.values() for v in row), sweep_rows
+    assert all(row["undefined"] is None for row in res["lambda_sweep"])
     assert max(sweep_rows[0.0]) <= 1e-9 * max(sweep_rows[res["model"]["lam"]])
     # the curve grows with the budget and starts near 0 (P = I, up to the paper's Model A's GLS step)
     cfu = np.asarray(res["worst_case"]["cfu"])
@@ -143,6 +144,37 @@ def test_matches_library_column_order_graph_format_bytes(rng, tmp_path, capsys, 
                          "--seed", "1", "--out", str(tmp_path / "c")], capsys)
     assert code == 0, err
     assert (tmp_path / "c" / "results.json").read_bytes() == (tmp_path / "a" / "results.json").read_bytes()
+
+
+def test_sweep_marks_cfu_undefined_where_the_fit_interpolates(x64):
+    # Five rows: unpenalised, lsat's quadratic embedding (1, race, gpa, race·gpa, gpa², race² being
+    # the intercept) has five independent columns and fits lsat exactly: Model A's residual
+    # standard deviation is 0, and CFU divides by it (penalised rows: the test above).
+    from types import SimpleNamespace
+
+    from cfjax.cli.sensitivity import _report, _sweep
+
+    r = np.random.default_rng(0)
+    a = np.array([1.0, -1.0, 1.0, -1.0, 1.0])
+    g = a + r.normal(size=5)
+    l = g + r.normal(size=5)
+    prob = SimpleNamespace(graph=S.FairnessGraph({"gpa": ["A"], "lsat": ["A", "gpa"]}),
+                           data=S.make_data(a, np.stack([g, l], 1), l + r.normal(size=5)))
+    settings = S.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,), folds=2)
+    wc = SimpleNamespace(P=np.stack([np.eye(2), np.asarray(S.bivariate_correlation(0.5))]))
+    [exact] = _sweep(prob, settings, SimpleNamespace(degrees=(2, 2)), [0.0], wc)
+    assert exact["cfu_at_worst_case_P"] == [None, None]
+    assert exact["undefined"].startswith("undefined: the fit interpolates lsat")
+    penalised = dict(exact, lam=1.0, cfu_at_worst_case_P=[0.0, 0.5], undefined=None)
+    res = {"inputs": dict(data="d.csv", graph="g.yaml", sensitive="race", target="fya"), "seed": 0, "quick": True,
+           "model": dict(n=5, features=["gpa", "lsat"], parents=[["race"], ["race", "gpa"]], lam=1.0,
+                         degrees=[2, 2], predictor_degree=1),
+           "worst_case": dict(p_max=[0.0, 0.5], cfu=[0.0, 1.0], restart_ratio=[1.0, 1.0], min_eig=1e-3),
+           "inverse": dict(reached=False, lo=0.5, max_cfu=1.0, max_cfu_p_max=0.5, level=2.0),
+           "baselines": {"blind": 2.0}, "lambda_sweep": [exact, penalised], "warnings": []}
+    text = _report(res, False)
+    assert "| 0 | undefined |" in text and "- λ = 0: CFU undefined: the fit interpolates lsat" in text
+    assert "| 1 | 0.5 |" in text and "λ = 1:" not in text
 
 
 def test_user_mistakes_one_line(rng, tmp_path, capsys):

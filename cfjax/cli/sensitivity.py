@@ -148,17 +148,39 @@ def _fmt(x: Any) -> str:
     return "NaN" if not np.isfinite(x) else f"{x:.4g}"
 
 
+#: A feature whose Model A residual standard deviation is at most this fraction of its own is
+#: fitted exactly (up to rounding): the fit interpolates it.
+INTERPOLATES = 1e-6
+
+
 def _sweep(prob, settings, model, lams, wc) -> list[dict[str, Any]]:
     """CFU as a function of the shared ridge penalty of Models A and B (degrees fixed at the CV
     choice): at each λ, the CFU at the worst-case correlations ``wc.P`` found at the CV choice
-    (one per budget), and the baselines' unfairness."""
+    (one per budget), and the baselines' unfairness.
+
+    CFU divides by the residual standard deviations (Model A's GLS and Model B's σ): where the
+    fit interpolates a feature (an unpenalised embedding with as many independent columns as
+    rows), that deviation is 0 and CFU is undefined. Such a row's CFU is null and its
+    ``undefined`` says why; ``undefined`` also explains any other non-finite CFU (null
+    otherwise)."""
     import cfjax.sensitivity as S
 
+    X = np.asarray(prob.data.X, np.float64)
+    scale = X.std(0)
     rows = []
     for lam in lams:
         m = S.fit(prob.graph, prob.data, settings.replace(lam=float(lam), equation_degrees=model.degrees))
-        cfu = [S.cfu(m, P) for P in np.asarray(wc.P)]
-        rows.append({"lam": float(lam), "cfu_at_worst_case_P": common.to_json(cfu),
+        ratio = np.asarray(m.model_a.sigma, np.float64) / np.where(scale > 0, scale, 1.0)
+        exact = [f for f, r in zip(prob.graph.features, ratio) if not r > INTERPOLATES]
+        cfu = [None] * len(wc.P) if exact else common.to_json([S.cfu(m, P) for P in np.asarray(wc.P)])
+        why = None
+        if exact:
+            why = (f"undefined: the fit interpolates {', '.join(exact)} (residual standard deviation "
+                   f"{_fmt(min(ratio))} of the feature's own), and CFU divides by it")
+        elif any(v is None for v in cfu):
+            why = (f"not finite: the fit is numerically singular at this λ (smallest residual standard "
+                   f"deviation {_fmt(min(ratio))} of the feature's own)")
+        rows.append({"lam": float(lam), "cfu_at_worst_case_P": cfu, "undefined": why,
                      "blind": float(m.baseline_unfairness["blind"]),
                      "unconstrained": float(m.baseline_unfairness["unconstrained"])})
     return rows
@@ -209,13 +231,20 @@ def _report(res: dict[str, Any], figure: bool) -> str:
               "each child's features span its parents', an unpenalised Model B with correlated errors is a "
               "reparameterisation of Model A and CFU is 0 up to float error: the curve then measures what the "
               "penalty does as much as confounding, so read it next to this table.", "",
-              "CFU (null/NaN where the fit leaves it undefined) at the correlations the search found at the CV "
-              "choice, for the budgets nearest 0.5 and 0.9 (every budget in `results.json`):", "",
+              "CFU (\"undefined\" where the fit leaves it so, e.g. where it interpolates a feature: null in "
+              "`results.json`, with the reason in the row's `undefined`) at the correlations the search found "
+              "at the CV choice, for the budgets nearest 0.5 and 0.9 (every budget in `results.json`):", "",
               "| λ | " + " | ".join(f"CFU at the worst-case P of p_max = {wc['p_max'][i]:.3f}" for i in cols)
               + " | blind baseline |", "|---|" + "---|" * len(cols) + "---|"]
+    notes = []
     for row in res["lambda_sweep"]:
-        lines.append(f"| {_fmt(row['lam'])} | " + " | ".join(_fmt(row["cfu_at_worst_case_P"][i]) for i in cols)
-                     + f" | {_fmt(row['blind'])} |")
+        cells = [_fmt(row["cfu_at_worst_case_P"][i]) for i in cols]
+        if row.get("undefined"):
+            cells = ["undefined" if c in ("—", "NaN") else c for c in cells]
+            notes.append(f"- λ = {_fmt(row['lam'])}: CFU {row['undefined']}.")
+        lines.append(f"| {_fmt(row['lam'])} | " + " | ".join(cells) + f" | {_fmt(row['blind'])} |")
+    if notes:
+        lines += [""] + notes
     if res["warnings"]:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in res["warnings"]]
     lines += ["", "Numbers in `results.json` (`model`, `worst_case`, `inverse`, `baselines`, `lambda_sweep`, "
