@@ -70,26 +70,36 @@ def _cfu(model, P):
 
 
 # Module-level and taking the model as an argument: compiled once for every seed's model (a
-# closure over the model would embed its arrays as constants and recompile per seed).
+# closure over the model would embed its arrays as constants and recompile per seed). Many P are
+# evaluated in blocks of one fixed size, 7 at a time (each new shape, a remainder included,
+# would compile again).
+_CHUNK = 441
 _cfu_one = jax.jit(_cfu)
-_cfu_many = jax.jit(lambda model, Ps: jax.lax.map(functools.partial(_cfu, model), Ps, batch_size=8))
+_cfu_chunk = jax.jit(lambda model, Ps: jax.lax.map(functools.partial(_cfu, model), Ps, batch_size=7))
+
+
+def _cfu_many(model, Ps):
+    """CFU at each of ``Ps (k, 3, 3)``, in blocks of ``_CHUNK`` (the last one padded with I)."""
+    k = len(Ps)
+    Ps = np.concatenate([Ps, np.broadcast_to(np.eye(3), (-k % _CHUNK, 3, 3))])
+    return np.concatenate([np.asarray(_cfu_chunk(model, jnp.asarray(c))) for c in np.split(Ps, len(Ps) // _CHUNK)])[:k]
 
 
 def grid_supremum(model, p_max, min_eig, g=21, refine=4):
     """The largest CFU over the usable set: a dense grid of boundary points (every ray from I to
     where it leaves the set) and a coarse interior grid, then Nelder-Mead on the best boundary
     points' face coordinates."""
-    many = functools.partial(_cfu_many, model)
+    many = functools.partial(_cfu_many, model)  # g = 21: 441 rays per face, one block
     single = functools.partial(_cfu_one, model)
     best = []
     for i, sign, rest, d in cube_faces(g):
-        values = np.asarray(many(jnp.asarray(np.stack([ray_end(x, p_max, min_eig) for x in d]))))
+        values = many(np.stack([ray_end(x, p_max, min_eig) for x in d]))
         best += [(values[k], sign, i, rest, d[k]) for k in np.argsort(-values)[:refine]]
     best.sort(key=lambda b: -b[0])
     u = np.linspace(-p_max, p_max, 9)
     inner = [symmetric(x) for x in np.stack(np.meshgrid(u, u, u), -1).reshape(-1, 3)]
     inner = [P for P in inner if np.linalg.eigvalsh(P)[0] >= min_eig]
-    found = [best[0][0], float(np.max(np.asarray(many(jnp.asarray(np.stack(inner))))))]
+    found = [best[0][0], float(np.max(many(np.stack(inner))))]
     for _, sign, i, rest, d in best[:refine]:
         def minus(x, sign=sign, i=i, rest=rest):
             dd = np.zeros(3)
