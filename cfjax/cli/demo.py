@@ -172,7 +172,7 @@ def sensitivity(scale: Scale, out: str, seed: int) -> dict[str, Any]:
                        for name, level in (("true_correlation_cfu", true_cfu), ("blind_baseline", baselines["blind"]))}
         seen = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, S.ConvergenceWarning)))
         fig = S.plot_curve(wc.p_max, wc.cfu, baselines=baselines, true_value=(0.5, true_cfu),
-                           title="Worst-case CFU, synthetic SCM (true correlation 0.5)")
+                           title="Worst-case CFU (true correlation 0.5)")
         _save(fig, os.path.join(out, "cfu_curve.png"))
         return common.to_json({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu,
                                "settings": {"degrees": [2], "lambdas": [1e-2, 1.0, 1e2], "search": search,
