@@ -150,7 +150,7 @@ probabilities = hnp.arrays(
 
 
 # Each new (n, K) shape compiles evaluate again: 15 examples keep the suite's time in bounds.
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(p_cf=probabilities, seed=st.integers(0, 2**31 - 1), alpha=st.floats(0.01, 1.0))
 def test_property_risk_ordering_and_bounds(p_cf, seed, alpha):
     rng = np.random.default_rng(seed)
@@ -169,7 +169,7 @@ def test_property_risk_ordering_and_bounds(p_cf, seed, alpha):
     assert -1 - 1e-6 <= float(r.kendall_tau_b) <= 1 + 1e-6 or math.isnan(float(r.kendall_tau_b))
 
 
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(p=hnp.arrays(np.float64, st.integers(2, 60),
                     elements=st.sampled_from([0.0, 0.2, 0.5, 0.8, 1.0])),
        seed=st.integers(0, 2**31 - 1))

@@ -73,7 +73,7 @@ def _scales() -> tuple[Scale, Scale]:
                            prop1_resamples=50, effusion_size=0.4, chunk=256),
         generator=study.GeneratorSettings(channels=(4, 4, 4), latent_dims=(0, 2, 2), steps=20, warmup=2,
                                           kl_warmup=5, ema_decay=0.9, chunk_steps=10, chunk=64, cf_weight=0.0),
-        sensitivity_n=600, budgets=4, restarts=1, search_steps=30, inverse_tol=0.1, embeddings_n=1000,
+        sensitivity_n=600, budgets=4, restarts=1, search_steps=30, inverse_tol=0.3, embeddings_n=1000,
         embeddings_d=16, draws=4)
     return demo, quick
 

@@ -1,0 +1,51 @@
+"""The ``cfjax`` command as a user runs it, in a subprocess: the console entry point, and a user
+mistake of every subcommand gives one line naming what is wrong, exit code 2 and no traceback.
+(The other ``test_cli_*`` files run each subcommand end to end in-process; ``test_study.py``
+runs ``cfjax demo --quick`` in a subprocess.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+
+def _cfjax(*argv, cwd=None):
+    proc = subprocess.run([sys.executable, "-m", "cfjax.cli", *map(str, argv)], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_version_and_commands():
+    code, out, _ = _cfjax("--help")
+    assert code == 0
+    for name in ("demo", "evaluate", "sensitivity", "cfr", "chest"):
+        assert f"  {name} " in out
+
+
+def _mistakes(tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, p_obs=np.array([0.2, 1.5]), p_cf=np.full((2, 3), 0.5))  # a probability of 1.5
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "x").write_text("x")
+    missing = tmp_path / "nope.csv"
+    return [
+        (("evaluate", bad, "--out", tmp_path / "o1"), "p_obs"),
+        (("sensitivity", missing, "--graph", missing, "--sensitive", "a", "--target", "y"), str(missing)),
+        (("cfr", missing, "--concept", "z", "--labels", "y"), str(missing)),
+        (("chest", "--size", "8"), "--size"),
+        (("demo", "--quick", "--out", full), "--force"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_a_mistake_is_one_line_and_exit_code_2(tmp_path, case):
+    argv, named = _mistakes(tmp_path)[case]
+    code, out, err = _cfjax(*argv, cwd=tmp_path)
+    assert code == 2, (argv, out, err)
+    assert "Traceback" not in out + err
+    assert len(err.strip().splitlines()) == 1, err
+    assert named in err, (named, err)
