@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from cfjax import _checks
+from cfjax import distributed as _dist
 from cfjax import scm as cfscm
+from cfjax.scm.model import _check_mesh
 from cfjax.data.render import EFFUSION_SIZE, Acquisition, ImageNoise, render, sample_image_noise
 
 __all__ = ["ChestSCM", "ChestRenderer", "PARENTS", "IMAGE_PARENTS", "AGE_GROUPS", "LABEL_MODES"]
@@ -124,16 +127,27 @@ class ChestSCM:
         return {**self.params(), "image": {}}
 
     # ---------------------------------------------------------------- images
-    def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise) -> jax.Array:
+    def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise,
+               mesh: Mesh | None = None) -> jax.Array:
         """Images of units with parents ``{node: (N,)}`` and noise, ``(N, size, size)``.
 
         Rendered in chunks of a power-of-two number of units (at least 8, at most about 2²²
         pixels a chunk), so one compiled renderer serves every batch size and the memory
         beyond the output is bounded by one chunk; a unit's image does not depend on the
-        chunk it is in.
+        chunk it is in. With ``mesh`` (a one-axis ``jax.sharding.Mesh``) the units are split
+        over its devices (:func:`cfjax.distributed.map_units`), each device rendering its
+        block in such chunks; the images equal the one-device render's up to float rounding.
         """
+        mesh = _check_mesh(mesh)
         args = (parents["sex"], parents["age"], parents["race"], parents["lung"], parents["effusion"], noise)
-        return _chunked(_render_many, args, self.size, self.site, self.effusion_size)
+        if mesh is None:
+            return _chunked(_render_many, args, self.size, self.site, self.effusion_size)
+        n = int(np.shape(args[0])[0])
+        chunk = _chunk_size(-(-n // mesh.size), self.size)
+        padded = _dist.pad_axis(args, mesh.size * chunk)
+        images = _dist.map_units(_render_fn(self.size, self.site, self.effusion_size), *padded, mesh=mesh,
+                                 chunk_size=chunk)
+        return images if images.shape[0] == n else images[:n]
 
     def sample(self, key: jax.Array, n: int) -> dict[str, Any]:
         """``n`` records: ``{"parents": {node: (n,)}, "noise": ImageNoise (n, ...),
@@ -161,7 +175,7 @@ class ChestSCM:
         return {"parents": dict(parents), "noise": noise, "image": self.render(parents, noise)}
 
     def counterfactuals(self, records: Mapping[str, Any], interventions: Any,
-                        key: jax.Array, *, label: str = "fixed") -> dict[str, Any]:
+                        key: jax.Array, *, label: str = "fixed", mesh: Mesh | None = None) -> dict[str, Any]:
         """Exact counterfactuals of every record under K interventions on the parents.
 
         The parents come from abduction–action–prediction in the parent SCM
@@ -193,6 +207,11 @@ class ChestSCM:
             :meth:`cfjax.scm.SCM.counterfactual`).
           key: PRNG key for the abduction of effusion's noise.
           label: ``"fixed"`` or ``"follows"``.
+          mesh: None (one device), or a one-axis ``jax.sharding.Mesh``
+            (:func:`cfjax.distributed.mesh`): the parents' counterfactuals are split over its
+            devices by unit (:meth:`cfjax.scm.SCM.counterfactual` with ``mesh``) and the
+            K × N renders by image (:meth:`render` with ``mesh``); the result equals the
+            one-device call's up to float rounding.
 
         Returns:
           ``{"parents": {node: (K, N)}, "image": (K, N, size, size)}``; the counterfactual
@@ -207,9 +226,10 @@ class ChestSCM:
         """
         if label not in LABEL_MODES:
             _checks.fail("label", f"one of {list(LABEL_MODES)}", repr(label))
+        mesh = _check_mesh(mesh)
         if label == "fixed":
             interventions = _hold_label(interventions, records["parents"]["effusion"])
-        parents = self.scm.counterfactual(self.params(), records["parents"], interventions, key=key)
+        parents = self.scm.counterfactual(self.params(), records["parents"], interventions, key=key, mesh=mesh)
         k, n = parents["sex"].shape
         # One flat batch of K·N renders through the same chunked renderer as the factual
         # images (a unit's image does not depend on its chunk), so a null intervention
@@ -217,7 +237,7 @@ class ChestSCM:
         flat = {v: x.reshape(k * n) for v, x in parents.items()}
         noise = jax.tree.map(lambda a: jnp.broadcast_to(a, (k,) + a.shape).reshape((k * n,) + a.shape[1:]),
                              records["noise"])
-        images = self.render(flat, noise).reshape(k, n, self.size, self.size)
+        images = self.render(flat, noise, mesh=mesh).reshape(k, n, self.size, self.size)
         return {"parents": parents, "image": images}
 
     def datasets(self, seed: int, *, n_train: int, n_val: int, test_per_cell: int,
@@ -372,6 +392,13 @@ def _hold_label(interventions: Any, effusion: Any) -> Any:
 def _render_many(sex, age, race, lung, effusion, noise, size, site, effusion_size):
     one = functools.partial(render, size=size, site=site, effusion_size=effusion_size)
     return jax.vmap(one)(sex, age, race, lung, effusion, noise)
+
+
+@functools.lru_cache(maxsize=32)
+def _render_fn(size: int, site: Acquisition, effusion_size: float) -> Callable[..., jax.Array]:
+    """The batch renderer of one configuration, one function object per configuration (so
+    :func:`cfjax.distributed.map_units` compiles it once)."""
+    return lambda *args: _render_many(*args, size, site, effusion_size)
 
 
 #: pixels rendered per compiled call (bounds the renderer's working memory)

@@ -10,7 +10,8 @@ definition: the ``q``-th percentile of sorted replicates ``v_0 ≤ … ≤ v_{B�
 ``v_j + (v_{j+1} − v_j) g`` with ``j + g = q (B − 1) / 100``.
 
 Resample b draws its n unit indices from ``jax.random.fold_in(key, b)``, so the resamples do
-not depend on how they are chunked, and :func:`bootstrap_indices` reproduces them.
+not depend on how they are chunked or spread over devices, and :func:`bootstrap_indices`
+reproduces them.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from jax.sharding import Mesh, PartitionSpec
 
 from cfjax import _checks
+from cfjax import distributed as _dist
 from cfjax.metrics import _inputs
 from cfjax.metrics.report import (
     MarginalisationReport,
@@ -124,6 +127,7 @@ def evaluate_bootstrap(
     n_bins: int = 15,
     batch_size: int | None | str = "auto",
     return_replicates: bool = False,
+    devices: Any = None,
 ) -> BootstrapReport:
     """:func:`~cfjax.metrics.evaluate` with percentile bootstrap intervals over units.
 
@@ -143,6 +147,13 @@ def evaluate_bootstrap(
         faster there), else as many as keep a chunk's gathered ``(chunk, n, K)`` block under
         2^25 elements.
       return_replicates: also return the B resample reports.
+      devices: None (the default device); or a device count, a sequence of devices or a
+        one-axis ``jax.sharding.Mesh`` (as :func:`cfjax.distributed.mesh` takes them) to split
+        the B resamples over: B is padded to a multiple of the device count, each device
+        evaluates its block of resamples (``jax.shard_map``, ``batch_size`` at a time; the
+        units replicated on every device) and the padding is dropped before the
+        percentiles. Resample b draws the same units whatever the device count, so the
+        replicates and bounds equal the one-device call's (up to float rounding).
 
     Returns:
       A :class:`BootstrapReport`: ``estimate`` on all units, ``low``/``high`` the
@@ -167,6 +178,7 @@ def evaluate_bootstrap(
       True
     """
     alphas, n_bins = check_options(alphas, n_bins, tau)
+    where = None if devices is None else _dist.mesh(devices)
     key = _resolve_key(key)
     resamples = _checks.check_positive_int("resamples", resamples)
     if isinstance(level, bool) or not isinstance(level, (float, int, np.floating, np.integer)) \
@@ -200,7 +212,7 @@ def evaluate_bootstrap(
     low, high, replicates = _bootstrap(
         p_obs, p_cf, y, y_cf, q, tau, key, resamples=resamples, level=level, alphas=alphas,
         n_bins=n_bins, uniform=uniform, batch_size=batch_size,
-        keep=bool(return_replicates), multiclass=multiclass)
+        keep=bool(return_replicates), multiclass=multiclass, mesh=where)
     return BootstrapReport(estimate=estimate, low=low, high=high, replicates=replicates,
                            level=level, resamples=resamples)
 
@@ -215,24 +227,36 @@ def _core(p_obs, p_cf, y, y_cf, *, q, tau, alphas, n_bins, uniform, multiclass):
 
 
 @functools.partial(jax.jit, static_argnames=("resamples", "level", "alphas", "n_bins", "uniform",
-                                             "batch_size", "keep", "multiclass"))
+                                             "batch_size", "keep", "multiclass", "mesh"))
 def _bootstrap(p_obs, p_cf, y, y_cf, q, tau, key, *, resamples, level, alphas, n_bins, uniform,
-               batch_size, keep, multiclass):
-    n = p_obs.shape[0]
-    evaluate = functools.partial(_core, q=q, tau=tau, alphas=alphas, n_bins=n_bins,
-                                 uniform=uniform, multiclass=multiclass)
-    take = lambda v, idx: None if v is None else v[idx]  # noqa: E731
+               batch_size, keep, multiclass, mesh=None):
+    def replicate(ids, p_obs, p_cf, y, y_cf, q, tau, key):
+        """The reports of resamples ``ids``."""
+        n = p_obs.shape[0]
+        evaluate = functools.partial(_core, q=q, tau=tau, alphas=alphas, n_bins=n_bins,
+                                     uniform=uniform, multiclass=multiclass)
+        take = lambda v, idx: None if v is None else v[idx]  # noqa: E731
 
-    def one(b):
-        idx = _draw(key, b, n)
-        return evaluate(p_obs[idx], p_cf[idx], take(y, idx), take(y_cf, idx))
+        def one(b):
+            idx = _draw(key, b, n)
+            return evaluate(p_obs[idx], p_cf[idx], take(y, idx), take(y_cf, idx))
 
-    ids = jnp.arange(resamples, dtype=jnp.int32)
-    if batch_size is None:
-        replicates = jax.vmap(one)(ids)
-    else:
+        if batch_size is None:
+            return jax.vmap(one)(ids)
         # batch_size=1 is a plain loop (lax.map(batch_size=1) would vmap over a unit axis).
-        replicates = jax.lax.map(one, ids, batch_size=None if batch_size == 1 else batch_size)
+        return jax.lax.map(one, ids, batch_size=None if batch_size == 1 else batch_size)
+
+    args = (p_obs, p_cf, y, y_cf, q, tau, key)
+    if mesh is None:
+        replicates = replicate(jnp.arange(resamples, dtype=jnp.int32), *args)
+    else:
+        # Resamples padded to a multiple of the devices (repeating the last one), each device
+        # evaluating its block; the padding is dropped before the percentiles.
+        ids = _dist.pad_axis(jnp.arange(resamples, dtype=jnp.int32), mesh.size)
+        spec = PartitionSpec(mesh.axis_names[0])
+        replicates = jax.shard_map(replicate, mesh=mesh, in_specs=(spec,) + (PartitionSpec(),) * len(args),
+                                   out_specs=spec)(ids, *args)
+        replicates = jax.tree.map(lambda a: a[:resamples], replicates)
     low, high = (jax.tree.map(functools.partial(_percentile, q=q_), replicates)
                  for q_ in (50.0 * (1.0 - level), 50.0 * (1.0 + level)))
     return low, high, (replicates if keep else None)

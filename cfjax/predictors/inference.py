@@ -1,5 +1,6 @@
 """Every ensemble member on factual and counterfactual images, in one jitted call with memory
-bounded by a fixed chunk of images, the members optionally spread over several devices."""
+bounded by a fixed chunk of images, the members or the images optionally spread over several
+devices."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from cfjax import _checks
+from cfjax import distributed as _dist
 
-__all__ = ["predict", "to_metrics_layout", "init_params", "ensemble_size", "map_members"]
+__all__ = ["predict", "to_metrics_layout", "init_params", "ensemble_size", "map_members", "SHARD_MODES"]
+
+#: what :func:`predict` spreads over several devices
+SHARD_MODES = ("members", "units")
 
 
 def ensemble_size(params: Any) -> int:
@@ -168,7 +173,7 @@ def _init(model, keys, image_shape, dtype):
 
 def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
             logits: bool = False, member_chunk: int | None = None,
-            devices: Sequence[jax.Device] | Mesh | None = None) -> jax.Array:
+            devices: Sequence[jax.Device] | Mesh | None = None, shard: str = "members") -> jax.Array:
     """Every member's effusion probability (or logit) for every image.
 
     Args:
@@ -193,6 +198,14 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
         M is padded to a multiple of the device count (copies of the last member); the result,
         gathered onto the first of the devices with the padding removed, equals the
         one-device call's.
+      shard: what is spread over several ``devices``: ``"members"`` (the default, above) or
+        ``"units"``: the images (the K × N images flattened into one axis) are split over the
+        devices, padded to a multiple of the device count (copies of the last image), every
+        device running every member on its block of images, ``chunk`` at a time (the
+        parameters replicated); the ``(M, K·N)`` result is gathered onto the first of the
+        devices with the padding removed and equals the one-device call's (up to float
+        rounding). Spreading the units suits many images and few members; spreading the
+        members, the ensembles whose members outnumber the devices.
 
     Returns:
       ``(M, N)`` for factual images, ``(M, K, N)`` for counterfactual ones: member first,
@@ -209,6 +222,8 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
       (3, 2, 5)
       >>> predict(model, p, jnp.zeros((5, 16, 16)), devices=jax.devices()[:1]).shape
       (3, 5)
+      >>> predict(model, p, jnp.zeros((2, 5, 16, 16)), devices=jax.devices()[:1], shard="units").shape
+      (3, 2, 5)
     """
     ensemble_size(params)
     shape = _checks.shape_of(images)
@@ -219,6 +234,8 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
     if not isinstance(logits, bool):
         _checks.fail("logits", "a bool", repr(logits))
     member_chunk = check_member_chunk(member_chunk)
+    if not isinstance(shard, str) or shard not in SHARD_MODES:
+        _checks.fail("shard", f"one of {list(SHARD_MODES)}", repr(shard))
     x = jnp.asarray(images)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         _checks.fail("images", "floating-point images in [0, 1]", f"dtype {x.dtype}")
@@ -227,7 +244,13 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
     lead = shape[:-2]
     flat = x.reshape((-1,) + shape[-2:])
     chunk = min(chunk, flat.shape[0])
-    if isinstance(where, Mesh):
+    if isinstance(where, Mesh) and shard == "units":
+        n = flat.shape[0]
+        chunk = min(chunk, -(-n // where.size))
+        params = jax.device_put(params, NamedSharding(where, PartitionSpec()))
+        flat = _dist.shard(_dist.pad_axis(flat, where.size), where)
+        out = gather(_predict_units(model, where, params, flat, chunk, member_chunk), where, n, axis=1)
+    elif isinstance(where, Mesh):
         m = ensemble_size(params)
         pad = (-m) % where.size
         axis = where.axis_names[0]
@@ -255,6 +278,16 @@ def _predict_sharded(model, mesh, params, images, chunk, member_chunk):
     axis = PartitionSpec(mesh.axis_names[0])
     local = functools.partial(chunked_logits, model, chunk=chunk, member_chunk=member_chunk)
     return jax.shard_map(local, mesh=mesh, in_specs=(axis, PartitionSpec()), out_specs=axis)(params, images)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 4, 5))
+def _predict_units(model, mesh, params, images, chunk, member_chunk):
+    """:func:`_predict` with the images sharded over ``mesh``'s axis; the parameters
+    replicated."""
+    axis = mesh.axis_names[0]
+    local = functools.partial(chunked_logits, model, chunk=chunk, member_chunk=member_chunk)
+    return jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec(), PartitionSpec(axis)),
+                         out_specs=PartitionSpec(None, axis))(params, images)
 
 
 def chunked_logits(model: nn.Module, params: Any, images: jax.Array, chunk: int,

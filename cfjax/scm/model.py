@@ -13,8 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh, PartitionSpec
 
 from cfjax import _checks
+from cfjax import distributed as _dist
 from cfjax._checks import ValidationError
 from cfjax.scm.graph import Graph
 from cfjax.scm.location_scale import LocationScale
@@ -262,7 +264,8 @@ class SCM:
 
     def counterfactual(self, params: Any, data: Data, interventions: Data, *,
                        key: jax.Array | None = None, noise: Data | None = None,
-                       chunk_size: int | None = None, return_axis: bool = False
+                       chunk_size: int | None = None, return_axis: bool = False,
+                       mesh: Mesh | None = None
                        ) -> dict[str, Any] | tuple[dict[str, Any], InterventionAxis]:
         """Counterfactuals of every unit under each of K interventions, ``{node: (K, N, *E)}``.
 
@@ -286,6 +289,18 @@ class SCM:
             Equal to the unchunked result (each unit keeps its own abduction key).
           return_axis: also return the :class:`InterventionAxis` saying what each of the K
             entries is (labels, node values, weights, groups; see :meth:`intervention_axis`).
+          mesh: None (one device), or a one-axis ``jax.sharding.Mesh``
+            (:func:`cfjax.distributed.mesh`) to split the units over its devices: the data,
+            per-unit intervention values and shifts, given noise and each unit's abduction key
+            are padded to a multiple of the device count (repeating the last unit), each device
+            abducts and predicts its block of units (``jax.shard_map``; values common to every
+            unit are replicated) and the padding is dropped. The result equals the one-device
+            call's (up to float rounding); it stays split over the mesh along the unit axis
+            when N is a multiple of the device count, else (an uneven split cannot be
+            expressed) dropping the padding replicates it on every device. With
+            ``chunk_size`` too, the chunks still stream to the host one after another and
+            each chunk is split over the mesh (``chunk_size / devices`` units per device at a
+            time).
 
         Returns:
           ``{node: (K, N, *E)}``: jax arrays, or numpy arrays when ``chunk_size`` is given;
@@ -303,13 +318,26 @@ class SCM:
           >>> out["b"].shape, axis.labels, axis.weights.tolist()
           ((3, 2), ('do(a=0)', 'do(a=3)', 'shift(a=+1)'), [0.25, 0.25, 0.5])
         """
+        mesh = _check_mesh(mesh)
         if return_axis:
-            out = self.counterfactual(params, data, interventions, key=key, noise=noise, chunk_size=chunk_size)
+            out = self.counterfactual(params, data, interventions, key=key, noise=noise, chunk_size=chunk_size,
+                                      mesh=mesh)
             return out, self.intervention_axis(interventions)
         if chunk_size is not None:
             chunks = self.counterfactual_chunks(params, data, interventions, chunk_size=chunk_size,
-                                                key=key, noise=noise)
+                                                key=key, noise=noise, mesh=mesh)
             return self._assemble(chunks, _n_units(self._data(data, "data", check=False)))
+        if mesh is not None:
+            raw = self._data(data, "data", check=False)
+            n = _n_units(raw)
+            given = None if noise is None else self._noise(noise, n, convert=False)
+            raw_groups = self._intervention_groups(interventions, n, check=False)
+            self._check_key(key, given)
+            keys = None if key is None else jax.random.split(key, n)
+            out, ok = self._sharded(mesh, params, raw, keys, raw_groups, given)
+            if not bool(ok):
+                self._raise_value_error(data, interventions, n)
+            return out
         if noise is not None and isinstance(noise, Mapping) and all(v in noise for v in self.nodes):
             data = self._data(data, "data")
             n = _n_units(data)
@@ -334,7 +362,8 @@ class SCM:
         return intervention_axis(interventions, group_weights, event_shapes={v: self._event(v) for v in self.nodes})
 
     def counterfactual_chunks(self, params: Any, data: Data, interventions: Data, *, chunk_size: int,
-                              key: jax.Array | None = None, noise: Data | None = None
+                              key: jax.Array | None = None, noise: Data | None = None,
+                              mesh: Mesh | None = None
                               ) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
         """:meth:`counterfactual` of the units in chunks, for consumers that stream (feed a
         classifier, keep its outputs, drop the images).
@@ -351,6 +380,8 @@ class SCM:
         Args:
           params, data, interventions, key, noise: as in :meth:`counterfactual`.
           chunk_size: units per chunk.
+          mesh: None, or a one-axis ``jax.sharding.Mesh`` over whose devices each chunk's
+            units are split (as in :meth:`counterfactual`).
 
         Returns:
           a generator of ``(start, stop, {node: (K, stop - start, *E)})`` (jax arrays), the
@@ -365,15 +396,16 @@ class SCM:
           [(0, 2, (1, 2)), (2, 4, (1, 2)), (4, 5, (1, 1))]
         """
         chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
+        mesh = _check_mesh(mesh)
         raw = self._data(data, "data", check=False)
         n = _n_units(raw)
         given = None if noise is None else self._noise(noise, n, convert=False)
         raw_groups = self._intervention_groups(interventions, n, check=False)
         self._check_key(key, given)
         keys = None if key is None else jax.random.split(key, n)
-        return self._chunks(params, raw, raw_groups, given, keys, chunk_size, (data, interventions))
+        return self._chunks(params, raw, raw_groups, given, keys, chunk_size, (data, interventions), mesh)
 
-    def _chunks(self, params, raw, raw_groups, given, keys, b, originals):
+    def _chunks(self, params, raw, raw_groups, given, keys, b, originals, mesh=None):
         n = _n_units(raw)
         b = min(b, n)  # a chunk larger than the data is the data, unpadded
         for start in range(0, n, b):
@@ -384,20 +416,62 @@ class SCM:
             chunk_groups = tuple({v: self._take_intervention(v, x, idx) for v, x in g.items()} for g in raw_groups)
             chunk_given = None if given is None else jax.tree.map(take, given)
             chunk_keys = None if keys is None else keys[idx]
-            out, ok = self._chunk_counterfactual(params, chunk_raw, chunk_keys, chunk_groups, chunk_given)
+            if mesh is None:
+                out, ok = self._chunk_counterfactual(params, chunk_raw, chunk_keys, chunk_groups, chunk_given)
+            else:
+                out, ok = self._sharded(mesh, params, chunk_raw, chunk_keys, chunk_groups, chunk_given)
             if not bool(ok):
                 self._raise_value_error(*originals, n)
             if stop - start < b:
                 out = {v: x[:, :stop - start] for v, x in out.items()}
             yield start, stop, out
 
+    def _per_unit(self, node: str, values: Any) -> bool:
+        """Whether one intervention's (unchecked) values are per unit (a unit axis 1), not
+        common to every unit."""
+        if isinstance(values, Shift):
+            return np.ndim(values.delta) == 2
+        return np.ndim(values) == 2 + len(self._event(node))
+
+    def _sharded(self, where: Mesh, params, raw, keys, raw_groups, given):
+        """Counterfactuals of the units of ``raw`` split over ``where``: every per-unit input
+        padded to a multiple of the mesh size (repeating the last unit) and sharded, values
+        common to every unit replicated; returns ``(counterfactuals, all_values_valid)`` with
+        the padding dropped."""
+        n = _n_units(raw)
+        d = where.size
+        per_unit = tuple({v: x for v, x in g.items() if self._per_unit(v, x)} for g in raw_groups)
+        common = tuple({v: x for v, x in g.items() if not self._per_unit(v, x)} for g in raw_groups)
+        units = _dist.shard(_dist.pad_axis((raw, keys, given), d), where)
+        per_unit = _dist.shard(_dist.pad_axis(per_unit, d, axis=1), where, axis=1)
+        out, ok = self._sharded_counterfactual(where, params, *units, per_unit, common)
+        if out[self.nodes[0]].shape[1] != n:
+            out = {v: x[:, :n] for v, x in out.items()}
+        return out, jnp.all(ok)
+
+    @functools.partial(jax.jit, static_argnums=(0, 1))
+    def _sharded_counterfactual(self, where, params, raw, keys, given, per_unit, common):
+        """:meth:`_chunk_counterfactual` of each device's block of units (``jax.shard_map``);
+        ``ok`` comes back once per device."""
+        def local(params, raw, keys, given, per_unit, common):
+            groups = tuple({**c, **u} for u, c in zip(per_unit, common))
+            data, groups, ok = self._checked_inputs(raw, groups)
+            out = self._predict_all(params, self._abduct_units(params, data, keys, given), groups, data)
+            return out, ok[None]
+
+        unit, rep = PartitionSpec(where.axis_names[0]), PartitionSpec()
+        return jax.shard_map(local, mesh=where, in_specs=(rep, unit, unit, unit, PartitionSpec(None, unit[0]), rep),
+                             out_specs=(PartitionSpec(None, unit[0]), unit))(
+            params, raw, keys, given, per_unit, common)
+
     def _take_intervention(self, node: str, values: Any, idx: np.ndarray) -> Any:
         """The chunk ``idx`` of one intervention's values: per-unit values are cut along their
         unit axis (axis 1), values common to every unit are kept."""
+        if not self._per_unit(node, values):
+            return values
         if isinstance(values, Shift):
-            return Shift(_take(values.delta, idx, axis=1)) if np.ndim(values.delta) == 2 else values
-        per_unit = np.ndim(values) == 2 + len(self._event(node))
-        return _take(values, idx, axis=1) if per_unit else values
+            return Shift(_take(values.delta, idx, axis=1))
+        return _take(values, idx, axis=1)
 
     @staticmethod
     def _assemble(chunks: Iterator[tuple[int, int, dict[str, jax.Array]]], n: int) -> dict[str, np.ndarray]:
@@ -899,6 +973,14 @@ class SCM:
             arr = jnp.asarray(values).astype(_dtype(mech))
             out[v] = jnp.broadcast_to(arr[:, None], (k, n, *event)) if arr.ndim == 1 + len(event) else arr
         return out
+
+
+def _check_mesh(mesh: Any) -> Mesh | None:
+    """``mesh`` validated: None or a one-axis ``jax.sharding.Mesh``."""
+    if mesh is not None and (not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1):
+        what = f"a mesh with axes {mesh.axis_names}" if isinstance(mesh, Mesh) else repr(mesh)
+        _checks.fail("mesh", "None or a one-axis jax.sharding.Mesh (cfjax.distributed.mesh(devices))", what)
+    return mesh
 
 
 @functools.lru_cache(maxsize=256)
