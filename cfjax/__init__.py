@@ -8,6 +8,7 @@ docstrings).
 """
 
 from cfjax import data as data
+from cfjax import distributed as distributed
 from cfjax import generative as generative
 from cfjax import metrics as metrics
 from cfjax import predictors as predictors
@@ -20,4 +21,4 @@ from cfjax._checks import ValidationError as ValidationError
 
 __version__ = "0.1.0"
 
-__all__ = ["PrecisionWarning", "ValidationError", "data", "generative", "metrics", "predictors", "representations", "scm", "sensitivity", "study", "__version__"]
+__all__ = ["PrecisionWarning", "ValidationError", "data", "distributed", "generative", "metrics", "predictors", "representations", "scm", "sensitivity", "study", "__version__"]

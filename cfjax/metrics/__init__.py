@@ -9,7 +9,8 @@ interventions are given as ``y_cf (n, K)`` (:func:`evaluate`, :func:`evaluate_bo
 without them every report records ``labels == "invariant"``.
 Every function is pure JAX, jittable, and vmappable over a leading predictor axis.
 
-Beside :func:`evaluate`: :func:`evaluate_many` (many predictors, sharded),
+Beside :func:`evaluate`: :func:`evaluate_chunks` (any N: chunks, devices, processes),
+:func:`evaluate_many` (many predictors, sharded),
 :func:`evaluate_bootstrap` (percentile bootstrap intervals of every field),
 :func:`smooth_ece` and :func:`reliability_curve` (kernel-smoothed calibration).
 """
@@ -50,6 +51,7 @@ from cfjax.metrics.subgroups import SubgroupMeans as SubgroupMeans
 from cfjax.metrics.subgroups import delta_auc as delta_auc
 from cfjax.metrics.subgroups import stratified_auc as stratified_auc
 from cfjax.metrics.subgroups import subgroup_means as subgroup_means
+from cfjax.metrics.streaming import evaluate_chunks as evaluate_chunks
 from cfjax.metrics.sweep import evaluate_many as evaluate_many
 from cfjax.metrics.transitions import PAPER_CHAINS as PAPER_CHAINS
 from cfjax.metrics.transitions import correct_transition_count as correct_transition_count
@@ -76,6 +78,7 @@ __all__ = [
     "ece",
     "evaluate",
     "evaluate_bootstrap",
+    "evaluate_chunks",
     "evaluate_many",
     "flip_rate",
     "interventional_risk",

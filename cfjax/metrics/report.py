@@ -32,7 +32,7 @@ from cfjax import _checks
 from cfjax.metrics import _arrays, _inputs
 from cfjax.metrics.calibration import _bins, _brier
 from cfjax.metrics.ranking import _kendall_tau_b, _spearman
-from cfjax.metrics.risk import EPS, binary_bce, cvar_risks_kn, losses_kn
+from cfjax.metrics.risk import EPS, binary_bce, cvar_risks_kn, cvar_units_kn, losses_kn
 from cfjax.metrics.smooth_calibration import _smooth_ece
 from cfjax.metrics.stability import (
     d_obs,
@@ -40,9 +40,7 @@ from cfjax.metrics.stability import (
     mean_abs_shift,
     p_bar_classes,
     s_flip_classes,
-    s_flip_kn,
     s_var_classes,
-    s_var_kn,
     total_variation,
 )
 
@@ -223,6 +221,7 @@ def evaluate(
     tau: Any = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
+    mesh: Any = None,
 ) -> MarginalisationReport | MulticlassReport:
     """Evaluate a predictor by counterfactual marginalisation over K interventions.
 
@@ -241,6 +240,11 @@ def evaluate(
         probabilities decide by the argmax and need the default 0.5).
       alphas: CVaR levels in (0, 1].
       n_bins: number of equal-width calibration bins.
+      mesh: a one-axis mesh (:func:`cfjax.distributed.mesh`) to split the units over its
+        devices (binary scores): each device reduces its units' K counterfactuals, the sums
+        are added over the devices, and the per-unit ``(n,)`` scores give the rank and
+        calibration fields (:func:`~cfjax.metrics.evaluate_chunks` with one chunk). None:
+        the default device.
 
     Shapes:
       binary: ``p_obs (n,)``, ``p_cf (n, K)``, ``y (n,)``, ``y_cf (n, K)``; classes:
@@ -276,6 +280,13 @@ def evaluate(
     if y is None and y_cf is not None:
         _checks.fail("y", "observed labels of shape (n,) when `y_cf` is given (risk_orig and "
                      "the *_orig calibration use them)", "None")
+    if mesh is not None:
+        if _inputs.is_multiclass(p_obs, p_cf):
+            _checks.fail("mesh", "None for class probabilities (the units are split over devices "
+                         "for binary scores only)", "a mesh")
+        from cfjax.metrics.streaming import evaluate_chunks
+        return evaluate_chunks([(p_obs, p_cf, y, y_cf)], weights=weights, tau=tau, alphas=alphas,
+                               n_bins=n_bins, mesh=mesh)
     if _inputs.is_multiclass(p_obs, p_cf):
         p_obs, p_cf, q, _ = _inputs.prepare_stability(p_obs, p_cf, weights, tau)
         y, y_cf = _inputs.prepare_class_labels(y, y_cf, p_cf.shape)
@@ -292,16 +303,82 @@ def evaluate(
 @functools.partial(jax.jit, static_argnames=("alphas", "n_bins", "uniform"))
 def _evaluate(p_obs, p_cf, y, q, tau, *, alphas, n_bins, uniform,
               y_cf=None) -> MarginalisationReport:
+    """Traced core of binary :func:`evaluate`: the reductions over K (:func:`unit_stage`),
+    then over the units (:func:`finish`)."""
+    y_cf_kn = None if y_cf is None else y_cf.T
+    p_bar, y_bar, sums = unit_stage(p_obs, p_cf.T, y, q, tau, y_cf_kn, alphas=alphas, uniform=uniform)
+    return finish(p_obs, p_bar, y, y_bar, sums, tau, alphas=alphas, n_bins=n_bins)
+
+
+@struct.dataclass
+class UnitSums:
+    """The sufficient statistics of the counterfactual axis: per-unit reductions over the K
+    interventions, summed over units. Sums of chunks or shards add up (``+``); dividing by
+    ``count`` gives the report's means. Label sums are 0 without labels."""
+
+    count: jax.Array  # number of units summed
+    s_var: jax.Array  # Σ_i Σ_k q_k (p_cf[i, k] − p_bar[i])²
+    s_flip: jax.Array  # Σ_i Σ_k q_k 1[decision flips]
+    risk_ie: jax.Array  # Σ_i Σ_k q_k L[i, k]
+    risk_wc: jax.Array  # Σ_i max_k L[i, k]
+    risk_cvar: jax.Array  # (len(alphas),): Σ_i CVaR_a(L[i, :])
+
+    def __add__(self, other: "UnitSums") -> "UnitSums":
+        return jax.tree.map(jnp.add, self, other)
+
+
+def unit_stage(p_obs: jax.Array, x: jax.Array, y: jax.Array | None, q: jax.Array, tau: jax.Array,
+               y_cf_kn: jax.Array | None = None, mask: jax.Array | None = None, *,
+               alphas: tuple[float, ...], uniform: bool) -> tuple[jax.Array, jax.Array | None, UnitSums]:
+    """The reductions over the intervention axis (traced): ``p_obs (n,)``, ``x = p_cf.T (K, n)``
+    (the intervention-major layout of the kernels), labels ``y (n,)`` or None, counterfactual
+    labels ``y_cf_kn (K, n)`` or None, and ``mask (n,)`` (1 for a unit, 0 for padding; None:
+    every unit counts).
+
+    Returns ``(p_bar (n,), y_bar (n,) or None, UnitSums)``: the marginalised scores, the soft
+    counterfactual labels ``Σ_k q_k y_cf[i, k]`` (only with ``y_cf_kn``) and the sums over the
+    (unmasked) units. Everything :func:`finish` needs beyond the ``(n,)`` vectors."""
     dtype = p_obs.dtype
-    x = p_cf.T  # (K, n): the intervention-major layout of the kernels
+    total = (lambda v: jnp.sum(v, axis=-1)) if mask is None else (lambda v: v @ mask)  # noqa: E731
     p_bar = q @ x
+    flips = ((x >= tau) != (p_obs >= tau)[None, :]).astype(dtype)
+    zero = jnp.zeros((), dtype)
+    sums = dict(
+        count=jnp.asarray(x.shape[1], dtype) if mask is None else jnp.sum(mask),
+        s_var=total(q @ jnp.square(x - p_bar[None, :])),
+        s_flip=total(q @ flips),
+        risk_ie=zero, risk_wc=zero, risk_cvar=jnp.zeros((len(alphas),), dtype),
+    )
+    y_bar = None
+    if y is not None:
+        if y_cf_kn is None:
+            losses = losses_kn(x, y)  # (K, n)
+        else:
+            losses = lax.optimization_barrier(binary_bce(x, y_cf_kn))
+            y_bar = q @ y_cf_kn
+        sums.update(
+            risk_ie=total(q @ losses),
+            risk_wc=total(jnp.max(losses, axis=0)),
+            risk_cvar=total(cvar_units_kn(losses, q, alphas, uniform=uniform)),
+        )
+    return p_bar, y_bar, UnitSums(**sums)
+
+
+def finish(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.Array | None,
+           sums: UnitSums, tau: jax.Array, *, alphas: tuple[float, ...],
+           n_bins: int) -> MarginalisationReport:
+    """The reductions over the units (traced): the report from the ``(n,)`` vectors of every
+    unit (``p_obs``, ``p_bar``, ``y``, and ``y_bar`` with counterfactual labels) and the
+    summed statistics of the intervention axis (:func:`unit_stage`)."""
+    dtype = p_obs.dtype
+    count = sums.count
     bounds_obs = _arrays.rank_bounds(p_obs)
     bounds_bar = _arrays.rank_bounds(p_bar)
     ranks_obs = _arrays.average_ranks_from_bounds(*bounds_obs, dtype)
     ranks_bar = _arrays.average_ranks_from_bounds(*bounds_bar, dtype)
     stability = dict(
-        s_var=s_var_kn(x, q, p_bar),
-        s_flip=s_flip_kn(p_obs, x, q, tau),
+        s_var=sums.s_var / count,
+        s_flip=sums.s_flip / count,
         d_obs=d_obs(p_obs, p_bar, tau),
         score_shift=mean_abs_shift(p_obs, p_bar),
         spearman=_spearman(ranks_obs, ranks_bar),
@@ -311,30 +388,28 @@ def _evaluate(p_obs, p_cf, y, q, tau, *, alphas, n_bins, uniform,
     if y is None:
         labelled = _nan_label_fields(dtype, alphas)
     else:
-        if y_cf is None:
-            losses = losses_kn(x, y)  # (K, n)
+        if y_bar is None:
             risk_cm = jnp.mean(binary_bce(p_bar, y))
-            y_bar, brier_cm = y, _brier(p_bar, y)
+            target, brier_cm = y, _brier(p_bar, y)
         else:
-            # Counterfactual labels: column k against y_cf[:, k]; p_bar against the soft label
-            # y_bar by its expected loss over the interventions.
-            losses = lax.optimization_barrier(binary_bce(x, y_cf.T))
-            y_bar = q @ y_cf.T
+            # Counterfactual labels: p_bar against the soft label y_bar by its expected loss
+            # over the interventions.
             clipped = jnp.clip(p_bar, EPS, 1 - EPS)
             risk_cm = jnp.mean(-(y_bar * jnp.log(clipped) + (1 - y_bar) * jnp.log1p(-clipped)))
+            target = y_bar
             brier_cm = jnp.mean(jnp.square(p_bar - y_bar) + y_bar * (1 - y_bar))
         labelled = dict(
             risk_orig=jnp.mean(binary_bce(p_obs, y)),
             risk_cm=risk_cm,
-            risk_ie=jnp.mean(q @ losses),
-            risk_cvar=cvar_risks_kn(losses, q, alphas, uniform=uniform),
-            risk_wc=jnp.mean(jnp.max(losses, axis=0)),
+            risk_ie=sums.risk_ie / count,
+            risk_cvar=sums.risk_cvar / count,
+            risk_wc=sums.risk_wc / count,
             brier_orig=_brier(p_obs, y),
             brier_cm=brier_cm,
         )
-        for suffix, p, target in (("orig", p_obs, y), ("cm", p_bar, y_bar)):
-            labelled.update(_binned_calibration(suffix, p, target, n_bins))
-    cls = MarginalisationReport if y_cf is None else CounterfactualLabelReport
+        for suffix, p, t in (("orig", p_obs, y), ("cm", p_bar, target)):
+            labelled.update(_binned_calibration(suffix, p, t, n_bins))
+    cls = MarginalisationReport if y_bar is None else CounterfactualLabelReport
     return cls(**labelled, **stability, alphas=alphas)
 
 

@@ -164,10 +164,11 @@ def losses_kn(x: jax.Array, y: jax.Array) -> jax.Array:
     return lax.optimization_barrier(binary_bce(x, y[None, :]))
 
 
-def cvar_risks_kn(
+def cvar_units_kn(
     losses: jax.Array, q: jax.Array, levels: tuple[float, ...], *, uniform: bool
 ) -> jax.Array:
-    """``mean_i CVaR_a(L[:, i])`` for each level a, from losses of shape ``(K, n)``.
+    """``CVaR_a(L[:, i])`` of every unit i for each level a, ``(len(levels), n)``, from
+    losses of shape ``(K, n)``.
 
     With ``uniform`` weights (known statically) each unit's atoms are sorted by a bitonic
     network along K (O(K log² K) elementwise steps over rows of n units), and the worst
@@ -190,7 +191,14 @@ def cvar_risks_kn(
 
         excess, _ = lax.scan(accumulate, jnp.zeros_like(losses), (losses, q))
         per_level = [jnp.min(losses + excess / a, axis=0) for a in levels]
-    return jnp.mean(jnp.stack(per_level), axis=1)
+    return jnp.stack(per_level)
+
+
+def cvar_risks_kn(
+    losses: jax.Array, q: jax.Array, levels: tuple[float, ...], *, uniform: bool
+) -> jax.Array:
+    """``mean_i CVaR_a(L[:, i])`` for each level a (:func:`cvar_units_kn` averaged over units)."""
+    return jnp.mean(cvar_units_kn(losses, q, levels, uniform=uniform), axis=1)
 
 
 def _sort_descending(x: jax.Array) -> jax.Array:

@@ -1,0 +1,302 @@
+"""Where cfjax's arrays live when there are many devices or many processes.
+
+One concept: a one-axis :class:`jax.sharding.Mesh` over which a batch axis is split. The pillars
+take ``mesh=`` (or ``devices=``) and otherwise do not change: the unit axis N for
+counterfactual generation, predictor inference and metric reductions; budgets × restarts for
+the sensitivity search; members for ensemble training; resamples for the bootstrap.
+
+On one machine, every local device (on CPU, several exist only when XLA was asked for them
+before JAX started, e.g. ``XLA_FLAGS=--xla_force_host_platform_device_count=8``). Beyond one
+machine, JAX's own multi-host runtime: :func:`initialize` (``jax.distributed.initialize``,
+configured from environment variables) in every process, then :func:`mesh` spans every
+process's devices, each process reads its own block of units (:func:`process_block`), and
+:func:`global_units` / :func:`host_array` move between a process's rows and the global array.
+
+Shapes: a batch axis of any length B is padded to a multiple of the mesh size (by repeating its
+last entry, so that every padded entry is a valid input) and the padding is dropped from the
+results (:func:`map_units`); reductions that must not see the padding take the mask
+:func:`valid_mask`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from cfjax import _checks
+
+__all__ = ["UNITS", "initialize", "mesh", "process_block", "pad_axis", "valid_mask", "shard",
+           "map_units", "global_units", "host_array", "is_initialized"]
+
+UNITS = "units"  # the default name of the mesh axis
+
+ENV_COORDINATOR = "CFJAX_COORDINATOR"
+ENV_NUM_PROCESSES = "CFJAX_NUM_PROCESSES"
+ENV_PROCESS_ID = "CFJAX_PROCESS_ID"
+
+_initialized = False
+
+
+def is_initialized() -> bool:
+    """Whether :func:`initialize` has run in this process."""
+    return _initialized
+
+
+def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
+               process_id: int | None = None) -> None:
+    """Join a multi-process JAX run (``jax.distributed.initialize``), once per process, before
+    any other JAX call.
+
+    Each argument left out is read from the environment: ``CFJAX_COORDINATOR`` (``host:port``
+    of process 0), ``CFJAX_NUM_PROCESSES``, ``CFJAX_PROCESS_ID``. With none of them given
+    anywhere, JAX detects the cluster itself (SLURM, Open MPI, Kubernetes, Cloud TPU). On CPU
+    the cross-process collectives use gloo. A second call is a no-op.
+
+    Args:
+      coordinator_address: ``"host:port"`` of process 0's coordinator service.
+      num_processes: the number of processes (≥ 1).
+      process_id: this process's index in ``0 .. num_processes - 1``.
+
+    Example (two processes on one machine, one shell each)::
+
+        CFJAX_COORDINATOR=localhost:12355 CFJAX_NUM_PROCESSES=2 CFJAX_PROCESS_ID=0 python run.py
+        CFJAX_COORDINATOR=localhost:12355 CFJAX_NUM_PROCESSES=2 CFJAX_PROCESS_ID=1 python run.py
+    """
+    global _initialized
+    if _initialized:
+        return
+    coordinator_address = coordinator_address or os.environ.get(ENV_COORDINATOR) or None
+    num_processes = _env_int("num_processes", num_processes, ENV_NUM_PROCESSES, 1)
+    process_id = _env_int("process_id", process_id, ENV_PROCESS_ID, 0)
+    if num_processes is not None and process_id is not None and process_id >= num_processes:
+        _checks.fail("process_id", f"an index in 0..{num_processes - 1} (num_processes={num_processes})",
+                     str(process_id))
+    given = [coordinator_address, num_processes, process_id]
+    if any(v is not None for v in given) and any(v is None for v in given):
+        names = ("coordinator_address", "num_processes", "process_id")
+        missing = [n for n, v in zip(names, given) if v is None]
+        _checks.fail(missing[0], f"all of coordinator_address, num_processes and process_id (or "
+                     f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES}, {ENV_PROCESS_ID}), or none of them "
+                     "for JAX's cluster detection", f"only {', '.join(n for n, v in zip(names, given) if v is not None)}")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
+                               process_id=process_id)
+    _initialized = True
+
+
+def _env_int(name: str, value: int | None, env: str, minimum: int) -> int | None:
+    source = name
+    if value is None:
+        text = os.environ.get(env)
+        if text is None or text == "":
+            return None
+        source = f"{name} (environment variable {env})"
+        try:
+            value = int(text)
+        except ValueError:
+            _checks.fail(source, "an integer", repr(text))
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        _checks.fail(source, f"an integer ≥ {minimum}", repr(value))
+    return int(value)
+
+
+def mesh(devices: Any = None, axis: str = UNITS) -> Mesh:
+    """A one-axis mesh named ``axis`` over ``devices``.
+
+    Args:
+      devices: None for every device of the default backend (across all processes after
+        :func:`initialize`); an int d for the first d of them; a sequence of distinct devices
+        of one platform; or a one-axis ``Mesh`` (returned as it is).
+      axis: the mesh axis name.
+
+    Example:
+      >>> m = mesh(1)
+      >>> m.axis_names, m.size
+      (('units',), 1)
+    """
+    if isinstance(devices, Mesh):
+        if len(devices.axis_names) != 1:
+            _checks.fail("devices", "a jax.sharding.Mesh with one axis", f"axes {devices.axis_names}")
+        return devices
+    every = jax.devices()
+    if devices is None:
+        devs = every
+    elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+        if not 1 <= devices <= len(every):
+            _checks.fail("devices", f"a device count in 1..{len(every)} (the devices of the "
+                         f"{every[0].platform} backend)", str(devices))
+        devs = every[:int(devices)]
+    else:
+        try:
+            devs = list(devices)
+        except TypeError:
+            _checks.fail("devices", "None, a device count, a sequence of jax devices or a "
+                         "one-axis jax.sharding.Mesh", repr(devices))
+        bad = [d for d in devs if not isinstance(d, jax.Device)]
+        if not devs or bad:
+            _checks.fail("devices", "a non-empty sequence of jax devices (e.g. jax.devices())",
+                         repr(bad[0]) if bad else "an empty sequence")
+        if len(set(devs)) != len(devs):
+            _checks.fail("devices", "distinct devices", f"{len(devs)} entries, {len(set(devs))} distinct")
+        if len({d.platform for d in devs}) > 1:
+            _checks.fail("devices", "devices of one platform", str(sorted({d.platform for d in devs})))
+    if not isinstance(axis, str) or not axis:
+        _checks.fail("axis", "a non-empty mesh axis name", repr(axis))
+    return Mesh(np.asarray(devs), (axis,))
+
+
+def process_block(n: int, num_processes: int | None = None, process_id: int | None = None) -> slice:
+    """The contiguous block of ``n`` units that this process reads: process p of P gets
+    ``ceil(n / P)`` units from ``p * ceil(n / P)`` (the last process fewer, possibly none).
+
+    Every process pads its block to the same length with :func:`global_units`, so the blocks
+    of a global array line up with the processes' devices.
+
+    Example:
+      >>> [process_block(10, 3, p) for p in range(3)]
+      [slice(0, 4, None), slice(4, 8, None), slice(8, 10, None)]
+    """
+    n = _checks.check_positive_int("n", n)
+    count = jax.process_count() if num_processes is None else num_processes
+    index = jax.process_index() if process_id is None else process_id
+    per = -(-n // count)
+    return slice(min(index * per, n), min((index + 1) * per, n))
+
+
+def pad_axis(x: Any, multiple: int, axis: int = 0) -> Any:
+    """``x`` (an array or a pytree of arrays with a common axis ``axis``) padded along
+    ``axis`` to a multiple of ``multiple`` by repeating its last entry.
+
+    Example:
+      >>> pad_axis(jnp.arange(5), 4).tolist()
+      [0, 1, 2, 3, 4, 4, 4, 4]
+    """
+    def one(a):
+        size = np.shape(a)[axis]
+        pad = (-size) % multiple
+        if not pad:
+            return a
+        last = jax.lax.slice_in_dim(jnp.asarray(a), size - 1, size, axis=axis)
+        return jnp.concatenate([jnp.asarray(a), jnp.repeat(last, pad, axis=axis)], axis=axis)
+
+    return jax.tree.map(one, x)
+
+
+def valid_mask(n: int, padded: int, dtype: Any = jnp.float32) -> jax.Array:
+    """``(padded,)`` weights: 1 for the first ``n`` entries, 0 for the padding."""
+    return (jnp.arange(padded) < n).astype(dtype)
+
+
+def shard(x: Any, where: Mesh, axis: int = 0) -> Any:
+    """``x`` (a pytree) placed on ``where`` with axis ``axis`` split over the mesh axis (its
+    length must already be a multiple of the mesh size: see :func:`pad_axis`)."""
+    spec = PartitionSpec(*([None] * axis + [where.axis_names[0]]))
+    return jax.device_put(x, NamedSharding(where, spec))
+
+
+def map_units(fn: Callable[..., Any], *args: Any, mesh: Mesh | None = None,
+              chunk_size: int | None = None) -> Any:
+    """``fn`` applied to ``args`` along their leading (unit) axis, split over ``mesh``.
+
+    ``fn`` maps a batch of units to a batch of results (a pytree of arrays whose leading axis
+    is the batch): a counterfactual generator, a classifier, a per-unit reduction. Each device
+    runs ``fn`` on its block of units, ``chunk_size`` units at a time (``lax.map`` inside the
+    compiled program; None: the whole block at once), so the memory beyond inputs and outputs
+    is one chunk's per device. The unit axis is padded to a multiple of
+    ``devices × chunk_size`` (repeating the last unit) and the padding dropped, so the result
+    equals ``fn(*args)`` for any N whenever ``fn`` treats units independently.
+
+    Args:
+      fn: a traceable function of batches (compiled once per input shape; pass the same
+        function object each call to reuse the compilation).
+      *args: pytrees of arrays with a common leading length N.
+      mesh: a one-axis mesh (:func:`mesh`); None for one device (the default placement).
+      chunk_size: units per step on each device, or None.
+
+    Returns:
+      ``fn``'s outputs for the N units, sharded over ``mesh`` along the unit axis.
+
+    Example:
+      >>> x = jnp.arange(10.0)
+      >>> map_units(lambda b: b * 2, x, mesh=mesh(1), chunk_size=4).tolist()[-3:]
+      [14.0, 16.0, 18.0]
+    """
+    leaves = jax.tree.leaves(args)
+    if not leaves:
+        _checks.fail("args", "at least one array with a unit axis", "no arrays")
+    n = int(np.shape(leaves[0])[0])
+    for leaf in leaves:
+        if np.ndim(leaf) == 0 or np.shape(leaf)[0] != n:
+            _checks.fail("args", f"arrays with a common leading (unit) axis of length {n}",
+                         f"an array of shape {np.shape(leaf)}")
+    if chunk_size is not None:
+        chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
+    devices = 1 if mesh is None else mesh.size
+    per = -(-n // devices)
+    chunk = per if chunk_size is None else min(chunk_size, per)
+    padded = pad_axis(args, devices * chunk)
+    run = _mapped(fn, mesh, chunk)
+    if mesh is not None:
+        padded = shard(padded, mesh)
+    out = run(*padded)
+    return jax.tree.map(lambda a: a[:n], out)
+
+
+@functools.lru_cache(maxsize=64)
+def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int) -> Callable[..., Any]:
+    def local(*args):
+        size = jax.tree.leaves(args)[0].shape[0]
+        if chunk >= size:
+            return fn(*args)
+        blocks = jax.tree.map(lambda a: a.reshape((size // chunk, chunk) + a.shape[1:]), args)
+        out = jax.lax.map(lambda b: fn(*b), blocks)
+        return jax.tree.map(lambda a: a.reshape((size,) + a.shape[2:]), out)
+
+    if where is None:
+        return jax.jit(local)
+    spec = PartitionSpec(where.axis_names[0])
+    return jax.jit(jax.shard_map(local, mesh=where, in_specs=spec, out_specs=spec))
+
+
+def global_units(local: Any, where: Mesh, n: int) -> Any:
+    """A global array over all processes from each process's block of units.
+
+    Every process calls this with its own rows (``process_block(n)`` of the data, a pytree of
+    arrays with the units on axis 0); each block is padded to the common block length
+    (repeating its last row, or the global data's first row for an empty block is not allowed:
+    every process must hold at least one unit) and the results are laid out process by
+    process. Returns ``(array, mask)``: the global array of ``P × ceil(n / P)`` rows, padded
+    further to a multiple of the mesh size, and its ``(rows,)`` validity mask.
+
+    In a single process this is :func:`shard` of the padded rows.
+    """
+    count = jax.process_count()
+    per = -(-n // count)
+    local_devices = where.local_mesh.size if count > 1 else where.size
+    per = -(-per // local_devices) * local_devices
+    rows = int(np.shape(jax.tree.leaves(local)[0])[0])
+    if rows == 0:
+        _checks.fail("local", "at least one unit in every process (fewer processes than units)", "0 rows")
+    padded = pad_axis(local, per)
+    block = process_block(n)
+    mask_local = (np.arange(per) < (block.stop - block.start)).astype(np.float32)
+    sharding = NamedSharding(where, PartitionSpec(where.axis_names[0]))
+    if count == 1:
+        return jax.device_put(padded, sharding), jax.device_put(jnp.asarray(mask_local), sharding)
+    make = functools.partial(jax.make_array_from_process_local_data, sharding)
+    return jax.tree.map(lambda a: make(np.asarray(a)), padded), make(mask_local)
+
+
+def host_array(x: jax.Array) -> np.ndarray:
+    """The whole of a (possibly multi-process, sharded) array as a numpy array in every
+    process."""
+    if jax.process_count() > 1 and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)

@@ -1,0 +1,233 @@
+"""The marginalisation report for any N: counterfactual predictions in chunks, their units
+split over devices, and over the processes of a multi-host run.
+
+The report is a reduction over the interventions, then over the units. The first stage
+(:func:`~cfjax.metrics.report.unit_stage`) keeps only sufficient statistics — sums over units
+of each unit's variance, flip rate, interventional, worst-case and CVaR losses
+(:class:`~cfjax.metrics.report.UnitSums`) — and each unit's marginalised score ``p_bar``; so a
+chunk's ``(b, K)`` predictions can be dropped once it is reduced. The second stage
+(:func:`~cfjax.metrics.report.finish`) needs only ``(n,)`` vectors (``p_obs``, ``p_bar``,
+``y``): the rank metrics, the calibration bins and the smooth ECE are computed from them
+exactly as in :func:`~cfjax.metrics.evaluate`. Memory: one chunk of ``b × K`` predictions on
+the devices plus four numbers per unit on the host, whatever K.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec
+
+from cfjax import _checks
+from cfjax import distributed as dist
+from cfjax.metrics import _arrays, _inputs
+from cfjax.metrics.report import MarginalisationReport, UnitSums, check_options, finish, unit_stage
+
+__all__ = ["evaluate_chunks"]
+
+_FIELDS = ("p_obs", "p_cf", "y", "y_cf")
+
+
+def evaluate_chunks(
+    chunks: Iterable[Any],
+    *,
+    weights: Any = None,
+    tau: Any = 0.5,
+    alphas: Sequence[float] = (0.5, 0.25, 0.1),
+    n_bins: int = 15,
+    mesh: Mesh | None = None,
+    across_processes: bool = False,
+) -> MarginalisationReport:
+    """:func:`~cfjax.metrics.evaluate` of binary scores given chunk by chunk, for any N.
+
+    Args:
+      chunks: an iterable (e.g. a generator that makes counterfactuals and predicts on them
+        one chunk at a time) of ``(p_obs, p_cf)``, ``(p_obs, p_cf, y)`` or
+        ``(p_obs, p_cf, y, y_cf)`` tuples, or mappings with those keys: ``p_obs (b,)``,
+        ``p_cf (b, K)``, ``y (b,)`` in {0, 1}, ``y_cf (b, K)``; the units of the chunks in
+        order. Chunks may differ in length; K, the dtype and which of ``y``/``y_cf`` are
+        given must not. The first chunk's length (rounded up to a multiple of the devices)
+        sets the block that is compiled once: shorter chunks are padded, longer ones cut.
+      weights, tau, alphas, n_bins: as in ``evaluate``.
+      mesh: a one-axis mesh (:func:`cfjax.distributed.mesh`) to split each block's units over
+        its devices; None for the default device.
+      across_processes: in a multi-process run (:func:`cfjax.distributed.initialize`), each
+        process passes the chunks of its own block of units (:func:`cfjax.distributed.process_block`,
+        processes in order); the sums and the per-unit vectors are gathered from every
+        process and every process returns the report of all units.
+
+    Returns:
+      The :class:`~cfjax.metrics.MarginalisationReport` (or, with ``y_cf``,
+      ``CounterfactualLabelReport``) of all units, equal to ``evaluate`` on the concatenated
+      chunks up to floating-point summation order.
+
+    Example:
+      >>> import numpy as np
+      >>> rng = np.random.default_rng(0)
+      >>> p_cf = rng.uniform(size=(1000, 16)).astype(np.float32)
+      >>> y = rng.integers(0, 2, 1000)
+      >>> chunks = ((p_cf[i:i + 256, 0], p_cf[i:i + 256], y[i:i + 256]) for i in range(0, 1000, 256))
+      >>> r = evaluate_chunks(chunks)
+      >>> from cfjax.metrics import evaluate
+      >>> full = evaluate(p_cf[:, 0], p_cf, y)
+      >>> bool(abs(r.risk_ie - full.risk_ie) < 1e-5), bool(r.spearman == full.spearman)
+      (True, True)
+    """
+    alphas, n_bins = check_options(alphas, n_bins, tau)
+    if mesh is not None:
+        mesh = dist.mesh(mesh)
+    if not isinstance(across_processes, bool):
+        _checks.fail("across_processes", "a bool", repr(across_processes))
+    devices = 1 if mesh is None else mesh.size
+    layout: dict[str, Any] | None = None
+    total: UnitSums | None = None
+    kept: dict[str, list[np.ndarray]] = {"p_obs": [], "p_bar": [], "y": [], "y_bar": []}
+    for index, chunk in enumerate(chunks):
+        parts = _prepare(_unpack(chunk, index), index)
+        if layout is None:
+            layout = _layout(parts, weights, tau, devices)
+        _check_consistent(parts, layout, index)
+        for start in range(0, parts["p_obs"].shape[0], layout["block"]):
+            piece = {f: None if v is None else v[start:start + layout["block"]] for f, v in parts.items()}
+            sums, vectors = _reduce_block(piece, layout, mesh, alphas)
+            total = sums if total is None else total + sums
+            for name, v in vectors.items():
+                kept[name].append(v)
+    if layout is None:
+        _checks.fail("chunks", "at least one chunk of predictions", "an empty iterable")
+    vectors = {name: np.concatenate(parts) if parts else None for name, parts in kept.items()}
+    if across_processes and jax.process_count() > 1:
+        total, vectors = _gather_processes(total, vectors)
+    as_dev = lambda v: None if v is None else jnp.asarray(v)  # noqa: E731
+    return _finish(as_dev(vectors["p_obs"]), as_dev(vectors["p_bar"]), as_dev(vectors["y"]),
+                   as_dev(vectors["y_bar"]), jax.tree.map(jnp.asarray, total), layout["tau"],
+                   alphas=alphas, n_bins=n_bins)
+
+
+_finish = jax.jit(finish, static_argnames=("alphas", "n_bins"))
+
+
+def _unpack(chunk: Any, index: int) -> dict[str, Any]:
+    name = f"chunks[{index}]"
+    if isinstance(chunk, Mapping):
+        unknown = sorted(set(chunk) - set(_FIELDS))
+        if unknown or "p_obs" not in chunk or "p_cf" not in chunk:
+            _checks.fail(name, f"a mapping with keys p_obs, p_cf and optionally y, y_cf",
+                         f"keys {sorted(chunk)}")
+        return {f: chunk.get(f) for f in _FIELDS}
+    if not isinstance(chunk, (tuple, list)) or not 2 <= len(chunk) <= 4:
+        _checks.fail(name, "a tuple (p_obs, p_cf[, y[, y_cf]]) or a mapping with those keys",
+                     f"{type(chunk).__name__}" + (f" of length {len(chunk)}" if isinstance(chunk, (tuple, list)) else ""))
+    values = list(chunk) + [None] * (4 - len(chunk))
+    return dict(zip(_FIELDS, values))
+
+
+def _prepare(parts: dict[str, Any], index: int) -> dict[str, Any]:
+    """Validate one chunk's values and shapes (errors name ``chunks[index].<field>``);
+    arrays of one float dtype."""
+    try:
+        return _prepare_fields(parts, index)
+    except _checks.ValidationError as error:
+        message = str(error)
+        if message.startswith("`") and not message.startswith("`chunks"):
+            message = f"`chunks[{index}].{message[1:]}"
+        raise _checks.ValidationError(message) from None
+
+
+def _prepare_fields(parts: dict[str, Any], index: int) -> dict[str, Any]:
+    p_obs, p_cf, y, _ = _inputs.prepare(p_obs=parts["p_obs"], p_cf=parts["p_cf"], y=parts["y"])
+    y_cf = parts["y_cf"]
+    if y_cf is not None:
+        if y is None:
+            _checks.fail("y", "observed labels of shape (b,) when `y_cf` is given", "None")
+        y_cf = _inputs.prepare_counterfactual_labels(y_cf, p_cf.shape, p_obs.dtype)
+    return dict(p_obs=p_obs, p_cf=p_cf, y=y, y_cf=y_cf)
+
+
+def _layout(parts: dict[str, Any], weights: Any, tau: Any, devices: int) -> dict[str, Any]:
+    """What the first chunk fixes: K, dtype, the labels given, the compiled block length."""
+    p_obs, k = parts["p_obs"], parts["p_cf"].shape[1]
+    b = p_obs.shape[0]
+    return dict(k=k, dtype=p_obs.dtype, labels=parts["y"] is not None, cf_labels=parts["y_cf"] is not None,
+                q=_arrays.resolve_weights(weights, k, p_obs.dtype), uniform=weights is None,
+                tau=jnp.asarray(tau, p_obs.dtype), block=-(-b // devices) * devices)
+
+
+def _check_consistent(parts: dict[str, Any], layout: dict[str, Any], index: int) -> None:
+    """A chunk's K and fields match the first chunk's; cast in place to its dtype."""
+    if parts["p_cf"].shape[1] != layout["k"]:
+        _checks.fail(f"chunks[{index}].p_cf", f"{layout['k']} counterfactuals per unit (K of the first chunk)",
+                     f"shape {parts['p_cf'].shape}")
+    for field, first in (("y", layout["labels"]), ("y_cf", layout["cf_labels"])):
+        if (parts[field] is not None) != first:
+            _checks.fail(f"chunks[{index}].{field}", f"{'an array' if first else 'None'}, as in the first chunk",
+                         "an array" if parts[field] is not None else "None")
+    dtype = layout["dtype"]
+    for field, v in parts.items():
+        if v is not None:
+            parts[field] = v.astype(dtype)
+
+
+def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Mesh | None,
+                  alphas: tuple[float, ...]) -> tuple[UnitSums, dict[str, np.ndarray]]:
+    """The first stage of one block of at most ``layout["block"]`` units (padded to it)."""
+    m = piece["p_obs"].shape[0]
+    block = layout["block"]
+    arrays = {f: v for f, v in piece.items() if v is not None}
+    arrays = dist.pad_axis(arrays, block) if m < block else arrays
+    arrays["mask"] = dist.valid_mask(m, block, layout["dtype"])
+    if mesh is not None:
+        arrays = dist.shard(arrays, mesh)
+    run = _stage(mesh, alphas, layout["uniform"], layout["labels"], layout["cf_labels"])
+    p_bar, y_bar, sums = run(arrays, layout["q"], layout["tau"])
+    vectors = {"p_obs": np.asarray(piece["p_obs"]), "p_bar": np.asarray(p_bar)[:m]}
+    if piece["y"] is not None:
+        vectors["y"] = np.asarray(piece["y"])
+    if y_bar is not None:
+        vectors["y_bar"] = np.asarray(y_bar)[:m]
+    return sums, vectors
+
+
+@functools.lru_cache(maxsize=32)
+def _stage(mesh: Mesh | None, alphas: tuple[float, ...], uniform: bool, labels: bool, cf_labels: bool):
+    """The jitted first stage of one block: on one device, or its units split over ``mesh``
+    (each device reduces its share; the sums are added over the devices)."""
+
+    def local(arrays, q, tau):
+        y_cf = arrays.get("y_cf")
+        p_bar, y_bar, sums = unit_stage(arrays["p_obs"], arrays["p_cf"].T, arrays.get("y"), q, tau,
+                                        None if y_cf is None else y_cf.T, arrays["mask"],
+                                        alphas=alphas, uniform=uniform)
+        if mesh is not None:
+            sums = jax.lax.psum(sums, mesh.axis_names[0])
+        return p_bar, y_bar, sums
+
+    if mesh is None:
+        return jax.jit(local)
+    units, same = PartitionSpec(mesh.axis_names[0]), PartitionSpec()
+    out_specs = (units, units if cf_labels else None, same)
+    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(units, same, same), out_specs=out_specs))
+
+
+def _gather_processes(total: UnitSums, vectors: dict[str, np.ndarray | None]
+                      ) -> tuple[UnitSums, dict[str, np.ndarray | None]]:
+    """Every process's sums added and its per-unit vectors concatenated in process order."""
+    from jax.experimental import multihost_utils as mh
+
+    total = jax.tree.map(lambda a: np.sum(np.asarray(mh.process_allgather(np.asarray(a))), axis=0), total)
+    rows = np.asarray(mh.process_allgather(np.asarray([vectors["p_obs"].shape[0]], np.int64))).reshape(-1)
+    longest = int(rows.max())
+    out = {}
+    for name, v in vectors.items():
+        if v is None:
+            out[name] = None
+            continue
+        padded = np.zeros((longest,), v.dtype)
+        padded[:v.shape[0]] = v
+        every = np.asarray(mh.process_allgather(padded)).reshape(len(rows), longest)
+        out[name] = np.concatenate([every[p, :rows[p]] for p in range(len(rows))])
+    return total, out
