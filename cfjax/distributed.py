@@ -220,7 +220,10 @@ def map_units(fn: Callable[..., Any], *args: Any, mesh: Mesh | None = None,
       chunk_size: units per step on each device, or None.
 
     Returns:
-      ``fn``'s outputs for the N units, sharded over ``mesh`` along the unit axis.
+      ``fn``'s outputs for the N units: sharded over ``mesh`` along the unit axis when N is a
+      multiple of the devices; otherwise cutting off the padding leaves them where JAX puts
+      an unevenly divided axis (a copy on each device). For outputs too large for that, call
+      it on chunks of units (a multiple of the devices) from the host.
 
     Example:
       >>> x = jnp.arange(10.0)
