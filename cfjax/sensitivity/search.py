@@ -38,7 +38,9 @@ import numpy as np
 import optax
 from flax import struct
 
-from cfjax import _checks
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from cfjax import _checks, distributed
 from cfjax.sensitivity.correlation import _slack as _margin_slack
 from cfjax.sensitivity.correlation import (boundary_scale, check_budget, clique_correlation, correlation_margin,
                                            pd_correlation, tanh_correlation)
@@ -57,12 +59,15 @@ _SCHEDULER_OFF = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 def _run_group(runs: int) -> int | None:
     """How many runs one optimiser step vmaps at once (None: all of them).
 
-    XLA:CPU (jax 0.10.2) stalls, idle and never finishing, when 8 or more steps are vmapped at
-    once on large data (the 209,112-row NHS survey); its concurrency-optimised scheduler is the
-    trigger. So on CPU the runs go in vmapped groups of 4, one group after another, unless that
-    scheduler was switched off with ``XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false``
-    before JAX started (then 64 runs vmapped at once finish; a per-program compiler option does
-    not help). Other backends vmap every run.
+    XLA:CPU (jax 0.10.2) stalled, idle and never finishing, when 8 or more steps were vmapped
+    at once on large data (the 209,112-row NHS survey); its concurrency-optimised scheduler is
+    the trigger. So on CPU the runs go in vmapped groups of 4, one group after another, unless
+    that scheduler was switched off with
+    ``XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false`` before JAX started.
+    Other backends vmap every run. With several devices the runs are split over them first
+    (``worst_case(devices=...)``) and the groups apply within each device's share. The
+    reproducer ``python -m experiments.benchmarks.xla_cpu_stall`` runs the search both ways,
+    with the scheduler on and off, each in a child process under a timeout.
     """
     if jax.default_backend() != "cpu" or _SCHEDULER_OFF in os.environ.get("XLA_FLAGS", ""):
         return None
@@ -76,6 +81,36 @@ def _over_runs(fn: Callable, args: Any) -> Any:
     if group is None:
         return jax.vmap(fn)(args)
     return jax.lax.map(fn, args, batch_size=group)
+
+
+def _search_mesh(devices: Any) -> Mesh | None:
+    """The one-axis mesh the runs are split over (:func:`cfjax.distributed.mesh`), or None for
+    one device: ``devices=None`` spreads over this process's devices when it has several."""
+    if devices is None:
+        local = jax.local_devices()
+        if len(local) == 1:
+            return None
+        devices = local
+    where = distributed.mesh(devices, _RUNS)
+    foreign = [d for d in where.devices.flat if d.process_index != jax.process_index()]
+    if foreign:
+        _checks.fail("devices", "devices of this process (the search runs where its model is)",
+                     f"{len(foreign)} device(s) of other processes, e.g. {foreign[0]}")
+    return where
+
+
+def _over_devices(fn: Callable, where: Mesh | None, shared: Any, runs: Any) -> Any:
+    """``fn(shared, runs)`` with ``runs`` (a pytree with a leading run axis, as is ``fn``'s
+    output) split over the devices of ``where`` (``shared`` is copied to each device): the run
+    axis is padded to a multiple of the device count (repeating the last run), each device runs
+    ``fn`` on its share, and the padding is dropped. ``where=None``: ``fn(shared, runs)``."""
+    if where is None:
+        return fn(shared, runs)
+    n = jax.tree.leaves(runs)[0].shape[0]
+    split = PartitionSpec(where.axis_names[0])
+    out = jax.shard_map(fn, mesh=where, in_specs=(PartitionSpec(), split), out_specs=split,
+                        check_vma=False)(shared, distributed.pad_axis(runs, where.size))
+    return jax.tree.map(lambda a: a[:n], out)
 
 
 _BACKTRACK = 0.5 ** np.arange(9)  # 1, 1/2, ..., 1/256 of the proposed step
@@ -249,7 +284,7 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
                cliques: Any = None, warm_start: bool = False, init_scale: float = 0.1,
                newton_steps: int = 8, log_objective: bool = True, snap: float | None = 0.99,
                screen_corners: bool = True, boundary_starts: int = 16, polish: int = 30,
-               warn_ratio: float | None = 10.0) -> WorstCase:
+               warn_ratio: float | None = 10.0, devices: Any = None) -> WorstCase:
     """Maximise CFU over correlations within each budget (paper 001, Algorithm 1).
 
     Args:
@@ -309,9 +344,17 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
       warn_ratio: warn (:class:`ConvergenceWarning`) when at some budget the best restart's
         CFU exceeds the second best's by more than this factor (the worst case then rests on
         one restart; ``restart_ratio`` in the result is that ratio). None never warns.
+      devices: where the runs go: None for this process's devices (one device: as it is; several:
+        spread over them), a device count (the first ones), a sequence of devices, or a one-axis
+        ``jax.sharding.Mesh`` (:func:`cfjax.distributed.mesh`). The runs (budgets × restarts;
+        with ``warm_start`` the restarts, each scanning the budgets), and the screening of the
+        budgets' starts, are padded to a multiple of the device count and split over the
+        devices, each running its share (on CPU in the groups of :func:`_run_group`); the
+        answer is the one-device answer.
 
     Returns:
-      :class:`WorstCase`, budgets in the order given (sorted when ``warm_start``).
+      :class:`WorstCase`, budgets in the order given (sorted when ``warm_start``), on one device
+      (the first of ``devices``).
     """
     if not isinstance(model, FairModel):
         _checks.fail("model", "a FairModel from cfjax.sensitivity.fit", type(model).__name__)
@@ -335,6 +378,7 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
     boundary_starts, polish = _count("boundary_starts", boundary_starts), _count("polish", polish)
     if warn_ratio is not None and not (isinstance(warn_ratio, (int, float)) and warn_ratio >= 1):
         _checks.fail("warn_ratio", "None or a factor >= 1", repr(warn_ratio))
+    where = _search_mesh(devices)
     m = model.graph.m
     P_fn, shape, mask = _parameterisation(parameterisation, cliques, m, float(min_eig))
     screen = bool(screen_corners) and P_fn.seed is not None
@@ -351,8 +395,13 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
     # optax mixes weak and integer types internally: scope the standard promotion rules.
     with jax.numpy_dtype_promotion("standard"):
         budgets = jnp.asarray(budgets, dtype)
-        inits = _initial_L(config, model, budgets, key)
-        out = _search(config, model, budgets, key, inits)
+        args = (model, budgets, key)
+        if where is not None:  # a copy of the model on every device
+            args = jax.device_put(args, NamedSharding(where, PartitionSpec()))
+        inits = _initial_L(config, where, *args)
+        out = _search(config, where, *args, inits)
+    if where is not None:
+        out = jax.device_put(out, where.devices.flat[0])
     if warn_ratio is not None:
         _warn_if_apart(out, float(warn_ratio))
     return out
@@ -406,6 +455,7 @@ class _Config:
 
 
 _ADAM = optax.adam(0.05)
+_RUNS = "runs"  # the mesh axis the runs are split over
 
 
 def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: jax.Array):
@@ -572,10 +622,19 @@ def _directions(cfg: _Config, key: jax.Array, dtype) -> tuple[jax.Array | None, 
     return signs, U + jnp.swapaxes(U, 1, 2)
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _initial_L(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array) -> jax.Array:
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _initial_L(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Array, key: jax.Array) -> jax.Array:
     """Every budget's restarts' starting L, ``(B, R, ...)``: the best distinct screened
-    boundary points (when screening), then the paper's random initialisation."""
+    boundary points (when screening), then the paper's random initialisation; the budgets
+    split over the devices of ``where`` (with ``warm_start`` only the first budget's)."""
+    if cfg.warm_start:  # only the first budget starts afresh
+        first = _starts(cfg, model, key, budgets[:1])[0]
+        return jnp.broadcast_to(first, (budgets.shape[0],) + first.shape)
+    return _over_devices(lambda shared, b: _starts(cfg, *shared, b), where, (model, key), budgets)
+
+
+def _starts(cfg: _Config, model: FairModel, key: jax.Array, budgets: jax.Array) -> jax.Array:
+    """:func:`_initial_L` for ``budgets``, one budget after another."""
     dtype = budgets.dtype
     mask = np.asarray(cfg.mask)
     keys = jax.random.split(key, cfg.restarts)
@@ -636,64 +695,95 @@ def _initial_L(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Arra
             jnp.isfinite(L), axis=(1, 2))
         return jnp.where(take[:, None, None], L, random_inits)
 
-    if cfg.warm_start:  # only the first budget starts afresh
-        return jnp.broadcast_to(inits_for(budgets[0]), (budgets.shape[0],) + random_inits.shape)
     return jax.lax.map(inits_for, budgets)
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _search(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array, inits: jax.Array) -> WorstCase:
-    """``inits (B, R, ...)``: each budget's restarts' starting L."""
-    R = cfg.restarts
-    batch_key = jax.random.fold_in(key, 1)
+def _cold_runs(cfg: _Config, model: FairModel, batch_key: jax.Array, p: jax.Array, L0: jax.Array):
+    """Runs ``(N,)`` each from its own budget ``p`` and start ``L0``: ``(values (N,), P (N, m,
+    m), steps (N,), history (N, S))``, every run in one vmapped loop."""
+    L, t, hist = _runs(cfg, model, p, L0, batch_key)
+    values, Ps = _finish(cfg, model, p, L)
+    return values, Ps, t, hist
 
-    def full_cfu(P):
-        return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=30))
 
-    if cfg.warm_start:
-        def one_budget(L_prev, inputs):
-            p, i = inputs
-            ok = jax.vmap(lambda L: correlation_margin(cfg.P_fn(L, p), cfg.min_eig) >= 0)(L_prev)
-            L0 = jnp.where(ok[:, None, None], L_prev, inits[0])
-            L, t, hist = _runs(cfg, model, jnp.full((R,), p), L0, jax.random.fold_in(batch_key, i))
-            return L, (L, t, hist)
+def _warm_runs(cfg: _Config, model: FairModel, budgets: jax.Array, batch_key: jax.Array, L0: jax.Array):
+    """The curriculum for restarts ``(r,)`` from ``L0 (r, ...)``: a scan over the sorted
+    budgets, each run starting from its previous budget's final L (where usable); ``(values
+    (r, B), P (r, B, m, m), steps (r, B), history (r, B, S))``."""
+    r = L0.shape[0]
 
-        _, (L, t, hist) = jax.lax.scan(one_budget, inits[0], (budgets, jnp.arange(budgets.shape[0])))
-    else:  # every budget x restart is one run of a single vmapped loop
-        B = budgets.shape[0]
-        L, t, hist = _runs(cfg, model, jnp.repeat(budgets, R), inits.reshape((B * R,) + inits.shape[2:]), batch_key)
-        L, t, hist = (x.reshape((B, R) + x.shape[1:]) for x in (L, t, hist))
+    def one_budget(L_prev, inputs):
+        p, i = inputs
+        ok = jax.vmap(lambda L: correlation_margin(cfg.P_fn(L, p), cfg.min_eig) >= 0)(L_prev)
+        start = jnp.where(ok[:, None, None], L_prev, L0)
+        L, t, hist = _runs(cfg, model, jnp.full((r,), p), start, jax.random.fold_in(batch_key, i))
+        return L, (L, t, hist)
 
-    def evaluate(p, L):
-        P = cfg.P_fn(L, p)
-        if cfg.snap is None:
-            return full_cfu(P), P
-        # tanh saturates: its P never reaches the budget's edge, only approaches it, and
-        # backtracking stops short of the margin. Entries within `snap` of the edge are also
-        # tried at the edge (the limit point), then the whole P, when it is within `snap` of
-        # the boundary along its ray from I, on the boundary; kept if usable and worse.
-        eye = jnp.eye(P.shape[0], dtype=P.dtype)
-        near = (eye == 0) & (jnp.abs(P) >= cfg.snap * p)
-        edge = jnp.where(near, jnp.sign(P) * p, P)
-        edge = jnp.where(correlation_margin(edge, cfg.min_eig) >= 0, edge, P)
-        s = boundary_scale(edge - eye, p, cfg.min_eig)
-        out = eye + jnp.clip(jnp.where(s * cfg.snap <= 1, s, 1) * (edge - eye), -p, p)
-        usable = correlation_margin(out, cfg.min_eig) >= 0
-        # Both CFUs by one loop over the two matrices: CFU is traced (and compiled) once.
-        value, out_value = jax.lax.map(full_cfu, jnp.stack([P, jnp.where(usable, out, P)]))
-        out_value = jnp.where(usable, out_value, -jnp.inf)
-        better = out_value > value
-        return jnp.where(better, out_value, value), jnp.where(better, out, P)
+    _, (L, t, hist) = jax.lax.scan(one_budget, L0, (budgets, jnp.arange(budgets.shape[0])))  # (B, r, ...)
+    B = budgets.shape[0]
+    values, Ps = _finish(cfg, model, jnp.repeat(budgets, r), L.reshape((B * r,) + L.shape[2:]))
+    values, Ps = values.reshape(B, r), Ps.reshape((B, r) + Ps.shape[1:])
+    return tuple(jnp.swapaxes(x, 0, 1) for x in (values, Ps, t, hist))
 
+
+def _finish(cfg: _Config, model: FairModel, p: jax.Array, L: jax.Array):
+    """Each run's full-data CFU and P ``((N,), (N, m, m))`` from its final ``L``: snapped to the
+    boundary (:func:`_evaluate`) and polished (:func:`_polish`)."""
+    full_cfu = functools.partial(_full_cfu, model)
     # One run after another (each full-data CFU is itself vmapped over chunks of units): the
     # nested vmap of 8 or more full-data evaluations stalled XLA:CPU on the NHS data.
-    B = budgets.shape[0]
-    flat_p = jnp.repeat(budgets, R)
-    flat_L = L.reshape((B * R,) + L.shape[2:])
-    values, Ps = jax.lax.map(lambda args: evaluate(*args), (flat_p, flat_L))
+    values, Ps = jax.lax.map(lambda args: _evaluate(cfg, full_cfu, *args), (p, L))
     if cfg.polish_steps:
-        values, Ps = _over_runs(lambda args: _polish(cfg, full_cfu, *args), (flat_p, Ps, values))
-    values, Ps = values.reshape(B, R), Ps.reshape((B, R) + Ps.shape[1:])
+        values, Ps = _over_runs(lambda args: _polish(cfg, full_cfu, *args), (p, Ps, values))
+    return values, Ps
+
+
+def _evaluate(cfg: _Config, full_cfu: Callable, p: jax.Array, L: jax.Array):
+    """A run's full-data CFU and P from its final ``L`` (with ``snap``: also tried on the
+    boundary, kept when usable and worse)."""
+    P = cfg.P_fn(L, p)
+    if cfg.snap is None:
+        return full_cfu(P), P
+    # tanh saturates: its P never reaches the budget's edge, only approaches it, and
+    # backtracking stops short of the margin. Entries within `snap` of the edge are also
+    # tried at the edge (the limit point), then the whole P, when it is within `snap` of
+    # the boundary along its ray from I, on the boundary; kept if usable and worse.
+    eye = jnp.eye(P.shape[0], dtype=P.dtype)
+    near = (eye == 0) & (jnp.abs(P) >= cfg.snap * p)
+    edge = jnp.where(near, jnp.sign(P) * p, P)
+    edge = jnp.where(correlation_margin(edge, cfg.min_eig) >= 0, edge, P)
+    s = boundary_scale(edge - eye, p, cfg.min_eig)
+    out = eye + jnp.clip(jnp.where(s * cfg.snap <= 1, s, 1) * (edge - eye), -p, p)
+    usable = correlation_margin(out, cfg.min_eig) >= 0
+    # Both CFUs by one loop over the two matrices: CFU is traced (and compiled) once.
+    value, out_value = jax.lax.map(full_cfu, jnp.stack([P, jnp.where(usable, out, P)]))
+    out_value = jnp.where(usable, out_value, -jnp.inf)
+    better = out_value > value
+    return jnp.where(better, out_value, value), jnp.where(better, out, P)
+
+
+def _full_cfu(model: FairModel, P: jax.Array) -> jax.Array:
+    """CFU of correlation ``P`` on all the data (Model B solved from scratch)."""
+    return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=30))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Array, key: jax.Array,
+            inits: jax.Array) -> WorstCase:
+    """``inits (B, R, ...)``: each budget's restarts' starting L. The runs are split over the
+    devices of ``where`` (None: one device): every budget x restart is a run, or, with
+    ``warm_start``, every restart (each scanning the budgets)."""
+    R = cfg.restarts
+    B = budgets.shape[0]
+    batch_key = jax.random.fold_in(key, 1)
+    if cfg.warm_start:
+        out = _over_devices(lambda shared, L0: _warm_runs(cfg, *shared, L0), where, (model, budgets, batch_key),
+                            inits[0])
+        values, Ps, t, hist = (jnp.swapaxes(x, 0, 1) for x in out)
+    else:
+        runs = (jnp.repeat(budgets, R), inits.reshape((B * R,) + inits.shape[2:]))
+        out = _over_devices(lambda shared, r: _cold_runs(cfg, *shared, *r), where, (model, batch_key), runs)
+        values, Ps, t, hist = (x.reshape((B, R) + x.shape[1:]) for x in out)
     values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
     best = jnp.argmax(values, axis=1)
     P_best = jnp.take_along_axis(Ps, best[:, None, None, None], axis=1)[:, 0]

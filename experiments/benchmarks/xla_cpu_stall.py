@@ -1,0 +1,144 @@
+"""Reproducer: does XLA:CPU stall when the sensitivity search vmaps 8 or more optimiser steps
+at once on large data, with its concurrency-optimised scheduler on?
+
+Each case runs in a child process (JAX reads ``XLA_FLAGS`` once, at start-up) under a
+timeout: the worst-case search (:func:`cfjax.sensitivity.worst_case`, its step loop only: no
+corner screening, snapping or polishing) over ``--runs`` runs (budgets × restarts) vmapped
+together, on data of the NHS staff survey's size (209,112 rows), with
+``--xla_cpu_enable_concurrency_optimized_scheduler`` left on (XLA's default) and switched
+off, and, as a control, the runs in vmapped groups of 4 with the scheduler on. It prints for
+each case whether it finished and in how long (the child's own time, compilation included).
+
+Data: the NHS survey when ``--data-dir`` holds ``nhs.npz`` (default ``../shared/data``; see
+:func:`cfjax.sensitivity.load_nhs`), else (or with ``--synthetic``) the built-in synthetic
+SCM (:func:`cfjax.sensitivity.synthetic`) with as many rows. A fixed model (degrees and λ
+given, no cross-validation) keeps the fit short.
+
+Run: ``python -m experiments.benchmarks.xla_cpu_stall [--timeout 120] [--runs 8] [--steps 20]``.
+
+Measured (jax 0.10.2, jaxlib 0.10.2, XLA:CPU, 2 cores shared with other jobs), 8 runs of 20
+full-batch steps, 120 s timeout per case:
+
+MEASURED
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+SCHEDULER_OFF = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+NHS_ROWS = 209_112
+
+# The child: fit a fixed model, then time one worst-case search whose runs are vmapped in
+# groups of `group` (0: every run at once). Prints one JSON line.
+CHILD = r'''
+import json, os, sys, time
+t0 = time.perf_counter()
+import jax, numpy as np
+import cfjax.sensitivity as S
+from cfjax.sensitivity import search
+
+data, runs, steps, group, batch, degree, full = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                                 sys.argv[5], int(sys.argv[6]), sys.argv[7] == "1")
+prob = S.load_nhs(data) if data.endswith(".npz") else S.synthetic(int(data), seed=0)
+settings = S.Settings(degrees=(degree,), lambdas=(1.0,), predictor_degrees=(degree,), predictor_lambdas=(1.0,))
+model = S.fit(prob.graph, prob.data, settings)
+search._run_group = (lambda n: None) if group == 0 else (lambda n: group if n > group else None)
+restarts = 2
+budgets = np.linspace(0.1, 0.9, max(runs // restarts, 1))
+t1 = time.perf_counter()
+wc = S.worst_case(model, budgets, key=jax.random.key(0), restarts=restarts, steps=steps, patience=steps,
+                  batch_size=None if batch == "full" else int(batch), warn_ratio=None,
+                  **({} if full else dict(screen_corners=False, snap=None, polish=0)))
+jax.block_until_ready(wc.cfu)
+print(json.dumps({"n": prob.data.n, "m": prob.graph.m, "runs": int(np.size(wc.restart_cfu)),
+                  "fit_s": t1 - t0, "search_s": time.perf_counter() - t1, "jax": jax.__version__,
+                  "max_cfu": float(np.max(wc.cfu))}))
+'''
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_case(data: str, runs: int, steps: int, group: int, scheduler: bool, timeout: float,
+             batch: str, degree: int = 2, full: bool = False) -> dict:
+    """One child process: ``{"finished": bool, "seconds": wall time, ...child's report}``."""
+    env = dict(os.environ)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "concurrency_optimized_scheduler" not in f]
+    if not scheduler:
+        flags.append(SCHEDULER_OFF)
+    env["XLA_FLAGS"] = " ".join(flags)
+    env["JAX_PLATFORMS"] = "cpu"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    t0 = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", CHILD, data, str(runs), str(steps), str(group), batch,
+                              str(degree), str(int(full))], env=env, cwd=root, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    samples = []  # (wall seconds, the child's CPU seconds): a stall shows as CPU time standing still
+    while child.poll() is None and time.perf_counter() - t0 < timeout:
+        samples.append((time.perf_counter() - t0, _cpu_seconds(child.pid)))
+        time.sleep(1.0)
+    if child.poll() is None:
+        child.kill()
+        child.communicate()
+        seconds = time.perf_counter() - t0
+        last = [c for w, c in samples if w >= seconds - 30 and c is not None]
+        idle = f"; CPU time over its last 30 s: {last[-1] - last[0]:.1f} s" if len(last) > 1 else ""
+        return {"finished": False, "seconds": seconds, "why": f"timed out after {timeout:g} s{idle}",
+                "cpu_last_30s": (last[-1] - last[0]) if len(last) > 1 else None}
+    stdout, stderr = child.communicate()
+    seconds = time.perf_counter() - t0
+    if child.returncode != 0:
+        return {"finished": False, "seconds": seconds, "why": f"exit {child.returncode}: {stderr[-600:]}"}
+    return {"finished": True, "seconds": seconds, **json.loads(stdout.strip().splitlines()[-1])}
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data-dir", default=os.path.join("..", "shared", "data"))
+    ap.add_argument("--synthetic", action="store_true", help="the synthetic SCM even where nhs.npz exists")
+    ap.add_argument("--rows", type=int, default=NHS_ROWS, help="rows of the synthetic data")
+    ap.add_argument("--runs", type=int, default=8, help="runs vmapped together (budgets × 2 restarts)")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--batch", default="full", help="'full' or a minibatch size")
+    ap.add_argument("--degree", type=int, default=2, help="polynomial degree of the models")
+    ap.add_argument("--full-search", action="store_true",
+                    help="the whole search (corner screening, snapping, polish), not the step loop only")
+    ap.add_argument("--cases", default="on,off,groups", help="which of on, off, groups to run")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
+    args = ap.parse_args(argv)
+    nhs = os.path.join(args.data_dir, "nhs.npz")
+    data = nhs if os.path.isfile(nhs) and not args.synthetic else str(args.rows)
+    label = "NHS survey" if data == nhs else f"synthetic SCM, {args.rows} rows"
+    print(f"data: {label}; {args.runs} runs, {args.steps} steps, batch {args.batch}, timeout {args.timeout:g} s")
+    every = {"on": ("all runs vmapped, scheduler on", 0, True), "off": ("all runs vmapped, scheduler off", 0, False),
+             "groups": ("groups of 4, scheduler on", 4, True)}
+    cases = [every[c] for c in args.cases.split(",")]
+    out = []
+    for name, group, scheduler in cases:
+        res = run_case(data, args.runs, args.steps, group, scheduler, args.timeout, args.batch, args.degree,
+                       args.full_search)
+        res["case"] = name
+        out.append(res)
+        if res["finished"]:
+            print(f"{name:34s} finished in {res['seconds']:6.1f} s (fit {res['fit_s']:.1f} s, search "
+                  f"{res['search_s']:.1f} s; {res['runs']} runs, n = {res['n']}, jax {res['jax']})", flush=True)
+        else:
+            print(f"{name:34s} did not finish: {res['why']}", flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    main()
