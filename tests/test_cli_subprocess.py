@@ -49,3 +49,21 @@ def test_a_mistake_is_one_line_and_exit_code_2(tmp_path, case):
     assert "Traceback" not in out + err
     assert len(err.strip().splitlines()) == 1, err
     assert named in err, (named, err)
+
+
+def test_devices_split_the_resamples_and_change_no_number(tmp_path):
+    """`cfjax evaluate --devices 3` (three CPU host devices, set up before JAX starts) writes the
+    bytes of the one-device run in this process; more devices than exist is one line, exit 2."""
+    from cfjax.cli import common
+    from cfjax.cli import evaluate as ev
+
+    ev.write_example(str(tmp_path / "preds.npz"), seed=3)
+    code, out, err = _cfjax("evaluate", tmp_path / "preds.npz", "--devices", "3", "--quick", "--resamples", 17,
+                            "--out", tmp_path / "three")
+    assert code == 0, err
+    common.run(ev.command, [str(tmp_path / "preds.npz"), "--quick", "--resamples", "17", "--out",
+                            str(tmp_path / "one")])
+    assert (tmp_path / "three" / "results.json").read_bytes() == (tmp_path / "one" / "results.json").read_bytes()
+    with pytest.raises(SystemExit) as exit_:
+        common.run(ev.command, [str(tmp_path / "preds.npz"), "--devices", "2", "--out", str(tmp_path / "two")])
+    assert exit_.value.code == 2

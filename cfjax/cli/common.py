@@ -16,7 +16,7 @@ import numpy as np
 from cfjax._checks import ValidationError
 from cfjax._io import atomic_write_bytes
 
-__all__ = ["UserError", "out_option", "force_option", "seed_option", "check_out", "prepare_out", "write_json",
+__all__ = ["UserError", "out_option", "force_option", "seed_option", "devices_option", "use_devices", "check_out", "prepare_out", "write_json",
            "write_text", "run", "to_json"]
 
 #: Exit code of a user mistake (click uses 2 for usage errors too).
@@ -40,6 +40,32 @@ def out_option(default: str) -> Callable:
 force_option = click.option("--force", is_flag=True, help="write into an existing non-empty --out folder")
 seed_option = click.option("--seed", type=int, default=0, show_default=True,
                            help="random seed (same seed, same numbers)")
+
+
+devices_option = click.option(
+    "--devices", type=click.IntRange(min=1), default=None, metavar="N",
+    help="split the work over N devices of the default backend (on a CPU: N host devices, "
+         "at most one per core is useful) [default: one device]")
+
+
+def use_devices(n: int | None) -> int | None:
+    """Make ``--devices N`` available before JAX starts its backends: on the CPU backend,
+    N host devices (``jax_num_cpu_devices``); then check that N devices exist. Returns N (or
+    None for the default single device)."""
+    if n is None:
+        return None
+    import jax
+
+    try:
+        if jax.config.jax_num_cpu_devices < n:
+            jax.config.update("jax_num_cpu_devices", n)
+    except RuntimeError:  # the backends already started (e.g. in a test): use what exists
+        pass
+    available = len(jax.devices())
+    if available < n:
+        raise UserError(f"--devices {n}: the {jax.default_backend()} backend has {available} device(s); "
+                        f"pass --devices {available} or fewer")
+    return n
 
 
 def prepare_out(out: str, force: bool) -> str:

@@ -37,6 +37,7 @@ _EXAMPLE = """\b
 Example:
   cfjax demo                      # about 5 minutes on a 2-core CPU
   cfjax demo --quick --out results/demo_quick
+  cfjax demo --devices 2 --force  # the ensembles' members over 2 devices
 """
 
 
@@ -361,8 +362,9 @@ def demo(out: str, *, quick: bool = False, seed: int = 0, command: str = "cfjax 
 @common.out_option("results/demo")
 @common.force_option
 @common.seed_option
+@common.devices_option
 @click.option("--quick", is_flag=True, help="a tiny scale that checks the pipeline in about a minute")
-def command(out: str, force: bool, seed: int, quick: bool) -> None:
+def command(out: str, force: bool, seed: int, quick: bool, devices: int | None) -> None:
     """All three pillars of cfjax on built-in synthetic data: paper 000's study (trained
     classifiers, exact and learned counterfactual images), the sensitivity of counterfactual
     fairness to confounding, and counterfactual representations. Writes report.md,
@@ -370,6 +372,9 @@ def command(out: str, force: bool, seed: int, quick: bool) -> None:
     """
     if seed < 0:
         raise UserError(f"--seed {seed}: expected a non-negative integer")
+    # Before JAX starts: with N devices the ensembles' members are trained and run side by
+    # side over them (equal to one device's numbers to float rounding).
+    common.use_devices(devices)
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:

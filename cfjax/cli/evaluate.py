@@ -72,6 +72,7 @@ Example:
   cfjax evaluate preds.npz --out results/eval
   cfjax evaluate --example-file preds.csv
   cfjax evaluate preds.csv --group sex --group age --out results/eval_csv
+  cfjax evaluate preds.npz --devices 2 --force   # resamples split over 2 devices
 """
 
 
@@ -479,7 +480,7 @@ def _figures(out: str, curves: dict[str, Any]) -> tuple[list[str], str | None]:
 
 
 def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, tau: float,
-              figures: bool, out: str, source: str) -> tuple[dict[str, Any], str]:
+              figures: bool, out: str, source: str, devices: int | None = None) -> tuple[dict[str, Any], str]:
     import jax
 
     from cfjax import metrics
@@ -488,7 +489,7 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
     classes = data["classes"]
     n, k = p_cf.shape[:2]
     boot = metrics.evaluate_bootstrap(p_obs, p_cf, y, key=jax.random.key(seed), resamples=resamples,
-                                      level=level, weights=w, tau=tau)
+                                      level=level, weights=w, tau=tau, devices=devices)
     labelled = y is not None
     est, low, high = (_strip_labels(r.to_dict(), labelled) for r in (boot.estimate, boot.low, boot.high))
     results: dict[str, Any] = {
@@ -595,7 +596,8 @@ def _markdown(r: dict[str, Any], source: str) -> str:
                    "(all of them when no --group)")
 @click.option("--example-file", default=None, metavar="PATH",
               help="write a synthetic predictions file (.npz or .csv) to PATH and exit")
-def command(predictions, out, force, seed, resamples, quick, level, tau, weights, groups, example_file):
+@common.devices_option
+def command(predictions, out, force, seed, resamples, quick, level, tau, weights, groups, example_file, devices):
     """Evaluate a predictor on its counterfactuals: PREDICTIONS (.npz, .csv or .parquet) →
     report.md, results.json and reliability diagrams in --out.
 
@@ -603,6 +605,7 @@ def command(predictions, out, force, seed, resamples, quick, level, tau, weights
     counterfactuals; CSV columns p_cf_0 … p_cf_{K-1}), optionally labels y (0/1), weights and
     group columns. Without labels only the stability fields are reported.
     """
+    devices = common.use_devices(devices)  # before anything starts JAX
     if example_file is not None:
         if os.path.exists(example_file) and not force:
             raise UserError(f"--example-file {example_file}: exists; pass --force to overwrite it")
@@ -619,7 +622,7 @@ def command(predictions, out, force, seed, resamples, quick, level, tau, weights
     prepare = common.prepare_out(out, force)
     b = resamples if resamples is not None else (QUICK_RESAMPLES if quick else RESAMPLES)
     results, text = _evaluate(data, seed=seed, resamples=b, level=level, tau=tau,
-                              figures=not quick, out=prepare, source=predictions)
+                              figures=not quick, out=prepare, source=predictions, devices=devices)
     common.write_json(os.path.join(out, "results.json"), results)
     common.write_text(os.path.join(out, "report.md"), text)
     click.echo(f"wrote {os.path.join(out, 'report.md')}, results.json"
