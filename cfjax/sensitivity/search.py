@@ -5,7 +5,8 @@ For each budget ``p_max`` and each restart, gradient ascent on CFU over the unco
 of a correlation parameterisation, with optax: full batch or minibatches (uniform draws), early
 stopping on the (smoothed) objective, and Model B's σ warm-started from the previous step. The
 whole ``p_max`` grid × restarts runs as one jitted, vmapped program (or, with ``warm_start``, a
-scan over the sorted budgets — the paper's curriculum — vmapped over restarts).
+scan over the sorted budgets — the paper's curriculum — vmapped over restarts); with several
+devices the runs are split over them (``devices``), each device running its share.
 
 Worst cases sit on the boundary of the usable set — a budget's edge ``|P_jk| = p_max`` or the
 eigenvalue margin ``λ_min(P) = min_eig`` — often at one of several local maxima, and often at a
@@ -57,17 +58,19 @@ _SCHEDULER_OFF = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 
 
 def _run_group(runs: int) -> int | None:
-    """How many runs one optimiser step vmaps at once (None: all of them).
+    """How many runs one optimiser step (and the polish) vmaps at once (None: all of them).
 
-    XLA:CPU (jax 0.10.2) stalled, idle and never finishing, when 8 or more steps were vmapped
-    at once on large data (the 209,112-row NHS survey); its concurrency-optimised scheduler is
-    the trigger. So on CPU the runs go in vmapped groups of 4, one group after another, unless
-    that scheduler was switched off with
-    ``XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false`` before JAX started.
-    Other backends vmap every run. With several devices the runs are split over them first
-    (``worst_case(devices=...)``) and the groups apply within each device's share. The
-    reproducer ``python -m experiments.benchmarks.xla_cpu_stall`` runs the search both ways,
-    with the scheduler on and off, each in a child process under a timeout.
+    XLA:CPU stalls, idle and never finishing, when the whole search vmaps 8 or more runs at
+    once on large data, unless its concurrency-optimised scheduler is switched off with
+    ``XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false`` before JAX starts (a
+    per-program compiler option does not help). Still so with jax 0.10.2: the reproducer
+    ``python -m experiments.benchmarks.xla_cpu_stall`` (its docstring has the numbers) runs 8
+    runs of the search on the 209,112-row NHS survey in a child process, and with the
+    scheduler on it sat idle until its timeout, while with the scheduler off, or in groups of
+    4 with it on, it finished in under a minute. So on CPU with that scheduler on the runs go
+    in vmapped groups of 4, one group after another; otherwise (the scheduler off, other
+    backends) every run is vmapped at once. With several devices the runs are split over them
+    first (``worst_case(devices=...)``) and the groups apply within each device's share.
     """
     if jax.default_backend() != "cpu" or _SCHEDULER_OFF in os.environ.get("XLA_FLAGS", ""):
         return None
@@ -349,8 +352,9 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
         ``jax.sharding.Mesh`` (:func:`cfjax.distributed.mesh`). The runs (budgets × restarts;
         with ``warm_start`` the restarts, each scanning the budgets), and the screening of the
         budgets' starts, are padded to a multiple of the device count and split over the
-        devices, each running its share (on CPU in the groups of :func:`_run_group`); the
-        answer is the one-device answer.
+        devices, each running its share (all its runs in one vmap; on XLA:CPU with its
+        concurrency-optimised scheduler on, in vmapped groups of 4, as wider vmaps of the
+        search stall there); the answer is the one-device answer (to rounding).
 
     Returns:
       :class:`WorstCase`, budgets in the order given (sorted when ``warm_start``), on one device
@@ -990,7 +994,8 @@ def inverse_budget(model: FairModel, level: float, *, key: jax.Array, hi: float 
       hi: the largest budget searched, in [0, 1).
       tol: bisection stops once the bracket is at most this wide.
       grid: budgets of the coarse curve, evenly spaced in ``(0, hi]``.
-      **search: options of :func:`worst_case` (restarts, steps, ...).
+      **search: options of :func:`worst_case` (restarts, steps, ``devices`` to split every
+        search's runs over several devices, ...).
 
     Returns:
       :class:`InverseBudget`.
