@@ -28,6 +28,8 @@ BENCHMARKS = [
     ("cfjax.predictors ensemble training (vmap) vs a sequential loop, inference on N × K", "experiments.benchmarks.bench_predictors", [], ["--members", "4", "--steps", "20", "--units", "64", "--repeats", "1"]),
     ("cfjax.generative learned counterfactual images (HVAE): one call vs one call per intervention",
      "experiments.benchmarks.bench_generative", [], ["--units", "256", "--repeats", "1"]),
+    ("cfjax.metrics.evaluate_chunks (streamed) vs evaluate (in memory) as N grows; over 1-8 devices",
+     "experiments.benchmarks.bench_scale", [], ["--quick"]),
 ]
 
 
