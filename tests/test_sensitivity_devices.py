@@ -64,9 +64,9 @@ def test_split_runs_equal_one_device(rng, tmp_path):
     (to 1e-6 relative), on one device and without the padding; so does devices=None."""
     out = tmp_path / "split.npz"
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES}", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([sys.executable, "-c", CHILD.format(devices=DEVICES, fields=FIELDS), str(int(rng.integers(2**31))),
-                           str(out)], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=pathlib.Path(__file__).resolve().parents[1])
+    script = CHILD.format(devices=DEVICES, fields=FIELDS)
+    done = subprocess.run([sys.executable, "-c", script, str(int(rng.integers(2**31))), str(out)], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=pathlib.Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr[-4000:]
     with np.load(out) as saved:
         saved = dict(saved)

@@ -67,9 +67,12 @@ def _run_group(runs: int) -> int | None:
     ``python -m experiments.benchmarks.xla_cpu_stall`` (its docstring has the numbers) runs 8
     runs of the search on the 209,112-row NHS survey in a child process, and with the
     scheduler on it sat idle until its timeout, while with the scheduler off, or in groups of
-    4 with it on, it finished in under a minute. So on CPU with that scheduler on the runs go
-    in vmapped groups of 4, one group after another; otherwise (the scheduler off, other
-    backends) every run is vmapped at once. With several devices the runs are split over them
+    4 with it on, it finished in under a minute. The polish (full-data CFU and its gradient in
+    a while loop, vmapped over the runs) is what stalls there; the optimiser steps alone, on
+    minibatches, finished with 64 runs at once, but steps on the full data are the same kind
+    of program. So on CPU with that scheduler on the runs go in vmapped groups of 4, one group
+    after another, in the steps and the polish; otherwise (the scheduler off, other backends)
+    every run is vmapped at once. With several devices the runs are split over them
     first (``worst_case(devices=...)``) and the groups apply within each device's share.
     """
     if jax.default_backend() != "cpu" or _SCHEDULER_OFF in os.environ.get("XLA_FLAGS", ""):

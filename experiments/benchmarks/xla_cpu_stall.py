@@ -1,25 +1,51 @@
-"""Reproducer: does XLA:CPU stall when the sensitivity search vmaps 8 or more optimiser steps
-at once on large data, with its concurrency-optimised scheduler on?
+"""Reproducer: does XLA:CPU stall when the sensitivity search vmaps 8 or more runs at once on
+large data, with its concurrency-optimised scheduler on?
 
 Each case runs in a child process (JAX reads ``XLA_FLAGS`` once, at start-up) under a
-timeout: the worst-case search (:func:`cfjax.sensitivity.worst_case`, its step loop only: no
-corner screening, snapping or polishing) over ``--runs`` runs (budgets × restarts) vmapped
-together, on data of the NHS staff survey's size (209,112 rows), with
+timeout: :func:`cfjax.sensitivity.worst_case` over ``--runs`` runs (budgets × 2 restarts) of
+``--steps`` optimiser steps on minibatches of 4096, every run vmapped together (the search's
+grouping switched off), on data of the NHS staff survey's size (209,112 rows), with
 ``--xla_cpu_enable_concurrency_optimized_scheduler`` left on (XLA's default) and switched
-off, and, as a control, the runs in vmapped groups of 4 with the scheduler on. It prints for
-each case whether it finished and in how long (the child's own time, compilation included).
+off, and, as a control, the runs in vmapped groups of 4 (the search's default on CPU) with
+the scheduler on. ``--search`` picks the parts: ``full`` (corner screening, snapping and the
+polish), ``polish`` (the steps and the polish) or ``steps`` (the optimiser steps only). It
+prints for each case whether it finished and in how long (compilation included), and for a
+case that timed out how much CPU time the child used in its last 30 s (none: a stall, idle;
+some: merely slow).
 
 Data: the NHS survey when ``--data-dir`` holds ``nhs.npz`` (default ``../shared/data``; see
 :func:`cfjax.sensitivity.load_nhs`), else (or with ``--synthetic``) the built-in synthetic
-SCM (:func:`cfjax.sensitivity.synthetic`) with as many rows. A fixed model (degrees and λ
-given, no cross-validation) keeps the fit short.
+SCM (:func:`cfjax.sensitivity.synthetic`, two features) with ``--rows`` rows. A fixed model
+(polynomial degree ``--degree``, λ = 1, no cross-validation) keeps the fit short.
 
-Run: ``python -m experiments.benchmarks.xla_cpu_stall [--timeout 120] [--runs 8] [--steps 20]``.
+Run: ``python -m experiments.benchmarks.xla_cpu_stall`` (about 4 minutes: the stalled case
+waits out its ``--timeout``, 120 s).
 
-Measured (jax 0.10.2, jaxlib 0.10.2, XLA:CPU, 2 cores shared with other jobs), 8 runs of 20
-full-batch steps, 120 s timeout per case:
+Measured with jax 0.10.2 and jaxlib 0.10.2 (XLA:CPU, 2 cores shared with other jobs; the NHS
+survey, degree 3, minibatches of 4096; times include the child's start, the fit and the
+compilation)::
 
-MEASURED
+    search   runs  case                              outcome
+    full     8     all runs vmapped, scheduler on    no end in 120 s (and in 150 s, 240 s with 64
+                                                     runs): 0.0 s of CPU time in its last 30 s
+    full     8     all runs vmapped, scheduler off   finished in 73 s (44 s on a quieter run)
+    full     8     groups of 4, scheduler on         finished in 69 s (50 s on a quieter run)
+    polish   8     all runs vmapped, scheduler on    no end in 120 s: 0.0 s of CPU time in its last 30 s
+    steps    64    all runs vmapped, scheduler on    finished in 33 s (10 steps)
+    steps    64    all runs vmapped, scheduler off   finished in 22 s (10 steps)
+    steps    8     every case (degree 2, full batch) finished in 51-55 s (20 steps)
+
+  On the synthetic SCM (``--synthetic``, 209,112 rows, two features) the full search's 8 runs
+  vmapped with the scheduler on finished (31 s): the stall needs the NHS model's shape (three
+  features, degree 3); with 64 runs it was still working (12 s of CPU time in its last 30 s)
+  at 150 s, too slow to tell on a busy machine.
+
+So the stall still reproduces with jax 0.10.2, and its trigger is the polish (the full-data
+CFU and its gradient, in a while loop vmapped over the runs): the optimiser steps alone, 64
+runs vmapped at once, finish with the scheduler on. :func:`cfjax.sensitivity.worst_case`
+therefore keeps its groups of 4 on XLA:CPU with the scheduler on (for the steps and the
+polish; every run at once with the scheduler off and on other backends), within each
+device's share of the runs when they are split over devices.
 """
 
 from __future__ import annotations
@@ -43,8 +69,8 @@ import jax, numpy as np
 import cfjax.sensitivity as S
 from cfjax.sensitivity import search
 
-data, runs, steps, group, batch, degree, full = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
-                                                 sys.argv[5], int(sys.argv[6]), sys.argv[7] == "1")
+data, runs, steps, group, batch, degree, parts = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                                  sys.argv[5], int(sys.argv[6]), sys.argv[7])
 prob = S.load_nhs(data) if data.endswith(".npz") else S.synthetic(int(data), seed=0)
 settings = S.Settings(degrees=(degree,), lambdas=(1.0,), predictor_degrees=(degree,), predictor_lambdas=(1.0,))
 model = S.fit(prob.graph, prob.data, settings)
@@ -54,7 +80,8 @@ budgets = np.linspace(0.1, 0.9, max(runs // restarts, 1))
 t1 = time.perf_counter()
 wc = S.worst_case(model, budgets, key=jax.random.key(0), restarts=restarts, steps=steps, patience=steps,
                   batch_size=None if batch == "full" else int(batch), warn_ratio=None,
-                  **({} if full else dict(screen_corners=False, snap=None, polish=0)))
+                  **{"full": {}, "polish": dict(screen_corners=False, snap=None),
+                     "steps": dict(screen_corners=False, snap=None, polish=0)}[parts])
 jax.block_until_ready(wc.cfu)
 print(json.dumps({"n": prob.data.n, "m": prob.graph.m, "runs": int(np.size(wc.restart_cfu)),
                   "fit_s": t1 - t0, "search_s": time.perf_counter() - t1, "jax": jax.__version__,
@@ -73,7 +100,7 @@ def _cpu_seconds(pid: int) -> float | None:
 
 
 def run_case(data: str, runs: int, steps: int, group: int, scheduler: bool, timeout: float,
-             batch: str, degree: int = 2, full: bool = False) -> dict:
+             batch: str, degree: int = 3, parts: str = "full") -> dict:
     """One child process: ``{"finished": bool, "seconds": wall time, ...child's report}``."""
     env = dict(os.environ)
     flags = [f for f in env.get("XLA_FLAGS", "").split() if "concurrency_optimized_scheduler" not in f]
@@ -84,7 +111,7 @@ def run_case(data: str, runs: int, steps: int, group: int, scheduler: bool, time
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     t0 = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", CHILD, data, str(runs), str(steps), str(group), batch,
-                              str(degree), str(int(full))], env=env, cwd=root, stdout=subprocess.PIPE,
+                              str(degree), parts], env=env, cwd=root, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     samples = []  # (wall seconds, the child's CPU seconds): a stall shows as CPU time standing still
     while child.poll() is None and time.perf_counter() - t0 < timeout:
@@ -111,25 +138,27 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--synthetic", action="store_true", help="the synthetic SCM even where nhs.npz exists")
     ap.add_argument("--rows", type=int, default=NHS_ROWS, help="rows of the synthetic data")
     ap.add_argument("--runs", type=int, default=8, help="runs vmapped together (budgets × 2 restarts)")
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--batch", default="full", help="'full' or a minibatch size")
-    ap.add_argument("--degree", type=int, default=2, help="polynomial degree of the models")
-    ap.add_argument("--full-search", action="store_true",
-                    help="the whole search (corner screening, snapping, polish), not the step loop only")
+    ap.add_argument("--steps", type=int, default=5, help="optimiser steps per run")
+    ap.add_argument("--batch", default="4096", help="'full' or a minibatch size")
+    ap.add_argument("--degree", type=int, default=3, help="polynomial degree of the models")
+    ap.add_argument("--search", choices=["full", "polish", "steps"], default="full",
+                    help="the whole search (corner screening, snapping, polish), the optimiser steps and "
+                         "the polish, or the optimiser steps only")
     ap.add_argument("--cases", default="on,off,groups", help="which of on, off, groups to run")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
     args = ap.parse_args(argv)
     nhs = os.path.join(args.data_dir, "nhs.npz")
     data = nhs if os.path.isfile(nhs) and not args.synthetic else str(args.rows)
     label = "NHS survey" if data == nhs else f"synthetic SCM, {args.rows} rows"
-    print(f"data: {label}; {args.runs} runs, {args.steps} steps, batch {args.batch}, timeout {args.timeout:g} s")
+    print(f"data: {label}; search: {args.search}; {args.runs} runs, {args.steps} steps, batch {args.batch}, "
+          f"degree {args.degree}, timeout {args.timeout:g} s")
     every = {"on": ("all runs vmapped, scheduler on", 0, True), "off": ("all runs vmapped, scheduler off", 0, False),
              "groups": ("groups of 4, scheduler on", 4, True)}
     cases = [every[c] for c in args.cases.split(",")]
     out = []
     for name, group, scheduler in cases:
         res = run_case(data, args.runs, args.steps, group, scheduler, args.timeout, args.batch, args.degree,
-                       args.full_search)
+                       args.search)
         res["case"] = name
         out.append(res)
         if res["finished"]:
