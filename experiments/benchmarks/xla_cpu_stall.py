@@ -26,19 +26,20 @@ survey, degree 3, minibatches of 4096; times include the child's start, the fit 
 compilation)::
 
     search   runs  case                              outcome
-    full     8     all runs vmapped, scheduler on    no end in 120 s (and in 150 s, 240 s with 64
-                                                     runs): 0.0 s of CPU time in its last 30 s
+    full     8     all runs vmapped, scheduler on    no end in 120 s (nor in 150 s on another
+                                                     run): 0.0 s of CPU time in its last 30 s
+    full     64    all runs vmapped, scheduler on    no end in 240 s (50 steps): 0.0 s of CPU time
     full     8     all runs vmapped, scheduler off   finished in 73 s (44 s on a quieter run)
     full     8     groups of 4, scheduler on         finished in 69 s (50 s on a quieter run)
-    polish   8     all runs vmapped, scheduler on    no end in 120 s: 0.0 s of CPU time in its last 30 s
+    polish   8     all runs vmapped, scheduler on    no end in 120 s: 0.0 s of CPU time
     steps    64    all runs vmapped, scheduler on    finished in 33 s (10 steps)
     steps    64    all runs vmapped, scheduler off   finished in 22 s (10 steps)
     steps    8     every case (degree 2, full batch) finished in 51-55 s (20 steps)
 
-  On the synthetic SCM (``--synthetic``, 209,112 rows, two features) the full search's 8 runs
-  vmapped with the scheduler on finished (31 s): the stall needs the NHS model's shape (three
-  features, degree 3); with 64 runs it was still working (12 s of CPU time in its last 30 s)
-  at 150 s, too slow to tell on a busy machine.
+On the synthetic SCM (``--synthetic``, 209,112 rows, two features) the full search's 8 runs
+vmapped with the scheduler on finished (31 s): the stall depends on the program's shapes (the
+NHS model has three features); with 64 runs it was still working at 150 s (12 s of CPU time
+in its last 30 s), too slow to tell on a busy machine.
 
 So the stall still reproduces with jax 0.10.2, and its trigger is the polish (the full-data
 CFU and its gradient, in a while loop vmapped over the runs): the optimiser steps alone, 64
