@@ -25,9 +25,10 @@ value), scored by the hand-written logistic risk score of ``experiments.multihos
 2. Devices: a child with ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (CPU) runs,
    at N = 10^6 (``--quick``: 10^5), for d = 1, 2, 4, 8 host devices,
    :func:`cfjax.distributed.map_units` of the per-unit counterfactual scorer (one unit's
-   abduction, K actions and predictions, scored: ``vmap``ped) and ``evaluate(...,
-   mesh=cfjax.distributed.mesh(d))``; times and the speed-up over d = 1. Host devices share
-   the machine's cores: the speed-up is bounded by the cores (printed).
+   abduction, K actions and predictions, scored: ``vmap``ped) with a chunk dividing N / 8 (no
+   padding for any d) and with ``--chunk`` (N padded to a multiple of d × chunk), and
+   ``evaluate(..., mesh=cfjax.distributed.mesh(d))``; times and the speed-up over d = 1. Host
+   devices share the machine's cores: the speed-up is bounded by the cores (printed).
 3. On an accelerator (``jax.default_backend() != "cpu"``): a large matmul and a copy kernel
    give the achieved FLOP/s and bandwidth ceilings, and the metric stage's bandwidth (bytes
    of ``p_cf`` read ÷ warm ``evaluate`` time at the largest N) is printed against them. On
@@ -143,8 +144,10 @@ def summary(report) -> dict[str, float]:
 
 
 def timed(fn) -> tuple[float, object]:
+    """Wall time of ``fn()`` with its result (a pytree of arrays) waited for, and the result."""
+    import jax
     t0 = time.perf_counter()
-    out = fn()
+    out = jax.block_until_ready(fn())
     return time.perf_counter() - t0, out
 
 
@@ -276,6 +279,15 @@ def _score_batch(units, keys):
     return jax.vmap(lambda x, k: score_unit(x, k, s["params"], grid["sex"], grid["age"]))(units, keys)
 
 
+def even_chunk(n: int, chunk: int, devices: int = CHILD_DEVICES) -> int:
+    """The largest chunk ≤ ``chunk`` dividing ``n / devices`` (so that no device count up to
+    ``devices`` that divides it pads the units), or ``chunk`` when ``devices`` does not divide n."""
+    if n % devices:
+        return chunk
+    per = n // devices
+    return max(c for c in range(1, min(chunk, per) + 1) if per % c == 0)
+
+
 def child_devices(n: int, chunk: int, repeats: int, seed: int) -> dict:
     import jax
     import cfjax as cf
@@ -286,17 +298,20 @@ def child_devices(n: int, chunk: int, repeats: int, seed: int) -> dict:
     y = u["effusion"].astype(np.int32)
     p_obs = np.asarray(s["score_obs"](u))
     out = {"devices": len(jax.devices()), "cores": os.cpu_count(), "n": n, "map": {}, "evaluate": {}}
+    even = even_chunk(n, chunk)
+    out["even_chunk"] = even
     p_ref = None
     for d in (1, 2, 4, 8):
         if d > len(jax.devices()):
             break
         m = cf.distributed.mesh(d)
-        run = lambda: cf.distributed.map_units(_score_batch, u, keys, mesh=m, chunk_size=chunk)  # noqa: E731
-        first, p = timed(lambda: jax.block_until_ready(run()))
-        warm = statistics.median(timed(lambda: jax.block_until_ready(run()))[0] for _ in range(repeats))
-        p = np.asarray(p)
-        p_ref = p if p_ref is None else p_ref
-        out["map"][d] = dict(first=first, warm=warm, diff=float(np.max(np.abs(p - p_ref))))
+        for size, key in ((even, "map"), (chunk, "map_padded")):
+            run = lambda: cf.distributed.map_units(_score_batch, u, keys, mesh=m, chunk_size=size)  # noqa: E731
+            first, p = timed(run)
+            warm = statistics.median(timed(run)[0] for _ in range(repeats))
+            p = np.asarray(p)
+            p_ref = p if p_ref is None else p_ref
+            out.setdefault(key, {})[d] = dict(first=first, warm=warm, diff=float(np.max(np.abs(p - p_ref))))
     # the same scores as the streaming path's counterfactuals (scm.counterfactual_chunks)
     p_stream = np.concatenate([c[1] for c in stream_chunks(u, chunk, seed)])
     out["vs_scm"] = float(np.max(np.abs(p_ref - p_stream)))
@@ -304,9 +319,9 @@ def child_devices(n: int, chunk: int, repeats: int, seed: int) -> dict:
     for d in out["map"]:
         m = cf.distributed.mesh(int(d))
         run = lambda: cf.metrics.evaluate(p_obs, p_ref, y, mesh=m)  # noqa: E731
-        first, _ = timed(lambda: jax.block_until_ready(run().risk_ie))
-        warm = statistics.median(timed(lambda: jax.block_until_ready(run().risk_ie))[0] for _ in range(repeats))
-        reports[d] = summary(run())
+        first, report = timed(run)
+        warm = statistics.median(timed(run)[0] for _ in range(repeats))
+        reports[d] = summary(report)
         out["evaluate"][d] = dict(first=first, warm=warm,
                                   diff=max(abs(reports[d][f] - reports[1][f]) for f in FIELDS))
     return out
@@ -321,12 +336,17 @@ def bench_devices(n: int, chunk: int, repeats: int, seed: int) -> None:
           f"the devices share the cores, so expect at most ~{r['cores']}x); N = {n:,}, K = 16; warm: median "
           f"of {repeats}")
     print(f"  {'':44s} {'d':>2s} {'first':>9s} {'warm':>9s} {'speed-up first':>15s} {'warm':>6s} {'max |Δ| vs d=1':>15s}")
-    for name, key in (("map_units(counterfactual scorer, chunk %d)" % chunk, "map"),
-                      ("evaluate(p_obs, p_cf, y, mesh=mesh(d))", "evaluate")):
+    rows = ((f"map_units(counterfactual scorer, chunk {r['even_chunk']:,})", "map"),
+            (f"  the same, chunk {chunk:,} (units padded)", "map_padded"),
+            ("evaluate(p_obs, p_cf, y, mesh=mesh(d))", "evaluate"))
+    for name, key in rows:
         base = r[key]["1"]
         for d, t in r[key].items():
-            print(f"  {name if d == '1' else '':44s} {d:>2s} {t['first']:7.2f} s {t['warm']:7.2f} s "
+            print(f"  {name if d == '1' else '':44s} {d:>2s} {t['first']:7.3f} s {t['warm']:7.3f} s "
                   f"{base['first'] / t['first']:14.2f}x {base['warm'] / t['warm']:5.2f}x {t['diff']:15.1e}")
+    print("  (map_units pads the units to a multiple of devices × chunk; when that is not N, dropping the "
+          "padding leaves the result replicated on every device: the padded rows show that cost; where "
+          "chunk ≥ N / d the chunk is N / d, the same compiled program as the row above)")
     print(f"  map_units scores vs SCM.counterfactual_chunks + the scorer: max |Δ| {r['vs_scm']:.1e}")
 
 
