@@ -39,6 +39,7 @@ Example (a CSV with columns race, gpa, lsat, fya, and its graph):
   printf 'nodes:\\n  gpa: [race]\\n  lsat: [race, gpa]\\n' > graph.yaml
   cfjax sensitivity law.csv --graph graph.yaml --sensitive race --target fya \\
       --categories race=white,black --quick --out sensitivity-report
+  (add --devices N to split the budgets x restarts over N devices: the same numbers to rounding)
 """
 
 #: The λ grid of the sweep (the CV choice is added), and its reduced form under ``--quick``.
@@ -273,7 +274,7 @@ def _save_curve(path: str, wc, baselines: dict[str, float]) -> bool:
 
 
 def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict[str, list[str]], budgets: int,
-            restarts: int, quick: bool, seed: int) -> tuple[dict[str, Any], Any]:
+            restarts: int, quick: bool, seed: int, devices: int | None = None) -> tuple[dict[str, Any], Any]:
     """Everything the command computes, as plain Python (``results.json``), and the worst case
     (for the figure). Assumes float64 is on."""
     import jax
@@ -296,11 +297,11 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", S.ConvergenceWarning)
         model = S.fit(prob.graph, prob.data, settings)
-        wc = S.worst_case(model, grid, key=key, **search)
+        wc = S.worst_case(model, grid, key=key, devices=devices, **search)
         baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
         # the coarse curve has as many budgets as the main one (one compilation for both)
         inverse_opts = dict(grid=budgets, hi=0.99, tol=0.1 if quick else 1e-3)
-        inv = S.inverse_budget(model, baselines["blind"], key=key, **inverse_opts, **search)
+        inv = S.inverse_budget(model, baselines["blind"], key=key, devices=devices, **inverse_opts, **search)
         lam = model.lam if not isinstance(model.lam, tuple) else model.lam[0]
         lams = sorted({*(QUICK_SWEEP_LAMBDAS if quick else SWEEP_LAMBDAS), float(lam)})
         sweep = _sweep(prob, settings, model, lams, wc)
@@ -336,8 +337,9 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
 @common.out_option("sensitivity-report")
 @common.force_option
 @common.seed_option
+@common.devices_option
 def command(data: str, graph: str, sensitive: str, target: str, categories: tuple[str, ...], budgets: int | None,
-            restarts: int | None, quick: bool, out: str, force: bool, seed: int) -> None:
+            restarts: int | None, quick: bool, out: str, force: bool, seed: int, devices: int | None) -> None:
     """Worst-case counterfactual unfairness of DATA (a CSV) under unmeasured confounding.
 
     Fits the causal working model on the columns named in GRAPH, the counterfactually fair
@@ -345,6 +347,7 @@ def command(data: str, graph: str, sensitive: str, target: str, categories: tupl
     p_max, the smallest budget reaching the blind baseline's unfairness, and a ridge-penalty
     sweep. Writes report.md, results.json and curve.png into --out.
     """
+    devices = common.use_devices(devices)  # before anything starts JAX
     import jax
 
     cats = parse_categories(categories)
@@ -358,7 +361,7 @@ def command(data: str, graph: str, sensitive: str, target: str, categories: tupl
     previous = bool(jax.config.jax_enable_x64)
     jax.config.update("jax_enable_x64", True)
     try:
-        res, wc = analyse(data, graph, sensitive, target, cats, budgets, restarts, quick, seed)
+        res, wc = analyse(data, graph, sensitive, target, cats, budgets, restarts, quick, seed, devices)
         folder = common.prepare_out(out, force)
         figure = _save_curve(os.path.join(folder, "curve.png"), wc, res["baselines"])
     finally:
