@@ -31,7 +31,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from cfjax import _checks
 
-__all__ = ["UNITS", "initialize", "mesh", "process_block", "pad_axis", "valid_mask", "shard",
+__all__ = ["UNITS", "initialize", "host_devices", "mesh", "process_block", "pad_axis", "valid_mask", "shard",
            "map_units", "global_units", "host_array", "is_initialized"]
 
 UNITS = "units"  # the default name of the mesh axis
@@ -88,6 +88,26 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
                                process_id=process_id)
     _initialized = True
+
+
+def host_devices(n: int) -> int:
+    """Ask for ``n`` CPU host devices (``jax_num_cpu_devices``), so that the CPU backend's work
+    can be split over ``n`` cores; call it before JAX starts its backends (before the first
+    computation). Returns the number of devices of the default backend afterwards (on a
+    machine with an accelerator, its devices: this setting changes only the CPU backend).
+    Raises ``ValidationError`` when fewer than ``n`` devices exist (the backends had already
+    started with fewer)."""
+    n = _checks.check_positive_int("n", n)
+    try:
+        if jax.config.jax_num_cpu_devices < n:
+            jax.config.update("jax_num_cpu_devices", n)
+    except RuntimeError:  # the backends have started: what exists is what there is
+        pass
+    available = len(jax.devices())
+    if available < n:
+        _checks.fail("devices", f"at most {available} (the {jax.default_backend()} backend's devices; "
+                     "on a CPU, ask for host devices before the first JAX computation)", str(n))
+    return available
 
 
 def _env_int(name: str, value: int | None, env: str, minimum: int) -> int | None:

@@ -23,6 +23,8 @@ if __name__ == "__main__" and "xla_force_host_platform_device_count" not in os.e
     # Run as a script: every core an XLA host device before JAX starts, so that training and
     # inference spread the ensemble's members over the cores (cfjax.predictors.train's devices).
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if "--devices" in sys.argv[:-1]:  # --devices N: N host devices instead of one per core
+        _cores = int(sys.argv[sys.argv.index("--devices") + 1])
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={_cores}".strip()
 
 import cfjax as cf
@@ -41,7 +43,12 @@ def main(argv: list[str] | None = None, *, config: study.Config | None = None,
     ap.add_argument("--learned", action="store_true",
                     help="also train an HVAE image generator per site and compute every table with its learned "
                          "counterfactuals beside the exact ones")
+    ap.add_argument("--devices", type=int, default=None, metavar="N",
+                    help="host devices to spread the ensembles' members over (run as a script: default one "
+                         "per core)")
     args = ap.parse_args(argv)
+    if args.devices is not None:
+        cf.distributed.host_devices(args.devices)
     if args.seeds < 2:
         ap.error("--seeds: at least 2 (correlations over predictor-seed pairs)")
     if config is None:

@@ -26,6 +26,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+import cfjax as cf  # noqa: E402
 import cfjax.sensitivity as S  # noqa: E402
 from cfjax._io import atomic_write_bytes  # noqa: E402
 
@@ -442,7 +443,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default=os.path.join("experiments", "reports", "sensitivity"))
     ap.add_argument("--quick", action="store_true", help="fewer grid points, steps and λ values")
     ap.add_argument("--only", choices=["law_school", "nhs", "synthetic"], nargs="*")
+    ap.add_argument("--devices", type=int, default=None, metavar="N",
+                    help="split every search's budgets x restarts over N devices (on a CPU: N host devices)")
     args = ap.parse_args(argv)
+    if args.devices is not None:  # before the first JAX computation; worst_case then uses them all
+        cf.distributed.host_devices(args.devices)
     os.makedirs(args.out, exist_ok=True)
     key = jax.random.key(0)
     res = {}

@@ -49,22 +49,20 @@ devices_option = click.option(
 
 
 def use_devices(n: int | None) -> int | None:
-    """Make ``--devices N`` available before JAX starts its backends: on the CPU backend,
-    N host devices (``jax_num_cpu_devices``); then check that N devices exist. Returns N (or
-    None for the default single device)."""
+    """Make ``--devices N`` available before JAX starts its backends (on the CPU backend, N
+    host devices: :func:`cfjax.distributed.host_devices`). Returns N (or None for the default
+    single device); fewer devices than N is a :class:`UserError`."""
     if n is None:
         return None
-    import jax
+    from cfjax import distributed
 
     try:
-        if jax.config.jax_num_cpu_devices < n:
-            jax.config.update("jax_num_cpu_devices", n)
-    except RuntimeError:  # the backends already started (e.g. in a test): use what exists
-        pass
-    available = len(jax.devices())
-    if available < n:
-        raise UserError(f"--devices {n}: the {jax.default_backend()} backend has {available} device(s); "
-                        f"pass --devices {available} or fewer")
+        distributed.host_devices(n)
+    except ValidationError:
+        import jax
+
+        raise UserError(f"--devices {n}: the {jax.default_backend()} backend has {len(jax.devices())} "
+                        f"device(s); pass --devices {len(jax.devices())} or fewer") from None
     return n
 
 
