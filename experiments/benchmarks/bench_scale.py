@@ -217,15 +217,18 @@ def bench_paths(sizes: list[int], chunk: int, seed: int) -> None:
         diff = max(abs(s["report"][f] - m["report"][f]) for f in FIELDS)
         print(f"  {'':9s} ratio stream ÷ memory time: {s['first'] / m['first']:.2f} first, "
               f"{s['warm'] / m['warm']:.2f} warm (median of {repeats}); warm peak − before: "
-              f"{s['peak'] - s['rss_before']:.0f} vs {m['peak'] - m['rss_before']:.0f} MB; max |Δ| of the reports: "
-              f"{diff:.1e}", flush=True)
+              f"{s['peak'] - s['rss_before']:.0f} vs {m['peak'] - m['rss_before']:.0f} MB; whole child's peak − base: "
+              f"{max(s['peak'], s['peak_first']) - s['rss0']:.0f} vs {max(m['peak'], m['peak_first']) - m['rss0']:.0f} MB; "
+              f"max |Δ| of the reports: {diff:.1e}", flush=True)
     print(f"  RSS columns: base, after imports and a warm-up on min(N, {chunk:,}) units (the chunk "
           f"programs compiled); data, once the N units are made (5 parents, 20 B/unit, plus what sampling "
           f"them left); before warm, after the first run at N. Peak RSS (ru_maxrss): 1st run, the process's "
           f"peak up to the end of the first run (XLA compiling the N-shaped programs included); warm, the "
           f"peak of the warm runs alone"
           + ("" if all(r["reset"] for r in rows.values()) else " (NOT reset on this OS: the whole process's)")
-          + ". warm peak − before: the memory a warm run of the path needs on top of the units it is given."
+          + ". warm peak − before: the memory a warm run of the path needs on top of the units it is given "
+          "(a lower bound: the allocator keeps some of what the first run freed, and the warm runs reuse it); "
+          "whole child's peak − base: an upper bound (data, compilation at N and that retained memory included)."
           f" Report fields compared: {', '.join(FIELDS)}.")
 
 
