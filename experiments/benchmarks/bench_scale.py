@@ -47,6 +47,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -181,6 +182,20 @@ def child_path(path: str, n: int, chunk: int, repeats: int, seed: int) -> dict:
                 rss_before=rss_before, peak_first=peak_first, peak=peak_mb(), reset=reset, report=summary(report))
 
 
+def child_memory(path: str, n: int, chunk: int, seed: int) -> dict:
+    """The peak RSS of one run of a path at N in a fresh process whose programs come from the
+    persistent compilation cache that the timing child filled: a warm-up on a small N, the N
+    units made, the peak reset, one run."""
+    _setup()
+    fn = PATHS[path]
+    fn(make_units(seed + 7, min(n, chunk)), chunk, seed)
+    u = make_units(seed, n)
+    rss_data = rss_mb()
+    reset = reset_peak()
+    seconds, _ = timed(lambda: fn(u, chunk, seed))
+    return dict(rss_data=rss_data, peak=peak_mb(), reset=reset, seconds=seconds)
+
+
 def run_child(args: list[str], env: dict | None = None) -> dict:
     """``python -m experiments.benchmarks.bench_scale <args>`` in a fresh process; its last
     stdout line is JSON."""
@@ -199,26 +214,33 @@ def bench_paths(sizes: list[int], chunk: int, seed: int) -> None:
           f"counterfactuals, one (N, K) array, evaluate); K = {k}, float32; each path and N in a fresh "
           f"child process (first run incl. compile at that N; warm: median)")
     print(f"  {'':26s} {'units/s':>13s}   {'RSS (MB)':>24s} {'peak RSS (MB)':>15s}   "
-          f"{'warm peak − before':>18s}")
+          f"{'warm peak − before':>18s}   {'one run (fresh)':>17s}")
     print(f"  {'N':>9s} {'path':>7s} {'first':>13s} {'warm':>12s}   {'base':>5s} {'data':>5s} {'before warm':>12s} "
-          f"{'1st run':>8s} {'warm':>6s}   {'MB':>8s} {'B/unit':>9s}   {'N×K×4 B':>8s}")
+          f"{'1st run':>8s} {'warm':>6s}   {'MB':>8s} {'B/unit':>9s}   {'MB':>7s} {'B/unit':>9s}   {'N×K×4 B':>8s}")
+    one = lambda r: r["one"]["peak"] - r["one"]["rss_data"]  # noqa: E731
     rows = {}
+    cache = tempfile.TemporaryDirectory(prefix="bench_scale_xla_")
+    cache_env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache.name, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                     JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
     for n in sizes:
         repeats = 3 if n <= 10**5 else 1
         for path in ("stream", "memory"):
-            r = run_child(["--child", path, "--n", str(n), "--chunk", str(chunk), "--repeats", str(repeats),
-                           "--seed", str(seed)])
+            common = ["--n", str(n), "--chunk", str(chunk), "--seed", str(seed)]
+            r = run_child(["--child", path, "--repeats", str(repeats), *common], env=cache_env)
+            r["one"] = run_child(["--child", path + "-memory", *common], env=cache_env)
             rows[n, path] = r
             growth = r["peak"] - r["rss_before"]
             print(f"  {n:9,d} {path:>7s} {n / r['first']:13,.0f} {n / r['warm']:12,.0f}   {r['rss0']:5.0f} "
                   f"{r['rss_data']:5.0f} {r['rss_before']:12.0f} {r['peak_first']:8.0f} {r['peak']:6.0f}   "
-                  f"{growth:8.0f} {growth * 2**20 / n:9.0f}   {n * k * 4 / 2**20:5.0f} MB", flush=True)
+                  f"{growth:8.0f} {growth * 2**20 / n:9.0f}   {one(r):7.0f} {one(r) * 2**20 / n:9.0f}   "
+                  f"{n * k * 4 / 2**20:5.0f} MB", flush=True)
         s, m = rows[n, "stream"], rows[n, "memory"]
         diff = max(abs(s["report"][f] - m["report"][f]) for f in FIELDS)
         print(f"  {'':9s} ratio stream ÷ memory time: {s['first'] / m['first']:.2f} first, "
               f"{s['warm'] / m['warm']:.2f} warm (median of {repeats}); warm peak − before: "
               f"{s['peak'] - s['rss_before']:.0f} vs {m['peak'] - m['rss_before']:.0f} MB; whole child's peak − base: "
               f"{max(s['peak'], s['peak_first']) - s['rss0']:.0f} vs {max(m['peak'], m['peak_first']) - m['rss0']:.0f} MB; "
+              f"one run (fresh): {one(s):.0f} vs {one(m):.0f} MB; "
               f"max |Δ| of the reports: {diff:.1e}", flush=True)
     print(f"  RSS columns: base, after imports and a warm-up on min(N, {chunk:,}) units (the chunk "
           f"programs compiled); data, once the N units are made (5 parents, 20 B/unit, plus what sampling "
@@ -228,7 +250,9 @@ def bench_paths(sizes: list[int], chunk: int, seed: int) -> None:
           + ("" if all(r["reset"] for r in rows.values()) else " (NOT reset on this OS: the whole process's)")
           + ". warm peak − before: the memory a warm run of the path needs on top of the units it is given "
           "(a lower bound: the allocator keeps some of what the first run freed, and the warm runs reuse it); "
-          "whole child's peak − base: an upper bound (data, compilation at N and that retained memory included)."
+          "whole child's peak − base: an upper bound (data, compilation at N and that retained memory included). "
+          "one run (fresh): a second fresh child, its programs from the persistent compilation cache the first "
+          "filled (no compiling at N), the N units made, then one run: its peak − the RSS before it (the cleanest)."
           f" Report fields compared: {', '.join(FIELDS)}.")
 
 
@@ -386,11 +410,14 @@ def main(argv=None) -> None:
     ap.add_argument("--chunk", type=int, default=16384, help="units per streamed chunk")
     ap.add_argument("--repeats", type=int, default=3, help="warm runs of the metric stage and the device runs")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--child", choices=("stream", "memory", "devices"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("stream", "memory", "stream-memory", "memory-memory", "devices"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        if args.child == "devices":
+        if args.child.endswith("-memory"):
+            result = child_memory(args.child[:-len("-memory")], args.n, args.chunk, args.seed)
+        elif args.child == "devices":
             result = child_devices(args.n, args.chunk, args.repeats, args.seed)
         else:
             result = child_path(args.child, args.n, args.chunk, args.repeats, args.seed)
