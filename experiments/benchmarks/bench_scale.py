@@ -13,9 +13,12 @@ value), scored by the hand-written logistic risk score of ``experiments.multihos
    Each path at each N runs in a fresh child process: imports and a warm-up on a small N
    (compiling the chunk programs), then the RSS, then the first run at N (the N-shaped
    programs compiled) and the median of warm runs; the child reports its peak RSS
-   (``getrusage(...).ru_maxrss``) at the end. Printed: units/s first and warm, the RSS after
-   the warm-up, the peak, the growth (peak − RSS after warm-up, the N units' data included)
-   in MB and bytes per unit, beside N × K × 4 bytes (one float32 ``p_cf``). The streaming
+   (``getrusage(...).ru_maxrss``) at the end; then a second fresh child, its programs loaded
+   from the persistent compilation cache the first filled, measures one run's peak alone.
+   Printed: units/s first and warm; the RSS after the warm-up, after making the units and
+   before the warm runs; the peaks; three growths (a warm run's, a lower bound; the whole
+   child's, an upper bound; one run in the fresh child) in MB and bytes per unit, beside
+   N × K × 4 bytes (one float32 ``p_cf``). The streaming
    path keeps four numbers per unit on the host, whatever K; the in-memory one holds every
    node's (K, N) counterfactuals and the (N, K) scores.
    Then the metric stage alone, in this process: ``evaluate_chunks`` over the in-memory
@@ -219,13 +222,13 @@ def bench_paths(sizes: list[int], chunk: int, seed: int) -> None:
           f"{'1st run':>8s} {'warm':>6s}   {'MB':>8s} {'B/unit':>9s}   {'MB':>7s} {'B/unit':>9s}   {'N×K×4 B':>8s}")
     one = lambda r: r["one"]["peak"] - r["one"]["rss_data"]  # noqa: E731
     rows = {}
-    cache = tempfile.TemporaryDirectory(prefix="bench_scale_xla_")
-    cache_env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache.name, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-                     JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    cache = tempfile.TemporaryDirectory(prefix="bench_scale_xla_")  # one folder per (N, path): no sharing
     for n in sizes:
         repeats = 3 if n <= 10**5 else 1
         for path in ("stream", "memory"):
             common = ["--n", str(n), "--chunk", str(chunk), "--seed", str(seed)]
+            cache_env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=os.path.join(cache.name, f"{path}-{n}"),
+                             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
             r = run_child(["--child", path, "--repeats", str(repeats), *common], env=cache_env)
             r["one"] = run_child(["--child", path + "-memory", *common], env=cache_env)
             rows[n, path] = r
