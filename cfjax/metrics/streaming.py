@@ -102,9 +102,11 @@ def evaluate_chunks(
     vectors = {name: np.concatenate(parts) if parts else None for name, parts in kept.items()}
     if across_processes and jax.process_count() > 1:
         total, vectors = _gather_processes(total, vectors)
-    as_dev = lambda v: None if v is None else jnp.asarray(v)  # noqa: E731
+    # The second stage runs once, on the default device: the sums come back to the host first
+    # (left on the mesh they would be replicated, and the stage run on every device).
+    as_dev = lambda v: None if v is None else jnp.asarray(np.asarray(v))  # noqa: E731
     return _finish(as_dev(vectors["p_obs"]), as_dev(vectors["p_bar"]), as_dev(vectors["y"]),
-                   as_dev(vectors["y_bar"]), jax.tree.map(jnp.asarray, total), layout["tau"],
+                   as_dev(vectors["y_bar"]), jax.tree.map(as_dev, total), as_dev(layout["tau"]),
                    alphas=alphas, n_bins=n_bins)
 
 
