@@ -39,7 +39,7 @@ Example (a CSV with columns race, gpa, lsat, fya, and its graph):
   printf 'nodes:\\n  gpa: [race]\\n  lsat: [race, gpa]\\n' > graph.yaml
   cfjax sensitivity law.csv --graph graph.yaml --sensitive race --target fya \\
       --categories race=white,black --quick --out sensitivity-report
-  (add --devices N to split the budgets x restarts over N devices: the same numbers to rounding)
+  # --devices N splits the budgets x restarts over N devices (the same numbers to rounding)
 """
 
 #: The λ grid of the sweep (the CV choice is added), and its reduced form under ``--quick``.
