@@ -241,9 +241,8 @@ def map_units(fn: Callable[..., Any], *args: Any, mesh: Mesh | None = None,
 
     Returns:
       ``fn``'s outputs for the N units: sharded over ``mesh`` along the unit axis when N is a
-      multiple of the devices; otherwise cutting off the padding leaves them where JAX puts
-      an unevenly divided axis (a copy on each device). For outputs too large for that, call
-      it on chunks of units (a multiple of the devices) from the host.
+      multiple of the devices; otherwise (an axis JAX cannot split unevenly) gathered onto the
+      mesh's first device.
 
     Example:
       >>> x = jnp.arange(10.0)
@@ -268,6 +267,12 @@ def map_units(fn: Callable[..., Any], *args: Any, mesh: Mesh | None = None,
     if mesh is not None:
         padded = shard(padded, mesh)
     out = run(*padded)
+    if jax.tree.leaves(padded)[0].shape[0] == n:
+        return out
+    if mesh is not None and mesh.size > 1 and n % mesh.size:
+        # An axis that does not divide evenly cannot stay split: gathered onto the first
+        # device once, rather than cut into a copy on every device.
+        out = jax.device_put(out, mesh.devices.flat[0])
     return jax.tree.map(lambda a: a[:n], out)
 
 
