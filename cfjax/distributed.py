@@ -228,9 +228,10 @@ def map_units(fn: Callable[..., Any], *args: Any, mesh: Mesh | None = None,
     is the batch): a counterfactual generator, a classifier, a per-unit reduction. Each device
     runs ``fn`` on its block of units, ``chunk_size`` units at a time (``lax.map`` inside the
     compiled program; None: the whole block at once), so the memory beyond inputs and outputs
-    is one chunk's per device. The unit axis is padded to a multiple of
-    ``devices × chunk_size`` (repeating the last unit) and the padding dropped, so the result
-    equals ``fn(*args)`` for any N whenever ``fn`` treats units independently.
+    is one chunk's per device. The unit axis is padded to a multiple of the devices, and each
+    device's block to a multiple of ``chunk_size``, by repeating the last unit, and the padding
+    dropped, so the result equals ``fn(*args)`` for any N whenever ``fn`` treats units
+    independently.
 
     Args:
       fn: a traceable function of batches (compiled once per input shape; pass the same
@@ -262,7 +263,7 @@ def map_units(fn: Callable[..., Any], *args: Any, mesh: Mesh | None = None,
     devices = 1 if mesh is None else mesh.size
     per = -(-n // devices)
     chunk = per if chunk_size is None else min(chunk_size, per)
-    padded = pad_axis(args, devices * chunk)
+    padded = pad_axis(args, devices)
     run = _mapped(fn, mesh, chunk)
     if mesh is not None:
         padded = shard(padded, mesh)
@@ -279,12 +280,14 @@ def map_units(fn: Callable[..., Any], *args: Any, mesh: Mesh | None = None,
 @functools.lru_cache(maxsize=64)
 def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int) -> Callable[..., Any]:
     def local(*args):
-        size = jax.tree.leaves(args)[0].shape[0]
+        size = jax.tree.leaves(args)[0].shape[0]  # this device's block
         if chunk >= size:
             return fn(*args)
-        blocks = jax.tree.map(lambda a: a.reshape((size // chunk, chunk) + a.shape[1:]), args)
+        args = pad_axis(args, chunk)  # within the block: the result keeps the block's layout
+        steps = jax.tree.leaves(args)[0].shape[0] // chunk
+        blocks = jax.tree.map(lambda a: a.reshape((steps, chunk) + a.shape[1:]), args)
         out = jax.lax.map(lambda b: fn(*b), blocks)
-        return jax.tree.map(lambda a: a.reshape((size,) + a.shape[2:]), out)
+        return jax.tree.map(lambda a: a.reshape((steps * chunk,) + a.shape[2:])[:size], out)
 
     if where is None:
         return jax.jit(local)

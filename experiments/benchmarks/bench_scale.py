@@ -374,9 +374,10 @@ def bench_devices(n: int, chunk: int, repeats: int, seed: int) -> None:
         for d, t in r[key].items():
             print(f"  {name if d == '1' else '':44s} {d:>2s} {t['first']:7.3f} s {t['warm']:7.3f} s "
                   f"{base['first'] / t['first']:14.2f}x {base['warm'] / t['warm']:5.2f}x {t['diff']:15.1e}")
-    print("  (map_units pads the units to a multiple of devices × chunk; when that is not N, dropping the "
-          "padding leaves the result replicated on every device: the padded rows show that cost; where "
-          "chunk ≥ N / d the chunk is N / d, the same compiled program as the row above)")
+    print("  (map_units pads each device's block of units to a multiple of the chunk inside the program and "
+          "drops that padding there, so the result stays split over the devices; where chunk ≥ N / d the chunk "
+          "is N / d. evaluate(mesh=) splits the reduction over the interventions; the ranks, calibration and "
+          "smooth ECE of the (N,) scores run once, on one device, and dominate at this K)")
     print(f"  map_units scores vs SCM.counterfactual_chunks + the scorer: max |Δ| {r['vs_scm']:.1e}")
 
 
