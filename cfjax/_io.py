@@ -3,10 +3,9 @@ reader never sees a half-written file."""
 
 from __future__ import annotations
 
+import io
 import os
-import struct
 import tempfile
-import zlib
 from typing import Any
 
 import numpy as np
@@ -40,19 +39,17 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 def write_png(path: str | os.PathLike, image: Any) -> None:
-    """Write a grayscale image with values in [0, 1], shape ``(H, W)``, as an 8-bit PNG."""
+    """Write a grayscale image with values in [0, 1], shape ``(H, W)``, as an 8-bit PNG
+    (encoded by Pillow: ``pip install 'cfjax[images]'`` or ``'cfjax[plots]'``), atomically."""
     a = np.asarray(image, np.float64)
     if a.ndim != 2 or a.size == 0:
         _checks.fail("image", "a non-empty 2-d array", f"shape {a.shape}")
     if not np.isfinite(a).all():
         _checks.fail("image", "finite values", "NaN or infinite values")
-    pixels = np.round(np.clip(a, 0, 1) * 255).astype(np.uint8)
-    h, w = pixels.shape
-    raw = b"".join(b"\x00" + pixels[i].tobytes() for i in range(h))  # filter type 0 per row
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)  # 8-bit grayscale
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
-    atomic_write_bytes(path, png)
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ImportError("writing PNG images needs Pillow: pip install 'cfjax[images]'") from None
+    buf = io.BytesIO()
+    Image.fromarray(np.round(np.clip(a, 0, 1) * 255).astype(np.uint8)).save(buf, format="PNG")
+    atomic_write_bytes(path, buf.getvalue())

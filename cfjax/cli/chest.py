@@ -62,6 +62,10 @@ def command(out, force, seed, size, units, label):
     Each row is a unit's factual image followed by its 16 exact counterfactuals under
     do(sex, age), sex in {0, 1} × age in {20, 30, …, 90}.
     """
+    import importlib.util
+
+    if importlib.util.find_spec("PIL") is None:
+        raise UserError("the grid is written as a PNG with Pillow: pip install 'cfjax[images]'")
     out = common.prepare_out(out, force)
     import jax
 
