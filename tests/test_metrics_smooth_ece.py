@@ -112,11 +112,32 @@ def test_vmap_over_predictors_and_report_fields(rng):
     assert float(r.smece_cm) == pytest.approx(float(cf.metrics.smooth_ece(p_bar, y)), rel=1e-5)
 
 
+def test_expected_labels_match_the_reference_and_the_counterfactual_label_report(rng, x64):
+    """Labels given as probabilities (a unit's label averaged over its counterfactuals): the
+    same smoothing of y − f, against the direct sum; the report's smece_cm with y_cf is the
+    smooth ECE of p_bar against ȳ = Σ_k q_k y_cf[:, k]."""
+    n, k = 150, 4
+    f = rng.uniform(size=n)
+    y_cf = (rng.uniform(size=(n, k)) < f[:, None] ** 1.5).astype(np.int32)
+    q = rng.dirichlet(np.ones(k))
+    y_bar = np.clip(y_cf @ q, 0, 1)  # a sum of weights may round above 1
+    expected, sigma_ref = ref.smooth_ece(f, y_bar, points=2000)
+    np.testing.assert_allclose(cf.metrics.smooth_ece(f, y_bar), expected, rtol=2e-4)
+    np.testing.assert_allclose(cf.metrics.smooth_ece_bandwidth(f, y_bar), sigma_ref, rtol=2e-4)
+    curve = cf.metrics.reliability_curve(f, y_bar, grid=11)
+    assert float(curve.smooth_ece) == pytest.approx(float(cf.metrics.smooth_ece(f, y_bar)), rel=1e-9)
+    p_cf = np.clip(f[:, None] + rng.normal(0, 0.05, (n, k)), 0, 1)
+    r = cf.metrics.evaluate(p_cf[:, 0], p_cf, y_cf[:, 0], y_cf=y_cf, weights=q)
+    assert float(r.smece_cm) == pytest.approx(float(cf.metrics.smooth_ece(p_cf @ q, y_bar)), rel=1e-6)
+
+
 @pytest.mark.parametrize("call, name", [
     (lambda: cf.metrics.smooth_ece(np.array([0.2, 1.2]), np.array([0, 1])), "p"),
     (lambda: cf.metrics.smooth_ece(np.array([[0.2, 0.3]]), np.array([0, 1])), "p"),
     (lambda: cf.metrics.smooth_ece(np.array([0.2, 0.3]), np.array([0, 2])), "y"),
     (lambda: cf.metrics.smooth_ece(np.array([0.2, 0.3]), np.array([0, 1, 1])), "y"),
+    (lambda: cf.metrics.smooth_ece(np.array([0.2, 0.3]), np.array([0.5, 1.5])), "y"),
+    (lambda: cf.metrics.reliability_curve(np.array([0.2, 0.3]), np.array([0.5, np.nan])), "y"),
     (lambda: cf.metrics.smooth_ece(np.array([0.2, 0.3]), np.array([0, 1]), bandwidth=0.0),
      "bandwidth"),
     (lambda: cf.metrics.smooth_ece_bandwidth(np.array([np.nan, 0.3]), np.array([0, 1])), "p"),

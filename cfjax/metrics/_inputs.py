@@ -31,6 +31,17 @@ def labels(name: str, y: Any, n_name: str, ref: Any) -> None:
     _checks.check_binary_labels(name, y)
 
 
+def expected_labels(name: str, y: Any, n_name: str, ref: Any) -> None:
+    """Labels in {0, 1}, or expected labels in [0, 1] (a float array), shape ``(n,)``."""
+    _checks.check_ndim(name, y, 1, "of shape (n,)")
+    _checks.check_same_len(n_name, ref, name, y)
+    dtype = np.dtype(getattr(y, "dtype", None) or np.asarray(y).dtype)
+    if np.issubdtype(dtype, np.floating):
+        _checks.check_probabilities(name, y)
+    else:
+        _checks.check_binary_labels(name, y)
+
+
 def prepare(
     p_obs: Any = None, p_cf: Any = None, y: Any = None, weights: Any = None
 ) -> tuple[jax.Array | None, jax.Array | None, jax.Array | None, jax.Array | None]:

@@ -1,7 +1,8 @@
 """Smooth ECE and smoothed reliability diagrams (Błasiok & Nakkiran 2023, "Smooth ECE:
 Principled Reliability Diagrams via Kernel Smoothing").
 
-For scores ``f_i ∈ [0, 1]`` and labels ``y_i ∈ {0, 1}`` the residuals are smoothed with the
+For scores ``f_i ∈ [0, 1]`` and labels ``y_i ∈ {0, 1}`` (or expected labels ``y_i ∈ [0, 1]``,
+e.g. a unit's label averaged over its counterfactuals) the residuals are smoothed with the
 reflected Gaussian kernel on [0, 1],
 
     ``K_σ(t, f) = Σ_{k∈Z} φ_σ(t − f − 2k) + φ_σ(t + f − 2k)``,
@@ -121,7 +122,7 @@ def _smooth_ece(p: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
 def _prepare(p: Any, y: Any) -> tuple[jax.Array, jax.Array]:
     """Validated scores ``p (n,)`` and labels ``y (n,)`` in the scores' float dtype."""
     _inputs.scores("p", p)
-    _inputs.labels("y", y, "p", p)
+    _inputs.expected_labels("y", y, "p", p)
     dtype = _arrays.float_dtype(p)
     return _arrays.as_float(p, dtype), _arrays.as_float(y, dtype)
 
@@ -147,7 +148,8 @@ def smooth_ece(p: Any, y: Any, bandwidth: Any = None) -> jax.Array:
 
     Args:
       p: ``(n,)`` predicted probabilities of the positive class.
-      y: ``(n,)`` labels in {0, 1}.
+      y: ``(n,)`` labels in {0, 1}, or expected labels in [0, 1] (a float array: the label's
+        probability, e.g. ``Σ_k q_k y_cf[i, k]`` over a unit's counterfactuals).
       bandwidth: kernel width σ; None (default) for the automatic one, the fixed point
         ``smECE_σ = σ`` (:func:`smooth_ece_bandwidth`).
 
@@ -206,7 +208,8 @@ def reliability_curve(p: Any, y: Any, grid: Any = 201, bandwidth: Any = None) ->
 
     Args:
       p: ``(n,)`` predicted probabilities of the positive class.
-      y: ``(n,)`` labels in {0, 1}.
+      y: ``(n,)`` labels in {0, 1}, or expected labels in [0, 1] (a float array: the label's
+        probability, e.g. ``Σ_k q_k y_cf[i, k]`` over a unit's counterfactuals).
       grid: number of equally spaced points on [0, 1] (an int >= 2), or the points
         themselves, a 1-d array of values in [0, 1].
       bandwidth: kernel width σ; None for the automatic σ* of :func:`smooth_ece`.
