@@ -1,5 +1,5 @@
 """``cfjax evaluate``: npz and CSV inputs agree with each other and with cfjax.metrics.evaluate;
-ΔAUC against a brute-force pair count; label-free files; deterministic JSON; every user
+ΔAUC against a brute-force pair count; label-free files; counterfactual labels; deterministic JSON; every user
 mistake ends in one line naming the file and column, exit code 2, no traceback."""
 
 from __future__ import annotations
@@ -291,8 +291,54 @@ def test_help_and_example_file(rng, tmp_path, capsys):
         np.testing.assert_array_equal(got, w.astype(np.float32))
 
 
-def test_counterfactual_labels_named_not_read(rng, tmp_path):
+def test_counterfactual_labels(rng, tmp_path, capsys):
+    """y_cf (npz array or CSV columns y_cf_*) is read and passed on: the same numbers from both
+    files, equal to evaluate(..., y_cf=y_cf); the marginalised reliability diagram is drawn
+    against ȳ = y_cf @ q."""
+    from cfjax.metrics import smooth_ece
+
     d = _data(rng)
+    w = d["weights"]
+    y_cf = np.where(rng.uniform(size=(N, K)) < 0.2, 1 - d["y"][:, None], d["y"][:, None]).astype(np.int32)
     npz = tmp_path / "ycf.npz"
-    np.savez(npz, y_cf=np.broadcast_to(d["y"][:, None], (N, K)), **d)
-    assert load_predictions(str(npz))["ignored"] == ["y_cf"]
+    np.savez(npz, y_cf=y_cf, **d)
+    csv = _write_csv(tmp_path / "ycf.csv", d, extra={f"y_cf_{j}": y_cf[:, j] for j in range(K)})
+    weights = ",".join(repr(float(v)) for v in w)
+    code, out, err = _run([npz, "--out", tmp_path / "a", "--quick", "--resamples", 20], capsys)
+    assert code == 0, err
+    assert "Counterfactual labels" in out
+    code, _, err = _run([csv, "--out", tmp_path / "b", "--quick", "--resamples", 20, "--weights", weights], capsys)
+    assert code == 0, err
+    a = json.loads((tmp_path / "a" / "results.json").read_text())
+    b = json.loads((tmp_path / "b" / "results.json").read_text())
+    for key in ("estimate", "low", "high", "reliability"):
+        assert json.dumps(a[key]) == json.dumps(b[key]), key
+    assert a["input"]["counterfactual_labels"] is True and a["estimate"]["labels"] == "counterfactual"
+    direct = evaluate(d["p_obs"], d["p_cf"], d["y"], y_cf=y_cf, weights=w).to_dict()
+    assert set(a["estimate"]) == set(direct)
+    for name, v in direct.items():
+        if isinstance(v, dict):
+            for alpha, x in v.items():
+                assert a["estimate"][name][str(alpha)] == pytest.approx(x, rel=1e-5, abs=1e-6)
+        elif name != "labels":
+            assert a["estimate"][name] == pytest.approx(v, rel=1e-5, abs=1e-6), name
+    plain = evaluate(d["p_obs"], d["p_cf"], d["y"], weights=w).to_dict()
+    assert a["estimate"]["risk_orig"] == pytest.approx(plain["risk_orig"], rel=1e-5)
+    y_bar = np.clip(y_cf @ w.astype(np.float64), 0, 1)
+    p_bar = (d["p_cf"].astype(np.float64) @ w.astype(np.float64)).astype(np.float32)
+    assert a["reliability"]["cm"]["smooth_ece"] == pytest.approx(
+        float(smooth_ece(p_bar, y_bar.astype(np.float32))), rel=1e-5)
+    assert "counterfactual labels given" in (tmp_path / "a" / "report.md").read_text()
+    # mistakes: no y, a wrong shape, a wrong label, a gap in the columns
+    cases = [(dict(y_cf=y_cf, **{k: v for k, v in d.items() if k != "y"}), ["'y_cf'", "without", "'y'"]),
+             (dict(y_cf=y_cf[:, :-1], **d), ["'y_cf'", f"({N}, {K})"]),
+             (dict(y_cf=y_cf * 2, **d), ["'y_cf'", "0 or 1"])]
+    for i, (arrays, words) in enumerate(cases):
+        np.savez(tmp_path / f"bad{i}.npz", **arrays)
+        code, out, err = _run([tmp_path / f"bad{i}.npz", "--out", tmp_path / "never"], capsys)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in out + err, err
+        assert all(word in err for word in words), (words, err)
+    f = _write_csv(tmp_path / "gap.csv", d, extra={"y_cf_0": y_cf[:, 0], "y_cf_2": y_cf[:, 2]})
+    code, _, err = _run([f, "--out", tmp_path / "never"], capsys)
+    assert code == 2 and "y_cf_1" in err
+    assert not (tmp_path / "never").exists()

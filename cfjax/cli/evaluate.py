@@ -1,8 +1,8 @@
 """``cfjax evaluate``: a predictions file → the counterfactual-marginalisation report.
 
 The file holds a predictor's scores on n observed units, ``p_obs``, and on each unit's K
-counterfactuals, ``p_cf``; optionally the labels ``y``, the intervention weights and group
-columns. The command writes ``report.md`` (every field of :func:`cfjax.metrics.evaluate` with
+counterfactuals, ``p_cf``; optionally the labels ``y``, the counterfactual labels ``y_cf`` (when
+an intervention changes the label), the intervention weights and group columns. The command writes ``report.md`` (every field of :func:`cfjax.metrics.evaluate` with
 percentile bootstrap intervals from :func:`cfjax.metrics.evaluate_bootstrap`), ``results.json``
 (every number, byte-identical for the same seed), smoothed reliability diagrams of ``p_obs``
 and of the marginalised prediction (PNG, when matplotlib is installed) and the ΔAUC of each
@@ -10,11 +10,18 @@ group column.
 
 File layouts:
 
-- ``.npz``: arrays ``p_obs (n,)``, ``p_cf (n, K)``, optional ``y (n,)``, ``weights (K,)`` and
-  ``group_<name> (n,)``. Class probabilities: ``p_obs (n, C)``, ``p_cf (n, K, C)``, integer
-  labels ``y`` in ``0..C-1``.
-- ``.csv`` / ``.parquet``: columns ``p_obs``, ``p_cf_0`` … ``p_cf_{K-1}``, optional ``y`` and
-  any group columns (named with ``--group``); weights with ``--weights``. Parquet is read with
+- ``.npz``: arrays ``p_obs (n,)``, ``p_cf (n, K)``, optional ``y (n,)``, ``y_cf (n, K)``,
+  ``weights (K,)`` and ``group_<name> (n,)``. Class probabilities: ``p_obs (n, C)``,
+  ``p_cf (n, K, C)``, integer labels ``y`` and ``y_cf`` in ``0..C-1``.
+- ``.csv`` / ``.parquet``: columns ``p_obs``, ``p_cf_0`` … ``p_cf_{K-1}``, optional ``y``,
+  ``y_cf_0`` … ``y_cf_{K-1}`` and any group columns (named with ``--group``); weights with
+  ``--weights``.
+
+With counterfactual labels (they need ``y``) the report is :func:`cfjax.metrics.evaluate`'s with
+``y_cf``: the interventional, CVaR and worst-case risks score ``p_cf[i, k]`` against
+``y_cf[i, k]``, the marginalised prediction is scored against the unit's label averaged over its
+counterfactuals, ``ȳ[i] = Σ_k q_k y_cf[i, k]`` (its reliability diagram too), and ``risk_orig``
+and the observed calibration against ``y``. Parquet is read with
   pandas (and pyarrow or fastparquet).
 """
 
@@ -37,9 +44,6 @@ __all__ = ["command", "load_predictions", "write_example"]
 
 #: Resamples of the bootstrap by default and with ``--quick``.
 RESAMPLES, QUICK_RESAMPLES = 1000, 200
-
-#: Inputs the library takes that this command does not read (named in the report's notes).
-_UNSUPPORTED = ("y_cf",)
 
 #: One line per report field (the markdown table's third column).
 _MEANING = {
@@ -168,7 +172,11 @@ def _from_table(path: str, table: dict[str, np.ndarray], groups: tuple[str, ...]
     data["p_cf_columns"] = cf_cols
     if "y" in table:
         data["y"] = _numeric(path, "y", table["y"])
-    data["ignored"] = ["y_cf"] if _numbered(path, table, "y_cf") else []
+    ycf_cols = _numbered(path, table, "y_cf")
+    if ycf_cols:
+        data["y_cf"] = np.stack([_numeric(path, c, table[c]) for c in ycf_cols], axis=1)
+        data["y_cf_columns"] = ycf_cols
+        data["names"]["y_cf"] = "columns y_cf_*"
     data["groups"] = {}
     for g in groups:
         if g not in table:
@@ -199,21 +207,22 @@ def _from_npz(path: str, groups: tuple[str, ...]) -> dict[str, Any]:
             raise UserError(f"{path}: no array {need!r}; found arrays {_listing(arrays)} "
                             "(expected p_obs (n,), p_cf (n, K), optional y, weights, group_<name>)")
     for k, a in arrays.items():
-        if k in ("p_obs", "p_cf", "y", "weights") and a.dtype.kind not in "biuf":
+        if k in ("p_obs", "p_cf", "y", "y_cf", "weights") and a.dtype.kind not in "biuf":
             raise UserError(f"{path}: array {k!r} must hold numbers; found dtype {a.dtype}")
     data: dict[str, Any] = {"p_obs": arrays["p_obs"].astype(np.float64),
                             "p_cf": arrays["p_cf"].astype(np.float64),
                             "names": {"p_obs": "array 'p_obs'", "p_cf": "array 'p_cf'",
-                                      "y": "array 'y'"}}
+                                      "y": "array 'y'", "y_cf": "array 'y_cf'"}}
     if "y" in arrays:
         data["y"] = arrays["y"].astype(np.float64)
+    if "y_cf" in arrays:
+        data["y_cf"] = arrays["y_cf"].astype(np.float64)
     if "weights" in arrays:
         data["weights"] = arrays["weights"].astype(np.float64)
-    data["ignored"] = sorted(k for k in arrays if k in _UNSUPPORTED)
     data["groups"] = {}
     names = groups or tuple(k[len("group_"):] for k in sorted(arrays) if k.startswith("group_"))
     for g in names:
-        key = g if g in arrays and g not in ("p_obs", "p_cf", "y", "weights") else f"group_{g}"
+        key = g if g in arrays and g not in ("p_obs", "p_cf", "y", "y_cf", "weights") else f"group_{g}"
         if key not in arrays:
             raise UserError(f"{path}: --group {g!r}: no array 'group_{g}' or {g!r}; found arrays "
                             f"{_listing(arrays)}")
@@ -252,12 +261,12 @@ def load_predictions(path: str, groups: tuple[str, ...] = (), weights: str | Non
         ``weights`` array.
 
     Shapes:
-      ``p_obs (n,)``, ``p_cf (n, K)``, ``y (n,)``, ``weights (K,)``, each group ``(n,)``;
-      class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)``.
+      ``p_obs (n,)``, ``p_cf (n, K)``, ``y (n,)``, ``y_cf (n, K)``, ``weights (K,)``, each group
+      ``(n,)``; class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)``.
 
     Returns:
-      ``{"p_obs", "p_cf", "y" (or None), "weights" (or None), "groups": {name: (n,)},
-      "classes" (None for binary scores), "format", "ignored"}``, scores as float32
+      ``{"p_obs", "p_cf", "y" (or None), "y_cf" (or None), "weights" (or None), "groups":
+      {name: (n,)}, "classes" (None for binary scores), "format"}``, scores as float32
       (float64 under ``jax_enable_x64``), labels as int32.
 
     Example:
@@ -326,21 +335,20 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
             if np.abs(s - 1).max() > 1e-3:
                 raise UserError(f"{path}: {names[key]}: class probabilities must sum to 1 over the "
                                 f"last axis; found a row summing to {s.reshape(-1)[np.abs(s - 1).argmax()]:.4g}")
-    y = data.get("y")
+    k = p_cf.shape[1]
+    y, y_cf = data.get("y"), data.get("y_cf")
     if y is not None:
         if y.shape != (n,):
             raise UserError(f"{path}: {names['y']} has shape {y.shape}; expected ({n},), one label per unit")
-        if not np.isfinite(y).all():
-            raise UserError(f"{path}: {names['y']} has missing or NaN labels (first at row "
-                            f"{int(np.argmin(np.isfinite(y))) + 1}); drop those units or omit 'y'")
-        allowed = np.arange(classes if classes else 2)
-        wrong = ~np.isin(y, allowed)
-        if wrong.any():
-            want = "0 or 1" if classes is None else f"integers 0..{classes - 1}"
-            raise UserError(f"{path}: {names['y']} must hold labels {want}; found "
-                            f"{np.unique(y[wrong])[:5].tolist()}")
-        y = y.astype(np.int32)
-    k = p_cf.shape[1]
+        y = _check_labels(path, names["y"], y, classes, "drop those units or omit 'y'")
+    if y_cf is not None:
+        if y is None:
+            raise UserError(f"{path}: {names['y_cf']} given without the observed labels 'y'; "
+                            "risk_orig and the observed calibration need y")
+        if y_cf.shape != (n, k):
+            raise UserError(f"{path}: {names['y_cf']} has shape {y_cf.shape}; expected ({n}, {k}), "
+                            f"one label per unit and intervention (K = {k} from {names['p_cf']})")
+        y_cf = _check_labels(path, names["y_cf"], y_cf, classes, "drop those units")
     w = data.get("weights")
     if w is not None:
         if w.shape != (k,):
@@ -370,9 +378,22 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
                                     f"{present.tolist()}; an AUC needs both labels in every group")
         groups[g] = col
     dtype = np.float64 if jax.config.jax_enable_x64 else np.float32
-    return {"p_obs": p_obs.astype(dtype), "p_cf": p_cf.astype(dtype), "y": y,
+    return {"p_obs": p_obs.astype(dtype), "p_cf": p_cf.astype(dtype), "y": y, "y_cf": y_cf,
             "weights": None if w is None else w.astype(dtype), "groups": groups,
-            "classes": classes, "format": data["format"], "ignored": data.get("ignored", [])}
+            "classes": classes, "format": data["format"]}
+
+
+def _check_labels(path: str, name: str, y: np.ndarray, classes: int | None, fix: str) -> np.ndarray:
+    """Labels in {0, 1} (binary scores) or 0..C-1 (class probabilities), as int32."""
+    missing = ~np.isfinite(y)
+    if missing.any():
+        row = int(np.argwhere(missing)[0][0]) + 1
+        raise UserError(f"{path}: {name} has missing or NaN labels (first at row {row}); {fix}")
+    wrong = ~np.isin(y, np.arange(classes if classes else 2))
+    if wrong.any():
+        want = "0 or 1" if classes is None else f"integers 0..{classes - 1}"
+        raise UserError(f"{path}: {name} must hold labels {want}; found {np.unique(y[wrong])[:5].tolist()}")
+    return y.astype(np.int32)
 
 
 # ----------------------------------------------------------------------------- example file
@@ -444,9 +465,17 @@ def _fmt(v: Any) -> str:
     return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.4f}"
 
 
-def _top_label(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Class probabilities → (confidence of the argmax class, whether it is the label)."""
-    return p.max(-1), (p.argmax(-1) == y).astype(np.int32)
+def _reliability_inputs(p: np.ndarray, labels: np.ndarray, q: np.ndarray,
+                        classes: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The scores and labels of a reliability diagram. Binary scores: ``p`` against ``y (n,)``,
+    or against ``ȳ = y_cf @ q`` for counterfactual labels ``(n, K)``. Class probabilities: the
+    top-label confidence against whether the argmax class is the label (its probability
+    ``Σ_k q_k 1[y_cf[i, k] = argmax]`` for counterfactual labels)."""
+    if classes is not None:
+        top = p.argmax(-1)
+        hit = (labels == top) if labels.ndim == 1 else (labels == top[:, None]) @ q
+        return p.max(-1), hit.astype(np.int32) if labels.ndim == 1 else np.clip(hit, 0.0, 1.0)
+    return p, labels if labels.ndim == 1 else np.clip(labels @ q, 0.0, 1.0)
 
 
 def _figures(out: str, curves: dict[str, Any]) -> tuple[list[str], str | None]:
@@ -485,35 +514,39 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
 
     from cfjax import metrics
 
-    p_obs, p_cf, y, w = data["p_obs"], data["p_cf"], data["y"], data["weights"]
+    p_obs, p_cf, y, y_cf, w = data["p_obs"], data["p_cf"], data["y"], data["y_cf"], data["weights"]
     classes = data["classes"]
     n, k = p_cf.shape[:2]
-    boot = metrics.evaluate_bootstrap(p_obs, p_cf, y, key=jax.random.key(seed), resamples=resamples,
+    boot = metrics.evaluate_bootstrap(p_obs, p_cf, y, y_cf=y_cf, key=jax.random.key(seed), resamples=resamples,
                                       level=level, weights=w, tau=tau, devices=devices)
     labelled = y is not None
+    q = np.full(k, 1.0 / k) if w is None else np.asarray(w, np.float64)
     est, low, high = (_strip_labels(r.to_dict(), labelled) for r in (boot.estimate, boot.low, boot.high))
     results: dict[str, Any] = {
         "input": {"file": os.path.basename(source), "format": data["format"], "n": n, "K": k,
-                  "classes": classes, "labels": labelled,
+                  "classes": classes, "labels": labelled, "counterfactual_labels": y_cf is not None,
                   "weights": "uniform" if w is None else np.asarray(w, np.float64).tolist()},
         "options": {"seed": seed, "resamples": resamples, "level": level, "tau": tau},
         "estimate": est, "low": low, "high": high, "groups": {}, "reliability": {},
     }
     notes: list[str] = []
-    if data["ignored"]:
-        notes.append("Counterfactual labels (y_cf) in the file are not read by this command: "
-                     "every counterfactual is scored against y; for labels that change under the "
-                     "interventions call cfjax.metrics.evaluate(p_obs, p_cf, y, y_cf=y_cf).")
+    if y_cf is not None:
+        changed = float(np.mean(y_cf != y[:, None]))
+        notes.append(f"Counterfactual labels (y_cf; {100 * changed:.1f}% of the n × K differ from y): "
+                     "risk_ie, risk_cvar and risk_wc score each counterfactual against its own label; "
+                     "the marginalised prediction's risk, Brier, ECE, smooth ECE and MCE and its "
+                     "reliability diagram use the unit's label averaged over the interventions; "
+                     "risk_orig, the observed calibration and ΔAUC use y.")
     if not labelled:
         notes.append("No labels (`y`) in the file: only the label-free stability fields are "
                      "reported; risks, calibration, reliability diagrams and ΔAUC need labels.")
-    p_bar = np.asarray(metrics.marginalise(p_cf, w)) if classes is None else \
-        np.einsum("k,nkc->nc", np.full(k, 1.0 / k) if w is None else np.asarray(w), p_cf)
+    p_bar = np.asarray(metrics.marginalise(p_cf, w)) if classes is None else np.einsum("k,nkc->nc", q, p_cf)
     curves = {}
     if labelled:
         for which, p in (("obs", p_obs), ("cm", p_bar.astype(p_obs.dtype))):
-            pp, yy = (p, y) if classes is None else _top_label(p, y)
-            c = metrics.reliability_curve(pp, yy, grid=21)
+            labels = y_cf if which == "cm" and y_cf is not None else y
+            pp, yy = _reliability_inputs(p, labels, q, classes)
+            c = metrics.reliability_curve(pp, yy.astype(pp.dtype) if yy.dtype.kind == "f" else yy, grid=21)
             curves[which] = c
             results["reliability"][which] = {
                 "t": np.asarray(c.t), "mean_label": np.asarray(c.mean_label),
@@ -553,7 +586,8 @@ def _markdown(r: dict[str, Any], source: str) -> str:
              f"{inp['n']} units, K = {inp['K']} interventions"
              + (f", {inp['classes']} classes" if inp["classes"] else ", binary scores")
              + f", weights {'uniform' if inp['weights'] == 'uniform' else inp['weights']}, "
-             + ("labels given" if inp["labels"] else "no labels (stability fields only)") + ".",
+             + (("labels and counterfactual labels given" if inp["counterfactual_labels"] else "labels given")
+                if inp["labels"] else "no labels (stability fields only)") + ".",
              f"Intervals: percentile bootstrap over units, {opt['resamples']} resamples, "
              f"level {pct}, seed {opt['seed']}; decision threshold tau = {opt['tau']:g}.", ""]
     lines += [f"| metric | estimate | {pct} interval | meaning |", "|---|---:|---:|---|"]
@@ -602,8 +636,9 @@ def command(predictions, out, force, seed, resamples, quick, level, tau, weights
     report.md, results.json and reliability diagrams in --out.
 
     The file holds p_obs (n scores on the observed units), p_cf (the n × K scores on their
-    counterfactuals; CSV columns p_cf_0 … p_cf_{K-1}), optionally labels y (0/1), weights and
-    group columns. Without labels only the stability fields are reported.
+    counterfactuals; CSV columns p_cf_0 … p_cf_{K-1}), optionally labels y (0/1), counterfactual
+    labels y_cf (n × K; CSV columns y_cf_0 … y_cf_{K-1}), weights and group columns. Without
+    labels only the stability fields are reported.
     """
     devices = common.use_devices(devices)  # before anything starts JAX
     if example_file is not None:
