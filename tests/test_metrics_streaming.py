@@ -1,5 +1,6 @@
 """evaluate_chunks: the report of predictions given chunk by chunk equals the independent
-reference on all units, for any chunking, with or without labels, with counterfactual labels;
+reference on all units, for any chunking, with or without labels, with counterfactual labels,
+for binary scores and class probabilities;
 bad chunks name what is wrong. (Several devices: tests/test_distributed.py.)"""
 
 import math
@@ -64,7 +65,8 @@ def test_counterfactual_labels_in_chunks(rng, x64):
     assert r.labels == "counterfactual" and type(r) is type(whole)
     assert_same(r, whole, rtol=1e-12, atol=1e-14)
     # Independent check of the fields the counterfactual labels change.
-    losses = -(y_cf * np.log(p_cf) + (1 - y_cf) * np.log1p(-p_cf))
+    picked = np.clip(np.where(y_cf == 1, p_cf, 1 - p_cf), 1e-7, 1 - 1e-7)  # scores rounded to 0 or 1 occur
+    losses = -np.log(picked)
     np.testing.assert_allclose(r.risk_ie, losses.mean(), rtol=1e-10)
     np.testing.assert_allclose(r.risk_wc, losses.max(axis=1).mean(), rtol=1e-10)
 
@@ -90,6 +92,39 @@ def test_bad_chunks_are_named(rng):
         cf.metrics.evaluate_chunks([p_obs])
     with pytest.raises(ValueError, match=r"`chunks\[0\]\.p_cf`: expected probabilities in \[0, 1\]"):
         cf.metrics.evaluate_chunks([(p_obs, p_cf * 2, y)])
-    with pytest.raises(ValueError, match=r"`mesh`: expected None for class probabilities"):
-        p = rng.dirichlet(np.ones(3), (10, 4)).astype(np.float32)
-        cf.metrics.evaluate(p[:, 0], p, mesh=cf.distributed.mesh(1))
+    p = rng.dirichlet(np.ones(3), (40, 16)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"`chunks\[1\]\.p_obs`: expected 3 classes, as in the first chunk"):
+        two = rng.dirichlet(np.ones(2), (20, 16)).astype(np.float32)
+        cf.metrics.evaluate_chunks([(p[:20, 0], p[:20]), (two[:, 0], two)])
+    with pytest.raises(ValueError, match=r"`chunks\[1\]\.p_obs`: expected 3 classes"):
+        cf.metrics.evaluate_chunks([(p[:20, 0], p[:20], y[:20]), (p_obs[20:], p_cf[20:], y[20:])])
+    with pytest.raises(ValueError, match=r"`chunks\[0\]\.y`: expected integer labels|`chunks\[0\]\.y`"):
+        cf.metrics.evaluate_chunks([(p[:, 0], p, y + 3)])
+    with pytest.raises(ValueError, match=r"`tau`"):
+        cf.metrics.evaluate_chunks([(p[:, 0], p)], tau=0.3)
+
+
+def test_class_probabilities_in_chunks_match_the_loops(rng, x64):
+    """Class probabilities (C = 4), invariant and counterfactual labels, random chunkings:
+    every field against the explicit loops of tests/test_metrics_multiclass_evaluate.py."""
+    from tests.test_metrics_multiclass_evaluate import classes, loops, stability_loops
+
+    n, k, c = int(rng.integers(40, 70)), 5, 4
+    p_obs, p_cf, y = classes(rng, n, k, c)
+    q = rng.dirichlet(np.ones(k))
+    alphas, n_bins = (0.5, 0.2), 10
+    y_cf = np.where(rng.uniform(size=(n, k)) < 0.2, rng.integers(0, c, (n, k)), y[:, None])
+    for labels in (None, y_cf):
+        bounds = cut(rng, n)
+        r = cf.metrics.evaluate_chunks(chunks_of(bounds, p_obs, p_cf, y, labels), weights=q, alphas=alphas,
+                                       n_bins=n_bins)
+        assert isinstance(r, cf.metrics.MulticlassReport) and r.classes == c
+        assert r.labels == ("invariant" if labels is None else "counterfactual")
+        expected, conf, correct = loops(p_obs, p_cf, y, q, alphas, n_bins, y_cf=labels)
+        expected.update(stability_loops(p_obs, p_cf, q))
+        for name, value in expected.items():
+            np.testing.assert_allclose(getattr(r, name), value, rtol=1e-9, atol=1e-12, err_msg=name)
+        for part in ("orig", "cm"):  # top-label smooth ECE of the loops' confidences
+            np.testing.assert_allclose(getattr(r, f"smece_{part}"),
+                                       cf.metrics.smooth_ece(np.asarray(conf[part]), np.clip(correct[part], 0, 1)),
+                                       rtol=1e-9, atol=1e-12)

@@ -32,15 +32,14 @@ from cfjax import _checks
 from cfjax.metrics import _arrays, _inputs
 from cfjax.metrics.calibration import _bins, _brier
 from cfjax.metrics.ranking import _kendall_tau_b, _spearman
-from cfjax.metrics.risk import EPS, binary_bce, cvar_risks_kn, cvar_units_kn, losses_kn
+from cfjax.metrics.risk import EPS, binary_bce, cvar_units_kn, losses_kn
 from cfjax.metrics.smooth_calibration import _smooth_ece
 from cfjax.metrics.stability import (
+    class_decisions,
     d_obs,
     decisions_agree,
     mean_abs_shift,
     p_bar_classes,
-    s_flip_classes,
-    s_var_classes,
     total_variation,
 )
 
@@ -241,9 +240,9 @@ def evaluate(
       alphas: CVaR levels in (0, 1].
       n_bins: number of equal-width calibration bins.
       mesh: a one-axis mesh (:func:`cfjax.distributed.mesh`) to split the units over its
-        devices (binary scores): each device reduces its units' K counterfactuals, the sums
-        are added over the devices, and the per-unit ``(n,)`` scores give the rank and
-        calibration fields (:func:`~cfjax.metrics.evaluate_chunks` with one chunk). None:
+        devices: each device reduces its units' K counterfactuals, the sums
+        are added over the devices, and the per-unit scores (``(n,)`` or ``(n, C)``) give the
+        rank and calibration fields (:func:`~cfjax.metrics.evaluate_chunks` with one chunk). None:
         the default device.
 
     Shapes:
@@ -281,9 +280,6 @@ def evaluate(
         _checks.fail("y", "observed labels of shape (n,) when `y_cf` is given (risk_orig and "
                      "the *_orig calibration use them)", "None")
     if mesh is not None:
-        if _inputs.is_multiclass(p_obs, p_cf):
-            _checks.fail("mesh", "None for class probabilities (the units are split over devices "
-                         "for binary scores only)", "a mesh")
         from cfjax.metrics.streaming import evaluate_chunks
         return evaluate_chunks([(p_obs, p_cf, y, y_cf)], weights=weights, tau=tau, alphas=alphas,
                                n_bins=n_bins, mesh=mesh)
@@ -451,17 +447,77 @@ def _rank_fields(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array, jax.
 def _evaluate_classes(p_obs, p_cf, y, q, *, alphas, n_bins, uniform,
                       y_cf=None) -> MulticlassReport:
     """Traced core for class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)``, integer labels
-    ``y (n,)`` (or None) and ``y_cf (n, K)`` (or None)."""
+    ``y (n,)`` (or None) and ``y_cf (n, K)`` (or None): :func:`unit_stage_classes`, then
+    :func:`finish_classes`."""
+    p_bar, y_bar, sums = unit_stage_classes(p_obs, p_cf, y, q, y_cf, alphas=alphas, uniform=uniform)
+    return finish_classes(p_obs, p_bar, y, y_bar, sums, alphas=alphas, n_bins=n_bins)
+
+
+@struct.dataclass
+class ClassUnitSums(UnitSums):
+    """:class:`UnitSums` of class probabilities, plus ``s_tv``: Σ_i Σ_k q_k TV(p_cf[i, k], p_obs[i])."""
+
+    s_tv: jax.Array
+
+
+def unit_stage_classes(p_obs: jax.Array, p_cf: jax.Array, y: jax.Array | None, q: jax.Array,
+                       y_cf: jax.Array | None = None, mask: jax.Array | None = None, *,
+                       alphas: tuple[float, ...], uniform: bool
+                       ) -> tuple[jax.Array, jax.Array | None, ClassUnitSums]:
+    """The reductions over the intervention axis for class probabilities (traced):
+    ``p_obs (n, C)``, ``p_cf (n, K, C)``, integer labels ``y (n,)`` or None, ``y_cf (n, K)``
+    or None, ``mask (n,)`` (1 for a unit, 0 for padding, whose values are never read; None:
+    every unit counts).
+
+    Returns ``(p_bar (n, C), y_bar (n, C) or None, ClassUnitSums)``: the marginalised class
+    probabilities, the label distribution over the interventions ``Σ_k q_k 1[y_cf[i, k] = c]``
+    (only with ``y_cf``) and the sums over the (unmasked) units."""
     dtype = p_obs.dtype
     n_classes = p_cf.shape[2]
+    if mask is None:
+        total = lambda v: jnp.sum(v, axis=-1)  # noqa: E731
+    else:  # padded units may hold zeros (log 0): selected away, not multiplied by 0
+        total = lambda v: jnp.sum(jnp.where(mask > 0, v, jnp.zeros((), v.dtype)), axis=-1)  # noqa: E731
     p_bar = p_bar_classes(p_cf, q)  # (n, C)
+    flips = (class_decisions(p_cf) != class_decisions(p_obs)[:, None]).astype(dtype)
+    zero = jnp.zeros((), dtype)
+    sums = dict(
+        count=jnp.asarray(p_cf.shape[0], dtype) if mask is None else jnp.sum(mask),
+        s_var=total((0.5 * jnp.sum(jnp.square(p_cf - p_bar[:, None, :]), axis=-1)) @ q),
+        s_flip=total(flips @ q),
+        s_tv=total(total_variation(p_cf, p_obs[:, None, :]) @ q),
+        risk_ie=zero, risk_wc=zero, risk_cvar=jnp.zeros((len(alphas),), dtype),
+    )
+    y_bar = None
+    if y is not None:
+        labels_nk = jnp.broadcast_to(y[:, None], p_cf.shape[:2]) if y_cf is None else y_cf
+        picked = jnp.take_along_axis(p_cf, labels_nk[..., None], axis=-1)[..., 0]  # (n, K)
+        losses = lax.optimization_barrier(_neg_log(picked.T))  # (K, n)
+        if y_cf is not None:  # the label distribution over the interventions, (n, C)
+            y_bar = jnp.einsum("nkc,k->nc", jax.nn.one_hot(y_cf, n_classes, dtype=dtype), q)
+        sums.update(
+            risk_ie=total(q @ losses),
+            risk_wc=total(jnp.max(losses, axis=0)),
+            risk_cvar=total(cvar_units_kn(losses, q, alphas, uniform=uniform)),
+        )
+    return p_bar, y_bar, ClassUnitSums(**sums)
+
+
+def finish_classes(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.Array | None,
+                   sums: ClassUnitSums, *, alphas: tuple[float, ...], n_bins: int) -> MulticlassReport:
+    """The reductions over the units for class probabilities (traced): the report from
+    ``p_obs (n, C)``, ``p_bar (n, C)``, ``y (n,)``, the label distribution ``y_bar (n, C)``
+    with counterfactual labels, and the sums of :func:`unit_stage_classes`."""
+    dtype = p_obs.dtype
+    n_classes = p_obs.shape[1]
+    count = sums.count
     spearman, kendall, rank_change = jax.vmap(_rank_fields)(p_obs.T, p_bar.T)  # per class
     stability = dict(
-        s_var=s_var_classes(p_cf, q, p_bar),
-        s_flip=s_flip_classes(p_obs, p_cf, q),
+        s_var=sums.s_var / count,
+        s_flip=sums.s_flip / count,
         d_obs=jnp.mean(~decisions_agree(p_obs, p_bar), dtype=dtype),
         score_shift=jnp.mean(total_variation(p_obs, p_bar)),
-        s_tv=jnp.mean(total_variation(p_cf, p_obs[:, None, :]) @ q),
+        s_tv=sums.s_tv / count,
         spearman=jnp.mean(spearman),
         kendall_tau_b=jnp.mean(kendall),
         rank_change=jnp.mean(rank_change),
@@ -470,31 +526,25 @@ def _evaluate_classes(p_obs, p_cf, y, q, *, alphas, n_bins, uniform,
         labelled = _nan_label_fields(dtype, alphas)
     else:
         onehot = jax.nn.one_hot(y, n_classes, dtype=dtype)  # (n, C)
-        labels_nk = jnp.broadcast_to(y[:, None], p_cf.shape[:2]) if y_cf is None else y_cf
-        picked = jnp.take_along_axis(p_cf, labels_nk[..., None], axis=-1)[..., 0]  # (n, K)
-        losses = lax.optimization_barrier(_neg_log(picked.T))  # (K, n)
-        if y_cf is None:
-            y_bar = onehot
-        else:  # the label distribution over the interventions, (n, C)
-            y_bar = jnp.einsum("nkc,k->nc", jax.nn.one_hot(y_cf, n_classes, dtype=dtype), q)
+        target = onehot if y_bar is None else y_bar
         p_y = jnp.take_along_axis(p_obs, y[:, None], axis=-1)[:, 0]
         labelled = dict(
             risk_orig=jnp.mean(_neg_log(p_y)),
-            risk_cm=jnp.mean(jnp.sum(y_bar * _neg_log(p_bar), axis=-1)),
-            risk_ie=jnp.mean(q @ losses),
-            risk_cvar=cvar_risks_kn(losses, q, alphas, uniform=uniform),
-            risk_wc=jnp.mean(jnp.max(losses, axis=0)),
+            risk_cm=jnp.mean(jnp.sum(target * _neg_log(p_bar), axis=-1)),
+            risk_ie=sums.risk_ie / count,
+            risk_cvar=sums.risk_cvar / count,
+            risk_wc=sums.risk_wc / count,
             brier_orig=jnp.mean(jnp.sum(jnp.square(p_obs - onehot), axis=-1)),
             # Expected Brier over the label distribution: the squared distance to y_bar plus
             # the labels' own spread 1 − Σ_c y_bar_c² (zero for invariant labels).
-            brier_cm=jnp.mean(jnp.sum(jnp.square(p_bar - y_bar), axis=-1)
-                              + 1 - jnp.sum(jnp.square(y_bar), axis=-1)),
+            brier_cm=jnp.mean(jnp.sum(jnp.square(p_bar - target), axis=-1)
+                              + 1 - jnp.sum(jnp.square(target), axis=-1)),
         )
-        for suffix, p, target in (("orig", p_obs, onehot), ("cm", p_bar, y_bar)):
+        for suffix, p, t in (("orig", p_obs, onehot), ("cm", p_bar, target)):
             top = jnp.argmax(p, axis=-1)
             confidence = jnp.max(p, axis=-1)
-            correct = jnp.take_along_axis(target, top[:, None], axis=-1)[:, 0]
+            correct = jnp.take_along_axis(t, top[:, None], axis=-1)[:, 0]
             labelled.update(_binned_calibration(suffix, confidence, correct, n_bins))
     return MulticlassReport(**labelled, **stability, alphas=alphas,
-                            labels="invariant" if y_cf is None else "counterfactual",
+                            labels="invariant" if y_bar is None else "counterfactual",
                             classes=n_classes)

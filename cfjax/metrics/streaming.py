@@ -9,7 +9,8 @@ chunk's ``(b, K)`` predictions can be dropped once it is reduced. The second sta
 (:func:`~cfjax.metrics.report.finish`) needs only ``(n,)`` vectors (``p_obs``, ``p_bar``,
 ``y``): the rank metrics, the calibration bins and the smooth ECE are computed from them
 exactly as in :func:`~cfjax.metrics.evaluate`. Memory: one chunk of ``b × K`` predictions on
-the devices plus four numbers per unit on the host, whatever K.
+the devices plus four numbers per unit on the host, whatever K (``4 C`` for C class
+probabilities).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from jax.sharding import Mesh, PartitionSpec
 from cfjax import _checks
 from cfjax import distributed as dist
 from cfjax.metrics import _arrays, _inputs
-from cfjax.metrics.report import MarginalisationReport, UnitSums, check_options, finish, unit_stage
+from cfjax.metrics.report import (MarginalisationReport, MulticlassReport, UnitSums, check_options, finish,
+                                  finish_classes, unit_stage, unit_stage_classes)
 
 __all__ = ["evaluate_chunks"]
 
@@ -41,16 +43,18 @@ def evaluate_chunks(
     n_bins: int = 15,
     mesh: Mesh | None = None,
     across_processes: bool = False,
-) -> MarginalisationReport:
-    """:func:`~cfjax.metrics.evaluate` of binary scores given chunk by chunk, for any N.
+) -> MarginalisationReport | MulticlassReport:
+    """:func:`~cfjax.metrics.evaluate` given chunk by chunk, for any N: binary scores or class
+    probabilities.
 
     Args:
       chunks: an iterable (e.g. a generator that makes counterfactuals and predicts on them
         one chunk at a time) of ``(p_obs, p_cf)``, ``(p_obs, p_cf, y)`` or
         ``(p_obs, p_cf, y, y_cf)`` tuples, or mappings with those keys: ``p_obs (b,)``,
-        ``p_cf (b, K)``, ``y (b,)`` in {0, 1}, ``y_cf (b, K)``; the units of the chunks in
-        order. Chunks may differ in length; K, the dtype and which of ``y``/``y_cf`` are
-        given must not. The first chunk's length (rounded up to a multiple of the devices)
+        ``p_cf (b, K)``, ``y (b,)`` in {0, 1}, ``y_cf (b, K)``; or class probabilities
+        ``p_obs (b, C)``, ``p_cf (b, K, C)`` with integer labels ``y``, ``y_cf`` in
+        ``0..C-1``; the units of the chunks in order. Chunks may differ in length; K, C, the
+        dtype and which of ``y``/``y_cf`` are given must not. The first chunk's length (rounded up to a multiple of the devices)
         sets the block that is compiled once: shorter chunks are padded, longer ones cut.
       weights, tau, alphas, n_bins: as in ``evaluate``.
       mesh: a one-axis mesh (:func:`cfjax.distributed.mesh`) to split each block's units over
@@ -62,8 +66,9 @@ def evaluate_chunks(
 
     Returns:
       The :class:`~cfjax.metrics.MarginalisationReport` (or, with ``y_cf``,
-      ``CounterfactualLabelReport``) of all units, equal to ``evaluate`` on the concatenated
-      chunks up to floating-point summation order.
+      ``CounterfactualLabelReport``; for class probabilities a
+      :class:`~cfjax.metrics.MulticlassReport`) of all units, equal to ``evaluate`` on the
+      concatenated chunks up to floating-point summation order.
 
     Example:
       >>> import numpy as np
@@ -87,7 +92,7 @@ def evaluate_chunks(
     total: UnitSums | None = None
     kept: dict[str, list[np.ndarray]] = {"p_obs": [], "p_bar": [], "y": [], "y_bar": []}
     for index, chunk in enumerate(chunks):
-        parts = _prepare(_unpack(chunk, index), index)
+        parts = _prepare(_unpack(chunk, index), index, tau)
         if layout is None:
             layout = _layout(parts, weights, tau, devices)
         _check_consistent(parts, layout, index)
@@ -105,12 +110,15 @@ def evaluate_chunks(
     # The second stage runs once, on the default device: the sums come back to the host first
     # (left on the mesh they would be replicated, and the stage run on every device).
     as_dev = lambda v: None if v is None else jnp.asarray(np.asarray(v))  # noqa: E731
-    return _finish(as_dev(vectors["p_obs"]), as_dev(vectors["p_bar"]), as_dev(vectors["y"]),
-                   as_dev(vectors["y_bar"]), jax.tree.map(as_dev, total), as_dev(layout["tau"]),
+    p_obs, p_bar, y, y_bar = (as_dev(vectors[f]) for f in ("p_obs", "p_bar", "y", "y_bar"))
+    if layout["classes"]:
+        return _finish_classes(p_obs, p_bar, y, y_bar, jax.tree.map(as_dev, total), alphas=alphas, n_bins=n_bins)
+    return _finish(p_obs, p_bar, y, y_bar, jax.tree.map(as_dev, total), as_dev(layout["tau"]),
                    alphas=alphas, n_bins=n_bins)
 
 
 _finish = jax.jit(finish, static_argnames=("alphas", "n_bins"))
+_finish_classes = jax.jit(finish_classes, static_argnames=("alphas", "n_bins"))
 
 
 def _unpack(chunk: Any, index: int) -> dict[str, Any]:
@@ -128,24 +136,28 @@ def _unpack(chunk: Any, index: int) -> dict[str, Any]:
     return dict(zip(_FIELDS, values))
 
 
-def _prepare(parts: dict[str, Any], index: int) -> dict[str, Any]:
+def _prepare(parts: dict[str, Any], index: int, tau: Any) -> dict[str, Any]:
     """Validate one chunk's values and shapes (errors name ``chunks[index].<field>``);
-    arrays of one float dtype."""
+    scores of one float dtype."""
     try:
-        return _prepare_fields(parts, index)
+        return _prepare_fields(parts, index, tau)
     except _checks.ValidationError as error:
         message = str(error)
-        if message.startswith("`") and not message.startswith("`chunks"):
+        if message.startswith("`") and not message.startswith(("`chunks", "`tau`")):
             message = f"`chunks[{index}].{message[1:]}"
         raise _checks.ValidationError(message) from None
 
 
-def _prepare_fields(parts: dict[str, Any], index: int) -> dict[str, Any]:
-    p_obs, p_cf, y, _ = _inputs.prepare(p_obs=parts["p_obs"], p_cf=parts["p_cf"], y=parts["y"])
+def _prepare_fields(parts: dict[str, Any], index: int, tau: Any) -> dict[str, Any]:
     y_cf = parts["y_cf"]
+    if y_cf is not None and parts["y"] is None:
+        _checks.fail("y", "observed labels of shape (b,) when `y_cf` is given", "None")
+    if _inputs.is_multiclass(parts["p_obs"], parts["p_cf"]):
+        p_obs, p_cf, _, _ = _inputs.prepare_stability(parts["p_obs"], parts["p_cf"], None, tau)
+        y, y_cf = _inputs.prepare_class_labels(parts["y"], y_cf, p_cf.shape)
+        return dict(p_obs=p_obs, p_cf=p_cf, y=y, y_cf=y_cf)
+    p_obs, p_cf, y, _ = _inputs.prepare(p_obs=parts["p_obs"], p_cf=parts["p_cf"], y=parts["y"])
     if y_cf is not None:
-        if y is None:
-            _checks.fail("y", "observed labels of shape (b,) when `y_cf` is given", "None")
         y_cf = _inputs.prepare_counterfactual_labels(y_cf, p_cf.shape, p_obs.dtype)
     return dict(p_obs=p_obs, p_cf=p_cf, y=y, y_cf=y_cf)
 
@@ -154,7 +166,9 @@ def _layout(parts: dict[str, Any], weights: Any, tau: Any, devices: int) -> dict
     """What the first chunk fixes: K, dtype, the labels given, the compiled block length."""
     p_obs, k = parts["p_obs"], parts["p_cf"].shape[1]
     b = p_obs.shape[0]
-    return dict(k=k, dtype=p_obs.dtype, labels=parts["y"] is not None, cf_labels=parts["y_cf"] is not None,
+    classes = int(p_obs.shape[1]) if p_obs.ndim == 2 else None
+    return dict(k=k, classes=classes, dtype=p_obs.dtype, labels=parts["y"] is not None,
+                cf_labels=parts["y_cf"] is not None,
                 q=_arrays.resolve_weights(weights, k, p_obs.dtype), uniform=weights is None,
                 tau=jnp.asarray(tau, p_obs.dtype), block=-(-b // devices) * devices)
 
@@ -164,14 +178,18 @@ def _check_consistent(parts: dict[str, Any], layout: dict[str, Any], index: int)
     if parts["p_cf"].shape[1] != layout["k"]:
         _checks.fail(f"chunks[{index}].p_cf", f"{layout['k']} counterfactuals per unit (K of the first chunk)",
                      f"shape {parts['p_cf'].shape}")
+    classes = int(parts["p_obs"].shape[1]) if parts["p_obs"].ndim == 2 else None
+    if classes != layout["classes"]:
+        want = "binary scores (b,)" if layout["classes"] is None else f"{layout['classes']} classes"
+        _checks.fail(f"chunks[{index}].p_obs", f"{want}, as in the first chunk", f"shape {parts['p_obs'].shape}")
     for field, first in (("y", layout["labels"]), ("y_cf", layout["cf_labels"])):
         if (parts[field] is not None) != first:
             _checks.fail(f"chunks[{index}].{field}", f"{'an array' if first else 'None'}, as in the first chunk",
                          "an array" if parts[field] is not None else "None")
     dtype = layout["dtype"]
     for field, v in parts.items():
-        if v is not None:
-            parts[field] = v.astype(dtype)
+        if v is not None and (layout["classes"] is None or field in ("p_obs", "p_cf")):
+            parts[field] = v.astype(dtype)  # class labels stay integers
 
 
 def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Mesh | None,
@@ -184,7 +202,7 @@ def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Mesh | No
     arrays["mask"] = dist.valid_mask(m, block, layout["dtype"])
     if mesh is not None:
         arrays = dist.shard(arrays, mesh)
-    run = _stage(mesh, alphas, layout["uniform"], layout["labels"], layout["cf_labels"])
+    run = _stage(mesh, alphas, layout["uniform"], layout["cf_labels"], layout["classes"] is not None)
     p_bar, y_bar, sums = run(arrays, layout["q"], layout["tau"])
     vectors = {"p_obs": np.asarray(piece["p_obs"]), "p_bar": np.asarray(p_bar)[:m]}
     if piece["y"] is not None:
@@ -195,15 +213,19 @@ def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Mesh | No
 
 
 @functools.lru_cache(maxsize=32)
-def _stage(mesh: Mesh | None, alphas: tuple[float, ...], uniform: bool, labels: bool, cf_labels: bool):
+def _stage(mesh: Mesh | None, alphas: tuple[float, ...], uniform: bool, cf_labels: bool, classes: bool):
     """The jitted first stage of one block: on one device, or its units split over ``mesh``
     (each device reduces its share; the sums are added over the devices)."""
 
     def local(arrays, q, tau):
         y_cf = arrays.get("y_cf")
-        p_bar, y_bar, sums = unit_stage(arrays["p_obs"], arrays["p_cf"].T, arrays.get("y"), q, tau,
-                                        None if y_cf is None else y_cf.T, arrays["mask"],
-                                        alphas=alphas, uniform=uniform)
+        if classes:
+            p_bar, y_bar, sums = unit_stage_classes(arrays["p_obs"], arrays["p_cf"], arrays.get("y"), q, y_cf,
+                                                    arrays["mask"], alphas=alphas, uniform=uniform)
+        else:
+            p_bar, y_bar, sums = unit_stage(arrays["p_obs"], arrays["p_cf"].T, arrays.get("y"), q, tau,
+                                            None if y_cf is None else y_cf.T, arrays["mask"],
+                                            alphas=alphas, uniform=uniform)
         if mesh is not None:
             sums = jax.lax.psum(sums, mesh.axis_names[0])
         return p_bar, y_bar, sums
@@ -228,8 +250,8 @@ def _gather_processes(total: UnitSums, vectors: dict[str, np.ndarray | None]
         if v is None:
             out[name] = None
             continue
-        padded = np.zeros((longest,), v.dtype)
+        padded = np.zeros((longest,) + v.shape[1:], v.dtype)
         padded[:v.shape[0]] = v
-        every = np.asarray(mh.process_allgather(padded)).reshape(len(rows), longest)
+        every = np.asarray(mh.process_allgather(padded)).reshape((len(rows), longest) + v.shape[1:])
         out[name] = np.concatenate([every[p, :rows[p]] for p in range(len(rows))])
     return total, out
