@@ -52,6 +52,14 @@ put("cf_single", cf.metrics.evaluate(p_obs, p_cf, y, y_cf=y_cf))
 put("cf_chunks3", cf.metrics.evaluate_chunks(chunks, mesh=mesh3))
 put("free_single", cf.metrics.evaluate(p_obs, p_cf))
 put("free_mesh8", cf.metrics.evaluate(p_obs, p_cf, mesh=mesh8))
+pc = rng.dirichlet(np.ones(3), (n, 16)).astype(np.float32)  # class probabilities, C = 3
+po, yc = rng.dirichlet(np.ones(3), n).astype(np.float32), rng.integers(0, 3, n)
+ycf = np.where(rng.uniform(size=(n, 16)) < 0.1, rng.integers(0, 3, (n, 16)), yc[:, None])
+put("cls_single", cf.metrics.evaluate(po, pc, yc, weights=q))
+put("cls_mesh8", cf.metrics.evaluate(po, pc, yc, weights=q, mesh=mesh8))
+put("clscf_single", cf.metrics.evaluate(po, pc, yc, y_cf=ycf))
+put("clscf_chunks3", cf.metrics.evaluate_chunks([(po[a:b], pc[a:b], yc[a:b], ycf[a:b])
+                                                 for a, b in zip(cut[:-1], cut[1:])], mesh=mesh3))
 x = rng.normal(size=(n, 3)).astype(np.float32)
 fn = lambda b: {"s": jnp.sum(b ** 2, axis=1), "t": jnp.tanh(b)}
 plain = fn(jnp.asarray(x))
@@ -70,10 +78,11 @@ def test_units_over_eight_devices_equal_one_device(rng, tmp_path):
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     saved = dict(np.load(out))
-    pairs = [("mesh8", "single"), ("cf_chunks3", "cf_single"), ("free_mesh8", "free_single")]
+    pairs = [("mesh8", "single"), ("cf_chunks3", "cf_single"), ("free_mesh8", "free_single"),
+             ("cls_mesh8", "cls_single"), ("clscf_chunks3", "clscf_single")]
     for a, b in pairs:
         fields = sorted(k.split("/", 1)[1] for k in saved if k.startswith(b + "/"))
-        assert len(fields) == 20
+        assert len(fields) == (22 if a.startswith("cls") else 20)  # + s_tv and classes for class probabilities
         for f in fields:
             np.testing.assert_allclose(saved[f"{a}/{f}"], saved[f"{b}/{f}"], rtol=2e-6, atol=1e-7,
                                        err_msg=f"{a}/{f}")
