@@ -106,12 +106,15 @@ def test_masked_labels_are_ignored_in_training(rng):
 
 
 def test_training_learns_an_easy_task(rng):
+    # 8 channels, 16 hidden units, 100 steps of 1e-2: with 4 channels, 4 hidden units and 60
+    # steps of 3e-2 about 1 seed in 10 kept too few live ReLUs to separate the classes (0 in
+    # 3,000 seeds now).
     n = 64
     s = rng.integers(0, 2, n)
     x = (rng.uniform(0, 0.2, (n, 8, 8)) + 0.6 * s[:, None, None]).astype(np.float32)
     spec = (ac.Head("s", "categorical", 2),)
-    fit = ac.train_anticausal(jax.random.key(int(rng.integers(1 << 30))), x, {"s": s}, spec, steps=60,
-                              batch_size=16, learning_rate=3e-2, **TINY)
+    fit = ac.train_anticausal(jax.random.key(int(rng.integers(1 << 30))), x, {"s": s}, spec, steps=100,
+                              batch_size=16, learning_rate=1e-2, **{**TINY, "features": (8,), "hidden": 16})
     acc = (np.asarray(ac.predict_parents(fit, x)["s"]).argmax(-1) == s).mean()
     assert acc >= 0.95
 
