@@ -72,7 +72,8 @@ np.savez(out, **res)
 
 
 def test_units_over_eight_devices_equal_one_device(rng, tmp_path):
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    flags = os.environ.get("XLA_FLAGS", "")  # the suite's flags (tests/conftest.py), plus the device count
+    env = {**os.environ, "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
     out = tmp_path / "child.npz"
     done = subprocess.run([sys.executable, "-c", CHILD, str(int(rng.integers(2**31))), str(out)], env=env,
                           capture_output=True, text=True, timeout=300, cwd=ROOT)

@@ -98,7 +98,8 @@ np.savez(out, **res)
 
 
 def run_child(seed: int, out: pathlib.Path) -> dict[str, np.ndarray]:
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES}",
+    flags = os.environ.get("XLA_FLAGS", "")  # the suite's flags (tests/conftest.py), plus the device count
+    env = {**os.environ, "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={DEVICES}",
            "JAX_PLATFORMS": "cpu"}
     script = CHILD.format(devices=DEVICES, n=N, b=B, w=W, bias=BIAS, scale=SCALE)
     done = subprocess.run([sys.executable, "-c", script, str(seed), str(out)], env=env, capture_output=True,

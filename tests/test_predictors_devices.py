@@ -68,7 +68,8 @@ def fields(state, prefix):
 def run_child(code: str, seed: int, out: pathlib.Path) -> dict[str, np.ndarray]:
     """Run ``code`` after :data:`CHILD` in a process with :data:`DEVICES` CPU devices; returns
     the arrays it saved with ``np.savez(out, ...)``."""
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES}",
+    flags = os.environ.get("XLA_FLAGS", "")  # the suite's flags (tests/conftest.py), plus the device count
+    env = {**os.environ, "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={DEVICES}",
            "JAX_PLATFORMS": "cpu"}
     script = CHILD.format(devices=DEVICES, members=M) + code
     done = subprocess.run([sys.executable, "-c", script, str(seed), str(out)], env=env, capture_output=True,

@@ -63,7 +63,9 @@ def test_split_runs_equal_one_device(rng, tmp_path):
     one-device worst cases, correlations, every restart's CFU, steps and objective history
     (to 1e-6 relative), on one device and without the padding; so does devices=None."""
     out = tmp_path / "split.npz"
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES}", "JAX_PLATFORMS": "cpu"}
+    flags = os.environ.get("XLA_FLAGS", "")  # the suite's flags (tests/conftest.py), plus the device count
+    env = {**os.environ, "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={DEVICES}",
+           "JAX_PLATFORMS": "cpu"}
     script = CHILD.format(devices=DEVICES, fields=FIELDS)
     done = subprocess.run([sys.executable, "-c", script, str(int(rng.integers(2**31))), str(out)], env=env,
                           capture_output=True, text=True, timeout=300, cwd=pathlib.Path(__file__).resolve().parents[1])
