@@ -21,13 +21,13 @@ from hypothesis import HealthCheck, settings
 # time. They are compiled for compile speed, not run speed: LLVM's optimisation off (XLA's
 # backend optimisation level 0), XLA:CPU's older loop emitters for fusions instead of its MLIR
 # fusion emitters, and its plain scheduler instead of the concurrency-optimised one. The
-# sensitivity search's program compiles in 2.4 s instead of 8.8 s (level 0 alone), and the whole suite ran in
-# 525 s instead of 1,066 s on 2 cores. No fast math in any of them; only the
-# order of vectorised sums and fused multiply-adds may differ, so results move by float
-# rounding: against XLA's defaults, the metrics report was identical, a tiny ensemble's trained
-# parameters moved by at most 1.2e-7 and rendered chest images by 3.3e-7, inside every test's
-# tolerance. A flag set in XLA_FLAGS is left as it is; the commands, experiments and
-# benchmarks keep XLA's defaults.
+# sensitivity search's program compiles in 2.4 s instead of 8.8 s (level 0 alone), and the whole
+# suite ran in 525 s instead of 1,066 s on 2 cores. No fast math in any of them; only the order
+# of vectorised sums and fused multiply-adds may differ, so results move by float rounding:
+# against XLA's defaults, the metrics report was identical, a tiny ensemble's trained parameters
+# moved by at most 1.2e-7 and rendered chest images by 3.3e-7, inside every test's tolerance. A
+# flag set in XLA_FLAGS is left as it is; the commands, experiments and benchmarks keep XLA's
+# defaults.
 _COMPILE_FAST = {"xla_backend_optimization_level": "0", "xla_cpu_use_fusion_emitters": "false",
                  "xla_cpu_enable_concurrency_optimized_scheduler": "false"}
 _flags = os.environ.get("XLA_FLAGS", "")
