@@ -31,7 +31,7 @@ from jax import lax
 from tqdm.auto import tqdm
 
 from cfjax import _checks
-from cfjax.predictors.cnn import Conv3x3
+from cfjax.predictors.cnn import Conv3x3, mean_pool2
 
 __all__ = ["Head", "ParentSpec", "CHEST_SPEC", "chest_spec", "check_spec", "ParentPredictor", "AntiCausal",
            "anticausal_loss", "train_anticausal", "predict_parents", "entropy_weight", "Imputed", "impute",
@@ -117,13 +117,6 @@ def check_spec(spec: Any, name: str = "spec") -> ParentSpec:
     return tuple(spec)
 
 
-def _pool2(h: jax.Array) -> jax.Array:
-    """2×2 mean pooling (an odd last row or column is dropped)."""
-    b, height, width, c = h.shape
-    h = h[:, :height - height % 2, :width - width % 2]
-    return h.reshape(b, height // 2, 2, width // 2, 2, c).mean(axis=(2, 4))
-
-
 class ParentPredictor(nn.Module):
     """Images ``(B, H, W)`` in [0, 1] to raw head outputs ``{name: (B, head.outputs)}``.
 
@@ -154,7 +147,7 @@ class ParentPredictor(nn.Module):
         for i, width in enumerate(self.features):
             h = nn.relu(Conv3x3(width, conv=self.conv, name=f"conv{i}")(h))
             if i < len(self.features) - 1:
-                h = _pool2(h)
+                h = mean_pool2(h)
         h = jnp.concatenate([h.mean(axis=(1, 2)), h.max(axis=(1, 2))], axis=-1)
         h = nn.relu(nn.Dense(self.hidden, param_dtype=images.dtype, name="hidden")(h))
         return {head.name: nn.Dense(head.outputs, param_dtype=images.dtype, name=f"head_{head.name}")(h)

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
-from cfjax.predictors.cnn import Conv3x3
+from cfjax.predictors.cnn import Conv3x3, mean_pool2
 
 __all__ = ["HVAEConfig", "HVAE", "HVAEOutput", "gaussian_kl", "gaussian_log_prob"]
 
@@ -170,11 +170,6 @@ class HVAEOutput(NamedTuple):
     kl: tuple[jax.Array, ...]
 
 
-def _pool2(h: jax.Array) -> jax.Array:
-    b, height, width, c = h.shape
-    return h.reshape(b, height // 2, 2, width // 2, 2, c).mean(axis=(2, 4))
-
-
 def _up2(h: jax.Array) -> jax.Array:
     return jnp.repeat(jnp.repeat(h, 2, axis=1), 2, axis=2)
 
@@ -241,7 +236,7 @@ class HVAE(nn.Module):
             h = _ResBlock(cfg.conv, name=f"enc_block{i}")(h)
             feats.append(h)
             if i + 1 < len(cfg.channels):
-                h = _dense(cfg.channels[i + 1], f"enc_down{i}", h.dtype)(_pool2(h))
+                h = _dense(cfg.channels[i + 1], f"enc_down{i}", h.dtype)(mean_pool2(h))
         return feats
 
     @nn.compact

@@ -152,7 +152,7 @@ def _sample(key: jax.Array, cdf: jax.Array, batch_size: int) -> jax.Array:
     total = cdf[-1]
     target = jax.random.uniform(key, (batch_size,), cdf.dtype) * total
     target = jnp.minimum(target, jnp.nextafter(total, jnp.zeros((), cdf.dtype)))  # strictly below the total
-    return jnp.searchsorted(cdf, target, side="right")
+    return jnp.searchsorted(cdf, target, side="right", method="scan_unrolled")
 
 
 def _loss(params: Any, model: nn.Module, images: jax.Array, labels: jax.Array) -> jax.Array:
