@@ -12,7 +12,8 @@ mask) on both sides:
   device (``devices=[jax.devices()[0]]``), and with the members spread over every device (the
   default: ``jax.shard_map``, each device running its share of the members);
 - sequential: for each member, T calls of the same step ``jax.jit``ted for one member (what
-  one would write without the ensemble), same data and keys, on one device
+  one would write without the ensemble: the step's key folded in inside the program, the
+  parameters and optimiser state donated), same data and keys, on one device
   (``jax.devices()[0]``; XLA's intra-op threads still use every core).
 
 This script exposes every core it may run on as an XLA host device
@@ -75,6 +76,20 @@ def synthetic(rng: np.random.Generator, n: int, size: int) -> tuple[np.ndarray, 
     return np.clip(x, 0, 1).astype(np.float32), y.astype(np.int32)
 
 
+def reference_step(model, config):
+    """The sequential reference's step, as a skilled user would jit it for a Python loop: one
+    member's :func:`cfjax.predictors.member_step` with step ``i``'s minibatch key folded in
+    inside the program (no extra dispatch per step) and the parameters and optimiser state
+    donated (updated in place, no new buffers per step)."""
+    def step(params, opt_state, data, key, i):
+        return pr.member_step(model, config, params, opt_state, data, jax.random.fold_in(key, i))
+    return jax.jit(step, donate_argnums=(0, 1))
+
+
+# a copy of one member's initial parameters and optimiser state, for a run that donates them
+fresh = jax.jit(lambda params, opt_state: jax.tree.map(jnp.copy, (params, opt_state)))
+
+
 def bench_training(args, model, config, rng) -> None:
     x, y = synthetic(rng, args.n, args.size)
     vx, vy = synthetic(rng, args.val, args.size)
@@ -89,11 +104,12 @@ def bench_training(args, model, config, rng) -> None:
     members = [(jax.tree.map(lambda a, j=j: a[j], state.params), jax.tree.map(lambda a, j=j: a[j], state.opt_state),
                 pr.MemberData(data.images, data.labels, data.cdf[j]), keys[j]) for j in range(m)]
 
-    def sequential(one_step=jax.jit(functools.partial(pr.member_step, model, config))):
+    def sequential(one_step=reference_step(model, config)):
         out = []
         for p, o, d, k in members:
+            p, o = fresh(p, o)  # the step donates its parameters and optimiser state
             for i in range(t):
-                p, o, _ = one_step(p, o, d, jax.random.fold_in(k, i))
+                p, o, _ = one_step(p, o, d, k, i)
             out.append(p)
         return out
 
@@ -107,8 +123,7 @@ def bench_training(args, model, config, rng) -> None:
     print(f"  {'':50s}{'first run (incl. compile)':>21s}{'warm (median of ' + str(args.repeats) + ')':>22s}")
     print(f"  {'sequential Python loop of the jitted step, 1 device':50s}{first_seq:20.2f}s{warm_seq:21.2f}s")
     if model.conv != "xla":  # the same loop with XLA's native convolutions (the same parameters)
-        seq_xla = functools.partial(sequential, jax.jit(functools.partial(pr.member_step, model.clone(conv="xla"),
-                                                                          config)))
+        seq_xla = functools.partial(sequential, reference_step(model.clone(conv="xla"), config))
         first_xla = first_time(seq_xla)
         warm_xla = median_time(seq_xla, args.repeats, warmup=0)
         print(f"  {'  the same with conv = xla':50s}{first_xla:20.2f}s{warm_xla:21.2f}s")
@@ -172,15 +187,15 @@ def one_core_step(args, model, config, rng) -> None:
     state = pr.init_state(model, config, np.arange(m), (args.size, args.size))
     data = pr.member_data(x, y, rng.uniform(size=(m, args.n)) < 0.7)
     keys = jax.vmap(jax.random.wrap_key_data)(state.data_keys)
-    step = jax.jit(functools.partial(pr.member_step, model, config))
+    step = reference_step(model, config)
 
     def sequential():
         out = []
         for j in range(m):
-            p, o = jax.tree.map(lambda a: a[j], state.params), jax.tree.map(lambda a: a[j], state.opt_state)
+            p, o = fresh(jax.tree.map(lambda a: a[j], state.params), jax.tree.map(lambda a: a[j], state.opt_state))
             d = pr.MemberData(data.images, data.labels, data.cdf[j])
             for i in range(t):
-                p, o, _ = step(p, o, d, jax.random.fold_in(keys[j], i))
+                p, o, _ = step(p, o, d, keys[j], i)
             out.append(p)
         return out
 
