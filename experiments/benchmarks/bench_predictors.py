@@ -24,9 +24,10 @@ member's small convolutions do not keep every core busy.
 All end with the same parameters (checked). On a CPU the step is then timed in a child process
 pinned to one core: the ratio of the two times says how well one member's step already uses
 every core, and so estimates what an ensemble (members in parallel, one per core) could gain over
-the sequential loop. Printed: the first run (compilation included) and
-the median of warm repeats, and their ratios (sequential ÷ ensemble: above 1, the ensemble is
-faster).
+the sequential loop. Printed: the first run (compilation included) and the median of warm
+repeats, run interleaved (one run of every variant per round, so that a drift in the machine's
+speed shifts them alike), and the ratios (sequential ÷ ensemble: above 1, the ensemble is
+faster; warm, the median of the rounds' paired ratios).
 
 Inference. :func:`cfjax.predictors.predict` of all M members on ``(K, N, H, W)`` counterfactual
 images in one chunked call — on one device, and with the members spread over every device —
@@ -41,8 +42,10 @@ import dataclasses
 import functools
 import os
 import re
+import statistics
 import subprocess
 import sys
+import time
 
 # Expose every core this process may run on as an XLA host device, so that train() and
 # predict() can spread the members over them (a caller's choice made before JAX starts; cfjax
@@ -113,45 +116,57 @@ def bench_training(args, model, config, rng) -> None:
             out.append(p)
         return out
 
-    first_seq = first_time(sequential)
+    runs = {"sequential": sequential}
+    if model.conv != "xla":  # the same loop with XLA's native convolutions (the same parameters)
+        runs["xla"] = functools.partial(sequential, reference_step(model.clone(conv="xla"), config))
+    n_dev = len(jax.devices())
+    labels = {"sequential": "sequential Python loop of the jitted step, 1 device",
+              "xla": "  the same with conv = xla",
+              "vmapped": f"train(), all {m} members vmapped, 1 device",
+              "looped": "train(), members looped in the program, 1 device",
+              "devices": f"train(), members over {n_dev} devices (default)"}
+    for name, member_chunk, devices in [("vmapped", m, [one]), ("looped", 1, [one])] + (
+            [("devices", None, None)] if n_dev > 1 else []):
+        cfg = dataclasses.replace(config, member_chunk=member_chunk)
+        runs[name] = functools.partial(lambda cfg, devices: pr.train(model, x, y, masks, seeds, vx, vy, cfg,
+                                                                     progress=False, devices=devices).params,
+                                       cfg, devices)
+    first = {name: first_time(fn) for name, fn in runs.items()}
     p_seq = sequential()
-    warm_seq = median_time(sequential, args.repeats, warmup=0)
+    diffs = {name: max(float(jnp.max(jnp.abs(a[j] - b))) for j in range(m)
+                       for a, b in zip(jax.tree.leaves(runs[name]()), jax.tree.leaves(p_seq[j])))
+             for name in runs if name not in ("sequential", "xla")}
+    # warm runs interleaved, one of each per round: a drift of the machine's speed (other
+    # processes, frequency) shifts every variant alike, and each round gives a paired ratio
+    warm = {name: [] for name in runs}
+    for _ in range(args.repeats):
+        for name, fn in runs.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn())
+            warm[name].append(time.perf_counter() - t0)
+    med = {name: statistics.median(v) for name, v in warm.items()}
+
+    def ratio(ref: str, name: str) -> float:
+        return statistics.median(a / b for a, b in zip(warm[ref], warm[name]))
+
     print(f"training: M = {m} members × T = {t} steps, batch {config.batch_size}, {args.size}×{args.size} "
           f"images, N = {args.n} training units, features {model.features}, convolutions conv = "
           f"{model.conv!r} ({default_conv() if model.conv == 'auto' else model.conv}); the ensemble is "
-          f"cfjax.predictors.train (one evaluation round: T steps, then {args.val} validation images)")
+          f"cfjax.predictors.train (one evaluation round: T steps, then {args.val} validation images); warm "
+          f"runs interleaved over {args.repeats} rounds, ratios the median of the rounds' ratios")
     print(f"  {'':50s}{'first run (incl. compile)':>21s}{'warm (median of ' + str(args.repeats) + ')':>22s}")
-    print(f"  {'sequential Python loop of the jitted step, 1 device':50s}{first_seq:20.2f}s{warm_seq:21.2f}s")
-    if model.conv != "xla":  # the same loop with XLA's native convolutions (the same parameters)
-        seq_xla = functools.partial(sequential, reference_step(model.clone(conv="xla"), config))
-        first_xla = first_time(seq_xla)
-        warm_xla = median_time(seq_xla, args.repeats, warmup=0)
-        print(f"  {'  the same with conv = xla':50s}{first_xla:20.2f}s{warm_xla:21.2f}s")
-    n_dev = len(jax.devices())
-    runs = [(f"train(), all {m} members vmapped, 1 device", m, [one]),
-            ("train(), members looped in the program, 1 device", 1, [one])]
-    if n_dev > 1:
-        runs.append((f"train(), members over {n_dev} devices (default)", None, None))
-    for label, member_chunk, devices in runs:
-        cfg = dataclasses.replace(config, member_chunk=member_chunk)
-
-        def ensemble(cfg=cfg, devices=devices):
-            return pr.train(model, x, y, masks, seeds, vx, vy, cfg, progress=False, devices=devices).params
-
-        first_ens = first_time(ensemble)
-        p_ens = ensemble()
-        diff = max(float(jnp.max(jnp.abs(a[j] - b))) for j in range(m)
-                   for a, b in zip(jax.tree.leaves(p_ens), jax.tree.leaves(p_seq[j])))
-        warm_ens = median_time(ensemble, args.repeats, warmup=0)
-        print(f"  {label:50s}{first_ens:20.2f}s{warm_ens:21.2f}s   ratio (sequential ÷ this) "
-              f"{first_seq / first_ens:.2f}x first, {warm_seq / warm_ens:.2f}x warm; max |Δparams| {diff:.1e}"
-              + ("" if model.conv == "xla" else f"; ÷ the xla loop: {first_xla / first_ens:.2f}x first, "
-                 f"{warm_xla / warm_ens:.2f}x warm"))
-        if devices is None:
-            print(f"    ratio (train() on 1 device, members looped ÷ this): "
-                  f"{first_one / first_ens:.2f}x first, {warm_one / warm_ens:.2f}x warm")
-        elif member_chunk == 1:
-            first_one, warm_one = first_ens, warm_ens
+    for name in runs:
+        line = f"  {labels[name]:50s}{first[name]:20.2f}s{med[name]:21.2f}s"
+        if name in diffs:
+            line += (f"   ratio (sequential ÷ this) {first['sequential'] / first[name]:.2f}x first, "
+                     f"{ratio('sequential', name):.2f}x warm; max |Δparams| {diffs[name]:.1e}")
+            if "xla" in runs:
+                line += f"; ÷ the xla loop: {first['xla'] / first[name]:.2f}x first, {ratio('xla', name):.2f}x warm"
+        print(line)
+    if "devices" in runs:
+        print(f"    ratio (train() on 1 device, members looped ÷ this): "
+              f"{first['looped'] / first['devices']:.2f}x first, {ratio('looped', 'devices'):.2f}x warm")
+    warm_seq = med["sequential"]
     print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
           f"{default_member_chunk(m)}, members over all {n_dev} device(s); per member-step, sequential: "
           f"{warm_seq / (m * t) * 1e3:.2f} ms; load average after: {load()})")
