@@ -299,9 +299,32 @@ def test_validation_errors():
             call()
 
 
+def _cnn_numpy(params, images, blocks):
+    """EffusionCNN's logits by loops in float64: 3×3 'SAME' convolutions, ReLU, 2×2 means over
+    the even part of each map, then the global mean and max and the dense head."""
+    h = images.astype(np.float64)[..., None] - 0.5
+    for i in range(blocks):
+        kernel = np.asarray(params[f"conv{i}"]["kernel"], np.float64)
+        b, rows, cols, _ = h.shape
+        hp = np.pad(h, ((0, 0), (1, 1), (1, 1), (0, 0)))
+        out = np.zeros((b, rows, cols, kernel.shape[-1])) + np.asarray(params[f"conv{i}"]["bias"], np.float64)
+        for dy in range(3):
+            for dx in range(3):
+                out += hp[:, dy:dy + rows, dx:dx + cols] @ kernel[dy, dx]
+        h = np.maximum(out, 0)
+        if i < blocks - 1:
+            r2, c2 = rows // 2, cols // 2
+            h = np.array([[[h[:, 2 * y:2 * y + 2, 2 * x:2 * x + 2].mean(axis=(1, 2)) for x in range(c2)]
+                           for y in range(r2)]]).squeeze(0).transpose(2, 0, 1, 3)
+    pooled = np.concatenate([h.mean(axis=(1, 2)), h.max(axis=(1, 2))], axis=-1)
+    return (pooled @ np.asarray(params["head"]["kernel"], np.float64))[:, 0] + float(params["head"]["bias"][0])
+
+
 def test_matmul_convolution_equals_xla_convolution(rng):
     """The im2col matrix-product convolution (the CPU default) and XLA's native one give the
-    same outputs for the same parameters, and a 3×3 'SAME' convolution equals a numpy loop."""
+    same outputs for the same parameters, channels last or first, and a 3×3 'SAME' convolution
+    equals a numpy loop; the whole network (channels first, odd map sizes pooled) equals a
+    float64 numpy forward pass."""
     from cfjax.predictors.cnn import Conv3x3
     h, w = rng.integers(3, 9, 2)
     x = rng.normal(size=(2, h, w, 3)).astype(np.float32)
@@ -316,6 +339,10 @@ def test_matmul_convolution_equals_xla_convolution(rng):
             ref += np.einsum("bhwc,cf->bhwf", xp[:, dy:dy + h, dx:dx + w], kernel[dy, dx])
     for conv in ("matmul", "xla"):
         np.testing.assert_allclose(np.asarray(Conv3x3(5, conv=conv).apply(params, x)), ref, rtol=1e-5, atol=1e-5)
+        channels_first = Conv3x3(5, conv=conv, layout="CNHW").apply(params, x.transpose(3, 0, 1, 2))
+        np.testing.assert_allclose(np.asarray(channels_first).transpose(1, 2, 3, 0), ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="`layout`"):
+        Conv3x3(5, layout="NCHW").apply(params, x)
     images = rng.uniform(size=(4, 20, 18)).astype(np.float32)
     model = pr.EffusionCNN(features=(4, 8, 6))
     p = model.init(jax.random.key(int(rng.integers(1000))), images[:1])
@@ -323,5 +350,6 @@ def test_matmul_convolution_equals_xla_convolution(rng):
            for conv in ("matmul", "xla", "auto")}
     np.testing.assert_allclose(got["matmul"], got["xla"], rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got["auto"], got["matmul" if jax.default_backend() == "cpu" else "xla"])
+    np.testing.assert_allclose(got["matmul"], _cnn_numpy(p["params"], images, 3), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="conv"):
         pr.EffusionCNN(features=(4,), conv="fft").apply(p, images)
