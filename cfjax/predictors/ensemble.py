@@ -1,10 +1,10 @@
 """Training an ensemble of classifiers — members that differ in their training data (a mask or
 per-unit weights over one shared training set) and their seed — as one jitted program.
 
-The step of one member is a pure function (:func:`member_step`); the ensemble is that step
-mapped over the member axis and ``lax.scan``ned over the steps between two validations, the
-members optionally spread over several devices (``jax.shard_map``); a thin Python loop over
-evaluation rounds logs to a progress bar and writes checkpoints.
+The step of one member is a pure function (:func:`member_step`); a member's steps between two
+validations are a loop of it (``lax.fori_loop``, none for a member that has stopped), mapped
+over the member axis, the members optionally spread over several devices (``jax.shard_map``);
+a thin Python loop over evaluation rounds logs to a progress bar and writes checkpoints.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def member_step(model: nn.Module, config: TrainConfig, params: Any, opt_state: A
                 key: jax.Array) -> tuple[Any, Any, jax.Array]:
     """One optimisation step of one member: a minibatch of ``config.batch_size`` units drawn
     with ``key`` from the member's weights, the mean binary cross-entropy of its logits, one
-    AdamW update. Pure; :func:`train` runs it ``vmap``ped over members inside ``lax.scan``.
+    AdamW update. Pure; :func:`train` runs it in a loop per member, mapped over the members.
 
     Returns ``(params, opt_state, loss)``, ``loss`` being the batch loss before the update.
 
@@ -298,28 +298,35 @@ def _select(flag: jax.Array, new: Any, old: Any) -> Any:
 
 def _round(model: nn.Module, config: TrainConfig, state: EnsembleState, data: MemberData,
            val_images: jax.Array, val_labels: jax.Array) -> EnsembleState:
-    """``config.eval_every`` steps of every active member (``lax.scan`` of the step mapped over
-    members), then every member's validation AUC and the early-stopping bookkeeping. Traced;
-    every member's work is its own, so a shard of the members runs it alone."""
-    def step_all(params, opt_state, keys):
-        def one(args):
-            p, o, cdf, key = args
-            return member_step(model, config, p, o, MemberData(data.images, data.labels, cdf), key)
-        return map_members(one, (params, opt_state, data.cdf, keys), config.member_chunk)
+    """One evaluation round: each active member's next ``config.eval_every`` steps (fewer at
+    the end of ``config.steps``) as a loop of :func:`member_step` (``lax.fori_loop``; a stopped
+    member runs none), mapped over the members (:func:`map_members`); then every member's
+    validation AUC and the early-stopping bookkeeping. Traced; every member's work is its own,
+    so a shard of the members runs it alone."""
+    step0 = state.step
+    left = jnp.clip(config.steps - step0, 0, config.eval_every)  # steps this round for an active member
 
-    def body(s: EnsembleState, _):
-        keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.wrap_key_data(k), s.step))(s.data_keys)
-        params, opt_state, loss = step_all(s.params, s.opt_state, keys)
-        live = s.active & (s.step < config.steps)
-        first_bad = live & ~jnp.isfinite(loss) & (s.nonfinite_step < 0)
-        s = s.replace(params=_select(live, params, s.params), opt_state=_select(live, opt_state, s.opt_state),
-                      nonfinite_step=jnp.where(first_bad, s.step, s.nonfinite_step), step=s.step + 1)
-        return s, (jnp.where(live, loss, jnp.zeros((), loss.dtype)), live)
+    def member_round(args):
+        params, opt_state, cdf, key_data, active, nonfinite = args
+        key = jax.random.wrap_key_data(key_data)
+        member = MemberData(data.images, data.labels, cdf)
 
-    s, (losses, lives) = lax.scan(body, state, None, length=config.eval_every)
-    n_live = jnp.sum(lives, axis=0)
-    mean_loss = jnp.where(n_live > 0, jnp.sum(losses, axis=0) / jnp.maximum(n_live, 1).astype(losses.dtype),
-                          jnp.nan)
+        def body(t, carry):
+            p, o, total, bad = carry
+            step = step0 + t
+            p, o, loss = member_step(model, config, p, o, member, jax.random.fold_in(key, step))
+            return p, o, total + loss, jnp.where((bad < 0) & ~jnp.isfinite(loss), step, bad)
+
+        n = jnp.where(active, left, 0)
+        total = jnp.zeros_like(cdf[-1], state.loss.dtype)  # (member-varying under shard_map, as cdf)
+        params, opt_state, total, nonfinite = lax.fori_loop(0, n, body, (params, opt_state, total, nonfinite))
+        return params, opt_state, total, n, nonfinite
+
+    params, opt_state, total, n_live, nonfinite = map_members(
+        member_round, (state.params, state.opt_state, data.cdf, state.data_keys, state.active, state.nonfinite_step),
+        config.member_chunk)
+    mean_loss = jnp.where(n_live > 0, total / jnp.maximum(n_live, 1).astype(total.dtype), jnp.nan)
+    s = state.replace(params=params, opt_state=opt_state, nonfinite_step=nonfinite, step=step0 + config.eval_every)
     logits = chunked_logits(model, s.params, val_images, min(config.eval_chunk, val_images.shape[0]),
                             config.member_chunk)
     aucs = jax.vmap(_auc, in_axes=(0, None))(logits, val_labels).astype(s.best_auc.dtype)
@@ -390,8 +397,8 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, va
 
     Member ``m`` starts from ``seeds[m]`` and draws each minibatch (with replacement) with
     probability proportional to ``masks[m]``; its steps, AdamW with warm-up and cosine decay,
-    are one step mapped over members (:func:`~cfjax.predictors.map_members`) inside a
-    ``lax.scan`` of ``config.eval_every`` steps, followed by its validation AUC
+    run ``config.eval_every`` at a time as a loop in the compiled program, mapped over the
+    members (:func:`~cfjax.predictors.map_members`), each round followed by the validation AUC
     (:func:`cfjax.metrics.auc` on the validation logits). A member keeps the parameters of its
     best validation AUC and stops (frozen) after ``config.patience`` evaluations without
     improvement; training ends when every member has stopped. A member trained alone with the
