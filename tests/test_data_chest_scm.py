@@ -72,8 +72,8 @@ def test_counterfactual_images_equal_chest_counterfactuals(chest, rng):
         ref = chest.counterfactuals(rec, do, key, label="follows")
         k = len(next(iter(do.values())))
         assert out["image"].shape == (k, N, 32, 32)
-        for v in PARENTS:
-            np.testing.assert_array_equal(out[v], ref["parents"][v], err_msg=v)
+        for v in PARENTS:  # two compiled programs: equal to float32 rounding (1 ulp seen)
+            np.testing.assert_allclose(out[v], ref["parents"][v], rtol=1e-6, atol=1e-6, err_msg=v)
         assert_same_image(out["image"], ref["image"])
     # in chunks of 2 (the last padded): the same counterfactuals
     chunked = scm.counterfactual(params, data, do, noise={"image": rec["noise"]}, key=key, chunk_size=2)
