@@ -21,13 +21,16 @@ This script exposes every core it may run on as an XLA host device
 sets it): on a CPU, members on separate devices run side by side, one per core, where one
 member's small convolutions do not keep every core busy.
 
-All end with the same parameters (checked). On a CPU the step is then timed in a child process
-pinned to one core: the ratio of the two times says how well one member's step already uses
-every core, and so estimates what an ensemble (members in parallel, one per core) could gain over
-the sequential loop. Printed: the first run (compilation included) and the median of warm
-repeats, run interleaved (one run of every variant per round, so that a drift in the machine's
-speed shifts them alike), and the ratios (sequential ÷ ensemble: above 1, the ensemble is
-faster; warm, the median of the rounds' paired ratios).
+The same members are also trained by one process per core, each pinned to its core and
+running :func:`cfjax.predictors.train` on its share of the members (members ``c, c + P, …``) on
+its one device, all started together: members in parallel with no runtime, thread pool or
+program shared, what member parallelism can give on these cores (the cores still share their
+caches and memory). Its workers stay alive and run once per warm round, interleaved with the rest.
+
+All end with the same parameters (checked). Printed: the first run (compilation included) and
+the median of warm repeats, run interleaved (one run of every variant per round, so that a drift
+in the machine's speed shifts them alike), and the ratios (sequential ÷ ensemble: above 1, the
+ensemble is faster; warm, the median of the rounds' paired ratios).
 
 Inference. :func:`cfjax.predictors.predict` of all M members on ``(K, N, H, W)`` counterfactual
 images in one chunked call — on one device, and with the members spread over every device —
@@ -45,6 +48,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 # Expose every core this process may run on as an XLA host device, so that train() and
@@ -93,12 +97,88 @@ def reference_step(model, config):
 fresh = jax.jit(lambda params, opt_state: jax.tree.map(jnp.copy, (params, opt_state)))
 
 
-def bench_training(args, model, config, rng) -> None:
+def training_set(args, rng):
+    """The training benchmark's data, drawn in one order (the parent and its workers agree)."""
     x, y = synthetic(rng, args.n, args.size)
     vx, vy = synthetic(rng, args.val, args.size)
+    return x, y, vx, vy, rng.uniform(size=(args.members, args.n)) < 0.7, np.arange(args.members)
+
+
+class PinnedWorkers:
+    """One child process per core, each pinned to its core (the affinity set before JAX starts,
+    one host device) and running ``train()`` on its share of the members when told: a call runs
+    them all at once and returns when the last is done; ``params()`` collects every member's
+    parameters in member order."""
+
+    def __init__(self, args, cores: list[int]):
+        self.parts = len(cores)
+        flags = re.sub(r"--xla_force_host_platform_device_count=\S*", "", os.environ.get("XLA_FLAGS", ""))
+        env = {**os.environ, "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count=1".strip()}
+        self.procs = []
+        for part, core in enumerate(cores):
+            argv = [*sys.argv[1:], "--worker", str(part), str(self.parts)]
+            child = (f"import os, sys, runpy; os.sched_setaffinity(0, {{{core}}}); "
+                     f"sys.argv = ['bench_predictors', *{argv!r}]; "
+                     "runpy.run_module('experiments.benchmarks.bench_predictors', run_name='__main__')")
+            self.procs.append(subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE,
+                                               stdout=subprocess.PIPE, text=True, env=env))
+        for proc in self.procs:
+            self._expect(proc, "READY")
+
+    @staticmethod
+    def _expect(proc, word: str) -> str:
+        for line in proc.stdout:
+            if line.startswith(word):
+                return line[len(word):].strip()
+        raise RuntimeError(f"a benchmark worker exited (code {proc.wait()}) before answering {word}")
+
+    def _all(self, command: str, word: str) -> list[str]:
+        for proc in self.procs:
+            proc.stdin.write(command + "\n")
+            proc.stdin.flush()
+        return [self._expect(proc, word) for proc in self.procs]
+
+    def __call__(self) -> None:
+        self._all("GO", "DONE")
+
+    def params(self, m: int) -> list:
+        with tempfile.TemporaryDirectory() as tmp:
+            files = self._all(f"SAVE {tmp}", "SAVED")
+            parts = [list(np.load(f).values()) for f in files]
+        return [[leaf[j // self.parts] for leaf in parts[j % self.parts]] for j in range(m)]
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.stdin.close()
+            proc.wait()
+
+
+def worker(args, model, config, rng) -> None:
+    """A pinned child of :class:`PinnedWorkers`: ``train()`` on members ``part, part + parts, …``,
+    compiled, then run on each ``GO``; ``SAVE dir`` writes its members' parameters."""
+    x, y, vx, vy, masks, seeds = training_set(args, rng)
+    part, parts = args.worker
+    mine = slice(part, args.members, parts)
+
+    def run():
+        return pr.train(model, x, y, masks[mine], seeds[mine], vx, vy, config, progress=False).params
+
+    params = jax.block_until_ready(run())
+    print("READY", flush=True)
+    for line in sys.stdin:
+        command, *rest = line.split()
+        if command == "GO":
+            params = jax.block_until_ready(run())
+            print("DONE", flush=True)
+        elif command == "SAVE":
+            path = os.path.join(rest[0], f"part{part}.npz")
+            np.savez(path, *[np.asarray(leaf) for leaf in jax.tree.leaves(params)])
+            print(f"SAVED {path}", flush=True)
+
+
+def bench_training(args, model, config, rng) -> None:
+    x, y, vx, vy, masks, seeds = training_set(args, rng)
     m, t = args.members, args.steps
-    masks = rng.uniform(size=(m, args.n)) < 0.7
-    seeds = np.arange(m)
     # sequential: the same initial state, data and minibatch keys, one member after another
     one = jax.devices()[0]
     state = jax.device_put(pr.init_state(model, config, seeds, (args.size, args.size)), one)
@@ -124,7 +204,8 @@ def bench_training(args, model, config, rng) -> None:
               "xla": "  the same with conv = xla",
               "vmapped": f"train(), all {m} members vmapped, 1 device",
               "looped": "train(), members looped in the program, 1 device",
-              "devices": f"train(), members over {n_dev} devices (default)"}
+              "devices": f"train(), members over {n_dev} devices (default)",
+              "processes": f"train() in {CORES} processes, one per core"}
     for name, member_chunk, devices in [("vmapped", m, [one]), ("looped", 1, [one])] + (
             [("devices", None, None)] if n_dev > 1 else []):
         cfg = dataclasses.replace(config, member_chunk=member_chunk)
@@ -133,9 +214,19 @@ def bench_training(args, model, config, rng) -> None:
                                        cfg, devices)
     first = {name: first_time(fn) for name, fn in runs.items()}
     p_seq = sequential()
-    diffs = {name: max(float(jnp.max(jnp.abs(a[j] - b))) for j in range(m)
-                       for a, b in zip(jax.tree.leaves(runs[name]()), jax.tree.leaves(p_seq[j])))
-             for name in runs if name not in ("sequential", "xla")}
+    diffs = {}
+    for name in runs:
+        if name not in ("sequential", "xla"):
+            leaves = jax.tree.leaves(runs[name]())
+            diffs[name] = max(float(jnp.max(jnp.abs(a[j] - b))) for j in range(m)
+                              for a, b in zip(leaves, jax.tree.leaves(p_seq[j])))
+    workers = None
+    if jax.default_backend() == "cpu" and CORES > 1 and not args.no_processes:
+        # started after every compilation above, so that their compilations do not overlap those timings
+        workers = runs["processes"] = PinnedWorkers(args, sorted(os.sched_getaffinity(0)))
+        workers()
+        diffs["processes"] = max(float(np.max(np.abs(a - np.asarray(b)))) for j, p in enumerate(workers.params(m))
+                                 for a, b in zip(p, jax.tree.leaves(p_seq[j])))
     # warm runs interleaved, one of each per round: a drift of the machine's speed (other
     # processes, frequency) shifts every variant alike, and each round gives a paired ratio
     warm = {name: [] for name in runs}
@@ -144,6 +235,8 @@ def bench_training(args, model, config, rng) -> None:
             t0 = time.perf_counter()
             jax.block_until_ready(fn())
             warm[name].append(time.perf_counter() - t0)
+    if workers is not None:
+        workers.close()
     med = {name: statistics.median(v) for name, v in warm.items()}
 
     def ratio(ref: str, name: str) -> float:
@@ -156,65 +249,26 @@ def bench_training(args, model, config, rng) -> None:
           f"runs interleaved over {args.repeats} rounds, ratios the median of the rounds' ratios")
     print(f"  {'':50s}{'first run (incl. compile)':>21s}{'warm (median of ' + str(args.repeats) + ')':>22s}")
     for name in runs:
-        line = f"  {labels[name]:50s}{first[name]:20.2f}s{med[name]:21.2f}s"
+        first_run = f"{first[name]:20.2f}s" if name in first else f"{'—':>21s}"
+        line = f"  {labels[name]:50s}{first_run}{med[name]:21.2f}s"
         if name in diffs:
-            line += (f"   ratio (sequential ÷ this) {first['sequential'] / first[name]:.2f}x first, "
-                     f"{ratio('sequential', name):.2f}x warm; max |Δparams| {diffs[name]:.1e}")
-            if "xla" in runs:
+            line += "   ratio (sequential ÷ this) " + (
+                f"{first['sequential'] / first[name]:.2f}x first, " if name in first else "")
+            line += f"{ratio('sequential', name):.2f}x warm; max |Δparams| {diffs[name]:.1e}"
+            if "xla" in runs and name in first:
                 line += f"; ÷ the xla loop: {first['xla'] / first[name]:.2f}x first, {ratio('xla', name):.2f}x warm"
         print(line)
     if "devices" in runs:
         print(f"    ratio (train() on 1 device, members looped ÷ this): "
               f"{first['looped'] / first['devices']:.2f}x first, {ratio('looped', 'devices'):.2f}x warm")
+    if "processes" in runs and "devices" in runs:
+        print(f"    the processes: members in parallel, one process per core with nothing shared but the "
+              f"hardware, what member parallelism can give on these {CORES} cores; train() over devices "
+              f"reaches {ratio('processes', 'devices'):.2f}x their speed warm")
     warm_seq = med["sequential"]
     print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
           f"{default_member_chunk(m)}, members over all {n_dev} device(s); per member-step, sequential: "
           f"{warm_seq / (m * t) * 1e3:.2f} ms; load average after: {load()})")
-    cores = CORES
-    if jax.default_backend() == "cpu" and cores > 1 and not args.no_bound:
-        one = one_core_step_time(args)
-        per = warm_seq / (m * t)
-        print(f"  what an ensemble could gain on these {cores} cores (an estimate: the two timings run at different moments): the same step pinned to one core takes "
-              f"{one * 1e3:.2f} ms per member-step ({per * 1e3:.2f} ms on {cores}: a {one / per:.2f}x speed-up "
-              f"from the extra cores); members run in parallel, one per core, each as fast as alone on one "
-              f"core, would take {one / cores * 1e3:.2f} ms per member-step: about "
-              f"{cores * per / one:.2f}x the sequential loop")
-
-
-def one_core_step_time(args) -> float:
-    """Seconds per member-step of the sequential loop's jitted step in a child process pinned to
-    one core (the affinity is set before JAX starts, so XLA's threads share that core)."""
-    argv = ["--one-core-step", "--steps", str(args.steps), "--batch", str(args.batch), "--size", str(args.size),
-            "--n", str(args.n), "--features", args.features, "--conv", args.conv, "--repeats", str(args.repeats)]
-    child = ("import os, sys, runpy; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-             f"sys.argv = ['bench_predictors', *{argv!r}]; "
-             "runpy.run_module('experiments.benchmarks.bench_predictors', run_name='__main__')")
-    flags = re.sub(r"--xla_force_host_platform_device_count=\S*", "", os.environ.get("XLA_FLAGS", ""))
-    env = {**os.environ, "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count=1".strip()}
-    out = subprocess.run([sys.executable, "-c", child], check=True, capture_output=True, text=True, env=env)
-    return float(out.stdout.split("ONE_CORE_STEP")[1].split()[0])
-
-
-def one_core_step(args, model, config, rng) -> None:
-    """The sequential loop's jitted step for 2 members × T steps; prints seconds per member-step."""
-    x, y = synthetic(rng, args.n, args.size)
-    m, t = 2, args.steps
-    state = pr.init_state(model, config, np.arange(m), (args.size, args.size))
-    data = pr.member_data(x, y, rng.uniform(size=(m, args.n)) < 0.7)
-    keys = jax.vmap(jax.random.wrap_key_data)(state.data_keys)
-    step = reference_step(model, config)
-
-    def sequential():
-        out = []
-        for j in range(m):
-            p, o = fresh(jax.tree.map(lambda a: a[j], state.params), jax.tree.map(lambda a: a[j], state.opt_state))
-            d = pr.MemberData(data.images, data.labels, data.cdf[j])
-            for i in range(t):
-                p, o, _ = step(p, o, d, keys[j], i)
-            out.append(p)
-        return out
-
-    print(f"ONE_CORE_STEP {median_time(sequential, args.repeats, warmup=1) / (m * t):.6g}")
 
 
 def bench_inference(args, model, rng) -> None:
@@ -275,16 +329,17 @@ def main(argv=None) -> None:
     ap.add_argument("--conv", default="auto", choices=("auto", "matmul", "xla"),
                     help="EffusionCNN's convolutions (auto: matmul on CPU, XLA's elsewhere)")
     ap.add_argument("--only", default="both", choices=("both", "training", "inference"))
-    ap.add_argument("--no-bound", action="store_true", help="skip the one-core timing of the step")
-    ap.add_argument("--one-core-step", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-processes", action="store_true",
+                    help="skip the members trained by one pinned process per core")
+    ap.add_argument("--worker", nargs=2, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     print(f"{conditions()}; load average {load()}")
     model = pr.EffusionCNN(features=tuple(int(f) for f in args.features.split(",")), conv=args.conv)
     config = pr.TrainConfig(steps=max(args.steps, 2), batch_size=args.batch, learning_rate=1e-3, warmup=1,
                             eval_every=max(args.steps, 2), patience=1)
     rng = np.random.default_rng(0)
-    if args.one_core_step:
-        return one_core_step(args, model, config, rng)
+    if args.worker:
+        return worker(args, model, config, rng)
     if args.only in ("both", "training"):
         bench_training(args, model, config, rng)
     if args.only in ("both", "inference"):
