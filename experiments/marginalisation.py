@@ -5,10 +5,9 @@ counterfactual images, and every table of the paper, written to ``report.md`` an
 
 Run: ``python -m experiments.marginalisation [--quick] [--out experiments/reports/marginalisation] [--seeds 3]
 [--counterfactual-label fixed|follows] [--learned]``. The quick configuration (32 × 32 images, 3000 training units per
-site, ≤ 500 steps) took 143 s wall on a quiet 2-core CPU, run as a script (which exposes every core as an XLA
+site, ≤ 500 steps) took 128 s wall on a 2-core CPU, run as a script (which exposes every core as an XLA
 host device, so that the ensemble's members train side by side); the full one (64 × 64, 10000 units, ≤ 2000
-steps, N = 1800) took 2056 s wall on the same machine. ``--quick --learned`` took 380 s wall on a lightly loaded
-2-core CPU (the two generators 91 s, the learned half of the tables 105 s); the full generators (64 × 64,
+steps, N = 1800) took 973 s wall on the same machine; ``--quick --learned`` 269 s (2026-12-03). The full generators (64 × 64,
 3000 steps each) cost about 0.6 s a step on 2 busy CPU cores, i.e. about an hour more for the full run.
 """
 
