@@ -221,7 +221,8 @@ def bench_training(args, model, config, rng) -> None:
             diffs[name] = max(float(jnp.max(jnp.abs(a[j] - b))) for j in range(m)
                               for a, b in zip(leaves, jax.tree.leaves(p_seq[j])))
     workers = None
-    if jax.default_backend() == "cpu" and CORES > 1 and not args.no_processes:
+    if (jax.default_backend() == "cpu" and CORES > 1 and not args.no_processes
+            and hasattr(os, "sched_setaffinity")):  # pinning needs Linux
         # started after every compilation above, so that their compilations do not overlap those timings
         workers = runs["processes"] = PinnedWorkers(args, sorted(os.sched_getaffinity(0)))
         workers()
