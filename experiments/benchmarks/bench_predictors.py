@@ -27,6 +27,14 @@ its one device, all started together: members in parallel with no runtime, threa
 program shared, what member parallelism can give on these cores (the cores still share their
 caches and memory). Its workers stay alive and run once per warm round, interleaved with the rest.
 
+Where the time goes, per member-step: the sequential loop against the same step inside one
+program (``train()`` on one device, members looped), their difference being the cost of a
+Python call of a jitted step; the pinned processes' time per core; and the step's matrix
+products alone (:func:`products`), on this process's threads and on each pinned core at once.
+From these it prints the most member parallelism can gain over the loop on these cores (the loop's
+step already runs on every core's threads), and the same were the step nothing but its matrix
+products.
+
 All end with the same parameters (checked). Printed: the first run (compilation included) and
 the median of warm repeats, run interleaved (one run of every variant per round, so that a drift
 in the machine's speed shifts them alike), and the ratios (sequential ÷ ensemble: above 1, the
@@ -91,6 +99,35 @@ def reference_step(model, config):
     def step(params, opt_state, data, key, i):
         return pr.member_step(model, config, params, opt_state, data, jax.random.fold_in(key, i))
     return jax.jit(step, donate_argnums=(0, 1))
+
+
+def products(model, config, size: int, steps: int):
+    """A program of ``steps`` iterations of only the matrix products of one member-step of
+    ``model`` (per convolution of :class:`cfjax.predictors.EffusionCNN`: the forward product
+    ``kernel(9·C, F)ᵀ · cols(9·C, B·H·W)``, the kernel's gradient and, past the first, the input
+    columns' gradient, at the step's shapes), each iteration depending on the last: the floor of
+    a step if everything else in it (im2col, ReLU, pooling, the head, AdamW, sampling) were free.
+    Returns ``run`` (a jitted callable of no arguments)."""
+    b = config.batch_size
+    shapes = [(9 * (model.features[i - 1] if i else 1), f, b * (size // 2 ** i) ** 2)
+              for i, f in enumerate(model.features)]
+    keys = jax.random.split(jax.random.key(0), len(shapes))
+    operands = [(jax.random.normal(k, (kc, f)), jax.random.normal(k, (kc, n)), jax.random.normal(k, (f, n)))
+                for k, (kc, f, n) in zip(keys, shapes)]
+
+    def one(i, ops):
+        out = []
+        for layer, (w, cols, g) in enumerate(ops):
+            y = jax.lax.dot_general(w, cols, (((0,), (0,)), ((), ())))  # forward (F, n)
+            dw = jax.lax.dot_general(cols, g, (((1,), (1,)), ((), ())))  # kernel gradient (9·C, F)
+            tie = y[0, 0] + dw[0, 0]
+            if layer:  # the input columns' gradient (9·C, n); none for the image itself
+                tie += jax.lax.dot_general(w, g, (((1,), (0,)), ((), ())))[0, 0]
+            out.append((w, cols, g + 1e-30 * tie))
+        return out
+
+    run = jax.jit(lambda ops: jax.lax.fori_loop(0, steps, one, ops))
+    return lambda: run(operands)
 
 
 # a copy of one member's initial parameters and optimiser state, for a run that donates them
@@ -164,12 +201,16 @@ def worker(args, model, config, rng) -> None:
         return pr.train(model, x, y, masks[mine], seeds[mine], vx, vy, config, progress=False).params
 
     params = jax.block_until_ready(run())
+    floor = products(model, config, args.size, args.steps)
+    jax.block_until_ready(floor())
     print("READY", flush=True)
     for line in sys.stdin:
         command, *rest = line.split()
         if command == "GO":
             params = jax.block_until_ready(run())
             print("DONE", flush=True)
+        elif command == "PRODUCTS":
+            print(f"PRODUCTS {median_time(floor, int(rest[0]), warmup=0)}", flush=True)
         elif command == "SAVE":
             path = os.path.join(rest[0], f"part{part}.npz")
             np.savez(path, *[np.asarray(leaf) for leaf in jax.tree.leaves(params)])
@@ -236,7 +277,15 @@ def bench_training(args, model, config, rng) -> None:
             t0 = time.perf_counter()
             jax.block_until_ready(fn())
             warm[name].append(time.perf_counter() - t0)
+    # the step's matrix products alone, one member-step's worth T times: in this process (one
+    # device, XLA's threads on every core) and in each pinned process at once (one core each, the
+    # other busy): per member-step seconds
+    floor = products(model, config, args.size, t)
+    first_time(floor)
+    floor_here = median_time(floor, args.repeats) / t
+    floor_pinned = None
     if workers is not None:
+        floor_pinned = max(float(v) for v in workers._all(f"PRODUCTS {args.repeats}", "PRODUCTS")) / t
         workers.close()
     med = {name: statistics.median(v) for name, v in warm.items()}
 
@@ -267,6 +316,24 @@ def bench_training(args, model, config, rng) -> None:
               f"hardware, what member parallelism can give on these {CORES} cores; train() over devices "
               f"reaches {ratio('processes', 'devices'):.2f}x their speed warm")
     warm_seq = med["sequential"]
+    if "processes" in runs:
+        # per member-step: the loop = the step + a per-call cost (what a program with the loop
+        # inside it saves); member parallelism on P cores at best runs P member-steps in the
+        # time one core under load takes for one, and the loop's step already uses every core
+        seq_ms, looped_ms = warm_seq / (m * t) * 1e3, med["looped"] / (m * t) * 1e3
+        call_ms = seq_ms - looped_ms
+        proc_ms = med["processes"] / (m * t) * 1e3 * CORES
+        here_ms, pinned_ms = floor_here * 1e3, floor_pinned * 1e3
+        print(f"  where the time goes, per member-step: the sequential loop {seq_ms:.2f} ms = the step inside "
+              f"one program (train(), 1 device, looped) {looped_ms:.2f} ms + {call_ms:.2f} ms per Python call. "
+              f"One core with the other busy (a pinned process) takes {proc_ms:.2f} ms, "
+              f"{proc_ms / looped_ms:.2f}x the in-program step on this process's threads: members over "
+              f"{CORES} cores run at most ({looped_ms:.2f} + {call_ms:.2f}) ÷ ({proc_ms:.2f} ÷ {CORES}) = "
+              f"{(looped_ms + call_ms) / (proc_ms / CORES):.2f}x the loop")
+        print(f"  the step's matrix products alone: {here_ms:.2f} ms on this process's threads, {pinned_ms:.2f} ms "
+              f"on one core with the other busy ({pinned_ms / here_ms:.2f}x); were the step nothing but them, "
+              f"the ceiling would be ({here_ms:.2f} + {call_ms:.2f}) ÷ ({pinned_ms:.2f} ÷ {CORES}) = "
+              f"{(here_ms + call_ms) / (pinned_ms / CORES):.2f}x")
     print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
           f"{default_member_chunk(m)}, members over all {n_dev} device(s); per member-step, sequential: "
           f"{warm_seq / (m * t) * 1e3:.2f} ms; load average after: {load()})")
