@@ -27,7 +27,7 @@ def test_learned_source_against_unit_loop(rng):
     mech = ImageHVAE(HVAEConfig(image_size=32, channels=(4, 4, 4), latent_dims=(0, 2, 2)))
     params = mech.init(jax.random.key(int(rng.integers(2**31))), 7)  # sex, age, race one-hot (3), lung, effusion
     fit = gt.GeneratorFit(mechanism=mech, params=params, raw_params=params, history={})
-    source = ls.LearnedSource({chest.site: fit}, chunk=4)  # chunks of 4 and 2 units
+    source = ls.LearnedSource({chest.site: fit}, chunk=4)  # two batches of 3 units
     obs = rec["parents"]
     # the first intervention sets sex and age to their observed values: a null intervention
     do = {"sex": jnp.stack([obs["sex"], jnp.zeros(n, jnp.int32), jnp.ones(n, jnp.int32)]),
@@ -71,6 +71,27 @@ def test_learned_source_against_unit_loop(rng):
     other = cf.data.ChestSCM(size=32, site=P.SITE_B)
     with pytest.raises(ValidationError, match="chest"):
         source(other, rec, do, key, "fixed")
+
+
+def test_learned_images_do_not_depend_on_the_batching(rng):
+    """7 units in batches of at most 3 (three batches of 3, the last padded with 2 copies) give
+    the images of one batch of 7 and of a loop over units."""
+    mech = ImageHVAE(HVAEConfig(image_size=16, channels=(4, 4, 4), latent_dims=(0, 2, 2)))
+    params = mech.init(jax.random.key(int(rng.integers(2**31))), 3)
+    n, k = 7, 2
+    x = jnp.asarray(rng.uniform(size=(n, 16, 16)), jnp.float32)
+    pa = jnp.asarray(rng.uniform(size=(n, 3)), jnp.float32)
+    pa_cf = jnp.asarray(rng.uniform(size=(k, n, 3)), jnp.float32)
+    key = jax.random.key(int(rng.integers(2**31)))
+    batched = np.asarray(ls.learned_images(mech, params, x, pa, pa_cf, key, chunk=3))
+    whole = np.asarray(ls.learned_images(mech, params, x, pa, pa_cf, key, chunk=n))
+    assert batched.shape == (k, n, 16, 16)
+    np.testing.assert_allclose(batched, whole, atol=1e-5)
+    keys = jax.random.split(key, n)
+    for i in (0, n - 1):  # the first unit, and the last (the one copied into the padding)
+        u = mech.abduct(params, x[i], pa[i], keys[i])
+        for j in range(k):
+            np.testing.assert_allclose(batched[j, i], np.asarray(mech.forward(params, u, pa_cf[j, i])), atol=1e-5)
 
 
 def _setting(rng, names, seeds, orig=None):

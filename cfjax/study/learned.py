@@ -136,19 +136,29 @@ def learned_images(mechanism: ImageHVAE, params: Any, images: jax.Array, pa: jax
 
     Unit ``n``'s noise is abducted once, ``u_n = abduct(params, images[n], pa[n], k_n)`` with
     ``k_n = split(key, N)[n]``, and decoded under every counterfactual parent vector,
-    ``forward(params, u_n, pa_cf[k, n])``; ``chunk`` units at a time (a unit's result does not
-    depend on its chunk).
+    ``forward(params, u_n, pa_cf[k, n])``; at most ``chunk`` units at a time, in
+    ``ceil(N / chunk)`` equal batches (a unit's result does not depend on its batch).
 
     Shapes: ``images (N, H, W)``, ``pa (N, P)``, ``pa_cf (K, N, P)`` → ``(K, N, H, W)``.
     """
-    keys = jax.random.split(key, images.shape[0])
+    n = images.shape[0]
+    keys = jax.random.split(key, n)
 
     def one(args):
         x, p, p_cf, k = args
         u = mechanism.abduct(params, x, p, k)
         return jax.vmap(lambda q: mechanism.forward(params, u, q))(p_cf)  # (K, H, W)
 
-    out = jax.lax.map(one, (images, pa, jnp.swapaxes(pa_cf, 0, 1), keys), batch_size=chunk)  # (N, K, H, W)
+    # ceil(N / chunk) equal batches of at most `chunk` units, the last padded with copies of the
+    # last unit (fewer than one per batch, dropped at the end): one compiled loop body, where
+    # `lax.map` would compile a second one for a remainder (seconds of compilation)
+    batches = -(-n // chunk)
+    size = -(-n // batches)
+    units = (images, pa, jnp.swapaxes(pa_cf, 0, 1), keys)
+    pad = batches * size - n
+    if pad:
+        units = jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), units)
+    out = jax.lax.map(one, units, batch_size=size)[:n]  # (N, K, H, W)
     return jnp.swapaxes(out, 0, 1)
 
 
