@@ -180,7 +180,7 @@ def test_chunked_inference_matches_unchunked_apply(rng):
     cfx = np.stack([synthetic(rng, 10)[0] for _ in range(3)])  # (K, N, H, W)
     direct = jax.vmap(lambda p: MODEL.apply(p, jnp.asarray(x)))(params)
     direct_cf = jnp.stack([jax.vmap(lambda p: MODEL.apply(p, jnp.asarray(c)))(params) for c in cfx], axis=1)
-    for chunk, member_chunk in ((3, 1), (10, 3)):  # a padded last chunk / one chunk (N = 10); 10 and 3 for K·N = 30
+    for chunk, member_chunk in ((3, 1), (10, 3)):  # N = 10: 4 chunks of 3, 2 padded / one chunk; K·N = 30: 10 chunks of 3 / 3 of 10
         got = pr.predict(MODEL, params, x, chunk=chunk, logits=True, member_chunk=member_chunk)
         np.testing.assert_allclose(got, direct, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(pr.predict(MODEL, params, x, chunk=chunk), jax.nn.sigmoid(direct),

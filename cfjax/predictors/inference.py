@@ -182,8 +182,9 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
         :func:`~cfjax.predictors.train`, or :func:`init_params`).
       images: factual images ``(N, H, W)`` or counterfactual images ``(K, N, H, W)`` (as
         ``ChestSCM.counterfactuals(...)["image"]``), values in [0, 1].
-      chunk: images per compiled step. The images are cut into chunks of this many (the last
-        padded) and every member runs on one chunk at a time (``lax.map``), so memory beyond
+      chunk: most images per compiled step. The images are cut into ``ceil(K·N / chunk)``
+        equal chunks (the last padded with fewer copies than there are chunks) and every
+        member runs on one chunk at a time (``lax.map``), so memory beyond
         the inputs and outputs is that of ``member_chunk × chunk`` images whatever N and K; a
         unit's output does not depend on the chunk size.
       logits: return logits instead of probabilities.
@@ -293,10 +294,13 @@ def _predict_units(model, mesh, params, images, chunk, member_chunk):
 def chunked_logits(model: nn.Module, params: Any, images: jax.Array, chunk: int,
                    member_chunk: int | None = None) -> jax.Array:
     """Traced core of :func:`predict`: ``(M, N)`` logits of ``images (N, H, W)``: for each
-    member (:func:`map_members`), ``lax.map`` over chunks of ``chunk`` images (the last padded
-    with copies of the final image)."""
+    member (:func:`map_members`), ``lax.map`` over ``ceil(N / chunk)`` equal chunks of at most
+    ``chunk`` images (the last padded with copies of the final image, fewer than one per chunk:
+    N = 300 at ``chunk`` 256 is two chunks of 150, not 512 images)."""
     n = images.shape[0]
-    pad = (-n) % chunk
+    blocks_n = -(-n // chunk)
+    chunk = -(-n // blocks_n)
+    pad = blocks_n * chunk - n
     if pad:
         images = jnp.concatenate([images, jnp.broadcast_to(images[-1:], (pad,) + images.shape[1:])])
     blocks = images.reshape((-1, chunk) + images.shape[1:])
