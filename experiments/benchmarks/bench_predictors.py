@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import glob
 import os
 import re
 import statistics
@@ -79,6 +80,17 @@ from experiments.benchmarks.timing import conditions, first_time, median_time
 def load() -> str:
     """The 1, 5 and 15 minute load averages (other processes share the cores)."""
     return " ".join(f"{v:.1f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+
+
+def last_level_cache_mb() -> float | None:
+    """The size of the first core's largest cache in MB (Linux's sysfs), or None."""
+    sizes = []
+    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        text = open(index).read().strip()
+        scale = {"K": 1 / 1024, "M": 1.0, "G": 1024.0}.get(text[-1:])
+        if scale is not None and text[:-1].isdigit():
+            sizes.append(int(text[:-1]) * scale)
+    return max(sizes) if sizes else None
 
 
 def synthetic(rng: np.random.Generator, n: int, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -334,6 +346,12 @@ def bench_training(args, model, config, rng) -> None:
               f"on one core with the other busy ({pinned_ms / here_ms:.2f}x); were the step nothing but them, "
               f"the ceiling would be ({here_ms:.2f} + {call_ms:.2f}) ÷ ({pinned_ms:.2f} ÷ {CORES}) = "
               f"{(here_ms + call_ms) / (pinned_ms / CORES):.2f}x")
+    p0, o0, d0, k0 = members[0]
+    temp = reference_step(model, config).lower(p0, o0, d0, k0, 0).compile().memory_analysis()
+    if temp is not None:  # XLA's buffer assignment: the step's intermediate buffers, one member
+        temp_mb = temp.temp_size_in_bytes / 2 ** 20
+        print(f"  one member-step's temporaries: {temp_mb:.1f} MB; all {m} members vmapped: {m * temp_mb:.0f} MB"
+              + (f" (last-level cache: {llc_mb:g} MB)" if (llc_mb := last_level_cache_mb()) else ""))
     print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
           f"{default_member_chunk(m)}, members over all {n_dev} device(s); per member-step, sequential: "
           f"{warm_seq / (m * t) * 1e3:.2f} ms; load average after: {load()})")
