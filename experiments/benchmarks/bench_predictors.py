@@ -350,7 +350,8 @@ def bench_training(args, model, config, rng) -> None:
     temp = reference_step(model, config).lower(p0, o0, d0, k0, 0).compile().memory_analysis()
     if temp is not None:  # XLA's buffer assignment: the step's intermediate buffers, one member
         temp_mb = temp.temp_size_in_bytes / 2 ** 20
-        print(f"  one member-step's temporaries: {temp_mb:.1f} MB; all {m} members vmapped: {m * temp_mb:.0f} MB"
+        print(f"  one member-step's temporaries: {temp_mb:.1f} MB; {m} members' side by side (vmapped): "
+              f"{m} × {temp_mb:.1f} = {m * temp_mb:.0f} MB"
               + (f" (last-level cache: {llc_mb:g} MB)" if (llc_mb := last_level_cache_mb()) else ""))
     print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
           f"{default_member_chunk(m)}, members over all {n_dev} device(s); per member-step, sequential: "
