@@ -1,6 +1,8 @@
 """Counterfactual unfairness, the bivariate grid, the worst-case search and the inverse question
 against brute-force references (numpy, scipy, scikit-learn) and the invariants of definitions §3."""
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -301,6 +303,29 @@ def test_bad_input_is_rejected(rng, bivariate):
         S.make_data(np.tile([-1.0, 1.0], 25), np.where(np.arange(100).reshape(50, 2) == 7, np.nan, X), X[:, 0])
     with pytest.raises(ValueError, match="min_eig"):
         S.worst_case(model, [0.2], key=jax.random.key(0), min_eig=0.0)
+
+
+def test_float64_data_in_float32_warns_once_per_argument(rng, monkeypatch):
+    """make_data names X and y when their float64 values will be computed in float32 (64-bit
+    mode off), once per process and argument; never in 64-bit mode or for float32 input."""
+    from cfjax import _checks
+
+    a, X, y = np.tile([-1.0, 1.0], 25), rng.normal(size=(50, 2)), rng.normal(size=50)
+    monkeypatch.setattr(_checks, "_DOWNCAST_WARNED", set())
+    with jax.enable_x64(False):
+        with pytest.warns(_checks.PrecisionWarning) as caught:
+            S.make_data(a, X, y)
+        names = sorted(str(w.message).split("`")[1] for w in caught if issubclass(w.category, _checks.PrecisionWarning))
+        assert names == ["X", "y"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", _checks.PrecisionWarning)
+            S.make_data(a, X, y)  # once per argument name
+            monkeypatch.setattr(_checks, "_DOWNCAST_WARNED", set())
+            S.make_data(a, X.astype(np.float32), y.astype(np.float32))
+    monkeypatch.setattr(_checks, "_DOWNCAST_WARNED", set())
+    with jax.enable_x64(True), warnings.catch_warnings():
+        warnings.simplefilter("error", _checks.PrecisionWarning)
+        S.make_data(a, X, y)
 
 
 def test_plot_curve_draws_the_curve_and_baselines(tmp_path):

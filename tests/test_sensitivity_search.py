@@ -221,6 +221,24 @@ def test_restart_ratio_compares_the_best_two_restarts_and_warns(bivariate, x64):
     assert np.isnan(np.asarray(one)).all() and one.shape == (2,)
 
 
+def test_a_budget_without_a_finite_worst_case_warns(bivariate, x64):
+    """A budget whose every restart ended with a non-finite CFU (cfu −inf) is named in a
+    warning, whatever warn_ratio; float32 results name the likely cause and the remedy."""
+    from cfjax.sensitivity import search
+
+    wc = S.worst_case(bivariate, [0.3, 0.6], key=jax.random.key(0), restarts=2, steps=10, warn_ratio=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        search._warn_if_none_finite(wc)  # every budget found a finite worst case: silent
+    lost = wc.replace(cfu=wc.cfu.at[1].set(-jnp.inf))
+    with pytest.warns(S.ConvergenceWarning, match=r"p_max = 0\.6;.*CFU was NaN") as caught:
+        search._warn_if_none_finite(lost)
+    assert "0.3" not in str(caught[0].message).split(";")[0]
+    as32 = lost.replace(cfu=lost.cfu.astype(jnp.float32))
+    with pytest.warns(S.ConvergenceWarning, match="jax_enable_x64"):
+        search._warn_if_none_finite(as32)
+
+
 def test_new_search_options_are_validated(bivariate):
     for name, bad in (("boundary_starts", -1), ("warn_ratio", 0.5), ("polish", -2)):
         with pytest.raises(ValueError, match=name):

@@ -139,6 +139,8 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str]
     a = np.asarray(a)
     X = np.asarray(X)
     y = np.asarray(y)
+    for name, v in (("X", X), ("y", y)):  # CFU is often 1e-10..1e-4: float32 is rarely enough
+        _checks.warn_if_downcast(name, v)
     if a.ndim != 1 or a.size == 0:
         _checks.fail("a", "a non-empty 1-d array", f"shape {a.shape}")
     n = a.shape[0]

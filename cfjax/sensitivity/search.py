@@ -127,7 +127,8 @@ _DISTINCT = 0.1  # restarts' starts differ by more than this fraction of p_max i
 
 class ConvergenceWarning(UserWarning):
     """The worst case rests on one restart: the best two restarts' answers differ by more than
-    the factor :func:`worst_case`'s ``warn_ratio`` allows (more restarts or steps may find more)."""
+    the factor :func:`worst_case`'s ``warn_ratio`` allows (more restarts or steps may find
+    more); or at some budget no restart ended with a finite CFU."""
 
 
 @struct.dataclass
@@ -349,7 +350,8 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
         pairs they hold at zero).
       warn_ratio: warn (:class:`ConvergenceWarning`) when at some budget the best restart's
         CFU exceeds the second best's by more than this factor (the worst case then rests on
-        one restart; ``restart_ratio`` in the result is that ratio). None never warns.
+        one restart; ``restart_ratio`` in the result is that ratio). None never warns. A
+        budget where no restart ended with a finite CFU (its ``cfu`` is −inf) always warns.
       devices: where the runs go: None for this process's devices (one device: as it is; several:
         spread over them), a device count (the first ones), a sequence of devices, or a one-axis
         ``jax.sharding.Mesh`` (:func:`cfjax.distributed.mesh`). The runs (budgets × restarts;
@@ -409,6 +411,7 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
         out = _search(config, where, *args, inits)
     if where is not None:
         out = jax.device_put(out, where.devices.flat[0])
+    _warn_if_none_finite(out)
     if warn_ratio is not None:
         _warn_if_apart(out, float(warn_ratio))
     return out
@@ -419,6 +422,23 @@ def _count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         _checks.fail(name, "a non-negative integer", repr(value))
     return int(value)
+
+
+def _warn_if_none_finite(out: WorstCase) -> None:
+    """:class:`ConvergenceWarning` naming the budgets where no restart ended with a finite CFU
+    (their worst case is −inf: the search found nothing there, not a CFU of −inf), with the
+    likely cause in float32."""
+    bad = np.flatnonzero(~np.isfinite(np.asarray(out.cfu)))
+    if bad.size:
+        shown = ", ".join(f"{float(out.p_max[i]):.4g}" for i in bad[:8]) + (
+            f" and {bad.size - 8} more" if bad.size > 8 else "")
+        dtype = np.asarray(out.cfu).dtype
+        why = (" In float32, Model B's normal equations lose their precision near the boundary of the "
+               "usable correlations, and CFU comes out NaN: call jax.config.update(\"jax_enable_x64\", True) "
+               "at the start of the program." if dtype == np.float32 else
+               " CFU was NaN or infinite at every restart's end: check the model's data for extreme values.")
+        warnings.warn(f"worst_case: no restart ended with a finite CFU at p_max = {shown}; its cfu is -inf "
+                      f"(nothing found, restart_cfu shows each restart).{why}", ConvergenceWarning, stacklevel=3)
 
 
 def _warn_if_apart(out: WorstCase, factor: float) -> None:
