@@ -341,7 +341,8 @@ def bench_training(args, model, config, rng) -> None:
               f"One core with the other busy (a pinned process) takes {proc_ms:.2f} ms, "
               f"{proc_ms / looped_ms:.2f}x the in-program step on this process's threads: members over "
               f"{CORES} cores run at most ({looped_ms:.2f} + {call_ms:.2f}) ÷ ({proc_ms:.2f} ÷ {CORES}) = "
-              f"{(looped_ms + call_ms) / (proc_ms / CORES):.2f}x the loop")
+              f"{(looped_ms + call_ms) / (proc_ms / CORES):.2f}x the loop, and {looped_ms / (proc_ms / CORES):.2f}x "
+              f"a reference without the per-call cost (each member's steps in one program)")
         print(f"  the step's matrix products alone: {here_ms:.2f} ms on this process's threads, {pinned_ms:.2f} ms "
               f"on one core with the other busy ({pinned_ms / here_ms:.2f}x); were the step nothing but them, "
               f"the ceiling would be ({here_ms:.2f} + {call_ms:.2f}) ÷ ({pinned_ms:.2f} ÷ {CORES}) = "
