@@ -7,18 +7,32 @@ papers they come from, are in the project's ``docs/definitions.md`` ("definition
 docstrings).
 """
 
-from cfjax import data as data
-from cfjax import distributed as distributed
-from cfjax import generative as generative
-from cfjax import metrics as metrics
-from cfjax import predictors as predictors
-from cfjax import representations as representations
-from cfjax import scm as scm
-from cfjax import sensitivity as sensitivity
-from cfjax import study as study
-from cfjax._checks import PrecisionWarning as PrecisionWarning
-from cfjax._checks import ValidationError as ValidationError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from cfjax._errors import PrecisionWarning as PrecisionWarning
+from cfjax._errors import ValidationError as ValidationError
 
 __version__ = "0.1.0"
+
+#: The pillars, imported on first use (``cfjax.metrics`` or ``import cfjax.metrics``): importing
+#: ``cfjax`` alone does not start JAX, so the ``cfjax`` command's ``--help`` answers at once.
+_SUBMODULES = ("data", "distributed", "generative", "metrics", "predictors", "representations", "scm",
+               "sensitivity", "study")
+
+if TYPE_CHECKING:
+    from cfjax import data, distributed, generative, metrics, predictors, representations, scm, sensitivity, study
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"cfjax.{name}")  # also binds it as an attribute of cfjax
+    raise AttributeError(f"module 'cfjax' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SUBMODULES))
 
 __all__ = ["PrecisionWarning", "ValidationError", "data", "distributed", "generative", "metrics", "predictors", "representations", "scm", "sensitivity", "study", "__version__"]

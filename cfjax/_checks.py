@@ -18,11 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["ValidationError"]
+from cfjax._errors import PrecisionWarning, ValidationError
 
-
-class ValidationError(ValueError):
-    """Bad input to a cfjax function: the message names the argument and the problem."""
+__all__ = ["PrecisionWarning", "ValidationError"]
 
 
 def fail(name: str, expected: str, found: str) -> None:
@@ -174,10 +172,6 @@ def check_threshold(name: str, tau: Any) -> None:
     t = np.asarray(tau, dtype=np.float64)
     if t.shape != () or not (0.0 <= float(t) <= 1.0):
         fail(name, "a decision threshold in [0, 1]", repr(tau))
-
-
-class PrecisionWarning(UserWarning):
-    """A float64 input is computed in float32 because JAX's 64-bit mode is off."""
 
 
 _DOWNCAST_WARNED: set[str] = set()  # argument names already warned about, in this process

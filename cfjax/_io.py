@@ -10,8 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from cfjax import _checks
-
 __all__ = ["atomic_write_bytes", "write_png"]
 
 
@@ -41,6 +39,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def write_png(path: str | os.PathLike, image: Any) -> None:
     """Write a grayscale image with values in [0, 1], shape ``(H, W)``, as an 8-bit PNG
     (encoded by Pillow: ``pip install 'cfjax[images]'`` or ``'cfjax[plots]'``), atomically."""
+    from cfjax import _checks  # imports JAX: not at module level (the command's --help imports this module)
+
     a = np.asarray(image, np.float64)
     if a.ndim != 2 or a.size == 0:
         _checks.fail("image", "a non-empty 2-d array", f"shape {a.shape}")

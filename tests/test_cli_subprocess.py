@@ -67,3 +67,32 @@ def test_devices_split_the_resamples_and_change_no_number(tmp_path):
     with pytest.raises(SystemExit) as exit_:
         common.run(ev.command, [str(tmp_path / "preds.npz"), "--devices", "2", "--out", str(tmp_path / "two")])
     assert exit_.value.code == 2
+
+
+_SUBCOMMANDS = ("demo", "evaluate", "sensitivity", "cfr", "chest")
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("--version",)] + [(c, "--help") for c in _SUBCOMMANDS])
+def test_help_answers_without_importing_jax(argv):
+    """`cfjax --help`, `--version` and every subcommand's `--help` print their text without
+    importing JAX (or any pillar): the group's modules, `cfjax` and the command helpers load
+    JAX only inside the commands."""
+    script = ("import sys\nfrom cfjax.cli import cli\n"
+              f"cli.main(args={list(argv)!r}, prog_name='cfjax', standalone_mode=False)\n"
+              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'flax', 'optax', "
+              "'scipy', 'pandas', 'matplotlib') or m in ('cfjax.metrics', 'cfjax.study', 'cfjax.sensitivity', "
+              "'cfjax.scm', 'cfjax.representations', 'cfjax._checks'))\n"
+              "print('HEAVY', heavy)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY []" in proc.stdout, proc.stdout.splitlines()[-1]
+    if argv[-1] == "--help":
+        assert "Usage: cfjax" in proc.stdout
+
+
+def test_a_command_still_imports_what_it_needs(tmp_path):
+    """The lazy imports reach the pillars once a command runs: `cfjax chest` at its smallest
+    draws the grid (JAX, the chest SCM) in a fresh interpreter."""
+    code, out, err = _cfjax("chest", "--size", 32, "--units", 2, "--out", tmp_path / "grid")
+    assert code == 0, err
+    assert (tmp_path / "grid" / "grid.png").is_file()

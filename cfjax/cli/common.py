@@ -13,7 +13,7 @@ from typing import Any, Callable
 import click
 import numpy as np
 
-from cfjax._checks import ValidationError
+from cfjax._errors import ValidationError
 from cfjax._io import atomic_write_bytes
 
 __all__ = ["UserError", "out_option", "force_option", "seed_option", "devices_option", "use_devices", "check_out", "prepare_out", "write_json",

@@ -79,7 +79,12 @@ def _scales() -> tuple[Scale, Scale]:
     return demo, quick
 
 
-DEMO, QUICK = _scales()
+def __getattr__(name: str) -> Scale:
+    """``DEMO`` and ``QUICK``, built on first use: they import :mod:`cfjax.study`, which starts
+    JAX, and ``cfjax --help`` imports this module."""
+    if name in ("DEMO", "QUICK"):
+        return _scales()[("DEMO", "QUICK").index(name)]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: results.json keys left out: run times and checkpoint reuse vary between identical runs
 _VOLATILE = ("seconds", "wall_time_s", "resumed_from_checkpoint", "devices")
@@ -332,7 +337,7 @@ def report(results: dict[str, Any], study_results: dict[str, Any], times: dict[s
 def demo(out: str, *, quick: bool = False, seed: int = 0, command: str = "cfjax demo",
          log: Callable[[str], None] = click.echo, progress: bool | None = None) -> dict[str, Any]:
     """Run the demo into ``out`` (which must exist); returns what ``results.json`` holds."""
-    scale = QUICK if quick else DEMO
+    scale = _scales()[1 if quick else 0]
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     log("1/3 counterfactual marginalisation: training classifiers and generators on synthetic chest radiographs")

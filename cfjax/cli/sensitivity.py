@@ -25,7 +25,7 @@ from typing import Any
 import click
 import numpy as np
 
-from cfjax._checks import ValidationError
+from cfjax._errors import ValidationError
 from cfjax.cli import common
 
 __all__ = ["command", "read_graph", "parse_categories", "search_options"]
