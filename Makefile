@@ -22,8 +22,9 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
+# The cli extra: what every subcommand of the cfjax command needs (figures, CSV and parquet).
 $(DEMO_STAMP): $(PY) pyproject.toml constraints.txt
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[plots]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[cli]'
 	touch $(DEMO_STAMP)
 
 $(EXPERIMENTS_STAMP): $(STAMP)
