@@ -45,31 +45,6 @@ __all__ = ["command", "load_predictions", "write_example"]
 #: Resamples of the bootstrap by default and with ``--quick``.
 RESAMPLES, QUICK_RESAMPLES = 1000, 200
 
-#: One line per report field (the markdown table's third column).
-_MEANING = {
-    "risk_orig": "cross-entropy of p_obs against y",
-    "risk_cm": "cross-entropy of the marginalised prediction (counterfactual marginalisation)",
-    "risk_ie": "mean cross-entropy over the interventions (interventional risk)",
-    "risk_cvar": "CVaR of the per-intervention risks at level alpha",
-    "risk_wc": "worst intervention's risk",
-    "brier_orig": "Brier score of p_obs",
-    "ece_orig": "binned ECE of p_obs",
-    "mce_orig": "binned maximum calibration error of p_obs",
-    "smece_orig": "smooth ECE of p_obs",
-    "brier_cm": "Brier score of the marginalised prediction",
-    "ece_cm": "binned ECE of the marginalised prediction",
-    "mce_cm": "binned maximum calibration error of the marginalised prediction",
-    "smece_cm": "smooth ECE of the marginalised prediction",
-    "s_var": "mean variance of a unit's prediction over its counterfactuals",
-    "s_flip": "share of counterfactuals whose decision differs from the observed one",
-    "d_obs": "share of units whose observed decision differs from the marginalised one",
-    "score_shift": "mean absolute shift of the score under the interventions",
-    "s_tv": "mean total-variation shift of the class probabilities",
-    "spearman": "Spearman correlation of p_obs and the marginalised prediction",
-    "kendall_tau_b": "Kendall tau-b of p_obs and the marginalised prediction",
-    "rank_change": "mean absolute rank change, p_obs to marginalised",
-}
-
 _EXAMPLE = """\b
 Example:
   cfjax evaluate --example-file preds.npz
@@ -448,16 +423,18 @@ def _strip_labels(d: dict[str, Any], labelled: bool) -> dict[str, Any]:
     return d if labelled else {k: v for k, v in d.items() if k not in LABEL_FIELDS}
 
 
-def _rows(est: dict, low: dict, high: dict) -> list[tuple[str, Any, Any, Any, str]]:
+def _rows(est: dict, low: dict, high: dict, meaning: dict[str, str]) -> list[tuple[str, Any, Any, Any, str]]:
+    """The report table's rows; ``meaning``: :func:`cfjax.metrics.descriptions` (every field
+    has one: a field without is a programming error)."""
     rows = []
     for name, value in est.items():
         if name in ("labels", "classes"):
             continue
         if isinstance(value, dict):  # risk_cvar: {alpha: value}
             for a, v in value.items():
-                rows.append((f"{name} (alpha={a})", v, low[name][a], high[name][a], _MEANING.get(name, "")))
+                rows.append((f"{name} (alpha={a})", v, low[name][a], high[name][a], meaning[name]))
         else:
-            rows.append((name, value, low[name], high[name], _MEANING.get(name, "")))
+            rows.append((name, value, low[name], high[name], meaning[name]))
     return rows
 
 
@@ -526,7 +503,8 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
         "input": {"file": os.path.basename(source), "format": data["format"], "n": n, "K": k,
                   "classes": classes, "labels": labelled, "counterfactual_labels": y_cf is not None,
                   "weights": "uniform" if w is None else np.asarray(w, np.float64).tolist()},
-        "options": {"seed": seed, "resamples": resamples, "level": level, "tau": tau},
+        # class probabilities decide by the argmax: no threshold
+        "options": {"seed": seed, "resamples": resamples, "level": level, "tau": None if classes else tau},
         "estimate": est, "low": low, "high": high, "groups": {}, "reliability": {},
     }
     notes: list[str] = []
@@ -580,7 +558,12 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
 
 
 def _markdown(r: dict[str, Any], source: str) -> str:
+    from cfjax.metrics import NOTATION, descriptions
+
     inp, opt = r["input"], r["options"]
+    meaning = descriptions(classes=inp["classes"] is not None, counterfactual_labels=inp["counterfactual_labels"])
+    decisions = ("decisions by the argmax class" if inp["classes"]
+                 else f"decision threshold tau = {opt['tau']:g}")
     pct = f"{100 * opt['level']:g}%"
     lines = [f"# Counterfactual-marginalisation report: {inp['file']}", "",
              f"{inp['n']} units, K = {inp['K']} interventions"
@@ -589,10 +572,12 @@ def _markdown(r: dict[str, Any], source: str) -> str:
              + (("labels and counterfactual labels given" if inp["counterfactual_labels"] else "labels given")
                 if inp["labels"] else "no labels (stability fields only)") + ".",
              f"Intervals: percentile bootstrap over units, {opt['resamples']} resamples, "
-             f"level {pct}, seed {opt['seed']}; decision threshold tau = {opt['tau']:g}.", ""]
-    lines += [f"| metric | estimate | {pct} interval | meaning |", "|---|---:|---:|---|"]
-    for name, v, lo, hi, meaning in _rows(r["estimate"], r["low"], r["high"]):
-        lines.append(f"| {name} | {_fmt(v)} | [{_fmt(lo)}, {_fmt(hi)}] | {meaning} |")
+             f"level {pct}, seed {opt['seed']}; {decisions}.", "",
+             f"Definitions (docs/definitions.md §1): {NOTATION}.", ""]
+    lines += [f"| metric | estimate | {pct} interval | definition |", "|---|---:|---:|---|"]
+    for name, v, lo, hi, text in _rows(r["estimate"], r["low"], r["high"], meaning):
+        cell = text.replace("|", "\\|")  # absolute values: a bar inside a markdown cell is escaped
+        lines.append(f"| {name} | {_fmt(v)} | [{_fmt(lo)}, {_fmt(hi)}] | {cell} |")
     if r["groups"]:
         lines += ["", "## AUC by group", "",
                   "ΔAUC = largest minus smallest AUC over a column's groups, of p_obs and of the "

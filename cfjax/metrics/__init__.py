@@ -30,7 +30,9 @@ from cfjax.metrics.ranking import spearman as spearman
 from cfjax.metrics.report import LABEL_FIELDS as LABEL_FIELDS
 from cfjax.metrics.report import CounterfactualLabelReport as CounterfactualLabelReport
 from cfjax.metrics.report import MarginalisationReport as MarginalisationReport
+from cfjax.metrics.report import NOTATION as NOTATION
 from cfjax.metrics.report import MulticlassReport as MulticlassReport
+from cfjax.metrics.report import descriptions as descriptions
 from cfjax.metrics.report import evaluate as evaluate
 from cfjax.metrics.risk import bce as bce
 from cfjax.metrics.risk import cvar as cvar
@@ -62,6 +64,7 @@ __all__ = [
     "LABEL_FIELDS",
     "MarginalisationReport",
     "MulticlassReport",
+    "NOTATION",
     "PAPER_CHAINS",
     "ReliabilityCurve",
     "SubgroupMeans",
@@ -75,6 +78,7 @@ __all__ = [
     "cvar_risk",
     "decision_disagreement",
     "delta_auc",
+    "descriptions",
     "ece",
     "evaluate",
     "evaluate_bootstrap",

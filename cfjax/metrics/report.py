@@ -45,7 +45,7 @@ from cfjax.metrics.stability import (
 
 __all__ = [
     "CounterfactualLabelReport", "MarginalisationReport", "MulticlassReport", "evaluate",
-    "LABEL_FIELDS",
+    "LABEL_FIELDS", "NOTATION", "descriptions",
 ]
 
 #: Report fields that need labels; NaN when ``evaluate`` is called with ``y=None``.
@@ -53,6 +53,104 @@ LABEL_FIELDS = (
     "risk_orig", "risk_cm", "risk_ie", "risk_cvar", "risk_wc",
     "brier_orig", "ece_orig", "mce_orig", "smece_orig", "brier_cm", "ece_cm", "mce_cm", "smece_cm",
 )
+
+
+#: The symbols of :func:`descriptions`' one-line definitions.
+NOTATION = ("p̄ = Σ_k q_k p_cf[k], the marginalised prediction; ℓ the cross-entropy; d(p) the decision "
+            "(1[p ≥ tau] for a binary score, the argmax class for class probabilities); q the intervention "
+            "weights; every 'mean' is over the n units")
+
+# One line per report field, as definitions §1 defines it (binary scores, invariant labels) ...
+_DESCRIPTIONS = {
+    "risk_orig": "R_orig: mean ℓ(p_obs, y), the observed prediction's cross-entropy",
+    "risk_cm": "R_CM: mean ℓ(p̄, y), the marginalised prediction's cross-entropy",
+    "risk_ie": "R_IE: mean Σ_k q_k ℓ(p_cf[k], y), the cross-entropy averaged over the interventions",
+    "risk_cvar": "R_CVaR: mean of each unit's CVaR at level alpha of its losses ℓ(p_cf[k], y) under q",
+    "risk_wc": "R_WC: mean max_k ℓ(p_cf[k], y), each unit's worst intervention",
+    "brier_orig": "Brier score of p_obs: mean (p_obs − y)²",
+    "ece_orig": "ECE of p_obs: Σ_b (n_b / n) |mean y − mean p_obs| over equal-width bins b",
+    "mce_orig": "MCE of p_obs: max over non-empty equal-width bins of |mean y − mean p_obs|",
+    "smece_orig": "smooth ECE of p_obs (kernel-smoothed residuals y − p_obs, no bins)",
+    "brier_cm": "Brier score of p̄: mean (p̄ − y)²",
+    "ece_cm": "ECE of p̄: Σ_b (n_b / n) |mean y − mean p̄| over equal-width bins b",
+    "mce_cm": "MCE of p̄: max over non-empty equal-width bins of |mean y − mean p̄|",
+    "smece_cm": "smooth ECE of p̄ (kernel-smoothed residuals y − p̄, no bins)",
+    "s_var": "S_var: mean Σ_k q_k (p_cf[k] − p̄)², the spread of the predictions over the interventions",
+    "s_flip": "S_flip: mean Σ_k q_k 1[d(p_cf[k]) ≠ d(p_obs)], the share of counterfactual decisions "
+              "that differ from the observed one",
+    "d_obs": "mean 1[d(p_obs) ≠ d(p̄)], the share of units whose observed and marginalised decisions differ",
+    "score_shift": "mean |p_obs − p̄|, the observed prediction's distance from the marginalised one",
+    "spearman": "Spearman correlation of p_obs and p̄",
+    "kendall_tau_b": "Kendall tau-b of p_obs and p̄",
+    "rank_change": "mean |rank(p_obs) − rank(p̄)|, ranks 1..n with ties averaged",
+}
+# ... what differs for class probabilities (definitions §1.4, "Class probabilities") ...
+_CLASS_DESCRIPTIONS = {
+    "brier_orig": "Brier score of p_obs: mean Σ_c (p_obs[c] − 1[y = c])²",
+    "ece_orig": "top-label ECE of p_obs: Σ_b (n_b / n) |mean 1[argmax p_obs = y] − mean max_c p_obs[c]| "
+                "over equal-width bins b",
+    "mce_orig": "top-label MCE of p_obs: max over non-empty equal-width bins of "
+                "|mean 1[argmax p_obs = y] − mean max_c p_obs[c]|",
+    "smece_orig": "top-label smooth ECE of p_obs (confidence max_c p_obs[c] against 1[argmax p_obs = y])",
+    "brier_cm": "Brier score of p̄: mean Σ_c (p̄[c] − 1[y = c])²",
+    "ece_cm": "top-label ECE of p̄: Σ_b (n_b / n) |mean 1[argmax p̄ = y] − mean max_c p̄[c]| over equal-width bins b",
+    "mce_cm": "top-label MCE of p̄: max over non-empty equal-width bins of |mean 1[argmax p̄ = y] − mean max_c p̄[c]|",
+    "smece_cm": "top-label smooth ECE of p̄ (confidence max_c p̄[c] against 1[argmax p̄ = y])",
+    "s_var": "S_var: mean Σ_k q_k ½‖p_cf[k] − p̄‖², the spread of the predictions over the interventions",
+    "score_shift": "mean ½‖p_obs − p̄‖₁, the total variation between the observed and marginalised predictions",
+    "s_tv": "mean Σ_k q_k ½‖p_cf[k] − p_obs‖₁, the total variation an intervention moves the prediction",
+    "spearman": "Spearman correlation of p_obs[c] and p̄[c], averaged over the classes c",
+    "kendall_tau_b": "Kendall tau-b of p_obs[c] and p̄[c], averaged over the classes c",
+    "rank_change": "mean |rank(p_obs[c]) − rank(p̄[c])| (ranks 1..n, ties averaged), averaged over the classes c",
+}
+# ... and with counterfactual labels y_cf (n, K): ȳ = Σ_k q_k y_cf[k] (for classes, the label distribution).
+_COUNTERFACTUAL_LABEL_DESCRIPTIONS = {
+    "risk_cm": "R_CM: mean Σ_k q_k ℓ(p̄, y_cf[k]), the marginalised prediction's expected cross-entropy",
+    "risk_ie": "R_IE: mean Σ_k q_k ℓ(p_cf[k], y_cf[k]), each counterfactual against its own label",
+    "risk_cvar": "R_CVaR: mean of each unit's CVaR at level alpha of its losses ℓ(p_cf[k], y_cf[k]) under q",
+    "risk_wc": "R_WC: mean max_k ℓ(p_cf[k], y_cf[k]), each unit's worst intervention",
+    "brier_cm": "Brier score of p̄: mean Σ_k q_k (p̄ − y_cf[k])²",
+    "ece_cm": "ECE of p̄: Σ_b (n_b / n) |mean ȳ − mean p̄| over equal-width bins b, ȳ = Σ_k q_k y_cf[k]",
+    "mce_cm": "MCE of p̄: max over non-empty equal-width bins of |mean ȳ − mean p̄|, ȳ = Σ_k q_k y_cf[k]",
+    "smece_cm": "smooth ECE of p̄ (kernel-smoothed residuals ȳ − p̄, ȳ = Σ_k q_k y_cf[k])",
+}
+_COUNTERFACTUAL_CLASS_DESCRIPTIONS = {
+    "brier_cm": "Brier score of p̄: mean Σ_k q_k Σ_c (p̄[c] − 1[y_cf[k] = c])²",
+    "ece_cm": "top-label ECE of p̄: Σ_b (n_b / n) |mean ȳ[argmax p̄] − mean max_c p̄[c]| over equal-width bins b, "
+              "ȳ[c] = Σ_k q_k 1[y_cf[k] = c]",
+    "mce_cm": "top-label MCE of p̄: max over non-empty equal-width bins of |mean ȳ[argmax p̄] − mean max_c p̄[c]|, "
+              "ȳ[c] = Σ_k q_k 1[y_cf[k] = c]",
+    "smece_cm": "top-label smooth ECE of p̄ (confidence max_c p̄[c] against ȳ[argmax p̄], "
+                "ȳ[c] = Σ_k q_k 1[y_cf[k] = c])",
+}
+
+
+def descriptions(*, classes: bool = False, counterfactual_labels: bool = False) -> dict[str, str]:
+    """One line per field of :func:`evaluate`'s report, as definitions §1 defines it, in the
+    symbols of :data:`NOTATION` (what the ``cfjax evaluate`` report prints beside each number).
+
+    Args:
+      classes: the fields of class probabilities (:class:`MulticlassReport`, with ``s_tv``).
+      counterfactual_labels: the fields computed with counterfactual labels ``y_cf``.
+
+    Returns:
+      ``{field: description}``, the report's fields in its order.
+
+    Example:
+      >>> print(descriptions()["score_shift"])
+      mean |p_obs − p̄|, the observed prediction's distance from the marginalised one
+      >>> sorted(set(descriptions(classes=True)) - set(descriptions()))
+      ['s_tv']
+    """
+    out = dict(_DESCRIPTIONS)
+    if classes:
+        out.update(_CLASS_DESCRIPTIONS)
+    if counterfactual_labels:
+        out.update(_COUNTERFACTUAL_LABEL_DESCRIPTIONS)
+        if classes:
+            out.update(_COUNTERFACTUAL_CLASS_DESCRIPTIONS)
+    fields = MulticlassReport.__dataclass_fields__ if classes else MarginalisationReport.__dataclass_fields__
+    return {f: out[f] for f in fields if f not in _STATIC_FIELDS}
 
 
 @struct.dataclass
