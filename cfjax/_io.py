@@ -53,3 +53,22 @@ def write_png(path: str | os.PathLike, image: Any) -> None:
     buf = io.BytesIO()
     Image.fromarray(np.round(np.clip(a, 0, 1) * 255).astype(np.uint8)).save(buf, format="PNG")
     atomic_write_bytes(path, buf.getvalue())
+
+
+def plain_floats(value: Any) -> Any:
+    """Numbers of ``value`` (a float, a numpy float or a float array) as plain Python floats,
+    nested lists for an array, each the shortest decimal that gives back the same number in
+    its own dtype: a float32 0.836 becomes 0.836, not 0.8360000252723694 (its float64
+    expansion). Float64 values are unchanged; NaN and infinities stay as they are.
+
+    Example:
+      >>> import numpy as np
+      >>> plain_floats(np.float32(0.836)), plain_floats(np.asarray([0.1, 0.25], np.float32))
+      (0.836, [0.1, 0.25])
+    """
+    a = np.asarray(value)
+    if a.dtype.kind != "f" or a.dtype == np.float64:
+        return a.tolist()
+    if a.ndim == 0:
+        return float(str(a[()]))  # numpy's str of a float32 is its shortest round-trip decimal
+    return [plain_floats(v) for v in a]

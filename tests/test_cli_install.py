@@ -209,3 +209,5 @@ def test_each_help_example_runs_with_what_make_demo_installs(tmp_path, name):
     assert proc.returncode == 0 and "ALL RAN" in proc.stdout, proc.stderr[-3000:]
     said = proc.stdout + proc.stderr
     assert "needs" not in said and "not installed" not in said, said[-3000:]
+    # each stage said what it was doing, on stderr
+    assert len(re.findall(rf"^cfjax {name} \[ *[0-9.]+ s\] \w", proc.stderr, re.M)) >= 2, proc.stderr[-3000:]

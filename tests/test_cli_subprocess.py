@@ -96,3 +96,13 @@ def test_a_command_still_imports_what_it_needs(tmp_path):
     code, out, err = _cfjax("chest", "--size", 32, "--units", 2, "--out", tmp_path / "grid")
     assert code == 0, err
     assert (tmp_path / "grid" / "grid.png").is_file()
+
+
+def test_every_default_out_is_results_slash_the_subcommand():
+    """One scheme for the default output folders: `cfjax NAME` writes into results/NAME."""
+    from cfjax.cli import cli
+
+    assert set(cli.commands) == set(_SUBCOMMANDS)
+    for name, command in cli.commands.items():
+        out = next(p for p in command.params if p.name == "out")
+        assert out.default == f"results/{name}", (name, out.default)

@@ -34,7 +34,7 @@ Example (a .npz holding arrays X, z, y and, optionally, X_cf):
   y = r.integers(0, 2, 500); h = r.normal(size=(500, 8)); X = h.copy(); X[:, 0] += 2 * z; \\
   X[:, 1] += y; X_cf = h.copy(); X_cf[:, 0] += 2 * (1 - z); X_cf[:, 1] += y; \\
   np.savez('emb.npz', X=X, z=z, y=y, X_cf=X_cf)"
-  cfjax cfr emb.npz --concept z --labels y --true-counterfactuals X_cf --out cfr-report
+  cfjax cfr emb.npz --concept z --labels y --true-counterfactuals X_cf --out results/cfr
 """
 
 EMBEDDING_NAMES = ("X", "embeddings")
@@ -142,14 +142,17 @@ def _check(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *, method: str, ridge: float,
-            draws: int, seed: int) -> dict[str, Any]:
-    """Every number of the command, as plain Python (``results.json``)."""
+            draws: int, seed: int, log: Any = lambda message: None) -> dict[str, Any]:
+    """Every number of the command, as plain Python (``results.json``); ``log`` receives a line
+    as each stage starts."""
     import jax
     import jax.numpy as jnp
 
     import cfjax.representations as R
 
     k, C = int(z.max()) + 1, int(y.max()) + 1
+    log(f"fitting the concept subspace ({method}), the CFR regressions and the classifier on {X.shape[0]} × "
+        f"{X.shape[1]} embeddings")
     model = R.fit_cfr(X, z, n_values=k, method=method, ridge=ridge)
     clf = R.fit_logistic(X, y, n_classes=C)
     Xj = jnp.asarray(X)
@@ -173,6 +176,7 @@ def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *
         "accuracy_from_x_perp": float(jnp.mean(R.predict(z_perp, X_perp) == jnp.asarray(z))),
         "majority": float(np.bincount(z).max() / len(z))}
     key = jax.random.key(seed)
+    log("scoring the counterfactual representations" + (f" ({draws} stochastic draws per unit)" if draws else ""))
     if z_cf is None:  # a concept with more than two values and no target given: every other value
         cfr_all = R.counterfactuals(model, Xj)  # (k, n, d)
         per_value = {}
@@ -279,7 +283,7 @@ def _report(res: dict[str, Any], inputs: dict[str, Any]) -> str:
               help="ridge penalty of the CFR regressions")
 @click.option("--draws", type=click.IntRange(min=0), default=32, show_default=True,
               help="stochastic CFR draws per unit (0: deterministic CFRs only)")
-@common.out_option("cfr-report")
+@common.out_option("results/cfr")
 @common.force_option
 @common.seed_option
 def command(embeddings: str, concept: str, labels: str, true_cf: str | None, concept_cf: str | None, method: str,
@@ -292,7 +296,8 @@ def command(embeddings: str, concept: str, labels: str, true_cf: str | None, con
     arrays = load_arrays(embeddings, concept, labels, true_cf, concept_cf)
     X, z, y, X_cf, z_cf = _check(arrays)
     common.check_out(out, force)
-    results = analyse(X, z, y, X_cf, z_cf, method=method, ridge=ridge, draws=draws, seed=seed)
+    results = analyse(X, z, y, X_cf, z_cf, method=method, ridge=ridge, draws=draws, seed=seed,
+                      log=common.progress("cfr"))
     folder = common.prepare_out(out, force)
     inputs = {"embeddings": os.path.basename(embeddings), "concept": os.path.basename(concept),
               "labels": os.path.basename(labels),

@@ -73,6 +73,8 @@ def command(out, force, seed, size, units, label):
     from cfjax.data import ChestSCM
     from cfjax.scm import intervention_grid
 
+    say = common.progress("chest")
+    say(f"drawing units of the synthetic chest SCM ({size}×{size} images)")
     chest = ChestSCM(size=size)
     n_free, n_eff = units - units // 2, units // 2
     pool = max(64, 16 * units)
@@ -88,6 +90,7 @@ def command(out, force, seed, size, units, label):
     sub = {"parents": {v: x[idx] for v, x in rec["parents"].items()},
            "noise": jax.tree.map(lambda a: a[idx], rec["noise"]), "image": rec["image"][idx]}
     do, q = intervention_grid({"sex": [0, 1], "age": list(AGES)})
+    say(f"rendering {units} × {do['sex'].shape[0]} counterfactual images")
     res = chest.counterfactuals(sub, do, key_cf, label=label)
     images, cfs = np.asarray(sub["image"]), np.asarray(res["image"])
     grid = _grid(images, cfs, list(range(units)), size)

@@ -8,16 +8,17 @@ import json
 import math
 import os
 import sys
+import time
 from typing import Any, Callable
 
 import click
 import numpy as np
 
 from cfjax._errors import ValidationError
-from cfjax._io import atomic_write_bytes
+from cfjax._io import atomic_write_bytes, plain_floats
 
 __all__ = ["UserError", "out_option", "force_option", "seed_option", "devices_option", "use_devices", "check_out", "prepare_out", "write_json",
-           "write_text", "run", "to_json"]
+           "write_text", "run", "to_json", "progress", "data_row"]
 
 #: Exit code of a user mistake (click uses 2 for usage errors too).
 USER_ERROR = 2
@@ -66,6 +67,23 @@ def use_devices(n: int | None) -> int | None:
     return n
 
 
+def data_row(index: int) -> str:
+    """How every subcommand names a row in its messages: data rows counted from 1 (a CSV's
+    first row below the header is row 1; an array's unit 0 is row 1)."""
+    return f"row {index + 1}"
+
+
+def progress(command: str) -> Callable[[str], None]:
+    """A command's stage lines on stderr (stdout keeps the results' lines), each with the
+    seconds since this call: ``cfjax sensitivity [  12.3 s] fitting ...``."""
+    start = time.perf_counter()
+
+    def say(message: str) -> None:
+        click.echo(f"cfjax {command} [{time.perf_counter() - start:6.1f} s] {message}", err=True)
+
+    return say
+
+
 def prepare_out(out: str, force: bool) -> str:
     """Create ``out``; an existing non-empty folder without ``force`` is a :class:`UserError`."""
     if os.path.exists(out) and not os.path.isdir(out):
@@ -85,7 +103,9 @@ def check_out(out: str, force: bool) -> None:
 
 
 def to_json(value: Any) -> Any:
-    """Plain, strict-JSON Python: arrays as lists, numpy scalars as numbers, NaN/inf as None."""
+    """Plain, strict-JSON Python: arrays as lists, numpy scalars as numbers, NaN/inf as None;
+    float32 numbers as their shortest decimal (:func:`cfjax._io.plain_floats`: 0.836, not
+    0.8360000252723694)."""
     if isinstance(value, dict):
         return {str(k): to_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -97,12 +117,12 @@ def to_json(value: Any) -> Any:
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
+        return float(plain_floats(value)) if math.isfinite(value) else None
     a = np.asarray(value)
     if a.dtype.kind in "biu":
         return a.tolist()
     if a.dtype.kind == "f":
-        return to_json(a.astype(np.float64).tolist())
+        return to_json(plain_floats(a))
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 

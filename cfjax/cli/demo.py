@@ -153,8 +153,9 @@ def marginalisation(scale: Scale, out: str, seed: int, command: str, log: Callab
 
 
 # ------------------------------------------------------------------------- 2. sensitivity
-def sensitivity(scale: Scale, out: str, seed: int) -> dict[str, Any]:
-    """Paper 001 on the built-in synthetic SCM (true error correlation 0.5), in float64."""
+def sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """Paper 001 on the built-in synthetic SCM (true error correlation 0.5), in float64; ``log``
+    receives a line as each stage starts."""
     import jax
 
     import cfjax.sensitivity as S
@@ -169,10 +170,13 @@ def sensitivity(scale: Scale, out: str, seed: int) -> dict[str, Any]:
         search = dict(restarts=scale.restarts, steps=scale.search_steps)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", S.ConvergenceWarning)
+            log(f"    fitting the working model, the fair predictor and the baselines on {scale.sensitivity_n} units")
             model = S.fit(prob.graph, prob.data, settings)
+            log(f"    worst-case CFU over {len(budgets)} budgets × {scale.restarts} restart(s) (the first search compiles)")
             wc = S.worst_case(model, budgets, key=key, **search)
             baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
             true_cfu = float(S.cfu(model, prob.true_correlation))
+            log("    inverse question: the smallest budgets reaching the true correlation's CFU and the blind baseline's")
             inverse = {name: S.inverse_budget(model, level, key=key, grid=len(budgets), hi=0.99,
                                               tol=scale.inverse_tol, **search).to_dict()
                        for name, level in (("true_correlation_cfu", true_cfu), ("blind_baseline", baselines["blind"]))}
@@ -190,7 +194,7 @@ def sensitivity(scale: Scale, out: str, seed: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------- 3. representations
-def representations(scale: Scale, seed: int) -> dict[str, Any]:
+def representations(scale: Scale, seed: int, log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Paper 002 on synthetic embeddings: CFRs scored against the true counterfactuals, for a
     classifier and CFR fitted on a balanced and on an aggressively biased split."""
     import cfjax.representations as R
@@ -200,7 +204,9 @@ def representations(scale: Scale, seed: int) -> dict[str, Any]:
     for j, split in enumerate(("balanced", "aggressive")):
         d = R.synthetic_embeddings(scale.embeddings_n, d=scale.embeddings_d, split=split, seed=seed,
                                    sample_seed=seed + 1 + j)
-        out[split] = analyse(d.X, d.z, d.y, d.X_cf, d.z_cf, method="orth", ridge=1.0, draws=scale.draws, seed=seed)
+        log(f"    {split} split: {scale.embeddings_n} embeddings")
+        out[split] = analyse(d.X, d.z, d.y, d.X_cf, d.z_cf, method="orth", ridge=1.0, draws=scale.draws, seed=seed,
+                             log=lambda message: log(f"      {message}"))
     return {"n": scale.embeddings_n, "d": scale.embeddings_d, "splits": out}
 
 
@@ -345,11 +351,11 @@ def demo(out: str, *, quick: bool = False, seed: int = 0, command: str = "cfjax 
     times["marginalisation"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     log("2/3 sensitivity of counterfactual fairness: worst-case CFU curve")
-    sens = sensitivity(scale, out, seed)
+    sens = sensitivity(scale, out, seed, log)
     times["sensitivity"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     log("3/3 counterfactual representations on synthetic embeddings")
-    reps = representations(scale, seed)
+    reps = representations(scale, seed, log)
     times["representations"] = time.perf_counter() - t2
     times["total"] = time.perf_counter() - t0
     results = {"command": command, "seed": seed, "quick": quick,

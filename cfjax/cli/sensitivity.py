@@ -38,7 +38,7 @@ Example (a CSV with columns race, gpa, lsat, fya, and its graph):
   pd.DataFrame(dict(race=a, gpa=g, lsat=l, fya=y)).to_csv('law.csv', index=False)"
   printf 'nodes:\\n  gpa: [race]\\n  lsat: [race, gpa]\\n' > graph.yaml
   cfjax sensitivity law.csv --graph graph.yaml --sensitive race --target fya \\
-      --categories race=white,black --quick --out sensitivity-report
+      --categories race=white,black --quick --out results/sensitivity
   # --devices N splits the budgets x restarts over N devices (the same numbers to rounding)
 """
 
@@ -274,9 +274,11 @@ def _save_curve(path: str, wc, baselines: dict[str, float]) -> bool:
 
 
 def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict[str, list[str]], budgets: int,
-            restarts: int, quick: bool, seed: int, devices: int | None = None) -> tuple[dict[str, Any], Any]:
+            restarts: int, quick: bool, seed: int, devices: int | None = None,
+            log: Any = lambda message: None) -> tuple[dict[str, Any], Any]:
     """Everything the command computes, as plain Python (``results.json``), and the worst case
-    (for the figure). Assumes float64 is on."""
+    (for the figure). Assumes float64 is on. ``log`` receives a line as each stage starts (once
+    the inputs are read and checked: a user mistake stays one line)."""
     import jax
 
     import cfjax.sensitivity as S
@@ -296,14 +298,20 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
     grid = np.linspace(0.0, 0.99, budgets)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", S.ConvergenceWarning)
+        log(f"fitting the working model, the fair predictor and the baselines on {prob.data.X.shape[0]} rows "
+            "(degrees and λ by cross-validation)")
         model = S.fit(prob.graph, prob.data, settings)
+        log(f"worst-case CFU: {budgets} budgets × {restarts} restart(s), {search['steps']} steps each "
+            "(the first search compiles)")
         wc = S.worst_case(model, grid, key=key, devices=devices, **search)
         baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
         # the coarse curve has as many budgets as the main one (one compilation for both)
         inverse_opts = dict(grid=budgets, hi=0.99, tol=0.1 if quick else 1e-3)
+        log("inverse question: the smallest budget whose worst case reaches the blind baseline's unfairness")
         inv = S.inverse_budget(model, baselines["blind"], key=key, devices=devices, **inverse_opts, **search)
         lam = model.lam if not isinstance(model.lam, tuple) else model.lam[0]
         lams = sorted({*(QUICK_SWEEP_LAMBDAS if quick else SWEEP_LAMBDAS), float(lam)})
+        log(f"λ sweep: the model refitted at {len(lams)} ridge penalties")
         sweep = _sweep(prob, settings, model, lams, wc)
     seen: list[str] = []
     for w in caught:
@@ -334,7 +342,7 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
               help="optimiser restarts per budget  [default: 4; 1 with --quick]")
 @click.option("--quick", is_flag=True,
               help="degree 2 only, λ among 0.01, 1, 100, few budgets and short searches (seconds on small data)")
-@common.out_option("sensitivity-report")
+@common.out_option("results/sensitivity")
 @common.force_option
 @common.seed_option
 @common.devices_option
@@ -361,7 +369,9 @@ def command(data: str, graph: str, sensitive: str, target: str, categories: tupl
     previous = bool(jax.config.jax_enable_x64)
     jax.config.update("jax_enable_x64", True)
     try:
-        res, wc = analyse(data, graph, sensitive, target, cats, budgets, restarts, quick, seed, devices)
+        say = common.progress("sensitivity")
+        res, wc = analyse(data, graph, sensitive, target, cats, budgets, restarts, quick, seed, devices, log=say)
+        say("writing the report and the figure")
         folder = common.prepare_out(out, force)
         figure = _save_curve(os.path.join(folder, "curve.png"), wc, res["baselines"])
     finally:

@@ -194,7 +194,7 @@ def train_site(chest: cf.data.ChestSCM, data_seed: int, seeds: tuple[int, ...], 
                      va["parents"]["effusion"], config.train_config(), names=fam.names, checkpoint_dir=ckpt,
                      progress=progress)
     log(f"  trained: {int(state.step)} steps, best validation AUC per member "
-        f"{np.round(np.asarray(state.best_auc), 3).tolist()}")
+        f"{np.round(np.asarray(state.best_auc, np.float64), 3).tolist()}")
     return {"family": fam, "params": state.best_params, "data": data, "steps": int(state.step), "resumed": resumed,
             "best_val_auc": np.asarray(state.best_auc, np.float64), "best_step": np.asarray(state.best_step)}
 

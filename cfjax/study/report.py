@@ -12,7 +12,7 @@ import numpy as np
 
 from cfjax import metrics as cm
 from cfjax import predictors as cp
-from cfjax._io import atomic_write_bytes
+from cfjax._io import atomic_write_bytes, plain_floats
 from cfjax.study.paper import (ATTRIBUTES, CALIBRATION, DELTA_NAMES, PAPER_CALIBRATION, PAPER_RISK,
                                PAPER_STABILITY_A, RISKS, SETTINGS, SITE_B, SOURCE_DEPENDENT, SOURCE_FREE, STABILITY)
 
@@ -500,9 +500,9 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
     if isinstance(x, (np.ndarray, jax.Array)):
-        return _jsonable(np.asarray(x).tolist())
+        return _jsonable(plain_floats(x))  # float32 as its shortest decimal, not its float64 expansion
     if isinstance(x, (np.floating, float)):
-        return float(x) if np.isfinite(x) else None
+        return float(plain_floats(x)) if np.isfinite(x) else None
     if isinstance(x, np.integer):
         return int(x)
     return x
