@@ -138,6 +138,9 @@ def test_user_mistakes_one_line(files, capsys):
         ([*base[:4], "--labels", "nope"], "--labels"),
         (["cfr", str(path / "nan.npy"), "--concept", str(path / "z.npy"), "--labels", str(path / "y.npy")],
          "EMBEDDINGS"),
+        # rows counted from 1, as in every subcommand: unit 3 is row 4
+        (["cfr", str(path / "nan.npy"), "--concept", str(path / "z.npy"), "--labels", str(path / "y.npy")],
+         "(first at row 4)"),
         ([*base[:4], "--labels", str(path / "short.npy")], "--labels"),
         ([*base[:4], "--labels", str(path / "frac.npy")], "--labels"),
         ([*base, "--true-counterfactuals", str(path / "cf_shape.npy")], "--true-counterfactuals"),

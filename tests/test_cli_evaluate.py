@@ -210,12 +210,50 @@ def _mistakes(tmp_path, d):
     f = _write_csv(tmp_path / "onelabel.csv", {**d, "group_sex": (d["y"] == 1) + 2 * (np.arange(N) < 10)})
     cases.append(([f, "--group", "sex"], ["onelabel.csv", "'sex'", "both labels"]))
     f = _write_csv(tmp_path / "ok.csv", d)
-    cases.append(([f, "--group", "site"], ["ok.csv", "'site'", "no such column"]))
+    cases.append(([f, "--group", "site"], ["ok.csv", "'site'", "no column 'site' or 'group_site'"]))
+    cases.append(([f, "--predictor", "basic"], ["ok.csv", "--predictor", "a table holds one"]))
+    short = tmp_path / "short.csv"
+    lines = f.read_text().splitlines()
+    lines[5] = ",".join(lines[5].split(",")[:-1])  # data row 5 lacks its last field
+    short.write_text("\n".join(lines) + "\n")
+    cases.append(([short], ["short.csv", "row 5 has", "fields"]))
+    bad = d["p_cf"].copy()
+    bad[10, 3] = np.nan
+    f = tmp_path / "nan.npz"
+    np.savez(f, **{**d, "p_cf": bad})
+    cases.append(([f], ["nan.npz", "'p_cf'", "row 11, intervention k = 3"]))
+    y_cf = np.repeat(d["y"][:, None], K, 1).astype(np.float64)
+    y_cf[4, 1] = np.nan
+    f = _write_csv(tmp_path / "ycf.csv", d, extra={f"y_cf_{j}": y_cf[:, j] for j in range(K)})
+    cases.append(([f], ["ycf.csv", "column 'y_cf_1'", "row 5"]))
+    several = tmp_path / "several.npz"
+    np.savez(several, **_several(d))
+    cases.append(([several], ["several.npz", "3 predictors × 2 training seeds", "--predictor NAME", "basic, sex0.80"]))
+    cases.append(([several, "--predictor", "sex0.8"], ["several.npz", "'sex0.8'", "basic, sex0.80, age0.90"]))
+    cases.append(([several, "--predictor", "basic", "--predictor-seed", "5"], ["--predictor-seed 5", "0, 1"]))
+    f = tmp_path / "one.npz"
+    np.savez(f, **d)
+    cases.append(([f, "--predictor", "basic"], ["one.npz", "single predictor"]))
     cases.append(([f, "--weights", "0.5,0.5"], ["weights", f"{K} values"]))
     cases.append(([f, "--weights", "a,b"], ["--weights", "numbers"]))
     f = _write_csv(tmp_path / "text.csv", d, extra={"y": np.array(["yes"] * N)})
     cases.append(([f], ["text.csv", "'y'", "numbers", "'yes'"]))
     return cases
+
+
+def _several(d, predictors=("basic", "sex0.80", "age0.90"), seeds=(0, 1)):
+    """``d``'s units in the layout cfjax.study.run (cfjax demo) writes its predictions in:
+    ``p_obs (P, S, n)``, ``p_cf (P, S, n, K)``, ``y_cf (K, n)``, attributes without a prefix."""
+    P, S = len(predictors), len(seeds)
+    shift = np.linspace(-0.05, 0.05, P * S, dtype=np.float32).reshape(P, S, 1)
+    p_obs = np.clip(d["p_obs"][None, None] + shift, 0, 1).astype(np.float32)
+    p_cf = np.clip(d["p_cf"][None, None] - shift[..., None], 0, 1).astype(np.float32)
+    y_cf = np.repeat(d["y"][None], K, 0)
+    y_cf[1::2, ::3] = 1 - y_cf[1::2, ::3]  # some labels change under the interventions
+    race = np.arange(N) % 3
+    return {"names": np.array(predictors), "seeds": np.array(seeds), "p_obs": p_obs, "p_cf": p_cf,
+            "p_race": np.repeat(p_obs[..., None], 3, -1), "y": d["y"], "y_cf": y_cf, "sex": d["group_sex"],
+            "age": np.linspace(20, 90, N), "race": race, "weights": d["weights"].astype(np.float64)}
 
 
 def test_user_mistakes_are_one_line(rng, tmp_path, capsys):
@@ -274,7 +312,7 @@ def test_multiclass_npz_checks(rng, tmp_path, capsys):
 
 def test_help_and_example_file(rng, tmp_path, capsys):
     code, out, _ = _run(["--help"], capsys)
-    assert code == 0 and "cfjax evaluate preds.npz --out results/eval" in out
+    assert code == 0 and "cfjax evaluate preds.npz --out results/evaluate" in out
     for ext in ("npz", "csv"):
         path = tmp_path / f"example.{ext}"
         code, out, err = _run(["--example-file", path, "--seed", int(rng.integers(100))], capsys)
@@ -342,3 +380,84 @@ def test_counterfactual_labels(rng, tmp_path, capsys):
     code, _, err = _run([f, "--out", tmp_path / "never"], capsys)
     assert code == 2 and "y_cf_1" in err
     assert not (tmp_path / "never").exists()
+
+
+def test_a_file_of_several_predictors_round_trips(rng, tmp_path, capsys):
+    """A predictions file as cfjax demo writes it (10 predictors × seeds × n; here 3 × 2) through
+    `cfjax evaluate --predictor NAME --predictor-seed S`: the numbers of that predictor alone
+    (cfjax.metrics.evaluate with y_cf transposed to (n, K)), ΔAUC over the attribute named with
+    --group against a pair count, and the same results.json numbers as a one-predictor file."""
+    d = _data(rng)
+    several = _several(d)
+    path = tmp_path / "predictions_A.npz"
+    np.savez(path, **several)
+    i, j = 2, 1  # age0.90, training seed 1
+    code, out, err = _run([path, "--predictor", "age0.90", "--predictor-seed", 1, "--group", "sex", "--quick",
+                           "--resamples", 20, "--out", tmp_path / "a"], capsys)
+    assert code == 0, err
+    res = json.loads((tmp_path / "a" / "results.json").read_text())
+    p_obs, p_cf, y_cf = several["p_obs"][i, j], several["p_cf"][i, j], several["y_cf"].T
+    direct = evaluate(p_obs, p_cf, d["y"], y_cf=y_cf, weights=several["weights"].astype(np.float32)).to_dict()
+    for name, value in direct.items():
+        if name == "labels":
+            continue
+        got = res["estimate"][name]
+        if isinstance(value, dict):
+            assert got == pytest.approx({str(a): v for a, v in value.items()}, rel=1e-5, abs=1e-6), name
+        else:
+            assert got == pytest.approx(value, rel=1e-5, abs=1e-6, nan_ok=True), name
+    sex = several["sex"]
+    aucs = [_auc_pairs(p_obs[sex == g], d["y"][sex == g]) for g in (0, 1)]
+    assert res["groups"]["sex"]["delta_auc_obs"] == pytest.approx(max(aucs) - min(aucs), abs=1e-6)
+    assert res["input"]["predictor"] == {"name": "age0.90", "seed": 1, "predictors": 3, "seeds": 2}
+    assert sorted(res["input"]["not_read"]) == ["array 'age'", "array 'p_race'", "array 'race'"]
+    report = (tmp_path / "a" / "report.md").read_text()
+    assert "Predictor 'age0.90', training seed 1 (of the file's 3 predictors × 2 seeds)" in report
+    # the same predictor saved alone, in the one-predictor layout: the same numbers
+    one = tmp_path / "one.npz"
+    np.savez(one, p_obs=p_obs, p_cf=p_cf, y=d["y"], y_cf=y_cf, weights=several["weights"], group_sex=sex)
+    code, _, err = _run([one, "--quick", "--resamples", 20, "--out", tmp_path / "b"], capsys)
+    assert code == 0, err
+    alone = json.loads((tmp_path / "b" / "results.json").read_text())
+    for part in ("estimate", "low", "high", "groups", "reliability"):
+        assert res[part] == alone[part], part
+    # the default training seed is the file's first
+    code, _, err = _run([path, "--predictor", "age0.90", "--quick", "--resamples", 20, "--out", tmp_path / "c"], capsys)
+    first = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert code == 0 and first["input"]["predictor"]["seed"] == 0
+    assert first["estimate"]["s_var"] == pytest.approx(float(evaluate(several["p_obs"][i, 0], several["p_cf"][i, 0],
+                                                                      weights=several["weights"]).s_var), rel=1e-5)
+
+
+@pytest.mark.parametrize("named", [(), ("site",), ("sex", "site")])
+def test_group_columns_follow_one_rule_in_every_format(rng, tmp_path, capsys, named):
+    """npz arrays and CSV columns alike: without --group every group_<name> is a group, with it
+    the named ones (NAME or group_NAME); what is not read is listed, never dropped silently."""
+    d = _data(rng)
+    site = np.tile([0, 1, 1], N // 3 + 1)[:N]
+    site[:4] = [0, 0, 1, 1]
+    site[4:8] = [0, 0, 1, 1]
+    d["y"][4:8] = [0, 1, 0, 1]  # both labels in both sites
+    npz = tmp_path / "preds.npz"
+    np.savez(npz, **d, site=site, note=np.arange(N))
+    csv = _write_csv(tmp_path / "preds.csv", {**d, "group_sex": d["group_sex"]}, extra={"site": site,
+                                                                                       "note": np.arange(N)})
+    csv.write_text(csv.read_text().replace(",sex,", ",group_sex,", 1))
+    groups = [a for g in named for a in ("--group", g)]
+    results = {}
+    for path in (npz, csv):
+        out = tmp_path / path.suffix[1:] / "_".join(named or ("none",))
+        code, _, err = _run([path, *groups, "--weights", ",".join(repr(float(v)) for v in d["weights"]), "--quick",
+                             "--resamples", 20, "--out", out], capsys)
+        assert code == 0, err
+        results[path.suffix] = json.loads((out / "results.json").read_text())
+    expect = set(named) if named else {"sex"}
+    for res in results.values():
+        assert set(res["groups"]) == expect
+        unread = {u.split()[1].strip("'") for u in res["input"]["not_read"]}
+        assert unread == {"site", "note", "group_sex"} - {"group_sex" if g == "sex" else g for g in expect}
+        assert any("Not read from the file" in n for n in res["notes"])
+    a, b = results[".npz"], results[".csv"]
+    assert a["groups"].keys() == b["groups"].keys()
+    for g in a["groups"]:
+        assert a["groups"][g]["delta_auc_obs"] == pytest.approx(b["groups"][g]["delta_auc_obs"], abs=1e-6)

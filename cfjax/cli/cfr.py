@@ -24,6 +24,7 @@ from typing import Any
 import click
 import numpy as np
 
+from cfjax._io import plain_floats
 from cfjax.cli import common
 
 __all__ = ["command", "load_arrays"]
@@ -93,8 +94,9 @@ def _check(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.nd
                                f"shape {X.shape} of dtype {X.dtype}")
     X = X.astype(np.float32)  # embeddings are scored in float32 (jax's default precision)
     if not np.isfinite(X).all():
-        raise common.UserError(f"EMBEDDINGS: expected finite numbers, got {int((~np.isfinite(X)).any(1).sum())} "
-                               "row(s) with NaN or inf")
+        bad = (~np.isfinite(X)).any(1)
+        raise common.UserError(f"EMBEDDINGS: expected finite numbers, got {int(bad.sum())} row(s) with NaN or inf "
+                               f"(first at {common.data_row(int(np.argmax(bad)))})")
 
     def codes(option: str) -> np.ndarray:
         v = arrays[option]
@@ -103,14 +105,18 @@ def _check(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.nd
                                    f"got shape {v.shape}")
         if v.dtype.kind == "f":
             if not np.isfinite(v).all():
-                raise common.UserError(f"{option}: expected integer codes, got NaN or inf")
+                raise common.UserError(f"{option}: expected integer codes, got NaN or inf (first at "
+                                       f"{common.data_row(int(np.argmin(np.isfinite(v))))})")
             if not np.all(v == np.round(v)):
-                raise common.UserError(f"{option}: expected integer codes, got non-integer values")
+                first = int(np.argmax(v != np.round(v)))
+                raise common.UserError(f"{option}: expected integer codes, got non-integer values (first at "
+                                       f"{common.data_row(first)}: {plain_floats(v[first])!r})")
         elif v.dtype.kind not in "biu":
             raise common.UserError(f"{option}: expected integer codes, got dtype {v.dtype}")
         v = v.astype(np.int64)
         if v.min() < 0:
-            raise common.UserError(f"{option}: expected codes 0, 1, ..., got {int(v.min())}")
+            raise common.UserError(f"{option}: expected codes 0, 1, ..., got {int(v.min())} (first at "
+                                   f"{common.data_row(int(np.argmax(v < 0)))})")
         return v.astype(np.int32)
 
     z, y = codes("--concept"), codes("--labels")
@@ -137,7 +143,9 @@ def _check(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.nd
                                    f"EMBEDDINGS, got shape {X_cf.shape} of dtype {X_cf.dtype}")
         X_cf = X_cf.astype(np.float32)
         if not np.isfinite(X_cf).all():
-            raise common.UserError("--true-counterfactuals: expected finite numbers, got NaN or inf")
+            bad = (~np.isfinite(X_cf)).any(1)
+            raise common.UserError(f"--true-counterfactuals: expected finite numbers, got {int(bad.sum())} row(s) "
+                                   f"with NaN or inf (first at {common.data_row(int(np.argmax(bad)))})")
     return X, z, y, X_cf, z_cf
 
 

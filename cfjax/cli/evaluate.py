@@ -13,9 +13,18 @@ File layouts:
 - ``.npz``: arrays ``p_obs (n,)``, ``p_cf (n, K)``, optional ``y (n,)``, ``y_cf (n, K)``,
   ``weights (K,)`` and ``group_<name> (n,)``. Class probabilities: ``p_obs (n, C)``,
   ``p_cf (n, K, C)``, integer labels ``y`` and ``y_cf`` in ``0..C-1``.
+- ``.npz`` of several predictors, as :func:`cfjax.study.run` and ``cfjax demo`` write them
+  (``marginalisation/predictions_<setting>.npz``): arrays ``names (P,)``, ``seeds (S,)``,
+  ``p_obs (P, S, n)``, ``p_cf (P, S, n, K)``, ``y (n,)``, ``y_cf (K, n)`` (one row per
+  intervention), ``weights (K,)`` and attribute arrays (``sex``, ``age``, ``race``);
+  ``--predictor NAME`` (and ``--predictor-seed``) chooses the one to evaluate.
 - ``.csv`` / ``.parquet``: columns ``p_obs``, ``p_cf_0`` … ``p_cf_{K-1}``, optional ``y``,
-  ``y_cf_0`` … ``y_cf_{K-1}`` and any group columns (named with ``--group``); weights with
-  ``--weights``.
+  ``y_cf_0`` … ``y_cf_{K-1}`` and group columns; weights with ``--weights``.
+
+Group columns follow one rule in every format: ``--group NAME`` (repeatable) names the column
+or array ``NAME`` (or ``group_NAME``); without ``--group`` every column or array named
+``group_<name>`` is one. Whatever the command does not read is listed in the report's notes.
+Rows in messages are data rows counted from 1 (a CSV's header is not a row).
 
 With counterfactual labels (they need ``y``) the report is :func:`cfjax.metrics.evaluate`'s with
 ``y_cf``: the interventional, CVaR and worst-case risks score ``p_cf[i, k]`` against
@@ -36,7 +45,7 @@ from typing import Any
 import click
 import numpy as np
 
-from cfjax._io import atomic_write_bytes
+from cfjax._io import atomic_write_bytes, plain_floats
 from cfjax.cli import common
 from cfjax.cli.common import UserError
 
@@ -48,10 +57,12 @@ RESAMPLES, QUICK_RESAMPLES = 1000, 200
 _EXAMPLE = """\b
 Example:
   cfjax evaluate --example-file preds.npz
-  cfjax evaluate preds.npz --out results/eval
+  cfjax evaluate preds.npz --out results/evaluate
   cfjax evaluate --example-file preds.csv
-  cfjax evaluate preds.csv --group sex --group age --out results/eval_csv
+  cfjax evaluate preds.csv --group sex --out results/evaluate_csv   # only group_sex
   cfjax evaluate preds.npz --devices 2 --force   # resamples split over 2 devices
+  # one of cfjax demo's predictors (10 predictors x 2 seeds in the file):
+  # cfjax evaluate results/demo/marginalisation/predictions_A.npz --predictor basic --group sex
 """
 
 
@@ -97,7 +108,7 @@ def _read_table(path: str, kind: str) -> dict[str, np.ndarray]:
         raise UserError(f"{path}: no data rows below the header")
     for i, r in enumerate(body):
         if len(r) != len(header):
-            raise UserError(f"{path}: row {i + 2} has {len(r)} fields, the header has {len(header)}")
+            raise UserError(f"{path}: {common.data_row(i)} has {len(r)} fields, the header has {len(header)}")
     cols = np.asarray(body, dtype=object).T
     return {h: _parse_column(np.asarray([c.strip() for c in col], dtype=str))
             for h, col in zip(header, cols)}
@@ -152,12 +163,31 @@ def _from_table(path: str, table: dict[str, np.ndarray], groups: tuple[str, ...]
         data["y_cf"] = np.stack([_numeric(path, c, table[c]) for c in ycf_cols], axis=1)
         data["y_cf_columns"] = ycf_cols
         data["names"]["y_cf"] = "columns y_cf_*"
-    data["groups"] = {}
-    for g in groups:
-        if g not in table:
-            raise UserError(f"{path}: --group {g!r}: no such column; found columns {_listing(table)}")
-        data["groups"][g] = table[g]
+    reserved = {"p_obs", "y", *cf_cols, *ycf_cols}
+    data["groups"] = _groups(path, table, groups, reserved, "column")
+    used = reserved | {_group_key(table, g, reserved) for g in data["groups"]}
+    data["unused"] = [f"column {c!r}" for c in table if c not in used]
     return data
+
+
+def _group_key(found: Any, g: str, reserved: set[str]) -> str:
+    """The column or array of ``--group g``: ``g`` itself when it is one (and not a score or
+    label), else ``group_<g>``."""
+    return g if g in found and g not in reserved else f"group_{g}"
+
+
+def _groups(path: str, found: dict[str, np.ndarray], groups: tuple[str, ...], reserved: set[str],
+            kind: str) -> dict[str, np.ndarray]:
+    """The group columns, one rule for every format: with ``--group`` the named ones (a column
+    or array NAME, or group_NAME), without it every one named ``group_<name>``."""
+    names = groups or tuple(k[len("group_"):] for k in found if k.startswith("group_") and len(k) > len("group_"))
+    out = {}
+    for g in names:
+        key = _group_key(found, g, reserved)
+        if key not in found:
+            raise UserError(f"{path}: --group {g!r}: no {kind} {g!r} or 'group_{g}'; found {kind}s {_listing(found)}")
+        out[g] = found[key]
+    return out
 
 
 def _listing(names: Any) -> str:
@@ -166,7 +196,8 @@ def _listing(names: Any) -> str:
     return shown or "(none)"
 
 
-def _from_npz(path: str, groups: tuple[str, ...]) -> dict[str, Any]:
+def _from_npz(path: str, groups: tuple[str, ...], predictor: str | None = None,
+              predictor_seed: int | None = None) -> dict[str, Any]:
     import zipfile
 
     if not zipfile.is_zipfile(path):
@@ -184,8 +215,16 @@ def _from_npz(path: str, groups: tuple[str, ...]) -> dict[str, Any]:
     for k, a in arrays.items():
         if k in ("p_obs", "p_cf", "y", "y_cf", "weights") and a.dtype.kind not in "biuf":
             raise UserError(f"{path}: array {k!r} must hold numbers; found dtype {a.dtype}")
-    data: dict[str, Any] = {"p_obs": arrays["p_obs"].astype(np.float64),
-                            "p_cf": arrays["p_cf"].astype(np.float64),
+    chosen = None
+    if "names" in arrays and "seeds" in arrays:
+        arrays, chosen = _one_predictor(path, arrays, predictor, predictor_seed)
+    elif predictor is not None or predictor_seed is not None:
+        raise UserError(f"{path}: --predictor and --predictor-seed choose one predictor of a file that holds "
+                        "several (arrays names, seeds, p_obs (P, S, n), p_cf (P, S, n, K), as the study and "
+                        f"cfjax demo write); this one holds a single predictor (arrays {_listing(arrays)})")
+    # floats keep their dtype until the checks (a float32 value is quoted as float32 prints it)
+    scores = {k: arrays[k] if arrays[k].dtype.kind == "f" else arrays[k].astype(np.float64) for k in ("p_obs", "p_cf")}
+    data: dict[str, Any] = {**scores,
                             "names": {"p_obs": "array 'p_obs'", "p_cf": "array 'p_cf'",
                                       "y": "array 'y'", "y_cf": "array 'y_cf'"}}
     if "y" in arrays:
@@ -193,16 +232,52 @@ def _from_npz(path: str, groups: tuple[str, ...]) -> dict[str, Any]:
     if "y_cf" in arrays:
         data["y_cf"] = arrays["y_cf"].astype(np.float64)
     if "weights" in arrays:
-        data["weights"] = arrays["weights"].astype(np.float64)
-    data["groups"] = {}
-    names = groups or tuple(k[len("group_"):] for k in sorted(arrays) if k.startswith("group_"))
-    for g in names:
-        key = g if g in arrays and g not in ("p_obs", "p_cf", "y", "y_cf", "weights") else f"group_{g}"
-        if key not in arrays:
-            raise UserError(f"{path}: --group {g!r}: no array 'group_{g}' or {g!r}; found arrays "
-                            f"{_listing(arrays)}")
-        data["groups"][g] = arrays[key]
+        data["weights"] = arrays["weights"] if arrays["weights"].dtype.kind == "f" else \
+            arrays["weights"].astype(np.float64)
+    reserved = {"p_obs", "p_cf", "y", "y_cf", "weights", "names", "seeds"}
+    data["groups"] = _groups(path, arrays, groups, reserved, "array")
+    used = reserved | {_group_key(arrays, g, reserved) for g in data["groups"]}
+    data["unused"] = [f"array {k!r}" for k in arrays if k not in used]
+    data["predictor"] = chosen
     return data
+
+
+def _one_predictor(path: str, arrays: dict[str, np.ndarray], predictor: str | None,
+                   seed: int | None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """One predictor of a file holding several, as :func:`cfjax.study.run` (``cfjax demo``)
+    writes them: ``names (P,)``, ``seeds (S,)``, ``p_obs (P, S, n)``, ``p_cf (P, S, n, K)``,
+    ``y (n,)``, ``y_cf (K, n)`` (one row per intervention, as ``cfjax.scm`` returns
+    counterfactuals), ``weights (K,)`` and attribute arrays. Returns the arrays in this
+    command's layout (``p_obs (n,)``, ``p_cf (n, K)``, ``y_cf (n, K)``) and which predictor."""
+    names = [str(v) for v in arrays["names"].reshape(-1)]
+    seeds = [int(v) for v in arrays["seeds"].reshape(-1)]
+    p_obs, p_cf = arrays["p_obs"], arrays["p_cf"]
+    if p_obs.shape[:2] != (len(names), len(seeds)) or p_cf.shape[:2] != (len(names), len(seeds)) \
+            or p_obs.ndim not in (3, 4) or p_cf.ndim != p_obs.ndim + 1:
+        raise UserError(f"{path}: arrays 'names' ({len(names)}) and 'seeds' ({len(seeds)}) announce several "
+                        f"predictors, but p_obs has shape {p_obs.shape} and p_cf {p_cf.shape}; expected p_obs "
+                        f"({len(names)}, {len(seeds)}, n) and p_cf ({len(names)}, {len(seeds)}, n, K)")
+    listing = ", ".join(names)
+    if predictor is None:
+        raise UserError(f"{path}: holds {len(names)} predictors × {len(seeds)} training seeds; choose one with "
+                        f"--predictor NAME ({listing}) and optionally --predictor-seed "
+                        f"({', '.join(map(str, seeds))}; default {seeds[0]})")
+    if predictor not in names:
+        raise UserError(f"{path}: --predictor {predictor!r}: not in the file; its predictors are {listing}")
+    seed = seeds[0] if seed is None else seed
+    if seed not in seeds:
+        raise UserError(f"{path}: --predictor-seed {seed}: not in the file; its seeds are "
+                        f"{', '.join(map(str, seeds))}")
+    i, j = names.index(predictor), seeds.index(seed)
+    out = {k: v for k, v in arrays.items()}
+    out["p_obs"], out["p_cf"] = p_obs[i, j], p_cf[i, j]
+    n, k = p_cf.shape[2], p_cf.shape[3]
+    if "y_cf" in out:
+        if out["y_cf"].shape != (k, n):
+            raise UserError(f"{path}: array 'y_cf' has shape {out['y_cf'].shape}; a file of several predictors "
+                            f"holds it as ({k}, {n}): one row of labels per intervention")
+        out["y_cf"] = out["y_cf"].T
+    return out, {"name": predictor, "seed": seed, "predictors": len(names), "seeds": len(seeds)}
 
 
 def _parse_weights(spec: str) -> np.ndarray:
@@ -224,16 +299,20 @@ def _parse_weights(spec: str) -> np.ndarray:
                         "0.5,0.5 or an existing file of numbers") from None
 
 
-def load_predictions(path: str, groups: tuple[str, ...] = (), weights: str | None = None) -> dict[str, Any]:
+def load_predictions(path: str, groups: tuple[str, ...] = (), weights: str | None = None,
+                     predictor: str | None = None, predictor_seed: int | None = None) -> dict[str, Any]:
     """Read and check a predictions file; every problem is a :class:`UserError` naming the file
-    and the array or column.
+    and the array or column (rows counted from 1, the header not counted).
 
     Args:
       path: a ``.npz``, ``.csv`` or ``.parquet`` file (layouts in the module docstring).
-      groups: group columns (CSV/parquet) or names of ``group_<name>`` arrays (npz; all of
-        them when empty).
+      groups: group columns or arrays, each ``NAME`` or ``group_NAME``; when empty, every
+        column or array named ``group_<name>`` (the same rule for every format).
       weights: ``--weights``: "0.5,0.5,…" or a file of K numbers; overrides a npz
         ``weights`` array.
+      predictor: in a ``.npz`` of several predictors (arrays ``names`` and ``seeds``, as
+        ``cfjax demo`` writes), the name of the one to evaluate (required there).
+      predictor_seed: its training seed (default: the file's first).
 
     Shapes:
       ``p_obs (n,)``, ``p_cf (n, K)``, ``y (n,)``, ``y_cf (n, K)``, ``weights (K,)``, each group
@@ -241,8 +320,9 @@ def load_predictions(path: str, groups: tuple[str, ...] = (), weights: str | Non
 
     Returns:
       ``{"p_obs", "p_cf", "y" (or None), "y_cf" (or None), "weights" (or None), "groups":
-      {name: (n,)}, "classes" (None for binary scores), "format"}``, scores as float32
-      (float64 under ``jax_enable_x64``), labels as int32.
+      {name: (n,)}, "classes" (None for binary scores), "format", "unused" (the columns or
+      arrays not read), "predictor" (None, or the chosen one's name, seed and the file's
+      counts)}``, scores as float32 (float64 under ``jax_enable_x64``), labels as int32.
 
     Example:
       >>> import os, tempfile
@@ -258,10 +338,14 @@ def load_predictions(path: str, groups: tuple[str, ...] = (), weights: str | Non
         raise UserError(f"{path}: is a folder; pass a .npz, .csv or .parquet file")
     ext = os.path.splitext(path)[1].lower()
     if ext == ".npz":
-        data = _from_npz(path, groups)
+        data = _from_npz(path, groups, predictor, predictor_seed)
     elif ext in (".csv", ".parquet", ".pq"):
+        if predictor is not None or predictor_seed is not None:
+            raise UserError(f"{path}: --predictor and --predictor-seed choose one predictor of a .npz that holds "
+                            "several; a table holds one")
         kind = "csv" if ext == ".csv" else "parquet"
         data = _from_table(path, _read_table(path, kind), groups)
+        data["predictor"] = None
     else:
         raise UserError(f"{path}: unknown extension {ext or '(none)'!r}; expected .npz, .csv or .parquet")
     data["format"] = ext.lstrip(".")
@@ -298,18 +382,18 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
         for bad, what in ((bad_nan, "NaN, infinite or missing values"), (bad_range, "values outside [0, 1]")):
             if bad.any():
                 where = np.argwhere(bad)[0]
-                label = names[key]
-                if cols is not None and key == "p_cf":
-                    label = f"column {cols[where[1]]!r}"
-                row = f" (first at row {where[0] + 1}: {float(arr[tuple(where)])!r})" if what.startswith("values") \
-                    else f" (first at row {where[0] + 1})"
-                raise UserError(f"{path}: {label} has {what}{row}; scores must be probabilities in [0, 1]")
+                label, at = _cell(names[key], cols if key == "p_cf" else None, where)
+                value = f": {float(plain_floats(arr[tuple(where)]))!r}" if what.startswith("values") else ""
+                raise UserError(f"{path}: {label} has {what} (first at {at}{value}); scores must be "
+                                "probabilities in [0, 1]")
     if classes is not None:
         for key, arr in (("p_obs", p_obs), ("p_cf", p_cf)):
-            s = arr.sum(-1)
+            s = arr.astype(np.float64).sum(-1)
             if np.abs(s - 1).max() > 1e-3:
-                raise UserError(f"{path}: {names[key]}: class probabilities must sum to 1 over the "
-                                f"last axis; found a row summing to {s.reshape(-1)[np.abs(s - 1).argmax()]:.4g}")
+                where = np.unravel_index(np.abs(s - 1).argmax(), s.shape)
+                label, at = _cell(names[key], None, where)
+                raise UserError(f"{path}: {label}: class probabilities must sum to 1 over the last axis; "
+                                f"found {at} summing to {s[where]:.4g}")
     k = p_cf.shape[1]
     y, y_cf = data.get("y"), data.get("y_cf")
     if y is not None:
@@ -323,7 +407,7 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
         if y_cf.shape != (n, k):
             raise UserError(f"{path}: {names['y_cf']} has shape {y_cf.shape}; expected ({n}, {k}), "
                             f"one label per unit and intervention (K = {k} from {names['p_cf']})")
-        y_cf = _check_labels(path, names["y_cf"], y_cf, classes, "drop those units")
+        y_cf = _check_labels(path, names["y_cf"], y_cf, classes, "drop those units", data.get("y_cf_columns"))
     w = data.get("weights")
     if w is not None:
         if w.shape != (k,):
@@ -337,8 +421,8 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
         if col.shape != (n,):
             raise UserError(f"{path}: group {g!r} has shape {col.shape}; expected ({n},)")
         if col.dtype.kind == "f" and not np.isfinite(col).all():
-            raise UserError(f"{path}: group {g!r} has missing values (first at row "
-                            f"{int(np.argmin(np.isfinite(col))) + 1})")
+            raise UserError(f"{path}: group {g!r} has missing values (first at "
+                            f"{common.data_row(int(np.argmin(np.isfinite(col))))})")
         if col.dtype.kind == "f" and (col == np.round(col)).all():
             col = col.astype(np.int64)  # CSV numbers: 0.0/1.0 codes are the groups 0 and 1
         values, codes = np.unique(col, return_inverse=True)
@@ -355,28 +439,45 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
     dtype = np.float64 if jax.config.jax_enable_x64 else np.float32
     return {"p_obs": p_obs.astype(dtype), "p_cf": p_cf.astype(dtype), "y": y, "y_cf": y_cf,
             "weights": None if w is None else w.astype(dtype), "groups": groups,
-            "classes": classes, "format": data["format"]}
+            "classes": classes, "format": data["format"], "unused": data["unused"],
+            "predictor": data["predictor"]}
 
 
-def _check_labels(path: str, name: str, y: np.ndarray, classes: int | None, fix: str) -> np.ndarray:
+def _check_labels(path: str, name: str, y: np.ndarray, classes: int | None, fix: str,
+                  columns: list[str] | None = None) -> np.ndarray:
     """Labels in {0, 1} (binary scores) or 0..C-1 (class probabilities), as int32."""
     missing = ~np.isfinite(y)
     if missing.any():
-        row = int(np.argwhere(missing)[0][0]) + 1
-        raise UserError(f"{path}: {name} has missing or NaN labels (first at row {row}); {fix}")
+        label, at = _cell(name, columns, np.argwhere(missing)[0])
+        raise UserError(f"{path}: {label} has missing or NaN labels (first at {at}); {fix}")
     wrong = ~np.isin(y, np.arange(classes if classes else 2))
     if wrong.any():
         want = "0 or 1" if classes is None else f"integers 0..{classes - 1}"
-        raise UserError(f"{path}: {name} must hold labels {want}; found {np.unique(y[wrong])[:5].tolist()}")
+        label, at = _cell(name, columns, np.argwhere(wrong)[0])
+        raise UserError(f"{path}: {label} must hold labels {want}; found {np.unique(y[wrong])[:5].tolist()} "
+                        f"(first at {at})")
     return y.astype(np.int32)
+
+
+def _cell(name: str, columns: list[str] | None, where: Any) -> tuple[str, str]:
+    """Where a bad value is, in the file's terms: (the column or array, the position). A table's
+    per-intervention values are named by their column (``column 'p_cf_3'``); an array's by
+    its intervention index; rows are data rows counted from 1."""
+    where = [int(i) for i in where]
+    if columns is not None and len(where) > 1:
+        return f"column {columns[where[1]]!r}", common.data_row(where[0])
+    if len(where) > 1 and name.endswith(("'p_cf'", "'y_cf'")):
+        return name, f"{common.data_row(where[0])}, intervention k = {where[1]} (of 0..K-1)"
+    return name, common.data_row(where[0])
 
 
 # ----------------------------------------------------------------------------- example file
 def write_example(path: str, seed: int = 0, n: int = 400, k: int = 8) -> None:
     """Write a synthetic predictions file (``.npz`` or ``.csv``, by the extension of ``path``):
     a predictor whose scores move with a binary attribute ``sex`` that the K interventions set
-    (the first half to 0, the rest to 1), labels ``y``, and the group columns ``sex`` and
-    ``age`` (young / middle / old). Deterministic given ``seed``.
+    (the first half to 0, the rest to 1), labels ``y``, and the group columns ``group_sex`` and
+    ``group_age`` (young / middle / old; arrays of those names in a ``.npz``). The scores are
+    float32, written as their shortest decimals in a CSV. Deterministic given ``seed``.
 
     Args:
       path: the file to write (atomically).
@@ -406,10 +507,10 @@ def write_example(path: str, seed: int = 0, n: int = 400, k: int = 8) -> None:
         np.savez(buf, p_obs=p_obs, p_cf=p_cf, y=y, group_sex=sex, group_age=age_group)
         atomic_write_bytes(path, buf.getvalue())
     elif ext == ".csv":
-        header = ["p_obs"] + [f"p_cf_{j}" for j in range(k)] + ["y", "sex", "age"]
+        header = ["p_obs"] + [f"p_cf_{j}" for j in range(k)] + ["y", "group_sex", "group_age"]
         lines = [",".join(header)]
         for i in range(n):
-            vals = [repr(float(p_obs[i]))] + [repr(float(v)) for v in p_cf[i]]
+            vals = [repr(plain_floats(p_obs[i]))] + [repr(v) for v in plain_floats(p_cf[i])]
             lines.append(",".join(vals + [str(y[i]), str(sex[i]), age_group[i]]))
         common.write_text(path, "\n".join(lines) + "\n")
     else:
@@ -486,7 +587,8 @@ def _figures(out: str, curves: dict[str, Any]) -> tuple[list[str], str | None]:
 
 
 def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, tau: float,
-              figures: bool, out: str, source: str, devices: int | None = None) -> tuple[dict[str, Any], str]:
+              figures: bool, out: str, source: str, devices: int | None = None,
+              log: Any = lambda message: None) -> tuple[dict[str, Any], str]:
     import jax
 
     from cfjax import metrics
@@ -494,6 +596,7 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
     p_obs, p_cf, y, y_cf, w = data["p_obs"], data["p_cf"], data["y"], data["y_cf"], data["weights"]
     classes = data["classes"]
     n, k = p_cf.shape[:2]
+    log(f"every metric on {n} units × K = {k}, with {resamples} bootstrap resamples (the first run compiles)")
     boot = metrics.evaluate_bootstrap(p_obs, p_cf, y, y_cf=y_cf, key=jax.random.key(seed), resamples=resamples,
                                       level=level, weights=w, tau=tau, devices=devices)
     labelled = y is not None
@@ -502,12 +605,16 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
     results: dict[str, Any] = {
         "input": {"file": os.path.basename(source), "format": data["format"], "n": n, "K": k,
                   "classes": classes, "labels": labelled, "counterfactual_labels": y_cf is not None,
-                  "weights": "uniform" if w is None else np.asarray(w, np.float64).tolist()},
+                  "weights": "uniform" if w is None else common.to_json(w),
+                  "predictor": data["predictor"], "not_read": data["unused"]},
         # class probabilities decide by the argmax: no threshold
         "options": {"seed": seed, "resamples": resamples, "level": level, "tau": None if classes else tau},
         "estimate": est, "low": low, "high": high, "groups": {}, "reliability": {},
     }
     notes: list[str] = []
+    if data["unused"]:
+        notes.append(f"Not read from the file: {', '.join(data['unused'])} (group columns are named with --group, "
+                     "or named group_<name> to be used without it).")
     if y_cf is not None:
         changed = float(np.mean(y_cf != y[:, None]))
         notes.append(f"Counterfactual labels (y_cf; {100 * changed:.1f}% of the n × K differ from y): "
@@ -521,6 +628,7 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
     p_bar = np.asarray(metrics.marginalise(p_cf, w)) if classes is None else np.einsum("k,nkc->nc", q, p_cf)
     curves = {}
     if labelled:
+        log("reliability curves" + (f" and ΔAUC of {len(data['groups'])} group column(s)" if data["groups"] else ""))
         for which, p in (("obs", p_obs), ("cm", p_bar.astype(p_obs.dtype))):
             labels = y_cf if which == "cm" and y_cf is not None else y
             pp, yy = _reliability_inputs(p, labels, q, classes)
@@ -565,8 +673,11 @@ def _markdown(r: dict[str, Any], source: str) -> str:
     decisions = ("decisions by the argmax class" if inp["classes"]
                  else f"decision threshold tau = {opt['tau']:g}")
     pct = f"{100 * opt['level']:g}%"
+    chosen = inp["predictor"]
+    which = (f"Predictor {chosen['name']!r}, training seed {chosen['seed']} (of the file's {chosen['predictors']} "
+             f"predictors × {chosen['seeds']} seeds). " if chosen else "")
     lines = [f"# Counterfactual-marginalisation report: {inp['file']}", "",
-             f"{inp['n']} units, K = {inp['K']} interventions"
+             which + f"{inp['n']} units, K = {inp['K']} interventions"
              + (f", {inp['classes']} classes" if inp["classes"] else ", binary scores")
              + f", weights {'uniform' if inp['weights'] == 'uniform' else inp['weights']}, "
              + (("labels and counterfactual labels given" if inp["counterfactual_labels"] else "labels given")
@@ -597,7 +708,7 @@ def _markdown(r: dict[str, Any], source: str) -> str:
 
 @click.command(epilog=_EXAMPLE, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("predictions", required=False)
-@common.out_option("results/eval")
+@common.out_option("results/evaluate")
 @common.force_option
 @common.seed_option
 @click.option("--resamples", type=click.IntRange(min=1), default=None,
@@ -611,19 +722,27 @@ def _markdown(r: dict[str, Any], source: str) -> str:
               help="intervention weights (K values summing to 1), or a file of them; "
                    "default: the file's 'weights' array (npz) or uniform")
 @click.option("--group", "groups", multiple=True, metavar="COL",
-              help="a group column for ΔAUC (repeatable); npz: arrays group_<COL> "
-                   "(all of them when no --group)")
+              help="a group column or array for ΔAUC, COL or group_COL (repeatable); without --group "
+                   "every column or array named group_<name>, in every format")
+@click.option("--predictor", default=None, metavar="NAME",
+              help="in a .npz of several predictors (arrays names, seeds; as cfjax demo writes): the one "
+                   "to evaluate")
+@click.option("--predictor-seed", type=int, default=None, metavar="S",
+              help="with --predictor: its training seed [default: the file's first]")
 @click.option("--example-file", default=None, metavar="PATH",
               help="write a synthetic predictions file (.npz or .csv) to PATH and exit")
 @common.devices_option
-def command(predictions, out, force, seed, resamples, quick, level, tau, weights, groups, example_file, devices):
+def command(predictions, out, force, seed, resamples, quick, level, tau, weights, groups, predictor, predictor_seed,
+            example_file, devices):
     """Evaluate a predictor on its counterfactuals: PREDICTIONS (.npz, .csv or .parquet) →
     report.md, results.json and reliability diagrams in --out.
 
     The file holds p_obs (n scores on the observed units), p_cf (the n × K scores on their
     counterfactuals; CSV columns p_cf_0 … p_cf_{K-1}), optionally labels y (0/1), counterfactual
-    labels y_cf (n × K; CSV columns y_cf_0 … y_cf_{K-1}), weights and group columns. Without
-    labels only the stability fields are reported.
+    labels y_cf (n × K; CSV columns y_cf_0 … y_cf_{K-1}), weights and group columns (--group;
+    without it, those named group_<name>). Without labels only the stability fields are
+    reported. A .npz of several predictors (cfjax demo's marginalisation/predictions_*.npz)
+    needs --predictor. Rows in messages are data rows counted from 1.
     """
     devices = common.use_devices(devices)  # before anything starts JAX
     if example_file is not None:
@@ -635,14 +754,15 @@ def command(predictions, out, force, seed, resamples, quick, level, tau, weights
     if predictions is None:
         raise UserError("missing PREDICTIONS file (a .npz, .csv or .parquet); "
                         "`cfjax evaluate --example-file preds.npz` writes an example")
-    data = load_predictions(predictions, tuple(groups), weights)
+    data = load_predictions(predictions, tuple(groups), weights, predictor, predictor_seed)
     if data["classes"] is not None and tau != 0.5:
         raise UserError(f"--tau {tau:g}: class probabilities decide by the argmax; --tau applies "
                         "to binary scores only")
     prepare = common.prepare_out(out, force)
     b = resamples if resamples is not None else (QUICK_RESAMPLES if quick else RESAMPLES)
     results, text = _evaluate(data, seed=seed, resamples=b, level=level, tau=tau,
-                              figures=not quick, out=prepare, source=predictions, devices=devices)
+                              figures=not quick, out=prepare, source=predictions, devices=devices,
+                              log=common.progress("evaluate"))
     common.write_json(os.path.join(out, "results.json"), results)
     common.write_text(os.path.join(out, "report.md"), text)
     click.echo(f"wrote {os.path.join(out, 'report.md')}, results.json"
