@@ -295,8 +295,10 @@ def test_bad_input_is_rejected(rng, bivariate):
     with pytest.raises(ValueError, match="fair"):
         S.FairnessGraph({"G": ["A"], "L": ["A", "G"]}, fair=("L",))  # its parent G is unfair
     X = rng.normal(size=(50, 2))
-    with pytest.raises(ValueError, match=r"constant column\(s\) \[1\]"):
+    with pytest.raises(ValueError, match=r"constant column\(s\) X\[:, 1\]"):
         S.make_data(np.tile([-1.0, 1.0], 25), np.stack([X[:, 0], np.ones(50)], 1), X[:, 1])
+    with pytest.raises(ValueError, match=r"constant column\(s\) 'L'"):  # by its name when it has one
+        S.make_data(np.tile([-1.0, 1.0], 25), np.stack([X[:, 0], np.ones(50)], 1), X[:, 1], names=["G", "L"])
     with pytest.raises(ValueError, match="two groups"):
         S.make_data(np.ones(50), X, X[:, 0])
     with pytest.raises(ValueError, match="NaN"):

@@ -97,8 +97,8 @@ def test_bad_tables_raise_naming_the_column(rng):
     with pytest.raises(ValidationError, match=r"missing \['lsat'\]"):
         build(frame=df.drop(columns="lsat"))
     nan = df.copy()
-    nan.loc[3, "gpa"] = np.nan
-    with pytest.raises(ValidationError, match=r"frame\['gpa'\].*missing.*row 3"):
+    nan.loc[3, "gpa"] = np.nan  # the fourth data row: row 4 (1-based, as `cfjax evaluate` counts)
+    with pytest.raises(ValidationError, match=r"frame\['gpa'\].*missing.*first at row 4\b"):
         build(frame=nan)
     none = df.astype({"race": object})
     none.loc[5, "race"] = None

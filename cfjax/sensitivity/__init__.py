@@ -6,11 +6,15 @@ named columns, the loaders and :func:`synthetic`)
 unconstrained and blind baselines) → :func:`cfu` of any error correlation P (Model B,
 counterfactual propagation; differentiable in P) → :func:`cfu_grid` (two features) and
 :func:`worst_case` (any number: one vmapped optax program over budgets × restarts) →
-:func:`inverse_budget` and :func:`plot_curve`.
+:func:`inverse_budget` and :func:`plot_curve`. :func:`cfu_at_zero_correlation` is every curve's
+floor (0 without a ridge penalty); the warnings (:class:`ConvergenceWarning`,
+:class:`ShrinkageWarning`, :class:`DegenerateProblemWarning`) say when a number is not what it
+seems.
 """
 
 from cfjax.sensitivity.cfu import bivariate_correlation as bivariate_correlation
 from cfjax.sensitivity.cfu import cfu as cfu
+from cfjax.sensitivity.cfu import cfu_at_zero_correlation as cfu_at_zero_correlation
 from cfjax.sensitivity.cfu import cfu_grid as cfu_grid
 from cfjax.sensitivity.cfu import cfu_of as cfu_of
 from cfjax.sensitivity.cfu import counterfactual_features as counterfactual_features
@@ -23,6 +27,9 @@ from cfjax.sensitivity.correlation import pd_correlation as pd_correlation
 from cfjax.sensitivity.correlation import star_correlation as star_correlation
 from cfjax.sensitivity.correlation import tanh_correlation as tanh_correlation
 from cfjax.sensitivity.datasets import Problem as Problem
+from cfjax.sensitivity.diagnostics import ConvergenceWarning as ConvergenceWarning
+from cfjax.sensitivity.diagnostics import DegenerateProblemWarning as DegenerateProblemWarning
+from cfjax.sensitivity.diagnostics import ShrinkageWarning as ShrinkageWarning
 from cfjax.sensitivity.datasets import load_law_school as load_law_school
 from cfjax.sensitivity.datasets import load_nhs as load_nhs
 from cfjax.sensitivity.datasets import synthetic as synthetic
@@ -50,7 +57,6 @@ from cfjax.sensitivity.ridge import RidgeFit as RidgeFit
 from cfjax.sensitivity.ridge import cv_scores as cv_scores
 from cfjax.sensitivity.ridge import fold_ids as fold_ids
 from cfjax.sensitivity.ridge import ridge_cv as ridge_cv
-from cfjax.sensitivity.search import ConvergenceWarning as ConvergenceWarning
 from cfjax.sensitivity.search import InverseBudget as InverseBudget
 from cfjax.sensitivity.search import WorstCase as WorstCase
 from cfjax.sensitivity.search import inverse_budget as inverse_budget
@@ -60,6 +66,7 @@ from cfjax.sensitivity.search import worst_case as worst_case
 
 __all__ = [
     "ConvergenceWarning",
+    "DegenerateProblemWarning",
     "Design",
     "FairModel",
     "FairnessData",
@@ -70,10 +77,12 @@ __all__ = [
     "Problem",
     "RidgeFit",
     "Settings",
+    "ShrinkageWarning",
     "WorstCase",
     "bivariate_correlation",
     "boundary_scale",
     "cfu",
+    "cfu_at_zero_correlation",
     "cfu_grid",
     "cfu_of",
     "check_budget",

@@ -25,7 +25,8 @@ from cfjax.sensitivity.problem import FairModel, _embed, predictor_inputs
 
 _CHUNK = 8192  # units per vmapped chunk in cfu_of
 
-__all__ = ["counterfactual_features", "cfu", "cfu_of", "cfu_grid", "bivariate_correlation"]
+__all__ = ["counterfactual_features", "cfu", "cfu_of", "cfu_grid", "bivariate_correlation", "cfu_at_zero_correlation",
+           "negligible_cfu"]
 
 
 def _unit_counterfactual(model: FairModel, a_cf: jax.Array, x: jax.Array, delta: jax.Array,
@@ -98,13 +99,45 @@ def cfu(model: FairModel, P: Any, *, units: jax.Array | None = None, log_sigma0:
         newton_steps: int = 30) -> jax.Array:
     """Counterfactual unfairness of the fair predictor if the errors had correlation ``P``
     (definitions §3). Traceable and differentiable in P; a concrete P is validated first
-    (symmetric, unit diagonal, positive definite) — a non-PD P raises instead of being used."""
+    (symmetric, unit diagonal, positive definite) — a non-PD P raises instead of being used.
+    Called eagerly, a Model B fit that is not finite warns (:class:`ConvergenceWarning`, naming
+    λ and the feature) instead of returning NaN in silence."""
     if _checks.is_concrete(P):
         check_correlation(P, min_eig=1e-12)
         _check_size(model, np.shape(P))
     P = jnp.asarray(P, model.data.X.dtype)
-    model_b = fit_model_b(model.design, P, model.lam, log_sigma0=log_sigma0, newton_steps=newton_steps)
+    model_b = fit_model_b(model.design, P, model.lam, log_sigma0=log_sigma0, newton_steps=newton_steps,
+                          names=model.graph.features)
     return cfu_of(model, model_b, units)
+
+
+_cfu_of = jax.jit(cfu_of)
+
+
+def cfu_at_zero_correlation(model: FairModel) -> float:
+    """The CFU at zero error correlation, ``P = I``: the floor of every CFU curve of ``model``
+    (every budget contains I, so no worst case is below it), as a float.
+
+    Without a ridge penalty (λ = 0) Model B at P = I is Model A and this is 0 (to rounding); so
+    it is with ``Settings(model_a="ml")``, whose Model A is Model B at P = I. With the paper's
+    Model A and λ > 0 it is not: the ridge shrinks each equation by its penalty λ against the
+    precision 1/σ², and Model B's σ at P = I (the profile-likelihood optimum) is not Model A's
+    (the ridge residuals' spread), so the two fits differ (w* ≠ w†) and a change of A moves the
+    fair predictor. That floor is the penalty's shrinkage artefact, not unfairness caused by
+    confounding (definitions §3.5): read a curve as its rise above it.
+    :func:`~cfjax.sensitivity.worst_case` reports it beside its curve and warns
+    (:class:`~cfjax.sensitivity.ShrinkageWarning`) where it is more than a tenth of the
+    curve's range."""
+    eye = jnp.eye(model.graph.m, dtype=model.data.X.dtype)
+    model_b = fit_model_b(model.design, eye, model.lam, names=model.graph.features)
+    return float(_cfu_of(model, model_b))
+
+
+def negligible_cfu(model: FairModel) -> float:
+    """A CFU at or below which a value is rounding, not a number: the float's machine epsilon
+    times the mean squared fair prediction (CFU is a mean squared change of that prediction)."""
+    pred = np.asarray(model.fair_pred)
+    return float(np.finfo(pred.dtype).eps * np.mean(pred.astype(np.float64) ** 2))
 
 
 def bivariate_correlation(p: Any, dtype=None) -> jax.Array:

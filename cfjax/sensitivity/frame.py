@@ -51,9 +51,9 @@ def _column(frame: Any, name: str, coding: Any) -> np.ndarray:
         _checks.fail("frame", f"one column named {name!r}", f"shape {raw.shape} (duplicate column names?)")
     values = raw.tolist()
     missing = [i for i, v in enumerate(values) if _is_missing(v)]
-    if missing:
+    if missing:  # rows 1-based: the first data row (below a CSV's header) is row 1
         _checks.fail(f"frame[{name!r}]", "no missing values",
-                     f"{len(missing)} missing (NaN/None) value(s), first at row {missing[0]}")
+                     f"{len(missing)} missing (NaN/None) value(s), first at row {missing[0] + 1}")
     if coding is not None:
         if isinstance(coding, Mapping):
             table = {k: float(v) for k, v in coding.items()}
@@ -83,7 +83,8 @@ def _column(frame: Any, name: str, coding: Any) -> np.ndarray:
     else:
         out = raw.astype(np.float64)
     if not np.isfinite(out).all():
-        _checks.fail(f"frame[{name!r}]", "finite numbers", "infinite value(s)")
+        bad = np.flatnonzero(~np.isfinite(out))
+        _checks.fail(f"frame[{name!r}]", "finite numbers", f"{bad.size} infinite value(s), first at row {bad[0] + 1}")
     return out
 
 
@@ -120,8 +121,10 @@ def from_frame(frame: Any, graph: Mapping[str, Sequence[str]] | FairnessGraph, *
       them) and ``target``.
 
     Raises:
-      ValidationError: a missing column, a missing (NaN/None) or infinite value, a text column
-      without a coding, a value not in its coding, the target used as a feature or parent.
+      ValidationError: a missing column, a missing (NaN/None) or infinite value (its row given
+      1-based: the first data row, below a CSV's header, is row 1), a text column without a
+      coding, a value not in its coding, a constant feature (named), the target used as a
+      feature or parent.
 
     Example:
       >>> import numpy as np
@@ -184,5 +187,8 @@ def from_frame(frame: Any, graph: Mapping[str, Sequence[str]] | FairnessGraph, *
                          f"no unit at level(s) {absent_levels}")
     X = np.stack([_column(frame, v, categories.get(v)) for v in graph.features], 1)
     y = _column(frame, target, categories.get(target))
+    constant = [repr(v) for j, v in enumerate(graph.features) if np.ptp(X[:, j]) == 0]
+    if constant:  # before standardising, which would divide by their zero spread
+        _checks.fail("X", "non-constant feature columns", f"constant column(s) {', '.join(constant)}")
     X = _standardise(X, standardise, "X")
     return Problem(graph, make_data(a, X, y, codes=codes, names=graph.features), target)

@@ -14,8 +14,8 @@ after one O(n D²) pass over the data.
 from __future__ import annotations
 
 import functools
-
 import itertools
+import warnings
 from typing import Any, NamedTuple, Sequence
 
 import jax
@@ -25,6 +25,7 @@ from flax import struct
 
 from cfjax import _checks
 from cfjax._results import headline, strict_plain as plain
+from cfjax.sensitivity.diagnostics import ConvergenceWarning
 
 __all__ = ["polynomial_features", "Design", "design", "gls", "residual_products", "ModelA", "fit_model_a",
            "ModelB", "fit_model_b", "profile_objective"]
@@ -244,10 +245,20 @@ def profile_objective(d: Design, log_sigma: jax.Array, P: jax.Array, lam: Any) -
     return jnp.sum(precision * R) + n * (2 * jnp.sum(log_sigma) + jnp.linalg.slogdet(P)[1])
 
 
-def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_steps: int = 30) -> ModelB:
-    """Model B for the error correlation ``P (m, m)`` (definitions §3): σ from the profile likelihood
-    (:func:`profile_objective`) by damped Newton steps in log σ (at most ``newton_steps``, until
-    a step moves log σ by less than 1e-10, 1e-5 in float32), then the closed-form GLS.
+def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_steps: int = 30,
+                names: Sequence[str] | None = None) -> ModelB:
+    """Model B for the error correlation ``P (m, m)`` (definitions §3.4): σ from the profile
+    likelihood (:func:`profile_objective`) by Newton steps in log σ, then the closed-form GLS.
+
+    The σ solve starts at ``log_sigma0`` (default: the log standard deviations of the ridge
+    residuals, Model A's) and only ever goes downhill: Newton's step where the Hessian is
+    positive definite, elsewhere the step with the Hessian's eigenvalues made positive (their
+    absolute values), at most 1 in any log σ per step and halved until the objective falls; at
+    most ``newton_steps`` steps, until a step would move log σ by less than 1e-10 (1e-5 in
+    float32) or none lowers the objective. Under a ridge penalty the profile objective need not
+    be convex in log σ (the penalty weighs more against the precision 1/σ² as σ grows), and it
+    can have a second minimum where an equation is shrunk toward zero and its σ takes the
+    feature's own scale: σ is the minimum that this descent reaches from its start.
 
     Differentiable in P (and λ): the σ solve is differentiated implicitly (``lax.custom_root``:
     the derivative of the stationarity condition, not of the iterations).
@@ -256,9 +267,56 @@ def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_step
     is one even inside a jitted function, being static) is the unpenalised fit: every GLS solve
     is the minimum-norm least-squares one (:func:`gls`), so that collinear embeddings (``A²`` =
     1 when A = ±1) do not make it singular. A traced ``lam`` is always solved as a penalty.
+
+    Called eagerly (not under ``jit``, ``vmap`` or ``grad``), a fit whose σ or coefficients are
+    NaN or infinite warns (:class:`~cfjax.sensitivity.ConvergenceWarning`) naming λ and the
+    equations, by ``names`` (one per equation; default: their indices).
     """
     unpenalised = all(map(_checks.is_concrete, jax.tree.leaves(lam))) and not np.any(np.asarray(lam))
-    return _fit_model_b(d, P, None if unpenalised else lam, log_sigma0, newton_steps, unpenalised)
+    out = _fit_model_b(d, P, None if unpenalised else lam, log_sigma0, newton_steps, unpenalised)
+    if _checks.is_concrete(out.sigma) and _checks.is_concrete(out.w):
+        _warn_if_not_finite(d, out, lam, names)
+    return out
+
+
+def _warn_if_not_finite(d: Design, out: ModelB, lam: Any, names: Sequence[str] | None) -> None:
+    """:class:`ConvergenceWarning` naming λ and each equation whose σ or coefficients are not finite."""
+    sigma = np.asarray(out.sigma)
+    blocks = [np.asarray(w) for w in d.blocks(out.w)]
+    bad = [j for j in range(sigma.shape[0]) if not (np.isfinite(sigma[j]) and np.isfinite(blocks[j]).all())]
+    if not bad:
+        return
+    label = [f"{names[j]!r}" if names is not None else f"equation {j}" for j in bad]
+    lam_text = headline(lam) if np.ndim(lam) == 0 else "(" + ", ".join(headline(v) for v in np.asarray(lam)) + ")"
+    warnings.warn(f"Model B at lambda = {lam_text}: the fit of {', '.join(label)} is not finite (sigma "
+                  f"{', '.join(headline(sigma[j]) for j in bad)}); the profile likelihood in log sigma had no finite "
+                  "value at its start or along its descent (a feature the fit interpolates, sigma -> 0, or extreme "
+                  "values), so every CFU computed from it is NaN", ConvergenceWarning, stacklevel=3)
+
+
+_CURVATURE_FLOOR = 1e-8  # the smallest |eigenvalue| a Newton step divides by, relative to the largest
+_MAX_STEP = 1.0  # the largest move of any log σ in one Newton step (σ by a factor e at most)
+_TRUSTED = 0.1  # a plain Newton step up to this long is taken without a line search
+_ARMIJO = 1e-4  # the decrease a shortened step must achieve, relative to the slope's prediction
+_HALVINGS = 40  # line-search halvings before the step is refused (the minimum, to rounding)
+
+
+def _descent_step(grad: jax.Array, h: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The step of Model B's σ solve (subtract it): Newton's ``h⁻¹ grad`` where the Hessian
+    ``h`` is positive definite, else a descent direction with Newton's scale (the eigenvalues
+    of h replaced by their absolute values, floored at 1e-8 of the largest), shortened so that
+    no log σ moves by more than ``_MAX_STEP``; and whether it is the plain Newton step.
+
+    Damping an indefinite h only up to its most negative eigenvalue (h + μI, μ = −λ_min + ε)
+    leaves a matrix with an eigenvalue ε: its solve is a step of 1e11 in log σ, σ overflows and
+    Model B comes out NaN, which happened at moderate ridge penalties, where the profile
+    objective is not convex."""
+    lam, V = jnp.linalg.eigh(h)
+    floor = _CURVATURE_FLOOR * jnp.max(jnp.abs(lam)) + jnp.finfo(h.dtype).tiny
+    delta = V @ ((V.T @ grad) / jnp.maximum(jnp.abs(lam), floor))
+    size = jnp.max(jnp.abs(delta))
+    delta = delta * jnp.minimum(1.0, _MAX_STEP / jnp.where(size > 0, size, 1.0))
+    return delta, (lam[0] > floor) & (size <= _MAX_STEP)
 
 
 # Jitted: eagerly, ``custom_root`` would trace fresh closures and compile its loops anew at every
@@ -274,27 +332,49 @@ def _fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: int
         R, mean = residual_products(d, gls(d, jnp.eye(P.shape[0], dtype=P.dtype), lam))
         log_sigma0 = 0.5 * jnp.log(jnp.diag(R) / d.X.shape[0] - mean**2)
 
-    def grad_fn(s):
-        return jax.grad(profile_objective, argnums=1)(d, s, P, lam)
+    def objective(s):
+        return profile_objective(d, s, P, lam)
 
-    # Newton stops once a step moves log σ by less than ``tol`` (a few steps from a warm start).
+    grad_fn = jax.grad(objective)
+
+    # Newton stops once its step would move log σ by less than ``tol`` (a few steps from a warm
+    # start), or once no step along its direction lowers the objective (the minimum, to rounding).
     tol = 1e-10 if P.dtype == jnp.float64 else 1e-5
 
     def newton(g, s0):
+        eye = jnp.eye(s0.shape[0], dtype=s0.dtype)
+
         def step(state):
-            s, _, i = state
-            h = jax.jacfwd(g)(s)
-            # Levenberg damping keeps a step downhill where the Hessian is not positive definite.
-            mu = jnp.maximum(0.0, -jnp.linalg.eigvalsh(h)[0]) + 1e-9
-            delta = jnp.linalg.solve(h + mu * jnp.eye(s.shape[0], dtype=s.dtype), g(s))
-            return s - delta, jnp.max(jnp.abs(delta)), i + 1
+            s, f, _, i, _ = state
+            grad = g(s)
+            delta, newton_step = _descent_step(grad, jax.jacfwd(g)(s))
+            slope = grad @ delta  # > 0 for a non-zero gradient: −delta goes downhill
+            # A short plain Newton step (positive definite Hessian) is taken as it is: near the
+            # minimum its decrease is below the objective's rounding (float32 would stop early).
+            trusted = newton_step & (jnp.max(jnp.abs(delta)) <= _TRUSTED)
+
+            def accepted(t, f_t, k):
+                return (f_t <= f - _ARMIJO * t * slope) | (trusted & (k == 0) & jnp.isfinite(f_t))
+
+            def shorter(c):  # the first pass tries the whole step (t = 1, k = 0)
+                t, _, k = c
+                return t / 2, objective(s - (t / 2) * delta), k + 1
+
+            def refused(c):
+                return (c[2] < 0) | (~accepted(*c) & (c[2] < _HALVINGS))
+
+            c = jax.lax.while_loop(refused, shorter, (jnp.asarray(2.0, s.dtype), f, -1))
+            ok = accepted(*c)  # False for a NaN objective: the step is refused
+            return (jnp.where(ok, s - c[0] * delta, s), jnp.where(ok, c[1], f), jnp.max(jnp.abs(delta)), i + 1, ~ok)
 
         def going(state):
-            _, size, i = state
-            return (i < newton_steps) & (size >= tol)
+            _, _, size, i, stuck = state
+            return (i < newton_steps) & (size >= tol) & ~stuck
 
-        s, _, _ = jax.lax.while_loop(going, step, (s0, jnp.asarray(jnp.inf, s0.dtype), jnp.asarray(0, jnp.int32)))
-        return s
+        s0 = jnp.asarray(s0)
+        state = (s0, objective(s0), jnp.asarray(jnp.inf, s0.dtype), jnp.asarray(0, jnp.int32), jnp.asarray(False))
+        s, f, _, _, _ = jax.lax.while_loop(going, step, state)
+        return jnp.where(jnp.isfinite(f), s, jnp.nan)  # an objective that is not finite: no σ
 
     def tangent_solve(g, y):
         return jnp.linalg.solve(jax.jacfwd(g)(y * 0), y)

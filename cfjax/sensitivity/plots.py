@@ -14,7 +14,8 @@ __all__ = ["plot_curve"]
 
 
 def plot_curve(x: Any, cfu: Any, *, baselines: Mapping[str, float] | None = None, xlabel: str = "p_max",
-               title: str | None = None, true_value: tuple[float, float] | None = None, ax: Any = None):
+               title: str | None = None, true_value: tuple[float, float] | None = None, floor: float | None = None,
+               ax: Any = None):
     """Plot a CFU curve on a log y-axis; returns the matplotlib figure.
 
     Args:
@@ -22,6 +23,9 @@ def plot_curve(x: Any, cfu: Any, *, baselines: Mapping[str, float] | None = None
       cfu: the CFU at each, ``(B,)`` (NaN points, e.g. too close to singular P, are skipped).
       baselines: name → unfairness, drawn as horizontal dashed lines.
       true_value: ``(p, cfu)`` of a known true confounding, drawn as a marker.
+      floor: the CFU at zero correlation (P = I; :func:`~cfjax.sensitivity.cfu_at_zero_correlation`,
+        ``WorstCase.cfu_at_zero_correlation``), drawn as a dotted line: the curve's floor, the
+        ridge penalty's shrinkage artefact (not drawn when None or not positive).
       ax: an existing matplotlib axes to draw into.
     """
     try:
@@ -43,6 +47,8 @@ def plot_curve(x: Any, cfu: Any, *, baselines: Mapping[str, float] | None = None
     ax.plot(x[keep], y[keep], "o-", color="C0", ms=3, label="worst-case CFU" if xlabel == "p_max" else "CFU")
     for i, (name, value) in enumerate((baselines or {}).items()):
         ax.axhline(float(value), ls="--", color=f"C{i + 1}", label=f"{name} baseline")
+    if floor is not None and np.isfinite(floor) and floor > 0:
+        ax.axhline(float(floor), ls=":", color="0.4", label="CFU at zero correlation (floor)")
     if true_value is not None:
         ax.plot([true_value[0]], [true_value[1]], "k*", ms=10, label="true confounding")
     ax.set_yscale("log")

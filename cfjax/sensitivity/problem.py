@@ -10,6 +10,7 @@ correlation matrix, the worst-case search — is a pure function of it).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Mapping, Sequence
 
 import jax
@@ -21,6 +22,7 @@ from cfjax import _checks
 from cfjax.scm.graph import Graph
 from cfjax.sensitivity import ridge
 from cfjax._results import headline, strict_plain as plain
+from cfjax.sensitivity.diagnostics import ConvergenceWarning, DegenerateProblemWarning
 from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, fit_model_b, polynomial_features
 
 __all__ = ["FairnessGraph", "FairnessData", "make_data", "Settings", "FairModel", "fit", "embeddings",
@@ -73,10 +75,16 @@ class FairnessGraph:
         object.__setattr__(self, "parents", tuple(tuple(table[v]) for v in features))
         object.__setattr__(self, "sensitive", sensitive)
         object.__setattr__(self, "fair", tuple(v for v in features if v in fair))
+        _warn_if_degenerate(self)
 
     @property
     def m(self) -> int:
         return len(self.features)
+
+    @property
+    def children(self) -> tuple[str, ...]:
+        """The features whose parents include the sensitive attribute."""
+        return tuple(v for v, ps in zip(self.features, self.parents) if self.sensitive in ps)
 
     def index(self, feature: str) -> int:
         return self.features.index(feature)
@@ -84,6 +92,22 @@ class FairnessGraph:
     @property
     def fair_mask(self) -> tuple[bool, ...]:
         return tuple(v in self.fair for v in self.features)
+
+
+def _warn_if_degenerate(graph: FairnessGraph) -> None:
+    """:class:`DegenerateProblemWarning` for a graph whose CFU is flat by construction: the
+    sensitive attribute causes no feature (no counterfactual changes anything), or there is a
+    single feature (one error term: no correlation to vary)."""
+    if not graph.children:
+        warnings.warn(f"FairnessGraph: the sensitive attribute {graph.sensitive!r} is a parent of no feature "
+                      f"(features {list(graph.features)}): nothing depends on it, so every counterfactual equals "
+                      "the factual unit and CFU is 0 at every correlation (a flat curve); list it among the parents "
+                      "of the features it causes", DegenerateProblemWarning, stacklevel=3)
+    if graph.m == 1:
+        warnings.warn(f"FairnessGraph: a single feature {graph.features[0]!r}: with one error term there is no "
+                      "correlation to vary (P = [1] within every budget), so the CFU curve is flat at its value "
+                      "at zero correlation; confounding needs two or more features", DegenerateProblemWarning,
+                      stacklevel=3)
 
 
 @struct.dataclass
@@ -148,12 +172,25 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str]
         _checks.fail("X", f"shape ({n}, m) with m >= 1", f"shape {X.shape}")
     if y.shape != (n,):
         _checks.fail("y", f"shape ({n},)", f"shape {y.shape}")
+    if names is not None:
+        if isinstance(names, str) or not all(isinstance(v, str) for v in names):
+            _checks.fail("names", "a sequence of column names (str)", repr(names))
+        names = tuple(names)
+        if len(names) != X.shape[1] or len(set(names)) != len(names):
+            _checks.fail("names", f"{X.shape[1]} distinct names, one per column of X", repr(list(names)))
     for name, v in (("X", X), ("y", y)):
-        if not np.issubdtype(v.dtype, np.number) or not np.isfinite(v).all():
-            _checks.fail(name, "finite numbers", "NaN, infinite or non-numeric values")
-    constant = [j for j in range(X.shape[1]) if np.ptp(X[:, j]) == 0]
+        if not np.issubdtype(v.dtype, np.number):
+            _checks.fail(name, "finite numbers", f"non-numeric values (dtype {v.dtype})")
+        bad = ~np.isfinite(v)
+        if bad.any():  # rows 1-based: the first data row (below a CSV's header) is row 1
+            row, *col = np.argwhere(bad)[0]
+            where = f", column {_column_label(names, col[0])}" if col else ""
+            index = f"{name}[{row}, {col[0]}]" if col else f"{name}[{row}]"
+            _checks.fail(name, "finite numbers", f"{int(bad.any(axis=-1).sum()) if col else int(bad.sum())} row(s) "
+                         f"with NaN or infinite values, the first at row {row + 1} (1-based; {index}){where}")
+    constant = [_column_label(names, j) for j in range(X.shape[1]) if np.ptp(X[:, j]) == 0]
     if constant:
-        _checks.fail("X", "non-constant feature columns", f"constant column(s) {constant}")
+        _checks.fail("X", "non-constant feature columns", f"constant column(s) {', '.join(constant)}")
     levels, group = np.unique(a, return_inverse=True)
     if levels.size < 2:
         _checks.fail("a", "at least two groups of the sensitive attribute", f"one group {levels.tolist()}")
@@ -170,15 +207,14 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str]
         codes = codes[:, None] if codes.ndim == 1 else codes
         if codes.ndim != 2 or codes.shape[0] != levels.size or not np.isfinite(codes).all():
             _checks.fail("codes", f"{levels.size} finite rows, one per group {levels.tolist()}", f"shape {codes.shape}")
-    if names is not None:
-        if isinstance(names, str) or not all(isinstance(v, str) for v in names):
-            _checks.fail("names", "a sequence of column names (str)", repr(names))
-        names = tuple(names)
-        if len(names) != X.shape[1] or len(set(names)) != len(names):
-            _checks.fail("names", f"{X.shape[1]} distinct names, one per column of X", repr(list(names)))
     dtype = jnp.result_type(float)
     return FairnessData(jnp.asarray(group, jnp.int32), jnp.asarray(codes, dtype), jnp.asarray(X, dtype),
                         jnp.asarray(y, dtype), names)
+
+
+def _column_label(names: Sequence[str] | None, j: int) -> str:
+    """Column j of X by its name, or as ``X[:, j]`` when X came without names."""
+    return repr(names[j]) if names is not None else f"X[:, {j}] (pass names= to name it)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -401,12 +437,14 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     lam = float(lam_choice[0]) if np.all(lam_choice == lam_choice[0]) else tuple(float(v) for v in lam_choice)
     d = design(embeddings(graph, degrees, a, data.X), data.X)
     lam_arg = lam if isinstance(lam, float) else jnp.asarray(lam, data.X.dtype)
+    if s.model_a not in ("paper", "ml"):
+        _checks.fail("settings.model_a", "'paper' or 'ml'", repr(s.model_a))
     model_a = fit_model_a(d, lam_arg)
     if s.model_a == "ml":
-        b = fit_model_b(d, jnp.eye(graph.m, dtype=d.G.dtype), lam_arg, newton_steps=50)
+        b = fit_model_b(d, jnp.eye(graph.m, dtype=d.G.dtype), lam_arg, newton_steps=50, names=graph.features)
         model_a = ModelA(model_a.w_ridge, b.sigma, b.w, b.residuals)
-    elif s.model_a != "paper":
-        _checks.fail("settings.model_a", "'paper' or 'ml'", repr(s.model_a))
+    else:
+        _warn_if_model_a_not_finite(graph, d, model_a, lam)
     p_lambdas = s.predictor_lambdas if s.predictor_lambdas is not None else s.lambdas
     cv = dict(degrees=s.predictor_degrees, lambdas=p_lambdas, folds=s.folds, shuffle=s.shuffle, seed=s.seed,
               score=score)
@@ -417,12 +455,32 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     for name, inputs in (("unconstrained", jnp.concatenate([a, data.X], axis=1)), ("blind", data.X)):
         b = ridge.ridge_cv(inputs, data.y, **cv)
         baselines[name] = ridge.polynomial_predict(inputs, b.degree, b.theta)
-        unfairness[name] = jnp.mean((fair_pred - baselines[name]) ** 2)
+        unfairness[name] = float(jnp.mean((fair_pred - baselines[name]) ** 2))
         chosen[name] = _choice(b)
     selection = {"degrees": degrees, "lam": lam_choice.tolist(), "equation_cv": table,
                  "lambda_cv": lambda_cv, "predictor": _choice(fair), "baselines": chosen}
     return FairModel(graph, degrees, fair.degree, data, d, lam, model_a, fair.theta, fair_pred, baselines,
                      unfairness, selection)
+
+
+def _warn_if_model_a_not_finite(graph: FairnessGraph, d: Design, model_a: ModelA, lam: Any) -> None:
+    """:class:`ConvergenceWarning` naming λ and each feature whose Model A fit is not finite."""
+    sigma = np.asarray(model_a.sigma)
+    blocks = [np.asarray(w) for w in d.blocks(model_a.w)]
+    bad = [j for j in range(graph.m) if not (np.isfinite(sigma[j]) and np.isfinite(blocks[j]).all())]
+    if not bad:
+        return
+    lam_text = headline(lam) if not isinstance(lam, tuple) else "(" + ", ".join(map(headline, lam)) + ")"
+    X, F = np.asarray(d.X, np.float64), np.asarray(d.F, np.float64)
+    start = np.cumsum((0,) + d.sizes)
+    ridge_w = np.asarray(model_a.w_ridge, np.float64)
+    spread = [np.var(X[:, j] - F[:, start[j]:start[j + 1]] @ ridge_w[start[j]:start[j + 1]]) / max(np.var(X[:, j]), 1e-300)
+              for j in bad]
+    why = ("its ridge residuals are 0 to rounding (the fit interpolates it: sigma = 0) and the GLS refit divides by "
+           "their variance" if all(v <= 1e-10 for v in spread) else "its residual variance is not finite")
+    warnings.warn(f"fit: Model A at lambda = {lam_text} is not finite for {', '.join(repr(graph.features[j]) for j in bad)}"
+                  f" (sigma {', '.join(headline(sigma[j]) for j in bad)}): {why}; every CFU of this model is NaN "
+                  "(a larger lambda or a lower degree avoids it)", ConvergenceWarning, stacklevel=3)
 
 
 def _choice(fit: ridge.RidgeFit) -> dict:

@@ -45,7 +45,8 @@ from cfjax import _checks, distributed
 from cfjax.sensitivity.correlation import _slack as _margin_slack
 from cfjax.sensitivity.correlation import (boundary_scale, check_budget, clique_correlation, correlation_margin,
                                            pd_correlation, tanh_correlation)
-from cfjax.sensitivity.cfu import cfu_of
+from cfjax.sensitivity.cfu import cfu_at_zero_correlation, cfu_of, negligible_cfu
+from cfjax.sensitivity.diagnostics import FLOOR_SHARE, ConvergenceWarning, ShrinkageWarning, floor_dominates
 from cfjax.sensitivity.linear import fit_model_b
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.problem import FairModel
@@ -125,12 +126,6 @@ _POLISH_START, _POLISH_STOP = 1e-2, 1e-5  # the polish's first and smallest step
 _DISTINCT = 0.1  # restarts' starts differ by more than this fraction of p_max in some entry
 
 
-class ConvergenceWarning(UserWarning):
-    """The worst case rests on one restart: the best two restarts' answers differ by more than
-    the factor :func:`worst_case`'s ``warn_ratio`` allows (more restarts or steps may find
-    more); or at some budget no restart ended with a finite CFU."""
-
-
 @struct.dataclass
 class WorstCase:
     """Result of :func:`worst_case`, one row per budget.
@@ -143,7 +138,10 @@ class WorstCase:
     restarts agree on the worst case, large when it was found by one restart only; +inf when
     no other restart found a positive CFU, NaN with a single restart); ``steps (B, R)``: steps
     taken before stopping; ``history (B, R, S)``: the objective tracked at each step (NaN after
-    stopping); ``min_eig``: the margin used.
+    stopping); ``min_eig``: the margin used; ``cfu_at_zero_correlation``: the CFU at P = I,
+    the floor of the curve (P = I is within every budget), 0 only without a ridge penalty: at
+    λ > 0 the ridge's shrinkage artefact, not unfairness caused by confounding
+    (:func:`~cfjax.sensitivity.cfu_at_zero_correlation`; None in a WorstCase built by hand).
 
     A pytree (``jit``/``vmap`` carry it); :meth:`to_dict` gives plain Python for keeping, and the
     ``repr`` is one short line with the largest worst case and its budget.
@@ -158,6 +156,7 @@ class WorstCase:
     steps: jax.Array
     history: jax.Array
     min_eig: float = struct.field(pytree_node=False)
+    cfu_at_zero_correlation: float | None = struct.field(pytree_node=False, default=None)
 
     def to_dict(self, history: bool = False) -> dict[str, Any]:
         """Every field as JSON-serialisable plain Python (floats, nested lists; steps as ints),
@@ -166,6 +165,7 @@ class WorstCase:
         out = {name: plain(getattr(self, name)) for name in
                ("p_max", "cfu", "P", "eigenvalues", "restart_cfu", "restart_ratio", "steps")}
         out["min_eig"] = float(self.min_eig)
+        out["cfu_at_zero_correlation"] = plain(self.cfu_at_zero_correlation)
         if history:
             out["history"] = plain(self.history)
         return out
@@ -183,8 +183,10 @@ class WorstCase:
                      f"max restart_ratio={headline(np.nanmax(ratio)) if np.isfinite(ratio).any() else 'nan'}")
         except Exception:  # traced or batched: shapes only
             worst = f"cfu {tuple(np.shape(self.cfu))}"
+        floor = "" if self.cfu_at_zero_correlation is None else \
+            f", cfu at P=I={headline(self.cfu_at_zero_correlation)}"
         return (f"WorstCase(budgets={shape[-2] if len(shape) >= 2 else '?'}, restarts={shape[-1] if shape else '?'}, "
-                f"m={np.shape(self.P)[-1]}, {worst}, min_eig={self.min_eig:g})")
+                f"m={np.shape(self.P)[-1]}, {worst}{floor}, min_eig={self.min_eig:g})")
 
 
 def paper_optimizer() -> optax.GradientTransformation:
@@ -363,7 +365,10 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
 
     Returns:
       :class:`WorstCase`, budgets in the order given (sorted when ``warm_start``), on one device
-      (the first of ``devices``).
+      (the first of ``devices``), with the CFU at zero correlation (``cfu_at_zero_correlation``,
+      the curve's floor). When that floor is more than a tenth of the curve's range (the floor
+      included) it warns (:class:`~cfjax.sensitivity.ShrinkageWarning`): the ridge penalty, not
+      confounding, then carries the curve (definitions §3.5).
     """
     if not isinstance(model, FairModel):
         _checks.fail("model", "a FairModel from cfjax.sensitivity.fit", type(model).__name__)
@@ -411,9 +416,11 @@ def worst_case(model: FairModel, p_max: Any, *, key: jax.Array, restarts: int = 
         out = _search(config, where, *args, inits)
     if where is not None:
         out = jax.device_put(out, where.devices.flat[0])
+    out = out.replace(cfu_at_zero_correlation=cfu_at_zero_correlation(model))
     _warn_if_none_finite(out)
     if warn_ratio is not None:
         _warn_if_apart(out, float(warn_ratio))
+    _warn_if_floor(out, model)
     return out
 
 
@@ -439,6 +446,22 @@ def _warn_if_none_finite(out: WorstCase) -> None:
                " CFU was NaN or infinite at every restart's end: check the model's data for extreme values.")
         warnings.warn(f"worst_case: no restart ended with a finite CFU at p_max = {shown}; its cfu is -inf "
                       f"(nothing found, restart_cfu shows each restart).{why}", ConvergenceWarning, stacklevel=3)
+
+
+def _warn_if_floor(out: WorstCase, model: FairModel) -> None:
+    """:class:`ShrinkageWarning` when the CFU at zero correlation is more than a tenth of the
+    curve's range: the ridge's floor, not confounding, then carries the curve."""
+    floor = out.cfu_at_zero_correlation
+    curve = np.asarray(out.cfu, np.float64)
+    if floor_dominates(floor, curve, negligible_cfu(model)):
+        values = np.append(curve[np.isfinite(curve)], floor)
+        lam = model.lam if not isinstance(model.lam, tuple) else list(model.lam)
+        warnings.warn(f"worst_case: the CFU at zero error correlation (P = I) is {floor:.4g}, more than "
+                      f"{FLOOR_SHARE:g} x the curve's range ({values.min():.4g} to {values.max():.4g}): at the ridge "
+                      f"penalty lambda = {lam} that floor is the penalty's shrinkage artefact (CFU at P = I is 0 only at "
+                      "lambda = 0), not unfairness caused by confounding; read the curve as its rise above the floor "
+                      "(cfu_at_zero_correlation), or refit with a smaller lambda or Settings(model_a=\"ml\"), whose "
+                      "Model A is Model B at P = I", ShrinkageWarning, stacklevel=3)
 
 
 def _warn_if_apart(out: WorstCase, factor: float) -> None:
@@ -961,7 +984,8 @@ class InverseBudget(struct.PyTreeNode):
     answer, if any, lies beyond the budgets searched). ``max_cfu``: the largest worst-case CFU
     found at any budget evaluated, ``max_cfu_p_max`` the budget where it was found (when not
     reached: how close the search came). ``evaluated``: ``((p_max, worst-case CFU), ...)``, the
-    coarse curve then the bisection's probes.
+    coarse curve then the bisection's probes. ``cfu_at_zero_correlation``: the CFU at P = I,
+    the floor under every worst case (see :class:`WorstCase`).
 
     Every field is static (a pytree without leaves); :meth:`to_dict` gives plain Python.
     """
@@ -974,14 +998,16 @@ class InverseBudget(struct.PyTreeNode):
     reached: bool = struct.field(pytree_node=False, default=False)
     max_cfu: float = struct.field(pytree_node=False, default=float("nan"))
     max_cfu_p_max: float = struct.field(pytree_node=False, default=float("nan"))
+    cfu_at_zero_correlation: float | None = struct.field(pytree_node=False, default=None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable plain Python: ``level``, ``reached``, ``p_max`` (None when not
-        reached), ``lo``, ``hi``, ``max_cfu``, ``max_cfu_p_max`` and ``evaluated`` as
-        ``[[p_max, cfu], ...]`` (non-finite numbers as None)."""
+        reached), ``lo``, ``hi``, ``max_cfu``, ``max_cfu_p_max``, ``evaluated`` as
+        ``[[p_max, cfu], ...]`` and ``cfu_at_zero_correlation`` (non-finite numbers as None)."""
         return {"level": plain(self.level), "reached": bool(self.reached), "p_max": plain(self.p_max),
                 "lo": plain(self.lo), "hi": plain(self.hi), "max_cfu": plain(self.max_cfu),
-                "max_cfu_p_max": plain(self.max_cfu_p_max), "evaluated": [plain(list(e)) for e in self.evaluated]}
+                "max_cfu_p_max": plain(self.max_cfu_p_max), "evaluated": [plain(list(e)) for e in self.evaluated],
+                "cfu_at_zero_correlation": plain(self.cfu_at_zero_correlation)}
 
     def __repr__(self) -> str:
         if self.reached:
@@ -1050,12 +1076,13 @@ def inverse_budget(model: FairModel, level: float, *, key: jax.Array, hi: float 
     if not (np.isfinite(tol) and tol > 0):
         _checks.fail("tol", "a positive bracket width", repr(tol))
     budgets = np.linspace(0.0, hi, grid + 1)[1:]
-    curve = np.asarray(worst_case(model, budgets, key=key, **search).cfu, np.float64)
+    first = worst_case(model, budgets, key=key, **search)
+    curve, floor = np.asarray(first.cfu, np.float64), first.cfu_at_zero_correlation
     evaluated = list(zip(budgets.tolist(), curve.tolist()))
     reached = np.flatnonzero(curve >= level)
     if reached.size == 0:
         best_p, best = _largest(evaluated)
-        return InverseBudget(level, None, float(budgets[-1]), 1.0, tuple(evaluated), False, best, best_p)
+        return InverseBudget(level, None, float(budgets[-1]), 1.0, tuple(evaluated), False, best, best_p, floor)
     j = int(reached[0])
     below = budgets[:j]
     lo, hi = (float(below[-1]) if j else 0.0), float(budgets[j])
@@ -1068,7 +1095,7 @@ def inverse_budget(model: FairModel, level: float, *, key: jax.Array, hi: float 
         else:
             lo = mid
     best_p, best = _largest(evaluated)
-    return InverseBudget(level, hi, lo, hi, tuple(evaluated), True, best, best_p)
+    return InverseBudget(level, hi, lo, hi, tuple(evaluated), True, best, best_p, floor)
 
 
 def _largest(evaluated: list) -> tuple[float, float]:
