@@ -55,20 +55,35 @@ def write_png(path: str | os.PathLike, image: Any) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def plain_floats(value: Any) -> Any:
+def plain_floats(value: Any, float32_values: bool = False) -> Any:
     """Numbers of ``value`` (a float, a numpy float or a float array) as plain Python floats,
     nested lists for an array, each the shortest decimal that gives back the same number in
     its own dtype: a float32 0.836 becomes 0.836, not 0.8360000252723694 (its float64
-    expansion). Float64 values are unchanged; NaN and infinities stay as they are.
+    expansion). Float64 values are unchanged, except with ``float32_values``: then a float64
+    that is exactly a float32 value (a float32 result cast up) is written as that float32's
+    shortest decimal too. NaN and infinities stay as they are.
 
     Example:
       >>> import numpy as np
       >>> plain_floats(np.float32(0.836)), plain_floats(np.asarray([0.1, 0.25], np.float32))
       (0.836, [0.1, 0.25])
+      >>> x = float(np.float32(0.836))
+      >>> plain_floats(x), plain_floats(x, float32_values=True), plain_floats(0.1, float32_values=True)
+      (0.8360000252723694, 0.836, 0.1)
     """
     a = np.asarray(value)
-    if a.dtype.kind != "f" or a.dtype == np.float64:
+    if a.dtype.kind != "f":
         return a.tolist()
+    if a.dtype == np.float64:
+        if not float32_values:
+            return a.tolist()
+        with np.errstate(over="ignore"):
+            exact = np.isfinite(a) & (a.astype(np.float32).astype(np.float64) == a)
+        if not exact.any():
+            return a.tolist()
+        if a.ndim == 0:
+            return float(str(np.float32(a[()])))
+        return [plain_floats(v, float32_values) for v in a]
     if a.ndim == 0:
         return float(str(a[()]))  # numpy's str of a float32 is its shortest round-trip decimal
-    return [plain_floats(v) for v in a]
+    return [plain_floats(v, float32_values) for v in a]

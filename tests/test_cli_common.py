@@ -46,10 +46,14 @@ def test_the_study_writes_float32_as_its_shortest_decimal(rng):
     from cfjax.study.report import _jsonable
 
     x = rng.uniform(size=(3, 4)).astype(np.float32)
-    back = _jsonable({"auc": x, "one": np.float32(0.836)})
-    assert back["one"] == 0.836
+    g = rng.normal(size=5)  # genuine float64 numbers (means of float32 values, ...)
+    back = _jsonable({"auc": x, "one": np.float32(0.836), "cast": x.astype(np.float64),
+                      "py": float(np.float32(0.836)), "f64": g})
+    assert back["one"] == 0.836 and back["py"] == 0.836  # a float32 result cast to a Python float
     np.testing.assert_array_equal(np.asarray(back["auc"], np.float32), x)
     assert back["auc"][0][0] == float(str(x[0, 0]))
+    assert back["cast"] == back["auc"]  # a float32 array kept as float64
+    assert back["f64"] == g.tolist()  # float64 values that are not float32 values are untouched
 
 
 def test_rows_are_data_rows_counted_from_one():

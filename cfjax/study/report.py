@@ -499,10 +499,12 @@ def _jsonable(x: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in x.items() if not str(k).startswith("_")}
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
+    # float32 results (JAX's default precision; some kept as float64 arrays) as their shortest
+    # decimals, not their float64 expansions
     if isinstance(x, (np.ndarray, jax.Array)):
-        return _jsonable(plain_floats(x))  # float32 as its shortest decimal, not its float64 expansion
+        return _jsonable(plain_floats(x, float32_values=True))
     if isinstance(x, (np.floating, float)):
-        return float(plain_floats(x)) if np.isfinite(x) else None
+        return float(plain_floats(x, float32_values=True)) if np.isfinite(x) else None
     if isinstance(x, np.integer):
         return int(x)
     return x
