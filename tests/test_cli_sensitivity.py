@@ -84,7 +84,7 @@ def _library(frame, res):
     sweep = {}
     for lam in st["sweep_lambdas"]:
         m = S.fit(prob.graph, prob.data, settings.replace(lam=float(lam), equation_degrees=model.degrees))
-        sweep[lam] = [float(S.cfu(m, P)) for P in np.asarray(wc.P)]
+        sweep[lam] = [float(S.cfu(m, P)) for P in np.asarray(wc.P)] + [S.cfu_at_zero_correlation(m)]
     return model, wc, inv, sweep
 
 
@@ -120,7 +120,15 @@ def test_matches_library_column_order_graph_format_bytes(rng, tmp_path, capsys, 
     if not expect_inv["reached"]:
         assert res["inverse"]["p_max"] is None
     for row in res["lambda_sweep"]:
-        _close(row["cfu_at_worst_case_P"], sweep[row["lam"]])
+        _close(row["cfu_at_worst_case_P"], sweep[row["lam"]][:-1])
+        _close(row["cfu_at_zero_correlation"], sweep[row["lam"]][-1])  # each row's floor beside it
+    # the curve's floor, the CFU at zero correlation, beside it in results.json and the report
+    _close(res["worst_case"]["cfu_at_zero_correlation"], wc.cfu_at_zero_correlation)
+    _close(res["inverse"]["cfu_at_zero_correlation"], wc.cfu_at_zero_correlation)
+    report = (tmp_path / "a" / "report.md").read_text()
+    assert f"CFU at zero correlation (P = I, the floor of the curve, which no worst case is below): " \
+           f"{wc.cfu_at_zero_correlation:.4g}." in report
+    assert "| λ | CFU at zero correlation |" in report
     # λ = 0 (collinear embeddings: race² is the intercept) is the least-squares fit, never NaN. Each
     # child's features span its parents' equations and the parents (lsat's quadratic embedding of
     # race and gpa holds 1, race, race² and gpa): unpenalised, Model B with correlated errors is a
@@ -165,16 +173,21 @@ def test_sweep_marks_cfu_undefined_where_the_fit_interpolates(x64):
     [exact] = _sweep(prob, settings, SimpleNamespace(degrees=(2, 2)), [0.0], wc)
     assert exact["cfu_at_worst_case_P"] == [None, None]
     assert exact["undefined"].startswith("undefined: the fit interpolates lsat")
-    penalised = dict(exact, lam=1.0, cfu_at_worst_case_P=[0.0, 0.5], undefined=None)
+    assert exact["cfu_at_zero_correlation"] is None  # no floor where CFU is undefined
+    penalised = dict(exact, lam=1.0, cfu_at_worst_case_P=[0.0, 0.5], cfu_at_zero_correlation=0.01, undefined=None)
+    floored = dict(penalised, lam=100.0, cfu_at_zero_correlation=0.4, floor_dominates=True)
     res = {"inputs": dict(data="d.csv", graph="g.yaml", sensitive="race", target="fya"), "seed": 0, "quick": True,
            "model": dict(n=5, features=["gpa", "lsat"], parents=[["race"], ["race", "gpa"]], lam=1.0,
                          degrees=[2, 2], predictor_degree=1),
            "worst_case": dict(p_max=[0.0, 0.5], cfu=[0.0, 1.0], restart_ratio=[1.0, 1.0], min_eig=1e-3),
            "inverse": dict(reached=False, lo=0.5, max_cfu=1.0, max_cfu_p_max=0.5, level=2.0),
-           "baselines": {"blind": 2.0}, "lambda_sweep": [exact, penalised], "warnings": []}
+           "baselines": {"blind": 2.0}, "lambda_sweep": [exact, penalised, floored], "warnings": []}
     text = _report(res, False)
-    assert "| 0 | undefined |" in text and "- λ = 0: CFU undefined: the fit interpolates lsat" in text
-    assert "| 1 | 0.5 |" in text and "λ = 1:" not in text
+    assert "| 0 | undefined | undefined |" in text and "- λ = 0: CFU undefined: the fit interpolates lsat" in text
+    assert "| 1 | 0.01 | 0.5 |" in text and "λ = 1:" not in text
+    # a row whose floor carries it says so; a curve without a stated floor says "—"
+    assert "| 100 | 0.4 | 0.5 |" in text and "- λ = 100: the CFU at zero correlation (0.4) is more than a tenth" in text
+    assert "CFU at zero correlation (P = I, the floor of the curve, which no worst case is below): —." in text
 
 
 def test_user_mistakes_one_line(rng, tmp_path, capsys):
@@ -196,7 +209,8 @@ def test_user_mistakes_one_line(rng, tmp_path, capsys):
         (["sensitivity", data, "--graph", str(tmp_path / "target.yaml"), *ARGS], ("target.yaml", "fya")),
         (["sensitivity", data, "--graph", str(tmp_path / "broken.yaml"), *ARGS], "broken.yaml"),
         (["sensitivity", data, "--graph", str(tmp_path / "list.json"), *ARGS], "list.json"),
-        (["sensitivity", str(tmp_path / "nan.csv"), "--graph", graph, *ARGS], ("nan.csv", "lsat")),
+        # the NaN is in the eighth data row: row 8, 1-based as `cfjax evaluate` counts
+        (["sensitivity", str(tmp_path / "nan.csv"), "--graph", graph, *ARGS], ("nan.csv", "lsat", "first at row 8.")),
         (["sensitivity", data, "--graph", graph, *ARGS[:2], "--target", "score", *ARGS[4:]], "score"),
         (["sensitivity", data, "--graph", graph, *ARGS[:4], "--categories", "race=white"], "race"),
         (["sensitivity", data, "--graph", graph, *ARGS[:4], "--categories", "race"], "--categories"),
@@ -229,3 +243,35 @@ def test_help_example_runs(tmp_path, monkeypatch, capsys, x64):
     res = json.loads((out_dir / "results.json").read_text())
     assert res["inputs"]["sensitive"] == "race" and len(res["worst_case"]["cfu"]) == 4
     assert "Inverse question" in (out_dir / "report.md").read_text()
+
+
+def test_demo_warning_bullets_quote_the_budgets_of_its_table(rng):
+    # The demo's bullets once quoted the library's messages ("p_max = 0.198") beside a table
+    # printing 0.20, and the inverse searches' own budgets, which are in no table.
+    import re
+    from types import SimpleNamespace
+
+    from cfjax.cli.demo import _search_notes, _sensitivity_section
+
+    budgets = np.unique(np.append(np.linspace(0.0, 0.99, int(rng.integers(4, 9))), 0.5))
+    ratio = rng.uniform(1.0, 5.0, budgets.size)
+    apart = rng.choice(budgets.size - 1, 2, replace=False)
+    ratio[apart] = rng.uniform(11.0, 400.0, 2)
+    cfu = np.sort(rng.uniform(0.01, 1.0, budgets.size))
+    cfu[-1] = -np.inf  # a budget where no restart ended finite
+    floor = float(cfu[0])  # the curve's lowest point (its note, when it carries the curve, quotes no budget)
+    wc = SimpleNamespace(p_max=budgets, cfu=cfu, restart_ratio=ratio, cfu_at_zero_correlation=floor)
+    notes = _search_notes(wc, SimpleNamespace(fair_pred=np.ones(3)), inverse_warnings=3)
+    s = {"n": 100, "true_correlation": 0.5, "true_cfu": 0.1, "baselines": {"blind": 1.0}, "model": {"lam": 1.0},
+         "inverse": {"blind_baseline": {"reached": False, "level": 1.0, "max_cfu": 0.9}},
+         "worst_case": {"p_max": budgets.tolist(), "cfu": [None if not np.isfinite(v) else float(v) for v in cfu],
+                        "cfu_at_zero_correlation": floor}, "warnings": notes}
+    text = "\n".join(_sensitivity_section(s))
+    table = next(line for line in text.splitlines() if line.startswith("| p_max |")).split("|")[2:-1]
+    in_table = {cell.strip() for cell in table}
+    bullets = text.split("The search warned", 1)[1]
+    quoted = re.findall(r"p_max = ((?:[0-9.]+(?: \([0-9.]+x\))?(?:, )?)+)", bullets)
+    budgets_quoted = {b.split(" ")[0] for group in quoted for b in group.split(", ") if b}
+    assert len(budgets_quoted) == 3 and budgets_quoted <= in_table, (budgets_quoted, in_table)
+    assert "warned 3 time(s)" in bullets and "inverse" in bullets
+    assert f"CFU at zero correlation (P = I), is {floor:.3g}" in text

@@ -287,7 +287,7 @@ def test_degenerate_graphs_warn_naming_the_attribute_or_the_feature(x64):
 
 
 # ----------------------------------------------------------------------------- data errors and results
-def test_data_errors_give_1_based_rows_and_column_names(rng):
+def test_data_errors_give_1_based_rows_and_column_names(rng, x64):
     frame = salary_frame(rng, 40)
     row = int(rng.integers(0, 40))
     bad = frame.copy()

@@ -157,38 +157,86 @@ INTERPOLATES = 1e-6
 def _sweep(prob, settings, model, lams, wc) -> list[dict[str, Any]]:
     """CFU as a function of the shared ridge penalty of Models A and B (degrees fixed at the CV
     choice): at each λ, the CFU at the worst-case correlations ``wc.P`` found at the CV choice
-    (one per budget), and the baselines' unfairness.
+    (one per budget), the CFU at zero correlation (P = I, the row's floor: 0 without a penalty)
+    and the baselines' unfairness.
 
     CFU divides by the residual standard deviations (Model A's GLS and Model B's σ): where the
     fit interpolates a feature (an unpenalised embedding with as many independent columns as
     rows), that deviation is 0 and CFU is undefined. Such a row's CFU is null and its
-    ``undefined`` says why; ``undefined`` also explains any other non-finite CFU (null
-    otherwise)."""
+    ``undefined`` says why; ``undefined`` also gives the cause of any other non-finite CFU
+    (null otherwise): the model (A or B) and the feature whose fit is not finite. A row's
+    ``floor_dominates`` is true where its floor is more than a tenth of its CFUs' range: the
+    penalty, not confounding, carries that row."""
     import cfjax.sensitivity as S
+    from cfjax.sensitivity.cfu import negligible_cfu
+    from cfjax.sensitivity.diagnostics import floor_dominates
 
     X = np.asarray(prob.data.X, np.float64)
     scale = X.std(0)
+    features = list(prob.graph.features)
+    p_max = getattr(wc, "p_max", None)
     rows = []
     for lam in lams:
-        m = S.fit(prob.graph, prob.data, settings.replace(lam=float(lam), equation_degrees=model.degrees))
-        ratio = np.asarray(m.model_a.sigma, np.float64) / np.where(scale > 0, scale, 1.0)
-        exact = [f for f, r in zip(prob.graph.features, ratio) if not r > INTERPOLATES]
-        cfu = [None] * len(wc.P) if exact else common.to_json([S.cfu(m, P) for P in np.asarray(wc.P)])
-        why = None
-        if exact:
-            why = (f"undefined: the fit interpolates {', '.join(exact)} (residual standard deviation "
-                   f"{_fmt(min(ratio))} of the feature's own), and CFU divides by it")
-        elif any(v is None for v in cfu):
-            why = (f"not finite: the fit is numerically singular at this λ (smallest residual standard "
-                   f"deviation {_fmt(min(ratio))} of the feature's own)")
-        rows.append({"lam": float(lam), "cfu_at_worst_case_P": cfu, "undefined": why,
+        with warnings.catch_warnings():  # a row that is not finite says why in its `undefined`
+            warnings.simplefilter("ignore", S.ConvergenceWarning)
+            m = S.fit(prob.graph, prob.data, settings.replace(lam=float(lam), equation_degrees=model.degrees))
+            # the ridge residuals' spread, from the data (Model A's σ is NaN where rounding makes
+            # the variance of residuals that are 0 slightly negative)
+            ridge_w = m.design.blocks(m.model_a.w_ridge)
+            start = np.cumsum((0,) + m.design.sizes)
+            F = np.asarray(m.design.F, np.float64)
+            ratio = np.array([np.std(X[:, j] - F[:, start[j]:start[j + 1]] @ np.asarray(ridge_w[j], np.float64))
+                              for j in range(len(features))]) / np.where(scale > 0, scale, 1.0)
+            exact = [f for f, r in zip(features, ratio) if r <= INTERPOLATES]
+            sigma_a = np.asarray(m.model_a.sigma, np.float64)
+            broken = [f for j, f in enumerate(features)
+                      if f not in exact and not (np.isfinite(sigma_a[j]) and np.isfinite(np.asarray(m.model_a.w)).all())]
+            why, floor, dominates = None, None, False
+            if exact or broken:
+                cfu = [None] * len(wc.P)
+                why = (f"undefined: the fit interpolates {', '.join(exact)} (residual standard deviation "
+                       f"{_fmt(min(ratio))} of the feature's own), and CFU divides by it" if exact
+                       else f"not finite: Model A's fit of {', '.join(broken)} is not finite at this λ (σ "
+                            f"{', '.join(_fmt(sigma_a[features.index(f)]) for f in broken)})")
+            else:
+                fits = [S.fit_model_b(m.design, P, m.lam, names=features) for P in np.asarray(wc.P)]
+                cfu = common.to_json([S.cfu_of(m, mb) for mb in fits])
+                floor = common.to_json(S.cfu_at_zero_correlation(m))
+                if any(v is None for v in cfu):
+                    why = _why_not_finite(features, fits, cfu, p_max)
+                dominates = floor_dominates(np.nan if floor is None else floor,
+                                            [np.nan if v is None else v for v in cfu], negligible_cfu(m))
+        rows.append({"lam": float(lam), "cfu_at_worst_case_P": cfu, "cfu_at_zero_correlation": floor,
+                     "floor_dominates": dominates, "undefined": why,
                      "blind": float(m.baseline_unfairness["blind"]),
                      "unconstrained": float(m.baseline_unfairness["unconstrained"])})
     return rows
 
 
+def _why_not_finite(features: list[str], fits: list, cfu: list, p_max: Any) -> str:
+    """The cause of a sweep row's first CFU that is not finite: the feature whose Model B fit is
+    not finite (its σ solve found no finite minimum), or, with every fit finite, CFU itself."""
+    for i, (mb, value) in enumerate(zip(fits, cfu)):
+        if value is not None:
+            continue
+        at = f" at the worst-case P of p_max = {p_max[i]:.3f}" if p_max is not None else ""
+        sigma = np.asarray(mb.sigma, np.float64)
+        bad = [f for j, f in enumerate(features) if not np.isfinite(sigma[j])]
+        if bad or not np.isfinite(np.asarray(mb.w)).all():
+            shown = bad or features
+            return (f"not finite: Model B's fit of {', '.join(shown)} is not finite at this λ{at} (σ "
+                    f"{', '.join(_fmt(sigma[features.index(f)]) for f in shown)}): its σ solve found no finite "
+                    "minimum of the profile likelihood")
+        return (f"not finite: Model A and Model B are finite at this λ{at}, but CFU is not (σ of Model B "
+                f"{', '.join(_fmt(v) for v in sigma)}): extreme values in the data")
+    return "not finite"
+
+
 def _nearest(values: list[float], target: float) -> int:
     return int(np.argmin(np.abs(np.asarray(values) - target)))
+
+
+FLOOR_SHARE_TEXT = "a tenth"  # cfjax.sensitivity.diagnostics.FLOOR_SHARE in words
 
 
 def _report(res: dict[str, Any], figure: bool) -> str:
@@ -215,10 +263,19 @@ def _report(res: dict[str, Any], figure: bool) -> str:
               "(the other value of the sensitive attribute) when the model's errors are correlated by P; the "
               "worst case maximises it over every correlation matrix whose off-diagonal entries are at most "
               f"p_max in absolute value (smallest eigenvalue at least {_fmt(wc['min_eig'])}).", ""]
+    floor = wc.get("cfu_at_zero_correlation")
+    lines += [f"CFU at zero correlation (P = I, the floor of the curve, which no worst case is below): "
+              f"{_fmt(floor)}. It is 0 without a ridge penalty; at λ > 0 it is the penalty's shrinkage artefact "
+              "(Model B's fit at P = I is not Model A's), not unfairness caused by confounding: read the curve as "
+              "its rise above the floor.", ""]
+    if wc.get("floor_dominates"):
+        lines += [f"**The floor is more than {FLOOR_SHARE_TEXT} of the curve's range: the ridge penalty, not "
+                  "confounding, carries this curve** (see Warnings).", ""]
     if figure:
         lines += ["![worst-case CFU](curve.png)", ""]
-    lines += ["| p_max | worst-case CFU | restart ratio |", "|---|---|---|"]
-    lines += [f"| {p:.3f} | {_fmt(c)} | {_fmt(r)} |" for p, c, r in zip(wc["p_max"], wc["cfu"], wc["restart_ratio"])]
+    lines += ["| p_max | worst-case CFU | above the floor | restart ratio |", "|---|---|---|---|"]
+    lines += [f"| {p:.3f} | {_fmt(c)} | {_fmt(None if c is None or floor is None else c - floor)} | {_fmt(r)} |"
+              for p, c, r in zip(wc["p_max"], wc["cfu"], wc["restart_ratio"])]
     if inv["reached"]:
         ans = f"p_max = {_fmt(inv['p_max'])} (bracket ({_fmt(inv['lo'])}, {_fmt(inv['hi'])}])"
     else:
@@ -234,16 +291,23 @@ def _report(res: dict[str, Any], figure: bool) -> str:
               "penalty does as much as confounding, so read it next to this table.", "",
               "CFU (\"undefined\" where the fit leaves it so, e.g. where it interpolates a feature: null in "
               "`results.json`, with the reason in the row's `undefined`) at the correlations the search found "
-              "at the CV choice, for the budgets nearest 0.5 and 0.9 (every budget in `results.json`):", "",
-              "| λ | " + " | ".join(f"CFU at the worst-case P of p_max = {wc['p_max'][i]:.3f}" for i in cols)
-              + " | blind baseline |", "|---|" + "---|" * len(cols) + "---|"]
+              "at the CV choice, for the budgets nearest 0.5 and 0.9 (every budget in `results.json`), beside "
+              "each row's CFU at zero correlation (P = I, its floor):", "",
+              "| λ | CFU at zero correlation | "
+              + " | ".join(f"CFU at the worst-case P of p_max = {wc['p_max'][i]:.3f}" for i in cols)
+              + " | blind baseline |", "|---|---|" + "---|" * len(cols) + "---|"]
     notes = []
     for row in res["lambda_sweep"]:
         cells = [_fmt(row["cfu_at_worst_case_P"][i]) for i in cols]
         if row.get("undefined"):
             cells = ["undefined" if c in ("—", "NaN") else c for c in cells]
             notes.append(f"- λ = {_fmt(row['lam'])}: CFU {row['undefined']}.")
-        lines.append(f"| {_fmt(row['lam'])} | " + " | ".join(cells) + f" | {_fmt(row['blind'])} |")
+        elif row.get("floor_dominates"):
+            notes.append(f"- λ = {_fmt(row['lam'])}: the CFU at zero correlation ({_fmt(row['cfu_at_zero_correlation'])}) "
+                         f"is more than {FLOOR_SHARE_TEXT} of this row's range: the penalty's shrinkage, not "
+                         "confounding, carries it.")
+        floor_cell = "undefined" if row.get("undefined") else _fmt(row.get("cfu_at_zero_correlation"))
+        lines.append(f"| {_fmt(row['lam'])} | {floor_cell} | " + " | ".join(cells) + f" | {_fmt(row['blind'])} |")
     if notes:
         lines += [""] + notes
     if res["warnings"]:
@@ -265,7 +329,7 @@ def _save_curve(path: str, wc, baselines: dict[str, float]) -> bool:
     from cfjax._io import atomic_write_bytes
 
     fig = S.plot_curve(np.asarray(wc.p_max), np.asarray(wc.cfu), baselines=baselines,
-                       title="Worst-case counterfactual unfairness")
+                       title="Worst-case counterfactual unfairness", floor=wc.cfu_at_zero_correlation)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
     plt.close(fig)
@@ -286,7 +350,9 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
     parents = read_graph(graph)
     frame = _read_frame(data, categories)
     try:
-        prob = S.from_frame(frame, parents, sensitive=sensitive, target=target, categories=categories or None)
+        with warnings.catch_warnings(record=True) as caught_graph:  # a degenerate graph: in the report
+            warnings.simplefilter("always", S.DegenerateProblemWarning)
+            prob = S.from_frame(frame, parents, sensitive=sensitive, target=target, categories=categories or None)
     except ValidationError as e:
         msg = str(e)
         about_graph = msg.startswith(("`graph", "`parents", "`fair", "`sensitive"))
@@ -296,8 +362,10 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
     search = search_options(quick, restarts)
     key = jax.random.key(seed)
     grid = np.linspace(0.0, 0.99, budgets)
+    kinds = (S.ConvergenceWarning, S.ShrinkageWarning, S.DegenerateProblemWarning)
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", S.ConvergenceWarning)
+        for kind in kinds:
+            warnings.simplefilter("always", kind)
         log(f"fitting the working model, the fair predictor and the baselines on {prob.data.X.shape[0]} rows "
             "(degrees and λ by cross-validation)")
         model = S.fit(prob.graph, prob.data, settings)
@@ -313,16 +381,22 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
         lams = sorted({*(QUICK_SWEEP_LAMBDAS if quick else SWEEP_LAMBDAS), float(lam)})
         log(f"λ sweep: the model refitted at {len(lams)} ridge penalties")
         sweep = _sweep(prob, settings, model, lams, wc)
+    from cfjax.sensitivity.cfu import negligible_cfu
+    from cfjax.sensitivity.diagnostics import floor_dominates
+
+    # the floor beside the curve, and whether it carries the curve (worst_case warned then)
+    worst = {**wc.to_dict(), "floor_dominates": floor_dominates(wc.cfu_at_zero_correlation, np.asarray(wc.cfu),
+                                                                negligible_cfu(model))}
     seen: list[str] = []
-    for w in caught:
-        if issubclass(w.category, S.ConvergenceWarning) and str(w.message) not in seen:
+    for w in [*caught_graph, *caught]:
+        if issubclass(w.category, kinds) and str(w.message) not in seen:
             seen.append(str(w.message))
     res = {"command": "sensitivity", "seed": seed, "quick": quick,
            "inputs": {"data": os.path.basename(data), "graph": os.path.basename(graph), "sensitive": sensitive,
                       "target": target, "categories": categories, "graph_parents": parents},
            "settings": {"fit": _settings_dict(settings), "budgets": grid.tolist(), "search": search,
                         "inverse": inverse_opts, "sweep_lambdas": lams},
-           "model": model.to_dict(), "worst_case": wc.to_dict(), "inverse": inv.to_dict(),
+           "model": model.to_dict(), "worst_case": worst, "inverse": inv.to_dict(),
            "baselines": baselines, "lambda_sweep": sweep, "warnings": seen}
     return common.to_json(res), wc
 

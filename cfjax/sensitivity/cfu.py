@@ -100,7 +100,7 @@ def cfu(model: FairModel, P: Any, *, units: jax.Array | None = None, log_sigma0:
     """Counterfactual unfairness of the fair predictor if the errors had correlation ``P``
     (definitions §3). Traceable and differentiable in P; a concrete P is validated first
     (symmetric, unit diagonal, positive definite) — a non-PD P raises instead of being used.
-    Called eagerly, a Model B fit that is not finite warns (:class:`ConvergenceWarning`, naming
+    Called eagerly, a Model B fit that is not finite warns (:class:`~cfjax.sensitivity.ConvergenceWarning`, naming
     λ and the feature) instead of returning NaN in silence."""
     if _checks.is_concrete(P):
         check_correlation(P, min_eig=1e-12)

@@ -230,9 +230,11 @@ class Settings:
     CV on the rows in order (the paper, scikit-learn's default) or shuffled. ``model_a``:
     ``"paper"`` (definitions §3: ridge, then one GLS refit with the ridge residuals' variances) or
     ``"ml"`` (the independent-errors maximum-likelihood fit, i.e. Model B at P = I). With
-    ``"paper"``, Model B at P = I differs slightly from Model A (its σ is the profile-likelihood
-    optimum), so CFU(I) is small but not zero (about 1e-8 of CFU at p = 0.5 in the tests);
-    with ``"ml"`` CFU(I) = 0 up to float error. ``cv_score``: what CV maximises — ``"r2"`` (the
+    ``"paper"`` and λ > 0, Model B at P = I differs from Model A (its σ is the profile-likelihood
+    optimum, and the ridge shrinks by λ against the precision 1/σ²), so CFU(I) is not zero: the
+    ridge floor (:func:`~cfjax.sensitivity.cfu_at_zero_correlation`), about 1e-8 of CFU at
+    p = 0.5 in the tests' small-λ fits but a large part of the curve at large λ; at λ = 0, and
+    with ``"ml"`` at any λ, CFU(I) = 0 up to float error. ``cv_score``: what CV maximises — ``"r2"`` (the
     paper's recipe: scikit-learn's ``GridSearchCV(cv=5)`` with its default scoring, held-out R²
     averaged over folds; a shared-λ Model A is one estimator, scored by the R² of all equations'
     held-out targets stacked together, the fair predictor and the baselines by the R² of their own
@@ -268,7 +270,7 @@ class FairModel:
     (``w`` is w†, ``residuals`` ε̂); ``theta``: the fair predictor's coefficients on
     :func:`predictor_inputs`; ``fair_pred``: its predictions ``(n,)``; ``baselines``: name →
     predictions of the unconstrained (A, X) and blind (X) predictors; ``baseline_unfairness``:
-    name → ``mean_i (f_θ(ε̂_i) − ŷ^b_i)²``; ``selection``: the CV choices and tables.
+    name → ``mean_i (f_θ(ε̂_i) − ŷ^b_i)²`` (floats); ``selection``: the CV choices and tables.
 
     **Baseline unfairness and CFU measure different things.** Both are mean squared
     differences of predictions, in squared units of the target y, but:
@@ -283,8 +285,9 @@ class FairModel:
       *one predictor*, the fair one, with *itself* in two worlds of each unit: its factual A
       and a counterfactual A, the counterfactual features propagated under Model B, whose
       errors are correlated by P (unmeasured confounding). If Model A were right (P = I), CFU
-      would be 0 (about 0 with the paper's Model A: see :class:`Settings`); it grows only as
-      far as confounding makes Model A's residuals ε̂ leak A.
+      would be 0 without a ridge penalty; at λ > 0 it is the ridge floor there
+      (:func:`~cfjax.sensitivity.cfu_at_zero_correlation`, see :class:`Settings`), and it grows
+      only as far as confounding makes Model A's residuals ε̂ leak A.
 
     So the two differ by orders of magnitude as a rule: on :func:`~cfjax.sensitivity.synthetic`
     data (5,000 units, the paper's recipe) the baselines' values are near 1.9 while the
