@@ -85,28 +85,36 @@ def _hidden_modules(installed: set[str]) -> list[str]:
     return sorted(hidden)
 
 
+def _demo_recipe_modules() -> list[str]:
+    """The files of the modules the demo target runs besides the command (``$(PY) -m MODULE``)."""
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as f:
+        text = f.read()
+    recipe = re.search(r"^demo:.*\n((?:\t.*\n)+)", text, re.M)
+    assert recipe, "the Makefile's demo target has no recipe"
+    return [os.path.join(ROOT, *m.split(".")) + ".py" for m in re.findall(r"-m ([\w.]+)", recipe.group(1))]
+
+
 def _third_party_imports() -> dict[str, set[str]]:
-    """Every top-level module imported anywhere in cfjax's code (module or function level) →
-    the files importing it; the standard library and cfjax left out."""
+    """Every top-level module imported anywhere in cfjax's code, or in a module the demo target
+    runs (module or function level) → the files importing it; the standard library, cfjax and
+    the repository's own modules left out."""
     found: dict[str, set[str]] = {}
-    for folder, _, files in os.walk(os.path.join(ROOT, "cfjax")):
-        for name in files:
-            if not name.endswith(".py"):
+    paths = [os.path.join(folder, name) for folder, _, files in os.walk(os.path.join(ROOT, "cfjax"))
+             for name in files if name.endswith(".py")]
+    for path in paths + _demo_recipe_modules():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                mods = [node.module]
+            else:
                 continue
-            path = os.path.join(folder, name)
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read(), path)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    mods = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    mods = [node.module]
-                else:
-                    continue
-                for m in mods:
-                    top = m.split(".")[0]
-                    if top not in sys.stdlib_module_names and top != "cfjax" and top != "__future__":
-                        found.setdefault(top, set()).add(os.path.relpath(path, ROOT))
+            for m in mods:
+                top = m.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in ("cfjax", "experiments", "__future__"):
+                    found.setdefault(top, set()).add(os.path.relpath(path, ROOT))
     return found
 
 
