@@ -166,6 +166,13 @@ def check_positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
+def check_positive_float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(value) or value <= 0:
+        fail(name, "a finite number > 0", repr(value))
+    return float(value)
+
+
 def check_threshold(name: str, tau: Any) -> None:
     if not is_concrete(tau):
         return

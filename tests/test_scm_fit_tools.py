@@ -156,15 +156,61 @@ def test_save_and_load_round_trip_exactly(rng, tmp_path):
         load_params(tmp_path / "missing")
 
 
-def test_auto_batch_size_is_full_batch_for_small_n_and_minibatches_for_large_n(rng):
-    from cfjax.scm.model import AUTO_BATCH, AUTO_FULL_BATCH
+def test_auto_batch_size_is_full_batch_for_small_n_and_minibatches_then_full_batch_for_large_n(rng):
+    from cfjax.scm.model import AUTO_BATCH, AUTO_FULL_BATCH, AUTO_FULL_TAIL
     key = jax.random.key(int(rng.integers(1 << 30)))
-    for n, explicit in ((AUTO_FULL_BATCH, None), (AUTO_FULL_BATCH + 1, AUTO_BATCH)):
-        scm, data = sample(rng, n)
-        auto, losses_auto = scm.fit(key, data, steps=3, learning_rate=0.05, progress=False)
-        want, losses = scm.fit(key, data, steps=3, learning_rate=0.05, batch_size=explicit, progress=False)
-        np.testing.assert_array_equal(losses_auto, losses)
-        for a, b in zip(jax.tree.leaves(auto), jax.tree.leaves(want)):
-            np.testing.assert_array_equal(a, b)
+    scm, data = sample(rng, AUTO_FULL_BATCH)
+    auto, losses_auto = scm.fit(key, data, steps=3, learning_rate=0.05, progress=False)
+    want, losses = scm.fit(key, data, steps=3, learning_rate=0.05, batch_size=None, progress=False)
+    np.testing.assert_array_equal(losses_auto, losses)
+    for a, b in zip(jax.tree.leaves(auto), jax.tree.leaves(want)):
+        np.testing.assert_array_equal(a, b)
+
+    # Beyond the threshold: minibatches of AUTO_BATCH, then the last 1/AUTO_FULL_TAIL of the
+    # steps on every unit, each part from a fresh optimizer state. Reference: a plain optax
+    # loop over the same minibatches.
+    n, steps = AUTO_FULL_BATCH + 1 + int(rng.integers(100)), 2 * AUTO_FULL_TAIL
+    tail = steps // AUTO_FULL_TAIL
+    scm, data = sample(rng, n)
+    start = scm.init(jax.random.key(int(rng.integers(1 << 30))))
+    opt = optax.adam(0.05)
+    auto, losses_auto = scm.fit(key, data, steps=steps, optimizer=opt, params=start, progress=False)
+    keys = jax.random.split(jax.random.split(key)[1], steps)
+    p, ref_losses = start, []
+    with jax.numpy_dtype_promotion("standard"):
+        for i in range(steps):
+            batch = data
+            if i < steps - tail:
+                idx = np.asarray(jax.random.randint(keys[i], (AUTO_BATCH,), 0, n))
+                batch = {v: x[idx] for v, x in data.items()}
+            if i in (0, steps - tail):
+                state = opt.init(p)
+            value, grads = jax.value_and_grad(lambda q: -scm.log_prob(q, batch).mean())(p)
+            updates, state = opt.update(grads, state, p)
+            p = optax.apply_updates(p, updates)
+            ref_losses.append(float(value))
+    np.testing.assert_allclose(losses_auto, ref_losses, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(auto), jax.tree.leaves(p)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    # the minibatch part is that of batch_size=AUTO_BATCH, step for step
+    _, losses_mini = scm.fit(key, data, steps=steps, optimizer=opt, params=start, batch_size=AUTO_BATCH,
+                             progress=False)
+    np.testing.assert_array_equal(losses_auto[:steps - tail], losses_mini[:steps - tail])
     with pytest.raises(ValidationError, match="`batch_size`"):
         scm.fit(key, data, steps=1, batch_size="full")
+    with pytest.raises(ValidationError, match="`learning_rate`"):
+        scm.fit(key, data, steps=1, learning_rate=0.0)
+
+
+def test_fit_with_defaults_reaches_the_ols_solution(rng):
+    """N = 20,000 with default arguments (minibatches, then full-batch steps): the maximum-likelihood
+    fit of a linear-Gaussian SCM is OLS per node, its noise scale the residuals' RMS."""
+    scm, data = sample(rng, 20_000)
+    params, _ = scm.fit(jax.random.key(int(rng.integers(1 << 30))), data, progress=False)
+    for v, ps in PARENTS.items():
+        design = np.column_stack([np.asarray(data[p], np.float64) for p in ps] + [np.ones(20_000)])
+        coef, *_ = np.linalg.lstsq(design, np.asarray(data[v], np.float64), rcond=None)
+        rms = np.sqrt(np.mean((data[v] - design @ coef) ** 2))
+        w, b, s = coefficients(params, v)
+        np.testing.assert_allclose(np.append(w, b), coef, atol=1e-3, err_msg=v)
+        assert s == pytest.approx(rms, rel=1e-2), v

@@ -28,9 +28,11 @@ __all__ = ["FitInfo", "SCM"]
 Data = Mapping[str, Any]
 
 
-#: ``SCM.fit(batch_size="auto")``: full-batch steps up to this many units, minibatches of
-#: ``AUTO_BATCH`` units beyond.
-AUTO_FULL_BATCH, AUTO_BATCH = 4096, 1024
+#: ``SCM.fit(batch_size="auto")``: full-batch steps up to ``AUTO_FULL_BATCH`` units; beyond,
+#: minibatches of ``AUTO_BATCH`` units for all but the last ``1 / AUTO_FULL_TAIL`` of the steps,
+#: which are full-batch (they carry the fit from the minibatches' noise floor to the maximum of
+#: the likelihood). Measured by ``experiments/benchmarks/bench_scm_fit.py``.
+AUTO_FULL_BATCH, AUTO_BATCH, AUTO_FULL_TAIL = 4096, 1024, 8
 
 
 class FitInfo(NamedTuple):
@@ -559,10 +561,12 @@ class SCM:
                 or not 0.0 <= float(validation) < 1.0:
             raise ValidationError(f"`validation`: expected a fraction in [0, 1), got {validation!r}.")
         n = _n_units(data)
-        if isinstance(batch_size, str):
+        full_tail = 0  # the last steps, run on every unit after the minibatches
+        auto = isinstance(batch_size, str)
+        if auto:
             if batch_size != "auto":
                 raise ValidationError(f"`batch_size`: expected 'auto', None or a positive int, got {batch_size!r}.")
-            batch_size = None if n <= AUTO_FULL_BATCH else AUTO_BATCH
+            batch_size = None
         if batch_size is not None:
             batch_size = _checks.check_positive_int("batch_size", batch_size)
         if progress is None:
@@ -581,6 +585,8 @@ class SCM:
             held_data = {v: x[held_index] for v, x in data.items()}
             data = {v: x[train_index] for v, x in data.items()}
             n = n - n_held
+        if auto and n > AUTO_FULL_BATCH:
+            batch_size, full_tail = AUTO_BATCH, max(1, steps // AUTO_FULL_TAIL)
         params = self.init(init_key) if params is None else params
         if fitted is not None:
             if not isinstance(params, Mapping) or any(v not in params for v in self.nodes):
@@ -588,26 +594,39 @@ class SCM:
                 raise ValidationError(f"`params`: expected parameters of every node, missing {missing}.")
             held = {v: params[v] for v in self.nodes if v not in fitted}
             params = {v: params[v] for v in fitted}
-        opt = optax.adam(learning_rate) if optimizer is None else optimizer
+        # The phases: (steps, minibatches?), each with a fresh optimizer state. The default
+        # Adam's step size decays to zero over each phase (a constant step leaves Adam at its
+        # noise floor, short of the maximum-likelihood fit).
+        if batch_size is None:
+            phases = ((steps, False),)
+        elif full_tail:
+            phases = ((steps - full_tail, True), (full_tail, False))
+        else:
+            phases = ((steps, True),)
+        if optimizer is None:
+            learning_rate = _checks.check_positive_float("learning_rate", learning_rate)
+            opts = tuple(optax.adam(optax.cosine_decay_schedule(learning_rate, size)) for size, _ in phases)
+        else:
+            opts = (optimizer,) * len(phases)
 
         def loss(p, batch):
             if fitted is None:
                 return -jnp.mean(self._log_prob(p, batch))
             return -jnp.mean(self._log_prob({**held, **p}, batch, fitted))
 
-        def step(carry, k):
+        def step(carry, k, phase):
             p, state = carry
             batch = data
-            if batch_size is not None:
+            if phases[phase][1]:
                 idx = jax.random.randint(k, (batch_size,), 0, n)
                 batch = jax.tree.map(lambda a: a[idx], data)
             value, grads = jax.value_and_grad(loss)(p, batch)
-            updates, state = opt.update(grads, state, p)
+            updates, state = opts[phase].update(grads, state, p)
             return (optax.apply_updates(p, updates), state), value
 
-        @jax.jit
-        def run(p, state, keys):
-            (p, state), losses = jax.lax.scan(step, (p, state), keys)
+        @functools.partial(jax.jit, static_argnums=3)
+        def run(p, state, keys, phase):
+            (p, state), losses = jax.lax.scan(functools.partial(step, phase=phase), (p, state), keys)
             return p, state, losses
 
         held_nll = jax.jit(loss)
@@ -619,10 +638,14 @@ class SCM:
         # optax mixes weak and integer types internally: scope the standard promotion rules
         # to this call so that callers running JAX with strict promotion can still fit.
         with jax.numpy_dtype_promotion("standard"), _progress_bar(progress, steps) as bar:
-            out, state = params, jax.jit(opt.init)(params)
+            out, phase, phase_end = params, -1, 0
             while done < steps:
-                size = min(chunk, steps - done)
-                out, state, losses = run(out, state, keys[done:done + size])
+                if done == phase_end:
+                    phase += 1
+                    phase_end += phases[phase][0]
+                    state = jax.jit(opts[phase].init)(out)
+                size = min(chunk, phase_end - done)
+                out, state, losses = run(out, state, keys[done:done + size], phase)
                 done += size
                 parts.append(losses)
                 postfix = {"loss": f"{float(losses[-1]):.4g}"} if bar is not None else {}
