@@ -6,7 +6,9 @@ demographics): the ten predictors of paper 000 (seven trained members × seeds a
 ensemble, three logit offsets), K = 16 counterfactual images per test unit (sex × 8 ages) from
 a counterfactual *source* (exact by default; a learned HVAE generator with
 :class:`GeneratorSettings`), and every table: risk, calibration, stability, their CTC, bootstrap
-intervals, ΔAUC and its correlation with stability, Proposition 1, ranking agreement.
+intervals, ΔAUC and its correlation with stability, Proposition 1, ranking agreement; and a
+check that each setting's basic classifier is clearly above chance (:mod:`cfjax.study.diagnostics`,
+:class:`WeakClassifierWarning`).
 
 :func:`run` does it all and writes ``report.md``, ``results.json``, figures, predictions and
 checkpoints; ``experiments/marginalisation.py`` and ``cfjax demo`` call it.
@@ -17,9 +19,10 @@ Example (the whole study takes minutes; see ``cfjax demo`` for a run):
   (['A', 'B', 'A->B'], 32, 64)
 """
 
+from cfjax.study.diagnostics import FAR_BELOW, WeakClassifierWarning, basic_auc_check, classifier_checks
 from cfjax.study.learned import (GENERATOR_FULL, GENERATOR_QUICK, GeneratorSettings, LearnedSource,
                                  learned_images, learned_scm, train_generator)
-from cfjax.study.marginalisation import (FULL, QUICK, Config, CounterfactualSource, evaluate_setting,
+from cfjax.study.marginalisation import (FULL, QUICK, Config, CounterfactualSource, auc_interval, evaluate_setting,
                                          exact_counterfactuals, run, train_generators, train_site)
 from cfjax.study.paper import SETTINGS, SITE_A, SITE_B
 from cfjax.study.report import compare_settings, reliability_figure, scatter_figure, write_report
@@ -28,5 +31,6 @@ __all__ = [
     "Config", "FULL", "QUICK", "run", "train_site", "evaluate_setting", "CounterfactualSource",
     "exact_counterfactuals", "GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "LearnedSource",
     "train_generator", "train_generators", "learned_images", "learned_scm", "SITE_A", "SITE_B", "SETTINGS",
-    "compare_settings", "reliability_figure", "scatter_figure", "write_report",
+    "compare_settings", "reliability_figure", "scatter_figure", "write_report", "auc_interval",
+    "WeakClassifierWarning", "FAR_BELOW", "basic_auc_check", "classifier_checks",
 ]

@@ -49,6 +49,7 @@ import io
 import json
 import os
 import time
+import warnings
 from typing import Any, Callable, Mapping
 
 import jax
@@ -62,6 +63,7 @@ from cfjax import _checks
 from cfjax import predictors as cp
 from cfjax._io import atomic_write_bytes
 from cfjax.study import learned as ls
+from cfjax.study.diagnostics import WeakClassifierWarning, classifier_checks
 from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, RISKS, CALIBRATION, SETTINGS, SITE_A, SITE_B, STABILITY
 from cfjax.study.report import (_by_name, _jsonable, _slug, compare_settings, reliability_figure, scatter_figure,
                                 write_report)
@@ -164,6 +166,28 @@ def _pairs_same_order(a: np.ndarray, b: np.ndarray) -> float:
     """Fraction of the pairs (i < j) that ``a`` and ``b`` order strictly the same way."""
     i, j = np.triu_indices(len(a), 1)
     return float(np.mean(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]) > 0))
+
+
+def auc_interval(p_obs: Any, y: Any, key: jax.Array, resamples: int, level: float = 0.95) -> np.ndarray:
+    """Percentile bootstrap interval of the seed-mean AUC of each predictor.
+
+    ``p_obs``: ``(P, S, N)`` scores of P predictors × S seeds on the same N units; ``y``: ``(N,)``.
+    Resample ``b`` draws the units of :func:`cfjax.metrics.bootstrap_indices` (``key``), the
+    resamples :func:`cfjax.metrics.evaluate_bootstrap` draws with the same key, so the
+    intervals are paired with the reports'. Returns ``(P, 2)``: the ``100(1 − level)/2`` and
+    ``100(1 + level)/2`` percentiles of the seed mean over the resamples (NaN when a resample
+    has a single class).
+    """
+    p = jnp.asarray(p_obs)
+    n_pred, n_seeds, n = p.shape
+    flat = p.reshape(n_pred * n_seeds, n)
+    yj = jnp.asarray(y)
+    idx = cm.bootstrap_indices(key, n, resamples)  # (B, N)
+    one = jax.vmap(cm.auc, in_axes=(0, None))
+    reps = jax.lax.map(lambda i: one(flat[:, i], yj[i]), idx, batch_size=50)  # (B, P·S)
+    means = np.asarray(reps, np.float64).reshape(resamples, n_pred, n_seeds).mean(axis=-1)
+    q = 100 * (1 - level) / 2
+    return np.stack([np.percentile(means, q, axis=0), np.percentile(means, 100 - q, axis=0)], axis=-1)
 
 
 def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
@@ -281,6 +305,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     # ---- AUC, stratified AUC and ΔAUC per attribute
     groups = {"sex": (sex, 2), "age_group": (cf.data.age_group(age), 3), "race": (race, 3)}
     auc = np.asarray(jax.vmap(cm.auc, in_axes=(0, None))(flat_obs, jnp.asarray(y)), np.float64).reshape(n_pred, n_seeds)
+    auc_ci = auc_interval(p_obs_np, y, k_boot, config.bootstrap)  # the reports' resamples: (10, 2)
     strat, delta = {}, {}
     for attr, (codes, g) in groups.items():
         codes = jnp.asarray(codes.astype(np.int32))
@@ -328,7 +353,8 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
             agreement[f"{lf}~{lab}"] = {"kendall_tau": taus, "pairs_same_order": same}
 
     return {"names": list(names), "seeds": seeds, "n": n, "n_pos": int(y.sum()), "weights": np.asarray(q).tolist(),
-            "per_seed": per_seed, "ci95_seed_mean": ci, "ctc": ctc, "auc": auc, "stratified_auc": strat,
+            "per_seed": per_seed, "ci95_seed_mean": ci, "ctc": ctc, "auc": auc, "auc_ci95_seed_mean": auc_ci,
+            "stratified_auc": strat,
             "delta_auc": delta, "cf_sex_effect": cf_sex_effect, "cf_age_effect": cf_age_effect,
             "correlations": correlations, "proposition1": prop1, "ranking_agreement": agreement,
             "label_changed": float(np.mean(y_cf != y[None, :])),
@@ -454,6 +480,12 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
                          "best_val_auc": t["best_val_auc"], "best_step": t["best_step"]} for s, t in trained.items()},
         "settings": settings,
     }
+    # is each setting's basic classifier good enough to compare anything with?
+    results["classifier_checks"] = classifier_checks(results)
+    for check in results["classifier_checks"].values():
+        if check["warning"]:
+            log("WARNING " + check["warning"])
+            warnings.warn(check["warning"], WeakClassifierWarning, stacklevel=2)
     if generator is not None:
         results["learned"] = {"generator": {"settings": dataclasses.asdict(generator), "sites": generator_info},
                               "settings": learned, "comparison": comparison}

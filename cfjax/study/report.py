@@ -13,11 +13,12 @@ import numpy as np
 from cfjax import metrics as cm
 from cfjax import predictors as cp
 from cfjax._io import atomic_write_bytes, plain_floats
+from cfjax.study.diagnostics import FAR_BELOW
 from cfjax.study.paper import (ATTRIBUTES, CALIBRATION, DELTA_NAMES, PAPER_CALIBRATION, PAPER_RISK,
                                PAPER_STABILITY_A, RISKS, SETTINGS, SITE_B, SOURCE_DEPENDENT, SOURCE_FREE, STABILITY)
 
 __all__ = ["reliability_figure", "scatter_figure", "compare_settings", "mean_relative_move", "learned_summary",
-           "learned_report", "findings", "write_report"]
+           "learned_report", "findings", "classifier_section", "write_report"]
 
 
 def _nanmean(v) -> float:
@@ -341,7 +342,9 @@ def findings(results: Mapping[str, Any]) -> list[str]:
             f"(of 9; paper 000: {paper[0]:.2f}, {paper[1]:.2f}, {paper[2]:.2f}). "
             + " ".join(f"{lab} {'beats' if ctc[f] > ctc['risk_orig'] else 'ties' if ctc[f] == ctc['risk_orig'] else 'is below'} R_orig"
                        + ("" if ctc[f] > ctc['risk_orig'] else " (the paper's finding does NOT reproduce here)") + "."
-                       for f, lab in (("risk_cm", "R_CM"), ("risk_ie", "R_IE"))))
+                       for f, lab in (("risk_cm", "R_CM"), ("risk_ie", "R_IE")))
+            + (" **These rest on a basic classifier flagged under Warnings.**"
+               if (results.get("classifier_checks") or {}).get(name, {}).get("warning") else ""))
         cs = r["correlations"]["sex"]
         pos = [f for f, _ in STABILITY if f in ("s_var", "s_flip", "d_obs", "score_shift")
                and np.isfinite(cs[f]["pearson"]) and cs[f]["pearson"] > 0]
@@ -370,6 +373,28 @@ def findings(results: Mapping[str, Any]) -> list[str]:
             + ". (τ is undefined for a seed whose label-free metric is constant over the predictors; such seeds "
               "are left out of the mean, and their pairs count as not ordered alike.)")
     return out
+
+
+def classifier_section(checks: Mapping[str, Mapping[str, Any]] | None, heading: bool = True) -> list[str]:
+    """The report's lines on the basic classifiers (:mod:`cfjax.study.diagnostics`): a warning
+    per flagged setting, and every setting's test and validation AUC; under a heading
+    (``## Warnings`` when a setting is flagged) or, with ``heading=False``, without one. Each
+    block ends with an empty line."""
+    if not checks:
+        return []
+    flagged = [c for c in checks.values() if c["warning"]]
+    lines = [("## Warnings" if flagged else "## Basic classifiers"), ""] if heading else []
+    lines += [f"- **Warning.** {c['warning']}" for c in flagged]
+    if flagged:
+        lines.append("")
+    lines.append(
+        "Basic classifier, test AUC [95% bootstrap interval] and validation AUC (seed means): "
+        + "; ".join(f"{name} {c['auc']:.3f} [{_fmt(c['ci95'][0])}, {_fmt(c['ci95'][1])}], validation "
+                    f"{c['validation_auc']:.3f}" for name, c in checks.items())
+        + f". A setting is flagged when the interval reaches 0.5 (chance) or the test AUC is more than "
+        f"max({FAR_BELOW:g}, the interval's width) below the validation AUC"
+        + ("; none is." if not flagged else "."))
+    return lines + [""]
 
 
 def write_report(results: Mapping[str, Any], out: str) -> None:
@@ -406,9 +431,9 @@ def write_report(results: Mapping[str, Any], out: str) -> None:
         f"- Bootstrap: {cfg['bootstrap']} paired resamples of test units; intervals are 95% percentile intervals "
         "of the seed mean. Tables show seed means.",
         "",
-        "## Findings (measured)",
-        "",
     ]
+    lines += classifier_section(results.get("classifier_checks"))
+    lines += ["## Findings (measured)", ""]
     lines += [f"- {f}" for f in findings(results)]
     for name, train_site_name, desc in SETTINGS:
         r = results["settings"][name]
@@ -416,10 +441,12 @@ def write_report(results: Mapping[str, Any], out: str) -> None:
         lines += ["", f"## Setting {name}: trained on site {train_site_name}, tested on the {desc} (n = {r['n']}, "
                   f"{r['n_pos']} positive)", ""]
         lines += ["### AUC and ΔAUC (seed means)", "",
-                  "| predictor | AUC | ΔAUC sex | ΔAUC age group | ΔAUC race | CF sex effect | CF age effect |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| predictor | AUC [95% bootstrap interval] | ΔAUC sex | ΔAUC age group | ΔAUC race | CF sex effect | "
+                  "CF age effect |", "|---|---|---|---|---|---|---|"]
+        auc_ci = r.get("auc_ci95_seed_mean")
         for i, p in enumerate(r["names"]):
-            lines.append(f"| {p} | {np.mean(r['auc'][i]):.3f} | "
+            interval = "" if auc_ci is None else f" [{_fmt(auc_ci[i][0])}, {_fmt(auc_ci[i][1])}]"
+            lines.append(f"| {p} | {np.mean(r['auc'][i]):.3f}{interval} | "
                          + " | ".join(f"{np.mean(r['delta_auc'][a][i]):.3f}" for a in ATTRIBUTES)
                          + f" | {np.mean(r['cf_sex_effect'][i]):+.3f} | {np.mean(r['cf_age_effect'][i]):+.3f} |")
         lines += ["", "CF sex effect: mean over units and ages of p(do(female)) − p(do(male)); CF age effect: "
@@ -519,6 +546,8 @@ def _by_name(res: dict[str, Any]) -> dict[str, Any]:
 
     out = dict(res)
     out["auc"] = named(res["auc"])
+    if "auc_ci95_seed_mean" in res:
+        out["auc_ci95_seed_mean"] = named(res["auc_ci95_seed_mean"])
     out["delta_auc"] = {a: named(v) for a, v in res["delta_auc"].items()}
     out["stratified_auc"] = {a: named(v) for a, v in res["stratified_auc"].items()}
     out["per_seed"] = {f: named(v) for f, v in res["per_seed"].items()}
