@@ -170,19 +170,21 @@ def sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None] = 
         search = dict(restarts=scale.restarts, steps=scale.search_steps)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", S.ConvergenceWarning)
+            warnings.simplefilter("ignore", S.ShrinkageWarning)  # the floor is reported beside the curve
             log(f"    fitting the working model, the fair predictor and the baselines on {scale.sensitivity_n} units")
             model = S.fit(prob.graph, prob.data, settings)
             log(f"    worst-case CFU over {len(budgets)} budgets × {scale.restarts} restart(s) (the first search compiles)")
             wc = S.worst_case(model, budgets, key=key, **search)
+            main_warnings = len(caught)  # the curve's own: restated below with the table's budgets
             baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
             true_cfu = float(S.cfu(model, prob.true_correlation))
             log("    inverse question: the smallest budgets reaching the true correlation's CFU and the blind baseline's")
             inverse = {name: S.inverse_budget(model, level, key=key, grid=len(budgets), hi=0.99,
                                               tol=scale.inverse_tol, **search).to_dict()
                        for name, level in (("true_correlation_cfu", true_cfu), ("blind_baseline", baselines["blind"]))}
-        seen = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, S.ConvergenceWarning)))
+        seen = _search_notes(wc, model, sum(issubclass(w.category, S.ConvergenceWarning) for w in caught[main_warnings:]))
         fig = S.plot_curve(wc.p_max, wc.cfu, baselines=baselines, true_value=(0.5, true_cfu),
-                           title="Worst-case CFU (true correlation 0.5)")
+                           title="Worst-case CFU (true correlation 0.5)", floor=wc.cfu_at_zero_correlation)
         _save(fig, os.path.join(out, "cfu_curve.png"))
         return common.to_json({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu,
                                "settings": {"degrees": [2], "lambdas": [1e-2, 1.0, 1e2], "search": search,
@@ -191,6 +193,41 @@ def sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None] = 
                                "inverse": inverse, "warnings": seen})
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+def _budget(p: float) -> str:
+    """A budget as the demo's report prints it, in its table and in every note."""
+    return f"{p:.3g}"
+
+
+def _search_notes(wc: Any, model: Any, inverse_warnings: int) -> list[str]:
+    """The demo search's warnings, every budget quoted as the report's table prints it: the
+    curve's budgets whose worst case rests on one restart or found no finite CFU, whether the
+    CFU at zero correlation carries the curve, and how often the inverse question's searches
+    (at budgets of their own) warned."""
+    from cfjax.sensitivity.cfu import negligible_cfu
+    from cfjax.sensitivity.diagnostics import floor_dominates
+
+    p, cfu = np.asarray(wc.p_max, np.float64), np.asarray(wc.cfu, np.float64)
+    ratio = np.asarray(wc.restart_ratio, np.float64)
+    notes = []
+    none = np.flatnonzero(~np.isfinite(cfu))
+    if none.size:
+        notes.append("no restart ended with a finite CFU at p_max = " + ", ".join(_budget(p[i]) for i in none)
+                     + " (n/a in the table)")
+    apart = np.flatnonzero(ratio > 10)  # worst_case's warn_ratio
+    if apart.size:
+        notes.append("the worst case at p_max = " + ", ".join(f"{_budget(p[i])} ({ratio[i]:.3g}x)" for i in apart)
+                     + " rests on one restart (the best restart's CFU over the second best's): more restarts or "
+                     "steps may find a larger one")
+    floor = wc.cfu_at_zero_correlation
+    if floor_dominates(floor, cfu, negligible_cfu(model)):
+        notes.append(f"the CFU at zero correlation ({floor:.3g}) is more than a tenth of the curve's range: the "
+                     "ridge penalty, not confounding, carries the curve")
+    if inverse_warnings:
+        notes.append(f"the inverse question's searches, at budgets of their own (`inverse` in results.json), warned "
+                     f"{inverse_warnings} time(s) that a worst case rested on one restart or found no finite CFU")
+    return notes
 
 
 # ------------------------------------------------------------------------- 3. representations
@@ -289,10 +326,12 @@ def _sensitivity_section(s: dict[str, Any]) -> list[str]:
     wc, inv = s["worst_case"], s["inverse"]
     lines = ["", "## 2. Sensitivity of counterfactual fairness to unmeasured confounding (paper 001)", "",
              f"The built-in synthetic SCM (n = {s['n']}; A → G → L with correlated errors, true correlation "
-             f"{s['true_correlation']}). The fair predictor's counterfactual unfairness (CFU) is 0 when the errors "
-             "are uncorrelated (Model A); the curve is its worst case over every correlation within the budget "
-             "p_max, found by a differentiable search.", "",
-             "| p_max | " + " | ".join(f"{p:.2f}" for p in wc["p_max"]) + " |",
+             f"{s['true_correlation']}). The fair predictor's counterfactual unfairness (CFU) would be 0 if the "
+             "errors were uncorrelated (Model A) and the model unpenalised; the curve is its worst case over every "
+             "correlation within the budget p_max, found by a differentiable search. Its floor, the CFU at zero "
+             f"correlation (P = I), is {_g(wc.get('cfu_at_zero_correlation'))}: at a ridge penalty λ > 0 (here λ = "
+             f"{_g(s['model']['lam'])}) the penalty's shrinkage artefact, not unfairness caused by confounding.", "",
+             "| p_max | " + " | ".join(_budget(p) for p in wc["p_max"]) + " |",
              "|---|" + "---|" * len(wc["p_max"]),
              "| worst-case CFU | " + " | ".join(_g(v) for v in wc["cfu"]) + " |", "",
              f"- CFU at the true correlation (0.5): {_g(s['true_cfu'])}; the worst case within p_max = 0.5 is "
