@@ -10,7 +10,7 @@ from scipy import stats
 from cfjax._checks import ValidationError
 from cfjax.scm import GumbelMax, LocationScale, SCM, Spline, linear_gaussian_params
 from cfjax.scm.checkpoint import load_params, save_params
-from cfjax.scm.model import FitInfo
+from cfjax.scm.model import AUTO_FULL_BATCH, FitInfo
 
 PARENTS = {"a": [], "b": ["a"]}
 TRUE = {"a": ([], 1.0, 2.0), "b": ([0.5], -1.0, 0.7)}
@@ -202,13 +202,15 @@ def test_auto_batch_size_is_full_batch_for_small_n_and_minibatches_then_full_bat
         scm.fit(key, data, steps=1, learning_rate=0.0)
 
 
-def test_fit_with_defaults_reaches_the_ols_solution(rng):
-    """N = 20,000 with default arguments (minibatches, then full-batch steps): the maximum-likelihood
-    fit of a linear-Gaussian SCM is OLS per node, its noise scale the residuals' RMS."""
-    scm, data = sample(rng, 20_000)
+@pytest.mark.parametrize("n", [20_000, AUTO_FULL_BATCH + 4_000])
+def test_fit_with_defaults_reaches_the_ols_solution(rng, n):
+    """Default arguments (full batch at 20,000 units; minibatches, then full-batch steps beyond
+    the threshold): the maximum-likelihood fit of a linear-Gaussian SCM is OLS per node, its
+    noise scale the residuals' RMS."""
+    scm, data = sample(rng, n)
     params, _ = scm.fit(jax.random.key(int(rng.integers(1 << 30))), data, progress=False)
     for v, ps in PARENTS.items():
-        design = np.column_stack([np.asarray(data[p], np.float64) for p in ps] + [np.ones(20_000)])
+        design = np.column_stack([np.asarray(data[p], np.float64) for p in ps] + [np.ones(n)])
         coef, *_ = np.linalg.lstsq(design, np.asarray(data[v], np.float64), rcond=None)
         rms = np.sqrt(np.mean((data[v] - design @ coef) ** 2))
         w, b, s = coefficients(params, v)
