@@ -45,9 +45,12 @@ bench: $(BENCH_STAMP)
 	$(PY) -m experiments.benchmarks.run_all
 
 # The three pillars on built-in synthetic data: results/demo/report.md (a rerun reuses the
-# trained checkpoints).
+# trained checkpoints). Then whether the run reproduces the README's numbers (a difference is
+# reported, not an error); `$(PY) -m experiments.demo_readme results/demo` writes a fresh run's
+# numbers and times into docs/demo_results.json and the README.
 demo: $(DEMO_STAMP)
 	$(VENV)/bin/cfjax demo --force --out results/demo
+	-$(PY) -m experiments.demo_readme --check results/demo
 
 experiments: $(EXPERIMENTS_STAMP)
 	$(PY) -m experiments.sensitivity

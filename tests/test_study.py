@@ -185,3 +185,50 @@ def test_proposition1_against_numpy(run):
     sigma2 = p_obs[0, 0][race == 2].var(ddof=1)
     np.testing.assert_allclose(r["proposition1"]["bound_obs"]["basic"][0][2], sigma2 / n_z[2], rtol=1e-4)
     np.testing.assert_allclose(r["proposition1"]["bound_cf"]["basic"][0][2], sigma2 / len(race), rtol=1e-4)
+
+
+def test_weak_basic_classifiers_are_flagged_in_both_reports(demo, run):
+    """The check of each setting's basic classifier, recomputed from results.json: flagged exactly
+    when its AUC's bootstrap interval reaches 0.5 or its test AUC is more than max(0.1, the
+    interval's width) below its validation AUC, and then a warning bullet in the demo's and the
+    study's reports (the quick demo's classifiers barely train, so some are)."""
+    out, _, _ = demo
+    res = run[1]
+    with open(os.path.join(out, "report.md")) as f:
+        demo_report = f.read()
+    with open(os.path.join(run[0], "report.md")) as f:
+        study_report = f.read()
+    for name, train_site, _ in P.SETTINGS:
+        r, tr = res["settings"][name], res["training"][train_site]
+        auc = np.mean(r["auc"]["basic"])
+        lo, hi = r["auc_ci95_seed_mean"]["basic"]
+        assert lo <= hi and set(r["auc_ci95_seed_mean"]) == set(cf.predictors.PAPER_NAMES)
+        val = np.mean([v for m, v in zip(tr["members"], tr["best_val_auc"]) if m == "basic"])
+        flagged = lo <= 0.5 or val - auc > max(0.1, hi - lo)
+        check = res["classifier_checks"][name]
+        assert check["auc"] == pytest.approx(auc) and check["validation_auc"] == pytest.approx(val)
+        assert (check["warning"] is not None) == flagged
+        bullet = f"- **Warning.** setting {name}: the basic classifier's test AUC is {auc:.3f}"
+        assert (bullet in demo_report) == flagged and (bullet in study_report) == flagged
+    assert ("## Warnings" in study_report) == any(c["warning"] for c in res["classifier_checks"].values())
+
+
+def test_readme_numbers_render_from_a_demo_results_json(demo):
+    """experiments.demo_readme reads the fields it quotes from a demo's results.json."""
+    from experiments import demo_readme as DR
+
+    out, res, _ = demo
+    with open(os.path.join(out, "run_times.json")) as f:
+        times = json.load(f)
+    assert set(times["seconds"]) == {"marginalisation", "sensitivity", "representations", "total"}
+    text = " ".join(DR.render({"numbers": DR.summary(res), "run": times}).split())
+    st = res["marginalisation"]["study"]
+    ctc = st["settings"]["A->B"]["ctc"]
+    assert ("trained on A, tested on B " + " / ".join(f"{ctc[f]:.1f}" for f in DR.CTC_FIELDS)) in text
+    b = st["classifier_checks"]["B"]
+    assert f"B {b['auc']:.2f} [{b['ci95'][0]:.2f}, {b['ci95'][1]:.2f}] ({b['validation_auc']:.2f})" in text
+    ag = res["representations"]["splits"]["aggressive"]["scores"]
+    assert f"PIP {ag['pip']:.2f} vs {ag['pip_baseline']:.2f}" in text
+    assert f"ran in {times['seconds']['total']:.0f} s" in text
+    with pytest.raises(SystemExit, match="quick"):
+        DR.from_run(out)

@@ -12,8 +12,11 @@
    counterfactuals, from a balanced and an aggressively biased split.
 
 Writes ``report.md`` (tables and figures), ``results.json`` (every number; the same seed gives
-byte-identical JSON: run times and checkpoint reuse are in the report only) and PNG figures into
-``--out``; the full study report is in ``marginalisation/``.
+byte-identical JSON on the same machine: run times and checkpoint reuse are left out),
+``run_times.json`` (the stages' wall times, the CPUs, the date, the load average and whether
+trained checkpoints were reused) and PNG figures into ``--out``; the full study report is in
+``marginalisation/``. The README's demo section is generated from ``results.json`` and
+``run_times.json`` (``python -m experiments.demo_readme``).
 """
 
 from __future__ import annotations
@@ -375,7 +378,8 @@ def report(results: dict[str, Any], study_results: dict[str, Any], times: dict[s
     lines += _sensitivity_section(results["sensitivity"])
     lines += _representations_section(results["representations"])
     lines += ["", "## Files", "",
-              "`results.json` (every number above and the study's), `counterfactual_grid.png`, `cfu_curve.png`, "
+              "`results.json` (every number above and the study's), `run_times.json`, `counterfactual_grid.png`, "
+              "`cfu_curve.png`, "
               "`marginalisation/` (the study: report.md, results.json, reliability and ΔAUC-vs-stability figures "
               "per setting, predictions, orbax checkpoints of the classifiers and generators)."]
     return "\n".join(lines) + "\n"
@@ -407,6 +411,14 @@ def demo(out: str, *, quick: bool = False, seed: int = 0, command: str = "cfjax 
                "marginalisation": marg, "sensitivity": sens, "representations": reps}
     common.write_json(os.path.join(out, "results.json"), results)
     common.write_text(os.path.join(out, "report.md"), report(results, study_res, times))
+    # run times and the machine vary between identical runs: beside results.json, not in it
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    resumed = any(t["resumed_from_checkpoint"] for t in study_res["training"].values()) or any(
+        g["resumed_from_checkpoint"] for g in study_res.get("learned", {}).get("generator", {}).get("sites", {}).values())
+    common.write_json(os.path.join(out, "run_times.json"),
+                      {"seconds": times, "cpus": cpus, "date": time.strftime("%Y-%m-%d", time.gmtime()),
+                       "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+                       "resumed_from_checkpoint": resumed})
     return results
 
 
