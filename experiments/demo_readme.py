@@ -240,13 +240,17 @@ def from_run(run: str, write: bool = False) -> dict[str, Any]:
     results = _load(os.path.join(run, "results.json"))
     if results.get("quick"):
         raise SystemExit(f"{run}: a --quick run; the README quotes the full demo (make demo)")
+    try:
+        numbers = summary(results)
+    except KeyError as e:
+        raise SystemExit(f"{run}/results.json lacks {e} (written by another version of cfjax demo?)") from None
     if not write:  # to compare numbers: run times aside
-        return {"numbers": summary(results), "run": None}
+        return {"numbers": numbers, "run": None}
     times = _load(os.path.join(run, "run_times.json"))
     if times.get("resumed_from_checkpoint"):
         raise SystemExit(f"{run}: reused trained checkpoints, so its run times are not a fresh run's; rerun "
                          "cfjax demo into an empty folder")
-    return {"numbers": summary(results),
+    return {"numbers": numbers,
             "run": {"seconds": times["seconds"], "cpus": times["cpus"], "date": times["date"],
                     "load_average": times.get("load_average")}}
 

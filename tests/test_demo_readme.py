@@ -98,3 +98,10 @@ def test_section_markers_are_required(tmp_path):
     with pytest.raises(ValueError, match="markers"):
         D.readme_section("no markers here")
     assert os.path.exists(D.GRID)
+
+
+def test_a_results_json_without_the_quoted_numbers_is_refused(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps({"quick": False, "seed": 0, "marginalisation": {}}),
+                                           encoding="utf-8")
+    with pytest.raises(SystemExit, match="lacks 'study'"):
+        D.from_run(str(tmp_path))
