@@ -216,3 +216,4 @@ def test_fit_with_defaults_reaches_the_ols_solution(rng, n):
         w, b, s = coefficients(params, v)
         np.testing.assert_allclose(np.append(w, b), coef, atol=1e-3, err_msg=v)
         assert s == pytest.approx(rms, rel=1e-2), v
+

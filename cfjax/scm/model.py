@@ -492,7 +492,7 @@ class SCM:
         self._intervention_groups(interventions, n, observed=checked)
         raise ValidationError("`data`/`interventions`: a value lies outside its node's support.")
 
-    def fit(self, key: jax.Array, data: Data, *, steps: int = 2000, learning_rate: float = 1e-2,
+    def fit(self, key: jax.Array, data: Data, *, steps: int = 2000, learning_rate: float = 3e-2,
             batch_size: int | str | None = "auto", optimizer: optax.GradientTransformation | None = None,
             params: Any = None, nodes: Sequence[str] | None = None, progress: bool | None = None,
             chunk_steps: int = 100, validation: float = 0.0, patience: int | None = 5,
@@ -509,7 +509,10 @@ class SCM:
             each phase of ``"auto"``). A constant step leaves Adam at its noise floor short of
             the maximum: on a linear-Gaussian SCM (5 nodes, 20,000 units) constant-step Adam
             ends 8e-4 from the OLS coefficients full-batch and 2e-2 on minibatches; the decaying
-            step ends 1e-6 from them full-batch.
+            step ends 1e-6 from them full-batch. The default peak, 3e-2, is measured too: with
+            1e-2, 2,000 steps of a spline SCM (two nodes, 20,000 units) ended 1.5e-3 to 2.8e-3
+            nats per unit of held-out likelihood below fits of 8,000 and 20,000 steps; with 3e-2,
+            8e-4 below the 20,000-step fit and above the 8,000-step one.
           batch_size: ``"auto"`` (default): full-batch steps for N ≤ 65,536 units; beyond,
             minibatches of 1,024 units for the first seven eighths of the steps, then full-batch
             steps for the last eighth, from a fresh optimizer state (minibatches alone stop at
