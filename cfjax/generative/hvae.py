@@ -82,7 +82,7 @@ class HVAEConfig:
       >>> HVAEConfig(image_size=10, channels=(8, 8, 8))
       Traceback (most recent call last):
       ...
-      cfjax._checks.ValidationError: `image_size`: expected a positive multiple of 4 (2 halvings for 3 resolutions), got 10.
+      cfjax._errors.ValidationError: `image_size`: expected a positive multiple of 4 (2 halvings for 3 resolutions), got 10.
     """
 
     image_size: int = 16

@@ -101,7 +101,7 @@ class TrainConfig:
       >>> TrainConfig(ema_decay=1.0)
       Traceback (most recent call last):
       ...
-      cfjax._checks.ValidationError: `ema_decay`: expected a decay in [0, 1), got 1.0.
+      cfjax._errors.ValidationError: `ema_decay`: expected a decay in [0, 1), got 1.0.
     """
 
     hvae: HVAEConfig = HVAEConfig()
