@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from cfjax._errors import PrecisionWarning as PrecisionWarning
+from cfjax._errors import TrainingError as TrainingError
 from cfjax._errors import ValidationError as ValidationError
 
 __version__ = "0.1.0"
@@ -35,4 +36,4 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_SUBMODULES))
 
-__all__ = ["PrecisionWarning", "ValidationError", "data", "distributed", "generative", "metrics", "predictors", "representations", "scm", "sensitivity", "study", "__version__"]
+__all__ = ["PrecisionWarning", "TrainingError", "ValidationError", "data", "distributed", "generative", "metrics", "predictors", "representations", "scm", "sensitivity", "study", "__version__"]

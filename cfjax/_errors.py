@@ -4,7 +4,7 @@ them."""
 
 from __future__ import annotations
 
-__all__ = ["PrecisionWarning", "ValidationError"]
+__all__ = ["PrecisionWarning", "TrainingError", "ValidationError"]
 
 
 class ValidationError(ValueError):
@@ -13,3 +13,8 @@ class ValidationError(ValueError):
 
 class PrecisionWarning(UserWarning):
     """A float64 input is computed in float32 because JAX's 64-bit mode is off."""
+
+
+class TrainingError(ValueError):
+    """Training diverged: a loss became NaN or infinite (the message names the step, and the
+    member where there are several)."""

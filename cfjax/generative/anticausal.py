@@ -31,7 +31,7 @@ from jax import lax
 from tqdm.auto import tqdm
 
 from cfjax import _checks
-from cfjax.predictors.cnn import Conv3x3, mean_pool2
+from cfjax._core.nn import Conv3x3, mean_pool2
 
 __all__ = ["Head", "ParentSpec", "CHEST_SPEC", "chest_spec", "check_spec", "ParentPredictor", "AntiCausal",
            "anticausal_loss", "train_anticausal", "predict_parents", "entropy_weight", "Imputed", "impute",

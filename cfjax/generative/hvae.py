@@ -21,7 +21,6 @@ parents give back that draw's latents exactly (to float rounding).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -30,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
-from cfjax.predictors.cnn import Conv3x3, mean_pool2
+from cfjax._core.nn import HE, LECUN, Conv3x3, fan_in_normal, mean_pool2
 
 __all__ = ["HVAEConfig", "HVAE", "HVAEOutput", "gaussian_kl", "gaussian_log_prob"]
 
@@ -39,23 +38,13 @@ _LOG_2PI = float(np.log(2 * np.pi))
 _LATENT_LOG_SCALE_BOUND = 5.0
 
 
-def _fan_in_normal(scale: float) -> nn.initializers.Initializer:
-    """Variance-scaling normal initialiser (fan in) drawn as one flat vector and reshaped: XLA's
-    CPU compiler is slow on multi-dimensional threefry draws, fast on flat ones."""
-    def init(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
-        fan_in = math.prod(shape[:-1])
-        flat = jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
-        return flat * jnp.sqrt(jnp.array(scale / fan_in, dtype))
-    return init
-
-
-_HE = _fan_in_normal(2.0)
-_LECUN = _fan_in_normal(1.0)
+_HE = HE
+_LECUN = LECUN
 
 
 def _small(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
     """Output layers start near zero (prior ≈ posterior ≈ N(0, 1), pixel mean ≈ 0.5)."""
-    return _fan_in_normal(0.01)(key, shape, dtype)
+    return fan_in_normal(0.01)(key, shape, dtype)
 
 
 @dataclasses.dataclass(frozen=True)

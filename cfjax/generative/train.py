@@ -45,8 +45,8 @@ from cfjax import _checks
 from cfjax.generative import anticausal as _ac
 from cfjax.generative.hvae import HVAE, HVAEConfig, gaussian_log_prob
 from cfjax.generative.mechanism import ImageHVAE
-from cfjax.predictors import checkpoint as _ckpt
-from cfjax.predictors.ensemble import TrainingError
+from cfjax._core import checkpoint as _ckpt
+from cfjax._errors import TrainingError
 from cfjax.scm.model import SCM
 
 __all__ = ["TrainConfig", "GeneratorData", "GeneratorState", "GeneratorFit", "TrainingError", "parent_inputs",

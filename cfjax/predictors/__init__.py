@@ -3,11 +3,11 @@
 orbax checkpoints, chunked inference on factual and counterfactual images, and paper 000's ten
 predictors (basic, logit offsets, sex- and age-biased)."""
 
-from cfjax.predictors.checkpoint import FORMAT_VERSION as FORMAT_VERSION
-from cfjax.predictors.checkpoint import CheckpointStore as CheckpointStore
-from cfjax.predictors.checkpoint import latest_checkpoint_step as latest_checkpoint_step
-from cfjax.predictors.checkpoint import restore_checkpoint as restore_checkpoint
-from cfjax.predictors.checkpoint import save_checkpoint as save_checkpoint
+from cfjax._core.checkpoint import FORMAT_VERSION as FORMAT_VERSION
+from cfjax._core.checkpoint import CheckpointStore as CheckpointStore
+from cfjax._core.checkpoint import latest_checkpoint_step as latest_checkpoint_step
+from cfjax._core.checkpoint import restore_checkpoint as restore_checkpoint
+from cfjax._core.checkpoint import save_checkpoint as save_checkpoint
 from cfjax.predictors.cnn import Conv3x3 as Conv3x3
 from cfjax.predictors.cnn import EffusionCNN as EffusionCNN
 from cfjax.predictors.cnn import default_conv as default_conv

@@ -31,17 +31,13 @@ from tqdm.auto import tqdm
 from cfjax import _checks
 from cfjax import _results
 from cfjax.metrics import auc as _auc
-from cfjax.predictors import checkpoint as _ckpt
+from cfjax._core import checkpoint as _ckpt
+from cfjax._errors import TrainingError
 from cfjax.predictors.inference import (_check_seeds, _init, check_member_chunk, chunked_logits, gather,
                                         map_members, member_devices, pad_members)
 
 __all__ = ["TrainConfig", "EnsembleState", "MemberData", "TrainingError", "train", "member_step",
            "member_data", "init_state"]
-
-
-class TrainingError(ValueError):
-    """Training diverged: a member's loss became NaN or infinite (the message names the member
-    and the step)."""
 
 
 @dataclasses.dataclass(frozen=True)

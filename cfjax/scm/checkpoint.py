@@ -27,7 +27,7 @@ def save_params(path: str | os.PathLike, params: Any, meta: dict[str, Any] | Non
     """Write ``params`` (a pytree of arrays, e.g. from :meth:`cfjax.scm.SCM.fit`) to the
     directory ``path``, replacing what an earlier save wrote there.
 
-    The pytree is an orbax checkpoint (the format of :mod:`cfjax.predictors.checkpoint`) with
+    The pytree is an orbax checkpoint (the format of :class:`cfjax.predictors.CheckpointStore`) with
     a JSON ``meta`` (``kind``, format version, and what the caller adds); the write is atomic
     and the previous parameters are removed only once the new ones are complete.
 
@@ -45,7 +45,7 @@ def save_params(path: str | os.PathLike, params: Any, meta: dict[str, Any] | Non
       >>> float(q["a"]["net"]["params"]["bias"][0]), float(q["a"]["log_scale"]) == float(p["a"]["log_scale"])
       (1.5, True)
     """
-    from cfjax.predictors.checkpoint import CheckpointStore, latest_checkpoint_step
+    from cfjax._core.checkpoint import CheckpointStore, latest_checkpoint_step
     path = _path(path)
     if not jax.tree.leaves(params):
         _checks.fail("params", "a pytree with at least one array", repr(params))
@@ -80,7 +80,7 @@ def load_params(path: str | os.PathLike, like: Any = None) -> Any:
 
 
 def _restore(path: Any, like: Any) -> tuple[Any, dict[str, Any]]:
-    from cfjax.predictors.checkpoint import FORMAT_VERSION, restore_checkpoint
+    from cfjax._core.checkpoint import FORMAT_VERSION, restore_checkpoint
     path = _path(path)
     if not os.path.isdir(path):
         _checks.fail("path", "a directory written by save_params", repr(path))

@@ -1,0 +1,11 @@
+"""cfjax's foundation: what every pillar stands on, importing no pillar.
+
+- :mod:`cfjax._core.keys`: ``as_key``, the one conversion of ``key=`` arguments.
+- :mod:`cfjax._core.nn`: network blocks and initialisers (flax linen).
+- :mod:`cfjax._core.training`: the one training loop (pure step, compiled chunks, progress,
+  NaN guard, held-out early stopping, checkpoints and resume).
+- :mod:`cfjax._core.checkpoint`: the orbax checkpoint store.
+- :mod:`cfjax._core.platform`: backend-dependent choices (XLA:CPU workarounds, CPU defaults).
+
+:mod:`cfjax.distributed` (the only home of ``shard_map``) belongs to the foundation too.
+"""

@@ -1,0 +1,44 @@
+"""One way randomness enters cfjax: ``key=``, a typed key, raw key data or an int seed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from cfjax._errors import ValidationError
+
+__all__ = ["as_key"]
+
+
+def as_key(key: Any, name: str = "key") -> jax.Array:
+    """``key`` as one typed PRNG key.
+
+    Accepts a typed key (``jax.random.key(0)``), raw key data (``jax.random.PRNGKey(0)``, a
+    ``(2,)`` uint32 array) or a non-negative int seed (``jax.random.key(seed)``).
+
+    Raises:
+      ValidationError: anything else, naming ``name``.
+
+    Example:
+      >>> bool(jnp.all(jax.random.key_data(as_key(3)) == jax.random.key_data(jax.random.key(3))))
+      True
+    """
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if key < 0:
+            raise ValidationError(f"`{name}`: expected a PRNG key or a non-negative int seed, got {key}.")
+        return jax.random.key(int(key))
+    if not isinstance(key, (jax.Array, np.ndarray)):
+        raise ValidationError(f"`{name}`: expected a PRNG key (jax.random.key) or an int seed, "
+                              f"got {type(key).__name__}.")
+    k = key if isinstance(key, jax.Array) else jnp.asarray(key)
+    if jnp.issubdtype(k.dtype, jax.dtypes.prng_key):
+        if k.shape != ():
+            raise ValidationError(f"`{name}`: expected one PRNG key, got keys of shape {k.shape}.")
+        return k
+    if k.dtype == jnp.uint32 and k.shape == (2,):
+        return jax.random.wrap_key_data(k)
+    raise ValidationError(f"`{name}`: expected a PRNG key (jax.random.key), raw key data (2,) uint32 "
+                          f"or an int seed, got an array of dtype {k.dtype} and shape {k.shape}.")

@@ -1,0 +1,229 @@
+"""The one training loop of cfjax: a pure step run in compiled chunks.
+
+Every trainer (the SCM's maximum likelihood, the HVAE image mechanism, the anti-causal parent
+predictors, the predictor ensembles) writes one pure step::
+
+    step(state, data, key) -> (state, metrics)
+
+(``state`` any pytree, ``data`` the pytree of training arrays, ``key`` the step's own key,
+``metrics`` a dict of scalars or per-member vectors), and :func:`run` does the rest: ``lax.scan``
+over ``chunk_steps`` steps inside one compiled program, a tqdm bar between chunks, a NaN/inf
+guard that names the step, held-out early stopping, orbax checkpoints with resume, and JAX's
+standard dtype promotion around optax (its bias correction raises a float to an int32 count).
+
+Step ``t`` (counted from 0 over the whole run) gets ``jax.random.fold_in(key, t)``, so a run
+split into chunks, stopped and resumed from a checkpoint, takes the same steps as one run.
+``data`` is an argument of the compiled chunk, not a constant closed over, so a second call
+with other data of the same shapes reuses the compilation; so does a ``step`` that compares
+equal (a module-level function, or a frozen dataclass with ``__call__``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from tqdm.auto import tqdm
+
+from cfjax._core.checkpoint import CheckpointStore
+from cfjax._core.keys import as_key
+from cfjax._errors import TrainingError, ValidationError
+
+__all__ = ["Loop", "LoopResult", "run"]
+
+Step = Callable[[Any, Any, jax.Array], tuple[Any, Mapping[str, jax.Array]]]
+
+
+@struct.dataclass
+class Loop:
+    """The loop's carry: the trainer's state, the step count, the first step whose guarded
+    metric was not finite (-1: none; -2 - i: element i of a vector metric at ``bad_step``),
+    and the history of every metric."""
+
+    state: Any
+    step: jax.Array
+    bad_step: jax.Array
+    bad_index: jax.Array
+    history: dict[str, jax.Array]
+
+
+class LoopResult(NamedTuple):
+    """:func:`run`'s result.
+
+    Attributes:
+      state: the state after the last step run.
+      best: with ``validate``: the state with the lowest held-out value; otherwise ``state``.
+      history: ``{metric: (steps_run, ...)}`` host arrays.
+      steps: steps run (fewer than asked when stopped early or by ``max_chunks``).
+      validation: ``(chunks,)`` held-out values after each chunk (empty without ``validate``).
+      validation_steps: ``(chunks,)`` the step count at each held-out value.
+      best_step: the step count of ``best``.
+      finished: whether all ``steps`` ran or early stopping ended the run (False after
+        ``max_chunks`` with steps left).
+    """
+
+    state: Any
+    best: Any
+    history: dict[str, np.ndarray]
+    steps: int
+    validation: np.ndarray
+    validation_steps: np.ndarray
+    best_step: int
+    finished: bool
+
+
+def _select(flag: jax.Array, new: Any, old: Any) -> Any:
+    return jax.tree.map(lambda a, b: jnp.where(flag, a, b), new, old)
+
+
+@functools.partial(jax.jit, static_argnames=("step", "length", "total", "guard"))
+def _chunk(loop: Loop, data: Any, key: jax.Array, *, step: Step, length: int, total: int,
+           guard: str | None) -> Loop:
+    """``length`` steps of ``step``; steps at or past ``total`` (the last chunk's padding) are
+    skipped, and a step whose ``guard`` metric is not finite keeps the state it started from."""
+    def body(carry: Loop, _):
+        live = carry.step < total
+
+        def advance(carry):
+            new, metrics = step(carry.state, data, jax.random.fold_in(key, carry.step))
+            keep = jnp.asarray(True)
+            bad_index = carry.bad_index
+            if guard is not None:
+                finite = jnp.isfinite(metrics[guard])
+                keep = jnp.all(finite)
+                first = (carry.bad_step < 0) & ~keep
+                bad_index = jnp.where(first, jnp.argmin(finite.reshape(-1)).astype(jnp.int32), carry.bad_index)
+            history = {name: h.at[carry.step].set(jnp.asarray(metrics[name], h.dtype))
+                       for name, h in carry.history.items()}
+            bad_step = jnp.where((carry.bad_step < 0) & ~keep, carry.step, carry.bad_step)
+            return Loop(_select(keep, new, carry.state), carry.step + 1, bad_step, bad_index, history)
+
+        return jax.lax.cond(live, advance, lambda c: c, carry), None
+
+    with jax.numpy_dtype_promotion("standard"):
+        loop, _ = jax.lax.scan(body, loop, None, length=length)
+    return loop
+
+
+def _history(step: Step, state: Any, data: Any, key: jax.Array, total: int) -> dict[str, jax.Array]:
+    with jax.numpy_dtype_promotion("standard"):
+        shapes = jax.eval_shape(step, state, data, key)[1]
+    return {name: jnp.full((total,) + s.shape, jnp.nan, s.dtype) for name, s in shapes.items()}
+
+
+def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps: int = 100,
+        guard: str | None = "loss", progress: bool | None = None, desc: str = "training",
+        postfix: tuple[str, ...] = ("loss",), validate: Callable[[Any], jax.Array] | None = None,
+        patience: int | None = None, store: CheckpointStore | None = None, meta: Mapping[str, Any] | None = None,
+        max_chunks: int | None = None, hint: str = "lower the learning rate or check the data",
+        member_names: tuple[str, ...] | None = None) -> LoopResult:
+    """Run ``steps`` steps of ``step`` from ``state`` on ``data``.
+
+    Args:
+      step: the pure step ``(state, data, key) -> (state, metrics)``; hashable (compiled once
+        per step, shapes and chunk length).
+      state: the initial state (a pytree of arrays).
+      data: the training arrays (a pytree), passed to every step.
+      key: the run's key (typed key, raw key data or int); step t gets ``fold_in(key, t)``.
+      steps: steps in all.
+      chunk_steps: steps per compiled chunk (the bar, the held-out value and the checkpoint are
+        updated between chunks; the steps taken do not depend on it).
+      guard: the metric whose non-finite value stops training with :class:`TrainingError`
+        naming the step (None: no guard). The failing step changes nothing.
+      progress: show a tqdm bar on stderr; None: only when stderr is a terminal.
+      desc: the bar's label and the error messages' subject.
+      postfix: metrics shown on the bar (their mean over the last chunk).
+      validate: ``state -> scalar``, lower is better (e.g. a held-out negative log-likelihood),
+        evaluated after every chunk; the best state is kept.
+      patience: with ``validate``: stop after this many chunks without a lower value (None:
+        run every step).
+      store: a :class:`CheckpointStore`: the loop is saved after every chunk, and a run whose
+        ``meta`` equals the saved one resumes from the latest checkpoint.
+      meta: JSON-serialisable description of the run, compared on resume.
+      max_chunks: run at most this many chunks in this call.
+      hint: what to try when the loss diverges, appended to the error.
+      member_names: names of the elements of a vector ``guard`` metric (members), for the error.
+
+    Returns:
+      :class:`LoopResult`.
+    """
+    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
+        raise ValidationError(f"`steps`: expected a positive integer, got {steps!r}.")
+    if not isinstance(chunk_steps, (int, np.integer)) or isinstance(chunk_steps, bool) or chunk_steps < 1:
+        raise ValidationError(f"`chunk_steps`: expected a positive integer, got {chunk_steps!r}.")
+    if patience is not None and (not isinstance(patience, (int, np.integer)) or patience < 1):
+        raise ValidationError(f"`patience`: expected a positive integer or None, got {patience!r}.")
+    steps, chunk = int(steps), min(int(chunk_steps), int(steps))
+    key = as_key(key)
+    history = _history(step, state, data, key, steps)
+    if guard is not None and guard not in history:
+        raise ValidationError(f"`guard`: expected one of the step's metrics {sorted(history)}, got {guard!r}.")
+    loop = Loop(state, jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.int32), history)
+    best, best_value, best_step, since = state, np.inf, 0, 0
+    curve: list[float] = []
+    curve_steps: list[int] = []
+    meta = {"run": dict(meta or {})}
+    if store is not None and store.latest_step() is not None:
+        template = {"loop": loop, "best": best}
+        restored, saved = store.restore(template)
+        if saved.get("run") != meta["run"]:
+            raise ValidationError(f"`checkpoint_dir`: expected a checkpoint of this run or an empty folder, "
+                                  f"got one of another run ({store.directory}).")
+        # restored arrays are committed to a device, fresh ones are not: without this the chunk
+        # would compile a second time for the resumed loop
+        restored = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), restored)
+        loop, best = restored["loop"], restored["best"]
+        curve, curve_steps = list(saved.get("validation", [])), list(saved.get("validation_steps", []))
+        best_value = min(curve) if curve else np.inf
+        best_step, since = int(saved.get("best_step", 0)), int(saved.get("since", 0))
+    validate_jit = jax.jit(validate) if validate is not None else None
+    bar = tqdm(total=steps, initial=int(loop.step), desc=desc, unit="step", dynamic_ncols=True,
+               disable=None if progress is None else not progress)
+    chunks_run, stopped = 0, False
+    try:
+        while int(loop.step) < steps and (max_chunks is None or chunks_run < max_chunks):
+            start = int(loop.step)
+            loop = _chunk(loop, data, key, step=step, length=chunk, total=steps, guard=guard)
+            chunks_run += 1
+            bad = int(loop.bad_step)
+            if bad >= 0:
+                where = ""
+                if member_names is not None:
+                    where = f" of member {member_names[int(loop.bad_index)]}"
+                elif np.ndim(loop.history[guard]) > 1:
+                    where = f" of element {int(loop.bad_index)}"
+                raise TrainingError(f"{desc} diverged: the {guard}{where} was NaN or infinite at step {bad}; {hint}.")
+            done = int(loop.step)
+            if postfix:
+                bar.set_postfix({name: f"{float(jnp.mean(loop.history[name][start:done])):.4f}"
+                                 for name in postfix if name in loop.history})
+            bar.update(done - start)
+            if validate_jit is not None:
+                with jax.numpy_dtype_promotion("standard"):
+                    value = float(validate_jit(loop.state))
+                curve.append(value)
+                curve_steps.append(done)
+                if value < best_value:
+                    best, best_value, best_step, since = jax.tree.map(jnp.copy, loop.state), value, done, 0
+                else:
+                    since += 1
+                if patience is not None and since >= patience:
+                    stopped = True
+            if store is not None:
+                store.save(done, {"loop": loop, "best": best},
+                           {**meta, "validation": curve, "validation_steps": curve_steps,
+                            "best_step": best_step, "since": since})
+            if stopped:
+                break
+    finally:
+        bar.close()
+    run_steps = int(loop.step)
+    history = {name: np.asarray(h[:run_steps]) for name, h in loop.history.items()}
+    return LoopResult(state=loop.state, best=best if validate is not None else loop.state, history=history,
+                      steps=run_steps, validation=np.asarray(curve), validation_steps=np.asarray(curve_steps, int),
+                      best_step=best_step if validate is not None else run_steps,
+                      finished=stopped or run_steps >= steps)

@@ -1,0 +1,117 @@
+"""The one training loop (cfjax._core.training): equal to a plain optax loop, independent of the
+chunk length, a NaN guard naming the step, held-out early stopping, resume from a checkpoint."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from cfjax._core import training
+from cfjax._core.checkpoint import CheckpointStore
+from cfjax._core.keys import as_key
+from cfjax._errors import TrainingError, ValidationError
+
+OPT = optax.adam(0.05)
+
+
+@dataclasses.dataclass(frozen=True)
+class Regression:
+    """Minibatch least squares: a hashable step, compiled once."""
+
+    batch: int
+    poison_at: int = -1  # a step whose loss is made NaN
+
+    def __call__(self, state, data, key):
+        params, opt_state, t = state
+        idx = jax.random.randint(key, (self.batch,), 0, data["x"].shape[0])
+
+        def loss(w):
+            return jnp.mean((data["x"][idx] @ w - data["y"][idx]) ** 2)
+
+        value, grad = jax.value_and_grad(loss)(params)
+        value = jnp.where(t == self.poison_at, jnp.nan, value)
+        updates, opt_state = OPT.update(grad, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state, t + 1), {"loss": value}
+
+
+def problem(rng, n=200, d=3):
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (x @ rng.normal(size=d) + 0.1 * rng.normal(size=n)).astype(np.float32)
+    w0 = jnp.zeros(d, jnp.float32)
+    return {"x": jnp.asarray(x), "y": jnp.asarray(y)}, (w0, OPT.init(w0), jnp.zeros((), jnp.int32))
+
+
+def reference(step, state, data, key, steps):
+    """A plain Python loop over the same step."""
+    losses = []
+    for t in range(steps):
+        with jax.numpy_dtype_promotion("standard"):  # optax's bias correction: float ** int32
+            state, metrics = step(state, data, jax.random.fold_in(key, t))
+        losses.append(float(metrics["loss"]))
+    return state, np.asarray(losses)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 50])
+def test_loop_equals_a_python_loop_for_any_chunk_length(rng, chunk):
+    data, state = problem(rng)
+    seed = int(rng.integers(1 << 30))
+    step = Regression(batch=16)
+    out = training.run(step, state, data, key=seed, steps=23, chunk_steps=chunk, progress=False)
+    ref_state, ref_losses = reference(step, state, data, jax.random.key(seed), 23)
+    assert out.steps == 23 and out.finished
+    np.testing.assert_allclose(out.history["loss"], ref_losses, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.state[0], ref_state[0], rtol=1e-5, atol=1e-6)
+
+
+def test_nan_guard_names_the_step_and_keeps_the_last_good_state(rng):
+    data, state = problem(rng)
+    with pytest.raises(TrainingError, match=r"at step 12\b"):
+        training.run(Regression(batch=8, poison_at=12), state, data, key=0, steps=30, chunk_steps=5,
+                     progress=False)
+
+
+def test_held_out_early_stopping_returns_the_best_state(rng):
+    data, state = problem(rng)
+    held = {"x": data["x"][:50], "y": data["y"][:50] + 3.0}  # a held-out set the fit moves away from
+
+    def held_out(s):
+        return jnp.mean((held["x"] @ s[0] - held["y"]) ** 2)
+
+    out = training.run(Regression(batch=16), state, data, key=1, steps=400, chunk_steps=10, progress=False,
+                       validate=held_out, patience=3)
+    curve = out.validation
+    assert len(curve) == len(out.validation_steps) and out.validation_steps[-1] == out.steps
+    best = int(np.argmin(curve))
+    assert out.best_step == out.validation_steps[best]
+    assert np.all(curve[best + 1:] >= curve[best]) and len(curve) - 1 - best <= 3
+    np.testing.assert_allclose(float(held_out(out.best)), curve[best], rtol=1e-5)
+
+
+def test_resume_from_a_checkpoint_equals_one_run(rng, tmp_path):
+    data, state = problem(rng)
+    step = Regression(batch=16)
+    whole = training.run(step, state, data, key=5, steps=40, chunk_steps=10, progress=False)
+    store = CheckpointStore(tmp_path)
+    first = training.run(step, state, data, key=5, steps=40, chunk_steps=10, progress=False, store=store,
+                         meta={"run": "a"}, max_chunks=2)
+    assert first.steps == 20 and not first.finished
+    rest = training.run(step, state, data, key=5, steps=40, chunk_steps=10, progress=False, store=store,
+                        meta={"run": "a"})
+    np.testing.assert_allclose(rest.history["loss"], whole.history["loss"], rtol=1e-6)
+    np.testing.assert_allclose(rest.state[0], whole.state[0], rtol=1e-6)
+    with pytest.raises(ValidationError, match="checkpoint"):
+        training.run(step, state, data, key=5, steps=40, chunk_steps=10, progress=False, store=store,
+                     meta={"run": "b"})
+    store.close()
+
+
+def test_as_key_accepts_keys_raw_keys_and_seeds():
+    same = [as_key(7), as_key(jax.random.key(7)), as_key(jax.random.PRNGKey(7))]
+    for k in same:
+        np.testing.assert_array_equal(jax.random.key_data(k), jax.random.key_data(jax.random.key(7)))
+    for bad in (-1, 1.5, "7", jnp.zeros(3), jax.random.split(jax.random.key(0))):
+        with pytest.raises(ValidationError, match="`key`"):
+            as_key(bad)
