@@ -14,7 +14,7 @@ process's devices, each process reads its own block of units (:func:`process_blo
 
 Shapes: a batch axis of any length B is padded to a multiple of the mesh size (by repeating its
 last entry, so that every padded entry is a valid input) and the padding is dropped from the
-results (:func:`map_units`); reductions that must not see the padding take the mask
+results (:func:`map_batch`); reductions that must not see the padding take the mask
 :func:`valid_mask`.
 """
 
@@ -32,7 +32,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from cfjax import _checks
 
 __all__ = ["UNITS", "initialize", "host_devices", "mesh", "process_block", "pad_axis", "valid_mask", "shard",
-           "map_units", "global_units", "host_array", "is_initialized"]
+           "map_batch", "as_mesh", "global_units", "host_array", "is_initialized"]
 
 UNITS = "units"  # the default name of the mesh axis
 
@@ -220,79 +220,103 @@ def shard(x: Any, where: Mesh, axis: int = 0) -> Any:
     return jax.device_put(x, NamedSharding(where, spec))
 
 
-def map_units(fn: Callable[..., Any], *args: Any, mesh: Mesh | None = None,
-              chunk_size: int | None = None) -> Any:
-    """``fn`` applied to ``args`` along their leading (unit) axis, split over ``mesh``.
+def as_mesh(mesh: Any, axis: str = UNITS) -> Mesh | None:
+    """The ``mesh=`` argument of every cfjax function, resolved: None stays None (one device,
+    the default placement); an int, a sequence of devices or a one-axis ``Mesh`` become a
+    one-axis mesh (:func:`mesh`), the error naming ``mesh``."""
+    if mesh is None:
+        return None
+    try:
+        return globals()["mesh"](mesh, axis)
+    except _checks.ValidationError as error:
+        raise _checks.ValidationError(str(error).replace("`devices`", "`mesh`", 1)) from None
 
-    ``fn`` maps a batch of units to a batch of results (a pytree of arrays whose leading axis
-    is the batch): a counterfactual generator, a classifier, a per-unit reduction. Each device
-    runs ``fn`` on its block of units, ``chunk_size`` units at a time (``lax.map`` inside the
-    compiled program; None: the whole block at once), so the memory beyond inputs and outputs
-    is one chunk's per device. The unit axis is padded to a multiple of the devices, and each
-    device's block to a multiple of ``chunk_size``, by repeating the last unit, and the padding
-    dropped, so the result equals ``fn(*args)`` for any N whenever ``fn`` treats units
-    independently.
+
+def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), mesh: Any = None,
+              chunk_size: int | None = None) -> Any:
+    """``fn`` applied along the leading (batch) axis of ``args``, split over ``mesh``: the one
+    way cfjax spreads work over devices (units, members, resamples or runs).
+
+    ``fn(*args_block, *shared)`` maps a batch of entries to a batch of results (a pytree of
+    arrays whose leading axis is the batch). Each device runs ``fn`` on its block of entries,
+    ``chunk_size`` entries at a time (``lax.map`` inside the compiled program; None: the whole
+    block at once), so the memory beyond inputs and outputs is one chunk's per device;
+    ``shared`` (parameters, a problem's data) is passed whole to every device. The batch axis is
+    padded to a multiple of the devices, and each device's block to a multiple of
+    ``chunk_size``, by repeating the last entry, and the padding dropped, so the result equals
+    ``fn(*args, *shared)`` for any batch length whenever ``fn`` treats entries independently.
 
     Args:
       fn: a traceable function of batches (compiled once per input shape; pass the same
-        function object each call to reuse the compilation).
-      *args: pytrees of arrays with a common leading length N.
-      mesh: a one-axis mesh (:func:`mesh`); None for one device (the default placement).
-      chunk_size: units per step on each device, or None.
+        function object each call to reuse the compilation: a module-level function or a
+        hashable callable, not a fresh closure).
+      *args: pytrees of arrays with a common leading length B.
+      shared: pytrees passed to every call of ``fn`` after the batch arguments.
+      mesh: None (one device), a device count, a sequence of devices or a one-axis ``Mesh``.
+      chunk_size: entries per step on each device, or None.
 
     Returns:
-      ``fn``'s outputs for the N units: sharded over ``mesh`` along the unit axis when N is a
+      ``fn``'s outputs for the B entries: sharded over ``mesh`` along the batch axis when B is a
       multiple of the devices; otherwise (an axis JAX cannot split unevenly) gathered onto the
       mesh's first device.
 
     Example:
       >>> x = jnp.arange(10.0)
-      >>> map_units(lambda b: b * 2, x, mesh=mesh(1), chunk_size=4).tolist()[-3:]
+      >>> map_batch(lambda b, s: b * s, x, shared=(2.0,), mesh=1, chunk_size=4).tolist()[-3:]
       [14.0, 16.0, 18.0]
     """
+    where = as_mesh(mesh)
     leaves = jax.tree.leaves(args)
     if not leaves:
-        _checks.fail("args", "at least one array with a unit axis", "no arrays")
+        _checks.fail("args", "at least one array with a batch axis", "no arrays")
     n = int(np.shape(leaves[0])[0])
     for leaf in leaves:
         if np.ndim(leaf) == 0 or np.shape(leaf)[0] != n:
-            _checks.fail("args", f"arrays with a common leading (unit) axis of length {n}",
+            _checks.fail("args", f"arrays with a common leading (batch) axis of length {n}",
                          f"an array of shape {np.shape(leaf)}")
+    if not isinstance(shared, tuple):
+        _checks.fail("shared", "a tuple of pytrees", type(shared).__name__)
     if chunk_size is not None:
         chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
-    devices = 1 if mesh is None else mesh.size
+    devices = 1 if where is None else where.size
     per = -(-n // devices)
     chunk = per if chunk_size is None else min(chunk_size, per)
     padded = pad_axis(args, devices)
-    run = _mapped(fn, mesh, chunk)
-    if mesh is not None:
-        padded = shard(padded, mesh)
-    out = run(*padded)
+    run = _mapped(fn, where, chunk, len(args))
+    if where is not None:
+        padded = shard(padded, where)
+    out = run(*padded, *shared)
     if jax.tree.leaves(padded)[0].shape[0] == n:
         return out
-    if mesh is not None and mesh.size > 1 and n % mesh.size:
+    if where is not None and where.size > 1 and n % where.size:
         # An axis that does not divide evenly cannot stay split: gathered onto the first
         # device once, rather than cut into a copy on every device.
-        out = jax.device_put(out, mesh.devices.flat[0])
+        out = jax.device_put(out, where.devices.flat[0])
     return jax.tree.map(lambda a: a[:n], out)
 
 
 @functools.lru_cache(maxsize=64)
-def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int) -> Callable[..., Any]:
-    def local(*args):
+def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int, n_split: int) -> Callable[..., Any]:
+    def local(*everything):
+        args, shared = everything[:n_split], everything[n_split:]
         size = jax.tree.leaves(args)[0].shape[0]  # this device's block
         if chunk >= size:
-            return fn(*args)
+            return fn(*args, *shared)
         args = pad_axis(args, chunk)  # within the block: the result keeps the block's layout
         steps = jax.tree.leaves(args)[0].shape[0] // chunk
         blocks = jax.tree.map(lambda a: a.reshape((steps, chunk) + a.shape[1:]), args)
-        out = jax.lax.map(lambda b: fn(*b), blocks)
+        out = jax.lax.map(lambda b: fn(*b, *shared), blocks)
         return jax.tree.map(lambda a: a.reshape((steps * chunk,) + a.shape[2:])[:size], out)
 
     if where is None:
         return jax.jit(local)
-    spec = PartitionSpec(where.axis_names[0])
-    return jax.jit(jax.shard_map(local, mesh=where, in_specs=spec, out_specs=spec))
+    split, whole = PartitionSpec(where.axis_names[0]), PartitionSpec()
+
+    def sharded(*everything):
+        specs = (split,) * n_split + (whole,) * (len(everything) - n_split)
+        return jax.shard_map(local, mesh=where, in_specs=specs, out_specs=split)(*everything)
+
+    return jax.jit(sharded)
 
 
 def global_units(local: Any, where: Mesh, n: int) -> Any:

@@ -1,5 +1,5 @@
 """cfjax.distributed and the metrics over several devices and processes: a report whose units
-are split over 8 devices (in memory and in chunks) equals the one-device report; map_units
+are split over 8 devices (in memory and in chunks) equals the one-device report; map_batch
 equals the plain call for any N; two processes on localhost (JAX's multi-host runtime) give
 the one-process report; bad arguments are named.
 
@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -64,7 +65,7 @@ x = rng.normal(size=(n, 3)).astype(np.float32)
 fn = lambda b: {"s": jnp.sum(b ** 2, axis=1), "t": jnp.tanh(b)}
 plain = fn(jnp.asarray(x))
 for name, m, c in (("map8", mesh8, None), ("map8c", mesh8, 5), ("map3c", mesh3, 4)):
-    got = cf.distributed.map_units(fn, x, mesh=m, chunk_size=c)
+    got = cf.distributed.map_batch(fn, x, mesh=m, chunk_size=c)
     res[name + "/s"], res[name + "/t"] = np.asarray(got["s"]), np.asarray(got["t"])
 res["plain/s"], res["plain/t"] = np.asarray(plain["s"]), np.asarray(plain["t"])
 np.savez(out, **res)
@@ -144,9 +145,9 @@ def test_bad_arguments_are_named(monkeypatch):
     with pytest.raises(ValueError, match=r"`devices`: expected a non-empty sequence of jax devices"):
         cf.distributed.mesh(["cpu"])
     with pytest.raises(ValueError, match=r"`chunk_size`: expected an integer >= 1"):
-        cf.distributed.map_units(lambda b: b, np.zeros(3), chunk_size=0)
+        cf.distributed.map_batch(lambda b: b, np.zeros(3), chunk_size=0)
     with pytest.raises(ValueError, match=r"`args`: expected arrays with a common leading"):
-        cf.distributed.map_units(lambda a, b: a, np.zeros(3), np.zeros(4))
+        cf.distributed.map_batch(lambda a, b: a, np.zeros(3), np.zeros(4))
     monkeypatch.setenv("CFJAX_NUM_PROCESSES", "two")
     with pytest.raises(ValueError, match=r"`num_processes \(environment variable CFJAX_NUM_PROCESSES\)`: "
                                          r"expected an integer"):
@@ -157,3 +158,21 @@ def test_bad_arguments_are_named(monkeypatch):
     with pytest.raises(ValueError, match=r"`process_id`: expected an index in 0\.\.1"):
         cf.distributed.initialize(coordinator_address="localhost:1", process_id=2)
     assert not cf.distributed.is_initialized()
+
+
+def test_map_batch_shared_arguments_and_mesh_forms(rng):
+    """Shared arguments reach every device whole; ``mesh=`` takes a count, a device list or a
+    Mesh, and the result equals the one-device call for any batch length."""
+    x = rng.normal(size=(13, 3)).astype(np.float32)
+    w = rng.normal(size=(3, 2)).astype(np.float32)
+    want = x @ w
+    devices = jax.devices()
+    for mesh in (None, 1, len(devices), devices, cf.distributed.mesh(len(devices))):
+        got = cf.distributed.map_batch(_matmul, x, shared=(w,), mesh=mesh, chunk_size=4)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(cf.ValidationError, match="`mesh`"):
+        cf.distributed.map_batch(_matmul, x, shared=(w,), mesh=len(devices) + 1)
+
+
+def _matmul(b, w):
+    return b @ w

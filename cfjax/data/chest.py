@@ -135,7 +135,7 @@ class ChestSCM:
         pixels a chunk), so one compiled renderer serves every batch size and the memory
         beyond the output is bounded by one chunk; a unit's image does not depend on the
         chunk it is in. With ``mesh`` (a one-axis ``jax.sharding.Mesh``) the units are split
-        over its devices (:func:`cfjax.distributed.map_units`), each device rendering its
+        over its devices (:func:`cfjax.distributed.map_batch`), each device rendering its
         block in such chunks; the images equal the one-device render's up to float rounding.
         """
         mesh = _check_mesh(mesh)
@@ -145,7 +145,7 @@ class ChestSCM:
         n = int(np.shape(args[0])[0])
         chunk = _chunk_size(-(-n // mesh.size), self.size)
         padded = _dist.pad_axis(args, mesh.size * chunk)
-        images = _dist.map_units(_render_fn(self.size, self.site, self.effusion_size), *padded, mesh=mesh,
+        images = _dist.map_batch(_render_fn(self.size, self.site, self.effusion_size), *padded, mesh=mesh,
                                  chunk_size=chunk)
         return images if images.shape[0] == n else images[:n]
 
@@ -397,7 +397,7 @@ def _render_many(sex, age, race, lung, effusion, noise, size, site, effusion_siz
 @functools.lru_cache(maxsize=32)
 def _render_fn(size: int, site: Acquisition, effusion_size: float) -> Callable[..., jax.Array]:
     """The batch renderer of one configuration, one function object per configuration (so
-    :func:`cfjax.distributed.map_units` compiles it once)."""
+    :func:`cfjax.distributed.map_batch` compiles it once)."""
     return lambda *args: _render_many(*args, size, site, effusion_size)
 
 

@@ -27,7 +27,7 @@ value), scored by the hand-written logistic risk score of ``experiments.multihos
    reduction costs more).
 2. Devices: a child with ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (CPU) runs,
    at N = 10^6 (``--quick``: 10^5), for d = 1, 2, 4, 8 host devices,
-   :func:`cfjax.distributed.map_units` of the per-unit counterfactual scorer (one unit's
+   :func:`cfjax.distributed.map_batch` of the per-unit counterfactual scorer (one unit's
    abduction, K actions and predictions, scored: ``vmap``ped) with a chunk dividing N / 8 (no
    padding for any d) and with ``--chunk`` (N padded to a multiple of d × chunk), and
    ``evaluate(..., mesh=cfjax.distributed.mesh(d))``; times and the speed-up over d = 1. Host
@@ -336,7 +336,7 @@ def child_devices(n: int, chunk: int, repeats: int, seed: int) -> dict:
             break
         m = cf.distributed.mesh(d)
         for size, key in ((even, "map"), (chunk, "map_padded")):
-            run = lambda: cf.distributed.map_units(_score_batch, u, keys, mesh=m, chunk_size=size)  # noqa: E731
+            run = lambda: cf.distributed.map_batch(_score_batch, u, keys, mesh=m, chunk_size=size)  # noqa: E731
             first, p = timed(run)
             warm = statistics.median(timed(run)[0] for _ in range(repeats))
             p = np.asarray(p)
@@ -366,7 +366,7 @@ def bench_devices(n: int, chunk: int, repeats: int, seed: int) -> None:
           f"the devices share the cores, so expect at most ~{r['cores']}x); N = {n:,}, K = 16; warm: median "
           f"of {repeats}")
     print(f"  {'':44s} {'d':>2s} {'first':>9s} {'warm':>9s} {'speed-up first':>15s} {'warm':>6s} {'max |Δ| vs d=1':>15s}")
-    rows = ((f"map_units(counterfactual scorer, chunk {r['even_chunk']:,})", "map"),
+    rows = ((f"map_batch(counterfactual scorer, chunk {r['even_chunk']:,})", "map"),
             (f"  the same, chunk {chunk:,} (units padded)", "map_padded"),
             ("evaluate(p_obs, p_cf, y, mesh=mesh(d))", "evaluate"))
     for name, key in rows:
@@ -374,11 +374,11 @@ def bench_devices(n: int, chunk: int, repeats: int, seed: int) -> None:
         for d, t in r[key].items():
             print(f"  {name if d == '1' else '':44s} {d:>2s} {t['first']:7.3f} s {t['warm']:7.3f} s "
                   f"{base['first'] / t['first']:14.2f}x {base['warm'] / t['warm']:5.2f}x {t['diff']:15.1e}")
-    print("  (map_units pads each device's block of units to a multiple of the chunk inside the program and "
+    print("  (map_batch pads each device's block of units to a multiple of the chunk inside the program and "
           "drops that padding there, so the result stays split over the devices; where chunk ≥ N / d the chunk "
           "is N / d. evaluate(mesh=) splits the reduction over the interventions; the ranks, calibration and "
           "smooth ECE of the (N,) scores run once, on one device, and dominate at this K)")
-    print(f"  map_units scores vs SCM.counterfactual_chunks + the scorer: max |Δ| {r['vs_scm']:.1e}")
+    print(f"  map_batch scores vs SCM.counterfactual_chunks + the scorer: max |Δ| {r['vs_scm']:.1e}")
 
 
 # ---------------------------------------------------------------- 3. accelerator ceilings
