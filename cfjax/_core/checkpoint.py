@@ -4,6 +4,7 @@ the same pytree structure as a template state."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -13,7 +14,7 @@ import orbax.checkpoint as ocp
 
 from cfjax import _checks
 
-__all__ = ["CheckpointStore", "FORMAT_VERSION", "latest_checkpoint_step", "restore_checkpoint",
+__all__ = ["CheckpointStore", "FORMAT_VERSION", "digest", "latest_checkpoint_step", "restore_checkpoint",
            "save_checkpoint"]
 
 #: layout version written with every checkpoint (checked on restore)
@@ -133,3 +134,14 @@ def latest_checkpoint_step(directory: str | os.PathLike) -> int | None:
         return store.latest_step()
     finally:
         store.close()
+
+
+def digest(*arrays: Any) -> str:
+    """A short fingerprint of arrays (their shapes, dtypes and bytes), for a checkpoint's run
+    description: a resumed run must see the same data."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(np.asarray(a))
+        h.update(str((a.shape, a.dtype.str)).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import jax
 
-__all__ = ["on_cpu", "default_conv", "default_member_chunk", "default_resample_batch",
+__all__ = ["full_precision", "on_cpu", "default_conv", "default_member_chunk", "default_resample_batch",
            "default_predictor_batch", "run_group", "RUN_GROUP", "CPU_SCHEDULER_OFF"]
 
 #: runs vmapped together per optimiser step of the sensitivity search on XLA:CPU
@@ -84,3 +84,9 @@ def run_group(runs: int) -> int | None:
     if not on_cpu() or CPU_SCHEDULER_OFF in os.environ.get("XLA_FLAGS", ""):
         return None
     return RUN_GROUP if runs > RUN_GROUP else None
+
+
+def full_precision():
+    """A scope for matrix products at the inputs' full precision (not TF32 on GPUs, not bf16
+    passes on TPUs): ``jax.default_matmul_precision("highest")``."""
+    return jax.default_matmul_precision("highest")
