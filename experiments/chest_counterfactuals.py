@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 import cfjax as cf
-from cfjax._io import write_png
+from cfjax.io import write_png
 
 
 def main(argv=None) -> dict:

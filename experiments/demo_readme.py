@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when the README or the run "
                     "differs from docs/demo_results.json")
     args = ap.parse_args(argv)
-    from cfjax._io import atomic_write_bytes
+    from cfjax.io import atomic_write_bytes
 
     with open(README, encoding="utf-8") as f:
         text = f.read()

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import cfjax as cf
-from cfjax._io import atomic_write_bytes, write_png
+from cfjax.io import atomic_write_bytes, write_png
 from cfjax.data.chest import PARENTS
 from cfjax.generative import anticausal as ac
 from cfjax.generative import quality as q

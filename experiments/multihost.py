@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import cfjax as cf
-from cfjax import _io
+from cfjax import io as cfio
 
 AGES = np.linspace(20.0, 90.0, 8)
 WEIGHTS = {"sex": 1.2, "age": 0.02, "lung": -0.8, "race": 0.1}  # the risk score's coefficients
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
               "block": [block.start, block.stop], "report": report.to_dict()}
     if jax.process_index() == 0:
         args.out.mkdir(parents=True, exist_ok=True)
-        _io.atomic_write_bytes(args.out / "results.json", (json.dumps(result, indent=2) + "\n").encode())
+        cfio.atomic_write_bytes(args.out / "results.json", (json.dumps(result, indent=2) + "\n").encode())
         print(f"{args.units} units over {jax.process_count()} process(es) × {mesh.size} device(s) "
               f"in {time.perf_counter() - start:.1f} s; R_IE {result['report']['risk_ie']:.4f}, "
               f"s_flip {result['report']['s_flip']:.4f} -> {args.out / 'results.json'}")

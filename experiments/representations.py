@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import cfjax.representations as R
-from cfjax._io import atomic_write_bytes
+from cfjax.io import atomic_write_bytes
 
 DRAWS = 32  # stochastic CFR draws per couple
 

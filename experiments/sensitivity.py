@@ -28,7 +28,7 @@ jax.config.update("jax_enable_x64", True)
 
 import cfjax as cf  # noqa: E402
 import cfjax.sensitivity as S  # noqa: E402
-from cfjax._io import atomic_write_bytes  # noqa: E402
+from cfjax.io import atomic_write_bytes  # noqa: E402
 
 # degrees 1-4, λ in logspace(-4, 4, 10), unshuffled 5-fold CV on held-out R², shared λ
 LAW_SETTINGS = S.Settings()

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 
-from cfjax._io import plain_floats
+from cfjax.io import plain_floats
 from cfjax.cli import common
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cfjax._io import write_png
+from cfjax.io import write_png
 
 
 def test_png_round_trip(tmp_path, rng):

@@ -24,7 +24,7 @@ from typing import Any
 import click
 import numpy as np
 
-from cfjax._io import plain_floats
+from cfjax.io import plain_floats
 from cfjax.cli import common
 
 __all__ = ["command", "load_arrays"]

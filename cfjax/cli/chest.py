@@ -69,7 +69,7 @@ def command(out, force, seed, size, units, label):
     out = common.prepare_out(out, force)
     import jax
 
-    from cfjax._io import write_png
+    from cfjax.io import write_png
     from cfjax.data import ChestSCM
     from cfjax.scm import intervention_grid
 

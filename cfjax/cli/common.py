@@ -15,7 +15,7 @@ import click
 import numpy as np
 
 from cfjax._errors import ValidationError
-from cfjax._io import atomic_write_bytes, plain_floats
+from cfjax.io import atomic_write_bytes, plain_floats
 
 __all__ = ["UserError", "out_option", "force_option", "seed_option", "devices_option", "use_devices", "check_out", "prepare_out", "write_json",
            "write_text", "run", "to_json", "progress", "data_row"]
@@ -104,7 +104,7 @@ def check_out(out: str, force: bool) -> None:
 
 def to_json(value: Any) -> Any:
     """Plain, strict-JSON Python: arrays as lists, numpy scalars as numbers, NaN/inf as None;
-    float32 numbers as their shortest decimal (:func:`cfjax._io.plain_floats`: 0.836, not
+    float32 numbers as their shortest decimal (:func:`cfjax.io.plain_floats`: 0.836, not
     0.8360000252723694)."""
     if isinstance(value, dict):
         return {str(k): to_json(v) for k, v in value.items()}

@@ -104,7 +104,7 @@ def _stable(x: Any) -> Any:
 def _save(fig: Any, path: str) -> None:
     import matplotlib.pyplot as plt
 
-    from cfjax._io import atomic_write_bytes
+    from cfjax.io import atomic_write_bytes
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
@@ -119,7 +119,7 @@ def image_grid(res: dict[str, Any], path: str, units: int, seed: int) -> dict[st
     import jax
 
     from cfjax.cli.chest import AGES, _grid
-    from cfjax._io import write_png
+    from cfjax.io import write_png
     from cfjax.scm import intervention_grid
 
     chest, test = res["_chests"]["A"], res["_tests"]["A"]

@@ -45,7 +45,7 @@ from typing import Any
 import click
 import numpy as np
 
-from cfjax._io import atomic_write_bytes, plain_floats
+from cfjax.io import atomic_write_bytes, plain_floats
 from cfjax.cli import common
 from cfjax.cli.common import UserError
 

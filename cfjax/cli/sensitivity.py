@@ -326,7 +326,7 @@ def _save_curve(path: str, wc, baselines: dict[str, float]) -> bool:
     import matplotlib.pyplot as plt
 
     import cfjax.sensitivity as S
-    from cfjax._io import atomic_write_bytes
+    from cfjax.io import atomic_write_bytes
 
     fig = S.plot_curve(np.asarray(wc.p_max), np.asarray(wc.cfu), baselines=baselines,
                        title="Worst-case counterfactual unfairness", floor=wc.cfu_at_zero_correlation)

@@ -20,7 +20,7 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax import _results
-from cfjax._io import atomic_write_bytes
+from cfjax.io import atomic_write_bytes
 
 __all__ = ["BiosRecords", "embed_texts", "load_bios"]
 

@@ -61,7 +61,7 @@ import cfjax as cf
 from cfjax import metrics as cm
 from cfjax import _checks
 from cfjax import predictors as cp
-from cfjax._io import atomic_write_bytes
+from cfjax.io import atomic_write_bytes
 from cfjax.study import learned as ls
 from cfjax.study.diagnostics import WeakClassifierWarning, classifier_checks
 from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, RISKS, CALIBRATION, SETTINGS, SITE_A, SITE_B, STABILITY

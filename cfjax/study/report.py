@@ -12,7 +12,7 @@ import numpy as np
 
 from cfjax import metrics as cm
 from cfjax import predictors as cp
-from cfjax._io import atomic_write_bytes, plain_floats
+from cfjax.io import atomic_write_bytes, plain_floats
 from cfjax.study.diagnostics import FAR_BELOW
 from cfjax.study.paper import (ATTRIBUTES, CALIBRATION, DELTA_NAMES, PAPER_CALIBRATION, PAPER_RISK,
                                PAPER_STABILITY_A, RISKS, SETTINGS, SITE_B, SOURCE_DEPENDENT, SOURCE_FREE, STABILITY)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["atomic_write_bytes", "write_png"]
+__all__ = ["atomic_write_bytes", "plain_floats", "write_png"]
 
 
 def _umask() -> int:
