@@ -17,7 +17,7 @@ from cfjax import predictors as pr
 MODEL = pr.EffusionCNN(features=(4, 8))
 # One configuration, ensemble size and data shape for every training test, so that the round
 # program compiles once for M = 3 (and once for the single-member runs).
-CONFIG = pr.TrainConfig(steps=40, batch_size=8, learning_rate=1e-2, weight_decay=1e-4, warmup=3,
+CONFIG = pr.EnsembleConfig(steps=40, batch_size=8, learning_rate=1e-2, weight_decay=1e-4, warmup=3,
                         eval_every=5, patience=2, eval_chunk=16)
 N, V, M = 64, 32, 3
 
@@ -62,11 +62,11 @@ def test_ensemble_member_equals_member_trained_alone(rng):
     """Member m of an M = 3 ensemble — all members vmapped together, or one after another
     inside the program (the CPU default) — ends like the same seed and mask trained alone."""
     x, y, vx, vy, masks, seeds = problem(rng)
-    alone = [pr.train(MODEL, x, y, masks[m:m + 1], seeds[m:m + 1], vx, vy, CONFIG, progress=False)
+    alone = [pr.train(MODEL, x, y, masks[m:m + 1], vx, vy, CONFIG, seeds=seeds[m:m + 1], progress=False)
              for m in range(M)]
     for member_chunk in (M, 1):
         config = dataclasses.replace(CONFIG, member_chunk=member_chunk)
-        ens = pr.train(MODEL, x, y, masks, seeds, vx, vy, config, progress=False)
+        ens = pr.train(MODEL, x, y, masks, vx, vy, config, seeds=seeds, progress=False)
         for m in range(M):
             # float tolerance: the batched and single-member programs round differently, and
             # Adam's m/√v turns a rounding difference in a near-zero gradient into up to a
@@ -97,7 +97,7 @@ def test_early_stopping_keeps_best_validation_auc(rng, tmp_path):
     x, y, vx, vy, masks, seeds = problem(rng)
     params_by_round, state = [], None
     for _ in range(CONFIG.rounds):
-        state = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, checkpoint_dir=tmp_path,
+        state = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, checkpoint_dir=tmp_path,
                          max_rounds=1, progress=False)
         params_by_round.append(state.params)
         if state.finished:
@@ -121,10 +121,10 @@ def test_early_stopping_keeps_best_validation_auc(rng, tmp_path):
 
 def test_checkpoint_round_trip(rng, tmp_path):
     x, y, vx, vy, masks, seeds = problem(rng)
-    state = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, max_rounds=1, progress=False)
+    state = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, max_rounds=1, progress=False)
     pr.save_checkpoint(tmp_path, 7, state, {"note": "x"})
     assert pr.latest_checkpoint_step(tmp_path) == 7
-    template = pr.init_state(MODEL, CONFIG, seeds + 1, (16, 16))
+    template = pr.init_state(MODEL, CONFIG, (16, 16), seeds=seeds + 1)
     restored, meta = pr.restore_checkpoint(tmp_path, template)
     assert meta["note"] == "x" and meta["format"] == pr.FORMAT_VERSION and meta["step"] == 7
     assert jax.tree.structure(restored) == jax.tree.structure(state)
@@ -133,16 +133,16 @@ def test_checkpoint_round_trip(rng, tmp_path):
 
 def test_resume_equals_uninterrupted(rng, tmp_path):
     x, y, vx, vy, masks, seeds = problem(rng)
-    full = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, progress=False)
-    part = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, checkpoint_dir=tmp_path, max_rounds=2,
+    full = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, progress=False)
+    part = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, checkpoint_dir=tmp_path, max_rounds=2,
                     progress=False)
     assert int(part.step) == 2 * CONFIG.eval_every
     assert pr.latest_checkpoint_step(tmp_path) == 2 * CONFIG.eval_every
-    resumed = pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, checkpoint_dir=tmp_path, progress=False)
+    resumed = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, checkpoint_dir=tmp_path, progress=False)
     assert resumed.finished and int(resumed.round) == int(full.round)
     tree_equal(resumed, full)
     with pytest.raises(cf.ValidationError, match="`checkpoint_dir`"):  # another run's checkpoint
-        pr.train(MODEL, x, y, masks, seeds + 1, vx, vy, CONFIG, checkpoint_dir=tmp_path, progress=False)
+        pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds + 1, checkpoint_dir=tmp_path, progress=False)
 
 
 def test_nonfinite_loss_names_member_and_step(rng):
@@ -156,7 +156,7 @@ def test_nonfinite_loss_names_member_and_step(rng):
     masks[:, 0] = 0.0
     masks[1] = 1.0
     masks[1, 0] = 3.0  # drawn with probability ~0.3 a step
-    state = pr.init_state(MODEL, CONFIG, seeds, (16, 16))
+    state = pr.init_state(MODEL, CONFIG, (16, 16), seeds=seeds)
     cdf = jnp.cumsum(jnp.asarray(masks[1]))
     key = jax.random.wrap_key_data(state.data_keys[1])
     from cfjax.predictors.ensemble import _sample
@@ -164,31 +164,35 @@ def test_nonfinite_loss_names_member_and_step(rng):
              if 0 in np.asarray(_sample(jax.random.fold_in(key, t), cdf, CONFIG.batch_size))]
     names = ["basic", "sex0.80", "age0.95"]
     with pytest.raises(pr.TrainingError, match=rf"member 1 \('sex0.80'\).* step {drawn[0]}\b"):
-        pr.train(MODEL, x, y, masks, seeds, vx, vy, CONFIG, names=names, progress=False)
+        pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, names=names, progress=False)
     # the public single-member step agrees: finite before that step, NaN at it
     step = jax.jit(lambda p, o, d, k: pr.member_step(MODEL, CONFIG, p, o, d, k))
     p, o = member(state.params, 1), member(state.opt_state, 1)
     data = pr.member_data(x, y, masks[1])
     for t in range(drawn[0] + 1):
-        p, o, loss = step(p, o, data, jax.random.fold_in(key, t))
+        with jax.numpy_dtype_promotion("standard"):  # optax's bias correction, as training.run sets it
+            p, o, loss = step(p, o, data, jax.random.fold_in(key, t))
         assert np.isfinite(float(loss)) == (t < drawn[0])
 
 
 def test_chunked_inference_matches_unchunked_apply(rng):
-    params = pr.init_params(MODEL, [0, 1, 2], (16, 16))
+    params = pr.init_params(MODEL, (16, 16), seeds=[0, 1, 2])
     x, _ = synthetic(rng, 10)
-    cfx = np.stack([synthetic(rng, 10)[0] for _ in range(3)])  # (K, N, H, W)
+    cfx = np.stack([synthetic(rng, 10)[0] for _ in range(3)], axis=1)  # (N, K, H, W)
     direct = jax.vmap(lambda p: MODEL.apply(p, jnp.asarray(x)))(params)
-    direct_cf = jnp.stack([jax.vmap(lambda p: MODEL.apply(p, jnp.asarray(c)))(params) for c in cfx], axis=1)
+    direct_cf = jnp.stack([jax.vmap(lambda p: MODEL.apply(p, jnp.asarray(cfx[:, k])))(params) for k in range(3)],
+                          axis=2)  # (M, N, K)
     for chunk, member_chunk in ((3, 1), (10, 3)):  # N = 10: 4 chunks of 3, 2 padded / one chunk; K·N = 30: 10 chunks of 3 / 3 of 10
         got = pr.predict(MODEL, params, x, chunk=chunk, logits=True, member_chunk=member_chunk)
         np.testing.assert_allclose(got, direct, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(pr.predict(MODEL, params, x, chunk=chunk), jax.nn.sigmoid(direct),
                                    rtol=1e-5, atol=1e-6)
         got_cf = pr.predict(MODEL, params, cfx, chunk=chunk, logits=True, member_chunk=member_chunk)
-        assert got_cf.shape == (3, 3, 10)
+        assert got_cf.shape == (3, 10, 3)
         np.testing.assert_allclose(got_cf, direct_cf, rtol=1e-5, atol=1e-5)
-    np.testing.assert_array_equal(pr.to_metrics_layout(got_cf)[1], np.asarray(got_cf[1]).T)
+    # row m is member m's p_cf (N, K), as one predictor alone scores the images
+    alone = pr.predict(MODEL, jax.tree.map(lambda a: a[1:2], params), cfx, chunk=10, logits=True)
+    np.testing.assert_allclose(got_cf[1], alone[0], rtol=1e-5, atol=1e-5)
 
 
 def test_logit_offset_closed_form(rng):
@@ -196,23 +200,23 @@ def test_logit_offset_closed_form(rng):
     sex = rng.integers(0, 2, (4, 6))
     beta = float(rng.choice([0.5, 1.0, 2.0]))
     ref = 1 / (1 + np.exp(-(logits.astype(np.float64) + beta * sex)))
-    np.testing.assert_allclose(pr.logit_offset(logits, sex, beta), ref, rtol=1e-5)
+    np.testing.assert_allclose(cf.study.logit_offset(logits, sex, beta), ref, rtol=1e-5)
 
 
 def test_paper_predictions_against_numpy(rng):
     seeds = [4, 7]
-    names = [n for n in pr.TRAINED_NAMES for _ in seeds]
-    member_seeds = seeds * len(pr.TRAINED_NAMES)
+    names = [n for n in cf.study.TRAINED_NAMES for _ in seeds]
+    member_seeds = seeds * len(cf.study.TRAINED_NAMES)
     perm = rng.permutation(len(names))  # any member order
     names, member_seeds = [names[i] for i in perm], [member_seeds[i] for i in perm]
     logits = rng.normal(0, 2, (len(names), 3, 5)).astype(np.float32)
     sex = rng.integers(0, 2, (3, 5))
-    got_names, p = pr.paper_predictions(names, member_seeds, logits, sex)
-    assert got_names == pr.PAPER_NAMES == ("basic", "logit+0.5", "logit+1", "logit+2", "sex0.80", "sex0.90",
+    got_names, p = cf.study.paper_predictions(names, member_seeds, logits, sex)
+    assert got_names == cf.study.PAPER_NAMES == ("basic", "logit+0.5", "logit+1", "logit+2", "sex0.80", "sex0.90",
                                            "sex0.95", "age0.80", "age0.90", "age0.95")
     assert p.shape == (10, 2, 3, 5)
     basic_order = [s for n, s in zip(names, member_seeds) if n == "basic"]
-    for i, name in enumerate(pr.PAPER_NAMES):
+    for i, name in enumerate(cf.study.PAPER_NAMES):
         beta = {"logit+0.5": 0.5, "logit+1": 1.0, "logit+2": 2.0}.get(name, 0.0)
         source = "basic" if beta else name
         for j, s in enumerate(basic_order):
@@ -222,18 +226,18 @@ def test_paper_predictions_against_numpy(rng):
 
 
 def test_paper_family_masks_are_the_corrupted_training_sets():
-    """Masks over the unbiased training set of ChestSCM.datasets(seed) keep exactly the units of
+    """Masks over the unbiased training set of cf.study.datasets(chest, key=seed) keep exactly the units of
     datasets(seed, bias=...)'s training set."""
     chest = cf.data.ChestSCM(size=32)
     seed = 3
     kw = dict(n_train=8, n_val=4, test_per_cell=1, pool_factor=40)  # every render in one chunk size
-    full = chest.datasets(seed, **kw)["train"]["parents"]
-    fam = pr.paper_family(full["sex"], full["age"], full["effusion"], pr.datasets_bias_key(seed), seeds=(0, 1))
-    assert fam.names == tuple(n for n in pr.TRAINED_NAMES for _ in (0, 1))
+    full = cf.study.datasets(chest, key=seed, **kw)["train"]["parents"]
+    fam = cf.study.paper_family(full["sex"], full["age"], full["effusion"], cf.study.datasets_bias_key(seed), seeds=(0, 1))
+    assert fam.names == tuple(n for n in cf.study.TRAINED_NAMES for _ in (0, 1))
     np.testing.assert_array_equal(fam.seeds, [0, 1] * 7)
     assert np.asarray(fam.masks[0]).all()
     for kind, strength in (("sex", 0.9), ("age", 0.8)):
-        biased = chest.datasets(seed, bias=(kind, strength), **kw)["train"]
+        biased = cf.study.datasets(chest, key=seed, bias=(kind, strength), **kw)["train"]
         row = fam.names.index(f"{kind}{strength:.2f}")
         mask = np.asarray(fam.masks[row])
         assert biased["dropped"] == int((~mask).sum())
@@ -245,52 +249,53 @@ def test_validation_errors():
     x = np.full((8, 16, 16), 0.5, np.float32)
     y = np.array([0, 1] * 4)
     ok = np.ones((1, 8), bool)
-    params = pr.init_params(MODEL, [0], (16, 16))
+    params = pr.init_params(MODEL, (16, 16), seeds=[0])
     cases = [
-        ("steps", lambda: pr.TrainConfig(steps=0)),
-        ("warmup", lambda: pr.TrainConfig(steps=10, warmup=10)),
-        ("learning_rate", lambda: pr.TrainConfig(learning_rate=float("nan"))),
-        ("weight_decay", lambda: pr.TrainConfig(weight_decay=-1.0)),
-        ("eval_every", lambda: pr.TrainConfig(eval_every=0)),
-        ("images", lambda: pr.train(MODEL, x[0], y, ok, [0], x, y, CONFIG)),
-        ("images", lambda: pr.train(MODEL, x.astype(np.int32), y, ok, [0], x, y, CONFIG)),
-        ("labels", lambda: pr.train(MODEL, x, y + 1, ok, [0], x, y, CONFIG)),
-        ("masks", lambda: pr.train(MODEL, x, y, np.ones((1, 7), bool), [0], x, y, CONFIG)),
-        ("masks", lambda: pr.train(MODEL, x, y, np.zeros((1, 8), bool), [0], x, y, CONFIG)),
-        ("masks", lambda: pr.train(MODEL, x, y, -np.ones((1, 8)), [0], x, y, CONFIG)),
-        ("seeds", lambda: pr.train(MODEL, x, y, ok, [0, 1], x, y, CONFIG)),
-        ("seeds", lambda: pr.train(MODEL, x, y, ok, [-1], x, y, CONFIG)),
-        ("val_images", lambda: pr.train(MODEL, x, y, ok, [0], x[:, :8], y, CONFIG)),
-        ("val_labels", lambda: pr.train(MODEL, x, y, ok, [0], x, np.zeros(8, int), CONFIG)),
-        ("config", lambda: pr.train(MODEL, x, y, ok, [0], x, y, {"steps": 3})),
-        ("names", lambda: pr.train(MODEL, x, y, ok, [0], x, y, CONFIG, names=["a", "b"])),
-        ("max_rounds", lambda: pr.train(MODEL, x, y, ok, [0], x, y, CONFIG, max_rounds=0)),
-        ("model", lambda: pr.train("cnn", x, y, ok, [0], x, y, CONFIG)),
+        ("steps", lambda: pr.EnsembleConfig(steps=0)),
+        ("warmup", lambda: pr.EnsembleConfig(steps=10, warmup=10)),
+        ("learning_rate", lambda: pr.EnsembleConfig(learning_rate=float("nan"))),
+        ("weight_decay", lambda: pr.EnsembleConfig(weight_decay=-1.0)),
+        ("eval_every", lambda: pr.EnsembleConfig(eval_every=0)),
+        ("images", lambda: pr.train(MODEL, x[0], y, ok, x, y, CONFIG, seeds=[0])),
+        ("images", lambda: pr.train(MODEL, x.astype(np.int32), y, ok, x, y, CONFIG, seeds=[0])),
+        ("labels", lambda: pr.train(MODEL, x, y + 1, ok, x, y, CONFIG, seeds=[0])),
+        ("masks", lambda: pr.train(MODEL, x, y, np.ones((1, 7), bool), x, y, CONFIG, seeds=[0])),
+        ("masks", lambda: pr.train(MODEL, x, y, np.zeros((1, 8), bool), x, y, CONFIG, seeds=[0])),
+        ("masks", lambda: pr.train(MODEL, x, y, -np.ones((1, 8)), x, y, CONFIG, seeds=[0])),
+        ("seeds", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG, seeds=[0, 1])),
+        ("seeds", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG, seeds=[-1])),
+        ("val_images", lambda: pr.train(MODEL, x, y, ok, x[:, :8], y, CONFIG, seeds=[0])),
+        ("val_labels", lambda: pr.train(MODEL, x, y, ok, x, np.zeros(8, int), CONFIG, seeds=[0])),
+        ("config", lambda: pr.train(MODEL, x, y, ok, x, y, {"steps": 3}, seeds=[0])),
+        ("names", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG, names=["a", "b"], seeds=[0])),
+        ("max_rounds", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG, max_rounds=0, seeds=[0])),
+        ("model", lambda: pr.train("cnn", x, y, ok, x, y, CONFIG, seeds=[0])),
         ("images", lambda: pr.predict(MODEL, params, x[0])),
         ("images", lambda: pr.predict(MODEL, params, np.full((8, 16, 16), np.nan, np.float32))),
         ("chunk", lambda: pr.predict(MODEL, params, x, chunk=0)),
         ("member_chunk", lambda: pr.predict(MODEL, params, x, member_chunk=0)),
-        ("member_chunk", lambda: pr.TrainConfig(member_chunk=1.5)),
+        ("member_chunk", lambda: pr.EnsembleConfig(member_chunk=1.5)),
         ("logits", lambda: pr.predict(MODEL, params, x, logits="yes")),
         ("params", lambda: pr.predict(MODEL, {}, x)),
-        ("image_shape", lambda: pr.init_params(MODEL, [0], (16,))),
-        ("seeds", lambda: pr.init_params(MODEL, [], (16, 16))),
-        ("seeds", lambda: pr.init_state(MODEL, CONFIG, [[0]], (16, 16))),
-        ("config", lambda: pr.init_state(MODEL, None, [0], (16, 16))),
-        ("p_cf", lambda: pr.to_metrics_layout(np.zeros((2, 3)))),
+        ("image_shape", lambda: pr.init_params(MODEL, (16,), seeds=[0])),
+        ("seeds", lambda: pr.init_params(MODEL, (16, 16), seeds=[])),
+        ("seeds", lambda: pr.init_state(MODEL, CONFIG, (16, 16), seeds=[[0]])),
+        ("config", lambda: pr.init_state(MODEL, None, (16, 16), seeds=[0])),
+        ("key", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG)),  # neither key nor seeds
+        ("key", lambda: pr.init_params(MODEL, (16, 16), key=0, seeds=[0])),  # both
         ("weights", lambda: pr.member_data(x, y, np.ones(7))),
-        ("sex", lambda: pr.logit_offset(np.zeros(3), np.array([0, 2, 1]), 1.0)),
-        ("sex", lambda: pr.logit_offset(np.zeros(3), np.array([0, 1]), 1.0)),
-        ("beta", lambda: pr.logit_offset(np.zeros(3), np.array([0, 1, 1]), float("inf"))),
-        ("logits", lambda: pr.logit_offset(np.zeros(3, int), np.array([0, 1, 1]), 1.0)),
-        ("key", lambda: pr.paper_family(y, np.full(8, 50.0), y, 0)),
-        ("seeds", lambda: pr.paper_family(y, np.full(8, 50.0), y, jax.random.key(0), seeds=(1, 1))),
-        ("age", lambda: pr.paper_family(y, np.full(7, 50.0), y, jax.random.key(0))),
-        ("effusion", lambda: pr.paper_family(y, np.full(8, 50.0), y + 1, jax.random.key(0))),
-        ("seed", lambda: pr.datasets_bias_key(-1)),
-        ("names", lambda: pr.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(3, int))),
-        ("logits", lambda: pr.paper_predictions(["basic"], [0], np.zeros((2, 3), np.float32), np.zeros(3, int))),
-        ("sex", lambda: pr.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(4, int))),
+        ("sex", lambda: cf.study.logit_offset(np.zeros(3), np.array([0, 2, 1]), 1.0)),
+        ("sex", lambda: cf.study.logit_offset(np.zeros(3), np.array([0, 1]), 1.0)),
+        ("beta", lambda: cf.study.logit_offset(np.zeros(3), np.array([0, 1, 1]), float("inf"))),
+        ("logits", lambda: cf.study.logit_offset(np.zeros(3, int), np.array([0, 1, 1]), 1.0)),
+        ("key", lambda: cf.study.paper_family(y, np.full(8, 50.0), y, 0)),
+        ("seeds", lambda: cf.study.paper_family(y, np.full(8, 50.0), y, jax.random.key(0), seeds=(1, 1))),
+        ("age", lambda: cf.study.paper_family(y, np.full(7, 50.0), y, jax.random.key(0))),
+        ("effusion", lambda: cf.study.paper_family(y, np.full(8, 50.0), y + 1, jax.random.key(0))),
+        ("seed", lambda: cf.study.datasets_bias_key(-1)),
+        ("names", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(3, int))),
+        ("logits", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((2, 3), np.float32), np.zeros(3, int))),
+        ("sex", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(4, int))),
         ("directory", lambda: pr.restore_checkpoint("/nonexistent/cfjax-ckpt", {})),
         ("keep", lambda: pr.CheckpointStore(".", keep=0)),
     ]

@@ -1,5 +1,5 @@
 """cfjax.predictors with the members spread over several devices: training, inference and
-checkpoint resume equal the one-device runs, and the ``devices`` argument is validated.
+checkpoint resume equal the one-device runs, and the ``mesh`` argument is validated.
 
 JAX fixes its CPU device count when it starts, so each comparison runs in a child process
 started with ``XLA_FLAGS=--xla_force_host_platform_device_count=3`` and M = 4 members (the
@@ -52,13 +52,13 @@ masks = (rng.uniform(size=(m, n)) < 0.7).astype(np.float32)
 masks[-1] = rng.uniform(size=n)
 seeds = rng.choice(1000, m, replace=False)
 model = pr.EffusionCNN(features=(4,))
-config = pr.TrainConfig(steps=20, batch_size=8, learning_rate=1e-2, warmup=2, eval_every=10, patience=1,
+config = pr.EnsembleConfig(steps=20, batch_size=8, learning_rate=1e-2, warmup=2, eval_every=10, patience=1,
                         eval_chunk=16)
 one = [jax.devices()[0]]
 
 def fields(state, prefix):
     return {{f"{{prefix}}/{{name}}": np.asarray(getattr(state, name)) for name in
-            ("best_auc", "best_step", "since_best", "active", "nonfinite_step", "data_keys", "step",
+            ("best_auc", "best_step", "since_best", "active", "data_keys", "step",
              "round", "val_auc", "loss")}} | {{
             f"{{prefix}}/{{part}}/{{i}}": np.asarray(leaf) for part in ("params", "best_params", "opt_state")
             for i, leaf in enumerate(jax.tree.leaves(getattr(state, part)))}}
@@ -99,8 +99,8 @@ def test_sharded_training_equals_one_device(rng, tmp_path):
     validation AUCs, best steps and stopping flags of the one-device run, in states of the
     same layout (M leading, no padding)."""
     saved = run_child('''
-sharded = pr.train(model, x, y, masks, seeds, vx, vy, config, progress=False)
-single = pr.train(model, x, y, masks, seeds, vx, vy, config, progress=False, devices=one)
+sharded = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, mesh=len(jax.devices()))
+single = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, mesh=one)
 assert jax.tree.structure(sharded) == jax.tree.structure(single)
 np.savez(out, **fields(sharded, "sharded"), **fields(single, "single"))
 ''', int(rng.integers(2**31)), tmp_path / "train.npz")
@@ -110,23 +110,23 @@ np.savez(out, **fields(sharded, "sharded"), **fields(single, "single"))
 
 
 def test_sharded_predict_equals_one_device(rng, tmp_path):
-    """predict over 3 devices (default, explicit list, one-axis Mesh) equals the one-device
+    """predict over 3 devices (a count, explicit list, one-axis Mesh) equals the one-device
     call on factual and counterfactual images, and comes back on one device without padding."""
     saved = run_child('''
 from jax.sharding import Mesh
-params = pr.init_params(model, seeds, (size, size))
+params = pr.init_params(model, (size, size), seeds=seeds)
 cf = jnp.asarray(rng.uniform(size=(2, 7, size, size)).astype(np.float32))
 res = {}
-for name, devices in (("default", None), ("list", jax.devices()[1:]),
+for name, devices in (("count", len(jax.devices())), ("list", jax.devices()[1:]),
                       ("mesh", Mesh(np.asarray(jax.devices()), ("m",))), ("single", one)):
-    p = pr.predict(model, params, x[:9], chunk=4, devices=devices)
-    q = pr.predict(model, params, cf, chunk=4, logits=True, devices=devices)
+    p = pr.predict(model, params, x[:9], chunk=4, mesh=devices)
+    q = pr.predict(model, params, cf, chunk=4, logits=True, mesh=devices)
     assert len(p.devices()) == 1 and len(q.devices()) == 1
     res[name + "/factual"], res[name + "/counterfactual"] = np.asarray(p), np.asarray(q)
 np.savez(out, **res)
 ''', int(rng.integers(2**31)), tmp_path / "predict.npz")
     assert saved["single/factual"].shape == (M, 9) and saved["single/counterfactual"].shape == (M, 2, 7)
-    for name in ("default", "list", "mesh"):
+    for name in ("count", "list", "mesh"):
         for kind in ("factual", "counterfactual"):
             assert saved[f"{name}/{kind}"].shape == saved[f"single/{kind}"].shape
             np.testing.assert_allclose(saved[f"{name}/{kind}"], saved[f"single/{kind}"], rtol=0, atol=1e-6)
@@ -137,15 +137,16 @@ def test_sharded_training_resumes_from_checkpoint(rng, tmp_path):
     ends like the uninterrupted sharded run; its checkpoint also resumes on one device."""
     saved = run_child('''
 import tempfile
-whole = pr.train(model, x, y, masks, seeds, vx, vy, config, progress=False)
+whole = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, mesh=len(jax.devices()))
 with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory() as d1:
-    first = pr.train(model, x, y, masks, seeds, vx, vy, config, progress=False, checkpoint_dir=d,
-                     max_rounds=1)
+    first = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, checkpoint_dir=d,
+                     max_rounds=1, mesh=len(jax.devices()))
     assert int(first.round) == 1 and pr.latest_checkpoint_step(d) == 10
     import shutil; shutil.copytree(d, d1, dirs_exist_ok=True)
-    resumed = pr.train(model, x, y, masks, seeds, vx, vy, config, progress=False, checkpoint_dir=d)
-    on_one = pr.train(model, x, y, masks, seeds, vx, vy, config, progress=False, checkpoint_dir=d1,
-                      devices=one)
+    resumed = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, checkpoint_dir=d,
+                       mesh=len(jax.devices()))
+    on_one = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, checkpoint_dir=d1,
+                      mesh=one)
 np.savez(out, **fields(whole, "whole"), **fields(resumed, "resumed"), **fields(on_one, "on_one"))
 ''', int(rng.integers(2**31)), tmp_path / "resume.npz")
     assert int(saved["resumed/round"]) == 2
@@ -169,13 +170,13 @@ BAD_DEVICES = {
 
 @pytest.mark.parametrize("bad", sorted(BAD_DEVICES))
 def test_bad_devices_raise(bad):
-    """A `devices` that is not None, a sequence of distinct devices or a one-axis Mesh raises
-    cf.ValidationError naming `devices`, in predict and train."""
+    """A `mesh` that is not None, a device count, a sequence of distinct devices or a one-axis
+    Mesh raises cf.ValidationError naming `mesh`, in predict and train."""
     model = pr.EffusionCNN(features=(4,))
     x = np.zeros((4, 16, 16), np.float32)
     y = np.array([0, 1, 0, 1])
-    with pytest.raises(cf.ValidationError, match="devices"):
-        pr.predict(model, pr.init_params(model, [0], (16, 16)), x, devices=BAD_DEVICES[bad]())
-    with pytest.raises(cf.ValidationError, match="devices"):
-        pr.train(model, x, y, np.ones((1, 4), bool), [0], x, y, pr.TrainConfig(steps=2, warmup=0, eval_every=1),
-                 progress=False, devices=BAD_DEVICES[bad]())
+    with pytest.raises(cf.ValidationError, match="mesh"):
+        pr.predict(model, pr.init_params(model, (16, 16), seeds=[0]), x, mesh=BAD_DEVICES[bad]())
+    with pytest.raises(cf.ValidationError, match="mesh"):
+        pr.train(model, x, y, np.ones((1, 4), bool), x, y, pr.EnsembleConfig(steps=2, warmup=0, eval_every=1),
+                 seeds=[0], progress=False, mesh=BAD_DEVICES[bad]())

@@ -1,21 +1,20 @@
 """Training an ensemble of classifiers — members that differ in their training data (a mask or
-per-unit weights over one shared training set) and their seed — as one jitted program.
+per-unit weights over one shared training set) and their key — as one jitted program.
 
-The step of one member is a pure function (:func:`member_step`); a member's steps between two
-validations are a loop of it (``lax.fori_loop``, none for a member that has stopped), mapped
-over the member axis, the members optionally spread over several devices (``jax.shard_map``);
-a thin Python loop over evaluation rounds logs to a progress bar and writes checkpoints.
+The step of one member is a pure function (:func:`member_step`); one step of the ensemble maps
+it over the members (:func:`cfjax.predictors.map_members`, the members optionally spread over
+several devices by :func:`cfjax.distributed.map_batch`), and every ``eval_every`` steps it also
+evaluates every member's validation AUC and keeps each member's best parameters. The loop, the
+progress bar, the NaN guard and the checkpoints are :func:`cfjax._core.training.run`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import math
 import os
-import sys
 from typing import Any, NamedTuple, Sequence
 
 import flax.linen as nn
@@ -24,24 +23,23 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
-from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from tqdm.auto import tqdm
 
 from cfjax import _checks
 from cfjax import _results
-from cfjax.metrics import auc as _auc
+from cfjax import distributed as _dist
 from cfjax._core import checkpoint as _ckpt
+from cfjax._core import training as _training
 from cfjax._errors import TrainingError
-from cfjax.predictors.inference import (_check_seeds, _init, check_member_chunk, chunked_logits, gather,
-                                        map_members, member_devices, pad_members)
+from cfjax.metrics import auc as _auc
+from cfjax.predictors.inference import (MemberLogits, _check_image_shape, _init, check_member_chunk, map_members,
+                                        member_keys)
 
-__all__ = ["TrainConfig", "EnsembleState", "MemberData", "TrainingError", "train", "member_step",
+__all__ = ["EnsembleConfig", "EnsembleState", "MemberData", "TrainingError", "train", "member_step",
            "member_data", "init_state"]
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
+class EnsembleConfig:
     """Optimisation settings shared by every member (hashable: a static argument of the jitted
     training round).
 
@@ -59,11 +57,11 @@ class TrainConfig:
       eval_chunk: validation images per compiled step of the validation pass (bounds memory).
       member_chunk: members stepped side by side (``vmap``) within the compiled step, the groups
         one after another (:func:`cfjax.predictors.map_members`); default: all members, one at
-        a time on CPU (faster there, see ``cfjax.predictors.inference.default_member_chunk``);
+        a time on CPU (faster there, see :func:`cfjax._core.platform.default_member_chunk`);
         on each device when :func:`train` spreads the members over several.
 
     Example:
-      >>> TrainConfig(steps=200, eval_every=50).rounds
+      >>> EnsembleConfig(steps=200, eval_every=50).rounds
       4
     """
 
@@ -97,7 +95,7 @@ class TrainConfig:
         return -(-self.steps // self.eval_every)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting as plain Python for ``json.dumps``; ``TrainConfig(**d)`` rebuilds it."""
+        """Every setting as plain Python for ``json.dumps``; ``EnsembleConfig(**d)`` rebuilds it."""
         return dataclasses.asdict(self)
 
     def optimizer(self) -> optax.GradientTransformation:
@@ -155,27 +153,30 @@ def _loss(params: Any, model: nn.Module, images: jax.Array, labels: jax.Array) -
     return optax.sigmoid_binary_cross_entropy(model.apply(params, images), labels).mean()
 
 
-def member_step(model: nn.Module, config: TrainConfig, params: Any, opt_state: Any, data: MemberData,
+def member_step(model: nn.Module, config: EnsembleConfig, params: Any, opt_state: Any, data: MemberData,
                 key: jax.Array) -> tuple[Any, Any, jax.Array]:
     """One optimisation step of one member: a minibatch of ``config.batch_size`` units drawn
     with ``key`` from the member's weights, the mean binary cross-entropy of its logits, one
-    AdamW update. Pure; :func:`train` runs it in a loop per member, mapped over the members.
+    AdamW update. Pure; :func:`train` maps it over the members in every step of its loop.
+    Like every optax update it needs JAX's standard dtype promotion (optax's bias correction
+    raises a float to an int32 count), which :func:`cfjax._core.training.run` sets around the
+    loop; called on its own, wrap it in ``jax.numpy_dtype_promotion("standard")``.
 
     Returns ``(params, opt_state, loss)``, ``loss`` being the batch loss before the update.
 
     Example:
       >>> from cfjax.predictors import EffusionCNN, init_params
-      >>> model, config = EffusionCNN(features=(4,)), TrainConfig(steps=10, batch_size=2, warmup=0)
-      >>> p = jax.tree.map(lambda a: a[0], init_params(model, [0], (16, 16)))
+      >>> model, config = EffusionCNN(features=(4,)), EnsembleConfig(steps=10, batch_size=2, warmup=0)
+      >>> p = jax.tree.map(lambda a: a[0], init_params(model, (16, 16), key=0, members=1))
       >>> d = member_data(jnp.zeros((4, 16, 16)), jnp.array([0, 1, 0, 1]), jnp.ones(4))
-      >>> p, o, loss = member_step(model, config, p, config.optimizer().init(p), d, jax.random.key(0))
+      >>> with jax.numpy_dtype_promotion("standard"):
+      ...     p, o, loss = member_step(model, config, p, config.optimizer().init(p), d, jax.random.key(0))
       >>> bool(jnp.isfinite(loss))
       True
     """
     idx = _sample(key, data.cdf, config.batch_size)
     loss, grads = jax.value_and_grad(_loss)(params, model, data.images[idx], data.labels[idx])
-    with jax.numpy_dtype_promotion("standard"):  # optax's bias correction: float ** int32 count
-        updates, opt_state = config.optimizer().update(grads, opt_state, params)
+    updates, opt_state = config.optimizer().update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss
 
 
@@ -192,13 +193,13 @@ class EnsembleState:
       best_step: ``(M,)`` steps taken when the best parameters were reached.
       since_best: ``(M,)`` evaluations since the last improvement.
       active: ``(M,)`` members still training (patience and steps left).
-      nonfinite_step: ``(M,)`` first step with a NaN or infinite loss, −1 if none.
       data_keys: ``(M, 2)`` uint32 key data of each member's minibatch stream (step ``t`` draws
         with ``fold_in(key, t)``).
       step: steps run so far (every active member runs each step; stopped members are frozen).
       round: evaluation rounds run so far.
       val_auc: ``(R, M)`` validation AUC per round (NaN for rounds not run), ``R = config.rounds``.
-      loss: ``(R, M)`` mean training loss per round over the member's active steps.
+      loss: ``(R, M)`` mean training loss per round over the member's active steps (during a
+        round, row ``round`` holds the running sum).
     """
 
     params: Any
@@ -208,7 +209,6 @@ class EnsembleState:
     best_step: jax.Array
     since_best: jax.Array
     active: jax.Array
-    nonfinite_step: jax.Array
     data_keys: jax.Array
     step: jax.Array
     round: jax.Array
@@ -223,12 +223,12 @@ class EnsembleState:
     def to_dict(self) -> dict[str, Any]:
         """The training record as plain Python for ``json.dumps``, without parameters or
         optimiser states: ``n_members``, ``step``, ``round``, ``finished``, per member
-        ``best_auc``, ``best_step``, ``since_best``, ``active``, ``nonfinite_step`` (lists of M),
+        ``best_auc``, ``best_step``, ``since_best``, ``active`` (lists of M),
         and per round ``val_auc`` and ``loss`` (R lists of M, NaN for rounds not run). Keep
         the parameters with :func:`cfjax.predictors.save_checkpoint`."""
         out = {"n_members": int(np.shape(self.best_auc)[0]), "step": int(self.step), "round": int(self.round),
                "finished": self.finished}
-        for name in ("best_auc", "best_step", "since_best", "active", "nonfinite_step", "val_auc", "loss"):
+        for name in ("best_auc", "best_step", "since_best", "active", "val_auc", "loss"):
             out[name] = _results.plain(getattr(self, name))
         return out
 
@@ -245,41 +245,37 @@ class EnsembleState:
         return _results.fields_repr(type(self).__name__, items)
 
 
-def init_state(model: nn.Module, config: TrainConfig, seeds: Any, image_shape: tuple[int, int],
-               dtype: Any = jnp.float32) -> EnsembleState:
-    """The state before the first step: member ``m`` initialised from ``seeds[m]`` (parameters
-    as :func:`cfjax.predictors.init_params`, minibatch stream from the other half of the split
-    key).
+def init_state(model: nn.Module, config: EnsembleConfig, image_shape: tuple[int, int], dtype: Any = jnp.float32,
+               *, key: Any = None, members: int | None = None, seeds: Any = None) -> EnsembleState:
+    """The state before the first step. Member ``m``'s key (:func:`cfjax.predictors.member_keys`:
+    ``split(key, members)[m]``, or ``jax.random.key(seeds[m])``) is split in two: its
+    parameters (as :func:`cfjax.predictors.init_params`) from the first half, its minibatch
+    stream from the second.
 
     Example:
       >>> from cfjax.predictors import EffusionCNN
-      >>> s = init_state(EffusionCNN(features=(4,)), TrainConfig(steps=10, warmup=0), [3, 4], (16, 16))
+      >>> s = init_state(EffusionCNN(features=(4,)), EnsembleConfig(steps=10, warmup=0), (16, 16),
+      ...                key=0, members=2)
       >>> s.best_auc.shape, int(s.step)
       ((2,), 0)
     """
-    seeds = _check_seeds(seeds)
-    if not isinstance(config, TrainConfig):
-        _checks.fail("config", "a TrainConfig", repr(config))
-    if (not isinstance(image_shape, tuple) or len(image_shape) != 2
-            or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in image_shape)):
-        _checks.fail("image_shape", "a tuple (H, W) of positive integers", repr(image_shape))
-    return _init_state(model, config, jnp.asarray(seeds, jnp.uint32), tuple(int(v) for v in image_shape),
-                       jnp.dtype(dtype))
+    if not isinstance(config, EnsembleConfig):
+        _checks.fail("config", "an EnsembleConfig", repr(config))
+    keys = member_keys(key, members, seeds)
+    return _init_state(model, config, keys, _check_image_shape(image_shape), jnp.dtype(dtype))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 3, 4))
-def _init_state(model: nn.Module, config: TrainConfig, seeds: jax.Array, image_shape: tuple[int, int],
+def _init_state(model: nn.Module, config: EnsembleConfig, keys: jax.Array, image_shape: tuple[int, int],
                 dtype: Any) -> EnsembleState:
-    keys = jax.vmap(jax.random.key)(seeds)
     params = _init(model, keys, image_shape, dtype)
     data_keys = jax.vmap(lambda k: jax.random.key_data(jax.random.split(k)[1]))(keys)
-    m = seeds.shape[0]
+    m = keys.shape[0]
     opt_state = jax.vmap(config.optimizer().init)(params)
     return EnsembleState(
         params=params, opt_state=opt_state, best_params=params,
         best_auc=jnp.full((m,), -jnp.inf, dtype), best_step=jnp.zeros((m,), jnp.int32),
-        since_best=jnp.zeros((m,), jnp.int32), active=jnp.ones((m,), bool),
-        nonfinite_step=jnp.full((m,), -1, jnp.int32), data_keys=data_keys,
+        since_best=jnp.zeros((m,), jnp.int32), active=jnp.ones((m,), bool), data_keys=data_keys,
         step=jnp.zeros((), jnp.int32), round=jnp.zeros((), jnp.int32),
         val_auc=jnp.full((config.rounds, m), jnp.nan, dtype),
         loss=jnp.full((config.rounds, m), jnp.nan, dtype))
@@ -292,152 +288,158 @@ def _select(flag: jax.Array, new: Any, old: Any) -> Any:
     return jax.tree.map(pick, new, old)
 
 
-def _round(model: nn.Module, config: TrainConfig, state: EnsembleState, data: MemberData,
-           val_images: jax.Array, val_labels: jax.Array) -> EnsembleState:
-    """One evaluation round: each active member's next ``config.eval_every`` steps (fewer at
-    the end of ``config.steps``) as a loop of :func:`member_step` (``lax.fori_loop``; a stopped
-    member runs none), mapped over the members (:func:`map_members`); then every member's
-    validation AUC and the early-stopping bookkeeping. Traced; every member's work is its own,
-    so a shard of the members runs it alone."""
-    step0 = state.step
-    left = jnp.clip(config.steps - step0, 0, config.eval_every)  # steps this round for an active member
+@dataclasses.dataclass(frozen=True)
+class _MemberSteps:
+    """One step of each of a block of members (:func:`member_step`; a stopped member's state is
+    returned as it is and its loss is 0), ``(params, opt_state, cdf, data_keys, active, images,
+    labels, step) -> (params, opt_state, loss (M',))``: what
+    :func:`cfjax.distributed.map_batch` runs on each device's members."""
 
-    def member_round(args):
-        params, opt_state, cdf, key_data, active, nonfinite = args
-        key = jax.random.wrap_key_data(key_data)
-        member = MemberData(data.images, data.labels, cdf)
+    model: nn.Module
+    config: EnsembleConfig
 
-        def body(t, carry):
-            p, o, total, bad = carry
-            step = step0 + t
-            p, o, loss = member_step(model, config, p, o, member, jax.random.fold_in(key, step))
-            return p, o, total + loss, jnp.where((bad < 0) & ~jnp.isfinite(loss), step, bad)
+    def __call__(self, params, opt_state, cdf, data_keys, active, images, labels, step):
+        def one(args):
+            p, o, c, key_data, live = args
+            key = jax.random.fold_in(jax.random.wrap_key_data(key_data), step)
 
-        n = jnp.where(active, left, 0)
-        total = jnp.zeros_like(cdf[-1], state.loss.dtype)  # (member-varying under shard_map, as cdf)
-        params, opt_state, total, nonfinite = lax.fori_loop(0, n, body, (params, opt_state, total, nonfinite))
-        return params, opt_state, total, n, nonfinite
+            def run(_):
+                return member_step(self.model, self.config, p, o, MemberData(images, labels, c), key)
 
-    params, opt_state, total, n_live, nonfinite = map_members(
-        member_round, (state.params, state.opt_state, data.cdf, state.data_keys, state.active, state.nonfinite_step),
-        config.member_chunk)
-    mean_loss = jnp.where(n_live > 0, total / jnp.maximum(n_live, 1).astype(total.dtype), jnp.nan)
-    s = state.replace(params=params, opt_state=opt_state, nonfinite_step=nonfinite, step=step0 + config.eval_every)
-    logits = chunked_logits(model, s.params, val_images, min(config.eval_chunk, val_images.shape[0]),
-                            config.member_chunk)
-    aucs = jax.vmap(_auc, in_axes=(0, None))(logits, val_labels).astype(s.best_auc.dtype)
-    improved = s.active & (aucs > s.best_auc)
-    since_best = jnp.where(improved, 0, s.since_best + s.active.astype(jnp.int32))
-    return s.replace(
-        best_params=_select(improved, s.params, s.best_params),
-        best_auc=jnp.where(improved, aucs, s.best_auc),
-        best_step=jnp.where(improved, s.step, s.best_step),
-        since_best=since_best,
-        active=s.active & (since_best < config.patience) & (s.step < config.steps),
-        round=s.round + 1,
-        val_auc=s.val_auc.at[s.round].set(aucs),
-        loss=s.loss.at[s.round].set(mean_loss.astype(s.loss.dtype)))
+            def frozen(_):
+                return p, o, jnp.zeros((), images.dtype)
+
+            return jax.lax.cond(live, run, frozen, None)
+
+        return map_members(one, (params, opt_state, cdf, data_keys, active), self.config.member_chunk)
 
 
-_train_round = jax.jit(_round, static_argnums=(0, 1))
+@dataclasses.dataclass(frozen=True)
+class EnsembleStep:
+    """One step of the whole ensemble, the pure step of :func:`cfjax._core.training.run`:
+    ``(state, (data, val_images, val_labels), key) -> (state, metrics)``.
 
-# The member axis of each field of EnsembleState (None: shared by every member).
-_MEMBER_AXIS = {"params": 0, "opt_state": 0, "best_params": 0, "best_auc": 0, "best_step": 0, "since_best": 0,
-                "active": 0, "nonfinite_step": 0, "data_keys": 0, "step": None, "round": None, "val_auc": 1,
-                "loss": 1}
+    Every active member takes one :func:`member_step` (its minibatch drawn with its own key
+    ``fold_in(data_keys[m], step)``; the loop's ``key`` is unused); at the end of each
+    evaluation round (every ``eval_every`` steps, and at ``steps``), every member's validation
+    AUC, the best parameters of the members that improved, and the stopping of those out of
+    patience or steps. Once no member is active a step changes nothing. Hashable: the loop
+    compiles once per model, configuration and mesh.
+
+    Metrics: ``loss (M,)`` (the batch loss, 0 for a stopped member: the guarded metric),
+    ``mean_loss`` over the active members and ``active`` (their number).
+    """
+
+    model: nn.Module
+    config: EnsembleConfig
+    mesh: Any = None
+
+    def __call__(self, state: EnsembleState, data: Any, key: jax.Array) -> tuple[EnsembleState, dict[str, jax.Array]]:
+        del key  # each member's minibatch stream is its own (state.data_keys)
+        return jax.lax.cond(jnp.any(state.active), self._step, self._idle, state, data)
+
+    def _idle(self, state: EnsembleState, data: Any) -> tuple[EnsembleState, dict[str, jax.Array]]:
+        dtype = state.loss.dtype
+        return state, {"loss": jnp.zeros(state.active.shape, dtype), "mean_loss": jnp.zeros((), dtype),
+                       "active": jnp.zeros((), dtype)}
+
+    def _step(self, state: EnsembleState, data: Any) -> tuple[EnsembleState, dict[str, jax.Array]]:
+        config = self.config
+        train_data, val_images, val_labels = data
+        t = state.step
+        params, opt_state, loss = _dist.map_batch(
+            _MemberSteps(self.model, config), state.params, state.opt_state, train_data.cdf, state.data_keys,
+            state.active, shared=(train_data.images, train_data.labels, t), mesh=self.mesh)
+        loss = loss.astype(state.loss.dtype)
+        r = jnp.minimum(state.round, config.rounds - 1)
+        row = state.loss[r]
+        first = t == state.round * config.eval_every  # the round's first step: its running sum starts at 0
+        row = jnp.where(state.active, jnp.where(first, jnp.zeros_like(row), row) + loss, row)
+        n_active = jnp.sum(state.active).astype(loss.dtype)
+        metrics = {"loss": loss, "mean_loss": jnp.sum(loss) / jnp.maximum(n_active, 1), "active": n_active}
+        s = state.replace(params=params, opt_state=opt_state, step=t + 1, loss=state.loss.at[r].set(row))
+        done = t + 1
+        at_end = (done % config.eval_every == 0) | (done == config.steps)
+        return jax.lax.cond(at_end, self._evaluate, lambda s, *_: s, s, val_images, val_labels), metrics
+
+    def _evaluate(self, s: EnsembleState, val_images: jax.Array, val_labels: jax.Array) -> EnsembleState:
+        """The end of a round: validation AUCs, best parameters, early stopping."""
+        config = self.config
+        logits = _dist.map_batch(MemberLogits(self.model, config.eval_chunk, config.member_chunk), s.params,
+                                 shared=(val_images,), mesh=self.mesh)
+        aucs = jax.vmap(_auc, in_axes=(0, None))(logits, val_labels).astype(s.best_auc.dtype)
+        steps_in_round = (s.step - s.round * config.eval_every).astype(s.loss.dtype)
+        mean_loss = jnp.where(s.active, s.loss[s.round] / steps_in_round, jnp.nan)
+        improved = s.active & (aucs > s.best_auc)
+        since_best = jnp.where(improved, 0, s.since_best + s.active.astype(jnp.int32))
+        return s.replace(
+            best_params=_select(improved, s.params, s.best_params),
+            best_auc=jnp.where(improved, aucs, s.best_auc),
+            best_step=jnp.where(improved, s.step, s.best_step),
+            since_best=since_best,
+            active=s.active & (since_best < config.patience) & (s.step < config.steps),
+            round=s.round + 1,
+            val_auc=s.val_auc.at[s.round].set(aucs),
+            loss=s.loss.at[s.round].set(mean_loss.astype(s.loss.dtype)))
 
 
-def _spec(mesh_axis: str, member_axis: int | None) -> PartitionSpec:
-    return PartitionSpec() if member_axis is None else PartitionSpec(*[None] * member_axis, mesh_axis)
-
-
-def _state_specs(mesh_axis: str) -> EnsembleState:
-    return EnsembleState(**{f: _spec(mesh_axis, a) for f, a in _MEMBER_AXIS.items()})
-
-
-def _data_specs(mesh_axis: str) -> MemberData:
-    return MemberData(PartitionSpec(), PartitionSpec(), PartitionSpec(mesh_axis))
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _train_round_sharded(model: nn.Module, config: TrainConfig, mesh: Mesh, state: EnsembleState,
-                         data: MemberData, val_images: jax.Array, val_labels: jax.Array) -> EnsembleState:
-    """:func:`_round` with the members sharded over ``mesh``'s one axis (each device runs its
-    share of the members); the training images and labels and the validation set replicated."""
-    axis = mesh.axis_names[0]
-    specs = _state_specs(axis)
-    run = jax.shard_map(functools.partial(_round, model, config), mesh=mesh,
-                        in_specs=(specs, _data_specs(axis), PartitionSpec(), PartitionSpec()), out_specs=specs)
-    return run(state, data, val_images, val_labels)
-
-
-def _pad_state(state: EnsembleState, pad: int) -> EnsembleState:
-    """``state`` with ``pad`` more members that never train: copies of the last member,
-    inactive from the start, with no divergence and no history."""
-    fills = {"active": False, "nonfinite_step": -1, "val_auc": jnp.nan, "loss": jnp.nan}
-    return state.replace(**{f: pad_members(getattr(state, f), pad, a, fills.get(f))
-                            for f, a in _MEMBER_AXIS.items() if a is not None})
-
-
-def _gather_state(state: EnsembleState, mesh: Mesh, m: int) -> EnsembleState:
-    """A sharded, padded state gathered onto the mesh's first device, its first ``m`` members."""
-    return state.replace(**{f: jax.device_put(getattr(state, f), mesh.devices.flat[0]) if a is None
-                            else gather(getattr(state, f), mesh, m, a) for f, a in _MEMBER_AXIS.items()})
-
-
-def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, val_images: Any,
-          val_labels: Any, config: TrainConfig = TrainConfig(), *, names: Sequence[str] | None = None,
-          checkpoint_dir: str | os.PathLike | None = None, max_rounds: int | None = None,
-          progress: bool | None = None, devices: Sequence[jax.Device] | Mesh | None = None) -> EnsembleState:
+def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: Any, val_labels: Any,
+          config: EnsembleConfig = EnsembleConfig(), *, key: Any = None, seeds: Any = None,
+          names: Sequence[str] | None = None, checkpoint_dir: str | os.PathLike | None = None,
+          max_rounds: int | None = None, progress: bool | None = None, mesh: Any = None) -> EnsembleState:
     """Train M members at once, each on its own weighting of one shared training set.
 
-    Member ``m`` starts from ``seeds[m]`` and draws each minibatch (with replacement) with
-    probability proportional to ``masks[m]``; its steps, AdamW with warm-up and cosine decay,
-    run ``config.eval_every`` at a time as a loop in the compiled program, mapped over the
-    members (:func:`~cfjax.predictors.map_members`), each round followed by the validation AUC
+    Member ``m`` starts from its key (``jax.random.split(key, M)[m]``, or
+    ``jax.random.key(seeds[m])``: see :func:`cfjax.predictors.member_keys`) and draws each
+    minibatch (with replacement) with probability proportional to ``masks[m]``; every step of
+    :func:`cfjax._core.training.run`'s loop takes one AdamW step (warm-up and cosine decay) of
+    every active member (:func:`~cfjax.predictors.map_members`), and every
+    ``config.eval_every`` steps (a chunk of the loop) evaluates every member's validation AUC
     (:func:`cfjax.metrics.auc` on the validation logits). A member keeps the parameters of its
     best validation AUC and stops (frozen) after ``config.patience`` evaluations without
     improvement; training ends when every member has stopped. A member trained alone with the
     same seed and mask ends with the same parameters (to float rounding: the batched and
     single-member programs may round differently).
 
-    With several devices the members are spread over them (``jax.shard_map`` over a one-axis
-    mesh: each device runs its share of the members one after another, the shared images and
-    validation set replicated); each member runs the same computation as on one device and
-    ends with the same parameters (bit for bit in the tests, on CPU). On a CPU this is what
-    makes the cores work together: one member's step on small images is a chain of small
-    convolutions that XLA's intra-op threads do not keep every core busy with, whereas members
-    on separate devices run side by side, each on its own core. JAX sees one CPU device unless
-    asked before it starts: set ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (N the
-    number of cores) in the environment before importing jax; ``train`` never sets it.
+    With ``mesh`` the members are spread over its devices
+    (:func:`cfjax.distributed.map_batch` in every step: each device steps its share of the
+    members, the shared images and validation set passed whole to every device); each member
+    runs the same computation as on one device and ends with the same parameters. On a CPU this
+    is what makes the cores work together: one member's step on small images is a chain of
+    small convolutions that XLA's intra-op threads do not keep every core busy with, whereas
+    members on separate devices run side by side, each on its own core. JAX sees one CPU device
+    unless asked before it starts (:func:`cfjax.distributed.host_devices`, or
+    ``XLA_FLAGS=--xla_force_host_platform_device_count=N``); ``train`` never asks.
 
     Args:
       model: the network, e.g. :class:`~cfjax.predictors.EffusionCNN` (a linen module).
       images: shared training images ``(N, H, W)``, floating point in [0, 1].
       labels: ``(N,)`` effusion labels in {0, 1}.
       masks: ``(M, N)`` boolean masks or non-negative weights (each row with a positive sum),
-        e.g. the rows of :func:`cfjax.predictors.paper_family`.
-      seeds: ``(M,)`` non-negative integer seeds (initialisation and minibatch order).
+        e.g. the rows of :func:`cfjax.study.paper_family`.
       val_images: validation images ``(V, H, W)``; ``val_labels``: ``(V,)`` with both classes.
-      config: :class:`TrainConfig`.
+      config: :class:`EnsembleConfig`.
+      key: the ensemble's key (typed key, raw key data or int seed): member ``m`` gets
+        ``split(key, M)[m]`` (initialisation and minibatch order).
+      seeds: instead of ``key``, ``(M,)`` non-negative integer seeds, one per member (paper
+        000's family pairs its predictors by seed: see :func:`cfjax.predictors.member_keys`).
       names: optional member names, used in messages.
       checkpoint_dir: where an orbax checkpoint is written after every evaluation round (the
         two latest kept). If it already holds a checkpoint of this run (same model, config,
-        data shapes, masks, labels and seeds), training resumes from its latest round; a
+        data shapes, masks, labels and keys), training resumes from its latest round; a
         resumed run ends with the same parameters as an uninterrupted one.
       max_rounds: run at most this many evaluation rounds in this call (then return; call again
         with the same ``checkpoint_dir`` to continue).
-      progress: show a tqdm bar (loss, validation AUC); default: when stdout is a terminal.
-      devices: the devices to spread the members over. ``None``: every device of
-        ``jax.local_devices()`` (default backend) when there are several, otherwise the default
-        device as before; or a sequence of devices, or a ``jax.sharding.Mesh`` with one axis.
-        M is padded to a multiple of the device count with members that never train (their
-        compute is wasted); the padding never appears in the result or the checkpoints, which
-        are the same whatever the devices (a run may resume on other devices).
+      progress: show a tqdm bar (mean loss, active members); default: when stderr is a terminal.
+      mesh: the devices to spread the members over: None (one device), a device count, a
+        sequence of devices or a one-axis ``jax.sharding.Mesh``. M need not be a multiple of
+        the devices (the padding is :func:`cfjax.distributed.map_batch`'s and never appears in
+        the state or the checkpoints, which are the same whatever the devices: a run may
+        resume on other devices).
 
     Returns:
-      The final :class:`EnsembleState`, gathered onto one device (the first of ``devices``);
-      ``best_params`` is the trained ensemble (feed it to :func:`cfjax.predictors.predict`).
+      The final :class:`EnsembleState`; ``best_params`` is the trained ensemble (feed it to
+      :func:`cfjax.predictors.predict`).
 
     Raises:
       TrainingError: a member's loss became NaN or infinite (names the member and the step).
@@ -449,25 +451,25 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, va
       >>> rng = np.random.default_rng(0)
       >>> y = rng.integers(0, 2, 64)
       >>> x = (rng.uniform(size=(64, 16, 16)) * 0.5 + 0.5 * y[:, None, None]).astype(np.float32)
-      >>> state = train(EffusionCNN(features=(4,)), x, y, np.ones((2, 64), bool), [0, 1], x, y,
-      ...               TrainConfig(steps=20, batch_size=8, warmup=2, eval_every=10), progress=False)
+      >>> config = EnsembleConfig(steps=20, batch_size=8, warmup=2, eval_every=10)
+      >>> state = train(EffusionCNN(features=(4,)), x, y, np.ones((2, 64), bool), x, y, config, key=0,
+      ...               progress=False)
       >>> state.best_auc.shape, int(state.step)
       ((2,), 20)
-      >>> one = train(EffusionCNN(features=(4,)), x, y, np.ones((2, 64), bool), [0, 1], x, y,
-      ...             TrainConfig(steps=20, batch_size=8, warmup=2, eval_every=10), progress=False,
-      ...             devices=jax.devices()[:1])
+      >>> one = train(EffusionCNN(features=(4,)), x, y, np.ones((2, 64), bool), x, y, config, key=0,
+      ...             progress=False, mesh=1)
       >>> bool(jnp.all(one.best_auc == state.best_auc))
       True
     """
     if not isinstance(model, nn.Module):
         _checks.fail("model", "a flax linen Module", repr(model))
-    if not isinstance(config, TrainConfig):
-        _checks.fail("config", "a TrainConfig", repr(config))
+    if not isinstance(config, EnsembleConfig):
+        _checks.fail("config", "an EnsembleConfig", repr(config))
     _check_training_set(images, labels, masks, "masks")
-    seeds = _check_seeds(seeds)
     m = _checks.shape_of(masks)[0]
-    if len(seeds) != m:
-        _checks.fail("seeds", f"{m} seeds, one per row of `masks`", f"{len(seeds)}")
+    keys = member_keys(key, m if key is not None else None, seeds)
+    if keys.shape[0] != m:
+        _checks.fail("seeds", f"{m} seeds, one per row of `masks`", f"{keys.shape[0]}")
     image_shape = _checks.shape_of(images)[1:]
     _checks.check_ndim("val_images", val_images, 3, "of shape (V, H, W)")
     if _checks.shape_of(val_images)[1:] != image_shape:
@@ -487,82 +489,25 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, seeds: Any, va
             _checks.fail("names", f"{m} names, one per member", f"{len(names)}")
     if max_rounds is not None:
         max_rounds = _checks.check_positive_int("max_rounds", max_rounds)
-    where = member_devices(devices)
+    where = _dist.as_mesh(mesh)
 
     data = member_data(images, labels, masks)
     dtype = data.images.dtype
-    v_images = jnp.asarray(val_images).astype(dtype)
-    v_labels = jnp.asarray(val_labels).astype(dtype)
-    meta = _run_metadata(model, config, data, seeds, names)
-
-    state = init_state(model, config, seeds, tuple(image_shape), dtype)
-    manager = None
-    if checkpoint_dir is not None:
-        manager = _ckpt.CheckpointStore(checkpoint_dir)
-        if manager.latest_step() is not None:
-            state, saved = manager.restore(state)
-            if saved.get("run") != meta["run"]:
-                _checks.fail("checkpoint_dir", "a checkpoint of this run (same model, config, data and "
-                             "seeds) or an empty folder", f"one of another run ({saved.get('run')})")
-
-    if isinstance(where, Mesh):  # members padded to a multiple of the devices, sharded over them
-        pad = (-m) % where.size
-        axis = where.axis_names[0]
-        state, data, v_images, v_labels = jax.device_put(
-            (_pad_state(state, pad), data._replace(cdf=pad_members(data.cdf, pad)), v_images, v_labels),
-            jax.tree.map(lambda spec: NamedSharding(where, spec),
-                         (_state_specs(axis), _data_specs(axis), PartitionSpec(), PartitionSpec())))
-        run_round = functools.partial(_train_round_sharded, model, config, where)
-
-        def unpadded(s: EnsembleState) -> EnsembleState:
-            return _gather_state(s, where, m)
-    else:
-        if where is not None:
-            state, data, v_images, v_labels = jax.device_put((state, data, v_images, v_labels), where)
-        run_round = functools.partial(_train_round, model, config)
-
-        def unpadded(s: EnsembleState) -> EnsembleState:
-            return s
-
-    if progress is None:
-        progress = sys.stdout.isatty()
-    bar = tqdm(total=config.rounds, initial=int(state.round), disable=not progress, desc="training",
-               unit="eval", dynamic_ncols=True)
-    rounds_run = 0
+    val = (jnp.asarray(val_images).astype(dtype), jnp.asarray(val_labels).astype(dtype))
+    state = _init_state(model, config, keys, tuple(int(v) for v in image_shape), jnp.dtype(dtype))
+    store = None if checkpoint_dir is None else _ckpt.CheckpointStore(checkpoint_dir)
+    member_names = tuple(f"{i}" + ("" if names is None else f" ({names[i]!r})") for i in range(m))
     try:
-        while not state.finished and (max_rounds is None or rounds_run < max_rounds):
-            state = run_round(state, data, v_images, v_labels)
-            rounds_run += 1
-            _raise_if_diverged(np.asarray(state.nonfinite_step)[:m], names)
-            r = int(state.round) - 1
-            active = np.asarray(state.active)[:m]
-            bar.set_postfix(step=int(state.step), active=f"{int(active.sum())}/{m}",
-                            loss=f"{np.nanmean(np.asarray(state.loss[r])[:m]):.4f}",
-                            val_auc=f"{np.nanmean(np.asarray(state.val_auc[r])[:m]):.4f}",
-                            best=f"{float(np.mean(np.asarray(state.best_auc)[:m])):.4f}")
-            bar.update(1)
-            if manager is not None:
-                manager.save(int(state.step), unpadded(state), meta)
+        result = _training.run(
+            EnsembleStep(model, config, where), state, (data,) + val, key=0, steps=config.steps,
+            chunk_steps=config.eval_every, guard="loss", progress=progress, desc="training",
+            postfix=("mean_loss", "active"), store=store, meta=_run_metadata(model, config, data, keys),
+            max_chunks=max_rounds, member_names=member_names,
+            hint="lower `config.learning_rate` or check the images and labels for NaN")
     finally:
-        bar.close()
-        if manager is not None:
-            manager.close()
-    return unpadded(state)
-
-
-def _raise_if_diverged(nonfinite_step: np.ndarray, names: Sequence[str] | None) -> None:
-    """Raise :class:`TrainingError` naming the first member with a non-finite loss, if any
-    (``nonfinite_step (M,)``, −1 where none)."""
-    bad = nonfinite_step
-    if (bad < 0).all():
-        return
-    m = int(np.argmin(np.where(bad >= 0, bad, np.iinfo(bad.dtype).max)))
-    label = f"member {m}" + (f" ({names[m]!r})" if names is not None else "")
-    others = int((bad >= 0).sum()) - 1
-    raise TrainingError(
-        f"training diverged: {label} had a NaN or infinite loss at step {int(bad[m])}"
-        + (f" ({others} other member(s) diverged too)" if others else "")
-        + "; lower `config.learning_rate` or check the images and labels for NaN.")
+        if store is not None:
+            store.close()
+    return result.state
 
 
 def _check_training_set(images: Any, labels: Any, weights: Any, weights_name: str) -> None:
@@ -595,19 +540,9 @@ def _check_training_set(images: Any, labels: Any, weights: Any, weights_name: st
                          f"member(s) {np.flatnonzero(sums <= 0).tolist()} with none")
 
 
-def _digest(*arrays: Any) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(np.asarray(a))
-        h.update(str((a.shape, a.dtype.str)).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()[:16]
-
-
-def _run_metadata(model: nn.Module, config: TrainConfig, data: MemberData, seeds: np.ndarray,
-                  names: Sequence[str] | None) -> dict[str, Any]:
+def _run_metadata(model: nn.Module, config: EnsembleConfig, data: MemberData, keys: jax.Array) -> dict[str, Any]:
     """What identifies a run in its checkpoints (the images enter by shape and dtype only)."""
     run = {"model": repr(model), "config": dataclasses.asdict(config),
            "images": [list(data.images.shape), str(data.images.dtype)],
-           "data": _digest(data.labels, data.cdf), "seeds": [int(s) for s in seeds]}
-    return {"run": json.loads(json.dumps(run)), "names": None if names is None else list(names)}
+           "data": _ckpt.digest(data.labels, data.cdf), "keys": _ckpt.digest(jax.random.key_data(keys))}
+    return json.loads(json.dumps(run))

@@ -1,23 +1,25 @@
 """Every ensemble member on factual and counterfactual images, in one jitted call with memory
 bounded by a fixed chunk of images, the members or the images optionally spread over several
-devices."""
+devices (:func:`cfjax.distributed.map_batch`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import Any, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from cfjax import _checks
 from cfjax import distributed as _dist
+from cfjax._core.keys import as_key
+from cfjax._core.platform import default_member_chunk
 
-__all__ = ["predict", "to_metrics_layout", "init_params", "ensemble_size", "map_members", "SHARD_MODES"]
+__all__ = ["predict", "init_params", "member_keys", "ensemble_size", "map_members", "SHARD_MODES"]
 
 #: what :func:`predict` spreads over several devices
 SHARD_MODES = ("members", "units")
@@ -35,35 +37,60 @@ def ensemble_size(params: Any) -> int:
     return int(sizes.pop())
 
 
-def init_params(model: nn.Module, seeds: Any, image_shape: tuple[int, int],
-                dtype: Any = jnp.float32) -> Any:
-    """Parameters of one member per seed, stacked on a leading axis ``(M, ...)``.
+def member_keys(key: Any = None, members: int | None = None, seeds: Any = None) -> jax.Array:
+    """The ``(M,)`` typed keys of M members: ``jax.random.split(key, members)``, or
+    ``jax.random.key(seeds[m])`` for explicit per-member seeds (exactly one of ``key`` and
+    ``seeds``; ``members``, when given with ``seeds``, must equal their number).
 
-    Member ``m`` is ``model.init(jax.random.key(seeds[m]), zeros((1, H, W)))`` — the same as
+    Per-member seeds exist for paper 000's family (:func:`cfjax.study.paper_family`):
+    its predictors are compared seed by seed, and the members of one seed — the basic
+    classifier and each biased one — start from the same weights and draw their minibatches
+    from the same stream, differing only by their training masks; a member is also reproduced
+    alone (an ensemble of one) from its seed.
+
+    Example:
+      >>> member_keys(0, 3).shape
+      (3,)
+      >>> bool(jnp.all(jax.random.key_data(member_keys(seeds=[5])[0]) == jax.random.key_data(jax.random.key(5))))
+      True
+    """
+    if (key is None) == (seeds is None):
+        _checks.fail("key", "a PRNG key or an int seed (or per-member `seeds` instead)",
+                     "both" if key is not None else "neither")
+    if seeds is not None:
+        s = np.asarray(seeds)
+        if s.ndim != 1 or s.size == 0 or not np.issubdtype(s.dtype, np.integer) or (s < 0).any():
+            _checks.fail("seeds", "a non-empty 1-d sequence of non-negative integers", repr(seeds))
+        if members is not None and members != len(s):
+            _checks.fail("seeds", f"{members} seeds, one per member", f"{len(s)}")
+        return jax.vmap(jax.random.key)(jnp.asarray(s, jnp.uint32))
+    members = _checks.check_positive_int("members", members)
+    return jax.random.split(as_key(key), members)
+
+
+def _check_image_shape(image_shape: Any) -> tuple[int, int]:
+    if (not isinstance(image_shape, tuple) or len(image_shape) != 2
+            or not all(isinstance(s, (int, np.integer)) and s >= 1 for s in image_shape)):
+        _checks.fail("image_shape", "a tuple (H, W) of positive integers", repr(image_shape))
+    return tuple(int(s) for s in image_shape)
+
+
+def init_params(model: nn.Module, image_shape: tuple[int, int], dtype: Any = jnp.float32, *, key: Any = None,
+                members: int | None = None, seeds: Any = None) -> Any:
+    """Parameters of M members stacked on a leading axis ``(M, ...)``.
+
+    Member ``m`` is ``model.init`` from the first half of its key split in two
+    (:func:`member_keys`: ``split(key, members)[m]``, or ``jax.random.key(seeds[m])``) — as
     :func:`cfjax.predictors.train` initialises it.
 
     Example:
       >>> from cfjax.predictors import EffusionCNN
-      >>> p = init_params(EffusionCNN(features=(4,)), [0, 1], (16, 16))
+      >>> p = init_params(EffusionCNN(features=(4,)), (16, 16), key=0, members=2)
       >>> ensemble_size(p)
       2
     """
-    seeds = _check_seeds(seeds)
-    if (not isinstance(image_shape, tuple) or len(image_shape) != 2
-            or not all(isinstance(s, (int, np.integer)) and s >= 1 for s in image_shape)):
-        _checks.fail("image_shape", "a tuple (H, W) of positive integers", repr(image_shape))
-    keys = jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.uint32))
-    return _init(model, keys, tuple(int(s) for s in image_shape), jnp.dtype(dtype))
-
-
-def default_member_chunk(m: int) -> int:
-    """Members run side by side (``vmap``) by default: all of them, except on CPU, where one
-    at a time (still one compiled program) is faster. Measured with jax 0.10.2 on 2 CPU cores
-    (M = 4, batch 32, 32×32 images): with :class:`~cfjax.predictors.EffusionCNN`'s default
-    matrix-product convolutions the ``vmap``ped members take ~1.2–1.6× longer per member-step
-    than one after another (XLA's CPU batched matrix products are slower than separate ones);
-    with XLA's native convolutions, ``vmap`` makes them grouped convolutions, ~3× slower."""
-    return 1 if jax.default_backend() == "cpu" else m
+    keys = member_keys(key, members, seeds)
+    return _init(model, keys, _check_image_shape(image_shape), jnp.dtype(dtype))
 
 
 def check_member_chunk(member_chunk: Any) -> int | None:
@@ -75,8 +102,9 @@ def check_member_chunk(member_chunk: Any) -> int | None:
 def map_members(fn: Any, xs: Any, member_chunk: int | None = None) -> Any:
     """``fn`` over the leading member axis of the pytree ``xs``: ``vmap`` over groups of
     ``member_chunk`` members, ``lax.map`` (a loop inside the compiled program) over the groups.
-    ``member_chunk >= M`` is one ``vmap``; ``None`` is :func:`default_member_chunk`. A member's
-    result does not depend on the grouping (up to float rounding).
+    ``member_chunk >= M`` is one ``vmap``; ``None`` is
+    :func:`cfjax._core.platform.default_member_chunk`. A member's result does not depend on the
+    grouping (up to float rounding).
 
     Example:
       >>> map_members(lambda x: x * 2, jnp.arange(5.0), member_chunk=2).tolist()
@@ -91,79 +119,6 @@ def map_members(fn: Any, xs: Any, member_chunk: int | None = None) -> Any:
     return lax.map(fn, xs, batch_size=chunk)
 
 
-def _check_seeds(seeds: Any) -> np.ndarray:
-    s = np.asarray(seeds)
-    if s.ndim != 1 or s.size == 0 or not np.issubdtype(s.dtype, np.integer) or (s < 0).any():
-        _checks.fail("seeds", "a non-empty 1-d sequence of non-negative integers", repr(seeds))
-    return s
-
-
-def member_devices(devices: Any) -> Mesh | jax.Device | None:
-    """Where the members run, from a ``devices=`` argument of :func:`predict` or
-    :func:`~cfjax.predictors.train`.
-
-    ``None`` means every device of ``jax.local_devices()`` (the default backend); an explicit
-    non-empty sequence of distinct devices of one platform, or a ``jax.sharding.Mesh`` with one
-    axis, names them. Returns a one-axis ``Mesh`` over two or more devices (the member axis is
-    sharded over its axis), a single ``jax.Device`` (everything runs there), or ``None``
-    (``devices=None`` with one local device: the default placement, no sharding).
-
-    Example:
-      >>> member_devices([jax.devices()[0]]) == jax.devices()[0]
-      True
-    """
-    if devices is None:
-        local = jax.local_devices()
-        return Mesh(np.asarray(local), ("members",)) if len(local) > 1 else None
-    if isinstance(devices, Mesh):
-        if devices.devices.ndim != 1:
-            _checks.fail("devices", "a jax.sharding.Mesh with one axis (members)",
-                         f"a mesh with axes {tuple(devices.axis_names)}")
-        devs = list(devices.devices.flat)
-    elif isinstance(devices, (str, bytes)) or not isinstance(devices, Sequence):
-        _checks.fail("devices", "None, a sequence of jax devices or a one-axis jax.sharding.Mesh",
-                     repr(devices))
-    else:
-        devs = list(devices)
-        if not devs:
-            _checks.fail("devices", "at least one device", "an empty sequence")
-        bad = [d for d in devs if not isinstance(d, jax.Device)]
-        if bad:
-            _checks.fail("devices", "jax devices (e.g. from jax.devices())", f"{bad[0]!r}")
-        if len(set(devs)) != len(devs):
-            _checks.fail("devices", "distinct devices", f"repeated devices in {devs}")
-        if len({d.platform for d in devs}) != 1:
-            _checks.fail("devices", "devices of one platform",
-                         f"platforms {sorted({d.platform for d in devs})}")
-    if len(devs) == 1:
-        return devs[0]
-    return devices if isinstance(devices, Mesh) else Mesh(np.asarray(devs), ("members",))
-
-
-def pad_members(tree: Any, pad: int, axis: int = 0, fill: Any = None) -> Any:
-    """Every leaf of ``tree`` with ``pad`` more members on ``axis``: copies of the last member,
-    or ``fill`` (a scalar) when given."""
-    if not pad:
-        return tree
-
-    def one(a):
-        a = jnp.asarray(a)
-        last = lax.slice_in_dim(a, a.shape[axis] - 1, a.shape[axis], axis=axis)
-        extra = jnp.repeat(last, pad, axis=axis)
-        if fill is not None:
-            extra = jnp.full_like(extra, fill)
-        return jnp.concatenate([a, extra], axis=axis)
-
-    return jax.tree.map(one, tree)
-
-
-def gather(tree: Any, mesh: Mesh, m: int, axis: int = 0) -> Any:
-    """Every leaf of ``tree``, its members sharded over ``mesh``, gathered onto the mesh's first
-    device and cut to its first ``m`` members on ``axis`` (padding removed)."""
-    tree = jax.device_put(tree, mesh.devices.flat[0])
-    return jax.tree.map(lambda a: a if a.shape[axis] == m else lax.slice_in_dim(a, 0, m, axis=axis), tree)
-
-
 @functools.partial(jax.jit, static_argnums=(0, 2, 3))
 def _init(model, keys, image_shape, dtype):
     def one(key):
@@ -171,65 +126,79 @@ def _init(model, keys, image_shape, dtype):
     return jax.vmap(one)(keys)
 
 
-def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
-            logits: bool = False, member_chunk: int | None = None,
-            devices: Sequence[jax.Device] | Mesh | None = None, shard: str = "members") -> jax.Array:
+@dataclasses.dataclass(frozen=True)
+class MemberLogits:
+    """``(params (M', ...), images (B, H, W)) -> (M', B)`` logits (:func:`chunked_logits`): what
+    :func:`cfjax.distributed.map_batch` runs on each device's members (hashable: compiled once)."""
+
+    model: nn.Module
+    chunk: int
+    member_chunk: int | None
+
+    def __call__(self, params: Any, images: jax.Array) -> jax.Array:
+        return chunked_logits(self.model, params, images, min(self.chunk, images.shape[0]), self.member_chunk)
+
+
+@dataclasses.dataclass(frozen=True)
+class _UnitLogits:
+    """``(images (B, H, W), params (M, ...)) -> (B, M)``: every member on a device's block of
+    images, units first (the axis :func:`cfjax.distributed.map_batch` splits)."""
+
+    model: nn.Module
+    chunk: int
+    member_chunk: int | None
+
+    def __call__(self, images: jax.Array, params: Any) -> jax.Array:
+        return chunked_logits(self.model, params, images, min(self.chunk, images.shape[0]), self.member_chunk).T
+
+
+def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, logits: bool = False,
+            member_chunk: int | None = None, mesh: Any = None, shard: str = "members") -> jax.Array:
     """Every member's effusion probability (or logit) for every image.
 
     Args:
       model: the network (e.g. :class:`~cfjax.predictors.EffusionCNN`).
       params: member parameters with a leading axis ``(M, ...)`` (``state.best_params`` of
         :func:`~cfjax.predictors.train`, or :func:`init_params`).
-      images: factual images ``(N, H, W)`` or counterfactual images ``(K, N, H, W)`` (as
-        ``ChestSCM.counterfactuals(...)["image"]``), values in [0, 1].
-      chunk: most images per compiled step. The images are cut into ``ceil(K·N / chunk)``
+      images: factual images ``(N, H, W)`` or counterfactual images ``(N, K, H, W)`` (unit
+        first, as the array contract orders them), values in [0, 1].
+      chunk: most images per compiled step. The images are cut into ``ceil(N·K / chunk)``
         equal chunks (the last padded with fewer copies than there are chunks) and every
-        member runs on one chunk at a time (``lax.map``), so memory beyond
-        the inputs and outputs is that of ``member_chunk × chunk`` images whatever N and K; a
-        unit's output does not depend on the chunk size.
+        member runs on one chunk at a time (``lax.map``), so memory beyond the inputs and
+        outputs is that of ``member_chunk × chunk`` images whatever N and K; a unit's output
+        does not depend on the chunk size.
       logits: return logits instead of probabilities.
       member_chunk: members run side by side (see :func:`map_members`; default: all of them,
         one at a time on CPU) — on each device when they are spread over several.
-      devices: the devices to spread the members over (``jax.shard_map`` over a one-axis mesh:
-        each device runs its share of the members on every image). ``None``: every local
-        device of the default backend when there are several (on CPU, several exist only if
-        XLA was asked for them before JAX started, e.g.
-        ``XLA_FLAGS=--xla_force_host_platform_device_count=2``), otherwise the default
-        device as usual. Or a sequence of devices, or a ``jax.sharding.Mesh`` with one axis.
-        M is padded to a multiple of the device count (copies of the last member); the result,
-        gathered onto the first of the devices with the padding removed, equals the
-        one-device call's.
-      shard: what is spread over several ``devices``: ``"members"`` (the default, above) or
-        ``"units"``: the images (the K × N images flattened into one axis) are split over the
-        devices, padded to a multiple of the device count (copies of the last image), every
-        device running every member on its block of images, ``chunk`` at a time (the
-        parameters replicated); the ``(M, K·N)`` result is gathered onto the first of the
-        devices with the padding removed and equals the one-device call's (up to float
-        rounding). Spreading the units suits many images and few members; spreading the
-        members, the ensembles whose members outnumber the devices.
+      mesh: the devices to spread the work over (:func:`cfjax.distributed.map_batch`): None
+        (one device, the default placement), a device count, a sequence of devices or a
+        one-axis ``jax.sharding.Mesh``. The result is gathered onto the mesh's first device
+        and equals the one-device call's (up to float rounding).
+      shard: what is spread over the mesh: ``"members"`` (the default: each device runs its
+        share of the members on every image, the images passed whole to every device) or
+        ``"units"`` (the N·K images are split over the devices, each running every member on
+        its block, the parameters passed whole). Spreading the units suits many images and few
+        members; spreading the members, the ensembles whose members outnumber the devices.
 
     Returns:
-      ``(M, N)`` for factual images, ``(M, K, N)`` for counterfactual ones: member first,
-      intervention next, unit last. ``cfjax.metrics.evaluate`` takes one predictor's
-      counterfactual predictions as ``(n, K)``: :func:`to_metrics_layout` gives ``(M, N, K)``.
+      ``(M, N)`` for factual images, ``(M, N, K)`` for counterfactual ones: row ``m`` is
+      member ``m``'s ``p_obs`` or ``p_cf``, the input of :func:`cfjax.metrics.evaluate`.
 
     Example:
       >>> from cfjax.predictors import EffusionCNN
       >>> model = EffusionCNN(features=(4,))
-      >>> p = init_params(model, [0, 1, 2], (16, 16))
+      >>> p = init_params(model, (16, 16), key=0, members=3)
       >>> predict(model, p, jnp.zeros((5, 16, 16)), chunk=4).shape
       (3, 5)
-      >>> predict(model, p, jnp.zeros((2, 5, 16, 16))).shape
-      (3, 2, 5)
-      >>> predict(model, p, jnp.zeros((5, 16, 16)), devices=jax.devices()[:1]).shape
-      (3, 5)
-      >>> predict(model, p, jnp.zeros((2, 5, 16, 16)), devices=jax.devices()[:1], shard="units").shape
-      (3, 2, 5)
+      >>> predict(model, p, jnp.zeros((5, 2, 16, 16))).shape
+      (3, 5, 2)
+      >>> predict(model, p, jnp.zeros((5, 2, 16, 16)), mesh=1, shard="units").shape
+      (3, 5, 2)
     """
     ensemble_size(params)
     shape = _checks.shape_of(images)
     if len(shape) not in (3, 4):
-        _checks.fail("images", "images (N, H, W) or counterfactual images (K, N, H, W)", f"shape {shape}")
+        _checks.fail("images", "images (N, H, W) or counterfactual images (N, K, H, W)", f"shape {shape}")
     _checks.check_nonempty("images", images)
     chunk = _checks.check_positive_int("chunk", chunk)
     if not isinstance(logits, bool):
@@ -237,58 +206,25 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256,
     member_chunk = check_member_chunk(member_chunk)
     if not isinstance(shard, str) or shard not in SHARD_MODES:
         _checks.fail("shard", f"one of {list(SHARD_MODES)}", repr(shard))
+    where = _dist.as_mesh(mesh)
     x = jnp.asarray(images)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         _checks.fail("images", "floating-point images in [0, 1]", f"dtype {x.dtype}")
     _checks.check_finite("images", x)
-    where = member_devices(devices)
     lead = shape[:-2]
     flat = x.reshape((-1,) + shape[-2:])
     chunk = min(chunk, flat.shape[0])
-    if isinstance(where, Mesh) and shard == "units":
-        n = flat.shape[0]
-        chunk = min(chunk, -(-n // where.size))
-        params = jax.device_put(params, NamedSharding(where, PartitionSpec()))
-        flat = _dist.shard(_dist.pad_axis(flat, where.size), where)
-        out = gather(_predict_units(model, where, params, flat, chunk, member_chunk), where, n, axis=1)
-    elif isinstance(where, Mesh):
-        m = ensemble_size(params)
-        pad = (-m) % where.size
-        axis = where.axis_names[0]
-        params = jax.device_put(pad_members(params, pad), NamedSharding(where, PartitionSpec(axis)))
-        flat = jax.device_put(flat, NamedSharding(where, PartitionSpec()))
-        out = gather(_predict_sharded(model, where, params, flat, chunk, member_chunk), where, m)
+    if where is not None and shard == "units":
+        chunk = min(chunk, -(-flat.shape[0] // where.size))
+        out = _dist.map_batch(_UnitLogits(model, chunk, member_chunk), flat, shared=(params,), mesh=where)
+        out = jax.device_put(out, where.devices.flat[0]).T
     else:
+        out = _dist.map_batch(MemberLogits(model, chunk, member_chunk), params, shared=(flat,), mesh=where)
         if where is not None:
-            params, flat = jax.device_put((params, flat), where)
-        out = _predict(model, params, flat, chunk, member_chunk)
+            out = jax.device_put(out, where.devices.flat[0])
     if not logits:
         out = jax.nn.sigmoid(out)
     return out.reshape((out.shape[0],) + lead)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 3, 4))
-def _predict(model, params, images, chunk, member_chunk):
-    return chunked_logits(model, params, images, chunk, member_chunk)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1, 4, 5))
-def _predict_sharded(model, mesh, params, images, chunk, member_chunk):
-    """:func:`_predict` with the members of ``params`` sharded over ``mesh``'s axis; the images
-    replicated."""
-    axis = PartitionSpec(mesh.axis_names[0])
-    local = functools.partial(chunked_logits, model, chunk=chunk, member_chunk=member_chunk)
-    return jax.shard_map(local, mesh=mesh, in_specs=(axis, PartitionSpec()), out_specs=axis)(params, images)
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1, 4, 5))
-def _predict_units(model, mesh, params, images, chunk, member_chunk):
-    """:func:`_predict` with the images sharded over ``mesh``'s axis; the parameters
-    replicated."""
-    axis = mesh.axis_names[0]
-    local = functools.partial(chunked_logits, model, chunk=chunk, member_chunk=member_chunk)
-    return jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec(), PartitionSpec(axis)),
-                         out_specs=PartitionSpec(None, axis))(params, images)
 
 
 def chunked_logits(model: nn.Module, params: Any, images: jax.Array, chunk: int,
@@ -309,15 +245,3 @@ def chunked_logits(model: nn.Module, params: Any, images: jax.Array, chunk: int,
         return lax.map(lambda b: model.apply(p, b), blocks).reshape(-1)[:n]
 
     return map_members(one_member, params, member_chunk)
-
-
-def to_metrics_layout(p_cf: Any) -> jax.Array:
-    """Counterfactual predictions ``(M, K, N)`` of :func:`predict` as ``(M, N, K)``: row ``m``
-    is predictor ``m``'s ``p_cf`` for :func:`cfjax.metrics.evaluate`.
-
-    Example:
-      >>> to_metrics_layout(jnp.zeros((3, 16, 10))).shape
-      (3, 10, 16)
-    """
-    _checks.check_ndim("p_cf", p_cf, 3, "of counterfactual predictions (M, K, N)")
-    return jnp.swapaxes(jnp.asarray(p_cf), 1, 2)
