@@ -314,7 +314,12 @@ def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int, n_split: int
 
     def sharded(*everything):
         specs = (split,) * n_split + (whole,) * (len(everything) - n_split)
-        return jax.shard_map(local, mesh=where, in_specs=specs, out_specs=split)(*everything)
+        # check_vma=False: fn is a batch function that knows nothing of the mesh (no
+        # collectives), and a loop in it whose carry starts from constants (lax.while_loop,
+        # lax.scan) would otherwise fail shard_map's check that the carry's device-variance
+        # is the same in and out.
+        return jax.shard_map(local, mesh=where, in_specs=specs, out_specs=split,
+                             check_vma=False)(*everything)
 
     return jax.jit(sharded)
 

@@ -82,15 +82,15 @@ def _edge(model, budgets):
     return np.fmax(g[: len(budgets)], g[len(budgets):])
 
 
-def law_school(path, out, key, quick):
+def law_school(path, out, key, quick, mesh=None):
     t0 = time.perf_counter()
     prob = S.load_law_school(path)
     model = S.fit(prob.graph, prob.data, LAW_SETTINGS)
     ps = np.linspace(-0.99, 0.99, 41 if quick else 81)
     grid = np.asarray(S.cfu_grid(model, ps))
-    wc = S.worst_case(model, BUDGETS, key=key, restarts=4)
+    wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, restarts=4)
     blind = float(model.baseline_unfairness["blind"])
-    inverse = S.inverse_budget(model, blind, key=key, restarts=4)
+    inverse = S.inverse_budget(model, blind, key=key, mesh=mesh, restarts=4)
     t_main = time.perf_counter() - t0
     # The same recipe with CV on held-out MSE instead of R²: its bivariate curve from the grid.
     mse_settings = LAW_SETTINGS.replace(cv_score="mse")
@@ -143,16 +143,16 @@ def _overlay(fig, x, cfu, model, recipe, label="CV on MSE"):
     ax.legend(fontsize=6)
 
 
-def nhs(path, out, key, quick):
+def nhs(path, out, key, quick, mesh=None):
     t0 = time.perf_counter()
     prob = S.load_nhs(path)
     model = S.fit(prob.graph, prob.data, NHS_SETTINGS)
     search = dict(restarts=4, batch_size=4096, steps=100 if quick else 200)
-    wc = S.worst_case(model, BUDGETS, key=key, **search)
-    paper = S.worst_case(model, BUDGETS, key=key, restarts=4, batch_size=4096, steps=prob.data.n // 4096,
+    wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, **search)
+    paper = S.worst_case(model, BUDGETS, key=key, mesh=mesh, restarts=4, batch_size=4096, steps=prob.data.n // 4096,
                          optimizer=S.paper_optimizer(), warm_start=True, log_objective=False, patience=10**6)
     blind = float(model.baseline_unfairness["blind"])
-    inverse = S.inverse_budget(model, blind, key=key, tol=5e-3, **search)
+    inverse = S.inverse_budget(model, blind, key=key, mesh=mesh, tol=5e-3, **search)
     t_main = time.perf_counter() - t0
     # The same recipe with CV on held-out MSE instead of R²: its own worst-case curve, or, when both
     # scores choose the same Model A (degrees and λ; only the predictors' λ differ), its CFU at the
@@ -163,10 +163,10 @@ def nhs(path, out, key, quick):
         mse_curve = {"p_max": BUDGETS.tolist(), "cfu": [float(S.cfu(mse_model, P)) for P in np.asarray(wc.P)],
                      "at_recipe_P": True}
     else:
-        mse_curve = {**_curve(S.worst_case(mse_model, BUDGETS, key=key, **search)), "at_recipe_P": False}
+        mse_curve = {**_curve(S.worst_case(mse_model, BUDGETS, key=key, mesh=mesh, **search)), "at_recipe_P": False}
 
     def at(model):
-        w = S.worst_case(model, [0.5, 0.9], key=key, restarts=4, batch_size=4096, steps=100)
+        w = S.worst_case(model, [0.5, 0.9], key=key, mesh=mesh, restarts=4, batch_size=4096, steps=100)
         return {"cfu_p0.5": float(w.cfu[0]), "cfu_p0.9": float(w.cfu[1])}
 
     lams = [0.0, 1e-3, 1.0, 1e3] if not quick else [0.0]
@@ -185,15 +185,15 @@ def nhs(path, out, key, quick):
             "mse": {"model": _summary(mse_model, mse_settings), **mse_curve}, "seconds": t_main, "quick": quick}
 
 
-def synthetic(out, key):
-    prob = S.synthetic(5000, correlation=0.5, seed=0)
+def synthetic(out, key, mesh=None):
+    prob = S.synthetic(5000, correlation=0.5, key=0)
     model = S.fit(prob.graph, prob.data, LAW_SETTINGS)
-    wc = S.worst_case(model, BUDGETS, key=key, restarts=4)
+    wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, restarts=4)
     true = float(S.cfu(model, prob.true_correlation))
     fig = S.plot_curve(wc.p_max, wc.cfu, baselines={k: float(v) for k, v in model.baseline_unfairness.items()},
                        true_value=(0.5, true), title="Synthetic SCM (true correlation 0.5)")
     _save_fig(fig, os.path.join(out, "synthetic_curve.png"))
-    at_half = float(S.worst_case(model, [0.5], key=key, restarts=4).cfu[0])
+    at_half = float(S.worst_case(model, [0.5], key=key, mesh=mesh, restarts=4).cfu[0])
     return {"model": _summary(model, LAW_SETTINGS), "worst_case": _curve(wc), "true_cfu": true,
             "worst_at_0.5": at_half}
 
@@ -446,8 +446,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--devices", type=int, default=None, metavar="N",
                     help="split every search's budgets x restarts over N devices (on a CPU: N host devices)")
     args = ap.parse_args(argv)
-    if args.devices is not None:  # before the first JAX computation; worst_case then uses them all
+    if args.devices is not None:  # before the first JAX computation
         cf.distributed.host_devices(args.devices)
+    mesh = args.devices  # every search's runs split over that many devices (None: one)
     os.makedirs(args.out, exist_ok=True)
     key = jax.random.key(0)
     res = {}
@@ -460,16 +461,16 @@ def main(argv=None) -> dict:
     nhs_path = os.path.join(args.data_dir, "nhs.npz")
     if "law_school" in only:
         if os.path.isfile(law):
-            res["law_school"] = law_school(law, args.out, key, args.quick)
+            res["law_school"] = law_school(law, args.out, key, args.quick, mesh)
         else:
             print(f"law school data not found in {args.data_dir}; skipped")
     if "nhs" in only:
         if os.path.isfile(nhs_path):
-            res["nhs"] = nhs(nhs_path, args.out, key, args.quick)
+            res["nhs"] = nhs(nhs_path, args.out, key, args.quick, mesh)
         else:
             print(f"NHS data not found in {args.data_dir}; skipped")
     if "synthetic" in only:
-        res["synthetic"] = synthetic(args.out, key)
+        res["synthetic"] = synthetic(args.out, key, mesh)
     res["discussion"] = DISCUSSION + _score_discussion(res) + _nhs_discussion(res)
     atomic_write_bytes(os.path.join(args.out, "results.json"), json.dumps(res, indent=1, default=float).encode())
     atomic_write_bytes(os.path.join(args.out, "report.md"), report(res).encode())

@@ -111,7 +111,7 @@ BIV = dict(restarts=2, steps=200)
 @pytest.fixture(scope="module")
 def bivariate():
     with jax.enable_x64(True):
-        prob = S.synthetic(1200, correlation=0.4, seed=3)
+        prob = S.synthetic(1200, correlation=0.4, key=3)
         yield S.fit(prob.graph, prob.data, SMALL), prob
 
 
@@ -121,7 +121,7 @@ def test_fold_ids_are_sklearn_kfold():
         ids = S.fold_ids(n, 5)
         for k, (_, test) in enumerate(KFold(5).split(np.zeros(n))):
             np.testing.assert_array_equal(np.flatnonzero(ids == k), test)
-    shuffled = S.fold_ids(23, 5, shuffle=True, seed=1)
+    shuffled = S.fold_ids(23, 5, shuffle=True, key=1)
     assert np.array_equal(np.bincount(shuffled), np.bincount(S.fold_ids(23, 5)))
     assert not np.array_equal(shuffled, S.fold_ids(23, 5))
 
@@ -340,11 +340,11 @@ def test_plot_curve_draws_the_curve_and_baselines(tmp_path):
 
 
 def test_runs_are_grouped_only_where_xla_cpu_needs_it(monkeypatch):
-    from cfjax.sensitivity import search
+    from cfjax._core import platform
 
     monkeypatch.setenv("XLA_FLAGS", "")
     expected = 4 if jax.default_backend() == "cpu" else None
-    assert search._run_group(64) == expected
-    assert search._run_group(4) is None
+    assert platform.run_group(64) == expected
+    assert platform.run_group(4) is None
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_concurrency_optimized_scheduler=false")
-    assert search._run_group(64) is None
+    assert platform.run_group(64) is None

@@ -218,7 +218,7 @@ def test_shared_mse_is_the_summed_mse_choice(rng, x64):
 def test_fit_is_still_traceable_with_the_selection_record():
     # The model (selection included) is an argument of compiled code: its leaves must be arrays.
     with jax.enable_x64(True):
-        prob = S.synthetic(200, correlation=0.3, seed=1)
+        prob = S.synthetic(200, correlation=0.3, key=1)
         model = S.fit(prob.graph, prob.data, S.Settings(degrees=(1, 2), lambdas=(0.1, 10.0), predictor_degrees=(1,)))
         grid = S.cfu_grid(model, [-0.5, 0.0, 0.5])
     assert np.isfinite(np.asarray(grid)).all() and float(grid[1]) < float(grid[2])

@@ -84,7 +84,7 @@ def test_shared_nhs_file():
 
 
 def test_synthetic_scm_has_the_requested_error_correlation():
-    prob = S.synthetic(20_000, correlation=-0.3, seed=2)
+    prob = S.synthetic(20_000, correlation=-0.3, key=2)
     a, X = np.asarray(prob.data.a)[:, 0], np.asarray(prob.data.X, np.float64)
     eg = X[:, 0] - 0.6 * a
     el = X[:, 1] - (0.4 * a + 0.7 * X[:, 0] + 0.35 * X[:, 0] ** 2)

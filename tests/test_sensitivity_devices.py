@@ -1,5 +1,5 @@
 """cfjax.sensitivity.worst_case with its runs split over several devices: the answer equals the
-one-device answer, and the ``devices`` argument is validated.
+one-device answer, and the ``mesh`` argument is validated.
 
 JAX fixes its CPU device count when it starts, so the comparison runs in one child process
 started with ``XLA_FLAGS=--xla_force_host_platform_device_count=8``: 2 budgets × 2 restarts
@@ -39,7 +39,7 @@ FIELDS = {fields}
 seed, out = int(sys.argv[1]), sys.argv[2]
 assert len(jax.devices()) == {devices}, jax.devices()
 rng = np.random.default_rng(seed)
-prob = S.synthetic(200, correlation=float(rng.uniform(-0.5, 0.5)), seed=seed)
+prob = S.synthetic(200, correlation=float(rng.uniform(-0.5, 0.5)), key=seed)
 settings = S.Settings(equation_degrees=(2, 2), lam=1.0, predictor_degrees=(2,), predictor_lambdas=(1.0,))
 model = S.fit(prob.graph, prob.data, settings)
 budgets = np.sort(rng.uniform(0.1, 0.9, 2))
@@ -47,12 +47,12 @@ key = jax.random.key(int(rng.integers(2**31)))
 common = dict(steps=4, patience=2, screen_corners=False, snap=None, warn_ratio=None)
 opts = dict(restarts=2, batch_size=64, polish=0)
 res = {{}}
-for where, devices in (("split", {devices}), ("one", 1)):
-    wc = S.worst_case(model, budgets, key=key, devices=devices, **common, **opts)
+for where, mesh in (("split", {devices}), ("one", 1)):
+    wc = S.worst_case(model, budgets, key=key, mesh=mesh, **common, **opts)
     assert len(wc.cfu.devices()) == 1
     for field in FIELDS:
         res[f"{{where}}/{{field}}"] = np.asarray(getattr(wc, field))
-# devices=None spreads over the 8 local devices (the same compiled program as devices=8).
+# mesh=None: one device, the default placement.
 res["default/cfu"] = np.asarray(S.worst_case(model, budgets, key=key, **common, **opts).cfu)
 np.savez(out, **res)
 '''
@@ -61,7 +61,7 @@ np.savez(out, **res)
 def test_split_runs_equal_one_device(rng, tmp_path):
     """4 runs (2 random budgets × 2 restarts, minibatches) split over 8 devices give the
     one-device worst cases, correlations, every restart's CFU, steps and objective history
-    (to 1e-6 relative), on one device and without the padding; so does devices=None."""
+    (to 1e-6 relative), on one device and without the padding; so does mesh=None."""
     out = tmp_path / "split.npz"
     flags = os.environ.get("XLA_FLAGS", "")  # the suite's flags (tests/conftest.py), plus the device count
     env = {**os.environ, "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={DEVICES}",
@@ -83,7 +83,7 @@ def test_split_runs_equal_one_device(rng, tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_model():
-    prob = S.synthetic(40, seed=0)
+    prob = S.synthetic(40, key=0)
     return S.fit(prob.graph, prob.data, S.Settings(equation_degrees=(1, 1), lam=1.0, predictor_degrees=(1,),
                                                    predictor_lambdas=(1.0,)))
 
@@ -101,10 +101,10 @@ BAD_DEVICES = {
 
 @pytest.mark.parametrize("bad", sorted(BAD_DEVICES))
 def test_bad_devices_raise(tiny_model, bad):
-    """A `devices` that is not None, a device count within the devices, a sequence of distinct
-    devices or a one-axis Mesh raises cf.ValidationError naming `devices`, before any search."""
-    with pytest.raises(cf.ValidationError, match="devices"):
-        S.worst_case(tiny_model, [0.3], key=jax.random.key(0), restarts=1, steps=2, devices=BAD_DEVICES[bad]())
-    with pytest.raises(cf.ValidationError, match="devices"):
+    """A `mesh` that is not None, a device count within the devices, a sequence of distinct
+    devices or a one-axis Mesh raises cf.ValidationError naming `mesh`, before any search."""
+    with pytest.raises(cf.ValidationError, match="mesh"):
+        S.worst_case(tiny_model, [0.3], key=jax.random.key(0), restarts=1, steps=2, mesh=BAD_DEVICES[bad]())
+    with pytest.raises(cf.ValidationError, match="mesh"):
         S.inverse_budget(tiny_model, 1.0, key=jax.random.key(0), grid=1, restarts=1, steps=2,
-                         devices=BAD_DEVICES[bad]())
+                         mesh=BAD_DEVICES[bad]())

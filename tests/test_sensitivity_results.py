@@ -18,7 +18,7 @@ OPTS = dict(restarts=2, steps=5, screen_corners=False, snap=None, polish=0, warn
 
 @pytest.fixture(scope="module")
 def fitted():
-    prob = D.synthetic(150, correlation=0.3, seed=1)
+    prob = D.synthetic(150, correlation=0.3, key=1)
     model = P.fit(prob.graph, prob.data, TINY)
     return model, Q.worst_case(model, 0.6, key=jax.random.key(0), **OPTS)
 

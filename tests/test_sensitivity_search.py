@@ -192,7 +192,7 @@ def test_pd_is_the_identity_on_usable_correlations(rng, x64):
 @pytest.fixture(scope="module")
 def bivariate():
     with jax.enable_x64(True):
-        prob = S.synthetic(600, correlation=0.4, seed=5)
+        prob = S.synthetic(600, correlation=0.4, key=5)
         yield S.fit(prob.graph, prob.data, S.Settings(equation_degrees=(1, 2), lam=3.0, predictor_degrees=(2,),
                                                       predictor_lambdas=(1.0,)))
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from cfjax._errors import ValidationError
 
-__all__ = ["as_key"]
+__all__ = ["as_key", "numpy_rng"]
 
 
 def as_key(key: Any, name: str = "key") -> jax.Array:
@@ -42,3 +42,20 @@ def as_key(key: Any, name: str = "key") -> jax.Array:
         return jax.random.wrap_key_data(k)
     raise ValidationError(f"`{name}`: expected a PRNG key (jax.random.key), raw key data (2,) uint32 "
                           f"or an int seed, got an array of dtype {k.dtype} and shape {k.shape}.")
+
+
+def numpy_rng(key: Any, name: str = "key") -> np.random.Generator:
+    """A numpy ``Generator`` seeded by ``key`` (anything :func:`as_key` takes), for draws made
+    on the host (synthetic data sets, fold assignments).
+
+    The seed is the key's data read as one unsigned integer (its 32-bit words, most significant
+    first), so an int seed ``s`` and ``jax.random.key(s)`` give ``np.random.default_rng(s)``.
+
+    Example:
+      >>> numpy_rng(7).random() == numpy_rng(jax.random.key(7)).random() == np.random.default_rng(7).random()
+      True
+    """
+    seed = 0
+    for word in np.asarray(jax.random.key_data(as_key(key, name))).ravel().tolist():
+        seed = (seed << 32) | int(word)
+    return np.random.default_rng(seed)

@@ -130,11 +130,11 @@ def image_grid(res: dict[str, Any], path: str, units: int, seed: int) -> dict[st
            "noise": jax.tree.map(lambda a: a[idx], test["noise"]), "image": np.asarray(test["image"])[idx]}
     do, _ = intervention_grid({"sex": [0, 1], "age": list(AGES)})
     key = jax.random.key(seed)
-    rows = [_grid(sub["image"], np.asarray(chest.counterfactuals(sub, do, key, label="fixed")["image"]),
+    rows = [_grid(sub["image"], np.asarray(chest.counterfactuals(sub, do, key=key, label="fixed")["image"]),
                   list(range(len(idx))), chest.size)]
     if "_learned_source" in res:
         learned = res["_learned_source"](chest, sub, do, key, "fixed")
-        rows += [np.ones((6, rows[0].shape[1])), _grid(sub["image"], np.asarray(learned["image"]),
+        rows += [np.ones((6, rows[0].shape[1])), _grid(sub["image"], np.swapaxes(np.asarray(learned["image"]), 0, 1),
                                                        list(range(len(idx))), chest.size)]
     write_png(path, np.clip(np.concatenate(rows, axis=0), 0.0, 1.0))
     return {"units": [int(i) for i in idx], "learned": "_learned_source" in res,
@@ -166,7 +166,7 @@ def sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None] = 
     previous = bool(jax.config.jax_enable_x64)
     jax.config.update("jax_enable_x64", True)
     try:
-        prob = S.synthetic(scale.sensitivity_n, correlation=0.5, seed=seed)
+        prob = S.synthetic(scale.sensitivity_n, correlation=0.5, key=seed)
         settings = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
         key = jax.random.key(seed)
         budgets = np.unique(np.append(np.linspace(0.0, 0.99, scale.budgets), 0.5))  # with the true |p|

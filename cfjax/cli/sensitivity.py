@@ -338,14 +338,15 @@ def _save_curve(path: str, wc, baselines: dict[str, float]) -> bool:
 
 
 def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict[str, list[str]], budgets: int,
-            restarts: int, quick: bool, seed: int, devices: int | None = None,
+            restarts: int, quick: bool, seed: int, mesh: Any = None,
             log: Any = lambda message: None) -> tuple[dict[str, Any], Any]:
     """Everything the command computes, as plain Python (``results.json``), and the worst case
-    (for the figure). Assumes float64 is on. ``log`` receives a line as each stage starts (once
-    the inputs are read and checked: a user mistake stays one line)."""
-    import jax
-
+    (for the figure). Assumes float64 is on. ``seed``: the searches' key (an int seed);
+    ``mesh``: the devices their runs are split over (``mesh=`` of
+    :func:`cfjax.sensitivity.worst_case`; None: one). ``log`` receives a line as each stage
+    starts (once the inputs are read and checked: a user mistake stays one line)."""
     import cfjax.sensitivity as S
+    from cfjax._core.keys import as_key
 
     parents = read_graph(graph)
     frame = _read_frame(data, categories)
@@ -360,7 +361,7 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
         raise common.UserError(f"{where}: {msg}") from None
     settings = _settings(quick)
     search = search_options(quick, restarts)
-    key = jax.random.key(seed)
+    key = as_key(seed, "seed")
     grid = np.linspace(0.0, 0.99, budgets)
     kinds = (S.ConvergenceWarning, S.ShrinkageWarning, S.DegenerateProblemWarning)
     with warnings.catch_warnings(record=True) as caught:
@@ -371,12 +372,12 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
         model = S.fit(prob.graph, prob.data, settings)
         log(f"worst-case CFU: {budgets} budgets × {restarts} restart(s), {search['steps']} steps each "
             "(the first search compiles)")
-        wc = S.worst_case(model, grid, key=key, devices=devices, **search)
+        wc = S.worst_case(model, grid, key=key, mesh=mesh, **search)
         baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
         # the coarse curve has as many budgets as the main one (one compilation for both)
         inverse_opts = dict(grid=budgets, hi=0.99, tol=0.1 if quick else 1e-3)
         log("inverse question: the smallest budget whose worst case reaches the blind baseline's unfairness")
-        inv = S.inverse_budget(model, baselines["blind"], key=key, devices=devices, **inverse_opts, **search)
+        inv = S.inverse_budget(model, baselines["blind"], key=key, mesh=mesh, **inverse_opts, **search)
         lam = model.lam if not isinstance(model.lam, tuple) else model.lam[0]
         lams = sorted({*(QUICK_SWEEP_LAMBDAS if quick else SWEEP_LAMBDAS), float(lam)})
         log(f"λ sweep: the model refitted at {len(lams)} ridge penalties")
@@ -440,16 +441,12 @@ def command(data: str, graph: str, sensitive: str, target: str, categories: tupl
     if not os.path.isfile(graph):
         raise common.UserError(f"--graph {graph!r}: no such file")
     common.check_out(out, force)
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", True)
-    try:
+    with jax.enable_x64(True):  # float64 for the command only, restored after
         say = common.progress("sensitivity")
         res, wc = analyse(data, graph, sensitive, target, cats, budgets, restarts, quick, seed, devices, log=say)
         say("writing the report and the figure")
         folder = common.prepare_out(out, force)
         figure = _save_curve(os.path.join(folder, "curve.png"), wc, res["baselines"])
-    finally:
-        jax.config.update("jax_enable_x64", previous)
     common.write_json(os.path.join(out, "results.json"), res)
     common.write_text(os.path.join(out, "report.md"), _report(res, figure))
     click.echo(f"cfjax sensitivity: wrote {os.path.join(out, 'report.md')} and results.json")

@@ -57,11 +57,11 @@ from cfjax.sensitivity.ridge import RidgeFit as RidgeFit
 from cfjax.sensitivity.ridge import cv_scores as cv_scores
 from cfjax.sensitivity.ridge import fold_ids as fold_ids
 from cfjax.sensitivity.ridge import ridge_cv as ridge_cv
-from cfjax.sensitivity.search import InverseBudget as InverseBudget
+from cfjax.sensitivity.inverse import InverseBudget as InverseBudget
+from cfjax.sensitivity.inverse import inverse_budget as inverse_budget
+from cfjax.sensitivity.projection import sign_corners as sign_corners
 from cfjax.sensitivity.search import WorstCase as WorstCase
-from cfjax.sensitivity.search import inverse_budget as inverse_budget
 from cfjax.sensitivity.search import paper_optimizer as paper_optimizer
-from cfjax.sensitivity.search import sign_corners as sign_corners
 from cfjax.sensitivity.search import worst_case as worst_case
 
 __all__ = [

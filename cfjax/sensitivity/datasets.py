@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from cfjax import _checks
+from cfjax._core.keys import numpy_rng
 from cfjax.sensitivity.problem import FairnessData, FairnessGraph, make_data
 
 __all__ = ["Problem", "load_law_school", "load_nhs", "synthetic"]
@@ -109,14 +110,15 @@ def load_nhs(path: Any, *, sensitive_coding: str = "pm1", standardise: str | Non
     return Problem(graph, make_data(a, X, col["health"]), "health")
 
 
-def synthetic(n: int = 5000, *, correlation: float | np.ndarray = 0.5, seed: int = 0) -> Problem:
+def synthetic(n: int = 5000, *, correlation: float | np.ndarray = 0.5, key: Any = 0) -> Problem:
     """The built-in default: a law-school-shaped SCM with a known error correlation.
 
     A = ±1 with P(+1) = 0.6; ``G = 0.6 A + ε_G``; ``L = 0.4 A + 0.7 G + 0.35 G² + ε_L``;
     ``Y = G + 0.5 L + 0.3 G L + noise``; ``(ε_G, ε_L)`` jointly normal with standard deviations
     (1, 0.7) and correlation ``correlation`` (a number, or a 2 × 2 correlation matrix). The
     non-linear terms matter: with a linear SCM and predictor, correlated errors leave the
-    counterfactuals' residuals unchanged and CFU is 0 for every P.
+    counterfactuals' residuals unchanged and CFU is 0 for every P. ``key``: the draws' randomness,
+    a PRNG key or an int seed (:func:`cfjax._core.keys.numpy_rng`: the same key, the same data).
     """
     n = _checks.check_positive_int("n", n)
     P = np.asarray(correlation, np.float64)
@@ -124,7 +126,7 @@ def synthetic(n: int = 5000, *, correlation: float | np.ndarray = 0.5, seed: int
     from cfjax.sensitivity.correlation import check_correlation
 
     check_correlation(P, min_eig=1e-9, name="correlation")
-    rng = np.random.default_rng(seed)
+    rng = numpy_rng(key)
     sd = np.array([1.0, 0.7])
     eps = rng.multivariate_normal(np.zeros(2), sd[:, None] * P * sd[None, :], size=n)
     a = np.where(rng.random(n) < 0.6, 1.0, -1.0)

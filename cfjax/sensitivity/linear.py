@@ -342,8 +342,6 @@ def _fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: int
     tol = 1e-10 if P.dtype == jnp.float64 else 1e-5
 
     def newton(g, s0):
-        eye = jnp.eye(s0.shape[0], dtype=s0.dtype)
-
         def step(state):
             s, f, _, i, _ = state
             grad = g(s)

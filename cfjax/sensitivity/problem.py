@@ -19,7 +19,7 @@ import numpy as np
 from flax import struct
 
 from cfjax import _checks
-from cfjax.scm.graph import Graph
+from cfjax.scm import Graph
 from cfjax.sensitivity import ridge
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.diagnostics import ConvergenceWarning, DegenerateProblemWarning
@@ -226,8 +226,9 @@ class Settings:
     ``lam``: the penalty of Models A and B fixed instead of chosen (a λ sweep; 0 = unpenalised,
     solved by pseudo-inverse): the degrees are still chosen by CV over ``lambdas`` unless
     ``equation_degrees`` fixes them too; ``predictor_*``:
-    the same for the fair predictor and the baselines; ``folds``, ``shuffle``, ``seed``: K-fold
-    CV on the rows in order (the paper, scikit-learn's default) or shuffled. ``model_a``:
+    the same for the fair predictor and the baselines; ``folds``, ``shuffle``, ``key``: K-fold
+    CV on the rows in order (the paper, scikit-learn's default) or shuffled, the folds drawn
+    with ``key`` (an int seed or a PRNG key). ``model_a``:
     ``"paper"`` (definitions §3: ridge, then one GLS refit with the ridge residuals' variances) or
     ``"ml"`` (the independent-errors maximum-likelihood fit, i.e. Model B at P = I). With
     ``"paper"`` and λ > 0, Model B at P = I differs from Model A (its σ is the profile-likelihood
@@ -251,7 +252,7 @@ class Settings:
     predictor_lambdas: tuple[float, ...] | None = None  # None: the same as `lambdas`
     folds: int = 5
     shuffle: bool = False
-    seed: int = 0
+    key: Any = 0
     model_a: str = "paper"
     cv_score: str = "r2"
 
@@ -397,7 +398,7 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
                      f"columns {list(data.names)}" + (" (the same names in another order: reorder X's columns, "
                                                        "or build the data with from_frame)" if same else ""))
     s = settings
-    fold = ridge.fold_ids(data.n, s.folds, s.shuffle, s.seed)
+    fold = ridge.fold_ids(data.n, s.folds, s.shuffle, key=s.key)
     lambdas = ridge._check_lambdas(s.lambdas)
     a = data.a
     score = ridge.check_score("settings.cv_score", s.cv_score)
@@ -449,7 +450,7 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     else:
         _warn_if_model_a_not_finite(graph, d, model_a, lam)
     p_lambdas = s.predictor_lambdas if s.predictor_lambdas is not None else s.lambdas
-    cv = dict(degrees=s.predictor_degrees, lambdas=p_lambdas, folds=s.folds, shuffle=s.shuffle, seed=s.seed,
+    cv = dict(degrees=s.predictor_degrees, lambdas=p_lambdas, folds=s.folds, shuffle=s.shuffle, key=s.key,
               score=score)
     Z = predictor_inputs(graph, model_a.residuals, data.X)
     fair = ridge.ridge_cv(Z, data.y, **cv)

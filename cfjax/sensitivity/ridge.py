@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
+from cfjax._core.keys import numpy_rng
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.linear import polynomial_features
 
@@ -43,10 +44,11 @@ def check_score(name: str, score: Any) -> str:
     return score
 
 
-def fold_ids(n: int, folds: int = 5, shuffle: bool = False, seed: int = 0) -> np.ndarray:
+def fold_ids(n: int, folds: int = 5, shuffle: bool = False, *, key: Any = 0) -> np.ndarray:
     """The fold of each of ``n`` rows, ``(n,)``: contiguous blocks in row order (the first
-    ``n % folds`` one row longer, as scikit-learn's ``KFold``), or a seeded random assignment of
-    the same sizes when ``shuffle``."""
+    ``n % folds`` one row longer, as scikit-learn's ``KFold``), or a random assignment of the
+    same sizes when ``shuffle``, drawn with ``key`` (a PRNG key or an int seed:
+    :func:`cfjax._core.keys.numpy_rng`; the same key, the same folds)."""
     folds = _checks.check_positive_int("folds", folds)
     if folds < 2 or folds > n:
         _checks.fail("folds", f"an integer in [2, n = {n}]", repr(folds))
@@ -54,7 +56,7 @@ def fold_ids(n: int, folds: int = 5, shuffle: bool = False, seed: int = 0) -> np
     sizes[: n % folds] += 1
     ids = np.repeat(np.arange(folds), sizes)
     if shuffle:
-        ids = ids[np.random.default_rng(seed).permutation(n)]
+        ids = ids[numpy_rng(key).permutation(n)]
     return ids
 
 
@@ -178,9 +180,9 @@ class RidgeFit(NamedTuple):
 
 def ridge_cv(Z: Any, y: Any, *, degrees: Sequence[int] = (1, 2, 3, 4),
              lambdas: Sequence[float] = tuple(np.logspace(-4, 4, 10)), folds: int = 5,
-             shuffle: bool = False, seed: int = 0, score: str = "r2") -> RidgeFit:
+             shuffle: bool = False, key: Any = 0, score: str = "r2") -> RidgeFit:
     """Polynomial ridge of ``y (n,)`` on ``Z (n, p)``, degree and penalty by K-fold CV (rows
-    in order unless ``shuffle``) on ``score`` (held-out R², scikit-learn's default, or MSE),
+    in order unless ``shuffle``, then folds drawn with ``key``, a PRNG key or an int seed) on ``score`` (held-out R², scikit-learn's default, or MSE),
     refitted on all rows. The grid's order is degrees × lambdas, as scikit-learn's for a
     ``PolynomialFeatures`` → ``Ridge`` pipeline.
 
@@ -195,7 +197,7 @@ def ridge_cv(Z: Any, y: Any, *, degrees: Sequence[int] = (1, 2, 3, 4),
     Z, y = _predictor_inputs(Z, y)
     degrees = tuple(_checks.check_positive_int("degrees", d) for d in degrees)
     lambdas = _check_lambdas(lambdas)
-    fold = fold_ids(Z.shape[0], folds, shuffle, seed)
+    fold = fold_ids(Z.shape[0], folds, shuffle, key=key)
     totals = fold_totals(y, fold)
     table = np.stack([fold_scores(fold_errors(embed(Z, d), y, lambdas, fold), *totals, score).mean(-1)
                       for d in degrees])

@@ -58,7 +58,8 @@ import subprocess
 import sys
 import time
 
-SCHEDULER_OFF = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+from cfjax._core.platform import CPU_SCHEDULER_OFF as SCHEDULER_OFF
+
 NHS_ROWS = 209_112
 
 # The child: fit a fixed model, then time one worst-case search whose runs are vmapped in
@@ -68,14 +69,14 @@ import json, os, sys, time
 t0 = time.perf_counter()
 import jax, numpy as np
 import cfjax.sensitivity as S
-from cfjax.sensitivity import search
+from cfjax._core import platform
 
 data, runs, steps, group, batch, degree, parts = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
                                                   sys.argv[5], int(sys.argv[6]), sys.argv[7])
-prob = S.load_nhs(data) if data.endswith(".npz") else S.synthetic(int(data), seed=0)
+prob = S.load_nhs(data) if data.endswith(".npz") else S.synthetic(int(data), key=0)
 settings = S.Settings(degrees=(degree,), lambdas=(1.0,), predictor_degrees=(degree,), predictor_lambdas=(1.0,))
 model = S.fit(prob.graph, prob.data, settings)
-search._run_group = (lambda n: None) if group == 0 else (lambda n: group if n > group else None)
+platform.run_group = (lambda n: None) if group == 0 else (lambda n: group if n > group else None)
 restarts = 2
 budgets = np.linspace(0.1, 0.9, max(runs // restarts, 1))
 t1 = time.perf_counter()
