@@ -83,7 +83,7 @@ def learned_scm(chest: cf.data.ChestSCM, mechanism: ImageHVAE) -> cf.scm.SCM:
 def interventions(parents: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """do(sex := 1 − sex) for every unit, then do(age := a) for each of :data:`AGES`."""
     sex = np.asarray(parents["sex"])
-    groups = [{"sex": (1 - sex)[None].astype(np.int32)}, {"age": np.asarray(AGES, np.float32)}]
+    groups = [{"sex": (1 - sex)[:, None].astype(np.int32)}, {"age": np.asarray(AGES, np.float32)}]
     return groups, ["do(sex flip)"] + [f"do(age={a:g})" for a in AGES]
 
 
@@ -97,7 +97,7 @@ def _flat_inputs(scm: cf.scm.SCM, values: dict[str, Any]) -> jax.Array:
 
 def train_generator(key, train_rec, config, scm, mask=None, anticausal=None, regulariser=None, progress=None):
     data = {**{v: np.asarray(x) for v, x in train_rec["parents"].items()}, "image": np.asarray(train_rec["image"])}
-    return gt.train(key, data, config, scm=scm, node="image", mask=mask, anticausal=anticausal,
+    return gt.train(data, config, scm=scm, key=key, node="image", mask=mask, anticausal=anticausal,
                     regulariser=regulariser if config.cf_weight > 0 else None, progress=progress)
 
 
@@ -108,7 +108,7 @@ def train_regulariser(key, x_train, labels, st, mask=None):
     if st["cf_weight"] == 0:
         return None
     heads = tuple(h for h in ac.CHEST_SPEC if h.name in REGULARISED)
-    return ac.train_anticausal(key, x_train, {h.name: labels[h.name] for h in heads}, heads, mask=mask,
+    return ac.train_anticausal(x_train, {h.name: labels[h.name] for h in heads}, heads, key=key, mask=mask,
                                steps=st["ac_steps"], features=st["ac_features"])
 
 
@@ -153,7 +153,7 @@ def evaluate(fit, scm, params, test_rec, groups, exact, predictors, cf_key, key,
                                "learned_by_intervention": [float(v) for v in rev]}
     out["exact_pixel_mae"] = {"learned": float(q.pixel_mae(li, ei)), "exact": 0.0,
                               "by_intervention": [float(v) for v in q.pixel_mae(li, ei, by_intervention=True)]}
-    x_host = np.asarray(test_rec["image"])[None]
+    x_host = np.asarray(test_rec["image"])[:, None]  # (N, 1, H, W) against (N, K, H, W)
     # how much an intervention changes the image at all (a mechanism that ignores its parents: 0)
     out["change_l1"] = {name: [float(v) for v in q.pixel_mae(imgs, np.broadcast_to(x_host, imgs.shape),
                                                              by_intervention=True)]
@@ -190,7 +190,7 @@ def _grid(path, factual, learned, exact, columns, rows=4):
     for i in range(min(rows, factual.shape[0])):
         cells = [factual[i], gap, gap]
         for k in columns:
-            cells += [np.clip(learned[k, i], 0, 1), exact[k, i], gap, gap]
+            cells += [np.clip(learned[i, k], 0, 1), exact[i, k], gap, gap]
         lines.append(np.concatenate(cells, axis=1))
         lines.append(np.ones((2, lines[-1].shape[1])))
     grid = np.concatenate(lines[:-1], axis=0)
@@ -318,15 +318,15 @@ def main(argv=None) -> dict:
     labels = {h.name: np.asarray(train_rec["parents"][h.name]) for h in spec}
     log(t_start, "anti-causal predictors (the measuring instrument)")
     t0 = time.perf_counter()
-    predictors = ac.train_anticausal(keys[2], x_train, labels, spec, steps=st["ac_steps"],
+    predictors = ac.train_anticausal(x_train, labels, spec, key=keys[2], steps=st["ac_steps"],
                                      features=st["ac_features"])
     timing["anticausal_train_s"] = time.perf_counter() - t0
 
     hvae = HVAEConfig(image_size=st["size"], channels=st["channels"], latent_dims=st["latent_dims"])
-    config = gt.TrainConfig(hvae=hvae, steps=st["steps"], batch_size=st["batch_size"],
-                            warmup=min(100, st["steps"] // 10), kl_warmup=min(500, st["steps"] // 3),
-                            temperature=args.temperature, ema_decay=st["ema_decay"],
-                            cf_weight=st["cf_weight"], cf_warmup=min(st["cf_warmup"], st["steps"]))
+    config = gt.GeneratorConfig(hvae=hvae, steps=st["steps"], batch_size=st["batch_size"],
+                                warmup=min(100, st["steps"] // 10), kl_warmup=min(500, st["steps"] // 3),
+                                temperature=args.temperature, ema_decay=st["ema_decay"],
+                                cf_weight=st["cf_weight"], cf_warmup=min(st["cf_warmup"], st["steps"]))
     scm = learned_scm(chest, ImageHVAE(hvae, args.temperature))
     log(t_start, f"HVAE generator, {st['steps']} steps" + (" (and the regulariser's predictors)" if st["cf_weight"] else ""))
     t0 = time.perf_counter()
@@ -382,7 +382,7 @@ def main(argv=None) -> dict:
         rng = np.random.default_rng(args.seed)
         seen = rng.uniform(size=st["n_train"]) < 0.5
         t0 = time.perf_counter()
-        ac_semi = ac.train_anticausal(keys[5], x_train, labels, spec, mask={"age": seen}, steps=st["ac_steps"],
+        ac_semi = ac.train_anticausal(x_train, labels, spec, key=keys[5], mask={"age": seen}, steps=st["ac_steps"],
                                       features=st["ac_features"])
         ages = np.where(seen, labels["age"], np.nan).astype(np.float32)
         semi_rec = {"parents": {**train_rec["parents"], "age": ages}, "image": train_rec["image"]}

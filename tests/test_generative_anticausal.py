@@ -89,8 +89,8 @@ def test_masked_labels_are_ignored_in_training(rng):
     other = {"s": np.where(mask[:, 0], pa["s"], rng.integers(0, 3, 16)).astype(np.int32),
              "a": np.where(mask[:, 1], pa["a"], np.nan).astype(np.float32)}
     kw = dict(mask=mask, steps=3, batch_size=4, chunk_steps=3, **TINY)
-    f1 = ac.train_anticausal(jax.random.key(seed), x, pa, SPEC, **kw)
-    f2 = ac.train_anticausal(jax.random.key(seed), x, other, SPEC, **kw)
+    f1 = ac.train_anticausal(x, pa, SPEC, key=jax.random.key(seed), **kw)
+    f2 = ac.train_anticausal(x, other, SPEC, key=jax.random.key(seed), **kw)
     assert np.isfinite(np.asarray(f1.loss)).all()
     for a, b in zip(jax.tree.leaves(f1.params), jax.tree.leaves(f2.params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -99,7 +99,7 @@ def test_masked_labels_are_ignored_in_training(rng):
     np.testing.assert_allclose(float(f1.loc["a"]), seen.mean(), rtol=1e-5)
     np.testing.assert_allclose(float(f1.scale["a"]), seen.std(), rtol=1e-5)
     # a mapping mask is the same as the array
-    f3 = ac.train_anticausal(jax.random.key(seed), x, other, SPEC,
+    f3 = ac.train_anticausal(x, other, SPEC, key=jax.random.key(seed),
                              **{**kw, "mask": {"s": mask[:, 0], "a": mask[:, 1]}})
     for a, b in zip(jax.tree.leaves(f1.params), jax.tree.leaves(f3.params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -113,7 +113,7 @@ def test_training_learns_an_easy_task(rng):
     s = rng.integers(0, 2, n)
     x = (rng.uniform(0, 0.2, (n, 8, 8)) + 0.6 * s[:, None, None]).astype(np.float32)
     spec = (ac.Head("s", "categorical", 2),)
-    fit = ac.train_anticausal(jax.random.key(int(rng.integers(1 << 30))), x, {"s": s}, spec, steps=100,
+    fit = ac.train_anticausal(x, {"s": s}, spec, key=jax.random.key(int(rng.integers(1 << 30))), steps=100,
                               batch_size=16, learning_rate=1e-2, **{**TINY, "features": (8,), "hidden": 16})
     acc = (np.asarray(ac.predict_parents(fit, x)["s"]).argmax(-1) == s).mean()
     assert acc >= 0.95
@@ -151,7 +151,7 @@ def test_bad_input_names_the_argument():
     rng = np.random.default_rng(0)
     x, pa = _data(rng, n=6)
     fit = _fit_from_params(rng, x)
-    train = lambda *a, **k: ac.train_anticausal(jax.random.key(0), *a, **{"steps": 2, **TINY, **k})  # noqa: E731
+    train = lambda *a, **k: ac.train_anticausal(*a, key=jax.random.key(0), **{"steps": 2, **TINY, **k})  # noqa: E731
     cases = [
         ("images", lambda: train(x[0], pa, SPEC)),
         ("images", lambda: train(np.where(np.arange(6)[:, None, None] == 0, np.nan, x), pa, SPEC)),

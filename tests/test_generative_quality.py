@@ -71,7 +71,7 @@ def test_exact_mechanism_composes_and_reverses_to_identity(rng):
     comp = q.composition(mech, params, x, pa, n_times=10)
     assert comp.shape == (10,)
     np.testing.assert_allclose(np.asarray(comp), 0.0, atol=1e-5)
-    targets = jnp.asarray(rng.normal(size=(4, 6, 3)), jnp.float32)
+    targets = jnp.asarray(rng.normal(size=(6, 4, 3)), jnp.float32)
     rev = q.reversibility(mech, params, x, pa, targets)
     assert rev.shape == (4,)
     np.testing.assert_allclose(np.asarray(rev), 0.0, atol=1e-5)
@@ -82,8 +82,8 @@ def test_bias_accumulates_linearly(rng):
     mech = ToyImage(bias=b)
     params, x, pa = _toy(rng, mech)
     comp = q.composition(mech, params, x, pa, n_times=10, per_unit=True)
-    assert comp.shape == (10, 6)
-    np.testing.assert_allclose(np.asarray(comp), np.arange(1, 11)[:, None] * abs(b) * np.ones((1, 6)), rtol=1e-4)
+    assert comp.shape == (6, 10)
+    np.testing.assert_allclose(np.asarray(comp), np.ones((6, 1)) * np.arange(1, 11)[None, :] * abs(b), rtol=1e-4)
     rev = q.reversibility(mech, params, x, pa, jnp.asarray(rng.normal(size=(2, 3)), jnp.float32))
     np.testing.assert_allclose(np.asarray(rev), 2 * abs(b), rtol=1e-4)
 
@@ -95,14 +95,15 @@ def test_lossy_abduction_matches_closed_form(rng):
     resid = np.abs(np.asarray(x, np.float64) - np.einsum("np,phw->nhw", np.asarray(pa, np.float64),
                                                          np.asarray(params["w"], np.float64))).mean(axis=(1, 2))
     comp = q.composition(mech, params, x, pa, n_times=5, per_unit=True, chunk=4)
-    ref = np.abs(c ** np.arange(1, 6)[:, None] - 1) * resid[None]
+    ref = np.abs(c ** np.arange(1, 6)[None, :] - 1) * resid[:, None]
     np.testing.assert_allclose(np.asarray(comp), ref, rtol=1e-3, atol=1e-6)
     # chunking (the last block padded) gives the same figures
     np.testing.assert_allclose(np.asarray(q.composition(mech, params, x, pa, n_times=5, per_unit=True)),
                                np.asarray(comp), rtol=1e-5, atol=1e-6)
-    targets = jnp.asarray(rng.normal(size=(3, 6, 3)), jnp.float32)
+    targets = jnp.asarray(rng.normal(size=(6, 3, 3)), jnp.float32)
     rev = q.reversibility(mech, params, x, pa, targets, per_unit=True, chunk=4)
-    np.testing.assert_allclose(np.asarray(rev), np.broadcast_to(abs(c * c - 1) * resid, (3, 6)), rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(rev), np.broadcast_to(abs(c * c - 1) * resid[:, None], (6, 3)), rtol=1e-3,
+                               atol=1e-6)
 
 
 def test_stochastic_abduction_uses_the_key(rng):
@@ -132,14 +133,14 @@ def test_effectiveness_matches_numpy(rng):
     spec = (ac.Head("s", "categorical", 2), ac.Head("a", "gaussian"), ac.Head("r", "categorical", 3))
     net = ac.ParentPredictor(spec, features=(4,), hidden=4)
     k, n = 3, 5
-    images = rng.uniform(size=(k, n, 8, 8)).astype(np.float32)
+    images = rng.uniform(size=(n, k, 8, 8)).astype(np.float32)
     params = net.init(jax.random.key(int(rng.integers(1 << 30))), jnp.zeros((1, 8, 8)))
     fit = ac.AntiCausal(params=params, loc={"a": jnp.float32(50.0)}, scale={"a": jnp.float32(10.0)},
                         loss=jnp.zeros(1), model=net)
     pred = {kk: np.asarray(v, np.float64) for kk, v in ac.predict_parents(fit, images).items()}
-    parents = {"s": rng.integers(0, 2, (k, n)), "a": rng.uniform(20, 90, (k, n)).astype(np.float32),
-               "r": rng.integers(0, 3, (k, n))}
-    parents["s"][0] = pred["s"][0].argmax(-1)  # intervention 0 recovered exactly for sex
+    parents = {"s": rng.integers(0, 2, (n, k)), "a": rng.uniform(20, 90, (n, k)).astype(np.float32),
+               "r": rng.integers(0, 3, (n, k))}
+    parents["s"][:, 0] = pred["s"][:, 0].argmax(-1)  # intervention 0 recovered exactly for sex
     out = q.effectiveness(fit, images, parents)
     assert sorted(out) == ["a_mae", "r_accuracy", "s_accuracy"]
     np.testing.assert_allclose(float(out["s_accuracy"]), (pred["s"].argmax(-1) == parents["s"]).mean(), atol=1e-6)
@@ -148,7 +149,7 @@ def test_effectiveness_matches_numpy(rng):
     by = q.effectiveness(fit, images, parents, heads=("s", "a"), by_intervention=True, chunk=4)
     assert sorted(by) == ["a_mae", "s_accuracy"] and by["s_accuracy"].shape == (k,)
     assert float(by["s_accuracy"][0]) == 1.0
-    np.testing.assert_allclose(np.asarray(by["a_mae"]), np.abs(pred["a"] - parents["a"]).mean(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(by["a_mae"]), np.abs(pred["a"] - parents["a"]).mean(axis=0), rtol=1e-5)
     ceiling = q.effectiveness_ceiling(fit, images, parents)
     for kk in out:
         np.testing.assert_allclose(float(ceiling[kk]), float(out[kk]))
@@ -161,14 +162,14 @@ def test_pixel_mae_and_agreement_match_numpy(rng):
     b = rng.uniform(size=(3, 4, 5, 5)).astype(np.float32)
     np.testing.assert_allclose(float(q.pixel_mae(a, b)), np.abs(a - b).mean(), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(q.pixel_mae(a, b, by_intervention=True)),
-                               np.abs(a - b).mean(axis=(1, 2, 3)), rtol=1e-5)
+                               np.abs(a - b).mean(axis=(0, 2, 3)), rtol=1e-5)
     assert float(q.pixel_mae(a, a)) == 0.0
-    pa, pb = rng.uniform(size=(3, 20)).astype(np.float32), rng.uniform(size=(3, 20)).astype(np.float32)
+    pa, pb = rng.uniform(size=(20, 3)).astype(np.float32), rng.uniform(size=(20, 3)).astype(np.float32)
     t = float(rng.uniform(0.2, 0.8))
     ref = ((pa >= t) == (pb >= t))
     np.testing.assert_allclose(float(q.decision_agreement(pa, pb, t)), ref.mean(), atol=1e-6)
     np.testing.assert_allclose(np.asarray(q.decision_agreement(pa, pb, t, by_intervention=True)),
-                               ref.mean(axis=1), atol=1e-6)
+                               ref.mean(axis=0), atol=1e-6)
     assert float(q.decision_agreement(pa, pa)) == 1.0
 
 
@@ -189,8 +190,8 @@ def test_bad_input_names_the_argument():
         ("images", lambda: q.composition(mech, params, bad_x, pa)),
         ("parents", lambda: q.composition(mech, params, x, pa[:2])),
         ("n_times", lambda: q.composition(mech, params, x, pa, n_times=0)),
-        ("key", lambda: q.composition(mech, params, x, pa, key=3)),
-        ("targets", lambda: q.reversibility(mech, params, x, pa, jnp.zeros((2, 5, 3)))),
+        ("key", lambda: q.composition(mech, params, x, pa, key="3")),
+        ("targets", lambda: q.reversibility(mech, params, x, pa, jnp.zeros((5, 2, 3)))),
         ("predictors", lambda: q.effectiveness(params, imgs, {"s": jnp.zeros((2, 3))})),
         ("parents", lambda: q.effectiveness(fit, imgs, {"s": jnp.zeros((3, 2))})),
         ("parents", lambda: q.effectiveness(fit, imgs, {})),

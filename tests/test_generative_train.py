@@ -21,8 +21,8 @@ from cfjax.generative.mechanism import ImageHVAE
 
 HVAE = HVAEConfig(image_size=16, channels=(4, 4, 4), latent_dims=(0, 2, 2), sigma_min=0.05)
 # One configuration (one compiled chunk) for every training run below.
-CONFIG = gt.TrainConfig(HVAE, steps=60, batch_size=16, learning_rate=2e-3, warmup=2, ema_decay=0.9,
-                        kl_warmup=10, free_bits=0.01, chunk_steps=30)
+CONFIG = gt.GeneratorConfig(HVAE, steps=60, batch_size=16, learning_rate=2e-3, warmup=2, ema_decay=0.9,
+                            kl_warmup=10, free_bits=0.01, chunk_steps=30)
 N = 32
 _STEP = jax.jit(gt.train_step, static_argnums=0)  # one compiled step shared by the tests
 
@@ -49,7 +49,7 @@ def _leaves(tree):
 
 
 def test_loss_decreases(rng):
-    fit = gt.train(_key(rng), _data(rng), CONFIG, scm=_scm(), progress=False)
+    fit = gt.train(_data(rng), CONFIG, scm=_scm(), progress=False, key=_key(rng))
     h = fit.history
     assert set(h) == {"step", "loss", "rec", "kl"}
     np.testing.assert_array_equal(h["step"], np.arange(CONFIG.steps))
@@ -65,7 +65,7 @@ def test_loss_decreases(rng):
 
 def test_resume_after_an_interruption_equals_an_uninterrupted_run(rng, tmp_path, monkeypatch):
     key, data, scm = _key(rng), _data(rng), _scm()
-    whole = gt.train(key, data, CONFIG, scm=scm, progress=True)
+    whole = gt.train(data, CONFIG, scm=scm, progress=True, key=key)
 
     original = gt._ckpt.CheckpointStore.save
 
@@ -75,22 +75,22 @@ def test_resume_after_an_interruption_equals_an_uninterrupted_run(rng, tmp_path,
 
     monkeypatch.setattr(gt._ckpt.CheckpointStore, "save", save_then_crash)
     with pytest.raises(KeyboardInterrupt):
-        gt.train(key, data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False)
+        gt.train(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, key=key)
     monkeypatch.setattr(gt._ckpt.CheckpointStore, "save", original)
     assert gt._ckpt.latest_checkpoint_step(tmp_path) == CONFIG.chunk_length
 
-    resumed = gt.train(key, data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False)
+    resumed = gt.train(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, key=key)
     for a, b in zip(_leaves((whole.params, whole.raw_params)), _leaves((resumed.params, resumed.raw_params))):
         np.testing.assert_array_equal(a, b)
     for name in ("loss", "rec", "kl"):
         np.testing.assert_array_equal(whole.history[name], resumed.history[name])
     # a finished run's checkpoint gives the result back without training
-    again = gt.train(key, data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, max_chunks=1)
+    again = gt.train(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, max_chunks=1, key=key)
     for a, b in zip(_leaves(whole.params), _leaves(again.params)):
         np.testing.assert_array_equal(a, b)
     # another run (another key) does not resume from it
     with pytest.raises(ValidationError, match="`checkpoint_dir`"):
-        gt.train(jax.random.fold_in(key, 1), data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False)
+        gt.train(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, key=jax.random.fold_in(key, 1))
 
 
 def test_nan_guard_names_the_step(rng):
@@ -105,7 +105,7 @@ def test_nan_guard_names_the_step(rng):
     image = data["image"].copy()
     image[unit] = 1e30
     with pytest.raises(gt.TrainingError, match=rf"NaN or infinite at step {target}\b"):
-        gt.train(key, {**data, "image": image}, CONFIG, scm=_scm(), progress=False)
+        gt.train({**data, "image": image}, CONFIG, scm=_scm(), progress=False, key=key)
 
 
 def test_ema_is_the_recursion_of_the_raw_parameters(rng):
@@ -113,12 +113,12 @@ def test_ema_is_the_recursion_of_the_raw_parameters(rng):
     pa = gt.parent_inputs(scm, "image", data)
     train_data = gt.GeneratorData(jnp.asarray(data["image"]), pa, jnp.ones((N,), jnp.float32))
     init_key, data_key = jax.random.split(key)
-    state = gt.init_state(init_key, CONFIG, 2)
+    state = gt.init_state(CONFIG, 2, key=init_key)
     raw = [_leaves(state.params)]
     losses = []
     with jax.numpy_dtype_promotion("standard"):
-        for _ in range(4):
-            state, metrics = _STEP(CONFIG, state, train_data, data_key)
+        for t in range(4):
+            state, metrics = _STEP(CONFIG, state, train_data, jax.random.fold_in(data_key, t))
             raw.append(_leaves(state.params))
             losses.append(float(metrics["loss"]))
     ema = [a.astype(np.float64) for a in raw[0]]
@@ -129,7 +129,7 @@ def test_ema_is_the_recursion_of_the_raw_parameters(rng):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert int(state.step) == 4
     # train() runs the same steps (its first losses are these, to float rounding)
-    fit = gt.train(key, data, CONFIG, scm=scm, progress=False)
+    fit = gt.train(data, CONFIG, scm=scm, progress=False, key=key)
     np.testing.assert_allclose(fit.history["loss"][:4], losses, rtol=1e-4, atol=1e-5)
 
 
@@ -138,7 +138,7 @@ def test_loss_terms_are_linear_in_the_unit_weights(rng):
     KL terms are weighted means: linear in the unit weights, a unit of weight 0 drops out."""
     data, scm = _data(rng), _scm()  # N units: the shapes of the EMA test's compiled step
     pa = gt.parent_inputs(scm, "image", data)
-    state = gt.init_state(_key(rng), CONFIG, 2)
+    state = gt.init_state(CONFIG, 2, key=_key(rng))
     state = state.replace(params=_perturbed(state.params, rng))
     key = _key(rng)
 
@@ -171,8 +171,8 @@ def _perturbed(params, rng, scale=0.05):
 def test_missing_labels_are_imputed_with_entropy_weights(rng):
     data, scm = _data(rng), _scm()
     spec = (ac.Head("sex", "categorical", 2), ac.Head("age", "gaussian"))
-    q = ac.train_anticausal(_key(rng), data["image"], {"sex": data["sex"], "age": data["age"]}, spec,
-                            steps=3, batch_size=8, features=(4,), hidden=4, progress=False)
+    q = ac.train_anticausal(data["image"], {"sex": data["sex"], "age": data["age"]}, spec,
+                            steps=3, batch_size=8, features=(4,), hidden=4, progress=False, key=_key(rng))
     seen_sex = rng.uniform(size=N) < 0.5
     seen_age = rng.uniform(size=N) < 0.7
     seen_sex[0], seen_age[0] = True, True
@@ -193,7 +193,7 @@ def test_missing_labels_are_imputed_with_entropy_weights(rng):
     # without a mask every unit weighs 1; training with the mask runs on the imputed parents
     _, ones = gt.impute_parents(scm, "image", data)
     np.testing.assert_array_equal(np.asarray(ones), np.ones(N))
-    fit = gt.train(_key(rng), hidden, CONFIG, scm=scm, mask=mask, anticausal=q, progress=False)
+    fit = gt.train(hidden, CONFIG, scm=scm, mask=mask, anticausal=q, progress=False, key=_key(rng))
     assert np.isfinite(fit.history["loss"]).all()
 
 
@@ -206,8 +206,8 @@ def test_imputed_values_stay_in_a_bounded_parents_support(rng):
                      {"sex": cf.scm.GumbelMax(2), "age": cf.scm.Spline(low=low, high=high), "image": ImageHVAE(HVAE)})
     data["age"] = np.clip(data["age"], low, high)
     spec = (ac.Head("age", "gaussian"),)
-    q = ac.train_anticausal(_key(rng), data["image"], {"age": data["age"]}, spec,
-                            steps=2, batch_size=8, features=(4,), hidden=4, progress=False)
+    q = ac.train_anticausal(data["image"], {"age": data["age"]}, spec,
+                            steps=2, batch_size=8, features=(4,), hidden=4, progress=False, key=_key(rng))
     shift = float(rng.choice([-50.0, 50.0]))
     q = q.replace(loc={"age": jnp.asarray(shift, jnp.float32)})
     seen = rng.uniform(size=N) < 0.5
@@ -237,28 +237,28 @@ def test_bad_input_names_the_argument(rng):
     data, scm = _data(rng, 8), _scm()
     key = jax.random.key(0)
     with pytest.raises(ValidationError, match=r"`data\['image'\]`.*\(N, 16, 16\)"):
-        gt.train(key, {**data, "image": data["image"][:, :8, :8]}, CONFIG, scm=scm)
+        gt.train({**data, "image": data["image"][:, :8, :8]}, CONFIG, scm=scm, key=key)
     bad = data["image"].copy()
     bad[0, 0, 0] = np.nan
     with pytest.raises(ValidationError, match=r"`data\['image'\]`.*NaN"):
-        gt.train(key, {**data, "image": bad}, CONFIG, scm=scm)
+        gt.train({**data, "image": bad}, CONFIG, scm=scm, key=key)
     with pytest.raises(ValidationError, match=r"`data`: missing column 'age'"):
-        gt.train(key, {"sex": data["sex"], "image": data["image"]}, CONFIG, scm=scm)
+        gt.train({"sex": data["sex"], "image": data["image"]}, CONFIG, scm=scm, key=key)
     with pytest.raises(ValidationError, match="`anticausal`"):
-        gt.train(key, data, CONFIG, scm=scm, mask={"sex": np.ones(8, bool)})
+        gt.train(data, CONFIG, scm=scm, mask={"sex": np.ones(8, bool)}, key=key)
     with pytest.raises(ValidationError, match="`node`"):
-        gt.train(key, data, CONFIG, scm=scm, node="sex")
+        gt.train(data, CONFIG, scm=scm, node="sex", key=key)
     with pytest.raises(ValidationError, match="`scm`"):
-        gt.train(key, data, CONFIG, scm="not an scm")
+        gt.train(data, CONFIG, scm="not an scm", key=key)
     with pytest.raises(ValidationError, match="`config`"):
-        gt.train(key, data, "config", scm=scm)
+        gt.train(data, "config", scm=scm, key=key)
     for field, value in (("steps", 0), ("warmup", 40), ("ema_decay", 1.0), ("free_bits", -1.0),
                          ("temperature", -0.1), ("clip_norm", 0.0), ("kl_warmup", -1), ("hvae", None),
                          ("learning_rate", float("nan")), ("chunk_steps", 0)):
         kwargs = {"steps": 40, "warmup": 2, field: value}
         with pytest.raises(ValidationError, match=f"`{field}`"):
-            gt.TrainConfig(**kwargs)
-    assert hash(CONFIG) == hash(gt.TrainConfig(**{f: getattr(CONFIG, f) for f in CONFIG.__dataclass_fields__}))
+            gt.GeneratorConfig(**kwargs)
+    assert hash(CONFIG) == hash(gt.GeneratorConfig(**{f: getattr(CONFIG, f) for f in CONFIG.__dataclass_fields__}))
 
 
 # ----------------------------------------------------------------------- counterfactual regulariser
@@ -270,7 +270,7 @@ def _cf_scm():
 
 # a smaller network for the regulariser's own compiled programs
 SMALL = HVAEConfig(image_size=16, channels=(4, 4), latent_dims=(2, 2), sigma_min=0.05)
-SMALL_CONFIG = gt.TrainConfig(SMALL, steps=4, batch_size=8, warmup=1, kl_warmup=0, chunk_steps=4)
+SMALL_CONFIG = gt.GeneratorConfig(SMALL, steps=4, batch_size=8, warmup=1, kl_warmup=0, chunk_steps=4)
 _CF_SPEC = (ac.Head("race", "categorical", 3), ac.Head("sex", "categorical", 2), ac.Head("age", "gaussian"))
 
 
@@ -328,7 +328,7 @@ def test_counterfactual_regulariser_matches_a_per_unit_loop(rng):
     assert set(np.concatenate(many).tolist()) == {0, 1, 2}
 
     # the loss: abduct (one posterior draw), decode with pa*, score with q; a loop over units
-    params = _perturbed(gt.init_state(_key(rng), SMALL_CONFIG, 5).params, rng)
+    params = _perturbed(gt.init_state(SMALL_CONFIG, 5, key=_key(rng)).params, rng)
     images = jnp.asarray(rng.uniform(0.2, 0.8, size=(b, 16, 16)).astype(np.float32))
     key = _key(rng)
     # (value and gradients in one compiled call: in the HVAE's parameters and the predictors')
@@ -357,14 +357,14 @@ def test_counterfactual_regulariser_matches_a_per_unit_loop(rng):
 def test_cf_weight_zero_is_the_plain_elbo_and_positive_adds_the_term(rng):
     scm, q = _scm(), _frozen_predictor(rng, _CF_SPEC[1:])
     data, key = _data(rng), _key(rng)
-    plain = gt.train(key, data, CONFIG, scm=scm, progress=False)  # (the other tests' compiled chunk)
-    ignored = gt.train(key, data, CONFIG, scm=scm, regulariser=q, progress=False)
+    plain = gt.train(data, CONFIG, scm=scm, progress=False, key=key)  # (the other tests' compiled chunk)
+    ignored = gt.train(data, CONFIG, scm=scm, regulariser=q, progress=False, key=key)
     for a, b in zip(_leaves((plain.params, plain.raw_params)), _leaves((ignored.params, ignored.raw_params))):
         np.testing.assert_array_equal(a, b)
     assert set(ignored.history) == {"step", "loss", "rec", "kl"}
     # with the regulariser (no free bits, KL weight 1 from the start): loss = rec + kl + w·cf
     config = dataclasses.replace(SMALL_CONFIG, cf_weight=0.5, cf_warmup=2)
-    fit = gt.train(key, data, config, scm=scm, regulariser=q, progress=False)
+    fit = gt.train(data, config, scm=scm, regulariser=q, progress=False, key=key)
     h = fit.history
     w = 0.5 * np.minimum(np.arange(4) / 2, 1)
     np.testing.assert_allclose(h["loss"], h["rec"] + h["kl"] + w * h["cf"], rtol=1e-5, atol=1e-6)
@@ -374,13 +374,13 @@ def test_cf_weight_zero_is_the_plain_elbo_and_positive_adds_the_term(rng):
 def test_regulariser_bad_input_names_the_argument(rng):
     data, scm = _data(rng, 8), _scm()
     key = jax.random.key(0)
-    config = gt.TrainConfig(HVAE, steps=4, warmup=1, cf_weight=1.0)
+    config = gt.GeneratorConfig(HVAE, steps=4, warmup=1, cf_weight=1.0)
     with pytest.raises(ValidationError, match="`regulariser`"):
-        gt.train(key, data, config, scm=scm)
+        gt.train(data, config, scm=scm, key=key)
     with pytest.raises(ValidationError, match="`regulariser`"):
-        gt.train(key, data, config, scm=scm, regulariser="q")
+        gt.train(data, config, scm=scm, regulariser="q", key=key)
     with pytest.raises(ValidationError, match="`regulariser`.*head 'race'"):  # not a parent of the image
-        gt.train(key, data, config, scm=scm, regulariser=_frozen_predictor(rng))
+        gt.train(data, config, scm=scm, regulariser=_frozen_predictor(rng), key=key)
     for field, value in (("cf_weight", -1.0), ("cf_weight", float("inf")), ("cf_warmup", -1)):
         with pytest.raises(ValidationError, match=f"`{field}`"):
-            gt.TrainConfig(steps=40, warmup=2, **{field: value})
+            gt.GeneratorConfig(steps=40, warmup=2, **{field: value})

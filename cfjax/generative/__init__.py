@@ -29,8 +29,8 @@ from cfjax.generative.quality import pixel_mae as pixel_mae
 from cfjax.generative.quality import quality_report as quality_report
 from cfjax.generative.quality import relative_gap as relative_gap
 from cfjax.generative.quality import reversibility as reversibility
+from cfjax.generative.train import GeneratorConfig as GeneratorConfig
 from cfjax.generative.train import GeneratorFit as GeneratorFit
-from cfjax.generative.train import TrainConfig as TrainConfig
 from cfjax.generative.train import impute_parents as impute_parents
 from cfjax.generative.train import parent_inputs as parent_inputs
 from cfjax.generative.train import train as train_generator
@@ -38,6 +38,7 @@ from cfjax.generative.train import train as train_generator
 __all__ = [
     "AntiCausal",
     "CHEST_SPEC",
+    "GeneratorConfig",
     "GeneratorFit",
     "HVAE",
     "HVAEConfig",
@@ -48,7 +49,6 @@ __all__ = [
     "ParentPredictor",
     "ParentSpec",
     "QualityReport",
-    "TrainConfig",
     "chest_spec",
     "composition",
     "decision_agreement",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import sys
 from typing import Any, Mapping, NamedTuple
 
 import flax.linen as nn
@@ -28,9 +27,10 @@ import numpy as np
 import optax
 from flax import struct
 from jax import lax
-from tqdm.auto import tqdm
 
 from cfjax import _checks
+from cfjax._core import training as _training
+from cfjax._core.keys import as_key
 from cfjax._core.nn import Conv3x3, mean_pool2
 
 __all__ = ["Head", "ParentSpec", "CHEST_SPEC", "chest_spec", "check_spec", "ParentPredictor", "AntiCausal",
@@ -300,41 +300,37 @@ def _check_result(result: Any) -> AntiCausal:
 
 
 # ----------------------------------------------------------------------- training
-@functools.lru_cache(maxsize=32)
-def _optimizer(learning_rate: float, weight_decay: float, warmup: int, steps: int) -> optax.GradientTransformation:
-    """Cached: the optimiser is a static argument of the compiled chunk, so equal settings must
-    give the same object for a later training run to reuse the compiled program."""
-    schedule = optax.warmup_cosine_decay_schedule(0.0, learning_rate, warmup, steps, learning_rate / 100)
-    return optax.adamw(schedule, weight_decay=weight_decay)
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """One optimisation step of :func:`train_anticausal` (hashable: the training loop compiles
+    it once per settings and shapes): ``batch_size`` units drawn with the unit probabilities
+    ``data["p_unit"]`` with the step's key, one AdamW step (linear warm-up, then cosine decay
+    to ``learning_rate / 100``) on :func:`anticausal_loss`."""
 
+    model: ParentPredictor
+    batch_size: int
+    learning_rate: float
+    weight_decay: float
+    warmup: int
+    steps: int
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
-def _train_chunk(model: ParentPredictor, optimizer: optax.GradientTransformation, length: int, steps: int,
-                 batch_size: int, params: Any, opt_state: Any, step: jax.Array, key: jax.Array,
-                 loc: Any, scale: Any, images: jax.Array, parents: Any, mask: jax.Array,
-                 p_unit: jax.Array) -> tuple[Any, Any, jax.Array, jax.Array]:
-    """``length`` optimisation steps (``lax.scan``); steps at or past ``steps`` leave the
-    parameters unchanged (the last chunk's padding) and report a NaN loss."""
-    def body(carry, _):
-        params, opt_state, step = carry
-        k = jax.random.fold_in(key, step)
-        idx = jax.random.choice(k, p_unit.shape[0], (batch_size,), p=p_unit)
-        batch = {name: y[idx] for name, y in parents.items()}
+    def optimizer(self) -> optax.GradientTransformation:
+        schedule = optax.warmup_cosine_decay_schedule(0.0, self.learning_rate, self.warmup, self.steps,
+                                                      self.learning_rate / 100)
+        return optax.adamw(schedule, weight_decay=self.weight_decay)
+
+    def __call__(self, state: tuple[Any, Any], data: Mapping[str, Any],
+                 key: jax.Array) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
+        params, opt_state = state
+        idx = jax.random.choice(key, data["p_unit"].shape[0], (self.batch_size,), p=data["p_unit"])
+        batch = {name: y[idx] for name, y in data["targets"].items()}
         (loss, _), grads = jax.value_and_grad(anticausal_loss, has_aux=True)(
-            params, model, loc, scale, images[idx], batch, mask[idx])
-        with jax.numpy_dtype_promotion("standard"):  # optax's bias correction: float ** int32 count
-            updates, new_state = optimizer.update(grads, opt_state, params)
-        live = step < steps
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(live, a, b), new, old)  # noqa: E731
-        params = keep(optax.apply_updates(params, updates), params)
-        opt_state = keep(new_state, opt_state)
-        return (params, opt_state, step + 1), jnp.where(live, loss, jnp.nan)
-
-    (params, opt_state, step), losses = lax.scan(body, (params, opt_state, step), None, length=length)
-    return params, opt_state, step, losses
+            params, self.model, data["loc"], data["scale"], data["images"][idx], batch, data["mask"][idx])
+        updates, opt_state = self.optimizer().update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), {"loss": loss}
 
 
-def train_anticausal(key: jax.Array, images: Any, parents: Mapping[str, Any], spec: ParentSpec, *,
+def train_anticausal(images: Any, parents: Mapping[str, Any], spec: ParentSpec, *, key: Any,
                      mask: Any = None, steps: int = 2000, batch_size: int = 64, learning_rate: float = 1e-3,
                      weight_decay: float = 1e-4, warmup: int | None = None,
                      features: tuple[int, ...] = (16, 32, 64), hidden: int = 64, conv: str = "auto",
@@ -343,35 +339,40 @@ def train_anticausal(key: jax.Array, images: Any, parents: Mapping[str, Any], sp
 
     Each step draws ``batch_size`` units with replacement, uniformly among the units with at
     least one observed label, and takes one AdamW step (linear warm-up, then cosine decay to
-    ``learning_rate / 100``) on :func:`anticausal_loss`. The steps run in ``lax.scan`` chunks
-    of ``chunk_steps`` inside a thin Python loop that only updates a tqdm bar. Semi-supervised
-    use: train on the labelled part (``mask``), then :func:`impute` the rest.
+    ``learning_rate / 100``) on :func:`anticausal_loss`, step ``t`` with the key
+    ``fold_in(data_key, t)`` (``init_key, data_key = jax.random.split(key)``). The steps run in
+    compiled chunks of ``chunk_steps`` by cfjax's training loop
+    (:func:`cfjax._core.training.run`: progress bar, NaN guard). Semi-supervised use: train on
+    the labelled part (``mask``), then :func:`impute` the rest.
 
     Args:
-      key: PRNG key (initialisation and minibatches).
       images: ``(N, H, W)`` floating point in [0, 1].
       parents: ``{name: (N,)}`` for every head: class indices for a categorical head, values
         (e.g. years) for a Gaussian one. Masked labels may hold anything (NaN, −1).
       spec: the heads (:data:`ParentSpec`, e.g. :data:`CHEST_SPEC`).
+      key: PRNG key (initialisation and minibatches): a typed key, raw key data or an int seed.
       mask: which labels are observed: ``(N, n_heads)`` boolean (column ``j`` for
         ``spec[j]``) or ``{name: (N,)}`` (missing names fully observed); default all. Each
         head needs at least one observed label (a Gaussian head two distinct values).
       steps, batch_size, learning_rate, weight_decay: optimisation; ``warmup`` defaults to
         ``min(100, steps // 10)``.
       features, hidden, conv: the network (:class:`ParentPredictor`).
-      chunk_steps: steps per compiled ``lax.scan`` (one progress update each).
-      progress: show a tqdm bar; default: when stdout is a terminal.
+      chunk_steps: steps per compiled chunk (one progress update each).
+      progress: show a tqdm bar; default: when stderr is a terminal.
 
     Returns:
       :class:`AntiCausal`: parameters, the Gaussian heads' normalisation, the loss history.
+
+    Raises:
+      cfjax.TrainingError: the loss became NaN or infinite (the message names the step).
 
     Example:
       >>> rng = np.random.default_rng(0)
       >>> x = rng.uniform(size=(16, 8, 8)).astype(np.float32)
       >>> pa = {"s": (x.mean((1, 2)) > 0.5).astype(np.int32), "a": 50 + 10 * x[:, 0, 0]}
       >>> spec = (Head("s", "categorical", 2), Head("a", "gaussian"))
-      >>> fit = train_anticausal(jax.random.key(0), x, pa, spec, steps=4, batch_size=4,
-      ...                        features=(4,), hidden=4, progress=False)
+      >>> fit = train_anticausal(x, pa, spec, key=0, steps=4, batch_size=4, features=(4,), hidden=4,
+      ...                        progress=False)
       >>> fit.loss.shape, sorted(fit.loc)
       ((4,), ['a'])
     """
@@ -422,28 +423,15 @@ def train_anticausal(key: jax.Array, images: Any, parents: Mapping[str, Any], sp
     p_unit = jnp.asarray(any_label / any_label.sum(), dtype)
 
     model = ParentPredictor(spec, tuple(int(f) for f in features), hidden, conv)
-    optimizer = _optimizer(float(learning_rate), float(weight_decay), int(warmup), steps)
-    k_init, k_data = jax.random.split(key)
+    step = _Step(model, batch_size, float(learning_rate), float(weight_decay), int(warmup), steps)
+    k_init, k_data = jax.random.split(as_key(key))
     x = jnp.asarray(images)
     params = model.init(k_init, x[:1])
-    opt_state = optimizer.init(params)
-    step = jnp.zeros((), jnp.int32)
-    length = min(chunk_steps, steps)
-    chunks = -(-steps // length)
-    if progress is None:
-        progress = sys.stdout.isatty()
-    history = []
-    with tqdm(total=steps, disable=not progress, desc="anti-causal") as bar:
-        for _ in range(chunks):
-            params, opt_state, step, losses = _train_chunk(
-                model, optimizer, length, steps, batch_size, params, opt_state, step, k_data, loc, scale, x,
-                targets, jnp.asarray(m), p_unit)
-            history.append(losses)
-            done = min(int(step), steps)
-            bar.update(done - bar.n)
-            bar.set_postfix(loss=f"{float(jnp.nanmean(losses)):.4f}")
-    loss = jnp.concatenate(history)[:steps]
-    return AntiCausal(params=params, loc=loc, scale=scale, loss=loss, model=model)
+    data = {"images": x, "targets": targets, "mask": jnp.asarray(m), "p_unit": p_unit, "loc": loc, "scale": scale}
+    out = _training.run(step, (params, step.optimizer().init(params)), data, key=k_data, steps=steps,
+                        chunk_steps=chunk_steps, progress=progress, desc="anti-causal predictors",
+                        hint="lower the learning rate or check the images and labels")
+    return AntiCausal(params=out.state[0], loc=loc, scale=scale, loss=jnp.asarray(out.history["loss"]), model=model)
 
 
 # ----------------------------------------------------------------------- prediction
@@ -476,7 +464,7 @@ def _predict_flat(model: ParentPredictor, chunk: int, params: Any, loc: Any, sca
 
 
 def predict_parents(result: AntiCausal, images: Any, *, chunk: int = 256) -> dict[str, jax.Array]:
-    """``q(pa | x)`` of images with any leading batch shape, e.g. counterfactuals ``(K, N, H, W)``.
+    """``q(pa | x)`` of images with any leading batch shape, e.g. counterfactuals ``(N, K, H, W)``.
 
     The images are flattened to one batch and run through the network in compiled chunks of
     ``chunk`` images (``lax.map``), so memory beyond the output is bounded by one chunk; an
@@ -495,8 +483,8 @@ def predict_parents(result: AntiCausal, images: Any, *, chunk: int = 256) -> dic
     Example:
       >>> spec = (Head("s", "categorical", 2), Head("a", "gaussian"))
       >>> x = jnp.linspace(0, 1, 16 * 64).reshape(16, 8, 8)
-      >>> fit = train_anticausal(jax.random.key(0), x, {"s": jnp.arange(16) % 2, "a": jnp.arange(16.0)},
-      ...                        spec, steps=2, batch_size=4, features=(4,), hidden=4, progress=False)
+      >>> fit = train_anticausal(x, {"s": jnp.arange(16) % 2, "a": jnp.arange(16.0)}, spec, key=0, steps=2,
+      ...                        batch_size=4, features=(4,), hidden=4, progress=False)
       >>> {k: v.shape for k, v in predict_parents(fit, jnp.zeros((3, 5, 8, 8))).items()}
       {'a': (3, 5), 'a_scale': (3, 5), 's': (3, 5, 2)}
     """
@@ -555,7 +543,7 @@ def impute(result: AntiCausal, images: Any, parents: Mapping[str, Any], mask: An
     Example:
       >>> spec = (Head("s", "categorical", 2),)
       >>> x = jnp.linspace(0, 1, 4 * 64).reshape(4, 8, 8)
-      >>> fit = train_anticausal(jax.random.key(0), x, {"s": jnp.array([0, 1, 0, 1])}, spec, steps=2,
+      >>> fit = train_anticausal(x, {"s": jnp.array([0, 1, 0, 1])}, spec, key=0, steps=2,
       ...                        batch_size=2, features=(4,), hidden=4, progress=False)
       >>> out = impute(fit, x, {"s": jnp.array([1, 0, -1, -1])}, jnp.array([[1], [1], [0], [0]]))
       >>> out.parents["s"][:2].tolist(), out.weights["s"][:2].tolist()

@@ -18,14 +18,20 @@ The mechanism-level measures take any :class:`cfjax.scm.Mechanism` of an image n
 parameters, the images ``(N, H, W)`` and the image's encoded parent inputs ``(N, P)``
 (:func:`cfjax.generative.train.parent_inputs` builds them from an SCM's node values).
 They are written for one unit and ``vmap``-ed, the repeated cycles a ``lax.scan``, the units
-processed in compiled blocks of ``chunk``. L1 is the mean absolute pixel difference of an image (pixels in [0, 1]).
+split over ``mesh`` and processed in compiled blocks of ``chunk`` (:func:`cfjax.distributed.map_batch`).
+L1 is the mean absolute pixel difference of an image (pixels in [0, 1]).
+
+Arrays follow cfjax's contract (``docs/contract.md``): units before interventions, so
+counterfactual images are ``(N, K, H, W)``, their parents ``{name: (N, K)}``, per-unit
+intervened parent inputs ``(N, K, P)``, and per-unit results ``(N, K)`` or ``(N, n_times)``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -33,10 +39,11 @@ import numpy as np
 from flax import struct
 from jax import lax
 
-from cfjax import _checks
+from cfjax import _checks, _results
+from cfjax._core.keys import as_key
+from cfjax.distributed import map_batch
 from cfjax.generative.anticausal import AntiCausal, predict_parents
-from cfjax import _results
-from cfjax.scm.mechanism import Mechanism
+from cfjax.scm import Mechanism
 
 __all__ = ["effectiveness", "effectiveness_ceiling", "composition", "reversibility", "pixel_mae",
            "decision_agreement", "relative_gap", "QualityReport", "quality_report"]
@@ -73,24 +80,28 @@ def _unit_inputs(mechanism: Mechanism, images: Any, parents: Any) -> tuple[jax.A
     return x, pa.astype(x.dtype)
 
 
-def _unit_keys(mechanism: Mechanism, key: Any, n: int) -> jax.Array | None:
+def _unit_keys(key: Any, n: int) -> jax.Array | None:
+    """Raw key data ``(N, 2)`` of ``split(key, N)`` (raw: padded and split over devices like
+    any array), or None (a mechanism that needs a key raises its own error: ImageHVAE at a
+    temperature above 0)."""
     if key is None:
-        return None  # a mechanism that needs one raises its own error (ImageHVAE: temperature > 0)
-    if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ()):
-        _checks.fail("key", "a single typed PRNG key (jax.random.key) or None", repr(key))
-    return jax.random.split(key, n)
+        return None
+    return jax.random.key_data(jax.random.split(as_key(key), n))
 
 
-def _map_units(fn: Callable, args: tuple, chunk: int) -> Any:
-    """``fn`` of one unit over the leading axis of ``args``: ``vmap`` within blocks of
-    ``chunk`` units, a ``lax.map`` over the blocks (bounded memory)."""
-    n = jax.tree.leaves(args)[0].shape[0]
-    return lax.map(lambda a: fn(*a), args, batch_size=min(chunk, n))
+def _wrap(keys: jax.Array | None) -> jax.Array | None:
+    return None if keys is None else jax.random.wrap_key_data(keys)
 
 
 # ----------------------------------------------------------------------- effectiveness
 def _effectiveness_keys(spec) -> list[str]:
     return [h.name + ("_accuracy" if h.kind == "categorical" else "_mae") for h in spec]
+
+
+def _but_interventions(ndim: int, by_intervention: bool) -> tuple[int, ...] | None:
+    """The axes a figure averages over: all (None), or all but the interventions' (axis 1 of
+    ``(N, K, ...)``)."""
+    return tuple(a for a in range(ndim) if a != 1) if by_intervention else None
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -103,8 +114,7 @@ def _effectiveness(spec, by_intervention: bool, pred: Mapping[str, jax.Array],
             err = (jnp.argmax(pred[h.name], axis=-1) == y.astype(jnp.int32)).astype(pred[h.name].dtype)
         else:
             err = jnp.abs(pred[h.name] - y.astype(pred[h.name].dtype))
-        axes = tuple(range(1, err.ndim)) if by_intervention else None
-        out[key] = jnp.mean(err, axis=axes)
+        out[key] = jnp.mean(err, axis=_but_interventions(err.ndim, by_intervention))
     return out
 
 
@@ -116,12 +126,12 @@ def effectiveness(predictors: AntiCausal, images: Any, parents: Mapping[str, Any
     Args:
       predictors: :func:`cfjax.generative.anticausal.train_anticausal`'s result, trained on
         factual images.
-      images: ``(..., H, W)``, e.g. counterfactuals ``(K, N, H, W)``.
+      images: ``(..., H, W)``, e.g. counterfactuals ``(N, K, H, W)``.
       parents: ``{name: (...)}``: the parents the images were generated with (class indices,
-        values in the parent's units), for every head measured.
+        values in the parent's units), for every head measured, e.g. ``(N, K)``.
       heads: names of the heads to measure (default: every head of the predictors).
-      by_intervention: average over all axes but the first (one figure per intervention,
-        ``(K,)``) instead of over everything.
+      by_intervention: average over all axes but the second (images ``(N, K, H, W)``: one
+        figure per intervention, ``(K,)``) instead of over everything.
       chunk: images per compiled network call.
 
     Returns:
@@ -133,10 +143,11 @@ def effectiveness(predictors: AntiCausal, images: Any, parents: Mapping[str, Any
       >>> from cfjax.generative import anticausal as ac
       >>> spec = (ac.Head("s", "categorical", 2),)
       >>> x = jnp.linspace(0, 1, 4 * 64).reshape(4, 8, 8)
-      >>> fit = ac.train_anticausal(jax.random.key(0), x, {"s": jnp.array([0, 0, 1, 1])}, spec,
+      >>> fit = ac.train_anticausal(x, {"s": jnp.array([0, 0, 1, 1])}, spec, key=0,
       ...                           steps=2, batch_size=2, features=(4,), hidden=4, progress=False)
-      >>> sorted(effectiveness(fit, x.reshape(2, 2, 8, 8), {"s": jnp.array([[0, 0], [1, 1]])}))
-      ['s_accuracy']
+      >>> e = effectiveness(fit, x.reshape(2, 2, 8, 8), {"s": jnp.array([[0, 0], [1, 1]])}, by_intervention=True)
+      >>> e["s_accuracy"].shape
+      (2,)
     """
     if not isinstance(predictors, AntiCausal):
         _checks.fail("predictors", "an AntiCausal (train_anticausal's result)", type(predictors).__name__)
@@ -151,6 +162,8 @@ def effectiveness(predictors: AntiCausal, images: Any, parents: Mapping[str, Any
     if x.ndim < 3:
         _checks.fail("images", "images (..., H, W) with at least one leading axis", f"shape {tuple(x.shape)}")
     lead = tuple(x.shape[:-2])
+    if by_intervention and len(lead) < 2:
+        _checks.fail("images", "images (N, K, H, W) with by_intervention", f"shape {tuple(x.shape)}")
     if not isinstance(parents, Mapping):
         _checks.fail("parents", "a mapping {name: (...)}", type(parents).__name__)
     ys = {}
@@ -197,20 +210,31 @@ def _l1(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.mean(jnp.abs(a - b))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _composition(mechanism: Mechanism, n_times: int, chunk: int, params: Any, images: jax.Array,
-                 parents: jax.Array, keys: jax.Array | None) -> jax.Array:
-    def unit(x, pa, k):
-        def cycle(y, t):
-            kt = None if k is None else jax.random.fold_in(k, t)
-            y = mechanism.forward(params, mechanism.abduct(params, y, pa, kt), pa)
-            return y, _l1(y, x)
-        return lax.scan(cycle, x, jnp.arange(n_times))[1]
-    return _map_units(unit, (images, parents, keys), chunk).T  # (n_times, N)
+@dataclasses.dataclass(frozen=True)
+class _Composition:
+    """A batch of units' composition L1s, ``(B, n_times)`` (hashable: compiled once per
+    mechanism, ``n_times`` and shapes by :func:`cfjax.distributed.map_batch`)."""
+
+    mechanism: Mechanism
+    n_times: int
+
+    def __call__(self, images: jax.Array, parents: jax.Array, keys: jax.Array | None, params: Any) -> jax.Array:
+        mech = self.mechanism
+
+        def unit(x, pa, k):
+            def cycle(y, t):
+                kt = None if k is None else jax.random.fold_in(k, t)
+                y = mech.forward(params, mech.abduct(params, y, pa, kt), pa)
+                return y, _l1(y, x)
+            return lax.scan(cycle, x, jnp.arange(self.n_times))[1]
+
+        if keys is None:
+            return jax.vmap(lambda x, pa: unit(x, pa, None))(images, parents)
+        return jax.vmap(unit)(images, parents, _wrap(keys))
 
 
 def composition(mechanism: Mechanism, params: Any, images: Any, parents: Any, *, n_times: int = 10,
-                key: jax.Array | None = None, per_unit: bool = False, chunk: int = 256) -> jax.Array:
+                key: Any = None, per_unit: bool = False, chunk: int = 256, mesh: Any = None) -> jax.Array:
     """Composition: the L1 distance between each image and the image after the null
     intervention applied ``1, 2, …, n_times`` times in a row (each time: abduct the noise of the
     current image, predict with the same parents). An exact mechanism gives 0 every time; a
@@ -223,14 +247,17 @@ def composition(mechanism: Mechanism, params: Any, images: Any, parents: Any, *,
       parents: ``(N, P)`` encoded parent inputs, as the SCM feeds the mechanism
         (:func:`cfjax.generative.train.parent_inputs`).
       n_times: the number of null interventions.
-      key: PRNG key for stochastic abduction (unit ``i``'s ``t``-th abduction uses
-        ``fold_in(split(key, N)[i], t)``); None for a deterministic one.
+      key: PRNG key for stochastic abduction, a typed key, raw key data or an int seed (unit
+        ``i``'s ``t``-th abduction uses ``fold_in(split(key, N)[i], t)``); None for a
+        deterministic one.
       per_unit: return every unit's L1 instead of their mean.
-      chunk: units per compiled block.
+      chunk: units per compiled block (on each device).
+      mesh: devices the units are split over (:func:`cfjax.distributed.as_mesh`: None, a
+        count, devices or a one-axis Mesh); the result does not depend on it.
 
     Returns:
       ``(n_times,)`` mean L1 after ``1 … n_times`` null interventions (entry ``t − 1`` after
-      ``t``), or ``(n_times, N)`` with ``per_unit``.
+      ``t``), or ``(N, n_times)`` with ``per_unit``.
 
     Example:
       >>> import cfjax as cf
@@ -243,42 +270,54 @@ def composition(mechanism: Mechanism, params: Any, images: Any, parents: Any, *,
     n_times = _checks.check_positive_int("n_times", n_times)
     chunk = _checks.check_positive_int("chunk", chunk)
     x, pa = _unit_inputs(mechanism, images, parents)
-    out = _composition(mechanism, n_times, chunk, params, x, pa, _unit_keys(mechanism, key, x.shape[0]))
-    return out if per_unit else out.mean(axis=1)
+    out = map_batch(_Composition(mechanism, n_times), x, pa, _unit_keys(key, x.shape[0]), shared=(params,),
+                    mesh=mesh, chunk_size=chunk)
+    return out if per_unit else out.mean(axis=0)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _reversibility(mechanism: Mechanism, chunk: int, params: Any, images: jax.Array, parents: jax.Array,
-                   targets: jax.Array, keys: jax.Array | None) -> jax.Array:
-    def unit(x, pa, pa_star, k):  # pa_star (K, P)
-        k0 = None if k is None else jax.random.fold_in(k, 0)
-        u = mechanism.abduct(params, x, pa, k0)
+@dataclasses.dataclass(frozen=True)
+class _Reversibility:
+    """A batch of units' reversibility L1s, ``(B, K)`` (hashable, as :class:`_Composition`)."""
 
-        def one(ps, j):
-            x_star = mechanism.forward(params, u, ps)
-            kj = None if k is None else jax.random.fold_in(k, j + 1)
-            back = mechanism.forward(params, mechanism.abduct(params, x_star, ps, kj), pa)
-            return _l1(back, x)
-        return jax.vmap(one)(pa_star, jnp.arange(pa_star.shape[0]))
-    return _map_units(unit, (images, parents, jnp.swapaxes(targets, 0, 1), keys), chunk).T  # (K, N)
+    mechanism: Mechanism
+
+    def __call__(self, images: jax.Array, parents: jax.Array, targets: jax.Array, keys: jax.Array | None,
+                 params: Any) -> jax.Array:
+        mech = self.mechanism
+
+        def unit(x, pa, pa_star, k):  # pa_star (K, P)
+            k0 = None if k is None else jax.random.fold_in(k, 0)
+            u = mech.abduct(params, x, pa, k0)
+
+            def one(ps, j):
+                x_star = mech.forward(params, u, ps)
+                kj = None if k is None else jax.random.fold_in(k, j + 1)
+                back = mech.forward(params, mech.abduct(params, x_star, ps, kj), pa)
+                return _l1(back, x)
+            return jax.vmap(one)(pa_star, jnp.arange(pa_star.shape[0]))
+
+        if keys is None:
+            return jax.vmap(lambda x, pa, ps: unit(x, pa, ps, None))(images, parents, targets)
+        return jax.vmap(unit)(images, parents, targets, _wrap(keys))
 
 
 def reversibility(mechanism: Mechanism, params: Any, images: Any, parents: Any, targets: Any, *,
-                  key: jax.Array | None = None, per_unit: bool = False, chunk: int = 256) -> jax.Array:
+                  key: Any = None, per_unit: bool = False, chunk: int = 256, mesh: Any = None) -> jax.Array:
     """Reversibility: the L1 distance between each image and the image after ``do(pa*)``
     then ``do(pa)`` back (abduct from ``(x, pa)``, predict ``x*`` with ``pa*``, abduct from
     ``(x*, pa*)``, predict with ``pa``), for each of K interventions.
 
     Args:
-      mechanism, params, images, parents, chunk: as in :func:`composition`.
-      targets: the intervened parents' encoded inputs, ``(K, N, P)`` (or ``(K, P)``, the same
-        for every unit).
-      key: PRNG key for stochastic abduction (unit ``i`` uses ``split(key, N)[i]``: its first
-        abduction ``fold_in(·, 0)``, the one after intervention ``j`` ``fold_in(·, j + 1)``).
+      mechanism, params, images, parents, chunk, mesh: as in :func:`composition`.
+      targets: the intervened parents' encoded inputs, ``(N, K, P)`` per unit (or ``(K, P)``,
+        the same for every unit).
+      key: PRNG key for stochastic abduction, a typed key, raw key data or an int seed (unit
+        ``i`` uses ``split(key, N)[i]``: its first abduction ``fold_in(·, 0)``, the one after
+        intervention ``j`` ``fold_in(·, j + 1)``).
       per_unit: return every unit's L1 instead of the mean over units.
 
     Returns:
-      ``(K,)`` mean L1 per intervention, or ``(K, N)`` with ``per_unit``.
+      ``(K,)`` mean L1 per intervention, or ``(N, K)`` with ``per_unit``.
 
     Example:
       >>> import cfjax as cf
@@ -292,45 +331,48 @@ def reversibility(mechanism: Mechanism, params: Any, images: Any, parents: Any, 
     t = _check_float_images("targets", targets).astype(x.dtype)
     n, p = pa.shape
     if t.ndim == 2 and t.shape[1] == p:
-        t = jnp.broadcast_to(t[:, None, :], (t.shape[0], n, p))
-    if t.ndim != 3 or t.shape[1:] != (n, p):
-        _checks.fail("targets", f"intervened parent inputs of shape (K, {n}, {p}) or (K, {p})",
+        t = jnp.broadcast_to(t[None], (n,) + t.shape)
+    if t.ndim != 3 or t.shape[0] != n or t.shape[2] != p:
+        _checks.fail("targets", f"intervened parent inputs of shape ({n}, K, {p}) or (K, {p})",
                      f"shape {tuple(t.shape)}")
-    out = _reversibility(mechanism, chunk, params, x, pa, t, _unit_keys(mechanism, key, n))
-    return out if per_unit else out.mean(axis=1)
+    out = map_batch(_Reversibility(mechanism), x, pa, t, _unit_keys(key, n), shared=(params,), mesh=mesh,
+                    chunk_size=chunk)
+    return out if per_unit else out.mean(axis=0)
 
 
 # ----------------------------------------------------------------------- against exact counterfactuals
 @functools.partial(jax.jit, static_argnums=(0,))
 def _mae(by_intervention: bool, a: jax.Array, b: jax.Array) -> jax.Array:
     err = jnp.abs(a - b)
-    return jnp.mean(err, axis=tuple(range(1, err.ndim)) if by_intervention else None)
+    return jnp.mean(err, axis=_but_interventions(err.ndim, by_intervention))
 
 
 def pixel_mae(learned: Any, exact: Any, *, by_intervention: bool = False) -> jax.Array:
     """Mean absolute pixel error of learned counterfactual images against exact ones.
 
     Args:
-      learned, exact: images of one shape, e.g. ``(K, N, H, W)``.
-      by_intervention: average over all axes but the first (``(K,)``).
+      learned, exact: images of one shape, e.g. ``(N, K, H, W)``.
+      by_intervention: average over all axes but the second (``(K,)``).
 
     Example:
       >>> float(pixel_mae(jnp.zeros((2, 3, 4, 4)), jnp.full((2, 3, 4, 4), 0.25)))
       0.25
+      >>> pixel_mae(jnp.zeros((2, 3, 4, 4)), jnp.full((2, 3, 4, 4), 0.25), by_intervention=True).shape
+      (3,)
     """
     a = _check_float_images("learned", learned)
     b = _check_float_images("exact", exact)
     if a.shape != b.shape:
         _checks.fail("exact", f"shape {tuple(a.shape)} (that of `learned`)", f"shape {tuple(b.shape)}")
     if by_intervention and a.ndim < 2:
-        _checks.fail("learned", "at least 2 axes (K, ...) with by_intervention", f"shape {tuple(a.shape)}")
+        _checks.fail("learned", "at least 2 axes (N, K, ...) with by_intervention", f"shape {tuple(a.shape)}")
     return _mae(bool(by_intervention), a, b.astype(a.dtype))
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
 def _agreement(by_intervention: bool, a: jax.Array, b: jax.Array, threshold: jax.Array) -> jax.Array:
     same = ((a >= threshold) == (b >= threshold)).astype(a.dtype)
-    return jnp.mean(same, axis=tuple(range(1, same.ndim)) if by_intervention else None)
+    return jnp.mean(same, axis=_but_interventions(same.ndim, by_intervention))
 
 
 def decision_agreement(learned: Any, exact: Any, threshold: float = 0.5, *,
@@ -340,9 +382,9 @@ def decision_agreement(learned: Any, exact: Any, threshold: float = 0.5, *,
 
     Args:
       learned, exact: the classifier's positive-class probabilities (or scores) on learned
-        and on exact counterfactuals, one shape, e.g. ``(K, N)``.
+        and on exact counterfactuals, one shape, e.g. ``(N, K)``.
       threshold: the decision threshold.
-      by_intervention: one figure per entry of the first axis (``(K,)``).
+      by_intervention: one figure per entry of the second axis (``(N, K)``: ``(K,)``).
 
     Example:
       >>> float(decision_agreement(jnp.array([0.2, 0.6, 0.9, 0.4]), jnp.array([0.1, 0.7, 0.3, 0.5])))
@@ -356,7 +398,7 @@ def decision_agreement(learned: Any, exact: Any, threshold: float = 0.5, *,
             or not math.isfinite(threshold):
         _checks.fail("threshold", "a finite number", repr(threshold))
     if by_intervention and a.ndim < 2:
-        _checks.fail("learned", "at least 2 axes (K, ...) with by_intervention", f"shape {tuple(a.shape)}")
+        _checks.fail("learned", "at least 2 axes (N, K, ...) with by_intervention", f"shape {tuple(a.shape)}")
     return _agreement(bool(by_intervention), a, b.astype(a.dtype), jnp.asarray(threshold, a.dtype))
 
 
@@ -428,22 +470,23 @@ class QualityReport:
 
 
 def quality_report(mechanism: Mechanism | None = None, params: Any = None, images: Any = None,
-                   parents: Any = None, *, targets: Any = None, n_times: int = 10, key: jax.Array | None = None,
+                   parents: Any = None, *, targets: Any = None, n_times: int = 10, key: Any = None,
                    predictors: AntiCausal | None = None, counterfactuals: Any = None,
                    counterfactual_parents: Mapping[str, Any] | None = None, exact: Any = None,
                    p_learned: Any = None, p_exact: Any = None, threshold: float = 0.5,
-                   by_intervention: bool = False, chunk: int = 256) -> QualityReport:
+                   by_intervention: bool = False, chunk: int = 256, mesh: Any = None) -> QualityReport:
     """Every quality figure the arguments allow, in one :class:`QualityReport`.
 
     - composition: with ``mechanism``, ``params``, ``images (N, H, W)`` and ``parents (N, P)``
       (``n_times`` null interventions);
-    - reversibility: with those and ``targets`` (``(K, N, P)`` or ``(K, P)``);
-    - effectiveness: with ``predictors``, learned ``counterfactuals (K, N, H, W)`` and
-      ``counterfactual_parents`` (``{name: (K, N)}``); its ceiling with ``exact`` images too;
+    - reversibility: with those and ``targets`` (``(N, K, P)`` or ``(K, P)``);
+    - effectiveness: with ``predictors``, learned ``counterfactuals (N, K, H, W)`` and
+      ``counterfactual_parents`` (``{name: (N, K)}``); its ceiling with ``exact`` images too;
     - pixel MAE: with ``counterfactuals`` and ``exact``;
     - decision agreement: with a classifier's probabilities ``p_learned`` and ``p_exact``.
 
-    ``key`` (stochastic abduction) is split in two, for composition and reversibility.
+    ``key`` (stochastic abduction: a typed key, raw key data or an int seed) is split in two,
+    for composition and reversibility; ``mesh`` splits their units over devices.
     ``by_intervention`` gives effectiveness, pixel MAE and agreement per intervention ``(K,)``.
 
     Example:
@@ -454,14 +497,14 @@ def quality_report(mechanism: Mechanism | None = None, params: Any = None, image
       >>> r.to_dict()
       {'composition': [0.0, 0.0], 'reversibility': [0.0, 0.0]}
     """
-    k_comp, k_rev = (None, None) if key is None else tuple(jax.random.split(key))
+    k_comp, k_rev = (None, None) if key is None else tuple(jax.random.split(as_key(key)))
     fields: dict[str, Any] = {}
     if mechanism is not None:
         fields["composition"] = composition(mechanism, params, images, parents, n_times=n_times, key=k_comp,
-                                            chunk=chunk)
+                                            chunk=chunk, mesh=mesh)
         if targets is not None:
             fields["reversibility"] = reversibility(mechanism, params, images, parents, targets, key=k_rev,
-                                                    chunk=chunk)
+                                                    chunk=chunk, mesh=mesh)
     if predictors is not None:
         if counterfactuals is None or counterfactual_parents is None:
             _checks.fail("counterfactuals", "learned counterfactual images and `counterfactual_parents` "

@@ -2,12 +2,12 @@
 deep SCM: the conditional HVAE fitted by maximising its evidence lower bound on SCM data, the
 image's parents fed exactly as :class:`cfjax.scm.SCM` feeds them to the node's mechanism.
 
-The step is a pure function (:func:`train_step`): a minibatch drawn with
+The step is a pure function (:func:`train_step`): a minibatch drawn with the step's key
 ``fold_in(data_key, step)``, the weighted negative ELBO per pixel (KL warm-up, free bits), one
 clipped AdamW update with warm-up and cosine decay, and the EMA of the parameters. :func:`train`
-runs it in compiled ``lax.scan`` chunks inside a thin Python loop that updates a tqdm bar and
-writes an orbax checkpoint (:class:`cfjax.predictors.CheckpointStore`) after every chunk; a run
-resumed from its latest checkpoint ends with the same parameters as an uninterrupted one.
+runs it with cfjax's one training loop (:func:`cfjax._core.training.run`: compiled chunks, a
+progress bar, the NaN guard, an orbax checkpoint after every chunk); a run resumed from its
+latest checkpoint ends with the same parameters as an uninterrupted one.
 
 Semi-supervised training (paper 000, appendix; Ribeiro et al. 2023): a parent label may be
 missing per unit (``mask``); the anti-causal predictors ``q(pa | x)``
@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import math
 import os
-import sys
 from typing import Any, Mapping, NamedTuple
 
 import jax
@@ -39,17 +37,19 @@ import numpy as np
 import optax
 from flax import struct
 from jax import lax
-from tqdm.auto import tqdm
 
 from cfjax import _checks
+from cfjax._core import checkpoint as _ckpt
+from cfjax._core import training as _training
+from cfjax._core.keys import as_key
+from cfjax._errors import TrainingError
 from cfjax.generative import anticausal as _ac
+from cfjax.generative.anticausal import _check_images
 from cfjax.generative.hvae import HVAE, HVAEConfig, gaussian_log_prob
 from cfjax.generative.mechanism import ImageHVAE
-from cfjax._core import checkpoint as _ckpt
-from cfjax._errors import TrainingError
-from cfjax.scm.model import SCM
+from cfjax.scm import SCM
 
-__all__ = ["TrainConfig", "GeneratorData", "GeneratorState", "GeneratorFit", "TrainingError", "parent_inputs",
+__all__ = ["GeneratorConfig", "GeneratorData", "GeneratorState", "GeneratorFit", "TrainingError", "parent_inputs",
            "impute_parents", "generator_loss", "init_state", "train_step", "train", "Regulariser",
            "make_regulariser", "counterfactual_targets", "counterfactual_loss"]
 
@@ -63,7 +63,7 @@ def _is_int(v: Any) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
+class GeneratorConfig:
     """Optimisation settings of :func:`train` (frozen and hashable: a static argument).
 
     Attributes:
@@ -85,8 +85,7 @@ class TrainConfig:
       kl_warmup: the KL weight is ``min(1, t / kl_warmup)`` at step ``t`` (0: always 1).
       free_bits: nats per latent channel: level ``l`` (``c_l`` channels) is penalised only for
         its batch-mean KL above ``free_bits·c_l`` nats per image (0: plain ELBO).
-      chunk_steps: steps per compiled ``lax.scan`` chunk (one progress update and one
-        checkpoint each).
+      chunk_steps: steps per compiled chunk (one progress update and one checkpoint each).
       temperature: posterior temperature of the trained mechanism's abduction (``≥ 0``).
       cf_weight: weight of the counterfactual regulariser (:func:`counterfactual_loss`, in nats
         per unit, added to the per-pixel objective); ``0`` (the default): off, training is
@@ -95,10 +94,10 @@ class TrainConfig:
         (0: always ``cf_weight``).
 
     Example:
-      >>> c = TrainConfig(steps=100, warmup=10, chunk_steps=40)
+      >>> c = GeneratorConfig(steps=100, warmup=10, chunk_steps=40)
       >>> c.chunks, float(c.kl_weight(jnp.int32(250)))
       (3, 0.5)
-      >>> TrainConfig(ema_decay=1.0)
+      >>> GeneratorConfig(ema_decay=1.0)
       Traceback (most recent call last):
       ...
       cfjax._errors.ValidationError: `ema_decay`: expected a decay in [0, 1), got 1.0.
@@ -199,13 +198,12 @@ def parent_inputs(scm: SCM, node: str, data: Mapping[str, Any]) -> jax.Array:
       >>> import cfjax as cf
       >>> scm = cf.scm.SCM({"s": [], "a": [], "y": ["s", "a"]},
       ...                  {"s": cf.scm.GumbelMax(2), "a": cf.scm.LocationScale(), "y": cf.scm.LocationScale()})
-      >>> parent_inputs(scm, "y", {"s": np.array([0, 1]), "a": np.array([2.5, 3.0])}).tolist()
+      >>> parent_inputs(scm, "y", {"s": np.array([0, 1]), "a": np.array([2.5, 3.0], np.float32)}).tolist()
       [[0.0, 2.5], [1.0, 3.0]]
     """
     i = _check_node(scm, node)
-    parents = scm.graph.parents[i]
-    cast = scm._data(data, "data", nodes=tuple(parents))
-    return jax.vmap(lambda values: scm._parent_vector(i, values))(cast)
+    cast = scm.check_data(data, nodes=scm.graph.parents[i], name="data")
+    return jax.vmap(lambda values: scm.parent_vector(node, values))(cast)
 
 
 def _check_node(scm: Any, node: Any) -> int:
@@ -282,7 +280,8 @@ def impute_parents(scm: SCM, node: str, data: Mapping[str, Any], mask: Mapping[s
             _checks.fail(f"mask[{p!r}]", f"a boolean array of shape ({n},)", f"shape {m.shape}, dtype {m.dtype}")
         masks[p] = m.astype(bool)
     images = data[node]
-    _check_images(images, None, "data")
+    if len(_check_images("data", images)) != 3:
+        _checks.fail("data", f"a column {node!r} of images (N, H, W)", f"shape {_checks.shape_of(images)}")
     labels, head_mask = {}, {}
     for name in heads:  # heads that are not masked parents: observed when given, else imputed and unused
         if name in masks:
@@ -305,17 +304,12 @@ def impute_parents(scm: SCM, node: str, data: Mapping[str, Any], mask: Mapping[s
     return completed, weights
 
 
-def _check_images(images: Any, config: TrainConfig | None, name: str) -> None:
-    shape = _checks.shape_of(images)
-    if config is not None and shape[1:] != config.hvae.image_shape or len(shape) != 3:
-        want = config.hvae.image_shape if config is not None else ("H", "W")
-        _checks.fail(name, f"images of shape (N, {want[0]}, {want[1]}) (config.hvae.image_size)",
-                     f"shape {shape}")
-    _checks.check_nonempty(name, images)
-    dtype = np.dtype(getattr(images, "dtype", None) or np.asarray(images).dtype)
-    if not np.issubdtype(dtype, np.floating):
-        _checks.fail(name, "floating-point images in [0, 1]", f"dtype {dtype}")
-    _checks.check_finite(name, images)
+def _check_generator_images(images: Any, config: GeneratorConfig, name: str) -> None:
+    """Training images (the anti-causal predictors' checks), of the network's size."""
+    shape = _check_images(name, images)
+    if len(shape) != 3 or shape[1:] != config.hvae.image_shape:
+        want = config.hvae.image_shape
+        _checks.fail(name, f"images of shape (N, {want[0]}, {want[1]}) (config.hvae.image_size)", f"shape {shape}")
 
 
 # ----------------------------------------------------------------------- the step
@@ -390,7 +384,7 @@ def make_regulariser(scm: SCM, node: str, regulariser: Any, data: Mapping[str, A
         mech = scm.mechanism(h.name)
         if h.kind == "categorical" and (not mech.discrete or h.classes != getattr(mech, "num_classes", None)):
             _checks.fail("regulariser", f"a head for {h.name!r} matching its mechanism", f"categorical head {h}")
-        if h.kind == "gaussian" and (mech.discrete or tuple(scm._event(h.name)) != ()):
+        if h.kind == "gaussian" and (mech.discrete or scm.event(h.name) != ()):
             _checks.fail("regulariser", f"a categorical head for {h.name!r} (Gaussian heads: continuous scalars)",
                          "a Gaussian head")
         if h.name not in data:
@@ -445,7 +439,7 @@ def counterfactual_targets(reg: Regulariser, key: jax.Array, labels: jax.Array,
     return jax.vmap(functools.partial(_intervene_unit, reg))(keys, labels, parents)
 
 
-def _cf_term(config: TrainConfig, params: Any, reg: Regulariser, out: Any, images: jax.Array,
+def _cf_term(config: GeneratorConfig, params: Any, reg: Regulariser, out: Any, images: jax.Array,
              pa_star: jax.Array, targets: jax.Array) -> jax.Array:
     """The regulariser from a posterior pass ``out`` (its latents and pixel noise abducted)."""
     eps = (images - out.loc) * jnp.exp(-out.log_scale)
@@ -459,7 +453,7 @@ def _cf_term(config: TrainConfig, params: Any, reg: Regulariser, out: Any, image
     return total
 
 
-def _posterior_pass(config: TrainConfig, params: Any, images: jax.Array, parents: jax.Array,
+def _posterior_pass(config: GeneratorConfig, params: Any, images: jax.Array, parents: jax.Array,
                     key: jax.Array) -> Any:
     shapes = config.hvae.latent_shapes
     b = images.shape[0]
@@ -468,7 +462,7 @@ def _posterior_pass(config: TrainConfig, params: Any, images: jax.Array, parents
     return HVAE(config.hvae).apply(params, parents, images, xi, 1.0)
 
 
-def counterfactual_loss(config: TrainConfig, params: Any, reg: Regulariser, images: jax.Array,
+def counterfactual_loss(config: GeneratorConfig, params: Any, reg: Regulariser, images: jax.Array,
                         parents: jax.Array, pa_star: jax.Array, targets: jax.Array, key: jax.Array) -> jax.Array:
     """The counterfactual regulariser on a batch (paper 000): each unit's counterfactual image
     ``x̃_b = forward(abduct(x_b, pa_b), pa*_b)`` (one posterior draw per unit from ``key``, as
@@ -491,41 +485,40 @@ class GeneratorState:
 
     Attributes:
       params: the HVAE's current parameters. ema_params: their EMA.
-      opt_state: the optimiser's state. step: steps taken, ``()`` int32.
-      nonfinite_step: the first step whose loss was NaN or infinite, −1 if none.
+      opt_state: the optimiser's state. step: steps taken, ``()`` int32 (the KL and
+        regulariser warm-ups and the EMA's decay depend on it).
     """
 
     params: Any
     ema_params: Any
     opt_state: Any
     step: jax.Array
-    nonfinite_step: jax.Array
 
 
-def init_state(key: jax.Array, config: TrainConfig, parent_dim: int) -> GeneratorState:
-    """The state before the first step: :meth:`ImageHVAE.init` parameters from ``key``, their
-    EMA equal to them, a fresh optimiser state.
+def init_state(config: GeneratorConfig, parent_dim: int, *, key: Any) -> GeneratorState:
+    """The state before the first step: :meth:`ImageHVAE.init` parameters from ``key`` (a
+    typed key, raw key data or an int seed), their EMA equal to them, a fresh optimiser state.
 
     Example:
-      >>> s = init_state(jax.random.key(0), TrainConfig(hvae=HVAEConfig(channels=(4, 4, 4),
-      ...                latent_dims=(0, 2, 2)), steps=10, warmup=0), 3)
-      >>> int(s.step), int(s.nonfinite_step)
-      (0, -1)
+      >>> s = init_state(GeneratorConfig(hvae=HVAEConfig(channels=(4, 4, 4), latent_dims=(0, 2, 2)),
+      ...                                steps=10, warmup=0), 3, key=0)
+      >>> int(s.step)
+      0
     """
-    if not isinstance(config, TrainConfig):
-        _checks.fail("config", "a TrainConfig", repr(config))
+    if not isinstance(config, GeneratorConfig):
+        _checks.fail("config", "a GeneratorConfig", repr(config))
     parent_dim = _checks.check_positive_int("parent_dim", parent_dim)
-    return _init_state(config, parent_dim, key)
+    return _init_state(config, parent_dim, as_key(key))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _init_state(config: TrainConfig, parent_dim: int, key: jax.Array) -> GeneratorState:
+def _init_state(config: GeneratorConfig, parent_dim: int, key: jax.Array) -> GeneratorState:
     params = ImageHVAE(config.hvae, config.temperature).init(key, parent_dim)
     return GeneratorState(params=params, ema_params=params, opt_state=config.optimizer().init(params),
-                          step=jnp.zeros((), jnp.int32), nonfinite_step=jnp.full((), -1, jnp.int32))
+                          step=jnp.zeros((), jnp.int32))
 
 
-def generator_loss(config: TrainConfig, params: Any, images: jax.Array, parents: jax.Array,
+def generator_loss(config: GeneratorConfig, params: Any, images: jax.Array, parents: jax.Array,
                    weights: jax.Array, key: jax.Array, kl_weight: jax.Array
                    ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The training objective on a batch, per pixel: with ``B`` units of weight ``w_b``,
@@ -544,7 +537,7 @@ def generator_loss(config: TrainConfig, params: Any, images: jax.Array, parents:
     return _elbo_terms(config, out, images, weights, kl_weight)
 
 
-def _elbo_terms(config: TrainConfig, out: Any, images: jax.Array, weights: jax.Array,
+def _elbo_terms(config: GeneratorConfig, out: Any, images: jax.Array, weights: jax.Array,
                 kl_weight: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
     cfg = config.hvae
     shapes = cfg.latent_shapes
@@ -559,22 +552,22 @@ def _elbo_terms(config: TrainConfig, out: Any, images: jax.Array, weights: jax.A
     return loss, {"loss": loss, "rec": rec_mean / pixels, "kl": sum(kls) / pixels}
 
 
-def train_step(config: TrainConfig, state: GeneratorState, data: GeneratorData,
+def train_step(config: GeneratorConfig, state: GeneratorState, data: GeneratorData,
                key: jax.Array) -> tuple[GeneratorState, dict[str, jax.Array]]:
-    """One optimisation step: ``config.batch_size`` units drawn uniformly with replacement with
-    ``fold_in(key, state.step)``, :func:`generator_loss` with the step's KL weight, one clipped
-    AdamW update, the EMA. Pure (jit it with ``config`` static); :func:`train` scans it.
+    """One optimisation step with the step's own ``key`` (:func:`train` passes
+    ``fold_in(data_key, t)`` at step ``t``): ``config.batch_size`` units drawn uniformly with
+    replacement, :func:`generator_loss` with the step's KL weight, one clipped AdamW update,
+    the EMA. Pure (jit it with ``config`` static; optax's bias correction needs JAX's standard
+    dtype promotion, which :func:`cfjax._core.training.run` sets).
 
     With ``config.cf_weight > 0`` the objective adds ``config.cf_weight_at(step)`` times
     :func:`counterfactual_loss` on the same posterior draw, each unit's intervention drawn by
-    :func:`counterfactual_targets` with ``fold_in(fold_in(key, step), 1)`` (``data.regulariser``
-    required).
+    :func:`counterfactual_targets` with ``fold_in(key, 1)`` (``data.regulariser`` required).
 
     Returns ``(state, metrics)``, the metrics (``loss``, ``rec``, ``kl``, and ``cf`` with the
     regulariser) of the batch before the update.
     """
-    k = jax.random.fold_in(key, state.step)
-    k_idx, k_post = jax.random.split(k)
+    k_idx, k_post = jax.random.split(key)
     idx = jax.random.randint(k_idx, (config.batch_size,), 0, data.images.shape[0])
     if config.cf_weight == 0:
         grads, metrics = jax.grad(generator_loss, argnums=1, has_aux=True)(
@@ -584,7 +577,7 @@ def train_step(config: TrainConfig, state: GeneratorState, data: GeneratorData,
         reg = data.regulariser
         if reg is None:
             raise ValueError("`data`: expected a regulariser (GeneratorData.regulariser) with config.cf_weight > 0.")
-        pa_star, targets, _ = counterfactual_targets(reg, jax.random.fold_in(k, 1), reg.labels[idx],
+        pa_star, targets, _ = counterfactual_targets(reg, jax.random.fold_in(key, 1), reg.labels[idx],
                                                      data.parents[idx])
         w_cf = config.cf_weight_at(state.step)
 
@@ -597,36 +590,22 @@ def train_step(config: TrainConfig, state: GeneratorState, data: GeneratorData,
             return loss, {**metrics, "loss": loss, "cf": cf}
 
         grads, metrics = jax.grad(loss_fn, has_aux=True)(state.params)
-    with jax.numpy_dtype_promotion("standard"):  # optax's bias correction: float ** int32 count
-        updates, opt_state = config.optimizer().update(grads, state.opt_state, state.params)
+    updates, opt_state = config.optimizer().update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     d = config.ema_decay_at(state.step)
     ema = jax.tree.map(lambda e, p: (d * e + (1 - d) * p).astype(e.dtype), state.ema_params, params)
     return state.replace(params=params, ema_params=ema, opt_state=opt_state, step=state.step + 1), metrics
 
 
-@functools.partial(jax.jit, static_argnums=(0,))
-def _train_chunk(config: TrainConfig, state: GeneratorState, history: dict[str, jax.Array],
-                 data: GeneratorData, key: jax.Array) -> tuple[GeneratorState, dict[str, jax.Array]]:
-    """``config.chunk_length`` steps (``lax.scan``); steps at or past ``config.steps`` (the last
-    chunk's padding) and steps with a non-finite loss change nothing but the bookkeeping."""
-    def body(carry, _):
-        s, hist = carry
-        new, metrics = train_step(config, s, data, key)
-        live = s.step < config.steps
-        finite = jnp.isfinite(metrics["loss"])
-        keep = live & finite
-        new = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, s)
-        bad = live & ~finite & (s.nonfinite_step < 0)
-        new = new.replace(step=s.step + live.astype(s.step.dtype),
-                          nonfinite_step=jnp.where(bad, s.step, s.nonfinite_step))
-        at = jnp.minimum(s.step, config.steps - 1)
-        hist = {k: h.at[at].set(jnp.where(live, metrics[k].astype(h.dtype), h[at])) for k, h in hist.items()}
-        return (new, hist), None
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """:func:`train_step` of ``config`` as the training loop's hashable step."""
 
-    with jax.numpy_dtype_promotion("standard"):
-        (state, history), _ = lax.scan(body, (state, history), None, length=config.chunk_length)
-    return state, history
+    config: GeneratorConfig
+
+    def __call__(self, state: GeneratorState, data: GeneratorData,
+                 key: jax.Array) -> tuple[GeneratorState, dict[str, jax.Array]]:
+        return train_step(self.config, state, data, key)
 
 
 # ----------------------------------------------------------------------- the loop
@@ -637,8 +616,9 @@ class GeneratorFit(NamedTuple):
       mechanism: the trained image mechanism, ``ImageHVAE(config.hvae, config.temperature)``.
       params: the EMA parameters (what counterfactuals use: ``{..., node: fit.params}``).
       raw_params: the last step's parameters.
-      history: host arrays ``(steps,)``: ``"step"``, ``"loss"`` (the objective),
-        ``"rec"`` and ``"kl"`` per pixel (see :func:`generator_loss`).
+      history: host arrays ``(steps_run,)`` (``config.steps`` unless ``max_chunks`` stopped
+        the run early): ``"step"``, ``"loss"`` (the objective), ``"rec"`` and ``"kl"`` per
+        pixel (see :func:`generator_loss`), and ``"cf"`` with the regulariser.
     """
 
     mechanism: ImageHVAE
@@ -647,28 +627,7 @@ class GeneratorFit(NamedTuple):
     history: dict[str, np.ndarray]
 
 
-def _as_key(key: Any) -> jax.Array:
-    k = jnp.asarray(key) if not isinstance(key, jax.Array) else key
-    if jnp.issubdtype(k.dtype, jax.dtypes.prng_key):
-        if k.shape != ():
-            _checks.fail("key", "one PRNG key", f"shape {k.shape}")
-        return k
-    if k.dtype != jnp.uint32 or k.shape != (2,):
-        _checks.fail("key", "a PRNG key (jax.random.key) or raw key data (2,) uint32",
-                     f"dtype {k.dtype}, shape {k.shape}")
-    return jax.random.wrap_key_data(k)
-
-
-def _digest(*arrays: Any) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(np.asarray(a))
-        h.update(str((a.shape, a.dtype.str)).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()[:16]
-
-
-def train(key: jax.Array, data: Mapping[str, Any], config: TrainConfig = TrainConfig(), *, scm: SCM,
+def train(data: Mapping[str, Any], config: GeneratorConfig = GeneratorConfig(), *, scm: SCM, key: Any,
           node: str = "image", mask: Mapping[str, Any] | None = None, anticausal: Any = None,
           regulariser: Any = None, checkpoint_dir: str | os.PathLike | None = None, progress: bool | None = None,
           max_chunks: int | None = None) -> GeneratorFit:
@@ -677,18 +636,20 @@ def train(key: jax.Array, data: Mapping[str, Any], config: TrainConfig = TrainCo
     The parents enter as :func:`parent_inputs` (what the SCM feeds the node's mechanism), so
     ``SCM(graph, {..., node: fit.mechanism})`` with ``params[node] = fit.params`` is the
     learned deep SCM (the parents' mechanisms are fitted with :meth:`cfjax.scm.SCM.fit`,
-    before or after). Steps as :func:`train_step` in compiled chunks of
-    ``config.chunk_steps``; step ``t`` draws its minibatch and posterior noise from
-    ``fold_in(data_key, t)`` (``init_key, data_key = jax.random.split(key)``).
+    before or after). Steps as :func:`train_step`, run by cfjax's training loop
+    (:func:`cfjax._core.training.run`) in compiled chunks of ``config.chunk_steps``; step
+    ``t`` draws its minibatch and posterior noise from ``fold_in(data_key, t)``
+    (``init_key, data_key = jax.random.split(key)``).
 
     Args:
-      key: PRNG key (initialisation, minibatches, posterior draws).
       data: ``{name: (N, *E)}``: ``data[node]`` the images ``(N, H, W)`` (floating point,
         finite, ``H = W = config.hvae.image_size``, values in [0, 1]) and every parent of
         ``node``.
-      config: :class:`TrainConfig`.
+      config: :class:`GeneratorConfig`.
       scm: the SCM the node belongs to (its graph and the parents' mechanisms; the node's own
         mechanism may be anything, e.g. an exact renderer the HVAE is to replace).
+      key: PRNG key (initialisation, minibatches, posterior draws): a typed key, raw key data
+        or an int seed.
       node: the image node.
       mask: ``{parent: (N,) bool}``, True where the label is observed; missing labels are
         imputed with ``anticausal`` and units weighted (:func:`impute_parents`).
@@ -704,7 +665,7 @@ def train(key: jax.Array, data: Mapping[str, Any], config: TrainConfig = TrainCo
       checkpoint_dir: where an orbax checkpoint is written after every chunk (the two latest
         kept, atomic). If it holds a checkpoint of this run (same config, key, image shape,
         parents and weights), training resumes from it and ends as an uninterrupted run would.
-      progress: show a tqdm bar (loss, rec, kl); default: when stdout is a terminal.
+      progress: show a tqdm bar (loss, rec, kl); default: when stderr is a terminal.
       max_chunks: run at most this many chunks in this call (then return the current state;
         call again with the same ``checkpoint_dir`` to continue).
 
@@ -722,22 +683,22 @@ def train(key: jax.Array, data: Mapping[str, Any], config: TrainConfig = TrainCo
       >>> rng = np.random.default_rng(0)
       >>> s = rng.integers(0, 2, 16)
       >>> x = (0.3 + 0.4 * s[:, None, None] + 0.05 * rng.normal(size=(16, 16, 16))).astype(np.float32)
-      >>> fit = train(jax.random.key(0), {"s": s, "image": x},
-      ...             TrainConfig(cfg, steps=4, batch_size=4, warmup=1, chunk_steps=2), scm=scm, progress=False)
+      >>> fit = train({"s": s, "image": x}, GeneratorConfig(cfg, steps=4, batch_size=4, warmup=1, chunk_steps=2),
+      ...             scm=scm, key=0, progress=False)
       >>> fit.history["loss"].shape, bool(np.isfinite(fit.history["loss"]).all())
       ((4,), True)
     """
-    if not isinstance(config, TrainConfig):
-        _checks.fail("config", "a TrainConfig", repr(config))
+    if not isinstance(config, GeneratorConfig):
+        _checks.fail("config", "a GeneratorConfig", repr(config))
     _check_node(scm, node)
     if not isinstance(data, Mapping):
         _checks.fail("data", "a mapping node -> array", type(data).__name__)
     if node not in data:
         _checks.fail("data", f"a column {node!r} of images (N, H, W)", f"columns {sorted(data)}")
-    _check_images(data[node], config, f"data[{node!r}]")
+    _check_generator_images(data[node], config, f"data[{node!r}]")
     if max_chunks is not None:
         max_chunks = _checks.check_positive_int("max_chunks", max_chunks)
-    key = _as_key(key)
+    key = as_key(key)
     if regulariser is not None and not isinstance(regulariser, _ac.AntiCausal):
         _checks.fail("regulariser", "an AntiCausal (train_anticausal's result)", type(regulariser).__name__)
     if config.cf_weight > 0 and regulariser is None:
@@ -750,55 +711,21 @@ def train(key: jax.Array, data: Mapping[str, Any], config: TrainConfig = TrainCo
     train_data = GeneratorData(images, pa.astype(dtype), weights.astype(dtype), reg)
 
     init_key, data_key = jax.random.split(key)
-    state = init_state(init_key, config, int(pa.shape[1]))
-    names = ("loss", "rec", "kl") + (("cf",) if reg is not None else ())
-    history = {k: jnp.full((config.steps,), jnp.nan, dtype) for k in names}
+    state = _init_state(config, int(pa.shape[1]), init_key)
     run = {"config": dataclasses.asdict(config), "images": [list(images.shape), str(images.dtype)],
-           "data": _digest(pa, weights), "key": _digest(jax.random.key_data(key))}
+           "data": _ckpt.digest(pa, weights), "key": _ckpt.digest(jax.random.key_data(key))}
     if reg is not None:
-        run["regulariser"] = _digest(reg.labels, *jax.tree.leaves(reg.predictor.params))
-    meta = {"run": json.loads(json.dumps(run))}
-    store = None
-    if checkpoint_dir is not None:
-        store = _ckpt.CheckpointStore(checkpoint_dir)
-        if store.latest_step() is not None:
-            (state, history), saved = store.restore((state, history))
-            # restored arrays are committed to a device, fresh ones are not: without this the
-            # chunk would compile a second time for the resumed state
-            state, history = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), (state, history))
-            if saved.get("run") != meta["run"]:
-                store.close()
-                _checks.fail("checkpoint_dir", "a checkpoint of this run (same config, key, images' shape, "
-                             "parents and weights) or an empty folder", "one of another run")
-
-    if progress is None:
-        progress = sys.stdout.isatty()
-    bar = tqdm(total=config.steps, initial=int(state.step), disable=not progress, desc="generator",
-               unit="step", dynamic_ncols=True)
-    chunks_run = 0
+        run["regulariser"] = _ckpt.digest(reg.labels, *jax.tree.leaves(reg.predictor.params))
+    store = _ckpt.CheckpointStore(checkpoint_dir) if checkpoint_dir is not None else None
     try:
-        while int(state.step) < config.steps and (max_chunks is None or chunks_run < max_chunks):
-            start = int(state.step)
-            state, history = _train_chunk(config, state, history, train_data, data_key)
-            chunks_run += 1
-            bad = int(state.nonfinite_step)
-            if bad >= 0:
-                raise TrainingError(
-                    f"training diverged: the loss was NaN or infinite at step {bad}; lower "
-                    "`config.learning_rate` or `config.clip_norm`, or check the images and parents.")
-            done = int(state.step)
-            seen = slice(start, done)
-            bar.set_postfix(loss=f"{float(jnp.mean(history['loss'][seen])):.4f}",
-                            rec=f"{float(jnp.mean(history['rec'][seen])):.4f}",
-                            kl=f"{float(jnp.mean(history['kl'][seen])):.4f}")
-            bar.update(done - start)
-            if store is not None:
-                store.save(done, (state, history), meta)
+        out = _training.run(
+            _Step(config), state, train_data, key=data_key, steps=config.steps, chunk_steps=config.chunk_steps,
+            progress=progress, desc="generator", postfix=("loss", "rec", "kl"), store=store,
+            meta=json.loads(json.dumps(run)), max_chunks=max_chunks,
+            hint="lower `config.learning_rate` or `config.clip_norm`, or check the images and parents")
     finally:
-        bar.close()
         if store is not None:
             store.close()
-    host = {k: np.asarray(v) for k, v in history.items()}
-    host["step"] = np.arange(config.steps)
-    return GeneratorFit(mechanism=ImageHVAE(config.hvae, config.temperature), params=state.ema_params,
-                        raw_params=state.params, history=host)
+    history = {**out.history, "step": np.arange(out.steps)}
+    return GeneratorFit(mechanism=ImageHVAE(config.hvae, config.temperature), params=out.state.ema_params,
+                        raw_params=out.state.params, history=history)

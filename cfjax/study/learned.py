@@ -54,10 +54,10 @@ class GeneratorSettings:
     Attributes:
       channels, latent_dims: :class:`~cfjax.generative.hvae.HVAEConfig`'s, finest first.
       steps, batch_size, learning_rate, warmup, kl_warmup, ema_decay, chunk_steps:
-        :class:`~cfjax.generative.train.TrainConfig`'s.
+        :class:`~cfjax.generative.train.GeneratorConfig`'s.
       temperature: posterior temperature of abduction (1: one posterior draw per unit).
       cf_weight, cf_warmup: the counterfactual regulariser's weight (0: plain ELBO) and warm-up
-        (:class:`~cfjax.generative.train.TrainConfig`'s).
+        (:class:`~cfjax.generative.train.GeneratorConfig`'s).
       ac_steps, ac_features: training steps and convolution features of the regulariser's
         anti-causal predictors (heads :data:`REGULARISED`).
       chunk: test units per compiled counterfactual batch (each unit decoded under all K
@@ -80,13 +80,13 @@ class GeneratorSettings:
     ac_steps: int = 1000
     ac_features: tuple[int, ...] = (8, 16, 32)
 
-    def train_config(self, size: int) -> gt.TrainConfig:
+    def train_config(self, size: int) -> gt.GeneratorConfig:
         hvae = HVAEConfig(image_size=size, channels=tuple(self.channels), latent_dims=tuple(self.latent_dims))
-        return gt.TrainConfig(hvae=hvae, steps=self.steps, batch_size=self.batch_size,
-                              learning_rate=self.learning_rate, warmup=self.warmup, kl_warmup=self.kl_warmup,
-                              ema_decay=self.ema_decay, chunk_steps=min(self.chunk_steps, self.steps),
-                              temperature=self.temperature, cf_weight=self.cf_weight,
-                              cf_warmup=min(self.cf_warmup, self.steps))
+        return gt.GeneratorConfig(hvae=hvae, steps=self.steps, batch_size=self.batch_size,
+                                  learning_rate=self.learning_rate, warmup=self.warmup, kl_warmup=self.kl_warmup,
+                                  ema_decay=self.ema_decay, chunk_steps=min(self.chunk_steps, self.steps),
+                                  temperature=self.temperature, cf_weight=self.cf_weight,
+                                  cf_warmup=min(self.cf_warmup, self.steps))
 
 
 #: the full study (64 × 64 images, 10000 training units per site)
@@ -122,10 +122,10 @@ def train_generator(chest: cf.data.ChestSCM, records: Mapping[str, Any], setting
     regulariser = None
     if settings.cf_weight > 0:
         heads = tuple(h for h in ac.CHEST_SPEC if h.name in REGULARISED)
-        regulariser = ac.train_anticausal(jax.random.fold_in(key, 1), data["image"], {h.name: data[h.name] for h in heads},
-                                          heads, steps=settings.ac_steps, features=tuple(settings.ac_features),
-                                          progress=progress)
-    return gt.train(key, data, config, scm=scm, node="image", regulariser=regulariser,
+        regulariser = ac.train_anticausal(data["image"], {h.name: data[h.name] for h in heads}, heads,
+                                          key=jax.random.fold_in(key, 1), steps=settings.ac_steps,
+                                          features=tuple(settings.ac_features), progress=progress)
+    return gt.train(data, config, scm=scm, key=key, node="image", regulariser=regulariser,
                     checkpoint_dir=checkpoint_dir, progress=progress)
 
 
