@@ -121,20 +121,20 @@ def test_balanced_split_meets_its_constraints_exactly():
     chest = D.ChestSCM(size=32, prevalence=0.3)
     p = chest.sample(jax.random.key(10), 20_000)["parents"]
     sex, age, y = (np.asarray(p[v]) for v in ("sex", "age", "effusion"))
-    idx = D.balanced_test_split(sex, age, y, per_cell=120, prevalence=0.25, seed=3)
+    idx = cf.study.balanced_test_split(sex, age, y, per_cell=120, prevalence=0.25, seed=3)
     assert len(idx) == len(np.unique(idx)) == 720
-    groups = D.age_group(age[idx])
+    groups = cf.study.age_group(age[idx])
     assert (sex[idx] == 0).sum() == (sex[idx] == 1).sum() == 360
     for s in (0, 1):
         for g in (0, 1, 2):
             cell = (sex[idx] == s) & (groups == g)
             assert cell.sum() == 120 and y[idx][cell].sum() == 30
     with pytest.raises(ValueError, match="age group"):
-        D.balanced_test_split(sex, age, y, per_cell=10_000, prevalence=0.5, seed=0)
+        cf.study.balanced_test_split(sex, age, y, per_cell=10_000, prevalence=0.5, seed=0)
 
 
 def test_age_groups_edges():
-    np.testing.assert_array_equal(D.age_group([20, 44.9, 45, 65, 65.1, 90]), [0, 0, 1, 1, 2, 2])
+    np.testing.assert_array_equal(cf.study.age_group([20, 44.9, 45, 65, 65.1, 90]), [0, 0, 1, 1, 2, 2])
 
 
 @pytest.mark.parametrize("kind", ["sex", "age"])
@@ -142,7 +142,7 @@ def test_biased_training_sets_drop_with_the_spec_probabilities(kind):
     n = 200_000
     rng = np.random.default_rng(0)
     sex, age, y = rng.integers(0, 2, n), rng.uniform(20, 90, n), rng.integers(0, 2, n)
-    keep = np.asarray(D.biased_training_mask(jax.random.key(0), kind, 0.9, sex, age, y))
+    keep = np.asarray(cf.study.biased_training_mask(jax.random.key(0), kind, 0.9, sex, age, y))
     if kind == "sex":
         drop = 0.9 * (((sex == 0) & (y == 1)) | ((sex == 1) & (y == 0)))
     else:
@@ -154,13 +154,13 @@ def test_biased_training_sets_drop_with_the_spec_probabilities(kind):
         members = bins == b
         assert keep[members].mean() == pytest.approx(1 - drop[members].mean(), abs=0.02)
     with pytest.raises(ValueError, match="kind"):
-        D.biased_training_mask(jax.random.key(0), "race", 0.9, sex, age, y)
+        cf.study.biased_training_mask(jax.random.key(0), "race", 0.9, sex, age, y)
 
 
 def test_datasets_are_seeded_balanced_and_biased():
     chest = D.ChestSCM(size=32, prevalence=0.3)
-    a = chest.datasets(1, n_train=3000, n_val=100, test_per_cell=20, bias=("sex", 0.9))
-    b = chest.datasets(1, n_train=3000, n_val=100, test_per_cell=20, bias=("sex", 0.9))
+    a = cf.study.datasets(chest, key=1, n_train=3000, n_val=100, test_per_cell=20, bias=("sex", 0.9))
+    b = cf.study.datasets(chest, key=1, n_train=3000, n_val=100, test_per_cell=20, bias=("sex", 0.9))
     np.testing.assert_array_equal(a["test"]["image"], b["test"]["image"])
     assert a["validation"]["image"].shape == (100, 32, 32) and a["test"]["image"].shape == (120, 32, 32)
     t = a["test"]["parents"]
@@ -260,12 +260,12 @@ def full_pool_datasets(chest, seed, n_train, n_val, test_per_cell, bias, pool_fa
     train, val = sample(keys[0], n_train), sample(keys[1], n_val)
     pool = sample(keys[2], pool_factor * 6 * test_per_cell)
     p = pool["parents"]
-    idx = D.balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
+    idx = cf.study.balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
                                 test_per_cell, 0.5, seed)
     out = {"train": train, "validation": val, "test": take(pool, idx)}
     if bias is not None:
         t = train["parents"]
-        keep = np.asarray(D.biased_training_mask(keys[3], bias[0], bias[1], t["sex"], t["age"], t["effusion"]))
+        keep = np.asarray(cf.study.biased_training_mask(keys[3], bias[0], bias[1], t["sex"], t["age"], t["effusion"]))
         out["train"] = take(train, np.flatnonzero(keep))
     return out
 
@@ -274,7 +274,7 @@ def test_datasets_equal_rendering_the_whole_pool_then_choosing(rng):
     chest = D.ChestSCM(size=32, prevalence=float(rng.uniform(0.25, 0.4)))
     seed = int(rng.integers(2**31))
     bias = [None, ("sex", float(rng.uniform(0.5, 0.95))), ("age", float(rng.uniform(0.5, 0.95)))][rng.integers(3)]
-    got = chest.datasets(seed, n_train=400, n_val=24, test_per_cell=6, bias=bias)
+    got = cf.study.datasets(chest, key=seed, n_train=400, n_val=24, test_per_cell=6, bias=bias)
     want = full_pool_datasets(chest, seed, 400, 24, 6, bias)
     for split in ("train", "validation", "test"):
         for v in D.PARENTS:
@@ -298,7 +298,7 @@ def test_datasets_render_only_the_units_they_keep(monkeypatch):
     monkeypatch.setattr(D.chest, "_chunked", counting)
     for pool_factor in (20, 60):
         rendered.clear()
-        out = chest.datasets(3, n_train=300, n_val=20, test_per_cell=5, bias=("sex", 0.9), pool_factor=pool_factor)
+        out = cf.study.datasets(chest, key=3, n_train=300, n_val=20, test_per_cell=5, bias=("sex", 0.9), pool_factor=pool_factor)
         kept = [len(out[s]["image"]) for s in ("train", "validation", "test")]
         # The old construction also rendered the 300 - kept dropped training units and the
         # whole 600- or 1800-unit test pool.

@@ -14,7 +14,7 @@ import cfjax as cf
 from cfjax._checks import ValidationError
 from cfjax.generative import quality as q
 from cfjax.predictors import ensemble as E
-from cfjax.predictors import families as F
+from cfjax.study import families as F
 
 
 def _round_trip(obj):
@@ -26,8 +26,8 @@ def _round_trip(obj):
 
 def test_ensemble_state_keeps_the_record_not_the_weights(rng):
     m = 3
-    state = E.init_state(cf.predictors.EffusionCNN(features=(4,)), E.TrainConfig(steps=30, eval_every=10, warmup=0),
-                         list(range(m)), (16, 16))
+    state = E.init_state(cf.predictors.EffusionCNN(features=(4,)),
+                         E.EnsembleConfig(steps=30, eval_every=10, warmup=0), (16, 16), key=0, members=m)
     # a record as after two of three rounds (fields replaced as training would)
     auc = rng.uniform(0.5, 1.0, (3, m)).astype(np.float32)
     auc[2] = np.nan
@@ -42,8 +42,8 @@ def test_ensemble_state_keeps_the_record_not_the_weights(rng):
     assert "params" not in back and "opt_state" not in back
     assert text.startswith("EnsembleState(members=3, step=20, round=2, active=2/3")
     assert f"best_auc_mean={float(np.nanmax(auc, axis=0).astype(np.float64).mean()):.4g}" in text
-    config = E.TrainConfig(steps=30, eval_every=10, warmup=0)
-    assert E.TrainConfig(**json.loads(json.dumps(config.to_dict()))) == config
+    config = E.EnsembleConfig(steps=30, eval_every=10, warmup=0)
+    assert E.EnsembleConfig(**json.loads(json.dumps(config.to_dict()))) == config
     data = E.member_data(np.zeros((4, 16, 16), np.float32), np.array([0, 1, 0, 1]), np.ones((2, 4), bool))
     back, text = _round_trip(data)
     assert back["cdf"] == [[1.0, 2.0, 3.0, 4.0]] * 2

@@ -1,5 +1,5 @@
-"""Data: a synthetic chest-radiograph SCM with exact counterfactuals, paper 000's splits,
-and adapters for CheXpert and MIMIC-CXR-JPG."""
+"""Data: a synthetic chest-radiograph SCM with exact counterfactuals, and adapters for CheXpert
+and MIMIC-CXR-JPG. Paper 000's splits are ``cfjax.study``'s."""
 
 from cfjax.data.chest import AGE_GROUPS as AGE_GROUPS
 from cfjax.data.chest import IMAGE_PARENTS as IMAGE_PARENTS
@@ -18,9 +18,6 @@ from cfjax.data.render import effusion_height as effusion_height
 from cfjax.data.render import laterality as laterality
 from cfjax.data.render import render as render
 from cfjax.data.render import sample_image_noise as sample_image_noise
-from cfjax.data.splits import age_group as age_group
-from cfjax.data.splits import balanced_test_split as balanced_test_split
-from cfjax.data.splits import biased_training_mask as biased_training_mask
 
 __all__ = [
     "AGE_GROUPS",
@@ -33,9 +30,6 @@ __all__ = [
     "ChestSCM",
     "ImageNoise",
     "PARENTS",
-    "age_group",
-    "balanced_test_split",
-    "biased_training_mask",
     "body_mask",
     "effusion_height",
     "load_chexpert",

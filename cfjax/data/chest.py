@@ -27,6 +27,7 @@ from jax.sharding import Mesh
 from cfjax import _checks
 from cfjax import distributed as _dist
 from cfjax import scm as cfscm
+from cfjax._core.keys import as_key
 from cfjax.scm.model import _check_mesh
 from cfjax.data.render import EFFUSION_SIZE, Acquisition, ImageNoise, render, sample_image_noise
 
@@ -153,17 +154,19 @@ class ChestSCM:
         """``n`` records: ``{"parents": {node: (n,)}, "noise": ImageNoise (n, ...),
         "image": (n, size, size)}``. Deterministic given ``key``."""
         n = _checks.check_positive_int("n", n)
-        parents, noise_keys = self._draw(key, n)
-        return self._records(parents, noise_keys)
+        parents, noise_keys = self.draw_parents(n, key=key)
+        return self.records(parents, noise_keys)
 
-    def _draw(self, key: jax.Array, n: int) -> tuple[dict[str, jax.Array], jax.Array]:
-        """The parents of ``n`` units and one image-noise key per unit, nothing rendered:
-        unit ``i`` of ``sample(key, n)`` is ``_records`` of entry ``i`` of both."""
-        k_parents, k_image = jax.random.split(key)
+    def draw_parents(self, n: int, *, key: Any) -> tuple[dict[str, jax.Array], jax.Array]:
+        """The parents ``{node: (n,)}`` of ``n`` units and one image-noise key per unit ``(n,)``,
+        nothing rendered: unit ``i`` of ``sample(n, key=key)`` is :meth:`records` of entry ``i``
+        of both. Units can be chosen from their parents before any image exists
+        (:func:`cfjax.study.datasets`)."""
+        k_parents, k_image = jax.random.split(as_key(key))
         return self.scm.sample(self.params(), k_parents, n), jax.random.split(k_image, n)
 
-    def _records(self, parents: Mapping[str, jax.Array], noise_keys: jax.Array,
-                 idx: np.ndarray | None = None) -> dict[str, Any]:
+    def records(self, parents: Mapping[str, jax.Array], noise_keys: jax.Array,
+                idx: np.ndarray | None = None) -> dict[str, Any]:
         """Records of the units ``idx`` (all when None) of drawn parents and noise keys: only
         those units' noise is drawn and only their images rendered."""
         if idx is not None:
@@ -202,7 +205,7 @@ class ChestSCM:
         that do not set it).
 
         Args:
-          records: ``sample`` / ``datasets`` records (``"parents"`` and ``"noise"``).
+          records: ``sample`` / :func:`cfjax.study.datasets` records (``"parents"`` and ``"noise"``).
           interventions: ``{node: (K,) or (K, N)}`` or a sequence of such groups (as in
             :meth:`cfjax.scm.SCM.counterfactual`).
           key: PRNG key for the abduction of effusion's noise.
@@ -240,46 +243,6 @@ class ChestSCM:
         images = self.render(flat, noise, mesh=mesh).reshape(k, n, self.size, self.size)
         return {"parents": parents, "image": images}
 
-    def datasets(self, seed: int, *, n_train: int, n_val: int, test_per_cell: int,
-                 test_prevalence: float = 0.5, bias: tuple[str, float] | None = None,
-                 pool_factor: int = 20) -> dict[str, dict[str, Any]]:
-        """Train / validation / test records, deterministic given ``seed``.
-
-        The test split is paper 000's balanced split (:func:`balanced_test_split`, 6 cells of
-        ``test_per_cell`` units) chosen from the parents of a pool of fresh units;
-        ``bias=("sex", 0.9)`` or ``("age", 0.9)`` corrupts the training set
-        (:func:`biased_training_mask`), the number of units dropped being reported under
-        ``"dropped"``. The test pool holds ``pool_factor × 6 × test_per_cell`` units; a cell it
-        cannot fill raises ValueError.
-
-        Units are chosen from their parents before any image exists: only the kept units'
-        noise is drawn and only their images rendered, so memory and time grow with the
-        records returned, not with the pool or the dropped training units. Each kept unit is
-        the same (parents, noise, image) as the unit at its place in ``sample`` of the whole
-        pool or training set.
-        """
-        from cfjax.data.splits import balanced_test_split, biased_training_mask
-
-        n_train = _checks.check_positive_int("n_train", n_train)
-        n_val = _checks.check_positive_int("n_val", n_val)
-        test_per_cell = _checks.check_positive_int("test_per_cell", test_per_cell)
-        pool_factor = _checks.check_positive_int("pool_factor", pool_factor)
-        keys = jax.random.split(jax.random.key(seed), 4)
-        train_parents, train_keys = self._draw(keys[0], n_train)
-        keep = None
-        if bias is not None:
-            kind, strength = bias
-            t = train_parents
-            keep = np.asarray(biased_training_mask(keys[3], kind, strength, t["sex"], t["age"], t["effusion"]))
-        train = self._records(train_parents, train_keys, None if keep is None else np.flatnonzero(keep))
-        if keep is not None:
-            train["dropped"] = int((~keep).sum())
-        val = self.sample(keys[1], n_val)
-        p, pool_keys = self._draw(keys[2], pool_factor * 6 * test_per_cell)
-        idx = balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
-                                  test_per_cell, test_prevalence, seed)
-        test = self._records(p, pool_keys, idx)
-        return {"train": train, "validation": val, "test": test}
 
 
 @dataclasses.dataclass(frozen=True)

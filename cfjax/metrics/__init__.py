@@ -55,7 +55,6 @@ from cfjax.metrics.subgroups import stratified_auc as stratified_auc
 from cfjax.metrics.subgroups import subgroup_means as subgroup_means
 from cfjax.metrics.streaming import evaluate_chunks as evaluate_chunks
 from cfjax.metrics.sweep import evaluate_many as evaluate_many
-from cfjax.metrics.transitions import PAPER_CHAINS as PAPER_CHAINS
 from cfjax.metrics.transitions import correct_transition_count as correct_transition_count
 
 __all__ = [
@@ -65,7 +64,6 @@ __all__ = [
     "MarginalisationReport",
     "MulticlassReport",
     "NOTATION",
-    "PAPER_CHAINS",
     "ReliabilityCurve",
     "SubgroupMeans",
     "auc",

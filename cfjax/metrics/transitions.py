@@ -1,5 +1,5 @@
 """Comparing metrics by how well they track known bias: the Correct Transition Count (CTC)
-of paper 000 (definitions §1)."""
+(definitions §1). Paper 000's chains of predictors are ``cfjax.study.PAPER_CHAINS``."""
 
 from __future__ import annotations
 
@@ -10,14 +10,7 @@ import jax.numpy as jnp
 
 from cfjax import _checks
 
-__all__ = ["correct_transition_count", "PAPER_CHAINS"]
-
-#: Paper 000's three chains of increasing bias, as predictor names (9 transitions).
-PAPER_CHAINS: tuple[tuple[str, ...], ...] = (
-    ("basic", "logit+0.5", "logit+1", "logit+2"),
-    ("basic", "sex0.80", "sex0.90", "sex0.95"),
-    ("basic", "age0.80", "age0.90", "age0.95"),
-)
+__all__ = ["correct_transition_count"]
 
 
 def correct_transition_count(

@@ -19,6 +19,9 @@ Example (the whole study takes minutes; see ``cfjax demo`` for a run):
   (['A', 'B', 'A->B'], 32, 64)
 """
 
+from cfjax.study.families import (BIAS_STRENGTHS, LOGIT_OFFSETS, PAPER_CHAINS, PAPER_NAMES, TRAINED_NAMES, Family,
+                                  datasets_bias_key, logit_offset, paper_family, paper_predictions)
+from cfjax.study.splits import age_group, balanced_test_split, biased_training_mask, datasets
 from cfjax.study.diagnostics import FAR_BELOW, WeakClassifierWarning, basic_auc_check, classifier_checks
 from cfjax.study.learned import (GENERATOR_FULL, GENERATOR_QUICK, GeneratorSettings, LearnedSource,
                                  learned_images, learned_scm, train_generator)
@@ -33,4 +36,7 @@ __all__ = [
     "train_generator", "train_generators", "learned_images", "learned_scm", "SITE_A", "SITE_B", "SETTINGS",
     "compare_settings", "reliability_figure", "scatter_figure", "write_report", "auc_interval",
     "WeakClassifierWarning", "FAR_BELOW", "basic_auc_check", "classifier_checks",
+    "PAPER_NAMES", "PAPER_CHAINS", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",
+    "datasets_bias_key", "logit_offset", "paper_predictions",
+    "age_group", "balanced_test_split", "biased_training_mask", "datasets",
 ]

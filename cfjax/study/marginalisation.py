@@ -10,7 +10,7 @@ not the balanced split). Site B differs from site A in its acquisition only
 Per training site, the seven trained predictors (basic, sex 0.80/0.90/0.95, age
 0.80/0.90/0.95) × S seeds are trained as ONE ensemble (``cfjax.predictors.train``: one vmapped,
 jitted program, masks over one training pool); the logit-offset predictors wrap the basic
-members (``cfjax.predictors.paper_predictions``). Every test unit gets K = 16 counterfactual
+members (:func:`cfjax.study.paper_predictions`). Every test unit gets K = 16 counterfactual
 images (do(sex ∈ {M, F}, age ∈ 8 values 20..90), q uniform) from a counterfactual *source*:
 by default :func:`exact_counterfactuals`, i.e. ``ChestSCM.counterfactuals`` — the same
 exogenous image noise re-rendered under the counterfactual parents. A learned generator plugs
@@ -62,6 +62,7 @@ from cfjax import metrics as cm
 from cfjax import _checks
 from cfjax import predictors as cp
 from cfjax.io import atomic_write_bytes
+from cfjax.study import families, splits
 from cfjax.study import learned as ls
 from cfjax.study.diagnostics import WeakClassifierWarning, classifier_checks
 from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, RISKS, CALIBRATION, SETTINGS, SITE_A, SITE_B, STABILITY
@@ -201,11 +202,11 @@ def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
 def train_site(chest: cf.data.ChestSCM, data_seed: int, seeds: tuple[int, ...], config: Config, model: Any,
                out: str, log: Callable[[str], None], progress: bool | None = None) -> dict[str, Any]:
     """Train the seven trained predictors × seeds of one site as one ensemble."""
-    data = chest.datasets(data_seed, n_train=config.n_train, n_val=config.n_val,
+    data = splits.datasets(chest, key=data_seed, n_train=config.n_train, n_val=config.n_val,
                           test_per_cell=config.test_per_cell, test_prevalence=config.test_prevalence)
     tr, va = data["train"], data["validation"]
     p = tr["parents"]
-    fam = cp.paper_family(p["sex"], p["age"], p["effusion"], cp.datasets_bias_key(data_seed), seeds)
+    fam = families.paper_family(p["sex"], p["age"], p["effusion"], families.datasets_bias_key(data_seed), seeds)
     log(f"  training {len(fam.names)} members as one ensemble on {config.n_train} images "
         f"({config.size}x{config.size}), kept per member: "
         + ", ".join(f"{n}={int(k)}" for n, k in zip(fam.names[::len(seeds)],
@@ -263,7 +264,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     logits = cp.predict(model, params, images, logits=True, chunk=config.chunk)  # (M, 1 + K + 3, N)
     k = len(q)
     sex_all = jnp.concatenate([jnp.asarray(sex)[None], sex_cf, jnp.broadcast_to(jnp.asarray(sex), (3, n))])
-    names, p_all = cp.paper_predictions(fam.names, fam.seeds, logits, sex_all)  # (10, S, 1 + K + 3, N)
+    names, p_all = families.paper_predictions(fam.names, fam.seeds, logits, sex_all)  # (10, S, 1 + K + 3, N)
     p_obs, p_cf, p_race = p_all[:, :, 0], p_all[:, :, 1:1 + k], p_all[:, :, 1 + k:]
     log(f"  {name}: inference of {len(fam.names)} members on {n * (1 + k + 3)} images "
         f"({time.perf_counter() - t0:.1f} s)")
@@ -297,13 +298,13 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
                 + (1 - y_cf.T) * np.log(np.clip(1 - p_cf_np, 1e-7, 1 - 1e-7)))
         per_seed["risk_ie_cf_labels"] = np.einsum("psnk,k->psn", bce, np.asarray(q, np.float64)).mean(axis=-1)
 
-    chains = [[names.index(p) for p in chain] for chain in cm.PAPER_CHAINS]
+    chains = [[names.index(p) for p in chain] for chain in families.PAPER_CHAINS]
     increasing = {**{f: True for f in RISKS + CALIBRATION}, **dict(STABILITY), "risk_ie_cf_labels": True}
     ctc = {f: float(cm.correct_transition_count(jnp.asarray(v.T), chains, increasing=increasing[f]))
            for f, v in per_seed.items() if f in increasing}
 
     # ---- AUC, stratified AUC and ΔAUC per attribute
-    groups = {"sex": (sex, 2), "age_group": (cf.data.age_group(age), 3), "race": (race, 3)}
+    groups = {"sex": (sex, 2), "age_group": (splits.age_group(age), 3), "race": (race, 3)}
     auc = np.asarray(jax.vmap(cm.auc, in_axes=(0, None))(flat_obs, jnp.asarray(y)), np.float64).reshape(n_pred, n_seeds)
     auc_ci = auc_interval(p_obs_np, y, k_boot, config.bootstrap)  # the reports' resamples: (10, 2)
     strat, delta = {}, {}
@@ -407,8 +408,9 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
       source: the counterfactual source of the first pass (exact by default).
       quick: marks the report as a quick configuration.
       generator: train a learned image generator per site and score its counterfactuals too.
-      seed: the data and key seed: site A's and B's datasets are ``ChestSCM.datasets(2 seed)``
-        and ``(2 seed + 1)``; every other key moves with it (0: the committed reports).
+      seed: the data and key seed: site A's and B's datasets are
+        :func:`~cfjax.study.splits.datasets` with ``key=2 seed`` and ``key=2 seed + 1``; every
+        other key moves with it (0: the committed reports).
       command: the command line the report says generated it (default: the function call).
       progress: progress bars while training (default: when stdout is a terminal).
       log: called with one line per stage (default: printed with the elapsed time).

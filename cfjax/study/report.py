@@ -11,9 +11,9 @@ import jax
 import numpy as np
 
 from cfjax import metrics as cm
-from cfjax import predictors as cp
 from cfjax.io import atomic_write_bytes, plain_floats
 from cfjax.study.diagnostics import FAR_BELOW
+from cfjax.study.families import BIAS_STRENGTHS
 from cfjax.study.paper import (ATTRIBUTES, CALIBRATION, DELTA_NAMES, PAPER_CALIBRATION, PAPER_RISK,
                                PAPER_STABILITY_A, RISKS, SETTINGS, SITE_B, SOURCE_DEPENDENT, SOURCE_FREE, STABILITY)
 
@@ -76,7 +76,7 @@ def scatter_figure(res: Mapping[str, Any], path: str, title: str) -> None:
             ax = axes[a, m]
             v = res["per_seed"][f][rows]
             for r, pname in enumerate(DELTA_NAMES):
-                level = 2 if pname == "basic" else cp.BIAS_STRENGTHS.index(float(pname[3:]))
+                level = 2 if pname == "basic" else BIAS_STRENGTHS.index(float(pname[3:]))
                 ax.scatter(v[r], d[r], s=10, color=colours[pname[:3] if pname != "basic" else "basic"],
                            alpha=0.4 + 0.3 * level)
             c = res["correlations"][attr][f]
@@ -163,8 +163,8 @@ def learned_summary(comparisons: Mapping[str, Mapping[str, Any]]) -> list[str]:
         out.append(f"Whether {lab}'s CTC beats R_orig's (paper 000's claim) "
                    + ("gets the same verdict under both sources in every setting." if not wins else
                       f"gets a different verdict with learned counterfactuals in {', '.join(wins)}."))
-    sex_rows = [f"sex{a:.2f}" for a in cp.BIAS_STRENGTHS]
-    age_rows = [f"age{a:.2f}" for a in cp.BIAS_STRENGTHS]
+    sex_rows = [f"sex{a:.2f}" for a in BIAS_STRENGTHS]
+    age_rows = [f"age{a:.2f}" for a in BIAS_STRENGTHS]
 
     def kept(c, eff, rows):
         e = np.mean([c["cf_effects"][eff][p]["exact"] for p in rows])
@@ -314,8 +314,8 @@ def findings(results: Mapping[str, Any]) -> list[str]:
         r = results["settings"][name]
         names = r["names"]
         d_sex, d_age = np.asarray(r["delta_auc"]["sex"]).mean(1), np.asarray(r["delta_auc"]["age_group"]).mean(1)
-        sex_rows = [names.index(f"sex{a:.2f}") for a in cp.BIAS_STRENGTHS]
-        age_rows = [names.index(f"age{a:.2f}") for a in cp.BIAS_STRENGTHS]
+        sex_rows = [names.index(f"sex{a:.2f}") for a in BIAS_STRENGTHS]
+        age_rows = [names.index(f"age{a:.2f}") for a in BIAS_STRENGTHS]
         b = names.index("basic")
         sex_eff = np.asarray(r["cf_sex_effect"]).mean(1)
         age_eff = np.asarray(r["cf_age_effect"]).mean(1)

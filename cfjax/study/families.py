@@ -2,7 +2,7 @@
 and classifiers trained on sex- and age-biased (corrupted) training sets.
 
 The biased training sets are masks over one shared training pool
-(:func:`cfjax.data.biased_training_mask`), so every trained member of every seed is one row of
+(:func:`cfjax.study.biased_training_mask`), so every trained member of every seed is one row of
 one ensemble (:func:`cfjax.predictors.train`); the logit offsets are computed from the basic
 members' logits, never trained.
 """
@@ -17,14 +17,21 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax import _results
-from cfjax.data.splits import biased_training_mask
+from cfjax.study.splits import biased_training_mask
 
-__all__ = ["PAPER_NAMES", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",
-           "datasets_bias_key", "logit_offset", "paper_predictions"]
+__all__ = ["PAPER_NAMES", "PAPER_CHAINS", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family",
+           "paper_family", "datasets_bias_key", "logit_offset", "paper_predictions"]
 
 #: the ten predictors, in paper 000's order
 PAPER_NAMES = ("basic", "logit+0.5", "logit+1", "logit+2", "sex0.80", "sex0.90", "sex0.95",
                "age0.80", "age0.90", "age0.95")
+#: paper 000's three chains of increasing bias, as predictor names (9 transitions), for
+#: :func:`cfjax.metrics.correct_transition_count`
+PAPER_CHAINS: tuple[tuple[str, ...], ...] = (
+    ("basic", "logit+0.5", "logit+1", "logit+2"),
+    ("basic", "sex0.80", "sex0.90", "sex0.95"),
+    ("basic", "age0.80", "age0.90", "age0.95"),
+)
 #: the logit-offset wrappers of the basic predictor and their β (definitions §1: σ(logit g + β s))
 LOGIT_OFFSETS = {"logit+0.5": 0.5, "logit+1": 1.0, "logit+2": 2.0}
 #: the corruption strengths α (sex) and β_age (age)
@@ -61,9 +68,10 @@ class Family(NamedTuple):
 
 
 def datasets_bias_key(seed: int) -> jax.Array:
-    """The key with which ``ChestSCM.datasets(seed, bias=...)`` draws its corruption: with it,
-    :func:`paper_family`'s masks over ``datasets(seed)``'s unbiased training set keep exactly
-    the units of ``datasets(seed, bias=...)``'s training set (checked in the tests).
+    """The key with which :func:`cfjax.study.datasets` ``(chest, key=seed, bias=...)`` draws its
+    corruption: with it, :func:`paper_family`'s masks over ``datasets(chest, key=seed)``'s
+    unbiased training set keep exactly the units of ``datasets(chest, key=seed, bias=...)``'s
+    training set (checked in the tests).
 
     Example:
       >>> datasets_bias_key(0).shape
@@ -80,15 +88,15 @@ def paper_family(sex: Any, age: Any, effusion: Any, key: jax.Array,
 
     Member order is predictor-major: ``TRAINED_NAMES[i]`` with ``seeds[j]`` is member
     ``i · S + j``. ``basic`` keeps every unit; ``sex{α}`` and ``age{β}`` keep the units of
-    :func:`cfjax.data.biased_training_mask` ``(key, kind, strength, sex, age, effusion)``. One
-    ``key`` serves every strength and seed (as in ``ChestSCM.datasets``, where a stronger
+    :func:`~cfjax.study.splits.biased_training_mask` ``(key, kind, strength, sex, age, effusion)``. One
+    ``key`` serves every strength and seed (as in :func:`cfjax.study.datasets`, where a stronger
     corruption drops a superset of the units of a weaker one); the seeds differ in
     initialisation and minibatch order only.
 
     Args:
       sex, age, effusion: ``(N,)`` parents of the training pool (sex 1 = female).
       key: the corruption key; :func:`datasets_bias_key` ``(seed)`` reproduces the training
-        sets of ``ChestSCM.datasets(seed, bias=...)``.
+        sets of ``cfjax.study.datasets(chest, key=seed, bias=...)``.
       seeds: member seeds (S of them).
 
     Returns:
