@@ -44,13 +44,13 @@ def test_pixel_noise_abduction_is_exact_and_parents_change_the_image(rng, x64):
     # In float64 (the x64 fixture) so that exactness is tested, not float32 rounding, which the
     # random parameters amplify (images far outside [0, 1] under the flipped parent).
     scm = _scm()
-    params = jax.jit(scm.init)(jax.random.key(int(rng.integers(2**31))))
+    params = jax.jit(lambda k: scm.init(key=k))(jax.random.key(int(rng.integers(2**31))))
     params = {**params, "image": _perturbed(params["image"], rng)}
     data = _data(rng)
     s, age = data["sex"], data["age"]
     # do(sex := observed sex), do(sex := other sex), do(age := observed age): every action
     # recomputes the image from its abducted latents and pixel noise.
-    interventions = [{"sex": np.stack([s, 1 - s])}, {"age": age[None]}]
+    interventions = [{"sex": np.stack([s, 1 - s], axis=1)}, {"age": age[:, None]}]  # per unit (N, K)
     # sex's noise is given (any Gumbels: sex is either kept or set by the action), the other
     # nodes are abducted: GumbelMax's posterior sampling does not run under x64 with strict
     # dtype promotion (an int64 arange against int32 classes).
@@ -58,13 +58,13 @@ def test_pixel_noise_abduction_is_exact_and_parents_change_the_image(rng, x64):
     out = scm.counterfactual(params, data, interventions, key=jax.random.key(int(rng.integers(2**31))),
                              noise=gumbels)
     images = np.asarray(out["image"])
-    assert images.shape == (3, N, 16, 16)
+    assert images.shape == (N, 3, 16, 16)
     assert images.dtype == np.float64
-    np.testing.assert_allclose(images[0], data["image"], rtol=0, atol=1e-10)
-    np.testing.assert_allclose(images[2], data["image"], rtol=0, atol=1e-10)
-    change = np.abs(images[1] - data["image"]).reshape(N, -1).max(axis=1)
+    np.testing.assert_allclose(images[:, 0], data["image"], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(images[:, 2], data["image"], rtol=0, atol=1e-10)
+    change = np.abs(images[:, 1] - data["image"]).reshape(N, -1).max(axis=1)
     assert (change > 1e-3).all(), change
-    np.testing.assert_array_equal(np.asarray(out["sex"][1]), 1 - s)
+    np.testing.assert_array_equal(np.asarray(out["sex"][:, 1]), 1 - s)
 
 
 def test_temperature_zero_abduction_is_deterministic(rng):
@@ -125,17 +125,17 @@ def test_elbo_matches_a_numpy_computation_from_the_posterior_pass(rng):
 
 def test_bad_input_names_the_argument(rng):
     scm = _scm()
-    params = jax.jit(scm.init)(jax.random.key(0))
+    params = jax.jit(lambda k: scm.init(key=k))(jax.random.key(0))
     data = _data(rng)
     key = jax.random.key(0)
     with pytest.raises(ValidationError, match=r"`data\['image'\]`"):
-        scm.abduct(params, {**data, "image": data["image"][:, :8, :8]}, key)
+        scm.abduct(params, {**data, "image": data["image"][:, :8, :8]}, key=key)
     bad = data["image"].copy()
     bad[1, 2, 3] = np.nan
     with pytest.raises(ValidationError, match=r"`data\['image'\]`.*NaN"):
-        scm.abduct(params, {**data, "image": bad}, key)
+        scm.abduct(params, {**data, "image": bad}, key=key)
     with pytest.raises(ValidationError, match=r"`data`: missing column 'age'"):
-        scm.abduct(params, {"sex": data["sex"], "image": data["image"]}, key)
+        scm.abduct(params, {"sex": data["sex"], "image": data["image"]}, key=key)
     with pytest.raises(ValidationError, match="`temperature`"):
         ImageHVAE(CFG, temperature=-0.5)
     mech = ImageHVAE(CFG)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
+import distrax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -33,7 +34,6 @@ from cfjax._core.nn import HE, LECUN, Conv3x3, fan_in_normal, mean_pool2
 
 __all__ = ["HVAEConfig", "HVAE", "HVAEOutput", "gaussian_kl", "gaussian_log_prob"]
 
-_LOG_2PI = float(np.log(2 * np.pi))
 #: bound on the latent log-scales, ``|log σ| ≤ 5`` (a soft clip: ``5·tanh(raw / 5)``)
 _LATENT_LOG_SCALE_BOUND = 5.0
 
@@ -124,21 +124,24 @@ class HVAEConfig:
 
 def gaussian_kl(mu_q: jax.Array, log_s_q: jax.Array, mu_p: jax.Array, log_s_p: jax.Array) -> jax.Array:
     """Elementwise ``KL(N(μ_q, σ_q²) ‖ N(μ_p, σ_p²))``:
-    ``log σ_p − log σ_q + (σ_q² + (μ_q − μ_p)²) / (2σ_p²) − 1/2``.
+    ``log σ_p − log σ_q + (σ_q² + (μ_q − μ_p)²) / (2σ_p²) − 1/2``
+    (``distrax.LogStddevNormal``'s analytic KL).
 
     Example:
       >>> float(gaussian_kl(jnp.float32(1.0), jnp.float32(0.0), jnp.float32(0.0), jnp.float32(0.0)))
       0.5
     """
-    var_ratio = jnp.exp(2 * (log_s_q - log_s_p))
-    t = (mu_q - mu_p) * jnp.exp(-log_s_p)
-    return 0.5 * (var_ratio + t * t - 1.0) - (log_s_q - log_s_p)
+    return distrax.LogStddevNormal(mu_q, log_s_q).kl_divergence(distrax.LogStddevNormal(mu_p, log_s_p))
 
 
 def gaussian_log_prob(x: jax.Array, loc: jax.Array, log_scale: jax.Array) -> jax.Array:
-    """Elementwise ``log N(x; loc, exp(log_scale)²)``."""
-    z = (x - loc) * jnp.exp(-log_scale)
-    return -0.5 * (z * z + _LOG_2PI) - log_scale
+    """Elementwise ``log N(x; loc, exp(log_scale)²)`` (``distrax.LogStddevNormal``'s).
+
+    Example:
+      >>> round(float(gaussian_log_prob(jnp.float32(0.0), jnp.float32(0.0), jnp.float32(0.0))), 4)
+      -0.9189
+    """
+    return distrax.LogStddevNormal(loc, log_scale).log_prob(x)
 
 
 class HVAEOutput(NamedTuple):

@@ -16,7 +16,7 @@ import numpy as np
 from cfjax import _checks
 from cfjax._checks import ValidationError
 from cfjax.generative.hvae import HVAE, HVAEConfig, HVAEOutput, gaussian_log_prob
-from cfjax.scm.mechanism import Mechanism
+from cfjax.scm import Mechanism
 
 __all__ = ["ImageHVAE", "parent_dim_of"]
 
