@@ -308,8 +308,8 @@ def main(argv=None) -> dict:
     _CHEST["chest"] = chest
     keys = jax.random.split(jax.random.key(args.seed), 10)
     t0 = time.perf_counter()
-    train_rec = chest.sample(keys[0], st["n_train"])
-    test_rec = chest.sample(keys[1], st["n_test"])
+    train_rec = chest.sample(st["n_train"], key=keys[0])
+    test_rec = chest.sample(st["n_test"], key=keys[1])
     timing["data_s"] = time.perf_counter() - t0
 
     # anti-causal predictors q(pa | x), fully labelled: the measuring instrument
@@ -342,7 +342,7 @@ def main(argv=None) -> dict:
     n_sex = 1
     log(t_start, "counterfactuals and quality measures")
     t0 = time.perf_counter()
-    exact = chest.counterfactuals(test_rec, groups, keys[4], label="follows")
+    exact = chest.counterfactuals(test_rec, groups, key=keys[4], label="follows")  # (N, K, ...)
     timing["exact_counterfactuals_s"] = time.perf_counter() - t0
     main_res, learned_images = evaluate(fit, scm, params, test_rec, groups, exact, predictors, keys[4],
                                         keys[6], st["chunk"], n_sex)

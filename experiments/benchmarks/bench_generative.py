@@ -65,7 +65,7 @@ def main(argv=None) -> dict:
                      {**{v: base.mechanism(v) for v in base.nodes}, "image": mech})
     p_dim = sum(base.mechanism(v).encoded_dim for v in IMAGE_PARENTS)
     params = {**chest.params(), "image": mech.init(jax.random.key(0), p_dim)}
-    rec = chest.sample(jax.random.key(1), args.units)
+    rec = chest.sample(args.units, key=1)
     data = {**{v: np.asarray(x) for v, x in rec["parents"].items()}, "image": np.asarray(rec["image"])}
     do, _ = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20, 90, args.ages)})
     do = {v: np.asarray(x) for v, x in do.items()}
@@ -93,11 +93,11 @@ def main(argv=None) -> dict:
         chunks.append((start, min(start + b, n), {v: x[idx] for v, x in dev.items()}, unit_keys[idx]))
 
     def loop():
-        out = np.empty((k, n, args.size, args.size), np.float32)
+        out = np.empty((n, k, args.size, args.size), np.float32)  # (N, K, H, W), as SCM.counterfactual
         for j in range(k):
             sex, age = jnp.asarray(do["sex"][j], jnp.int32), jnp.asarray(do["age"][j], jnp.float32)
             for start, stop, chunk, keys in chunks:
-                out[j, start:stop] = np.asarray(one_intervention(params, chunk, keys, sex, age))[:stop - start]
+                out[start:stop, j] = np.asarray(one_intervention(params, chunk, keys, sex, age))[:stop - start]
         return out
 
     def timed_first(name, fn):  # the first call (compilation included); its result kept for the check
