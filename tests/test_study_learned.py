@@ -23,7 +23,7 @@ from cfjax.study import report as R
 def test_learned_source_against_unit_loop(rng):
     chest = cf.data.ChestSCM(size=32)
     n = 6
-    rec = chest.sample(jax.random.key(int(rng.integers(2**31))), n)
+    rec = chest.sample(n, key=int(rng.integers(2**31)))
     mech = ImageHVAE(HVAEConfig(image_size=32, channels=(4, 4, 4), latent_dims=(0, 2, 2)))
     params = mech.init(jax.random.key(int(rng.integers(2**31))), 7)  # sex, age, race one-hot (3), lung, effusion
     fit = gt.GeneratorFit(mechanism=mech, params=params, raw_params=params, history={})
@@ -144,8 +144,9 @@ def test_learned_report_shows_the_numbers(rng):
         comps[name] = R.compare_settings(settings[name], learned[name])
     results = {"settings": settings, "counterfactual_label": "fixed",
                "learned": {"settings": learned, "comparison": comps,
-                           "generator": {"settings": {"channels": [4, 4, 4], "latent_dims": [0, 2, 2], "steps": 3,
-                                                      "batch_size": 8, "ema_decay": 0.99},
+                           "generator": {"settings": {"generator": {"hvae": {"channels": [4, 4, 4],
+                                                                              "latent_dims": [0, 2, 2]},
+                                                                     "steps": 3, "batch_size": 8, "ema_decay": 0.99}},
                                          "sites": {s: {"n_train": 10, "seconds": 1.0, "final_loss": 0.5,
                                                        "resumed_from_checkpoint": False} for s in ("A", "B")}}}}
     text = "\n".join(R.learned_report(results))

@@ -64,19 +64,28 @@ class Scale:
 
 def _scales() -> tuple[Scale, Scale]:
     from cfjax import study
+    from cfjax.generative import GeneratorConfig
+    from cfjax.generative.hvae import HVAEConfig
+    from cfjax.predictors import EnsembleConfig
 
     demo = Scale(
         study=study.Config(size=32, n_train=1500, n_val=300, test_per_cell=20, n_natural=120, features=(8, 16, 32),
-                           steps=600, learning_rate=5e-3, batch_size=32, eval_every=100, patience=2, warmup=30,
+                           predictor=EnsembleConfig(steps=600, learning_rate=5e-3, batch_size=32, weight_decay=1e-4,
+                                                    eval_every=100, patience=2, warmup=30),
                            bootstrap=50, prop1_resamples=200, effusion_size=0.4),
-        generator=study.GeneratorSettings(channels=(8, 16, 16), latent_dims=(0, 4, 4), steps=200, warmup=20,
-                                          kl_warmup=60, ema_decay=0.98, chunk_steps=100, chunk=120, cf_weight=0.0))
+        generator=study.GeneratorSettings(
+            GeneratorConfig(hvae=HVAEConfig(image_size=32, channels=(8, 16, 16), latent_dims=(0, 4, 4)), steps=200,
+                            warmup=20, kl_warmup=60, ema_decay=0.98, chunk_steps=100, cf_weight=0.0, cf_warmup=500),
+            chunk=120))
     quick = Scale(
         study=study.Config(size=32, n_train=400, n_val=120, test_per_cell=8, n_natural=48, features=(4, 8),
-                           steps=40, batch_size=16, eval_every=20, patience=2, warmup=4, bootstrap=20,
-                           prop1_resamples=50, effusion_size=0.4, chunk=256),
-        generator=study.GeneratorSettings(channels=(4, 4, 4), latent_dims=(0, 2, 2), steps=20, warmup=2,
-                                          kl_warmup=5, ema_decay=0.9, chunk_steps=10, chunk=64, cf_weight=0.0),
+                           predictor=EnsembleConfig(steps=40, batch_size=16, learning_rate=2e-3, weight_decay=1e-4,
+                                                    eval_every=20, patience=2, warmup=4),
+                           bootstrap=20, prop1_resamples=50, effusion_size=0.4, chunk=256),
+        generator=study.GeneratorSettings(
+            GeneratorConfig(hvae=HVAEConfig(image_size=32, channels=(4, 4, 4), latent_dims=(0, 2, 2)), steps=20,
+                            warmup=2, kl_warmup=5, ema_decay=0.9, chunk_steps=10, cf_weight=0.0, cf_warmup=500),
+            chunk=64),
         sensitivity_n=600, budgets=4, restarts=1, search_steps=30, inverse_tol=0.3, embeddings_n=1000,
         embeddings_d=16, draws=4)
     return demo, quick

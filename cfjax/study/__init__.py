@@ -24,16 +24,17 @@ from cfjax.study.families import (BIAS_STRENGTHS, LOGIT_OFFSETS, PAPER_CHAINS, P
 from cfjax.study.splits import age_group, balanced_test_split, biased_training_mask, datasets
 from cfjax.study.diagnostics import FAR_BELOW, WeakClassifierWarning, basic_auc_check, classifier_checks
 from cfjax.study.learned import (GENERATOR_FULL, GENERATOR_QUICK, GeneratorSettings, LearnedSource,
-                                 learned_images, learned_scm, train_generator)
+                                 fit_site_generator, learned_images, learned_scm)
 from cfjax.study.marginalisation import (FULL, QUICK, Config, CounterfactualSource, auc_interval, evaluate_setting,
-                                         exact_counterfactuals, run, train_generators, train_site)
+                                         exact_counterfactuals, fit_site_generators, run,
+                                         train_site)
 from cfjax.study.paper import SETTINGS, SITE_A, SITE_B
 from cfjax.study.report import compare_settings, reliability_figure, scatter_figure, write_report
 
 __all__ = [
     "Config", "FULL", "QUICK", "run", "train_site", "evaluate_setting", "CounterfactualSource",
     "exact_counterfactuals", "GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "LearnedSource",
-    "train_generator", "train_generators", "learned_images", "learned_scm", "SITE_A", "SITE_B", "SETTINGS",
+    "fit_site_generator", "fit_site_generators", "learned_images", "learned_scm", "SITE_A", "SITE_B", "SETTINGS",
     "compare_settings", "reliability_figure", "scatter_figure", "write_report", "auc_interval",
     "WeakClassifierWarning", "FAR_BELOW", "basic_auc_check", "classifier_checks",
     "PAPER_NAMES", "PAPER_CHAINS", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",

@@ -15,12 +15,15 @@ The generator is trained on the ELBO plus paper 000's counterfactual regulariser
 same site's training split first.
 
 Example (training takes a while; ``tests/test_study_learned.py`` runs it):
+  >>> from cfjax.generative import GeneratorConfig
+  >>> from cfjax.generative.hvae import HVAEConfig
   >>> from cfjax.study.learned import GeneratorSettings
-  >>> settings = GeneratorSettings(channels=(4, 4, 4), latent_dims=(0, 2, 2), steps=2, warmup=0, kl_warmup=0)
-  >>> settings.train_config(32).hvae.image_size, settings.cf_weight
+  >>> hvae = HVAEConfig(channels=(4, 4, 4), latent_dims=(0, 2, 2))
+  >>> settings = GeneratorSettings(GeneratorConfig(hvae=hvae, steps=2, warmup=0, kl_warmup=0, cf_weight=0.2))
+  >>> settings.train_config(32).hvae.image_size, settings.generator.cf_weight
   (32, 0.2)
 
-  ``train_generator(chest, records, settings, key)`` fits one site's generator;
+  ``fit_site_generator(chest, records, settings, key=key)`` fits one site's generator;
   ``LearnedSource({chest.site: fit})`` is then a counterfactual source for
   :func:`cfjax.study.run`.
 """
@@ -38,63 +41,60 @@ import numpy as np
 
 import cfjax as cf
 from cfjax import _checks
+from cfjax._core.keys import as_key
 from cfjax.generative import anticausal as ac
 from cfjax.generative import train as gt
 from cfjax.generative.hvae import HVAEConfig
 from cfjax.generative.mechanism import ImageHVAE
 
-__all__ = ["GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "REGULARISED", "learned_scm", "train_generator",
+__all__ = ["GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "REGULARISED", "learned_scm", "fit_site_generator",
            "learned_images", "LearnedSource"]
 
 
 @dataclasses.dataclass(frozen=True)
 class GeneratorSettings:
-    """The HVAE and its optimisation for one site (the image size comes from the study).
+    """One site's learned image generator as the study trains it.
 
     Attributes:
-      channels, latent_dims: :class:`~cfjax.generative.hvae.HVAEConfig`'s, finest first.
-      steps, batch_size, learning_rate, warmup, kl_warmup, ema_decay, chunk_steps:
-        :class:`~cfjax.generative.train.GeneratorConfig`'s.
-      temperature: posterior temperature of abduction (1: one posterior draw per unit).
-      cf_weight, cf_warmup: the counterfactual regulariser's weight (0: plain ELBO) and warm-up
-        (:class:`~cfjax.generative.train.GeneratorConfig`'s).
-      ac_steps, ac_features: training steps and convolution features of the regulariser's
-        anti-causal predictors (heads :data:`REGULARISED`).
+      generator: the HVAE and its optimisation (:class:`cfjax.generative.GeneratorConfig`);
+        its ``hvae.image_size`` is replaced by the study's image size, and its ``chunk_steps``
+        and ``cf_warmup`` are capped at its ``steps`` (:meth:`train_config`).
       chunk: test units per compiled counterfactual batch (each unit decoded under all K
         interventions): bounds the memory of :func:`learned_images`.
+      ac_steps, ac_features: training steps and convolution features of the counterfactual
+        regulariser's anti-causal predictors (heads :data:`REGULARISED`), trained when
+        ``generator.cf_weight > 0``.
     """
 
-    channels: tuple[int, ...] = (16, 32, 32, 32)
-    latent_dims: tuple[int, ...] = (0, 8, 8, 4)
-    steps: int = 3000
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    warmup: int = 100
-    kl_warmup: int = 500
-    ema_decay: float = 0.999
-    chunk_steps: int = 100
-    temperature: float = 1.0
+    generator: gt.GeneratorConfig = gt.GeneratorConfig(
+        hvae=HVAEConfig(image_size=64, channels=(16, 32, 32, 32), latent_dims=(0, 8, 8, 4)), steps=3000,
+        batch_size=32, learning_rate=1e-3, warmup=100, kl_warmup=500, ema_decay=0.999, chunk_steps=100,
+        temperature=1.0, cf_weight=0.2, cf_warmup=500)
     chunk: int = 64
-    cf_weight: float = 0.2
-    cf_warmup: int = 500
     ac_steps: int = 1000
     ac_features: tuple[int, ...] = (8, 16, 32)
 
+    def __post_init__(self):
+        if not isinstance(self.generator, gt.GeneratorConfig):
+            _checks.fail("generator", "a cfjax.generative.GeneratorConfig", repr(self.generator))
+        for name in ("chunk", "ac_steps"):
+            _checks.check_positive_int(name, getattr(self, name))
+
     def train_config(self, size: int) -> gt.GeneratorConfig:
-        hvae = HVAEConfig(image_size=size, channels=tuple(self.channels), latent_dims=tuple(self.latent_dims))
-        return gt.GeneratorConfig(hvae=hvae, steps=self.steps, batch_size=self.batch_size,
-                                  learning_rate=self.learning_rate, warmup=self.warmup, kl_warmup=self.kl_warmup,
-                                  ema_decay=self.ema_decay, chunk_steps=min(self.chunk_steps, self.steps),
-                                  temperature=self.temperature, cf_weight=self.cf_weight,
-                                  cf_warmup=min(self.cf_warmup, self.steps))
+        """:attr:`generator` for images of ``size × size``."""
+        g = self.generator
+        return dataclasses.replace(g, hvae=dataclasses.replace(g.hvae, image_size=size),
+                                   chunk_steps=min(g.chunk_steps, g.steps), cf_warmup=min(g.cf_warmup, g.steps))
 
 
 #: the full study (64 × 64 images, 10000 training units per site)
 GENERATOR_FULL = GeneratorSettings()
 #: the quick study (32 × 32, 3000 units per site): a few minutes for both sites on 2 CPU cores
-GENERATOR_QUICK = GeneratorSettings(channels=(8, 16, 16), latent_dims=(0, 4, 4), steps=600, warmup=50,
-                                    kl_warmup=200, ema_decay=0.99, chunk_steps=100, chunk=100, cf_warmup=100,
-                                    ac_steps=300)
+GENERATOR_QUICK = GeneratorSettings(
+    gt.GeneratorConfig(hvae=HVAEConfig(image_size=32, channels=(8, 16, 16), latent_dims=(0, 4, 4)), steps=600,
+                       batch_size=32, learning_rate=1e-3, warmup=50, kl_warmup=200, ema_decay=0.99, chunk_steps=100,
+                       temperature=1.0, cf_weight=0.2, cf_warmup=100),
+    chunk=100, ac_steps=300)
 #: the parents the counterfactual regulariser intervenes on
 REGULARISED = ("sex", "age")
 
@@ -107,20 +107,22 @@ def learned_scm(chest: cf.data.ChestSCM, mechanism: ImageHVAE) -> cf.scm.SCM:
                       {**{v: base.mechanism(v) for v in base.nodes}, "image": mechanism})
 
 
-def train_generator(chest: cf.data.ChestSCM, records: Mapping[str, Any], settings: GeneratorSettings,
-                    key: jax.Array, *, checkpoint_dir: str | None = None,
-                    progress: bool | None = False) -> gt.GeneratorFit:
+def fit_site_generator(chest: cf.data.ChestSCM, records: Mapping[str, Any], settings: GeneratorSettings, *,
+                       key: Any, checkpoint_dir: str | None = None,
+                       progress: bool | None = False) -> gt.GeneratorFit:
     """Fit the HVAE image mechanism of ``chest`` on ``records`` (``"parents"``, ``"image"``);
     resumes from (or reuses) an orbax checkpoint of the same run in ``checkpoint_dir``. With
-    ``settings.cf_weight > 0`` the regulariser's anti-causal predictors are trained first (key
-    ``fold_in(key, 1)``; the generator's key is ``key`` either way)."""
+    ``settings.generator.cf_weight > 0`` the regulariser's anti-causal predictors are trained first
+    (key ``fold_in(key, 1)``; the generator's key is ``key`` either way; ``key`` a PRNG key or an
+    int seed)."""
     if not isinstance(settings, GeneratorSettings):
         _checks.fail("settings", "a GeneratorSettings", repr(settings))
     config = settings.train_config(chest.size)
+    key = as_key(key)
     data = {**{v: np.asarray(x) for v, x in records["parents"].items()}, "image": np.asarray(records["image"])}
     scm = learned_scm(chest, ImageHVAE(config.hvae, config.temperature))
     regulariser = None
-    if settings.cf_weight > 0:
+    if config.cf_weight > 0:
         heads = tuple(h for h in ac.CHEST_SPEC if h.name in REGULARISED)
         regulariser = ac.train_anticausal(data["image"], {h.name: data[h.name] for h in heads}, heads,
                                           key=jax.random.fold_in(key, 1), steps=settings.ac_steps,
@@ -190,7 +192,8 @@ class LearnedSource:
         t0 = time.perf_counter()
         fit = self.fits[chest.site]
         # the true parent mechanisms: the exact source's counterfactual parents (same key, same label mode)
-        exact = chest.counterfactuals(records, interventions, key, label=label)
+        exact = chest.counterfactuals(records, interventions, key=key, label=label)  # (N, K, ...)
+        exact = jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), exact)  # this source's (K, N, ...)
         parents = exact["parents"]
         scm = learned_scm(chest, fit.mechanism)
         k, n = np.shape(parents["sex"])

@@ -70,7 +70,7 @@ from cfjax.study.report import (_by_name, _jsonable, _slug, compare_settings, re
                                 write_report)
 
 __all__ = ["Config", "FULL", "QUICK", "CounterfactualSource", "exact_counterfactuals", "train_site",
-           "evaluate_setting", "train_generators", "run"]
+           "evaluate_setting", "fit_site_generators", "run"]
 
 
 #: key offset between two values of ``run``'s ``seed``
@@ -81,8 +81,19 @@ _SEED_STRIDE = 10_000
 class Config:
     """Sizes and optimisation settings of one run.
 
-    ``effusion_size`` is ChestSCM's difficulty knob (median fluid height as a fraction of the
-    lung); ``test_prevalence`` the effusion prevalence of every cell of the balanced split.
+    Attributes:
+      size: image height and width.
+      n_train, n_val: training and validation units per site (:func:`cfjax.study.datasets`).
+      test_per_cell: balanced test units per sex × age-group cell.
+      n_natural: units of the natural-demographics test set of site B.
+      features: the CNN's convolution features (:class:`cfjax.predictors.EffusionCNN`).
+      predictor: the ensemble's optimisation (:class:`cfjax.predictors.EnsembleConfig`).
+      bootstrap: paired bootstrap resamples of the test units.
+      prop1_resamples: resampled test sets of Proposition 1.
+      prevalence: ChestSCM's effusion prevalence.
+      test_prevalence: the effusion prevalence of every cell of the balanced split.
+      effusion_size: ChestSCM's difficulty knob (median fluid height as a fraction of the lung).
+      chunk: images per compiled inference step.
     """
 
     size: int = 64
@@ -91,13 +102,8 @@ class Config:
     test_per_cell: int = 300
     n_natural: int = 3000
     features: tuple[int, ...] = (8, 16, 32)
-    steps: int = 2000
-    batch_size: int = 32
-    learning_rate: float = 2e-3
-    weight_decay: float = 1e-4
-    warmup: int = 100
-    eval_every: int = 200
-    patience: int = 4
+    predictor: cp.EnsembleConfig = cp.EnsembleConfig(steps=2000, batch_size=32, learning_rate=2e-3,
+                                                     weight_decay=1e-4, warmup=100, eval_every=200, patience=4)
     bootstrap: int = 500
     prop1_resamples: int = 2000
     prevalence: float = 0.3
@@ -105,16 +111,16 @@ class Config:
     effusion_size: float = 0.3
     chunk: int = 512
 
-    def train_config(self) -> cp.TrainConfig:
-        return cp.TrainConfig(steps=self.steps, batch_size=self.batch_size, learning_rate=self.learning_rate,
-                              weight_decay=self.weight_decay, warmup=self.warmup, eval_every=self.eval_every,
-                              patience=self.patience)
+    def __post_init__(self):
+        if not isinstance(self.predictor, cp.EnsembleConfig):
+            _checks.fail("predictor", "a cfjax.predictors.EnsembleConfig", repr(self.predictor))
 
 
 FULL = Config()
 QUICK = Config(size=32, n_train=3000, n_val=500, test_per_cell=50, n_natural=600, features=(8, 16, 32),
-               steps=500, batch_size=32, eval_every=100, patience=3, warmup=50, bootstrap=200,
-               prop1_resamples=1000, effusion_size=0.4)
+               predictor=cp.EnsembleConfig(steps=500, batch_size=32, learning_rate=2e-3, weight_decay=1e-4, warmup=50,
+                                           eval_every=100, patience=3),
+               bootstrap=200, prop1_resamples=1000, effusion_size=0.4)
 
 #: a counterfactual source: (scm, records, interventions, key, label) -> {"parents", "image"}
 CounterfactualSource = Callable[[Any, Mapping[str, Any], Mapping[str, Any], jax.Array, str], Mapping[str, Any]]
@@ -123,7 +129,8 @@ CounterfactualSource = Callable[[Any, Mapping[str, Any], Mapping[str, Any], jax.
 def exact_counterfactuals(chest: cf.data.ChestSCM, records: Mapping[str, Any], interventions: Mapping[str, Any],
                           key: jax.Array, label: str) -> Mapping[str, Any]:
     """The SCM's exact counterfactuals: ``{"parents": {node: (K, N)}, "image": (K, N, H, W)}``."""
-    return chest.counterfactuals(records, interventions, key, label=label)
+    out = chest.counterfactuals(records, interventions, key=key, label=label)  # (N, K, ...)
+    return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), out)
 
 
 
@@ -183,7 +190,7 @@ def auc_interval(p_obs: Any, y: Any, key: jax.Array, resamples: int, level: floa
     n_pred, n_seeds, n = p.shape
     flat = p.reshape(n_pred * n_seeds, n)
     yj = jnp.asarray(y)
-    idx = cm.bootstrap_indices(key, n, resamples)  # (B, N)
+    idx = cm.bootstrap_indices(n, resamples, key=key)  # (B, N)
     one = jax.vmap(cm.auc, in_axes=(0, None))
     reps = jax.lax.map(lambda i: one(flat[:, i], yj[i]), idx, batch_size=50)  # (B, P·S)
     means = np.asarray(reps, np.float64).reshape(resamples, n_pred, n_seeds).mean(axis=-1)
@@ -215,13 +222,19 @@ def train_site(chest: cf.data.ChestSCM, data_seed: int, seeds: tuple[int, ...], 
     resumed = os.path.isdir(ckpt) and cp.latest_checkpoint_step(ckpt) is not None
     if resumed:
         log(f"  resuming from the checkpoint in {ckpt} (step {cp.latest_checkpoint_step(ckpt)})")
-    state = cp.train(model, tr["image"], p["effusion"], fam.masks, fam.seeds, va["image"],
-                     va["parents"]["effusion"], config.train_config(), names=fam.names, checkpoint_dir=ckpt,
-                     progress=progress)
+    # seeds, not one key: the members of one seed start alike whatever their mask (paired predictors)
+    state = cp.train(model, tr["image"], p["effusion"], fam.masks, va["image"], va["parents"]["effusion"],
+                     config.predictor, seeds=fam.seeds, names=fam.names, checkpoint_dir=ckpt,
+                     progress=progress, mesh=_every_device())
     log(f"  trained: {int(state.step)} steps, best validation AUC per member "
         f"{np.round(np.asarray(state.best_auc, np.float64), 3).tolist()}")
     return {"family": fam, "params": state.best_params, "data": data, "steps": int(state.step), "resumed": resumed,
             "best_val_auc": np.asarray(state.best_auc, np.float64), "best_step": np.asarray(state.best_step)}
+
+
+def _every_device() -> int | None:
+    """The ensembles' ``mesh=``: their members spread over every device when there are several."""
+    return jax.device_count() if jax.device_count() > 1 else None
 
 
 def chest_site_name(chest: cf.data.ChestSCM) -> str:
@@ -260,19 +273,20 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     t0 = time.perf_counter()
     # one inference call on every image of the setting: factual, K counterfactual, 3 do(race)
     images = jnp.concatenate([jnp.asarray(test["image"])[None], jnp.asarray(images_cf),
-                              jnp.asarray(race_cf["image"])])  # (1 + K + 3, N, H, W)
-    logits = cp.predict(model, params, images, logits=True, chunk=config.chunk)  # (M, 1 + K + 3, N)
+                              jnp.asarray(race_cf["image"])])  # (1 + K + 3, N, H, W): the sources' (K, N)
+    logits = cp.predict(model, params, jnp.swapaxes(images, 0, 1), logits=True, chunk=config.chunk,
+                        mesh=_every_device())  # (M, N, 1 + K + 3)
     k = len(q)
-    sex_all = jnp.concatenate([jnp.asarray(sex)[None], sex_cf, jnp.broadcast_to(jnp.asarray(sex), (3, n))])
-    names, p_all = families.paper_predictions(fam.names, fam.seeds, logits, sex_all)  # (10, S, 1 + K + 3, N)
-    p_obs, p_cf, p_race = p_all[:, :, 0], p_all[:, :, 1:1 + k], p_all[:, :, 1 + k:]
+    sex_all = jnp.concatenate([jnp.asarray(sex)[None], sex_cf, jnp.broadcast_to(jnp.asarray(sex), (3, n))]).T
+    names, p_all = families.paper_predictions(fam.names, fam.seeds, logits, sex_all)  # (10, S, N, 1 + K + 3)
+    p_obs, p_cf, p_race = p_all[..., 0], p_all[..., 1:1 + k], p_all[..., 1 + k:]
     log(f"  {name}: inference of {len(fam.names)} members on {n * (1 + k + 3)} images "
         f"({time.perf_counter() - t0:.1f} s)")
 
     n_pred = len(names)
     p_obs_np = np.asarray(p_obs, np.float32)
-    p_cf_np = np.asarray(jnp.swapaxes(p_cf, 2, 3), np.float32)  # (10, S, N, K): evaluate's layout
-    p_race_np = np.asarray(jnp.swapaxes(p_race, 2, 3), np.float32)  # (10, S, N, 3)
+    p_cf_np = np.asarray(p_cf, np.float32)  # (10, S, N, K): evaluate's layout
+    p_race_np = np.asarray(p_race, np.float32)  # (10, S, N, 3)
     buf = io.BytesIO()
     np.savez_compressed(buf, names=np.array(names), seeds=np.array(seeds), p_obs=p_obs_np, p_cf=p_cf_np,
                         p_race=p_race_np, y=y, y_cf=y_cf, sex=sex, age=age, race=race,
@@ -324,7 +338,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
 
     # ---- Proposition 1: observational vs counterfactual subgroup means over resampled test sets
     t0 = time.perf_counter()
-    idx = cm.bootstrap_indices(k_prop, n, config.prop1_resamples)  # (R, N)
+    idx = cm.bootstrap_indices(n, config.prop1_resamples, key=k_prop)  # (R, N)
     race_j = jnp.asarray(race)
     flat_race = jnp.asarray(p_race_np.reshape(n_pred * n_seeds, n, 3))
 
@@ -364,7 +378,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
 
 
 # ------------------------------------------------------------------------- main
-def train_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping[str, Any],
+def fit_site_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping[str, Any],
                      generator: ls.GeneratorSettings, out: str, log: Callable[[str], None],
                      progress: bool | None = False, seed: int = 0) -> tuple[ls.LearnedSource, dict[str, Any]]:
     """One HVAE image generator per site on its training split (checkpointed under
@@ -374,13 +388,13 @@ def train_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping[st
         tr = trained[s]["data"]["train"]
         ckpt = os.path.abspath(os.path.join(out, "checkpoints", f"generator_site_{s}"))
         resumed = cp.latest_checkpoint_step(ckpt) is not None
-        log(f"site {s}: HVAE image generator, {generator.steps} steps on {len(tr['image'])} training images"
+        log(f"site {s}: HVAE image generator, {generator.generator.steps} steps on {len(tr['image'])} training images"
             + (" (resuming from its checkpoint)" if resumed else ""))
         t0 = time.perf_counter()
-        fit = ls.train_generator(chests[s], tr, generator, jax.random.key(2000 + data_seed + _SEED_STRIDE * seed), checkpoint_dir=ckpt,
-                                 progress=progress)
+        fit = ls.fit_site_generator(chests[s], tr, generator, key=2000 + data_seed + _SEED_STRIDE * seed,
+                                    checkpoint_dir=ckpt, progress=progress)
         seconds = time.perf_counter() - t0
-        tail = max(1, generator.steps // 10)
+        tail = max(1, generator.generator.steps // 10)
         info[s] = {"n_train": int(len(tr["image"])), "seconds": seconds, "resumed_from_checkpoint": resumed,
                    **{f"final_{k}": float(np.nanmean(fit.history[k][-tail:])) for k in ("loss", "rec", "kl")}}
         log(f"  trained in {seconds:.1f} s; loss over the last {tail} steps {info[s]['final_loss']:.4f}")
@@ -441,10 +455,10 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
     for i, s in enumerate(("A", "B")):
         log(f"site {s}: data and training")
         trained[s] = train_site(chests[s], 2 * seed + i, seeds, config, model, out, log, progress)
-    natural = chests["B"].sample(jax.random.key(100 + _SEED_STRIDE * seed), config.n_natural)
+    natural = chests["B"].sample(config.n_natural, key=100 + _SEED_STRIDE * seed)
     tests = {"A": trained["A"]["data"]["test"], "B": trained["B"]["data"]["test"], "A->B": natural}
     if generator is not None:
-        learned_source, generator_info = train_generators(chests, trained, generator, out, log, progress, seed)
+        learned_source, generator_info = fit_site_generators(chests, trained, generator, out, log, progress, seed)
         learned, comparison = {}, {}
     settings = {}
     for i, (name, train_on, desc) in enumerate(SETTINGS):

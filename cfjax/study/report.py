@@ -211,11 +211,11 @@ def learned_report(results: Mapping[str, Any]) -> list[str]:
     """The report's section on learned counterfactuals: every table with exact | learned | Δ."""
     lr = results["learned"]
     gen, comps = lr["generator"], lr["comparison"]
-    g = gen["settings"]
+    g = gen["settings"]["generator"]
     lines = ["", "## Exact vs learned counterfactuals", "",
              f"Every table above recomputed with **learned** counterfactual images: per site a conditional HVAE "
-             f"image mechanism (`cfjax.generative`, channels {tuple(g['channels'])}, latent dims "
-             f"{tuple(g['latent_dims'])}, {g['steps']} steps of batch {g['batch_size']}, EMA {g['ema_decay']}) trained on "
+             f"image mechanism (`cfjax.generative`, channels {tuple(g['hvae']['channels'])}, latent dims "
+             f"{tuple(g['hvae']['latent_dims'])}, {g['steps']} steps of batch {g['batch_size']}, EMA {g['ema_decay']}) trained on "
              "that site's training split (factual images and parents)"
              + (f" on the ELBO plus the counterfactual regulariser (weight {g['cf_weight']:g}; its anti-causal "
                 "predictors of sex and age trained on the same split)" if g.get("cf_weight") else " on the ELBO")
@@ -400,6 +400,7 @@ def classifier_section(checks: Mapping[str, Mapping[str, Any]] | None, heading: 
 def write_report(results: Mapping[str, Any], out: str) -> None:
     """Write ``out/report.md`` from :func:`cfjax.study.run`'s results (figures already drawn)."""
     cfg, quick = results["config"], results["quick"]
+    opt = cfg["predictor"]
     lines = [
         "# Paper 000's study on the synthetic chest SCM: counterfactual marginalisation of trained classifiers",
         "",
@@ -411,9 +412,9 @@ def write_report(results: Mapping[str, Any], out: str) -> None:
         "",
         f"- Images {cfg['size']}×{cfg['size']}, ChestSCM prevalence {cfg['prevalence']}, difficulty knob "
         f"effusion_size = {cfg['effusion_size']}; training pool {cfg['n_train']} units per site, validation "
-        f"{cfg['n_val']}; CNN features {cfg['features']}, AdamW lr {cfg['learning_rate']}, ≤ {cfg['steps']} steps "
-        f"(batch {cfg['batch_size']}), early stopping on validation AUC every {cfg['eval_every']} steps, "
-        f"patience {cfg['patience']}.",
+        f"{cfg['n_val']}; CNN features {cfg['features']}, AdamW lr {opt['learning_rate']}, ≤ {opt['steps']} steps "
+        f"(batch {opt['batch_size']}), early stopping on validation AUC every {opt['eval_every']} steps, "
+        f"patience {opt['patience']}.",
         f"- Seven trained predictors × {len(results['seeds'])} seeds = "
         f"{7 * len(results['seeds'])} members trained as ONE vmapped ensemble per training site; the logit "
         "offsets wrap the basic members.",
