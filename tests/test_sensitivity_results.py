@@ -10,6 +10,7 @@ import pytest
 
 from cfjax.sensitivity import datasets as D
 from cfjax.sensitivity import problem as P
+from cfjax.sensitivity import inverse as I
 from cfjax.sensitivity import search as Q
 
 TINY = P.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,), folds=2)
@@ -70,7 +71,7 @@ def test_fair_model_to_dict_and_repr(fitted):
 def test_an_unreachable_level_is_a_clear_result(fitted, rng):
     model, wc = fitted
     level = float(rng.uniform(1e3, 1e6))
-    inv = Q.inverse_budget(model, level, key=jax.random.key(0), hi=0.6, grid=1, **OPTS)
+    inv = I.inverse_budget(model, level, key=jax.random.key(0), hi=0.6, grid=1, **OPTS)
     assert inv.reached is False and inv.p_max is None
     assert inv.lo == pytest.approx(0.6) and inv.hi == 1.0  # the answer, if any, lies beyond 0.6
     # The same search as the fixture's: the largest CFU found and where.
@@ -86,7 +87,7 @@ def test_an_unreachable_level_is_a_clear_result(fitted, rng):
 def test_a_reachable_level_is_bracketed(fitted, rng):
     model, wc = fitted
     level = float(rng.uniform(0.3, 0.9)) * float(wc.cfu[0])
-    inv = Q.inverse_budget(model, level, key=jax.random.key(0), hi=0.6, grid=1, tol=0.1, **OPTS)
+    inv = I.inverse_budget(model, level, key=jax.random.key(0), hi=0.6, grid=1, tol=0.1, **OPTS)
     assert inv.reached is True and 0 <= inv.lo < inv.p_max == inv.hi <= 0.6 and inv.hi - inv.lo <= 0.1
     # Every probe at or above p_max reached the level; those at or below lo did not.
     for p, c in inv.evaluated:

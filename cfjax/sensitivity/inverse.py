@@ -102,7 +102,7 @@ def inverse_budget(model: FairModel, level: float, *, key: Any, hi: float = 0.99
       suite runs the same calls)::
 
         import jax, cfjax.sensitivity as S
-        prob = S.synthetic(200, seed=0)
+        prob = S.synthetic(200, key=0)
         model = S.fit(prob.graph, prob.data, S.Settings(degrees=(2,), lambdas=(1.0,),
                                                         predictor_degrees=(2,), predictor_lambdas=(1.0,)))
         opts = dict(restarts=1, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None)

@@ -182,9 +182,10 @@ def ridge_cv(Z: Any, y: Any, *, degrees: Sequence[int] = (1, 2, 3, 4),
              lambdas: Sequence[float] = tuple(np.logspace(-4, 4, 10)), folds: int = 5,
              shuffle: bool = False, key: Any = 0, score: str = "r2") -> RidgeFit:
     """Polynomial ridge of ``y (n,)`` on ``Z (n, p)``, degree and penalty by K-fold CV (rows
-    in order unless ``shuffle``, then folds drawn with ``key``, a PRNG key or an int seed) on ``score`` (held-out R², scikit-learn's default, or MSE),
-    refitted on all rows. The grid's order is degrees × lambdas, as scikit-learn's for a
-    ``PolynomialFeatures`` → ``Ridge`` pipeline.
+    in order unless ``shuffle``, then folds drawn with ``key``, a PRNG key or an int seed) on
+    ``score`` (held-out R², scikit-learn's default, or MSE), refitted on all rows. The grid's
+    order is degrees × lambdas, as scikit-learn's for a ``PolynomialFeatures`` → ``Ridge``
+    pipeline.
 
     Example:
       >>> import numpy as np
