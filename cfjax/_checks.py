@@ -152,14 +152,6 @@ def check_alphas(name: str, alphas: Any) -> tuple[float, ...]:
     return values
 
 
-def check_alpha(name: str, alpha: Any) -> None:
-    if not is_concrete(alpha):
-        return
-    a = np.asarray(alpha, dtype=np.float64)
-    if a.shape != () or not (0.0 < float(a) <= 1.0):
-        fail(name, "a level in (0, 1]", repr(alpha))
-
-
 def check_positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         fail(name, "an integer >= 1", repr(value))

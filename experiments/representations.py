@@ -42,9 +42,9 @@ def evaluate(clf_data, cfr_data, couples, key, n_classes):
     Xe = jnp.asarray(Xe)
     p_obs, p_true = clf(Xe), clf(jnp.asarray(Xe_cf))
     p_cfr = clf(R.counterfactuals(model, Xe, ze_cf))
-    p_sto = R.stochastic_proba(model, clf, Xe, ze_cf, key, draws=DRAWS)
+    p_sto = R.stochastic_proba(model, clf, Xe, ze_cf, key=key, draws=DRAWS)
     det, sto = R.score(p_obs, p_true, p_cfr), R.score(p_obs, p_true, p_sto)
-    acc = lambda c, A, t: float(jnp.mean(R.predict(c, A) == jnp.asarray(t)))  # noqa: E731
+    acc = lambda c, A, t: float(jnp.mean(R.predict_classes(c, A) == jnp.asarray(t)))  # noqa: E731
     return {
         "n_couples": int(len(ye)), "y_accuracy": acc(clf, Xe, ye),
         "z_accuracy_x": acc(z_clf, Xe, ze), "z_accuracy_x_perp": acc(z_perp, perp(Xe), ze),

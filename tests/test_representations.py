@@ -282,7 +282,7 @@ def test_stochastic_cfrs_have_the_class_residual_distribution(rng):
     model = R.fit_cfr(data.X, data.z)
     x = np.repeat(data.X[:1], 4000, axis=0)
     t = np.ones(4000, np.int32)
-    draws = np.asarray(R.sample_counterfactuals(model, x, t, jax.random.key(int(rng.integers(1 << 30)))))[0]
+    draws = np.asarray(R.sample_counterfactuals(model, x, t, key=jax.random.key(int(rng.integers(1 << 30)))))[0]
     det = np.asarray(R.counterfactuals(model, x[:1], t[:1]))[0]
     c = draws @ np.asarray(model.subspace.coord).T
     c_det = det @ np.asarray(model.subspace.coord).T
@@ -296,7 +296,7 @@ def test_stochastic_proba_is_the_average_over_draws(rng):
     model = R.fit_cfr(data.X, data.z)
     clf = R.fit_logistic(data.X, data.y)
     key = jax.random.key(int(rng.integers(1 << 30)))
-    got = np.asarray(R.stochastic_proba(model, clf, data.X, data.z_cf, key, draws=5))
+    got = np.asarray(R.stochastic_proba(model, clf, data.X, data.z_cf, key=key, draws=5))
     ref = np.zeros_like(got)
     for k in jax.random.split(key, 5):  # the same draws, one after another
         noise = jax.random.normal(k, (1000, model.subspace.rank), jnp.float32)
@@ -304,7 +304,7 @@ def test_stochastic_proba_is_the_average_over_draws(rng):
         ref += np.asarray(clf(cfr)) / 5
     np.testing.assert_allclose(got, ref, atol=1e-5)
     # Any callable works too.
-    plain = np.asarray(R.stochastic_proba(model, lambda X: clf(X), data.X, data.z_cf, key, draws=5))
+    plain = np.asarray(R.stochastic_proba(model, lambda X: clf(X), data.X, data.z_cf, key=key, draws=5))
     np.testing.assert_allclose(plain, got, atol=1e-6)
 
 
@@ -316,15 +316,15 @@ def test_stochastic_cfrs_for_every_value_in_one_call(rng, x64, k):
     model = R.fit_cfr(data.X, data.z)
     clf = R.fit_logistic(data.X, data.y)
     key = jax.random.key(int(rng.integers(1 << 30)))
-    every = np.asarray(R.sample_counterfactuals(model, data.X, None, key, draws=3))
-    proba = np.asarray(R.stochastic_proba(model, clf, data.X, None, key, draws=4))
+    every = np.asarray(R.sample_counterfactuals(model, data.X, None, key=key, draws=3))
+    proba = np.asarray(R.stochastic_proba(model, clf, data.X, None, key=key, draws=4))
     assert every.shape == (k, 3, 700, 10) and proba.shape == (k, 700, 2)
     scale = np.abs(every).max()
     for t in range(k):
         to_t = np.full(700, t, np.int32)
-        np.testing.assert_allclose(every[t], np.asarray(R.sample_counterfactuals(model, data.X, to_t, key, draws=3)),
+        np.testing.assert_allclose(every[t], np.asarray(R.sample_counterfactuals(model, data.X, to_t, key=key, draws=3)),
                                    atol=1e-12 * scale)
-        np.testing.assert_allclose(proba[t], np.asarray(R.stochastic_proba(model, clf, data.X, to_t, key, draws=4)),
+        np.testing.assert_allclose(proba[t], np.asarray(R.stochastic_proba(model, clf, data.X, to_t, key=key, draws=4)),
                                    atol=1e-12)
     # The draws differ from the deterministic CFRs by basis @ L_t ε, with the same ε for every t.
     det = np.asarray(R.counterfactuals(model, data.X))
@@ -368,10 +368,10 @@ def test_metrics_equal_brute_force_loops(rng):
     assert abs(float(s.ate) - ate_ref) < 1e-5 and abs(float(s.ate_cfr) - ate_cfr_ref) < 1e-5
     assert abs(float(s.ate_error) - abs(ate_ref - ate_cfr_ref)) < 1e-5
     assert float(s.ate) == float(s.atv_baseline)
-    assert abs(float(R.ate(p_true, p_obs)) - ate_ref) < 1e-5
+    assert abs(float(R.ate(p_obs, p_true)) - ate_ref) < 1e-5
     np.testing.assert_allclose(np.asarray(s.mean_effect), mean_ref, atol=1e-6)
     np.testing.assert_allclose(np.asarray(s.mean_effect_cfr), mean_cfr_ref, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(R.mean_effect(p_cfr, p_obs)), mean_cfr_ref, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(R.mean_effect(p_obs, p_cfr)), mean_cfr_ref, atol=1e-6)
     # TPR-gap with three concept values: Z = 2 against the rest.
     y, y_pred, z = rng.integers(0, C, n), rng.integers(0, C, n), rng.integers(0, 3, n)
     gap = np.asarray(R.tpr_gap(y, y_pred, z, value=2, n_classes=C))

@@ -122,8 +122,8 @@ def test_stochastic_proba_accepts_sklearn_predict_proba(rng, per_unit):
     model = R.fit_cfr(X, z)
     targets = 1 - z if per_unit else None
     key = jax.random.key(int(rng.integers(1 << 30)))
-    host = R.stochastic_proba(model, sk.predict_proba, X, targets, key, draws=5)
-    traced = R.stochastic_proba(model, same, X, targets, key, draws=5)
+    host = R.stochastic_proba(model, sk.predict_proba, X, targets, key=key, draws=5)
+    traced = R.stochastic_proba(model, same, X, targets, key=key, draws=5)
     shape = (len(X), 3) if per_unit else (2, len(X), 3)
     assert host.shape == traced.shape == shape and host.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(host), np.asarray(traced), atol=2e-5)
@@ -160,21 +160,21 @@ def test_stochastic_proba_jit_switch(rng):
 
     model = R.fit_cfr(X, z)
     key = jax.random.key(int(rng.integers(1 << 30)))
-    auto = R.stochastic_proba(model, numpy_proba, X, None, key, draws=3)
-    host = R.stochastic_proba(model, numpy_proba, X, None, key, draws=3, jit=False)
-    jax_host = R.stochastic_proba(model, jax_proba, X, None, key, draws=3, jit=False)
-    jax_jit = R.stochastic_proba(model, jax_proba, X, None, key, draws=3, jit=True)
+    auto = R.stochastic_proba(model, numpy_proba, X, None, key=key, draws=3)
+    host = R.stochastic_proba(model, numpy_proba, X, None, key=key, draws=3, jit=False)
+    jax_host = R.stochastic_proba(model, jax_proba, X, None, key=key, draws=3, jit=False)
+    jax_jit = R.stochastic_proba(model, jax_proba, X, None, key=key, draws=3, jit=True)
     np.testing.assert_array_equal(np.asarray(auto), np.asarray(host))
     np.testing.assert_allclose(np.asarray(host), np.asarray(jax_jit), atol=2e-6)
     np.testing.assert_allclose(np.asarray(jax_host), np.asarray(jax_jit), atol=2e-6)
     with pytest.raises(jax.errors.TracerArrayConversionError):
-        R.stochastic_proba(model, numpy_proba, X, None, key, draws=3, jit=True)
+        R.stochastic_proba(model, numpy_proba, X, None, key=key, draws=3, jit=True)
     for wrong in (lambda x: np.ones(len(x)), lambda x: np.ones((3, 2))):
         for jit in (None, False):
             with pytest.raises(ValidationError, match="`proba`"):
-                R.stochastic_proba(model, wrong, X, None, key, draws=2, jit=jit)
+                R.stochastic_proba(model, wrong, X, None, key=key, draws=2, jit=jit)
     with pytest.raises(ValidationError, match="`jit`"):
-        R.stochastic_proba(model, jax_proba, X, None, key, jit="yes")
+        R.stochastic_proba(model, jax_proba, X, None, key=key, jit="yes")
 
 
 # --- float64 inputs with jax_enable_x64 off ---------------------------------------------------

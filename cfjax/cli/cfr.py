@@ -180,8 +180,8 @@ def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *
     z_clf, X_perp = R.fit_logistic(X, z, n_classes=k), perp(Xj)
     z_perp = R.fit_logistic(X_perp, z, n_classes=k)
     res["concept_readout"] = {
-        "accuracy_from_x": float(jnp.mean(R.predict(z_clf, Xj) == jnp.asarray(z))),
-        "accuracy_from_x_perp": float(jnp.mean(R.predict(z_perp, X_perp) == jnp.asarray(z))),
+        "accuracy_from_x": float(jnp.mean(R.predict_classes(z_clf, Xj) == jnp.asarray(z))),
+        "accuracy_from_x_perp": float(jnp.mean(R.predict_classes(z_perp, X_perp) == jnp.asarray(z))),
         "majority": float(np.bincount(z).max() / len(z))}
     key = jax.random.key(seed)
     log("scoring the counterfactual representations" + (f" ({draws} stochastic draws per unit)" if draws else ""))
@@ -190,16 +190,16 @@ def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *
         per_value = {}
         for v in range(k):
             p_v = clf(cfr_all[v])
-            per_value[str(v)] = {"ate_cfr": R.ate(p_v, p_obs), "mean_effect_cfr": R.mean_effect(p_v, p_obs),
+            per_value[str(v)] = {"ate_cfr": R.ate(p_obs, p_v), "mean_effect_cfr": R.mean_effect(p_obs, p_v),
                                  "decision_change_cfr": 1.0 - R.pip(p_v, p_obs)}
         res["label_free_by_target_value"] = per_value
         return common.to_json(res)
     p_cfr = clf(R.counterfactuals(model, Xj, jnp.asarray(z_cf)))
-    p_sto = R.stochastic_proba(model, clf, Xj, jnp.asarray(z_cf), key, draws=draws) if draws else None
-    res["label_free"] = {"ate_cfr": R.ate(p_cfr, p_obs), "mean_effect_cfr": R.mean_effect(p_cfr, p_obs),
+    p_sto = R.stochastic_proba(model, clf, Xj, jnp.asarray(z_cf), key=key, draws=draws) if draws else None
+    res["label_free"] = {"ate_cfr": R.ate(p_obs, p_cfr), "mean_effect_cfr": R.mean_effect(p_obs, p_cfr),
                          "decision_change_cfr": 1.0 - R.pip(p_cfr, p_obs)}
     if p_sto is not None:
-        res["label_free"].update({"ate_cfr_stochastic": R.ate(p_sto, p_obs),
+        res["label_free"].update({"ate_cfr_stochastic": R.ate(p_obs, p_sto),
                                   "decision_change_cfr_stochastic": 1.0 - R.pip(p_sto, p_obs)})
     if X_cf is not None:
         p_true = clf(jnp.asarray(X_cf))

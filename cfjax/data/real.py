@@ -153,11 +153,9 @@ def _decode(image_module: Any, path: Path, size: int) -> np.ndarray:
 
 
 def _progress(items: list[Path], what: str):
-    """``items`` behind a tqdm bar, silent when stderr is not a terminal (or without tqdm)."""
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a dependency; degrade to no bar
-        return items
+    """``items`` behind a tqdm bar, silent when stderr is not a terminal."""
+    from tqdm import tqdm
+
     return tqdm(items, desc=what, unit="img", disable=None, leave=False)
 
 

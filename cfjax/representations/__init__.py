@@ -29,7 +29,7 @@ from cfjax.representations.cfr import sample_counterfactuals as sample_counterfa
 from cfjax.representations.cfr import stochastic_proba as stochastic_proba
 from cfjax.representations.classifiers import LinearClassifier as LinearClassifier
 from cfjax.representations.classifiers import fit_logistic as fit_logistic
-from cfjax.representations.classifiers import predict as predict
+from cfjax.representations.classifiers import predict_classes as predict_classes
 from cfjax.representations.corpus import EMOTIONS as EMOTIONS
 from cfjax.representations.corpus import TextCorpus as TextCorpus
 from cfjax.representations.corpus import template_corpus as template_corpus
@@ -80,7 +80,7 @@ __all__ = [
     "mean_effect",
     "other_values",
     "pip",
-    "predict",
+    "predict_classes",
     "sample_counterfactuals",
     "score",
     "stochastic_proba",

@@ -12,7 +12,7 @@ import numpy as np
 from cfjax import _checks
 from cfjax import _results
 from cfjax.representations.cfr import CFRModel, counterfactuals
-from cfjax.representations.classifiers import LinearClassifier, fit_logistic, predict
+from cfjax.representations.classifiers import LinearClassifier, fit_logistic, predict_classes
 from cfjax.representations.metrics import tpr_gap
 
 __all__ = ["AugmentationResult", "augment", "augmentation_effect", "other_values"]
@@ -97,7 +97,7 @@ def augmentation_effect(model: CFRModel, train: tuple, test: tuple, *, value: in
     augmented = fit_logistic(X_aug, np.asarray(y_aug), n_classes=C, l2=l2)
     out = []
     for clf in (plain, augmented):
-        pred = predict(clf, jnp.asarray(Xt))
+        pred = predict_classes(clf, jnp.asarray(Xt))
         out.append((float(jnp.mean(pred == jnp.asarray(yt))),
                     np.asarray(tpr_gap(yt, pred, zt, value=value, n_classes=C))))
     return AugmentationResult(accuracy=out[0][0], accuracy_augmented=out[1][0], tpr_gap=out[0][1],

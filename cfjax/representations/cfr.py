@@ -28,6 +28,8 @@ from flax import struct
 
 from cfjax import _checks
 from cfjax import _results
+from cfjax._core.keys import as_key
+from cfjax._core.platform import full_precision
 from cfjax.representations.subspace import ConceptSubspace, _check_embeddings, _fit_subspace
 
 __all__ = [
@@ -99,12 +101,6 @@ class ClassMoments(NamedTuple):
         return _results.fields_repr(type(self).__name__, ((f, getattr(self, f)) for f in self._fields))
 
 
-def _full_precision():
-    """Scope for matrix products at the inputs' full precision: on GPUs XLA's default rounds
-    float32 operands to TF32 (about 1e-3 relative), which would swamp the CFRs' accuracy."""
-    return jax.default_matmul_precision("highest")
-
-
 _CHUNK = 1024  # rows per block in :func:`_class_outer`
 
 
@@ -167,7 +163,7 @@ def _moments(X: jax.Array, z: jax.Array, k: int) -> ClassMoments:
     Xc = X - center
     counts = jnp.zeros(k, X.dtype).at[z].add(1)
     means = jax.ops.segment_sum(Xc, z, num_segments=k) / counts[:, None]
-    with _full_precision():
+    with full_precision():  # float32 products, not TF32: CFR accuracy
         grams = _class_grams(Xc, z, k) - counts[:, None, None] * means[:, :, None] * means[:, None, :]
     return ClassMoments(counts, means + center, grams)
 
@@ -212,7 +208,7 @@ def fit_regressions(subspace: ConceptSubspace, moments: ClassMoments,
         intercept = coord @ (mean - center) - mean_perp @ coef
         return coef, intercept
 
-    with _full_precision():
+    with full_precision():  # float32 products, not TF32: CFR accuracy
         return jax.vmap(one)(moments.means, moments.grams)
 
 
@@ -227,7 +223,7 @@ def _residual_covariances(subspace: ConceptSubspace, X: jax.Array, z: jax.Array,
     ``c_i - ν_z(x⊥_i) = (x_i - x̄_z) M_z`` with ``M_z = coordᵀ - T coef_z`` (``(d, r)``).
     """
     coord, basis = subspace.coord, subspace.basis
-    with _full_precision():
+    with full_precision():  # float32 products, not TF32: CFR accuracy
         M = coord.T[None] - (coef - coord.T[None] @ (basis.T[None] @ coef))  # T coef without T: (k, d, r)
 
         def residuals(x, v):
@@ -302,7 +298,7 @@ def counterfactual(model: CFRModel, x: jax.Array, target: jax.Array, noise: jax.
     ``noise (r,)``: standard-normal draws for the stochastic CFR (``None``: deterministic).
     """
     sub, coef = model.subspace, model.coef[target]
-    with _full_precision():
+    with full_precision():  # float32 products, not TF32: CFR accuracy
         c = sub.coord @ (x - sub.center)
         # x⊥ @ coef without forming x⊥ (x⊥ = x - basis c): one read of x, all work in r dimensions.
         c_new = x @ coef - c @ (sub.basis.T @ coef) + model.intercept[target]
@@ -355,14 +351,14 @@ def counterfactuals(model: CFRModel, X: Any, targets: Any = None) -> jax.Array:
     return _to_targets(model, X, _check_targets(model, targets, X.shape[0]))
 
 
-def sample_counterfactuals(model: CFRModel, X: Any, targets: Any, key: jax.Array, draws: int = 1) -> jax.Array:
+def sample_counterfactuals(model: CFRModel, X: Any, targets: Any, *, key: Any, draws: int = 1) -> jax.Array:
     """Stochastic CFRs: ``x⊥ + basis @ (ν_{z'}(x⊥) + L_{z'} ε)``, ``ε ~ N(0, I_r)``.
 
     Args:
         X: embeddings ``(n, d)``.
         targets: ``None`` for every concept value (returns ``(k, draws, n, d)``), or per-unit
             target codes ``(n,)`` (returns ``(draws, n, d)``).
-        key: PRNG key. The standard-normal draws ``ε (draws, n, r)`` come from it alone, so every
+        key: a PRNG key or an int seed. The standard-normal draws ``ε (draws, n, r)`` come from it alone, so every
             target value uses the same ones (common random numbers): ``result[t]`` of the
             all-values call equals the call with ``targets = t`` for every unit and the same key.
         draws: CFRs per unit and target value.
@@ -373,24 +369,24 @@ def sample_counterfactuals(model: CFRModel, X: Any, targets: Any, key: jax.Array
         >>> z = rng.integers(0, 2, 500); X = rng.normal(size=(500, 4)).astype(np.float32)
         >>> X[:, 0] += 2 * z
         >>> model = fit_cfr(X, z)
-        >>> every = sample_counterfactuals(model, X, None, jax.random.key(0), draws=3)
+        >>> every = sample_counterfactuals(model, X, None, key=0, draws=3)
         >>> every.shape   # (k, draws, n, d)
         (2, 3, 500, 4)
-        >>> to_one = sample_counterfactuals(model, X, np.ones(500, int), jax.random.key(0), draws=3)
+        >>> to_one = sample_counterfactuals(model, X, np.ones(500, int), key=0, draws=3)
         >>> bool(np.allclose(every[1], to_one, atol=1e-5))
         True
     """
     X = _check_x(model, X)
     t = None if targets is None else _check_targets(model, targets, X.shape[0])
     draws = _checks.check_positive_int("draws", draws)
-    noise = jax.random.normal(key, (draws, X.shape[0], model.subspace.rank), X.dtype)
+    noise = jax.random.normal(as_key(key), (draws, X.shape[0], model.subspace.rank), X.dtype)
     if t is None:
         return _sample_all_targets(model, X, jnp.arange(model.n_values), noise)
     return _sample_to_targets(model, X, t, noise)
 
 
-def stochastic_proba(model: CFRModel, proba: Callable[[Any], Any], X: Any, targets: Any,
-                     key: jax.Array, draws: int = 32, *, jit: bool | None = None) -> jax.Array:
+def stochastic_proba(model: CFRModel, proba: Callable[[Any], Any], X: Any, targets: Any, *,
+                     key: Any, draws: int = 32, jit: bool | None = None) -> jax.Array:
     """Class probabilities averaged over ``draws`` stochastic CFRs.
 
     Args:
@@ -401,7 +397,7 @@ def stochastic_proba(model: CFRModel, proba: Callable[[Any], Any], X: Any, targe
         X: embeddings ``(n, d)``.
         targets: ``None`` for every concept value (returns ``(k, n, C)``), or per-unit target
             codes ``(n,)`` (returns ``(n, C)``).
-        key: PRNG key, split into one key per draw; each draw's ``ε (n, r)`` is shared by every
+        key: a PRNG key or an int seed, split into one key per draw; each draw's ``ε (n, r)`` is shared by every
             target value, so ``result[t]`` of the all-values call equals the call with
             ``targets = t`` for every unit and the same key.
         draws: number of stochastic CFRs averaged.
@@ -430,8 +426,8 @@ def stochastic_proba(model: CFRModel, proba: Callable[[Any], Any], X: Any, targe
         ...     e = np.exp(np.asarray(x) @ W); return e / e.sum(axis=1, keepdims=True)
         >>> def traced(x):
         ...     return jax.nn.softmax(x @ W, axis=-1)
-        >>> a = stochastic_proba(model, host, X, None, jax.random.key(0), draws=4)
-        >>> b = stochastic_proba(model, traced, X, None, jax.random.key(0), draws=4)
+        >>> a = stochastic_proba(model, host, X, None, key=0, draws=4)
+        >>> b = stochastic_proba(model, traced, X, None, key=0, draws=4)
         >>> a.shape, bool(np.allclose(a, b, atol=1e-5))
         ((2, 300, 2), True)
     """
@@ -442,7 +438,7 @@ def stochastic_proba(model: CFRModel, proba: Callable[[Any], Any], X: Any, targe
         _checks.fail("jit", "True, False or None", repr(jit))
     if not callable(proba):
         _checks.fail("proba", "a callable mapping embeddings (m, d) to probabilities (m, C)", type(proba).__name__)
-    keys = jax.random.split(key, draws)
+    keys = jax.random.split(as_key(key), draws)
     if jit is not False:
         arrays, static = _split_callable(proba)
         try:

@@ -21,7 +21,7 @@ from cfjax import _checks
 from cfjax import _results
 from cfjax.representations.subspace import _as_embeddings
 
-__all__ = ["LinearClassifier", "fit_logistic", "predict"]
+__all__ = ["LinearClassifier", "fit_logistic", "predict_classes"]
 
 
 class LinearClassifier(struct.PyTreeNode):
@@ -55,7 +55,7 @@ class LinearClassifier(struct.PyTreeNode):
                 f"dtype={jnp.dtype(self.W.dtype).name}" + (f", batch={tuple(shape[:-2])}" if len(shape) > 2 else "") + ")")
 
 
-def predict(proba: Any, X: jax.Array) -> jax.Array:
+def predict_classes(proba: Any, X: jax.Array) -> jax.Array:
     """Predicted classes ``(n,)``: the argmax of ``proba(X)``."""
     return jnp.argmax(proba(X), axis=-1)
 
@@ -111,7 +111,7 @@ def fit_logistic(X: Any, y: Any, *, n_classes: int | None = None, l2: float = 1e
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(400, 3)).astype(np.float32); y = (X[:, 0] > 0).astype(np.int32)
         >>> clf = fit_logistic(X, y)
-        >>> float(np.mean(np.asarray(predict(clf, X)) == y)) > 0.95
+        >>> float(np.mean(np.asarray(predict_classes(clf, X)) == y)) > 0.95
         True
     """
     X = _as_embeddings(X)

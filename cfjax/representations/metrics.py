@@ -21,7 +21,7 @@ function is pure JAX and vmappable over a leading classifier axis.
 The per-unit kernels are ``cfjax.metrics``' multi-class stability core
 (``cfjax.metrics.stability``): PIP is the mean agreement of argmax decisions, ATV and the ATE
 means of the total variation ``½‖a − b‖₁``; against the marginalisation metrics, ATV/ATE of
-``(p_cf, p_obs)`` is ``cfjax.metrics.score_shift(p_obs, p_cf[:, None])`` and
+``(p_obs, p_cf)`` is ``cfjax.metrics.score_shift(p_obs, p_cf[:, None])`` and
 ``1 − PIP`` is ``cfjax.metrics.decision_disagreement`` with K = 1.
 """
 
@@ -76,7 +76,7 @@ def atv(p_true: jax.Array, p_cfr: jax.Array) -> jax.Array:
     return _atv(p_true, p_cfr)
 
 
-def ate(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
+def ate(p_obs: jax.Array, p_cf: jax.Array) -> jax.Array:
     """Average treatment effect of the intervention on the classifier (paper 002): the mean over
     units of the total-variation distance between its outputs after and before,
     ``mean_i ½‖p_cf_i − p_obs_i‖₁``, a scalar in [0, 1]. With ``p_cf = p_true`` (true
@@ -86,14 +86,14 @@ def ate(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
         >>> import numpy as np
         >>> p_obs = np.array([[0.9, 0.1], [0.1, 0.9]], np.float32)  # two units sent to opposite values:
         >>> p_cf = np.array([[0.1, 0.9], [0.9, 0.1]], np.float32)   # each moves by 0.8, the mean by 0
-        >>> round(float(ate(p_cf, p_obs)), 3), np.round(np.asarray(mean_effect(p_cf, p_obs)), 3).tolist()
+        >>> round(float(ate(p_obs, p_cf)), 3), np.round(np.asarray(mean_effect(p_obs, p_cf)), 3).tolist()
         (0.8, [0.0, 0.0])
     """
-    _pair("p_cf", p_cf, "p_obs", p_obs)
+    _pair("p_obs", p_obs, "p_cf", p_cf)
     return _atv(p_cf, p_obs)
 
 
-def mean_effect(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
+def mean_effect(p_obs: jax.Array, p_cf: jax.Array) -> jax.Array:
     """Mean change of the predicted probabilities, per class: ``mean_i (p_cf_i − p_obs_i)``,
     shape ``(C,)``.
 
@@ -101,7 +101,7 @@ def mean_effect(p_cf: jax.Array, p_obs: jax.Array) -> jax.Array:
     equality only when every unit moves the same way; on balanced data, where units are sent
     both ways, the shifts cancel and it is close to 0.
     """
-    _pair("p_cf", p_cf, "p_obs", p_obs)
+    _pair("p_obs", p_obs, "p_cf", p_cf)
     return _mean_effect(p_cf, p_obs)
 
 

@@ -29,6 +29,7 @@ from flax import struct
 
 from cfjax import _checks
 from cfjax import _results
+from cfjax._core.platform import full_precision
 
 __all__ = ["ConceptSubspace", "concept_subspace", "cross_covariance", "ledoit_wolf_shrinkage"]
 
@@ -57,10 +58,6 @@ class ConceptSubspace(struct.PyTreeNode):
         c = self.coord @ (x - self.center)
         return x - self.basis @ c, c
 
-    def combine(self, x_perp: jax.Array, c: jax.Array) -> jax.Array:
-        """``x⊥ + basis @ c`` for one unit."""
-        return x_perp + self.basis @ c
-
     def to_dict(self) -> dict[str, Any]:
         """Plain Python for ``json.dumps``: ``method``, ``dtype`` and the arrays ``coord``,
         ``basis``, ``center`` as (nested) lists; :meth:`from_dict` rebuilds the subspace."""
@@ -77,11 +74,6 @@ class ConceptSubspace(struct.PyTreeNode):
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(method={self.method!r}, dim={self.coord.shape[-1]}, "
                 f"rank={self.coord.shape[-2]}, dtype={jnp.dtype(self.coord.dtype).name})")
-
-
-def _full_precision():
-    """Scope for matrix products at the inputs' full precision (not TF32 on GPUs)."""
-    return jax.default_matmul_precision("highest")
 
 
 def _as_embeddings(X: Any) -> Any:
@@ -124,7 +116,7 @@ def cross_covariance(X: jax.Array, z: jax.Array, k: int) -> jax.Array:
     n = X.shape[0]
     onehot = jax.nn.one_hot(z, k, dtype=X.dtype)
     Xc = X - jnp.mean(X, axis=0, keepdims=True)
-    with _full_precision():
+    with full_precision():
         return Xc.T @ (onehot - jnp.mean(onehot, axis=0, keepdims=True)) / n
 
 
@@ -138,7 +130,7 @@ def ledoit_wolf_shrinkage(X: jax.Array) -> tuple[jax.Array, jax.Array]:
     """
     n, d = X.shape
     Xc = X - jnp.mean(X, axis=0, keepdims=True)
-    with _full_precision():
+    with full_precision():
         S = Xc.T @ Xc / n
     mu = jnp.trace(S) / d
     delta = jnp.sum((S - mu * jnp.eye(d, dtype=X.dtype)) ** 2) / d
@@ -188,7 +180,7 @@ def concept_subspace(X: Any, z: Any, *, n_values: int | None = None, method: str
 
 def _fit_subspace(X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: float | str) -> ConceptSubspace:
     """:func:`concept_subspace` on validated inputs."""
-    with _full_precision():
+    with full_precision():
         return _fit(X, z, k, method, shrinkage)
 
 
