@@ -37,25 +37,25 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
 
     chest = cf.data.ChestSCM(size=args.size)
-    rec = chest.sample(jax.random.key(0), 200)
+    rec = chest.sample(200, key=jax.random.key(0))
     do, _ = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20, 90, 8)})
-    out = chest.counterfactuals(rec, do, jax.random.key(1), label=args.label)
+    out = chest.counterfactuals(rec, do, key=jax.random.key(1), label=args.label)
     effusion = np.asarray(rec["parents"]["effusion"])
     rows = list(np.flatnonzero(effusion == 0)[: args.rows]) + list(np.flatnonzero(effusion == 1)[: args.rows])
     images, cfs = np.asarray(rec["image"]), np.asarray(out["image"])
     pad = np.ones((args.size, 2))
-    lines = [np.concatenate([images[i], pad, pad] + [np.concatenate([cfs[k, i], pad], axis=1)
+    lines = [np.concatenate([images[i], pad, pad] + [np.concatenate([cfs[i, k], pad], axis=1)
                                                      for k in range(16)], axis=1) for i in rows]
     write_png(args.out, np.concatenate(lines, axis=0))
-    changed = float(np.mean(np.asarray(out["parents"]["effusion"]) != effusion))
+    changed = float(np.mean(np.asarray(out["parents"]["effusion"]) != effusion[:, None]))
     print(f"wrote {args.out}: {len(rows)} units (first {args.rows} without effusion, by factual status), "
           f"factual + 16 counterfactuals; label {args.label}: effusion changed in {changed:.1%} of counterfactuals")
 
     # Throughput: N units × K = 16 counterfactual images, parents and rendering included.
-    rec = chest.sample(jax.random.key(2), args.throughput_units)
+    rec = chest.sample(args.throughput_units, key=jax.random.key(2))
 
     def run():
-        return chest.counterfactuals(rec, do, jax.random.key(3), label=args.label)["image"].block_until_ready()
+        return chest.counterfactuals(rec, do, key=jax.random.key(3), label=args.label)["image"].block_until_ready()
 
     run()
     start = time.perf_counter()

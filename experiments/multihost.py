@@ -54,7 +54,7 @@ def units(seed: int, block: slice) -> dict[str, np.ndarray]:
     chest = cf.data.ChestSCM()
     scm, params = chest.scm, chest.params()
     root = jax.random.key(seed)
-    draw = jax.jit(jax.vmap(lambda i: scm.sample(params, jax.random.fold_in(root, i), 1)))
+    draw = jax.jit(jax.vmap(lambda i: scm.sample(params, 1, key=jax.random.fold_in(root, i))))
     rows = draw(jnp.arange(block.start, block.stop))  # each node (b, 1)
     return {v: np.asarray(x).reshape(-1) for v, x in rows.items()}
 
@@ -67,12 +67,12 @@ def chunks(block: dict[str, np.ndarray], chunk_size: int, seed: int):
     k = grid["sex"].shape[0]
     n = block["sex"].shape[0]
     # do(sex, age), effusion (the label) held at each unit's observed value.
-    interventions = {**grid, "effusion": np.broadcast_to(block["effusion"], (k, n))}
+    interventions = {**grid, "effusion": np.broadcast_to(block["effusion"][:, None], (n, k))}
     score = jax.jit(jax.vmap(risk_score))
     p_obs = np.asarray(risk_score(block))
     for start, stop, out in scm.counterfactual_chunks(params, block, interventions, chunk_size=chunk_size,
                                                       key=jax.random.key(seed + 1)):
-        p_cf = np.asarray(score(out)).T  # (K, b) -> (b, K)
+        p_cf = np.asarray(score(out))  # (b, K)
         yield p_obs[start:stop], p_cf, block["effusion"][start:stop].astype(np.int32)
 
 

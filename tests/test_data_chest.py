@@ -23,13 +23,13 @@ def assert_same_image(actual, desired):
 @pytest.fixture(scope="module")
 def chest_records():
     chest = D.ChestSCM(size=48)
-    return chest, chest.sample(jax.random.key(0), 300)
+    return chest, chest.sample(300, key=jax.random.key(0))
 
 
 def test_sampling_is_deterministic_by_seed():
     chest = D.ChestSCM(size=32)
-    a, b = chest.sample(jax.random.key(5), 20), chest.sample(jax.random.key(5), 20)
-    c = chest.sample(jax.random.key(6), 20)
+    a, b = chest.sample(20, key=jax.random.key(5)), chest.sample(20, key=jax.random.key(5))
+    c = chest.sample(20, key=jax.random.key(6))
     np.testing.assert_array_equal(a["image"], b["image"])
     for v in D.PARENTS:
         np.testing.assert_array_equal(a["parents"][v], b["parents"][v])
@@ -38,7 +38,7 @@ def test_sampling_is_deterministic_by_seed():
 
 def test_images_are_grayscale_in_unit_range_at_every_size():
     for size in (32, 64, 192):
-        rec = D.ChestSCM(size=size).sample(jax.random.key(1), 3)
+        rec = D.ChestSCM(size=size).sample(3, key=jax.random.key(1))
         assert rec["image"].shape == (3, size, size)
         assert float(rec["image"].min()) >= 0 and float(rec["image"].max()) <= 1
     with pytest.raises(ValueError, match="size"):
@@ -47,24 +47,24 @@ def test_images_are_grayscale_in_unit_range_at_every_size():
 
 def test_null_intervention_re_renders_the_identical_image(chest_records):
     chest, rec = chest_records
-    out = chest.counterfactuals(rec, {}, jax.random.key(1))
-    assert_same_image(out["image"][0], rec["image"])
-    same_sex = chest.counterfactuals(rec, {"sex": np.asarray(rec["parents"]["sex"])[None]}, jax.random.key(2))
-    np.testing.assert_allclose(same_sex["image"][0], rec["image"], atol=1e-5)
+    out = chest.counterfactuals(rec, {}, key=jax.random.key(1))
+    assert_same_image(out["image"][:, 0], rec["image"])
+    same_sex = chest.counterfactuals(rec, {"sex": np.asarray(rec["parents"]["sex"])[:, None]}, key=jax.random.key(2))
+    np.testing.assert_allclose(same_sex["image"][:, 0], rec["image"], atol=1e-5)
 
 
 def test_sex_acts_only_through_sex_and_lung_size_not_pose(chest_records):
     chest, rec = chest_records
     flipped = 1 - np.asarray(rec["parents"]["sex"])
-    out = chest.counterfactuals(rec, {"sex": flipped[None]}, jax.random.key(3))
+    out = chest.counterfactuals(rec, {"sex": flipped[:, None]}, key=jax.random.key(3))
     p = rec["parents"]
     # Parents: age, race and effusion keep their values; lung size moves with sex.
     for v in ("age", "race", "effusion"):
-        np.testing.assert_array_equal(out["parents"][v][0], p[v])
-    assert not np.allclose(out["parents"]["lung"][0], p["lung"])
+        np.testing.assert_array_equal(out["parents"][v][:, 0], p[v])
+    assert not np.allclose(out["parents"]["lung"][:, 0], p["lung"])
     # The image is exactly the renderer applied to the new parents and the same noise.
-    again = chest.render({v: x[0] for v, x in out["parents"].items()}, rec["noise"])
-    assert_same_image(out["image"][0], again)
+    again = chest.render({v: x[:, 0] for v, x in out["parents"].items()}, rec["noise"])
+    assert_same_image(out["image"][:, 0], again)
     # Pose is unchanged: the spine (a narrow bright ridge, found on the high-passed column
     # profile of the upper chest) stays where it was.
     def spine_column(img):
@@ -75,30 +75,31 @@ def test_sex_acts_only_through_sex_and_lung_size_not_pose(chest_records):
         cols = peak[:, None] + np.arange(-2, 3)[None, :]
         w = np.take_along_axis(ridge, cols, axis=-1)
         return (w * cols).sum(-1) / w.sum(-1)  # sub-pixel centroid of the ridge
-    moved = np.abs(spine_column(out["image"][0]) - spine_column(rec["image"]))
+    moved = np.abs(spine_column(out["image"][:, 0]) - spine_column(rec["image"]))
     assert moved.max() < 0.35, moved.max()
     # Holding lung size at its factual value, sex alone still changes the image (habitus).
-    hold = chest.counterfactuals(rec, {"sex": flipped[None], "lung": np.asarray(p["lung"])[None]}, jax.random.key(4))
-    assert float(jnp.mean(jnp.abs(hold["image"][0] - rec["image"]))) > 1e-3
+    hold = chest.counterfactuals(rec, {"sex": flipped[:, None], "lung": np.asarray(p["lung"])[:, None]},
+                                 key=jax.random.key(4))
+    assert float(jnp.mean(jnp.abs(hold["image"][:, 0] - rec["image"]))) > 1e-3
 
 
 def test_counterfactuals_over_the_paper_grid(chest_records):
     chest, rec = chest_records
     do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20, 90, 8)})
-    out = chest.counterfactuals(rec, do, jax.random.key(5))
-    assert out["image"].shape == (16, 300, 48, 48)
-    np.testing.assert_array_equal(out["parents"]["sex"][:, 0], do["sex"])
-    np.testing.assert_array_equal(out["parents"]["race"], np.broadcast_to(rec["parents"]["race"], (16, 300)))
+    out = chest.counterfactuals(rec, do, key=jax.random.key(5))
+    assert out["image"].shape == (300, 16, 48, 48)
+    np.testing.assert_array_equal(out["parents"]["sex"][0], do["sex"])
+    np.testing.assert_array_equal(out["parents"]["race"], np.broadcast_to(rec["parents"]["race"][:, None], (300, 16)))
     # Bone density falls with age: the spine is dimmer at 90 than at 20.
-    centre = out["image"][:, :, 10:38, 22:26].mean(axis=(1, 2, 3))
+    centre = out["image"][:, :, 10:38, 22:26].mean(axis=(0, 2, 3))
     assert float(centre[7]) < float(centre[0]) and float(centre[15]) < float(centre[8])
 
 
 def test_effusion_is_visible_at_the_lung_bases():
     chest = D.ChestSCM(size=64)
-    rec = chest.sample(jax.random.key(7), 200)
-    healthy = chest.counterfactuals(rec, {"effusion": np.array([0, 1])}, jax.random.key(8))["image"]
-    diff = np.asarray(healthy[1] - healthy[0])
+    rec = chest.sample(200, key=jax.random.key(7))
+    healthy = chest.counterfactuals(rec, {"effusion": np.array([0, 1])}, key=jax.random.key(8))["image"]
+    diff = np.asarray(healthy[:, 1] - healthy[:, 0])
     assert diff.min() >= -1e-6  # fluid only adds opacity
     mean = diff.mean(axis=0)
     lower, upper = mean[36:56].mean(), mean[4:24].mean()
@@ -111,7 +112,7 @@ def test_effusion_is_visible_at_the_lung_bases():
 def test_second_site_changes_acquisition_only():
     a = D.ChestSCM(size=32)
     b = D.ChestSCM(size=32, site=D.Acquisition(gain=0.8, gamma=1.3, noise=0.08, offset=0.03))
-    ra, rb = a.sample(jax.random.key(9), 10), b.sample(jax.random.key(9), 10)
+    ra, rb = a.sample(10, key=jax.random.key(9)), b.sample(10, key=jax.random.key(9))
     for v in D.PARENTS:
         np.testing.assert_array_equal(ra["parents"][v], rb["parents"][v])
     assert float(jnp.mean(jnp.abs(ra["image"] - rb["image"]))) > 0.02
@@ -119,7 +120,7 @@ def test_second_site_changes_acquisition_only():
 
 def test_balanced_split_meets_its_constraints_exactly():
     chest = D.ChestSCM(size=32, prevalence=0.3)
-    p = chest.sample(jax.random.key(10), 20_000)["parents"]
+    p = chest.sample(20_000, key=jax.random.key(10))["parents"]
     sex, age, y = (np.asarray(p[v]) for v in ("sex", "age", "effusion"))
     idx = cf.study.balanced_test_split(sex, age, y, per_cell=120, prevalence=0.25, seed=3)
     assert len(idx) == len(np.unique(idx)) == 720
@@ -246,7 +247,7 @@ def full_pool_datasets(chest, seed, n_train, n_val, test_per_cell, bias, pool_fa
     """Reference: the construction that renders every unit of every pool, then keeps some."""
     def sample(key, n):
         k_parents, k_image = jax.random.split(key)
-        parents = chest.scm.sample(chest.params(), k_parents, n)
+        parents = chest.scm.sample(chest.params(), n, key=k_parents)
         noise = jax.vmap(D.sample_image_noise)(jax.random.split(k_image, n))
         image = render_all(*(parents[v] for v in ("sex", "age", "race", "lung", "effusion")), noise,
                            chest.size, chest.site, chest.effusion_size)
@@ -348,19 +349,19 @@ def test_fluid_stays_on_its_side_of_the_midline(rng):
 
 def test_counterfactuals_keep_severity_and_laterality(rng):
     chest = D.ChestSCM(size=32)
-    rec = chest.sample(jax.random.key(int(rng.integers(2**31))), 24)
+    rec = chest.sample(24, key=jax.random.key(int(rng.integers(2**31))))
     p = rec["parents"]
     # Under the factual parents (an explicit do(sex, age) to their own values) every image is
     # the factual one: the severity and laterality noise is the unit's own, not redrawn.
-    same = chest.counterfactuals(rec, {"sex": np.asarray(p["sex"])[None], "age": np.asarray(p["age"])[None]},
-                                 jax.random.key(1), label=str(rng.choice(["fixed", "follows"])))
-    np.testing.assert_allclose(same["image"][0], rec["image"], atol=1e-5)
+    same = chest.counterfactuals(rec, {"sex": np.asarray(p["sex"])[:, None], "age": np.asarray(p["age"])[:, None]},
+                                 key=jax.random.key(1), label=str(rng.choice(["fixed", "follows"])))
+    np.testing.assert_allclose(same["image"][:, 0], rec["image"], atol=1e-5)
     # Under new ages, each image is the renderer applied to the new parents and the same noise.
     do = {"age": rng.uniform(20, 90, 3).astype(np.float32)}
-    out = chest.counterfactuals(rec, do, jax.random.key(2))
+    out = chest.counterfactuals(rec, do, key=jax.random.key(2))
     for k in range(3):
-        again = chest.render({v: x[k] for v, x in out["parents"].items()}, rec["noise"])
-        assert_same_image(out["image"][k], again)
+        again = chest.render({v: x[:, k] for v, x in out["parents"].items()}, rec["noise"])
+        assert_same_image(out["image"][:, k], again)
     # A positive unit's image moves with its severity noise: the noise is used, not decorative.
     sick = int(np.flatnonzero(np.asarray(p["effusion"]) == 1)[0])
     u = jax.tree.map(lambda a: a[sick], rec["noise"])
@@ -371,33 +372,33 @@ def test_counterfactuals_keep_severity_and_laterality(rng):
 
 def test_label_fixed_holds_effusion_and_follows_matches_the_parent_scm(rng):
     chest = D.ChestSCM(size=32)
-    rec = chest.sample(jax.random.key(int(rng.integers(2**31))), 32)
+    rec = chest.sample(32, key=jax.random.key(int(rng.integers(2**31))))
     do, _ = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20, 90, 4)})
     key = jax.random.key(int(rng.integers(2**31)))
-    fixed = chest.counterfactuals(rec, do, key)  # the default
-    follows = chest.counterfactuals(rec, do, key, label="follows")
+    fixed = chest.counterfactuals(rec, do, key=key)  # the default
+    follows = chest.counterfactuals(rec, do, key=key, label="follows")
     want = chest.scm.counterfactual(chest.params(), rec["parents"], do, key=key)
     y = np.asarray(rec["parents"]["effusion"])
     for v in D.PARENTS:
         np.testing.assert_array_equal(follows["parents"][v], want[v])
         if v != "effusion":  # sex, age set; race kept; lung follows its parents in both modes
             np.testing.assert_array_equal(fixed["parents"][v], want[v])
-    np.testing.assert_array_equal(fixed["parents"]["effusion"], np.broadcast_to(y, (8, 32)))
-    assert (np.asarray(follows["parents"]["effusion"]) != y).any()  # do(age) moves some labels
+    np.testing.assert_array_equal(fixed["parents"]["effusion"], np.broadcast_to(y[:, None], (32, 8)))
+    assert (np.asarray(follows["parents"]["effusion"]) != y[:, None]).any()  # do(age) moves some labels
     # The images differ exactly where the labels do.
-    moved = np.asarray(follows["parents"]["effusion"]) != y
+    moved = np.asarray(follows["parents"]["effusion"]) != y[:, None]
     same = np.abs(np.asarray(follows["image"]) - np.asarray(fixed["image"])).sum(axis=(2, 3)) == 0
     np.testing.assert_array_equal(same, ~moved)
     # An explicit intervention on effusion is applied in both modes.
-    both = chest.counterfactuals(rec, {"effusion": np.array([0, 1])}, key)
-    np.testing.assert_array_equal(both["parents"]["effusion"], np.repeat(np.array([[0], [1]]), 32, axis=1))
+    both = chest.counterfactuals(rec, {"effusion": np.array([0, 1])}, key=key)
+    np.testing.assert_array_equal(both["parents"]["effusion"], np.repeat(np.array([[0, 1]]), 32, axis=0))
 
 
 def test_bad_label_and_knob_raise_validation_errors():
     chest = D.ChestSCM(size=32)
-    rec = chest.sample(jax.random.key(0), 8)
+    rec = chest.sample(8, key=jax.random.key(0))
     with pytest.raises(cf.ValidationError, match="label"):
-        chest.counterfactuals(rec, {"age": np.array([30.0])}, jax.random.key(1), label="observed")
+        chest.counterfactuals(rec, {"age": np.array([30.0])}, key=jax.random.key(1), label="observed")
     for bad in (0.0, 0.7, -0.1, float("nan"), "0.2", None, True):
         with pytest.raises(cf.ValidationError, match="effusion_size"):
             D.ChestSCM(size=32, effusion_size=bad)
@@ -405,10 +406,10 @@ def test_bad_label_and_knob_raise_validation_errors():
 
 
 def test_the_difficulty_knob_scales_the_fluid():
-    rec = D.ChestSCM(size=32).sample(jax.random.key(3), 64)
+    rec = D.ChestSCM(size=32).sample(64, key=jax.random.key(3))
     amount = []
     for knob in (0.08, 0.3):  # each value compiles the renderer once (a static setting)
         chest = D.ChestSCM(size=32, effusion_size=knob)
-        img = chest.counterfactuals(rec, {"effusion": np.array([0, 1])}, jax.random.key(4))["image"]
-        amount.append(float((img[1] - img[0]).sum()))
+        img = chest.counterfactuals(rec, {"effusion": np.array([0, 1])}, key=jax.random.key(4))["image"]
+        amount.append(float((img[:, 1] - img[:, 0]).sum()))
     assert 0 < amount[0] < 0.5 * amount[1]

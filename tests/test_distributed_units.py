@@ -1,6 +1,6 @@
 """Units and resamples spread over several devices: counterfactual generation
 (``SCM.counterfactual(mesh=)``), predictor inference over images (``predict(shard="units")``)
-and the bootstrap's resamples (``evaluate_bootstrap(devices=)``) equal the one-device calls;
+and the bootstrap's resamples (``evaluate_bootstrap(mesh=)``) equal the one-device calls;
 the new arguments (also ``ChestSCM.counterfactuals(mesh=)``'s) are validated.
 
 JAX fixes its CPU device count when it starts, so the comparisons run in one child process
@@ -52,19 +52,19 @@ all_devices, three = dist.mesh(), dist.mesh(jax.devices()[2:5])
 # samples, so each unit's key matters).
 scm = cf.scm.SCM({{"a": [], "b": ["a"], "c": ["a"]}},
                  {{"a": cf.scm.LocationScale(), "b": cf.scm.LocationScale(), "c": cf.scm.GumbelMax(3)}})
-params = scm.init(jax.random.key(int(rng.integers(2**31))))
+params = scm.init(key=jax.random.key(int(rng.integers(2**31))))
 params["a"] = cf.scm.linear_gaussian_params([], 0.0, 1.0)
 params["b"] = cf.scm.linear_gaussian_params([w], bias, scale)
 data = {{"a": rng.normal(size=n).astype(np.float32), "b": rng.normal(size=n).astype(np.float32),
         "c": rng.integers(0, 3, n).astype(np.int32)}}
 groups = [{{"a": rng.normal(size=2).astype(np.float32)}},                 # common values, K = 2
-          {{"a": rng.normal(size=(2, n)).astype(np.float32)}},            # per-unit values
-          {{"a": cf.scm.Shift(rng.normal(size=(1, n)).astype(np.float32))}},  # per-unit shifts
+          {{"a": rng.normal(size=(n, 2)).astype(np.float32)}},            # per-unit values
+          {{"a": cf.scm.Shift(rng.normal(size=(n, 1)).astype(np.float32))}},  # per-unit shifts
           {{}}]                                                            # the null intervention
 one = scm.counterfactual(params, data, groups, key=key)
 sharded = scm.counterfactual(params, data, groups, key=key, mesh=all_devices)
 # chunks of 10 units (the last padded), each split over 3 devices; c's noise given
-noise_c = {{"c": scm.abduct(params, data, key)["c"]}}
+noise_c = {{"c": scm.abduct(params, data, key=key)["c"]}}
 chunked = scm.counterfactual(params, data, groups, key=key, noise=noise_c, mesh=three, chunk_size=10)
 res["scm/a"], res["scm/b"] = data["a"], data["b"]
 for name, cfs in (("one", one), ("sharded", sharded), ("chunked", chunked)):
@@ -73,11 +73,11 @@ for name, cfs in (("one", one), ("sharded", sharded), ("chunked", chunked)):
 
 # 2. Predictions with the images spread over the devices.
 model = pr.EffusionCNN(features=(4,))
-weights = pr.init_params(model, rng.choice(1000, 3, replace=False), (16, 16))
+weights = pr.init_params(model, (16, 16), seeds=rng.choice(1000, 3, replace=False))
 images = rng.uniform(size=(2, n, 16, 16)).astype(np.float32)
-for name, devs, shard in (("one", jax.devices()[:1], "members"), ("all", None, "units"),
+for name, devs, shard in (("one", jax.devices()[:1], "members"), ("all", devices, "units"),
                           ("three", jax.devices()[2:5], "units")):
-    p = pr.predict(model, weights, images, chunk=4, logits=True, devices=devs, shard=shard)
+    p = pr.predict(model, weights, images, chunk=4, logits=True, mesh=devs, shard=shard)
     assert len(p.devices()) == 1
     res[f"predict/{{name}}"] = np.asarray(p)
 res["predict/factual"] = np.asarray(pr.predict(model, weights, images[1], chunk=4, logits=True, shard="units"))
@@ -88,7 +88,7 @@ y = rng.integers(0, 2, 50)
 boot_key = jax.random.key(int(rng.integers(2**31)))
 for name, devs in (("one", None), ("sharded", devices)):
     r = evaluate_bootstrap(p_cf[:, 0], p_cf, y, key=boot_key, resamples=b, return_replicates=True,
-                           alphas=(0.5,), n_bins=5, devices=devs)
+                           alphas=(0.5,), n_bins=5, mesh=devs)
     for part in ("estimate", "low", "high", "replicates"):
         for field, x in getattr(r, part).__dict__.items():
             if isinstance(x, jax.Array):
@@ -127,9 +127,9 @@ def test_units_over_devices_equal_one_device(rng, tmp_path):
     # node of every sharded run against the one-device run (c, abducted by sampling, exactly).
     a, b = saved["scm/a"], saved["scm/b"]
     one_a, one_b = saved["scm/one/a"], saved["scm/one/b"]
-    assert one_a.shape == (2 + 2 + 1 + 1, N)
-    np.testing.assert_allclose(one_b[:5], b + W * (one_a[:5] - a), rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(one_a[5], a, rtol=0, atol=0)  # the null intervention
+    assert one_a.shape == (N, 2 + 2 + 1 + 1)
+    np.testing.assert_allclose(one_b[:, :5], b[:, None] + W * (one_a[:, :5] - a[:, None]), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(one_a[:, 5], a, rtol=0, atol=0)  # the null intervention
     for name in ("sharded", "chunked"):
         for v in "abc":
             close(saved[f"scm/{name}/{v}"], saved[f"scm/one/{v}"], what=f"{name}/{v}")
@@ -160,7 +160,7 @@ def test_bad_arguments_raise():
     scm = cf.scm.SCM({"a": []}, {"a": cf.scm.LocationScale()})
     params = {"a": cf.scm.linear_gaussian_params([], 0.0, 1.0)}
     data = {"a": np.arange(3.0, dtype=np.float32)}
-    for bad in ("cpu", 2, jax.devices(), _mesh_2d()):
+    for bad in ("cpu", len(jax.devices()) + 1, [], _mesh_2d()):  # a count, devices or a Mesh are meshes
         with pytest.raises(cf.ValidationError, match="mesh"):
             scm.counterfactual(params, data, {}, mesh=bad)
         with pytest.raises(cf.ValidationError, match="mesh"):
@@ -170,15 +170,15 @@ def test_bad_arguments_raise():
     chest = ChestSCM(size=32)
     records = {"parents": {v: jnp.zeros(2) for v in ("sex", "age", "race", "lung", "effusion")}}
     with pytest.raises(cf.ValidationError, match="mesh"):
-        chest.counterfactuals(records, {"age": jnp.array([30.0])}, jax.random.key(0), mesh="cpu")
+        chest.counterfactuals(records, {"age": jnp.array([30.0])}, key=jax.random.key(0), mesh="cpu")
 
     model = pr.EffusionCNN(features=(4,))
-    weights = pr.init_params(model, [0], (16, 16))
+    weights = pr.init_params(model, (16, 16), seeds=[0])
     for bad in ("images", None, "Units"):
         with pytest.raises(cf.ValidationError, match="shard"):
             pr.predict(model, weights, np.zeros((2, 16, 16), np.float32), shard=bad)
 
     p_cf = np.full((4, 2), 0.5, np.float32)
     for bad in (0, len(jax.devices()) + 1, "cpu", [], True, _mesh_2d()):
-        with pytest.raises(cf.ValidationError, match="devices"):
-            evaluate_bootstrap(p_cf[:, 0], p_cf, key=0, resamples=3, devices=bad)
+        with pytest.raises(cf.ValidationError, match="mesh"):
+            evaluate_bootstrap(p_cf[:, 0], p_cf, key=0, resamples=3, mesh=bad)

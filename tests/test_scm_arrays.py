@@ -150,8 +150,9 @@ def reference(params, data, do, given=None, render=False):
     graph = RENDER if render else MAIN
     given = given or {}
     n = len(data["a"])
-    k = len(next(iter(do.values())))
-    out = {v: np.zeros((k, n) + np.shape(data[v])[1:]) for v in graph}
+    first = next(iter(do))
+    k = np.shape(do[first])[1 if np.ndim(do[first]) == 2 + len(np.shape(data[first])[1:]) else 0]
+    out = {v: np.zeros((n, k) + np.shape(data[v])[1:]) for v in graph}
     sa = float(np.exp(params["a"]["log_scale"]))
     for i in range(n):
         obs = {v: np.asarray(data[v][i], np.float64) for v in graph}
@@ -172,8 +173,8 @@ def reference(params, data, do, given=None, render=False):
             vals = {}
             for v in graph:
                 if v in do:
-                    val = np.asarray(do[v][j], np.float64)
-                    vals[v] = val[i] if val.ndim == 1 + len(np.shape(obs[v])) else val
+                    val = np.asarray(do[v], np.float64)
+                    vals[v] = val[i, j] if val.ndim == 2 + len(np.shape(obs[v])) else val[j]
                     continue
                 pa = np_pa(v, vals)
                 if v == "c":
@@ -186,9 +187,9 @@ def reference(params, data, do, given=None, render=False):
                 else:
                     loc, ls = np_field(params[v], pa)
                     vals[v] = loc + np.exp(ls) * u[v]
-                out[v][j, i] = vals[v]
+                out[v][i, j] = vals[v]
             for v in do:
-                out[v][j, i] = vals[v]
+                out[v][i, j] = vals[v]
     return out
 
 
@@ -205,26 +206,26 @@ def key_of(rng):
 def test_shapes_of_sample_abduct_and_interventional_samples(rng):
     scm, params = make_main(), random_params(rng)
     n = int(rng.integers(2, 7))
-    x = scm.sample(params, key_of(rng), n)
+    x = scm.sample(params, n, key=key_of(rng))
     assert {v: x[v].shape for v in MAIN} == {"a": (n,), "c": (n,), "img": (n, *E), "y": (n,), "p": (n, *E)}
-    u = scm.abduct(params, x, key_of(rng))
+    u = scm.abduct(params, x, key=key_of(rng))
     assert u["img"].shape == (n, *E) and u["c"].shape == (n, 3)
     assert u["p"]["a"].shape == (n, D - 1) and u["p"]["b"].shape == (n,)
     do = {"img": rng.normal(size=(2, *E)).astype(np.float32)}
-    s = scm.interventional_samples(params, key_of(rng), n, do)
-    assert s["img"].shape == (2, n, *E) and s["y"].shape == (2, n) and s["p"].shape == (2, n, *E)
-    np.testing.assert_array_equal(s["img"], np.broadcast_to(do["img"][:, None], (2, n, *E)))
+    s = scm.interventional_samples(params, n, do, key=key_of(rng))
+    assert s["img"].shape == (n, 2, *E) and s["y"].shape == (n, 2) and s["p"].shape == (n, 2, *E)
+    np.testing.assert_array_equal(s["img"], np.broadcast_to(do["img"][None], (n, 2, *E)))
 
 
 def test_abduct_then_null_intervention_reproduces_the_data(rng):
     scm, params = make_main(), random_params(rng)
     data = random_data(rng, 5)
     out = scm.counterfactual(params, data, {}, key=key_of(rng))
-    assert {v: out[v].shape for v in MAIN} == {v: (1, *np.shape(data[v])) for v in MAIN}
+    assert {v: out[v].shape for v in MAIN} == {v: (len(data[v]), 1, *np.shape(data[v])[1:]) for v in MAIN}
     for v in MAIN:
-        np.testing.assert_array_equal(out[v][0], data[v])
+        np.testing.assert_array_equal(out[v][:, 0], data[v])
     # predicting from the abducted noise (every node recomputed) reproduces them too
-    u = scm.abduct(params, data, key_of(rng))
+    u = scm.abduct(params, data, key=key_of(rng))
     pred = jax.vmap(scm.predict_unit, in_axes=(None, 0))(params, u)
     for v in MAIN:
         np.testing.assert_allclose(pred[v], data[v], rtol=1e-4, atol=1e-4)
@@ -239,18 +240,18 @@ def test_counterfactuals_of_array_nodes_equal_a_numpy_loop(rng):
         {"a": rng.normal(size=k).astype(np.float32)},
         {"c": rng.integers(0, 3, k).astype(np.int32)},
         {"img": rng.normal(size=(k, *E)).astype(np.float32)},  # one image for every unit
-        {"img": rng.normal(size=(k, n, *E)).astype(np.float32)},  # per-unit images
-        {"a": rng.normal(size=(k, n)).astype(np.float32), "img": rng.normal(size=(k, *E)).astype(np.float32)},
+        {"img": rng.normal(size=(n, k, *E)).astype(np.float32)},  # per-unit images
+        {"a": rng.normal(size=(n, k)).astype(np.float32), "img": rng.normal(size=(k, *E)).astype(np.float32)},
     ]
     for do in cases:
         out = scm.counterfactual(params, data, do, key=key)
-        assert {v: out[v].shape for v in MAIN} == {v: (k, *np.shape(data[v])) for v in MAIN}
+        assert {v: out[v].shape for v in MAIN} == {v: (n, k, *np.shape(data[v])[1:]) for v in MAIN}
         assert_close(out, reference(params, data, do))
     # a sequence of groups is concatenated along K; reused noise gives the same answer
     out = scm.counterfactual(params, data, [cases[0], cases[3]], key=key)
     ref = [reference(params, data, d) for d in (cases[0], cases[3])]
-    assert_close(out, {v: np.concatenate([r[v] for r in ref]) for v in MAIN})
-    noise = scm.abduct(params, data, key)
+    assert_close(out, {v: np.concatenate([r[v] for r in ref], axis=1) for v in MAIN})
+    noise = scm.abduct(params, data, key=key)
     again = scm.counterfactual(params, data, cases[3], noise=noise)
     assert_close(again, reference(params, data, cases[3]))
 
@@ -265,10 +266,10 @@ def test_partial_noise_for_a_node_that_cannot_be_abducted(rng):
         scm.counterfactual(params, data, do, key=key_of(rng))
     key = key_of(rng)
     out = scm.counterfactual(params, data, do, key=key, noise={"r": u_r})
-    assert out["r"].shape == (k, n, *E)
+    assert out["r"].shape == (n, k, *E)
     assert_close(out, reference(params, data, do, given={"r": u_r}, render=True))
     # do(a) re-renders r from the noise given (the data's r came from other noise)
-    assert not np.allclose(out["r"][0], data["r"])
+    assert not np.allclose(out["r"][:, 0], data["r"])
     chunked = scm.counterfactual(params, data, do, key=key, noise={"r": u_r}, chunk_size=2)
     for v in RENDER:
         np.testing.assert_allclose(chunked[v], out[v], rtol=0, atol=1e-6)
@@ -282,11 +283,11 @@ def test_chunked_counterfactuals_equal_the_unchunked_call(rng):
     data = random_data(rng, n)
     key = key_of(rng)
     do = [{"a": rng.normal(size=k).astype(np.float32)},
-          {"img": rng.normal(size=(k, n, *E)).astype(np.float32)}]
+          {"img": rng.normal(size=(n, k, *E)).astype(np.float32)}]
     full = scm.counterfactual(params, data, do, key=key)
     for b in (1, 3, n, n + 4):
         out = scm.counterfactual(params, data, do, key=key, chunk_size=b)
-        assert all(isinstance(out[v], np.ndarray) for v in MAIN)
+        assert all(isinstance(out[v], jax.Array) for v in MAIN)  # the same type as unchunked
         for v in MAIN:
             assert out[v].shape == full[v].shape and out[v].dtype == full[v].dtype
             # the same program per unit, in a batch of another size: equal up to rounding
@@ -307,7 +308,7 @@ def test_shift_on_an_array_node_is_rejected(rng):
         scm.counterfactual(params, data, {"img": S.Shift(np.ones((2, *E), np.float32))}, key=key_of(rng))
     # on a scalar node it still applies, and moves the array child
     out = scm.counterfactual(params, data, {"a": S.Shift(np.array([1.0], np.float32))}, key=key_of(rng))
-    assert_close(out, reference(params, data, {"a": (data["a"] + 1.0)[None]}))
+    assert_close(out, reference(params, data, {"a": (data["a"] + 1.0)[:, None]}))
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -326,7 +327,7 @@ def test_bad_data_is_rejected_naming_the_argument(rng, bad, match):
 
 
 @pytest.mark.parametrize("do, match", [
-    ({"img": np.zeros((2, 3), np.float32)}, r"`interventions\['img'\]`: expected shape \(K, 3, 4\) or \(K, 4, 3, 4\)"),
+    ({"img": np.zeros((2, 3), np.float32)}, r"`interventions\['img'\]`: expected shape \(K, 3, 4\) or \(4, K, 3, 4\)"),
     ({"img": np.zeros((2, 5, 3, 4), np.float32)}, r"`interventions\['img'\]`: expected shape"),
     ({"img": np.full((1, 3, 4), np.nan, np.float32)}, r"`interventions\['img'\]`.*NaN"),
     ({"a": np.zeros(2, np.float32), "img": np.zeros((3, 3, 4), np.float32)},
@@ -344,17 +345,17 @@ def test_bad_interventions_are_rejected_naming_the_argument(rng, do, match):
 def test_fit_of_some_nodes_changes_only_their_params(rng):
     scm, params = make_main(), random_params(rng)
     data = random_data(rng, 8)
-    fitted, losses = scm.fit(key_of(rng), data, steps=3, learning_rate=0.05, params=params, nodes=["img", "y"])
+    fitted, losses, _ = scm.fit(data, key=key_of(rng), steps=3, learning_rate=0.05, params=params, nodes=["img", "y"])
     assert losses.shape == (3,) and bool(jnp.all(jnp.isfinite(losses)))
     for v in MAIN:
         same = jax.tree.map(lambda a, b: bool(np.array_equal(a, b)), fitted[v], params[v])
         assert all(jax.tree.leaves(same)) == (v not in ("img", "y")), v
     # only the fitted nodes and their parents are needed
     part = {v: data[v] for v in ("a", "c", "img")}
-    fitted, _ = scm.fit(key_of(rng), part, steps=2, params=params, nodes=["img"])
+    fitted, _, _ = scm.fit(part, key=key_of(rng), steps=2, params=params, nodes=["img"])
     assert set(fitted) == set(MAIN)
     with pytest.raises(ValidationError, match="missing column 'img'"):
-        scm.fit(key_of(rng), {v: data[v] for v in ("a", "c", "y")}, steps=2, params=params, nodes=["y"])
+        scm.fit({v: data[v] for v in ("a", "c", "y")}, key=key_of(rng), steps=2, params=params, nodes=["y"])
 
 
 def test_log_prob_with_array_nodes_is_the_sum_of_the_conditionals(rng):

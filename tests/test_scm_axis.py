@@ -75,23 +75,24 @@ def test_axis_labels_entries_and_weights_match_a_hand_built_description(rng):
 
 def test_counterfactual_axis_describes_each_entry(rng):
     scm, params = model()
-    data = {k: np.asarray(v) for k, v in scm.sample(params, jax.random.key(int(rng.integers(1 << 30))), 7).items()}
+    data = {k: np.asarray(v) for k, v in scm.sample(params, 7, key=jax.random.key(int(rng.integers(1 << 30)))).items()}
     groups, labels, entries, _, _ = groups_of(rng)
-    out, axis = scm.counterfactual(params, data, groups, return_axis=True)
-    assert axis == intervention_axis(groups) and out["c"].shape == (9, 7)
+    out, axis = scm.counterfactual(params, data, groups), scm.intervention_axis(groups)
+    assert axis == intervention_axis(groups) and out["c"].shape == (7, 9)
     # each entry alone, rebuilt from the axis's description, gives the same counterfactual
     for k, entry in enumerate(axis.entries):
         alone = {v: (Shift([value]) if kind == "shift" else np.array([value], np.float32))
                  for v, (kind, value) in entry.items()}
         one = scm.counterfactual(params, data, alone)
         for v in scm.nodes:
-            np.testing.assert_allclose(out[v][k], one[v][0], rtol=1e-6, atol=1e-6, err_msg=f"{v} entry {k}")
+            np.testing.assert_allclose(out[v][:, k], one[v][:, 0], rtol=1e-6, atol=1e-6, err_msg=f"{v} entry {k}")
     # a grid pair equals its interventions alone; per-unit values are labelled as such
     grid = groups[0]
     np.testing.assert_array_equal(scm.counterfactual(params, data, grid)["c"],
                                   scm.counterfactual(params, data, grid[0])["c"])
-    per_unit = {"a": rng.normal(size=(2, 7)).astype(np.float32)}
-    _, axis = scm.counterfactual(params, data, per_unit, return_axis=True, chunk_size=3)
+    per_unit = {"a": rng.normal(size=(7, 2)).astype(np.float32)}
+    scm.counterfactual(params, data, per_unit, chunk_size=3)
+    axis = scm.intervention_axis(per_unit)
     assert axis.labels == ("do(a=<per unit>)",) * 2 and axis.entries[0] == {"a": ("do", None)}
     with pytest.raises(ValidationError, match="weights"):
         scm.counterfactual(params, data, (grid[0], np.full(6, 0.5)))
@@ -126,9 +127,9 @@ def test_grid_describe_flag_keeps_the_old_return(rng):
 
 def test_shift_from_a_list_equals_shift_from_an_array(rng):
     scm, params = model()
-    data = scm.sample(params, jax.random.key(int(rng.integers(1 << 30))), 5)
+    data = scm.sample(params, 5, key=jax.random.key(int(rng.integers(1 << 30))))
     delta = rng.normal(size=3).astype(np.float32)
-    per_unit = rng.normal(size=(2, 5)).astype(np.float32)
+    per_unit = rng.normal(size=(5, 2)).astype(np.float32)
     for given, array in ((delta.tolist(), delta), (per_unit.tolist(), per_unit)):
         a = scm.counterfactual(params, data, {"b": Shift(given)})
         b = scm.counterfactual(params, data, {"b": Shift(array)})
@@ -137,7 +138,7 @@ def test_shift_from_a_list_equals_shift_from_an_array(rng):
             np.testing.assert_array_equal(a[v], b[v])
             np.testing.assert_allclose(c[v], b[v], rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(np.asarray(scm.counterfactual(params, data, {"b": Shift(tuple(delta))})["b"]),
-                               np.asarray(data["b"])[None, :] + delta[:, None], rtol=1e-6, atol=1e-6)
+                               np.asarray(data["b"])[:, None] + delta[None, :], rtol=1e-6, atol=1e-6)
 
 
 def test_shift_rejects_non_numeric_values():
@@ -151,11 +152,11 @@ def test_shift_rejects_non_numeric_values():
 def test_a_shift_on_a_bounded_node_checks_the_shifted_values_not_the_deltas(rng):
     from cfjax.scm import Spline
     scm = SCM({"age": [], "y": ["age"]}, {"age": Spline(low=20.0, high=90.0), "y": LocationScale()})
-    params = scm.init(jax.random.key(0))
+    params = scm.init(key=jax.random.key(0))
     age = rng.uniform(40.0, 60.0, 12)
     data = {"age": age, "y": rng.normal(size=12)}
     deltas = np.array([-10.0, 10.0])  # outside [20, 90] as values, inside as shifts of 40..60
     out = scm.counterfactual(params, data, {"age": Shift(deltas)}, key=jax.random.key(1))
-    np.testing.assert_allclose(out["age"], age[None, :] + deltas[:, None], rtol=1e-6)
+    np.testing.assert_allclose(out["age"], age[:, None] + deltas[None, :], rtol=1e-6)
     with pytest.raises(ValidationError, match=r"interventions\['age'\]`: node 'age' has support"):
         scm.counterfactual(params, data, {"age": Shift([35.0])}, key=jax.random.key(1))

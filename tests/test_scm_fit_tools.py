@@ -10,7 +10,7 @@ from scipy import stats
 from cfjax._checks import ValidationError
 from cfjax.scm import GumbelMax, LocationScale, SCM, Spline, linear_gaussian_params
 from cfjax.scm.checkpoint import load_params, save_params
-from cfjax.scm.model import AUTO_FULL_BATCH, FitInfo
+from cfjax.scm.fit import AUTO_FULL_BATCH, FitInfo
 
 PARENTS = {"a": [], "b": ["a"]}
 TRUE = {"a": ([], 1.0, 2.0), "b": ([0.5], -1.0, 0.7)}
@@ -43,15 +43,15 @@ def scipy_log_prob(params, data):
 
 def sample(rng, n):
     scm, true = model()
-    return scm, {k: np.asarray(x) for k, x in scm.sample(true, jax.random.key(int(rng.integers(1 << 30))), n).items()}
+    return scm, {k: np.asarray(x) for k, x in scm.sample(true, n, key=jax.random.key(int(rng.integers(1 << 30)))).items()}
 
 
 @pytest.mark.parametrize("batch_size", [None, 16])
 def test_chunked_fit_with_progress_equals_one_scan(rng, batch_size, capsys):
     scm, data = sample(rng, 60)
     key = jax.random.key(int(rng.integers(1 << 30)))
-    one, losses_one = scm.fit(key, data, steps=23, learning_rate=0.05, batch_size=batch_size, progress=False)
-    chunked, losses = scm.fit(key, data, steps=23, learning_rate=0.05, batch_size=batch_size, progress=True,
+    one, losses_one, _ = scm.fit(data, key=key, steps=23, learning_rate=0.05, batch_size=batch_size, progress=False)
+    chunked, losses, _ = scm.fit(data, key=key, steps=23, learning_rate=0.05, batch_size=batch_size, progress=True,
                               chunk_steps=5)
     assert losses.shape == losses_one.shape == (23,)
     np.testing.assert_allclose(losses, losses_one, rtol=1e-6, atol=1e-6)
@@ -66,8 +66,8 @@ def test_held_out_split_returns_the_best_parameters(rng):
     # A step size that grows until the fit diverges: the held-out likelihood improves, then
     # worsens, and the fit stops after `patience` chunks without improvement.
     opt = optax.sgd(optax.linear_schedule(0.01, 3.0, 400))
-    params, losses, info = scm.fit(key, data, steps=400, optimizer=opt, validation=0.25, chunk_steps=10,
-                                   patience=3, return_info=True)
+    params, losses, info = scm.fit(data, key=key, steps=400, optimizer=opt, validation=0.25, chunk_steps=10,
+                                   patience=3)
     assert isinstance(info, FitInfo)
     held, train = info.validation_index, info.train_index
     assert len(held) == 20 and len(train) == 60
@@ -85,11 +85,11 @@ def test_held_out_split_returns_the_best_parameters(rng):
     assert not curve[-1] < nll  # the last step's is no better (NaN once diverged)
     assert info.stopped_early and info.steps < 400
     # without a split: no curve, every step run
-    _, losses, info = scm.fit(key, data, steps=7, return_info=True)
+    _, losses, info = scm.fit(data, key=key, steps=7)
     assert info.steps == 7 and info.best_step is None and info.validation_index is None and losses.shape == (7,)
     for bad in (1.0, -0.1, "half", True):
         with pytest.raises(ValidationError, match="`validation`"):
-            scm.fit(key, data, steps=3, validation=bad)
+            scm.fit(data, key=key, steps=3, validation=bad)
 
 
 def test_per_node_log_prob_sums_to_the_total_and_matches_scipy(rng):
@@ -108,9 +108,9 @@ def test_per_node_log_prob_sums_to_the_total_and_matches_scipy(rng):
     mixed = SCM({"r": [], "x": ["r"], "y": ["x", "r"]},
                 {"r": GumbelMax(3), "x": LocationScale(hidden=(4,)),
                  "y": LocationScale(heteroscedastic=True)})
-    p = mixed.init(jax.random.key(int(rng.integers(1 << 30))))
+    p = mixed.init(key=jax.random.key(int(rng.integers(1 << 30))))
     p = jax.tree.map(lambda x: x + 0.3 * rng.normal(size=x.shape).astype(x.dtype), p)
-    d = mixed.sample(p, jax.random.key(int(rng.integers(1 << 30))), 30)
+    d = mixed.sample(p, 30, key=jax.random.key(int(rng.integers(1 << 30))))
     parts = mixed.log_prob(p, d, per_node=True)
     np.testing.assert_allclose(sum(parts[v] for v in mixed.nodes), mixed.log_prob(p, d), rtol=1e-5, atol=1e-5)
     probs = np.asarray(jax.nn.softmax(p["r"]["net"]["params"]["bias"]))
@@ -119,7 +119,7 @@ def test_per_node_log_prob_sums_to_the_total_and_matches_scipy(rng):
 
 def test_summary_lists_the_fitted_coefficients(rng):
     scm, data = sample(rng, 100)
-    params, _ = scm.fit(jax.random.key(int(rng.integers(1 << 30))), data, steps=30, learning_rate=0.1)
+    params, _, _ = scm.fit(data, key=jax.random.key(int(rng.integers(1 << 30))), steps=30, learning_rate=0.1)
     lines = scm.summary(params).splitlines()
     for v in PARENTS:
         w, b, s = coefficients(params, v)
@@ -130,14 +130,14 @@ def test_summary_lists_the_fitted_coefficients(rng):
         for wi, parent in zip(w, PARENTS[v]):
             assert rows[parent] == pytest.approx(wi, rel=1e-3, abs=1e-6)
     other = SCM({"r": [], "x": ["r"]}, {"r": GumbelMax(3), "x": Spline(hidden=(4,))})
-    p = other.init(jax.random.key(0))
+    p = other.init(key=jax.random.key(0))
     count = sum(int(np.size(x)) for x in jax.tree.leaves(p["x"]))
     assert f"x: Spline, {count} parameters" in other.summary(p).splitlines()
 
 
 def test_save_and_load_round_trip_exactly(rng, tmp_path):
     scm, _ = model()
-    params = jax.tree.map(lambda x: x + rng.normal(size=x.shape).astype(x.dtype), scm.init(jax.random.key(0)))
+    params = jax.tree.map(lambda x: x + rng.normal(size=x.shape).astype(x.dtype), scm.init(key=jax.random.key(0)))
     scm.save(tmp_path / "p", params)
     for got in (scm.load(tmp_path / "p"), load_params(tmp_path / "p"), load_params(tmp_path / "p", like=params)):
         assert jax.tree.structure(got) == jax.tree.structure(params)
@@ -157,11 +157,11 @@ def test_save_and_load_round_trip_exactly(rng, tmp_path):
 
 
 def test_auto_batch_size_is_full_batch_for_small_n_and_minibatches_then_full_batch_for_large_n(rng):
-    from cfjax.scm.model import AUTO_BATCH, AUTO_FULL_BATCH, AUTO_FULL_TAIL
+    from cfjax.scm.fit import AUTO_BATCH, AUTO_FULL_BATCH, AUTO_FULL_TAIL
     key = jax.random.key(int(rng.integers(1 << 30)))
     scm, data = sample(rng, AUTO_FULL_BATCH)
-    auto, losses_auto = scm.fit(key, data, steps=3, learning_rate=0.05, progress=False)
-    want, losses = scm.fit(key, data, steps=3, learning_rate=0.05, batch_size=None, progress=False)
+    auto, losses_auto, _ = scm.fit(data, key=key, steps=3, learning_rate=0.05, progress=False)
+    want, losses, _ = scm.fit(data, key=key, steps=3, learning_rate=0.05, batch_size=None, progress=False)
     np.testing.assert_array_equal(losses_auto, losses)
     for a, b in zip(jax.tree.leaves(auto), jax.tree.leaves(want)):
         np.testing.assert_array_equal(a, b)
@@ -172,9 +172,9 @@ def test_auto_batch_size_is_full_batch_for_small_n_and_minibatches_then_full_bat
     n, steps = AUTO_FULL_BATCH + 1 + int(rng.integers(100)), 2 * AUTO_FULL_TAIL
     tail = steps // AUTO_FULL_TAIL
     scm, data = sample(rng, n)
-    start = scm.init(jax.random.key(int(rng.integers(1 << 30))))
+    start = scm.init(key=jax.random.key(int(rng.integers(1 << 30))))
     opt = optax.adam(0.05)
-    auto, losses_auto = scm.fit(key, data, steps=steps, optimizer=opt, params=start, progress=False)
+    auto, losses_auto, _ = scm.fit(data, key=key, steps=steps, optimizer=opt, params=start, progress=False)
     keys = jax.random.split(jax.random.split(key)[1], steps)
     p, ref_losses = start, []
     with jax.numpy_dtype_promotion("standard"):
@@ -193,13 +193,13 @@ def test_auto_batch_size_is_full_batch_for_small_n_and_minibatches_then_full_bat
     for a, b in zip(jax.tree.leaves(auto), jax.tree.leaves(p)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
     # the minibatch part is that of batch_size=AUTO_BATCH, step for step
-    _, losses_mini = scm.fit(key, data, steps=steps, optimizer=opt, params=start, batch_size=AUTO_BATCH,
+    _, losses_mini, _ = scm.fit(data, key=key, steps=steps, optimizer=opt, params=start, batch_size=AUTO_BATCH,
                              progress=False)
     np.testing.assert_array_equal(losses_auto[:steps - tail], losses_mini[:steps - tail])
     with pytest.raises(ValidationError, match="`batch_size`"):
-        scm.fit(key, data, steps=1, batch_size="full")
+        scm.fit(data, key=key, steps=1, batch_size="full")
     with pytest.raises(ValidationError, match="`learning_rate`"):
-        scm.fit(key, data, steps=1, learning_rate=0.0)
+        scm.fit(data, key=key, steps=1, learning_rate=0.0)
 
 
 @pytest.mark.parametrize("n", [20_000, AUTO_FULL_BATCH + 4_000])
@@ -208,7 +208,7 @@ def test_fit_with_defaults_reaches_the_ols_solution(rng, n):
     the threshold): the maximum-likelihood fit of a linear-Gaussian SCM is OLS per node, its
     noise scale the residuals' RMS."""
     scm, data = sample(rng, n)
-    params, _ = scm.fit(jax.random.key(int(rng.integers(1 << 30))), data, progress=False)
+    params, _, _ = scm.fit(data, key=jax.random.key(int(rng.integers(1 << 30))), progress=False)
     for v, ps in PARENTS.items():
         design = np.column_stack([np.asarray(data[p], np.float64) for p in ps] + [np.ones(n)])
         coef, *_ = np.linalg.lstsq(design, np.asarray(data[v], np.float64), rcond=None)

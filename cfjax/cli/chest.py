@@ -32,11 +32,11 @@ Example:
 
 
 def _grid(images: np.ndarray, cfs: np.ndarray, rows: list[int], size: int) -> np.ndarray:
-    """Rows ``[factual | gap | cf_0 | cf_1 | …]`` with white separators (2 pixels, 4 after the
+    """Rows ``[factual | gap | cf_0 | cf_1 | …]`` (``cfs``: ``(N, K, H, W)``) with white separators (2 pixels, 4 after the
     factual image, 2 between rows), values in [0, 1]."""
     pad = np.ones((size, 2))
-    lines = [np.concatenate([images[i], pad, pad] + [np.concatenate([cfs[k, i], pad], axis=1)
-                                                      for k in range(cfs.shape[0])], axis=1) for i in rows]
+    lines = [np.concatenate([images[i], pad, pad] + [np.concatenate([cfs[i, k], pad], axis=1)
+                                                      for k in range(cfs.shape[1])], axis=1) for i in rows]
     gap = np.ones((2, lines[0].shape[1]))
     return np.concatenate([part for line in lines for part in (gap, line)][1:], axis=0)
 
@@ -79,7 +79,7 @@ def command(out, force, seed, size, units, label):
     n_free, n_eff = units - units // 2, units // 2
     pool = max(64, 16 * units)
     key_sample, key_cf = jax.random.split(jax.random.key(seed))
-    rec = chest.sample(key_sample, pool)
+    rec = chest.sample(pool, key=key_sample)
     effusion = np.asarray(rec["parents"]["effusion"])
     free, eff = np.flatnonzero(effusion == 0), np.flatnonzero(effusion == 1)
     if len(free) < n_free or len(eff) < n_eff:  # rare: a pool of 16 per row
@@ -91,22 +91,22 @@ def command(out, force, seed, size, units, label):
            "noise": jax.tree.map(lambda a: a[idx], rec["noise"]), "image": rec["image"][idx]}
     do, q = intervention_grid({"sex": [0, 1], "age": list(AGES)})
     say(f"rendering {units} × {do['sex'].shape[0]} counterfactual images")
-    res = chest.counterfactuals(sub, do, key_cf, label=label)
+    res = chest.counterfactuals(sub, do, key=key_cf, label=label)
     images, cfs = np.asarray(sub["image"]), np.asarray(res["image"])
     grid = _grid(images, cfs, list(range(units)), size)
     write_png(os.path.join(out, "grid.png"), grid)
 
     parents = {v: np.asarray(x) for v, x in sub["parents"].items()}
-    cf_parents = {v: np.asarray(x) for v, x in res["parents"].items()}  # (K, units)
-    k = cfs.shape[0]
+    cf_parents = {v: np.asarray(x) for v, x in res["parents"].items()}  # (units, K)
+    k = cfs.shape[1]
     interventions = [{"sex": int(do["sex"][j]), "age": float(do["age"][j])} for j in range(k)]
     columns = ["factual"] + [f"do(sex={d['sex']}, age={d['age']:g})" for d in interventions]
     rows = []
     for r in range(units):
         rows.append({"row": r, "pool_index": int(idx[r]), "parents": _unit(parents, r),
-                     "counterfactual_parents": [_unit({v: x[j] for v, x in cf_parents.items()}, r)
+                     "counterfactual_parents": [_unit({v: x[:, j] for v, x in cf_parents.items()}, r)
                                                 for j in range(k)]})
-    changed = float(np.mean(cf_parents["effusion"] != parents["effusion"][None]))
+    changed = float(np.mean(cf_parents["effusion"] != parents["effusion"][:, None]))
     results = {"seed": seed, "size": size, "units": units, "label": label, "pool": pool,
                "interventions": interventions, "weights": np.asarray(q, np.float64),
                "columns": columns, "rows": rows, "effusion_changed": changed,

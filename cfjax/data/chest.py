@@ -22,13 +22,11 @@ from typing import Any, Callable, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh
 
 from cfjax import _checks
 from cfjax import distributed as _dist
 from cfjax import scm as cfscm
 from cfjax._core.keys import as_key
-from cfjax.scm.model import _check_mesh
 from cfjax.data.render import EFFUSION_SIZE, Acquisition, ImageNoise, render, sample_image_noise
 
 __all__ = ["ChestSCM", "ChestRenderer", "PARENTS", "IMAGE_PARENTS", "AGE_GROUPS", "LABEL_MODES"]
@@ -62,7 +60,7 @@ class ChestSCM:
 
     Example:
       >>> chest = ChestSCM(size=32)
-      >>> rec = chest.sample(jax.random.key(0), 4)
+      >>> rec = chest.sample(4, key=0)
       >>> rec["image"].shape, sorted(rec["parents"])
       ((4, 32, 32), ['age', 'effusion', 'lung', 'race', 'sex'])
     """
@@ -110,12 +108,12 @@ class ChestSCM:
 
         Example:
           >>> chest = ChestSCM(size=32)
-          >>> rec = chest.sample(jax.random.key(0), 4)
+          >>> rec = chest.sample(4, key=0)
           >>> data = {**rec["parents"], "image": rec["image"]}
           >>> out = chest.image_scm.counterfactual(chest.image_params(), data, {"age": jnp.array([30.0, 80.0])},
-          ...                                      noise={"image": rec["noise"]}, key=jax.random.key(1))
+          ...                                      noise={"image": rec["noise"]}, key=1)
           >>> out["image"].shape, out["lung"].shape
-          ((2, 4, 32, 32), (2, 4))
+          ((4, 2, 32, 32), (4, 2))
         """
         base = self.scm
         mechanisms = dict(zip(base.nodes, base.mechanisms))
@@ -128,18 +126,18 @@ class ChestSCM:
         return {**self.params(), "image": {}}
 
     # ---------------------------------------------------------------- images
-    def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise,
-               mesh: Mesh | None = None) -> jax.Array:
+    def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise, *, mesh: Any = None) -> jax.Array:
         """Images of units with parents ``{node: (N,)}`` and noise, ``(N, size, size)``.
 
         Rendered in chunks of a power-of-two number of units (at least 8, at most about 2²²
         pixels a chunk), so one compiled renderer serves every batch size and the memory
         beyond the output is bounded by one chunk; a unit's image does not depend on the
-        chunk it is in. With ``mesh`` (a one-axis ``jax.sharding.Mesh``) the units are split
+        chunk it is in. With ``mesh`` (a device count, devices or a one-axis
+        ``jax.sharding.Mesh``: :func:`cfjax.distributed.as_mesh`) the units are split
         over its devices (:func:`cfjax.distributed.map_batch`), each device rendering its
         block in such chunks; the images equal the one-device render's up to float rounding.
         """
-        mesh = _check_mesh(mesh)
+        mesh = _dist.as_mesh(mesh)
         args = (parents["sex"], parents["age"], parents["race"], parents["lung"], parents["effusion"], noise)
         if mesh is None:
             return _chunked(_render_many, args, self.size, self.site, self.effusion_size)
@@ -150,9 +148,9 @@ class ChestSCM:
                                  chunk_size=chunk)
         return images if images.shape[0] == n else images[:n]
 
-    def sample(self, key: jax.Array, n: int) -> dict[str, Any]:
+    def sample(self, n: int, *, key: Any) -> dict[str, Any]:
         """``n`` records: ``{"parents": {node: (n,)}, "noise": ImageNoise (n, ...),
-        "image": (n, size, size)}``. Deterministic given ``key``."""
+        "image": (n, size, size)}``. Deterministic given ``key`` (a PRNG key or an int seed)."""
         n = _checks.check_positive_int("n", n)
         parents, noise_keys = self.draw_parents(n, key=key)
         return self.records(parents, noise_keys)
@@ -163,7 +161,7 @@ class ChestSCM:
         of both. Units can be chosen from their parents before any image exists
         (:func:`cfjax.study.datasets`)."""
         k_parents, k_image = jax.random.split(as_key(key))
-        return self.scm.sample(self.params(), k_parents, n), jax.random.split(k_image, n)
+        return self.scm.sample(self.params(), n, key=k_parents), jax.random.split(k_image, n)
 
     def records(self, parents: Mapping[str, jax.Array], noise_keys: jax.Array,
                 idx: np.ndarray | None = None) -> dict[str, Any]:
@@ -177,8 +175,8 @@ class ChestSCM:
         # program rounds alike everywhere), so a null intervention reproduces them bit for bit.
         return {"parents": dict(parents), "noise": noise, "image": self.render(parents, noise)}
 
-    def counterfactuals(self, records: Mapping[str, Any], interventions: Any,
-                        key: jax.Array, *, label: str = "fixed", mesh: Mesh | None = None) -> dict[str, Any]:
+    def counterfactuals(self, records: Mapping[str, Any], interventions: Any, *, key: Any,
+                        label: str = "fixed", mesh: Any = None) -> dict[str, Any]:
         """Exact counterfactuals of every record under K interventions on the parents.
 
         The parents come from abduction–action–prediction in the parent SCM
@@ -206,41 +204,41 @@ class ChestSCM:
 
         Args:
           records: ``sample`` / :func:`cfjax.study.datasets` records (``"parents"`` and ``"noise"``).
-          interventions: ``{node: (K,) or (K, N)}`` or a sequence of such groups (as in
+          interventions: ``{node: (K,) or (N, K)}`` or a sequence of such groups (as in
             :meth:`cfjax.scm.SCM.counterfactual`).
-          key: PRNG key for the abduction of effusion's noise.
+          key: PRNG key (or int seed) for the abduction of effusion's noise.
           label: ``"fixed"`` or ``"follows"``.
-          mesh: None (one device), or a one-axis ``jax.sharding.Mesh``
-            (:func:`cfjax.distributed.mesh`): the parents' counterfactuals are split over its
-            devices by unit (:meth:`cfjax.scm.SCM.counterfactual` with ``mesh``) and the
-            K × N renders by image (:meth:`render` with ``mesh``); the result equals the
-            one-device call's up to float rounding.
+          mesh: None (one device), a device count, devices or a one-axis
+            ``jax.sharding.Mesh`` (:func:`cfjax.distributed.as_mesh`): the parents'
+            counterfactuals are split over its devices by unit
+            (:meth:`cfjax.scm.SCM.counterfactual` with ``mesh``) and the N × K renders by
+            image (:meth:`render` with ``mesh``); the result equals the one-device call's up
+            to float rounding.
 
         Returns:
-          ``{"parents": {node: (K, N)}, "image": (K, N, size, size)}``; the counterfactual
+          ``{"parents": {node: (N, K)}, "image": (N, K, size, size)}``; the counterfactual
           labels are ``parents["effusion"]`` (equal to the factual ones under ``"fixed"``).
 
         Example:
           >>> chest = ChestSCM(size=32)
-          >>> rec = chest.sample(jax.random.key(0), 8)
-          >>> out = chest.counterfactuals(rec, {"age": jnp.array([20.0, 90.0])}, jax.random.key(1))
-          >>> out["image"].shape, bool((out["parents"]["effusion"] == rec["parents"]["effusion"][None]).all())
-          ((2, 8, 32, 32), True)
+          >>> rec = chest.sample(8, key=0)
+          >>> out = chest.counterfactuals(rec, {"age": jnp.array([20.0, 90.0])}, key=1)
+          >>> out["image"].shape, bool((out["parents"]["effusion"] == rec["parents"]["effusion"][:, None]).all())
+          ((8, 2, 32, 32), True)
         """
         if label not in LABEL_MODES:
             _checks.fail("label", f"one of {list(LABEL_MODES)}", repr(label))
-        mesh = _check_mesh(mesh)
+        mesh = _dist.as_mesh(mesh)
         if label == "fixed":
             interventions = _hold_label(interventions, records["parents"]["effusion"])
         parents = self.scm.counterfactual(self.params(), records["parents"], interventions, key=key, mesh=mesh)
-        k, n = parents["sex"].shape
-        # One flat batch of K·N renders through the same chunked renderer as the factual
-        # images (a unit's image does not depend on its chunk), so a null intervention
-        # reproduces them bit for bit.
-        flat = {v: x.reshape(k * n) for v, x in parents.items()}
-        noise = jax.tree.map(lambda a: jnp.broadcast_to(a, (k,) + a.shape).reshape((k * n,) + a.shape[1:]),
-                             records["noise"])
-        images = self.render(flat, noise, mesh=mesh).reshape(k, n, self.size, self.size)
+        n, k = parents["sex"].shape
+        # One flat batch of N·K renders (unit by unit) through the same chunked renderer as
+        # the factual images (a unit's image does not depend on its chunk), so a null
+        # intervention reproduces them bit for bit.
+        flat = {v: x.reshape(n * k) for v, x in parents.items()}
+        noise = jax.tree.map(lambda a: jnp.repeat(a, k, axis=0), records["noise"])
+        images = self.render(flat, noise, mesh=mesh).reshape(n, k, self.size, self.size)
         return {"parents": parents, "image": images}
 
 
@@ -313,7 +311,7 @@ class ChestRenderer(cfscm.Mechanism):
 @functools.lru_cache(maxsize=32)
 def _parent_params(prevalence: float) -> dict[str, Any]:
     """Built once per prevalence: ``ChestSCM.params`` is on every sampling path."""
-    p = ChestSCM(prevalence=prevalence).scm.init(jax.random.key(0))  # age = 20 + 70·sigmoid(u)
+    p = ChestSCM(prevalence=prevalence).scm.init(key=0)  # age = 20 + 70·sigmoid(u)
     p["sex"]["net"]["params"]["bias"] = jnp.zeros(2)
     p["race"]["net"]["params"]["bias"] = jnp.log(jnp.array([0.6, 0.25, 0.15]))
     # lung = 1.05 − 0.12·female − 0.15·age01 + 0.04·u  (age enters rescaled to [0, 1])
@@ -327,7 +325,7 @@ def _parent_params(prevalence: float) -> dict[str, Any]:
 
 def _hold_label(interventions: Any, effusion: Any) -> Any:
     """Interventions with do(effusion = observed) added to every group that does not set
-    effusion, ``(K_g, N)`` per group; anything malformed is passed through unchanged for
+    effusion, ``(N, K_g)`` per group; anything malformed is passed through unchanged for
     :meth:`cfjax.scm.SCM.counterfactual` to report."""
     observed = jnp.asarray(effusion)
 
@@ -341,8 +339,8 @@ def _hold_label(interventions: Any, effusion: Any) -> Any:
             shape = first.shape if isinstance(first, cfscm.Shift) else np.shape(first)
             if len(shape) not in (1, 2) or observed.ndim != 1:
                 return group
-            k = shape[0]
-        return {**group, "effusion": jnp.broadcast_to(observed, (k,) + observed.shape)}
+            k = shape[-1]
+        return {**group, "effusion": jnp.broadcast_to(observed[:, None], observed.shape + (k,))}
 
     if isinstance(interventions, Mapping):
         return hold(interventions)

@@ -14,13 +14,15 @@ from cfjax.scm.interventions import intervention_grid as intervention_grid
 from cfjax.scm.location_scale import LocationScale as LocationScale
 from cfjax.scm.location_scale import linear_gaussian_params as linear_gaussian_params
 from cfjax.scm.mechanism import Mechanism as Mechanism
-from cfjax.scm.model import FitInfo as FitInfo
+from cfjax.scm.fit import Fit as Fit
+from cfjax.scm.fit import FitInfo as FitInfo
 from cfjax.scm.model import SCM as SCM
 from cfjax.scm.nets import Conditioner as Conditioner
 from cfjax.scm.spline import Spline as Spline
 
 __all__ = [
     "Conditioner",
+    "Fit",
     "FitInfo",
     "Graph",
     "GumbelMax",

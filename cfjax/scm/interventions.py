@@ -21,8 +21,8 @@ __all__ = ["InterventionAxis", "Shift", "intervention_axis", "intervention_grid"
 class Shift:
     """A shift intervention ``do(v := v_observed + delta)`` on a continuous node: each
     unit's own factual value moved by ``delta`` (``(K,)``, the same shift for every unit, or
-    ``(K, N)``). Resolved inside the compiled counterfactual program, so the ``(K, N)`` values
-    are never built on the host. Counterfactuals only: it needs the observed values.
+    ``(N, K)``). Resolved inside the compiled counterfactual program, unit by unit, so the
+    ``(N, K)`` values are never built on the host. Counterfactuals only: it needs the observed values.
 
     Example:
       >>> import cfjax as cf, numpy as np
@@ -33,7 +33,7 @@ class Shift:
       >>> data = {"age": np.array([30.0, 60.0]), "y": np.array([3.5, 6.0])}
       >>> out = scm.counterfactual(params, data, {"age": cf.scm.Shift(np.array([10.0]))})
       >>> out["age"].tolist(), out["y"].tolist()
-      ([[40.0, 70.0]], [[4.5, 7.0]])
+      ([[40.0], [70.0]], [[4.5], [7.0]])
     """
 
     delta: jax.Array
@@ -48,7 +48,7 @@ class Shift:
             except (TypeError, ValueError):
                 arr = np.asarray(None)
             if arr.dtype.kind not in "biuf":
-                raise ValidationError(f"`delta`: expected numbers (a (K,) or (K, N) array or sequence), got {d!r}.")
+                raise ValidationError(f"`delta`: expected numbers (a (K,) or (N, K) array or sequence), got {d!r}.")
             object.__setattr__(self, "delta", arr)
 
     @property
@@ -56,9 +56,11 @@ class Shift:
         return tuple(np.shape(self.delta))
 
     def resolve(self, observed: jax.Array) -> jax.Array:
-        """The ``(K, N)`` intervention values for the units' observed values ``(N,)``."""
+        """The intervention values: ``(N, K)`` for the units' observed values ``(N,)``, ``(K,)``
+        for one unit's observed value (a scalar, with its own ``(K,)`` shifts)."""
+        observed = jax.numpy.asarray(observed)[..., None]
         delta = jax.numpy.asarray(self.delta).astype(observed.dtype)
-        return observed[None, :] + (delta[:, None] if delta.ndim == 1 else delta)
+        return observed + delta.reshape((1,) * (observed.ndim - delta.ndim) + delta.shape)
 
 
 def intervention_grid(
@@ -127,7 +129,7 @@ class InterventionAxis:
     Attributes:
       labels: ``(K,)`` readable labels, e.g. ``"do(sex=1, age=40)"``, ``"shift(age=+5)"``,
         ``"null"`` for the null intervention (the units reconstructed). Values given per unit
-        (``(K, N)``) are labelled ``<per unit>``, array-valued nodes (images) ``<array (H, W)>``.
+        (``(N, K)``) are labelled ``<per unit>``, array-valued nodes (images) ``<array (H, W)>``.
       entries: ``(K,)`` mappings ``node -> (kind, value)``, kind ``"do"`` or ``"shift"``, value a
         Python number (None for per-unit values, a numpy array for array-valued nodes).
       weights: ``(K,)`` numpy float64 weights summing to 1, usable as
@@ -203,16 +205,18 @@ def _group_entries(group: Any, what: str, events: Mapping[str, tuple[int, ...]] 
     for v, values in group.items():
         kind = "shift" if isinstance(values, Shift) else "do"
         arr = np.asarray(values.delta if kind == "shift" else values)
-        if arr.ndim == 0 or arr.shape[0] == 0:
-            raise ValidationError(f"`{what}[{v!r}]`: expected values with a leading K axis, got shape {arr.shape}.")
-        if k is None:
-            k = arr.shape[0]
-        elif arr.shape[0] != k:
-            raise ValidationError(f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {arr.shape[0]}.")
         event = (events or {}).get(v, ())
-        # A shift is always of a scalar node, so a second axis is per unit; values of a node
-        # whose event shape is unknown are read as scalar when 1-d, as arrays otherwise.
+        # A shift is always of a scalar node, so a second axis is per unit ((N, K)); values of
+        # a node whose event shape is unknown are read as scalar when 1-d, as arrays otherwise.
         per_unit = arr.ndim == 2 + len(event) if (events is not None or kind == "shift") else False
+        axis = 1 if per_unit else 0
+        if arr.ndim <= axis or arr.shape[axis] == 0:
+            want = "(N, K)" if per_unit else "a leading K axis"
+            raise ValidationError(f"`{what}[{v!r}]`: expected values with {want}, got shape {arr.shape}.")
+        if k is None:
+            k = arr.shape[axis]
+        elif arr.shape[axis] != k:
+            raise ValidationError(f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {arr.shape[axis]}.")
         columns[v] = (kind, arr, per_unit)
     out = []
     for j in range(k):
@@ -266,7 +270,7 @@ def intervention_axis(interventions: Any, group_weights: Any = "groups", *,
     """The labelled intervention axis of one group of interventions or of several
     concatenated along K (as :meth:`cfjax.scm.SCM.counterfactual` takes them).
 
-    A group is a mapping ``node -> (K_g,) values`` (or ``(K_g, N)`` per-unit values, or a
+    A group is a mapping ``node -> (K_g,) values`` (or ``(N, K_g)`` per-unit values, or a
     :class:`Shift`), the empty mapping (the null intervention, K_g = 1), or the pair
     ``(interventions, weights)`` returned by :func:`intervention_grid`, whose weights are
     kept within the group. A group without weights is uniform within itself.

@@ -1,83 +1,33 @@
-"""A structural causal model: a graph plus one mechanism per node, with counterfactuals by
-abduction–action–prediction over all K interventions and N units in one jitted call."""
+"""A structural causal model: a graph plus one mechanism per node, written for one unit; its
+log-likelihood, samples and, by abduction–action–prediction over K interventions, its
+counterfactuals ``{node: (N, K, *E)}`` (:mod:`cfjax.scm.counterfactual`), fitted by maximum
+likelihood (:mod:`cfjax.scm.fit`)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import sys
-from typing import Any, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import Mesh, PartitionSpec
 
 from cfjax import _checks
-from cfjax import distributed as _dist
 from cfjax._checks import ValidationError
+from cfjax._core.keys import as_key
+from cfjax.scm import _validate
+from cfjax.scm import counterfactual as _cf
+from cfjax.scm import fit as _fit
 from cfjax.scm.graph import Graph
+from cfjax.scm.interventions import InterventionAxis, intervention_axis
 from cfjax.scm.location_scale import LocationScale
-from cfjax.scm.interventions import InterventionAxis, Shift, intervention_axis, split_groups
 from cfjax.scm.mechanism import Mechanism
 
-__all__ = ["FitInfo", "SCM"]
+__all__ = ["SCM"]
 
 Data = Mapping[str, Any]
-
-
-#: ``SCM.fit(batch_size="auto")``: full-batch steps up to ``AUTO_FULL_BATCH`` units; beyond,
-#: minibatches of ``AUTO_BATCH`` units for all but the last ``1 / AUTO_FULL_TAIL`` of the steps,
-#: which are full-batch (they carry the fit from the minibatches' noise floor to the maximum of
-#: the likelihood). Measured by ``experiments/benchmarks/bench_scm_fit.py``.
-AUTO_FULL_BATCH, AUTO_BATCH, AUTO_FULL_TAIL = 65_536, 1024, 8
-
-
-class FitInfo(NamedTuple):
-    """What :meth:`SCM.fit` did (with ``return_info=True``).
-
-    Attributes:
-      steps: optimiser steps run (fewer than asked when stopped early).
-      validation_steps: ``(C,)`` step counts at which the held-out likelihood was evaluated
-        (the end of every chunk); empty without a held-out split.
-      validation_nll: ``(C,)`` held-out mean negative log-likelihood at those steps.
-      best_step: the step whose parameters were returned (None without a held-out split).
-      best_nll: their held-out mean negative log-likelihood (NaN without a split).
-      stopped_early: whether ``patience`` ended the fit before ``steps``.
-      train_index, validation_index: the units trained on and held out (None without a split).
-    """
-
-    steps: int
-    validation_steps: np.ndarray
-    validation_nll: np.ndarray
-    best_step: int | None
-    best_nll: float
-    stopped_early: bool
-    train_index: np.ndarray | None
-    validation_index: np.ndarray | None
-
-
-def _stderr_is_terminal() -> bool:
-    try:
-        return bool(sys.stderr.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-@contextlib.contextmanager
-def _progress_bar(show: bool, total: int):
-    """A tqdm bar on stderr while fitting, or None."""
-    if not show:
-        yield None
-        return
-    from tqdm.auto import tqdm
-    bar = tqdm(total=total, desc="fit", unit="step", file=sys.stderr, leave=False)
-    try:
-        yield bar
-    finally:
-        bar.close()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,11 +43,11 @@ class SCM:
     ``(H, W)`` for an image node): data are ``{node: (N, *E)}`` (a pandas DataFrame is
     accepted for scalar nodes), noise is ``{node: pytree}`` with N units on the leading axis
     of every leaf, interventions are ``{node: (K, *E)}`` (one value per intervention, for
-    every unit) or ``{node: (K, N, *E)}`` (per-unit values), or a :class:`Shift` of the
+    every unit) or ``{node: (N, K, *E)}`` (per-unit values), or a :class:`Shift` of the
     observed values of a scalar node (``do(age := age + 10)``, counterfactuals only), or a
     sequence of such mappings intervening on different nodes (concatenated along K, e.g. 8
     values of do(X1) followed by 8 shifts of X3), and counterfactuals come back as
-    ``{node: (K, N, *E)}``. Discrete nodes hold int32 classes.
+    ``{node: (N, K, *E)}`` (units, then interventions: ``docs/contract.md``). Discrete nodes hold int32 classes.
 
     Example:
       >>> import cfjax as cf, jax, numpy as np
@@ -108,7 +58,7 @@ class SCM:
       >>> data = {"a": np.array([1.0, 2.0]), "b": np.array([2.5, 3.0])}
       >>> out = scm.counterfactual(params, data, {"a": np.array([0.0, 3.0])})
       >>> out["b"].tolist()  # b' = 2 a' + (b − 2 a)
-      [[0.5, -1.0], [6.5, 5.0]]
+      [[0.5, 6.5], [-1.0, 5.0]]
     """
 
     graph: Graph
@@ -136,9 +86,23 @@ class SCM:
     def mechanism(self, node: str) -> Mechanism:
         return self.mechanisms[self.graph.index(node)]
 
-    def _event(self, node: str) -> tuple[int, ...]:
-        """The node's event shape (``()`` for names that are not nodes, e.g. the null group)."""
+    def event(self, node: str) -> tuple[int, ...]:
+        """The node's event shape ``E`` (``()`` for a scalar node, ``(H, W)`` for an image;
+        ``()`` for names that are not nodes)."""
         return tuple(self.mechanism(node).event_shape) if node in self.nodes else ()
+
+    def parent_vector(self, node: str, values: Mapping[str, jax.Array]) -> jax.Array:
+        """One unit's parent input ``pa`` of ``node``, shape ``(P,)``: exactly what the node's
+        mechanism is fed (its parents' encodings, or their raw values for a mechanism with
+        ``raw_parents``). ``values`` holds one unit's value of every parent."""
+        return self._parent_vector(self.graph.index(node), values)
+
+    def check_data(self, data: Data, *, nodes: Sequence[str] | None = None, name: str = "data") -> dict[str, jax.Array]:
+        """``{node: (N, *E)}`` validated and cast (continuous nodes float, discrete int32):
+        every node's column (only ``nodes``' when given) of shape ``(N, *E)``, its values in
+        the node's support; a pandas DataFrame is accepted for scalar nodes. Errors name
+        ``name``."""
+        return _validate.data(self, data, name, nodes=None if nodes is None else tuple(nodes))
 
     def _parent_vector(self, node_index: int, values: Mapping[str, jax.Array]) -> jax.Array:
         """Node ``node_index``'s parent input ``pa``: its parents' encodings concatenated (their
@@ -153,7 +117,7 @@ class SCM:
 
     def _parent_dim(self, node_index: int) -> int:
         if self.mechanisms[node_index].raw_parents:
-            return sum(int(np.prod(self._event(p), dtype=np.int64)) for p in self.graph.parents[node_index])
+            return sum(int(np.prod(self.event(p), dtype=np.int64)) for p in self.graph.parents[node_index])
         return sum(self.mechanism(p).encoded_dim for p in self.graph.parents[node_index])
 
     # ------------------------------------------------------------------ one unit
@@ -206,8 +170,9 @@ class SCM:
                 for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
 
     # ------------------------------------------------------------------ public API
-    def init(self, key: jax.Array) -> dict[str, Any]:
-        """Fresh parameters ``{node: params}``."""
+    def init(self, *, key: Any) -> dict[str, Any]:
+        """Fresh parameters ``{node: params}`` (``key``: a PRNG key or an int seed)."""
+        key = as_key(key)
         return {v: mech.init(jax.random.fold_in(key, i), self._parent_dim(i))
                 for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
 
@@ -233,80 +198,68 @@ class SCM:
           (['a', 'b'], (3,))
         """
         if per_node:
-            return self._log_prob_nodes(params, self._data(data, "data"))
-        return self._log_prob(params, self._data(data, "data"))
+            return self._log_prob_nodes(params, _validate.data(self, data, "data"))
+        return self._log_prob(params, _validate.data(self, data, "data"))
 
-    def sample(self, params: Any, key: jax.Array, n: int) -> dict[str, jax.Array]:
-        """``n`` units from the observational distribution, ``{node: (n, *E)}``."""
+    def sample(self, params: Any, n: int, *, key: Any) -> dict[str, jax.Array]:
+        """``n`` units from the observational distribution, ``{node: (n, *E)}``.
+
+        Example:
+          >>> import cfjax as cf
+          >>> scm = cf.scm.SCM({"a": []}, {"a": cf.scm.LocationScale()})
+          >>> scm.sample(scm.init(key=0), 5, key=1)["a"].shape
+          (5,)
+        """
         n = _checks.check_positive_int("n", n)
-        return self._sample(params, key, n)
+        return self._sample(params, as_key(key), n)
 
-    def interventional_samples(self, params: Any, key: jax.Array, n: int,
-                               interventions: Data) -> dict[str, jax.Array]:
-        """``n`` fresh units under each of K interventions, ``{node: (K, n, *E)}``. The same
-        noise draws are used under every intervention (common random numbers)."""
-        n = _checks.check_positive_int("n", n)
-        groups = self._intervention_groups(interventions, n)
-        noise = jax.vmap(self.sample_noise_unit)(jax.random.split(key, n))
-        return self._predict_all(params, noise, groups)
+    def interventional_samples(self, params: Any, n: int, interventions: Any, *, key: Any) -> dict[str, jax.Array]:
+        """``n`` fresh units under each of K interventions, ``{node: (n, K, *E)}``. The same
+        noise draws are used under every intervention (common random numbers).
+        Interventions are common ``{node: (K, *E)}`` or per unit ``{node: (n, K, *E)}``, or a
+        sequence of such groups (no :class:`Shift`: there are no observed values)."""
+        return _cf.interventional_samples(self, params, n, interventions, key=key)
 
-    def abduct(self, params: Any, data: Data, key: jax.Array | None = None) -> dict[str, Any]:
+    def abduct(self, params: Any, data: Data, *, key: Any = None) -> dict[str, Any]:
         """Exogenous noise of every unit, ``{node: pytree with N units on the leading axis of
         every leaf}``. Needs ``key`` when a node is abducted by posterior sampling (Gumbel-max
-        nodes)."""
-        data = self._data(data, "data")
-        self._check_key(key)
-        return self._abduct(params, data, key)
+        nodes); unit ``i`` uses ``jax.random.split(key, N)[i]``, as :meth:`counterfactual`."""
+        return _cf.abduct(self, params, data, key=key)
 
-    def _check_key(self, key: jax.Array | None, given: Mapping[str, Any] | None = None) -> None:
-        given = given or {}
-        names = [v for v, m in zip(self.nodes, self.mechanisms) if m.stochastic_abduction and v not in given]
-        if key is None and names:
-            raise ValidationError(f"`key`: nodes {names} are abducted by posterior sampling and need a key, got None.")
+    def counterfactual(self, params: Any, data: Data, interventions: Any, *, key: Any = None,
+                       noise: Data | None = None, chunk_size: int | None = None,
+                       mesh: Any = None) -> dict[str, jax.Array]:
+        """Counterfactuals of every unit under each of K interventions, ``{node: (N, K, *E)}``.
 
-    def counterfactual(self, params: Any, data: Data, interventions: Data, *,
-                       key: jax.Array | None = None, noise: Data | None = None,
-                       chunk_size: int | None = None, return_axis: bool = False,
-                       mesh: Mesh | None = None
-                       ) -> dict[str, Any] | tuple[dict[str, Any], InterventionAxis]:
-        """Counterfactuals of every unit under each of K interventions, ``{node: (K, N, *E)}``.
-
-        Abduction happens once (or not at all when ``noise`` from :meth:`abduct` is given),
-        and it and all K actions and predictions run in one compiled, vmapped program. An empty
+        One function of one unit abducts its noise once (or takes it from ``noise``) and
+        predicts its K counterfactuals; it is vmapped over the units, so abduction, all K
+        actions and predictions and the value checks are one compiled program. An empty
         ``interventions`` is the null intervention (K = 1): the units are reconstructed.
 
         Args:
           params: ``{node: mechanism params}``.
           data: ``{node: (N, *E)}`` observed values of every node.
           interventions: see the class docstring.
-          key: PRNG key for nodes abducted by posterior sampling (Gumbel-max nodes).
+          key: PRNG key (or int seed) for nodes abducted by posterior sampling (Gumbel-max
+            nodes); unit ``i`` uses ``jax.random.split(key, N)[i]``.
           noise: ``{node: noise}`` (each leaf with N units on its leading axis) for all nodes
             or only some: the nodes given use it as given, the others are abducted in the same
             compiled program (for mechanisms whose noise is known rather than computable from
             ``x``, e.g. a simulator's renderer).
-          chunk_size: None for one program over all units; an integer to process the units in
-            chunks of that many (the last padded, so one program is compiled), each chunk's
-            abduction and K predictions one compiled program whose results are moved to the
-            host: beyond the returned (host, numpy) arrays only one chunk lives at a time.
-            Equal to the unchunked result (each unit keeps its own abduction key).
-          return_axis: also return the :class:`InterventionAxis` saying what each of the K
-            entries is (labels, node values, weights, groups; see :meth:`intervention_axis`).
-          mesh: None (one device), or a one-axis ``jax.sharding.Mesh``
-            (:func:`cfjax.distributed.mesh`) to split the units over its devices: the data,
-            per-unit intervention values and shifts, given noise and each unit's abduction key
-            are padded to a multiple of the device count (repeating the last unit), each device
-            abducts and predicts its block of units (``jax.shard_map``; values common to every
-            unit are replicated) and the padding is dropped. The result equals the one-device
-            call's (up to float rounding); it stays split over the mesh along the unit axis
-            when N is a multiple of the device count, else (an uneven split cannot be
-            expressed) dropping the padding replicates it on every device. With
-            ``chunk_size`` too, the chunks still stream to the host one after another and
-            each chunk is split over the mesh (``chunk_size / devices`` units per device at a
-            time).
+          chunk_size: None for all units at once; an integer to process the units in chunks of
+            that many on each device (``lax.map`` inside the compiled program), bounding the
+            working memory beyond inputs and outputs to one chunk's. Equal to the unchunked
+            result (each unit keeps its own abduction key). To stream chunks to the host, see
+            :meth:`counterfactual_chunks`.
+          mesh: None (one device), a device count, a sequence of devices or a one-axis
+            ``jax.sharding.Mesh``: the units are split over its devices
+            (:func:`cfjax.distributed.map_batch`: data, per-unit intervention values and
+            shifts, given noise and keys split, parameters and common values passed whole).
+            The result equals the one-device call's up to float rounding.
 
         Returns:
-          ``{node: (K, N, *E)}``: jax arrays, or numpy arrays when ``chunk_size`` is given;
-          with ``return_axis``, ``(counterfactuals, axis)``.
+          ``{node: (N, K, *E)}`` jax arrays; :meth:`intervention_axis` of the same
+          ``interventions`` says what each of the K entries is.
 
         Example:
           >>> import cfjax as cf, numpy as np
@@ -316,56 +269,22 @@ class SCM:
           ...           "b": cf.scm.linear_gaussian_params([2.0], 0.0, 1.0)}
           >>> data = {"a": np.array([1.0, 2.0]), "b": np.array([2.5, 3.0])}
           >>> groups = [{"a": np.array([0.0, 3.0])}, {"a": cf.scm.Shift([1.0])}]
-          >>> out, axis = scm.counterfactual(params, data, groups, return_axis=True)
+          >>> out = scm.counterfactual(params, data, groups)
+          >>> axis = scm.intervention_axis(groups)
           >>> out["b"].shape, axis.labels, axis.weights.tolist()
-          ((3, 2), ('do(a=0)', 'do(a=3)', 'shift(a=+1)'), [0.25, 0.25, 0.5])
+          ((2, 3), ('do(a=0)', 'do(a=3)', 'shift(a=+1)'), [0.25, 0.25, 0.5])
         """
-        mesh = _check_mesh(mesh)
-        if return_axis:
-            out = self.counterfactual(params, data, interventions, key=key, noise=noise, chunk_size=chunk_size,
-                                      mesh=mesh)
-            return out, self.intervention_axis(interventions)
-        if chunk_size is not None:
-            chunks = self.counterfactual_chunks(params, data, interventions, chunk_size=chunk_size,
-                                                key=key, noise=noise, mesh=mesh)
-            return self._assemble(chunks, _n_units(self._data(data, "data", check=False)))
-        if mesh is not None:
-            raw = self._data(data, "data", check=False)
-            n = _n_units(raw)
-            given = None if noise is None else self._noise(noise, n, convert=False)
-            raw_groups = self._intervention_groups(interventions, n, check=False)
-            self._check_key(key, given)
-            keys = None if key is None else jax.random.split(key, n)
-            out, ok = self._sharded(mesh, params, raw, keys, raw_groups, given)
-            if not bool(ok):
-                self._raise_value_error(data, interventions, n)
-            return out
-        if noise is not None and isinstance(noise, Mapping) and all(v in noise for v in self.nodes):
-            data = self._data(data, "data")
-            n = _n_units(data)
-            groups = self._intervention_groups(interventions, n, observed=data)
-            return self._predict_all(params, self._noise(noise, n), groups, data)
-        # Structure is checked here; values are checked inside the compiled program, in the
-        # same pass that reads them, and only a failure comes back to the host for the message.
-        raw = self._data(data, "data", check=False)
-        n = _n_units(raw)
-        given = None if noise is None else self._noise(noise, n)
-        raw_groups = self._intervention_groups(interventions, n, check=False)
-        self._check_key(key, given)
-        out, ok = self._checked_counterfactual(params, raw, key, raw_groups, given)
-        if _checks.is_concrete(ok) and not bool(ok):
-            self._raise_value_error(data, interventions, n)
-        return out
+        return _cf.counterfactual(self, params, data, interventions, key=key, noise=noise,
+                                  chunk_size=chunk_size, mesh=mesh)
 
     def intervention_axis(self, interventions: Any, group_weights: Any = "groups") -> InterventionAxis:
         """The labelled intervention axis of ``interventions`` (as :meth:`counterfactual`
         takes them): see :func:`cfjax.scm.intervention_axis`, with this model's event shapes
         telling per-unit values from array-valued nodes."""
-        return intervention_axis(interventions, group_weights, event_shapes={v: self._event(v) for v in self.nodes})
+        return intervention_axis(interventions, group_weights, event_shapes={v: self.event(v) for v in self.nodes})
 
-    def counterfactual_chunks(self, params: Any, data: Data, interventions: Data, *, chunk_size: int,
-                              key: jax.Array | None = None, noise: Data | None = None,
-                              mesh: Mesh | None = None
+    def counterfactual_chunks(self, params: Any, data: Data, interventions: Any, *, chunk_size: int,
+                              key: Any = None, noise: Data | None = None, mesh: Any = None
                               ) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
         """:meth:`counterfactual` of the units in chunks, for consumers that stream (feed a
         classifier, keep its outputs, drop the images).
@@ -374,19 +293,18 @@ class SCM:
         units (the last padded by repeating its final unit, so one program is compiled) is
         one compiled program (value checks, abduction of the chunk, all K predictions).
         Memory: one chunk's inputs and outputs at a time; the data stay where they are given
-        (numpy arrays stay on the host until their chunk is taken). Stochastic abduction uses
-        ``jax.random.split(key, N)[i]`` for unit ``i``, as the unchunked call does, so the
-        chunks agree with it. A value outside its node's support raises ValidationError
-        when the chunk holding it is reached.
+        (numpy arrays stay on the host until their chunk is taken). Unit ``i`` uses
+        ``jax.random.split(key, N)[i]``, as the unchunked call does, so the chunks agree with
+        it. A value outside its node's support raises ValidationError when the chunk holding
+        it is reached.
 
         Args:
           params, data, interventions, key, noise: as in :meth:`counterfactual`.
           chunk_size: units per chunk.
-          mesh: None, or a one-axis ``jax.sharding.Mesh`` over whose devices each chunk's
-            units are split (as in :meth:`counterfactual`).
+          mesh: as in :meth:`counterfactual`: each chunk's units are split over its devices.
 
         Returns:
-          a generator of ``(start, stop, {node: (K, stop - start, *E)})`` (jax arrays), the
+          a generator of ``(start, stop, {node: (stop - start, K, *E)})`` (jax arrays), the
           chunks in order, ``start`` from 0 to N.
 
         Example:
@@ -395,114 +313,22 @@ class SCM:
           >>> params = {"a": cf.scm.linear_gaussian_params([], 0.0, 1.0)}
           >>> chunks = scm.counterfactual_chunks(params, {"a": np.arange(5.0)}, {}, chunk_size=2)
           >>> [(start, stop, out["a"].shape) for start, stop, out in chunks]
-          [(0, 2, (1, 2)), (2, 4, (1, 2)), (4, 5, (1, 1))]
+          [(0, 2, (2, 1)), (2, 4, (2, 1)), (4, 5, (1, 1))]
         """
-        chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
-        mesh = _check_mesh(mesh)
-        raw = self._data(data, "data", check=False)
-        n = _n_units(raw)
-        given = None if noise is None else self._noise(noise, n, convert=False)
-        raw_groups = self._intervention_groups(interventions, n, check=False)
-        self._check_key(key, given)
-        keys = None if key is None else jax.random.split(key, n)
-        return self._chunks(params, raw, raw_groups, given, keys, chunk_size, (data, interventions), mesh)
+        return _cf.counterfactual_chunks(self, params, data, interventions, chunk_size=chunk_size, key=key,
+                                         noise=noise, mesh=mesh)
 
-    def _chunks(self, params, raw, raw_groups, given, keys, b, originals, mesh=None):
-        n = _n_units(raw)
-        b = min(b, n)  # a chunk larger than the data is the data, unpadded
-        for start in range(0, n, b):
-            stop = min(start + b, n)
-            idx = np.minimum(np.arange(start, start + b), stop - 1)  # pad: repeat the last unit
-            take = functools.partial(_take, idx=idx)
-            chunk_raw = {v: take(x) for v, x in raw.items()}
-            chunk_groups = tuple({v: self._take_intervention(v, x, idx) for v, x in g.items()} for g in raw_groups)
-            chunk_given = None if given is None else jax.tree.map(take, given)
-            chunk_keys = None if keys is None else keys[idx]
-            if mesh is None:
-                out, ok = self._chunk_counterfactual(params, chunk_raw, chunk_keys, chunk_groups, chunk_given)
-            else:
-                out, ok = self._sharded(mesh, params, chunk_raw, chunk_keys, chunk_groups, chunk_given)
-            if not bool(ok):
-                self._raise_value_error(*originals, n)
-            if stop - start < b:
-                out = {v: x[:, :stop - start] for v, x in out.items()}
-            yield start, stop, out
-
-    def _per_unit(self, node: str, values: Any) -> bool:
-        """Whether one intervention's (unchecked) values are per unit (a unit axis 1), not
-        common to every unit."""
-        if isinstance(values, Shift):
-            return np.ndim(values.delta) == 2
-        return np.ndim(values) == 2 + len(self._event(node))
-
-    def _sharded(self, where: Mesh, params, raw, keys, raw_groups, given):
-        """Counterfactuals of the units of ``raw`` split over ``where``: every per-unit input
-        padded to a multiple of the mesh size (repeating the last unit) and sharded, values
-        common to every unit replicated; returns ``(counterfactuals, all_values_valid)`` with
-        the padding dropped."""
-        n = _n_units(raw)
-        d = where.size
-        per_unit = tuple({v: x for v, x in g.items() if self._per_unit(v, x)} for g in raw_groups)
-        common = tuple({v: x for v, x in g.items() if not self._per_unit(v, x)} for g in raw_groups)
-        units = _dist.shard(_dist.pad_axis((raw, keys, given), d), where)
-        per_unit = _dist.shard(_dist.pad_axis(per_unit, d, axis=1), where, axis=1)
-        out, ok = self._sharded_counterfactual(where, params, *units, per_unit, common)
-        if out[self.nodes[0]].shape[1] != n:
-            out = {v: x[:, :n] for v, x in out.items()}
-        return out, jnp.all(ok)
-
-    @functools.partial(jax.jit, static_argnums=(0, 1))
-    def _sharded_counterfactual(self, where, params, raw, keys, given, per_unit, common):
-        """:meth:`_chunk_counterfactual` of each device's block of units (``jax.shard_map``);
-        ``ok`` comes back once per device."""
-        def local(params, raw, keys, given, per_unit, common):
-            groups = tuple({**c, **u} for u, c in zip(per_unit, common))
-            data, groups, ok = self._checked_inputs(raw, groups)
-            out = self._predict_all(params, self._abduct_units(params, data, keys, given), groups, data)
-            return out, ok[None]
-
-        unit, rep = PartitionSpec(where.axis_names[0]), PartitionSpec()
-        return jax.shard_map(local, mesh=where, in_specs=(rep, unit, unit, unit, PartitionSpec(None, unit[0]), rep),
-                             out_specs=(PartitionSpec(None, unit[0]), unit))(
-            params, raw, keys, given, per_unit, common)
-
-    def _take_intervention(self, node: str, values: Any, idx: np.ndarray) -> Any:
-        """The chunk ``idx`` of one intervention's values: per-unit values are cut along their
-        unit axis (axis 1), values common to every unit are kept."""
-        if not self._per_unit(node, values):
-            return values
-        if isinstance(values, Shift):
-            return Shift(_take(values.delta, idx, axis=1))
-        return _take(values, idx, axis=1)
-
-    @staticmethod
-    def _assemble(chunks: Iterator[tuple[int, int, dict[str, jax.Array]]], n: int) -> dict[str, np.ndarray]:
-        """Chunks of counterfactuals copied, one at a time, into host arrays ``{node: (K, N, *E)}``."""
-        out: dict[str, np.ndarray] = {}
-        for start, stop, part in chunks:
-            for v, x in part.items():
-                x = np.asarray(x)
-                if v not in out:
-                    out[v] = np.empty((x.shape[0], n) + x.shape[2:], x.dtype)
-                out[v][:, start:stop] = x
-        return out
-
-    def _raise_value_error(self, data: Data, interventions: Any, n: int) -> None:
-        checked = self._data(data, "data")  # raises the precise error
-        self._intervention_groups(interventions, n, observed=checked)
-        raise ValidationError("`data`/`interventions`: a value lies outside its node's support.")
-
-    def fit(self, key: jax.Array, data: Data, *, steps: int = 2000, learning_rate: float = 3e-2,
+    def fit(self, data: Data, *, key: Any, steps: int = 2000, learning_rate: float = 3e-2,
             batch_size: int | str | None = "auto", optimizer: optax.GradientTransformation | None = None,
             params: Any = None, nodes: Sequence[str] | None = None, progress: bool | None = None,
-            chunk_steps: int = 100, validation: float = 0.0, patience: int | None = 5,
-            return_info: bool = False) -> tuple[dict[str, Any], jax.Array] | tuple[dict[str, Any], jax.Array, FitInfo]:
+            chunk_steps: int = 100, validation: float = 0.0, patience: int | None = 5) -> _fit.Fit:
         """Maximum-likelihood fit with optax.
 
         Args:
-          key: randomness for the initial parameters, the minibatches and the held-out split.
           data: ``{node: (N, *E)}`` observations of every node (with ``nodes``: of those nodes
             and their parents only).
+          key: randomness (a PRNG key or an int seed) for the initial parameters, the
+            minibatches and the held-out split.
           steps: optimiser steps.
           learning_rate: the peak step size of the default optimizer: ``optax.adam`` with the
             step size decaying to zero over the steps (``optax.cosine_decay_schedule``; over
@@ -530,7 +356,9 @@ class SCM:
             others held at ``params`` (or ``init``): e.g. the scalar parents of an image node
             whose mechanism is trained separately.
           progress: a tqdm progress bar (on stderr) with the current loss; None shows it only
-            when stderr is a terminal.
+            when stderr is a terminal. The steps run on :func:`cfjax._core.training.run`, one
+            run per phase; without a held-out split a NaN or infinite loss raises
+            :class:`cfjax.TrainingError` naming the step.
           chunk_steps: with a progress bar or a held-out split, the steps run as compiled
             ``lax.scan`` chunks of this many, the bar and the held-out likelihood updated
             between chunks (the parameters equal those of one scan over all steps); otherwise
@@ -541,156 +369,29 @@ class SCM:
             with the lowest one are returned.
           patience: with ``validation``: stop after this many chunks without a lower held-out
             negative log-likelihood (None: run all steps, still returning the best).
-          return_info: also return a :class:`FitInfo` (held-out curve, best step, split).
 
         Returns:
-          ``(params, losses)``: the fitted parameters (every node's) and the mean negative
-          log-likelihood (of the fitted nodes, on the training units) at every step run,
-          shape ``(steps,)`` (fewer when stopped early); with ``return_info``,
-          ``(params, losses, info)``.
+          a :class:`cfjax.scm.Fit` ``(params, losses, info)``: the fitted parameters (every
+          node's), the mean negative log-likelihood (of the fitted nodes, on the training
+          units) at every step run, shape ``(steps,)`` (fewer when stopped early), and a
+          :class:`cfjax.scm.FitInfo` (held-out curve, best step, split).
 
         Example:
           >>> import cfjax as cf, jax, numpy as np
           >>> scm = cf.scm.SCM({"a": [], "b": ["a"]},
           ...                  {"a": cf.scm.LocationScale(), "b": cf.scm.LocationScale()})
-          >>> p, losses = scm.fit(jax.random.key(0), {"a": np.array([1.0, 3.0])}, steps=300,
-          ...                     learning_rate=0.1, nodes=["a"])
+          >>> p, losses, _ = scm.fit({"a": np.array([1.0, 3.0])}, key=0, steps=300,
+          ...                        learning_rate=0.1, nodes=["a"])
           >>> round(float(p["a"]["net"]["params"]["bias"][0]), 2), losses.shape
           (2.0, (300,))
-          >>> p, losses, info = scm.fit(jax.random.key(0), {"a": np.arange(10.0)}, steps=20, nodes=["a"],
-          ...                           validation=0.2, chunk_steps=10, return_info=True)
+          >>> p, losses, info = scm.fit({"a": np.arange(10.0)}, key=0, steps=20, nodes=["a"],
+          ...                           validation=0.2, chunk_steps=10)
           >>> info.validation_index.shape, info.validation_steps.tolist()
           ((2,), [10, 20])
         """
-        fitted = None if nodes is None else self._node_subset(nodes)
-        needed = None
-        if fitted is not None:
-            needed = tuple(v for v in self.nodes
-                           if v in fitted or any(v in self.graph.parents_of(c) for c in fitted))
-        data = self._data(data, "data", nodes=needed)
-        steps = _checks.check_positive_int("steps", steps)
-        chunk_steps = _checks.check_positive_int("chunk_steps", chunk_steps)
-        if patience is not None:
-            patience = _checks.check_positive_int("patience", patience)
-        if isinstance(validation, bool) or not isinstance(validation, (int, float, np.floating, np.integer)) \
-                or not 0.0 <= float(validation) < 1.0:
-            raise ValidationError(f"`validation`: expected a fraction in [0, 1), got {validation!r}.")
-        n = _n_units(data)
-        full_tail = 0  # the last steps, run on every unit after the minibatches
-        auto = isinstance(batch_size, str)
-        if auto:
-            if batch_size != "auto":
-                raise ValidationError(f"`batch_size`: expected 'auto', None or a positive int, got {batch_size!r}.")
-            batch_size = None
-        if batch_size is not None:
-            batch_size = _checks.check_positive_int("batch_size", batch_size)
-        if progress is None:
-            progress = _stderr_is_terminal()
-        init_key, step_key = jax.random.split(key)
-        train_index = held_index = None
-        held_data = None
-        if validation > 0:
-            n_held = int(round(float(validation) * n))
-            if n_held < 1 or n_held > n - 1:
-                raise ValidationError(
-                    f"`validation`: expected a fraction leaving at least one unit on each side of "
-                    f"the split of {n} units, got {validation!r} ({n_held} held out).")
-            perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, 1), n))
-            held_index, train_index = np.sort(perm[:n_held]), np.sort(perm[n_held:])
-            held_data = {v: x[held_index] for v, x in data.items()}
-            data = {v: x[train_index] for v, x in data.items()}
-            n = n - n_held
-        if auto and n > AUTO_FULL_BATCH:
-            batch_size, full_tail = AUTO_BATCH, max(1, steps // AUTO_FULL_TAIL)
-        params = self.init(init_key) if params is None else params
-        if fitted is not None:
-            if not isinstance(params, Mapping) or any(v not in params for v in self.nodes):
-                missing = [v for v in self.nodes if not isinstance(params, Mapping) or v not in params]
-                raise ValidationError(f"`params`: expected parameters of every node, missing {missing}.")
-            held = {v: params[v] for v in self.nodes if v not in fitted}
-            params = {v: params[v] for v in fitted}
-        # The phases: (steps, minibatches?), each with a fresh optimizer state. The default
-        # Adam's step size decays to zero over each phase (a constant step leaves Adam at its
-        # noise floor, short of the maximum-likelihood fit).
-        if batch_size is None:
-            phases = ((steps, False),)
-        elif full_tail:
-            phases = ((steps - full_tail, True), (full_tail, False))
-        else:
-            phases = ((steps, True),)
-        if optimizer is None:
-            learning_rate = _checks.check_positive_float("learning_rate", learning_rate)
-            opts = tuple(optax.adam(optax.cosine_decay_schedule(learning_rate, size)) for size, _ in phases)
-        else:
-            opts = (optimizer,) * len(phases)
-
-        def loss(p, batch):
-            if fitted is None:
-                return -jnp.mean(self._log_prob(p, batch))
-            return -jnp.mean(self._log_prob({**held, **p}, batch, fitted))
-
-        def step(carry, k, phase):
-            p, state = carry
-            batch = data
-            if phases[phase][1]:
-                idx = jax.random.randint(k, (batch_size,), 0, n)
-                batch = jax.tree.map(lambda a: a[idx], data)
-            value, grads = jax.value_and_grad(loss)(p, batch)
-            updates, state = opts[phase].update(grads, state, p)
-            return (optax.apply_updates(p, updates), state), value
-
-        @functools.partial(jax.jit, static_argnums=3)
-        def run(p, state, keys, phase):
-            (p, state), losses = jax.lax.scan(functools.partial(step, phase=phase), (p, state), keys)
-            return p, state, losses
-
-        held_nll = jax.jit(loss)
-        keys = jax.random.split(step_key, steps)
-        chunk = chunk_steps if (progress or held_data is not None) else steps
-        parts, curve, curve_steps = [], [], []
-        best, best_nll, best_step, bad, done = params, float("inf"), None, 0, 0
-        stopped = False
-        # optax mixes weak and integer types internally: scope the standard promotion rules
-        # to this call so that callers running JAX with strict promotion can still fit.
-        with jax.numpy_dtype_promotion("standard"), _progress_bar(progress, steps) as bar:
-            out, phase, phase_end = params, -1, 0
-            while done < steps:
-                if done == phase_end:
-                    phase += 1
-                    phase_end += phases[phase][0]
-                    state = jax.jit(opts[phase].init)(out)
-                size = min(chunk, phase_end - done)
-                out, state, losses = run(out, state, keys[done:done + size], phase)
-                done += size
-                parts.append(losses)
-                postfix = {"loss": f"{float(losses[-1]):.4g}"} if bar is not None else {}
-                if held_data is not None:
-                    value = float(held_nll(out, held_data))
-                    curve.append(value)
-                    curve_steps.append(done)
-                    postfix["held_out"] = f"{value:.4g}"
-                    if value < best_nll:
-                        best, best_nll, best_step, bad = out, value, done, 0
-                    else:
-                        bad += 1
-                if bar is not None:
-                    bar.update(size)
-                    bar.set_postfix(postfix, refresh=False)
-                if held_data is not None and patience is not None and bad >= patience and done < steps:
-                    stopped = True
-                    break
-        losses = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
-        if held_data is not None and np.isfinite(best_nll):
-            out = best
-        if fitted is not None:
-            out = {v: out[v] if v in fitted else held[v] for v in self.nodes}
-        if not return_info:
-            return out, losses
-        info = FitInfo(steps=done, validation_steps=np.asarray(curve_steps, np.int64),
-                       validation_nll=np.asarray(curve, np.float64), best_step=best_step,
-                       best_nll=best_nll if best_step is not None else float("nan"),
-                       stopped_early=stopped, train_index=train_index, validation_index=held_index)
-        return out, losses, info
+        return _fit.fit(self, data, key=key, steps=steps, learning_rate=learning_rate, batch_size=batch_size,
+                        optimizer=optimizer, params=params, nodes=nodes, progress=progress,
+                        chunk_steps=chunk_steps, validation=validation, patience=patience)
 
     def summary(self, params: Any) -> str:
         """A readable description of fitted parameters, one block per node.
@@ -750,7 +451,7 @@ class SCM:
         names = []
         for p in self.graph.parents[node_index]:
             pm = self.mechanism(p)
-            size = (int(np.prod(self._event(p), dtype=np.int64)) if self.mechanisms[node_index].raw_parents
+            size = (int(np.prod(self.event(p), dtype=np.int64)) if self.mechanisms[node_index].raw_parents
                     else pm.encoded_dim)
             if size == 1:
                 scaled = getattr(pm, "bounded", False) and not self.mechanisms[node_index].raw_parents
@@ -775,16 +476,7 @@ class SCM:
         nodes = read_meta(path).get("nodes")
         if nodes is not None and list(nodes) != list(self.nodes):
             raise ValidationError(f"`path`: expected parameters of nodes {list(self.nodes)}, got nodes {list(nodes)}.")
-        return load_params(path, like=self.init(jax.random.key(0)))
-
-    def _node_subset(self, nodes: Any) -> tuple[str, ...]:
-        """Validated node names, in topological order."""
-        if isinstance(nodes, str) or not isinstance(nodes, (list, tuple, set, frozenset)) or not nodes:
-            raise ValidationError(f"`nodes`: expected a non-empty sequence of node names, got {nodes!r}.")
-        unknown = [v for v in nodes if v not in self.nodes]
-        if unknown:
-            raise ValidationError(f"`nodes`: unknown nodes {unknown}; nodes are {list(self.nodes)}.")
-        return tuple(v for v in self.nodes if v in nodes)
+        return load_params(path, like=self.init(key=0))
 
     # ------------------------------------------------------------------ batched kernels
     @functools.partial(jax.jit, static_argnums=(0, 3))
@@ -803,223 +495,6 @@ class SCM:
         noise = jax.vmap(self.sample_noise_unit)(jax.random.split(key, n))
         return jax.vmap(self.predict_unit, in_axes=(None, 0))(params, noise)
 
-    @functools.partial(jax.jit, static_argnums=0)
-    def _abduct(self, params, data, key, given=None):
-        keys = None if key is None else jax.random.split(key, _n_units(data))
-        return self._abduct_units(params, data, keys, given)
-
-    def _abduct_units(self, params, data, keys, given=None):
-        """Abduction of every unit with its own key (``keys`` (N,) or None); nodes in
-        ``given`` keep the noise given."""
-        given = given or {}
-        key_axis = None if keys is None else 0
-        return jax.vmap(self.abduct_unit, in_axes=(None, 0, key_axis, 0))(params, data, keys, given)
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def _predict_all(self, params, noise, groups, observed=None):
-        """Each group's values are ``(K_g, N, *E)``; vmap over units inside, interventions
-        outside, groups concatenated along K."""
-        over_units = jax.vmap(self.predict_unit, in_axes=(None, 0, 0, 0))
-        over_k = jax.vmap(over_units, in_axes=(None, None, 0, None))
-        outs = [over_k(params, noise, do, observed) for do in groups]
-        if len(outs) == 1:
-            return outs[0]
-        return {v: jnp.concatenate([o[v] for o in outs]) for v in self.nodes}
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def _checked_counterfactual(self, params, raw, key, raw_groups, given=None):
-        """Value checks, abduction once and all interventions, in one compiled program.
-        Returns ``(counterfactuals, all_values_valid)``."""
-        data, groups, ok = self._checked_inputs(raw, raw_groups)
-        out = self._predict_all(params, self._abduct(params, data, key, given), groups, data)
-        return out, ok
-
-    @functools.partial(jax.jit, static_argnums=0)
-    def _chunk_counterfactual(self, params, raw, keys, raw_groups, given=None):
-        """:meth:`_checked_counterfactual` of one chunk of units, each with its own key."""
-        data, groups, ok = self._checked_inputs(raw, raw_groups)
-        out = self._predict_all(params, self._abduct_units(params, data, keys, given), groups, data)
-        return out, ok
-
-    def _checked_inputs(self, raw, raw_groups):
-        """(Traced) data and interventions cast, shifts resolved, and whether every value
-        lies in its node's support."""
-        data = self._cast_data(raw)
-        groups = self._cast_groups(raw_groups, _n_units(raw), data)
-        checks = [m.values_ok(raw[v]) for v, m in zip(self.nodes, self.mechanisms)]
-        # Given values are checked as given (a class 1.5 must not pass as 1); shifts once resolved.
-        checks += [self.mechanism(v).values_ok(cast[v] if isinstance(x, Shift) else x)
-                   for g, cast in zip(raw_groups, groups) for v, x in g.items() if v in self.nodes]
-        return data, groups, jnp.all(jnp.stack(checks))
-
-    # ------------------------------------------------------------------ validation
-    def _data(self, data: Data, what: str, check: bool = True,
-              nodes: tuple[str, ...] | None = None) -> dict[str, jax.Array]:
-        """Columns of every node (of ``nodes`` when given) as arrays (continuous: float,
-        discrete: int32), validated: shape ``(N, *E)``, values in the support.
-
-        With ``check=False`` only the structure is validated (columns, shapes) and the columns
-        come back as given; :meth:`_cast_data` then converts them inside a compiled program
-        and :meth:`Mechanism.values_ok` checks their values there.
-        """
-        if hasattr(data, "columns") and hasattr(data, "to_numpy"):  # a pandas DataFrame
-            data = {c: data[c].to_numpy() for c in data.columns}
-        if not isinstance(data, Mapping):
-            raise ValidationError(f"`{what}`: expected a mapping node -> array or a DataFrame, got {type(data).__name__}.")
-        out: dict[str, jax.Array] = {}
-        n = None
-        first = None
-        for v, mech in zip(self.nodes, self.mechanisms):
-            if nodes is not None and v not in nodes:
-                continue
-            if v not in data:
-                children = self.graph.children(v)
-                role = f" (a parent of {list(children)})" if children else ""
-                raise ValidationError(f"`{what}`: missing column {v!r}{role}; got columns {sorted(data)}.")
-            col = data[v]
-            shape, event = tuple(np.shape(col)), tuple(mech.event_shape)
-            if len(shape) != 1 + len(event) or shape[1:] != event:
-                raise ValidationError(f"`{what}[{v!r}]`: expected shape {_shape(['N'], event)}, got {shape}.")
-            if n is None:
-                n, first = shape[0], v
-                if n == 0:
-                    raise ValidationError(f"`{what}`: expected at least one unit, got 0 rows.")
-            elif shape[0] != n:
-                raise ValidationError(f"`{what}[{v!r}]`: expected {n} rows like {first!r}, got {shape[0]}.")
-            if not mech.discrete:
-                _checks.warn_if_downcast(f"{what}[{v!r}]", col)
-            if not check and _is_numeric_array(col):
-                out[v] = col  # converted inside the compiled program
-                continue
-            if _checks.is_concrete(col):
-                mech.check_values(v, col, f"{what}[{v!r}]")
-            out[v] = jnp.asarray(col).astype(_dtype(mech))
-        return out
-
-    def _cast_data(self, raw: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        return {v: raw[v].astype(_dtype(m)) for v, m in zip(self.nodes, self.mechanisms)}
-
-    def _cast_groups(self, raw_groups, n: int, observed) -> tuple[dict[str, jax.Array], ...]:
-        """Intervention values cast to their node's dtype and broadcast to ``(K, N, *E)``,
-        shifts resolved against the observed values."""
-        out = []
-        for group in raw_groups:
-            k = next(iter(group.values())).shape[0]
-            cast = {}
-            for v, arr in group.items():
-                if isinstance(arr, Shift):
-                    cast[v] = arr.resolve(observed[v])
-                    continue
-                event = self._event(v)
-                arr = jnp.asarray(arr)
-                arr = arr.astype(_dtype(self.mechanism(v))) if v in self.nodes else arr
-                cast[v] = jnp.broadcast_to(arr[:, None], (k, n, *event)) if arr.ndim == 1 + len(event) else arr
-            out.append(cast)
-        return tuple(out)
-
-    def _noise(self, noise: Data, n: int, convert: bool = True) -> dict[str, Any]:
-        """Validated noise of the nodes given (any pytree per node, N units on the leading
-        axis of every leaf); with ``convert`` its leaves become jax arrays."""
-        if not isinstance(noise, Mapping):
-            raise ValidationError(f"`noise`: expected a mapping node -> noise (the output of `abduct`), got {type(noise).__name__}.")
-        unknown = [v for v in noise if v not in self.nodes]
-        if unknown:
-            raise ValidationError(f"`noise`: unknown nodes {unknown}; nodes are {list(self.nodes)}.")
-        out = {}
-        for v in self.nodes:
-            if v not in noise:
-                continue
-            for leaf in jax.tree.leaves(noise[v]):
-                if np.shape(leaf)[:1] != (n,):
-                    raise ValidationError(
-                        f"`noise[{v!r}]`: expected {n} units on the first axis (of every leaf), got shape {np.shape(leaf)}.")
-            as_array = jnp.asarray if convert else _array
-            out[v] = jax.tree.map(as_array, noise[v])
-        return out
-
-    def _intervention_groups(self, interventions: Data | Any, n: int, check: bool = True,
-                             observed: Mapping[str, jax.Array] | None = None
-                             ) -> tuple[dict[str, jax.Array], ...]:
-        """A mapping is one group; a sequence of mappings is several, concatenated along K.
-        ``observed`` (checked data) resolves :class:`Shift` values when ``check`` is True.
-        A group may be an ``(interventions, weights)`` pair from :func:`intervention_grid`
-        (the weights only matter to :meth:`intervention_axis`; they are checked here)."""
-        interventions, within = split_groups(interventions)
-        if isinstance(interventions, Mapping):
-            groups = (self._interventions(interventions, n, "interventions", check, observed),)
-        elif isinstance(interventions, (list, tuple)) and interventions:
-            groups = tuple(self._interventions(g, n, f"interventions[{i}]", check, observed)
-                           for i, g in enumerate(interventions))
-        else:
-            groups = None
-        if groups is not None:
-            for i, (g, w) in enumerate(zip(groups, within)):
-                if w is not None:
-                    what = "interventions" if len(groups) == 1 else f"interventions[{i}]"
-                    first = next(iter(g.values()))
-                    _checks.check_weights(f"{what} weights", w, int(first.shape[0]))
-            return groups
-        raise ValidationError(
-            f"`interventions`: expected a mapping node -> values or a non-empty sequence of them, "
-            f"got {type(interventions).__name__}.")
-
-    def _interventions(self, interventions: Data, n: int, what: str, check: bool = True,
-                       observed: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
-        """One validated group of interventions, broadcast to ``(K, N, *E)`` (with
-        ``check=False``: structure only, values as given, shifts unresolved)."""
-        if not isinstance(interventions, Mapping):
-            raise ValidationError(f"`{what}`: expected a mapping node -> values, got {type(interventions).__name__}.")
-        if not interventions:
-            return {"__null__": jnp.zeros((1, n))}
-        k = None
-        out: dict[str, jax.Array] = {}
-        for v, values in interventions.items():
-            if v not in self.nodes:
-                raise ValidationError(f"`{what}`: unknown node {v!r}; nodes are {list(self.nodes)}.")
-            mech = self.mechanism(v)
-            event = tuple(mech.event_shape)
-            shift = isinstance(values, Shift)
-            if shift and mech.discrete:
-                raise ValidationError(f"`{what}[{v!r}]`: a Shift applies to continuous nodes; {v!r} is discrete.")
-            if shift and event:
-                raise ValidationError(
-                    f"`{what}[{v!r}]`: a Shift applies to scalar nodes; {v!r} has event shape {event}: "
-                    f"pass explicit values of shape {_shape(['K'], event)} or {_shape(['K', str(n)], event)}.")
-            shape = tuple(values.shape if shift else np.shape(values))
-            if not shape or (shape[1:] != event and shape[1:] != (n, *event)):
-                raise ValidationError(
-                    f"`{what}[{v!r}]`: expected shape {_shape(['K'], event)} or {_shape(['K', str(n)], event)}, got {shape}.")
-            if k is None:
-                k = shape[0]
-                if k == 0:
-                    raise ValidationError(f"`{what}[{v!r}]`: expected at least one intervention, got K = 0.")
-            elif shape[0] != k:
-                raise ValidationError(f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {shape[0]}.")
-            if not check:
-                out[v] = values if shift or _is_numeric_array(values) else jnp.asarray(values)
-                continue
-            if shift:
-                if observed is None:
-                    raise ValidationError(
-                        f"`{what}[{v!r}]`: a Shift moves observed values and is only defined for "
-                        f"counterfactuals; pass explicit values here.")
-                if _checks.is_concrete(values.delta):  # the shifted values' support is checked below
-                    _checks.check_finite(f"{what}[{v!r}].delta", values.delta)
-                values = values.resolve(observed[v])
-            if _checks.is_concrete(values):
-                mech.check_values(v, values, f"{what}[{v!r}]")
-            arr = jnp.asarray(values).astype(_dtype(mech))
-            out[v] = jnp.broadcast_to(arr[:, None], (k, n, *event)) if arr.ndim == 1 + len(event) else arr
-        return out
-
-
-def _check_mesh(mesh: Any) -> Mesh | None:
-    """``mesh`` validated: None or a one-axis ``jax.sharding.Mesh``."""
-    if mesh is not None and (not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1):
-        what = f"a mesh with axes {mesh.axis_names}" if isinstance(mesh, Mesh) else repr(mesh)
-        _checks.fail("mesh", "None or a one-axis jax.sharding.Mesh (cfjax.distributed.mesh(devices))", what)
-    return mesh
-
 
 @functools.lru_cache(maxsize=256)
 def _affected(graph: Graph, intervened: tuple[str, ...]) -> frozenset[str]:
@@ -1028,35 +503,3 @@ def _affected(graph: Graph, intervened: tuple[str, ...]) -> frozenset[str]:
     for v in intervened:
         out.update(graph.descendants(v))
     return frozenset(out)
-
-
-def _shape(lead: list[str], event: tuple[int, ...]) -> str:
-    """A shape for messages: ``_shape(["K", "50"], (4, 5))`` is ``(K, 50, 4, 5)``, ``(N,)``."""
-    parts = [*lead, *(str(d) for d in event)]
-    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-
-
-def _is_numeric_array(x: Any) -> bool:
-    """An array JAX can take as it is (numbers or booleans); anything else is converted on
-    the host, where a bad dtype gets its message."""
-    return isinstance(x, (jax.Array, np.ndarray)) and x.dtype.kind in "biuf"
-
-
-def _array(x: Any) -> Any:
-    """``x`` as it is when it is already an array (host or device), else a jax array."""
-    return x if isinstance(x, (jax.Array, np.ndarray)) else jnp.asarray(x)
-
-
-def _take(a: Any, idx: np.ndarray, axis: int = 0) -> Any:
-    """Units ``idx`` of ``a`` along ``axis``, on the host for numpy arrays."""
-    if isinstance(a, np.ndarray):
-        return np.take(a, idx, axis=axis)
-    return a[idx] if axis == 0 else a[:, idx]
-
-
-def _dtype(mech: Mechanism):
-    return jnp.int32 if mech.discrete else jnp.result_type(float)
-
-
-def _n_units(data: Mapping[str, jax.Array]) -> int:
-    return int(np.shape(next(iter(data.values())))[0])

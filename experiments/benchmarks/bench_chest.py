@@ -218,32 +218,31 @@ def main(argv=None) -> dict:
     do, _ = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20, 90, 8)})
     sex_do, age_do = np.asarray(do["sex"]), np.asarray(do["age"])
     k, n = len(sex_do), args.units
-    rec = chest.sample(jax.random.key(2), n)
+    rec = chest.sample(n, key=jax.random.key(2))
     rec_np = {"parents": {v: np.asarray(a) for v, a in rec["parents"].items()},
               "noise": type(rec["noise"])(*(np.asarray(a) for a in rec["noise"]))}
     key = jax.random.key(3)
     coef = parent_coefficients(chest)
 
     def cfjax_end_to_end():
-        return chest.counterfactuals(rec, do, key, label="follows")["image"]
+        return chest.counterfactuals(rec, do, key=key, label="follows")["image"]
 
     first = first_time(cfjax_end_to_end)  # compilation included
-    out = chest.counterfactuals(rec, do, key, label="follows")
-    flat = {v: a.reshape(k * n) for v, a in out["parents"].items()}
-    noise = jax.tree.map(lambda a: jax.numpy.broadcast_to(a, (k,) + a.shape).reshape((k * n,) + a.shape[1:]),
-                         rec["noise"])
+    out = chest.counterfactuals(rec, do, key=key, label="follows")
+    flat = {v: a.reshape(n * k) for v, a in out["parents"].items()}  # cfjax's (N, K), unit by unit
+    noise = jax.tree.map(lambda a: jax.numpy.repeat(a, k, axis=0), rec["noise"])
     flat_np = {v: np.asarray(a) for v, a in flat.items()}
     noise_np = type(noise)(*(np.asarray(a) for a in noise))
 
     # Agreement: numpy's images from cfjax's counterfactual parents and noise; numpy's parents.
-    ours = np.asarray(out["image"]).reshape(k * n, args.size, args.size)
+    ours = np.asarray(out["image"]).reshape(n * k, args.size, args.size)
     theirs = render_numpy(flat_np, noise_np, args.size, chest.site, args.chunk, chest.effusion_size)
     image_diff = float(np.abs(theirs - ours).max())
     if image_diff > 1e-4:
         raise SystemExit(f"the numpy renderer disagrees with cfjax's: max |diff| {image_diff:.1e}")
     cfp = counterfactual_parents(coef, rec_np["parents"], sex_do, age_do, np.random.default_rng(0))
-    lung_diff = np.abs(cfp["lung"] - np.asarray(out["parents"]["lung"])).max()
-    eff_same = np.mean(cfp["effusion"] == np.asarray(out["parents"]["effusion"]))
+    lung_diff = np.abs(cfp["lung"] - np.asarray(out["parents"]["lung"]).T).max()  # numpy's (K, N)
+    eff_same = np.mean(cfp["effusion"] == np.asarray(out["parents"]["effusion"]).T)
 
     rng = np.random.default_rng(1)
     t_cf = median_time(cfjax_end_to_end, args.repeats, warmup=1)

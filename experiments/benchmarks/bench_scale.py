@@ -20,7 +20,7 @@ value), scored by the hand-written logistic risk score of ``experiments.multihos
    child's, an upper bound; one run in the fresh child) in MB and bytes per unit, beside
    N × K × 4 bytes (one float32 ``p_cf``). The streaming
    path keeps four numbers per unit on the host, whatever K; the in-memory one holds every
-   node's (K, N) counterfactuals and the (N, K) scores.
+   node's (N, K) counterfactuals and the (N, K) scores.
    Then the metric stage alone, in this process: ``evaluate_chunks`` over the in-memory
    ``(N, K)`` scores cut into ``--chunk`` host slices vs ``evaluate`` on the whole array
    (both from numpy), first call and warm; ratio = chunks ÷ whole (above 1: the chunked
@@ -105,7 +105,7 @@ def make_units(seed: int, n: int) -> dict[str, np.ndarray]:
 def _interventions(u: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     s = _setup()
     n = u["sex"].shape[0]
-    return {**s["grid"], "effusion": np.broadcast_to(u["effusion"], (s["k"], n))}
+    return {**s["grid"], "effusion": np.broadcast_to(u["effusion"][:, None], (n, s["k"]))}
 
 
 def stream_chunks(u: dict[str, np.ndarray], chunk: int, seed: int):
@@ -116,7 +116,7 @@ def stream_chunks(u: dict[str, np.ndarray], chunk: int, seed: int):
     p_obs = np.asarray(s["score_obs"](u))
     for start, stop, out in s["scm"].counterfactual_chunks(s["params"], u, _interventions(u), chunk_size=chunk,
                                                           key=jax.random.key(seed + 1)):
-        yield p_obs[start:stop], np.asarray(s["score"](out)).T, u["effusion"][start:stop].astype(np.int32)
+        yield p_obs[start:stop], np.asarray(s["score"](out)), u["effusion"][start:stop].astype(np.int32)
 
 
 def streaming(u, chunk: int, seed: int):
@@ -125,11 +125,11 @@ def streaming(u, chunk: int, seed: int):
 
 
 def in_memory_scores(u, seed: int):
-    """Every counterfactual at once ({node: (K, N)}), scored into one host (N, K) array."""
+    """Every counterfactual at once ({node: (N, K)}), scored into one host (N, K) array."""
     import jax
     s = _setup()
     out = s["scm"].counterfactual(s["params"], u, _interventions(u), key=jax.random.key(seed + 1))
-    p_cf = np.asarray(s["score"](out)).T
+    p_cf = np.asarray(s["score"](out))
     del out
     return np.asarray(s["score_obs"](u)), p_cf, u["effusion"].astype(np.int32)
 

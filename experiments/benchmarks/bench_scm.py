@@ -5,11 +5,11 @@ Graph X0→X1→X2→X4, X0→X3→X4; K = 16 interventions per unit (8 values o
 X3), every node returned, float32. cfjax abducts once and runs both groups of interventions in
 one compiled program, timed through the eager public API (input validation included) and
 inside a user's ``jax.jit`` (one dispatch, validation skipped on traced values); it returns
-``{node: (K, N)}``, freshly allocated on every call.
+``{node: (N, K)}`` (units first, ``docs/contract.md``), freshly allocated on every call.
 
 References:
 - numpy closed form, fresh outputs: the structural equations written with ``out=`` ufuncs
-  into one newly allocated (K, N) array per node (cfjax's layout, no (K, N) temporaries) —
+  into one newly allocated (K, N) array per node (as many bytes as cfjax's, no temporaries) —
   the like-for-like floor for a function that returns new arrays;
 - the same into reused outputs (allocated once, outside the timing): the arithmetic alone;
 - numpy closed form, naive: broadcasting with (K, N) temporaries and an interleaved (K, N, 5)
@@ -56,14 +56,14 @@ def cfjax_model():
 
 
 def cfjax_counterfactuals(scm, params, data):
-    """Abduction once and all 16 interventions (two groups) in one call: ``{node: (16, N)}``."""
+    """Abduction once and all 16 interventions (two groups) in one call: ``{node: (N, 16)}``."""
     shift = cf.scm.Shift(refs.X3_SHIFTS)  # do(X3 := X3 + delta), as DoWhy's and ChiRho's callables
     return scm.counterfactual(params, data, [{"X1": refs.DO_X1_VALUES}, {"X3": shift}])
 
 
 def stacked(out):
-    """``{node: (K, N)}`` as the baselines' ``(K, N, 5)`` layout (for checking only)."""
-    return np.stack([np.asarray(out[v]) for v in refs.NODES], axis=-1)
+    """cfjax's ``{node: (N, K)}`` as the baselines' ``(K, N, 5)`` layout (for checking only)."""
+    return np.stack([np.asarray(out[v]).T for v in refs.NODES], axis=-1)
 
 
 def touch_outputs(n: int):

@@ -91,7 +91,7 @@ def timed_fit(scm, data, steps, batch_size, repeats):
     times, out = [], None
     for _ in range(repeats):
         t0 = time.perf_counter()
-        out = scm.fit(jax.random.key(0), data, steps=steps, batch_size=batch_size, progress=False)
+        out = scm.fit(data, key=jax.random.key(0), steps=steps, batch_size=batch_size, progress=False)
         jax.block_until_ready(out)
         times.append(time.perf_counter() - t0)
     return out, statistics.median(times)
