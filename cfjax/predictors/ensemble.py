@@ -32,7 +32,7 @@ from cfjax._core import training as _training
 from cfjax._errors import TrainingError
 from cfjax.metrics import auc as _auc
 from cfjax.predictors.inference import (MemberLogits, _check_image_shape, _init, check_member_chunk, map_members,
-                                        member_keys)
+                                        member_keys, replicate)
 
 __all__ = ["EnsembleConfig", "EnsembleState", "MemberData", "TrainingError", "train", "member_step",
            "member_data", "init_state"]
@@ -336,14 +336,6 @@ class EnsembleStep:
 
     def __call__(self, state: EnsembleState, data: Any, key: jax.Array) -> tuple[EnsembleState, dict[str, jax.Array]]:
         del key  # each member's minibatch stream is its own (state.data_keys)
-        return jax.lax.cond(jnp.any(state.active), self._step, self._idle, state, data)
-
-    def _idle(self, state: EnsembleState, data: Any) -> tuple[EnsembleState, dict[str, jax.Array]]:
-        dtype = state.loss.dtype
-        return state, {"loss": jnp.zeros(state.active.shape, dtype), "mean_loss": jnp.zeros((), dtype),
-                       "active": jnp.zeros((), dtype)}
-
-    def _step(self, state: EnsembleState, data: Any) -> tuple[EnsembleState, dict[str, jax.Array]]:
         config = self.config
         train_data, val_images, val_labels = data
         t = state.step
@@ -357,9 +349,11 @@ class EnsembleStep:
         row = jnp.where(state.active, jnp.where(first, jnp.zeros_like(row), row) + loss, row)
         n_active = jnp.sum(state.active).astype(loss.dtype)
         metrics = {"loss": loss, "mean_loss": jnp.sum(loss) / jnp.maximum(n_active, 1), "active": n_active}
-        s = state.replace(params=params, opt_state=opt_state, step=t + 1, loss=state.loss.at[r].set(row))
+        live = jnp.any(state.active)  # once every member has stopped, a step changes nothing
+        s = state.replace(params=params, opt_state=opt_state, step=t + live.astype(t.dtype),
+                          loss=state.loss.at[r].set(row))
         done = t + 1
-        at_end = (done % config.eval_every == 0) | (done == config.steps)
+        at_end = live & ((done % config.eval_every == 0) | (done == config.steps))
         return jax.lax.cond(at_end, self._evaluate, lambda s, *_: s, s, val_images, val_labels), metrics
 
     def _evaluate(self, s: EnsembleState, val_images: jax.Array, val_labels: jax.Array) -> EnsembleState:
@@ -438,8 +432,8 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
         resume on other devices).
 
     Returns:
-      The final :class:`EnsembleState`; ``best_params`` is the trained ensemble (feed it to
-      :func:`cfjax.predictors.predict`).
+      The final :class:`EnsembleState` (with ``mesh``, gathered onto its first device);
+      ``best_params`` is the trained ensemble (feed it to :func:`cfjax.predictors.predict`).
 
     Raises:
       TrainingError: a member's loss became NaN or infinite (names the member and the step).
@@ -495,6 +489,8 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
     dtype = data.images.dtype
     val = (jnp.asarray(val_images).astype(dtype), jnp.asarray(val_labels).astype(dtype))
     state = _init_state(model, config, keys, tuple(int(v) for v in image_shape), jnp.dtype(dtype))
+    if where is not None:
+        state, data, val = _place(state, data, val, where)
     store = None if checkpoint_dir is None else _ckpt.CheckpointStore(checkpoint_dir)
     member_names = tuple(f"{i}" + ("" if names is None else f" ({names[i]!r})") for i in range(m))
     try:
@@ -507,7 +503,28 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
     finally:
         if store is not None:
             store.close()
+    if where is not None:
+        return jax.device_put(result.state, where.devices.flat[0])
     return result.state
+
+
+# The member axis of each field of EnsembleState (None: one value for the whole ensemble).
+_MEMBER_AXIS = {"params": 0, "opt_state": 0, "best_params": 0, "best_auc": 0, "best_step": 0, "since_best": 0,
+                "active": 0, "data_keys": 0, "step": None, "round": None, "val_auc": 1, "loss": 1}
+
+
+def _place(state: EnsembleState, data: MemberData, val: Any, where: Any) -> tuple[EnsembleState, MemberData, Any]:
+    """The shared images and validation set on every device of ``where``; with M a multiple
+    of its devices, every member's state and weights on the device that steps it (so the
+    loop's carry stays where ``map_batch`` computes it; otherwise ``map_batch`` pads and
+    splits the members at every step)."""
+    data, val = data._replace(images=replicate(data.images, where), labels=replicate(data.labels, where)), \
+        replicate(val, where)
+    if state.active.shape[0] % where.size:
+        return state, data, val
+    fields = {f: replicate(getattr(state, f), where) if a is None else _dist.shard(getattr(state, f), where, a)
+              for f, a in _MEMBER_AXIS.items()}
+    return state.replace(**fields), data._replace(cdf=_dist.shard(data.cdf, where)), val
 
 
 def _check_training_set(images: Any, labels: Any, weights: Any, weights_name: str) -> None:

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec
 
 from cfjax import _checks
 from cfjax import distributed as _dist
@@ -216,15 +217,23 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, log
     chunk = min(chunk, flat.shape[0])
     if where is not None and shard == "units":
         chunk = min(chunk, -(-flat.shape[0] // where.size))
-        out = _dist.map_batch(_UnitLogits(model, chunk, member_chunk), flat, shared=(params,), mesh=where)
+        out = _dist.map_batch(_UnitLogits(model, chunk, member_chunk), flat, shared=(replicate(params, where),),
+                              mesh=where)
         out = jax.device_put(out, where.devices.flat[0]).T
     else:
-        out = _dist.map_batch(MemberLogits(model, chunk, member_chunk), params, shared=(flat,), mesh=where)
+        shared = flat if where is None else replicate(flat, where)
+        out = _dist.map_batch(MemberLogits(model, chunk, member_chunk), params, shared=(shared,), mesh=where)
         if where is not None:
             out = jax.device_put(out, where.devices.flat[0])
     if not logits:
         out = jax.nn.sigmoid(out)
     return out.reshape((out.shape[0],) + lead)
+
+
+def replicate(tree: Any, where: Any) -> Any:
+    """``tree`` whole on every device of the mesh ``where`` (an argument ``map_batch`` passes
+    whole, wherever it was)."""
+    return jax.device_put(tree, NamedSharding(where, PartitionSpec()))
 
 
 def chunked_logits(model: nn.Module, params: Any, images: jax.Array, chunk: int,

@@ -9,8 +9,9 @@ mask) on both sides:
 - ensemble: :func:`cfjax.predictors.train` with one evaluation round of T steps: one jitted
   ``lax.scan`` of the step mapped over members — all members ``vmap``ped, or (``member_chunk=1``,
   the CPU default) one after another inside the program — then the validation AUC; on one
-  device (``devices=[jax.devices()[0]]``), and with the members spread over every device (the
-  default: ``jax.shard_map``, each device running its share of the members);
+  device (``mesh=[jax.devices()[0]]``), and with the members spread over every device
+  (``mesh=len(jax.devices())``: :func:`cfjax.distributed.map_batch`, each device running its
+  share of the members);
 - sequential: for each member, T calls of the same step ``jax.jit``ted for one member (what
   one would write without the ensemble: the step's key folded in inside the program, the
   parameters and optimiser state donated), same data and keys, on one device
@@ -40,7 +41,7 @@ the median of warm repeats, run interleaved (one run of every variant per round,
 in the machine's speed shifts them alike), and the ratios (sequential ÷ ensemble: above 1, the
 ensemble is faster; warm, the median of the rounds' paired ratios).
 
-Inference. :func:`cfjax.predictors.predict` of all M members on ``(K, N, H, W)`` counterfactual
+Inference. :func:`cfjax.predictors.predict` of all M members on ``(N, K, H, W)`` counterfactual
 images in one chunked call — on one device, and with the members spread over every device —
 against a Python loop over members and interventions of a jitted single-member apply on the N
 images of one intervention (on one device); images per second = M·K·N ÷ time.
@@ -210,7 +211,7 @@ def worker(args, model, config, rng) -> None:
     mine = slice(part, args.members, parts)
 
     def run():
-        return pr.train(model, x, y, masks[mine], seeds[mine], vx, vy, config, progress=False).params
+        return pr.train(model, x, y, masks[mine], vx, vy, config, seeds=seeds[mine], progress=False).params
 
     params = jax.block_until_ready(run())
     floor = products(model, config, args.size, args.steps)
@@ -234,7 +235,7 @@ def bench_training(args, model, config, rng) -> None:
     m, t = args.members, args.steps
     # sequential: the same initial state, data and minibatch keys, one member after another
     one = jax.devices()[0]
-    state = jax.device_put(pr.init_state(model, config, seeds, (args.size, args.size)), one)
+    state = jax.device_put(pr.init_state(model, config, (args.size, args.size), seeds=seeds), one)
     data = jax.device_put(pr.member_data(x, y, masks), one)
     keys = jax.vmap(jax.random.wrap_key_data)(state.data_keys)
     members = [(jax.tree.map(lambda a, j=j: a[j], state.params), jax.tree.map(lambda a, j=j: a[j], state.opt_state),
@@ -257,14 +258,14 @@ def bench_training(args, model, config, rng) -> None:
               "xla": "  the same with conv = xla",
               "vmapped": f"train(), all {m} members vmapped, 1 device",
               "looped": "train(), members looped in the program, 1 device",
-              "devices": f"train(), members over {n_dev} devices (default)",
+              "devices": f"train(), members over {n_dev} devices (mesh={n_dev})",
               "processes": f"train() in {CORES} processes, one per core"}
-    for name, member_chunk, devices in [("vmapped", m, [one]), ("looped", 1, [one])] + (
-            [("devices", None, None)] if n_dev > 1 else []):
+    for name, member_chunk, mesh in [("vmapped", m, [one]), ("looped", 1, [one])] + (
+            [("devices", None, n_dev)] if n_dev > 1 else []):
         cfg = dataclasses.replace(config, member_chunk=member_chunk)
-        runs[name] = functools.partial(lambda cfg, devices: pr.train(model, x, y, masks, seeds, vx, vy, cfg,
-                                                                     progress=False, devices=devices).params,
-                                       cfg, devices)
+        runs[name] = functools.partial(lambda cfg, mesh: pr.train(model, x, y, masks, vx, vy, cfg, seeds=seeds,
+                                                                  progress=False, mesh=mesh).params,
+                                       cfg, mesh)
     first = {name: first_time(fn) for name, fn in runs.items()}
     p_seq = sequential()
     diffs = {}
@@ -355,27 +356,28 @@ def bench_training(args, model, config, rng) -> None:
               f"{m} × {temp_mb:.1f} = {m * temp_mb:.0f} MB"
               + (f" (last-level cache: {llc_mb:g} MB)" if (llc_mb := last_level_cache_mb()) else ""))
     print(f"  (train()'s default on {jax.default_backend()}: member_chunk = "
-          f"{default_member_chunk(m)}, members over all {n_dev} device(s); per member-step, sequential: "
+          f"{default_member_chunk(m)}, members on one device unless mesh= says otherwise; per member-step, sequential: "
           f"{warm_seq / (m * t) * 1e3:.2f} ms; load average after: {load()})")
 
 
 def bench_inference(args, model, rng) -> None:
     m, k, n = args.members, args.k, args.units
     one = jax.devices()[0]
-    params = jax.device_put(pr.init_params(model, np.arange(m), (args.size, args.size)), one)
-    cf_images = jax.device_put(synthetic(rng, k * n, args.size)[0].reshape(k, n, args.size, args.size), one)
+    params = jax.device_put(pr.init_params(model, (args.size, args.size), seeds=np.arange(m)), one)
+    cf_images = jax.device_put(synthetic(rng, n * k, args.size)[0].reshape(n, k, args.size, args.size), one)
+    by_intervention = [cf_images[:, i] for i in range(k)]  # the loop's N images of one intervention, contiguous
     apply_one = jax.jit(model.apply)
 
     def loop():
-        return [[apply_one(jax.tree.map(lambda a, j=j: a[j], params), cf_images[i]) for i in range(k)]
+        return [[apply_one(jax.tree.map(lambda a, j=j: a[j], params), by_intervention[i]) for i in range(k)]
                 for j in range(m)]
 
-    def ours(member_chunk=None, devices=(one,)):
+    def ours(member_chunk=None, mesh=(one,)):
         return pr.predict(model, params, cf_images, chunk=args.chunk, logits=True, member_chunk=member_chunk,
-                          devices=None if devices is None else list(devices))
+                          mesh=list(mesh) if isinstance(mesh, tuple) else mesh)
 
     first_ours, first_loop = first_time(ours), first_time(loop)
-    ref = jnp.stack([jnp.stack(r) for r in loop()])
+    ref = jnp.stack([jnp.stack(r, axis=1) for r in loop()])  # (M, N, K)
     diff = float(jnp.max(jnp.abs(ours() - ref)))
     t_ours = median_time(ours, args.repeats, warmup=1)
     t_loop = median_time(loop, args.repeats, warmup=1)
@@ -393,10 +395,10 @@ def bench_inference(args, model, rng) -> None:
           f"({t_vm:.2f} s; first {first_vm:.2f} s), ratio {t_loop / t_vm:.2f}x warm")
     n_dev = len(jax.devices())
     if n_dev > 1:
-        first_sh = first_time(lambda: ours(devices=None))
-        diff_sh = float(jnp.max(jnp.abs(ours(devices=None) - ours())))
-        t_sh = median_time(lambda: ours(devices=None), args.repeats, warmup=1)
-        print(f"  predict with the members over {n_dev} devices (default): {total / t_sh:,.0f} images/s "
+        first_sh = first_time(lambda: ours(mesh=n_dev))
+        diff_sh = float(jnp.max(jnp.abs(ours(mesh=n_dev) - ours())))
+        t_sh = median_time(lambda: ours(mesh=n_dev), args.repeats, warmup=1)
+        print(f"  predict with the members over {n_dev} devices (mesh={n_dev}): {total / t_sh:,.0f} images/s "
               f"({t_sh:.2f} s; first {first_sh:.2f} s), ratio {t_loop / t_sh:.2f}x warm, {first_loop / first_sh:.2f}x "
               f"first run; {t_ours / t_sh:.2f}x the one-device call; max |Δlogit| vs it {diff_sh:.1e}")
 
@@ -423,7 +425,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     print(f"{conditions()}; load average {load()}")
     model = pr.EffusionCNN(features=tuple(int(f) for f in args.features.split(",")), conv=args.conv)
-    config = pr.TrainConfig(steps=max(args.steps, 2), batch_size=args.batch, learning_rate=1e-3, warmup=1,
+    config = pr.EnsembleConfig(steps=max(args.steps, 2), batch_size=args.batch, learning_rate=1e-3, warmup=1,
                             eval_every=max(args.steps, 2), patience=1)
     rng = np.random.default_rng(0)
     if args.worker:
