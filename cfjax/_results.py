@@ -8,21 +8,41 @@ larger (or a traced value) as its dtype and shape only.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable
 
 import jax
 import numpy as np
 
+from cfjax.io import plain_floats
+
 #: Vectors up to this many entries are written out in a repr; larger arrays by shape.
 _SHORT = 4
 
 
-def plain(value: Any, *, strict: bool = False) -> Any:
-    """JSON-ready plain Python of ``value`` (arrays become (nested) lists, scalars numbers).
+def plain(value: Any, *, strict: bool = False, shortest: bool = False, float32_values: bool = False,
+          private: bool = True) -> Any:
+    """JSON-ready plain Python of ``value`` (arrays become (nested) lists, scalars numbers, an
+    object with a ``to_dict`` method its ``to_dict()``): cfjax's one conversion to JSON.
 
-    ``strict=True`` also turns NaN and infinities into None (strict JSON has neither);
-    otherwise they stay floats, as in :meth:`cfjax.metrics.MarginalisationReport.to_dict`.
+    Args:
+      value: a number, array, string, None, or a dict / list / tuple of them (nested).
+      strict: NaN and infinities become None (strict JSON has neither); otherwise they stay
+        floats, as in :meth:`cfjax.metrics.MarginalisationReport.to_dict`.
+      shortest: float32 numbers as their shortest decimal (:func:`cfjax.io.plain_floats`: 0.836,
+        not 0.8360000252723694); float64 numbers unchanged.
+      float32_values: with ``shortest``, a float64 number that is exactly a float32 value (a
+        float32 result kept as float64) is written as that float32's shortest decimal too.
+      private: False drops the dict keys that start with ``_``.
+
+    Example:
+      >>> import numpy as np
+      >>> plain({"a": np.float32(0.836), "b": np.asarray([np.nan, 2.0])}, strict=True, shortest=True)
+      {'a': 0.836, 'b': [None, 2.0]}
     """
+    kw = dict(strict=strict, shortest=shortest, float32_values=float32_values, private=private)
+    if shortest and isinstance(value, (float, np.floating)):
+        value = plain_floats(value, float32_values)
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float):
@@ -30,19 +50,31 @@ def plain(value: Any, *, strict: bool = False) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, dict):
-        return {str(k): plain(v, strict=strict) for k, v in value.items()}
+        return {str(k): plain(v, **kw) for k, v in value.items() if private or not str(k).startswith("_")}
     if isinstance(value, (list, tuple)):
-        return [plain(v, strict=strict) for v in value]
+        return [plain(v, **kw) for v in value]
     if isinstance(value, jax.core.Tracer):
         raise TypeError("to_dict needs concrete values, not traced ones (call it outside jit/vmap)")
     if isinstance(value, (jax.Array, np.ndarray)):
         a = np.asarray(jax.device_get(value))
+        if shortest and a.dtype.kind == "f":
+            out = plain_floats(a, float32_values)
+            return _finite_or_none(out) if strict else out
         if strict and a.dtype.kind in "fc":
             a = a.astype(np.float64)
             return (float(a) if np.isfinite(a) else None) if a.ndim == 0 \
                 else np.where(np.isfinite(a), a, None).tolist()
         return a.tolist() if a.ndim else a.item()
+    if hasattr(value, "to_dict") and not isinstance(value, type):
+        return plain(value.to_dict(), **kw)
     return value
+
+
+def _finite_or_none(x: Any) -> Any:
+    """Nested lists of floats with NaN and infinities as None."""
+    if isinstance(x, list):
+        return [_finite_or_none(v) for v in x]
+    return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
 def strict_plain(value: Any) -> Any:

@@ -25,6 +25,7 @@ import click
 import numpy as np
 
 from cfjax.io import plain_floats
+from cfjax._results import plain
 from cfjax.cli import common
 
 __all__ = ["command", "load_arrays"]
@@ -193,7 +194,7 @@ def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *
             per_value[str(v)] = {"ate_cfr": R.ate(p_obs, p_v), "mean_effect_cfr": R.mean_effect(p_obs, p_v),
                                  "decision_change_cfr": 1.0 - R.pip(p_v, p_obs)}
         res["label_free_by_target_value"] = per_value
-        return common.to_json(res)
+        return plain(res, strict=True, shortest=True)
     p_cfr = clf(R.counterfactuals(model, Xj, jnp.asarray(z_cf)))
     p_sto = R.stochastic_proba(model, clf, Xj, jnp.asarray(z_cf), key=key, draws=draws) if draws else None
     res["label_free"] = {"ate_cfr": R.ate(p_obs, p_cfr), "mean_effect_cfr": R.mean_effect(p_obs, p_cfr),
@@ -206,7 +207,7 @@ def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *
         res["scores"] = R.score(p_obs, p_true, p_cfr).to_dict()
         if p_sto is not None:
             res["scores_stochastic"] = R.score(p_obs, p_true, p_sto).to_dict()
-    return common.to_json(res)
+    return plain(res, strict=True, shortest=True)
 
 
 def _fmt(x: Any) -> str:

@@ -5,20 +5,19 @@ as one line with a non-zero exit code."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
 from typing import Any, Callable
 
 import click
-import numpy as np
 
 from cfjax._errors import ValidationError
-from cfjax.io import atomic_write_bytes, plain_floats
+from cfjax._results import plain
+from cfjax.io import atomic_write_bytes
 
 __all__ = ["UserError", "out_option", "force_option", "seed_option", "devices_option", "use_devices", "check_out", "prepare_out", "write_json",
-           "write_text", "run", "to_json", "progress", "data_row"]
+           "write_text", "run", "progress", "data_row"]
 
 #: Exit code of a user mistake (click uses 2 for usage errors too).
 USER_ERROR = 2
@@ -102,33 +101,9 @@ def check_out(out: str, force: bool) -> None:
         prepare_out(out, force)  # raises the UserError
 
 
-def to_json(value: Any) -> Any:
-    """Plain, strict-JSON Python: arrays as lists, numpy scalars as numbers, NaN/inf as None;
-    float32 numbers as their shortest decimal (:func:`cfjax.io.plain_floats`: 0.836, not
-    0.8360000252723694)."""
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    if hasattr(value, "to_dict"):
-        return to_json(value.to_dict())
-    if isinstance(value, (str, bool)) or value is None:
-        return value
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(plain_floats(value)) if math.isfinite(value) else None
-    a = np.asarray(value)
-    if a.dtype.kind in "biu":
-        return a.tolist()
-    if a.dtype.kind == "f":
-        return to_json(plain_floats(a))
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
 def write_json(path: str, value: Any) -> None:
     """Atomic, deterministic JSON (sorted keys, strict: NaN/inf as null)."""
-    text = json.dumps(to_json(value), indent=1, sort_keys=True, allow_nan=False)
+    text = json.dumps(plain(value, strict=True, shortest=True), indent=1, sort_keys=True, allow_nan=False)
     atomic_write_bytes(path, (text + "\n").encode())
 
 

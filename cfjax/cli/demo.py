@@ -31,6 +31,7 @@ from typing import Any, Callable
 import click
 import numpy as np
 
+from cfjax._results import plain
 from cfjax.cli import common
 from cfjax.cli.common import UserError
 
@@ -198,11 +199,11 @@ def sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None] = 
         fig = S.plot_curve(wc.p_max, wc.cfu, baselines=baselines, true_value=(0.5, true_cfu),
                            title="Worst-case CFU (true correlation 0.5)", floor=wc.cfu_at_zero_correlation)
         _save(fig, os.path.join(out, "cfu_curve.png"))
-        return common.to_json({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu,
-                               "settings": {"degrees": [2], "lambdas": [1e-2, 1.0, 1e2], "search": search,
-                                            "inverse_tol": scale.inverse_tol},
-                               "model": model.to_dict(), "baselines": baselines, "worst_case": wc.to_dict(),
-                               "inverse": inverse, "warnings": seen})
+        return plain({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu,
+                      "settings": {"degrees": [2], "lambdas": [1e-2, 1.0, 1e2], "search": search,
+                                   "inverse_tol": scale.inverse_tol},
+                      "model": model.to_dict(), "baselines": baselines, "worst_case": wc.to_dict(),
+                      "inverse": inverse, "warnings": seen}, strict=True, shortest=True)
     finally:
         jax.config.update("jax_enable_x64", previous)
 
@@ -413,10 +414,10 @@ def demo(out: str, *, quick: bool = False, seed: int = 0, command: str = "cfjax 
     times["representations"] = time.perf_counter() - t2
     times["total"] = time.perf_counter() - t0
     results = {"command": command, "seed": seed, "quick": quick,
-               "scale": common.to_json({"study": dataclasses.asdict(scale.study),
-                                        "generator": dataclasses.asdict(scale.generator),
-                                        **{f.name: getattr(scale, f.name) for f in dataclasses.fields(scale)
-                                           if f.name not in ("study", "generator")}}),
+               "scale": plain({"study": dataclasses.asdict(scale.study),
+                               "generator": dataclasses.asdict(scale.generator),
+                               **{f.name: getattr(scale, f.name) for f in dataclasses.fields(scale)
+                                  if f.name not in ("study", "generator")}}, strict=True, shortest=True),
                "marginalisation": marg, "sensitivity": sens, "representations": reps}
     common.write_json(os.path.join(out, "results.json"), results)
     common.write_text(os.path.join(out, "report.md"), report(results, study_res, times))

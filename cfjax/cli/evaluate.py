@@ -46,6 +46,7 @@ import click
 import numpy as np
 
 from cfjax.io import atomic_write_bytes, plain_floats
+from cfjax._results import plain
 from cfjax.cli import common
 from cfjax.cli.common import UserError
 
@@ -598,14 +599,14 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
     n, k = p_cf.shape[:2]
     log(f"every metric on {n} units × K = {k}, with {resamples} bootstrap resamples (the first run compiles)")
     boot = metrics.evaluate_bootstrap(p_obs, p_cf, y, y_cf=y_cf, key=jax.random.key(seed), resamples=resamples,
-                                      level=level, weights=w, tau=tau, devices=devices)
+                                      level=level, weights=w, tau=tau, mesh=devices)
     labelled = y is not None
     q = np.full(k, 1.0 / k) if w is None else np.asarray(w, np.float64)
     est, low, high = (_strip_labels(r.to_dict(), labelled) for r in (boot.estimate, boot.low, boot.high))
     results: dict[str, Any] = {
         "input": {"file": os.path.basename(source), "format": data["format"], "n": n, "K": k,
                   "classes": classes, "labels": labelled, "counterfactual_labels": y_cf is not None,
-                  "weights": "uniform" if w is None else common.to_json(w),
+                  "weights": "uniform" if w is None else plain(w, strict=True, shortest=True),
                   "predictor": data["predictor"], "not_read": data["unused"]},
         # class probabilities decide by the argmax: no threshold
         "options": {"seed": seed, "resamples": resamples, "level": level, "tau": None if classes else tau},

@@ -26,6 +26,7 @@ import click
 import numpy as np
 
 from cfjax._errors import ValidationError
+from cfjax._results import plain
 from cfjax.cli import common
 
 __all__ = ["command", "read_graph", "parse_categories", "search_options"]
@@ -200,8 +201,8 @@ def _sweep(prob, settings, model, lams, wc) -> list[dict[str, Any]]:
                             f"{', '.join(_fmt(sigma_a[features.index(f)]) for f in broken)})")
             else:
                 fits = [S.fit_model_b(m.design, P, m.lam, names=features) for P in np.asarray(wc.P)]
-                cfu = common.to_json([S.cfu_of(m, mb) for mb in fits])
-                floor = common.to_json(S.cfu_at_zero_correlation(m))
+                cfu = plain([S.cfu_of(m, mb) for mb in fits], strict=True, shortest=True)
+                floor = plain(S.cfu_at_zero_correlation(m), strict=True, shortest=True)
                 if any(v is None for v in cfu):
                     why = _why_not_finite(features, fits, cfu, p_max)
                 dominates = floor_dominates(np.nan if floor is None else floor,
@@ -399,7 +400,7 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
                         "inverse": inverse_opts, "sweep_lambdas": lams},
            "model": model.to_dict(), "worst_case": worst, "inverse": inv.to_dict(),
            "baselines": baselines, "lambda_sweep": sweep, "warnings": seen}
-    return common.to_json(res), wc
+    return plain(res, strict=True, shortest=True), wc
 
 
 @click.command(epilog=EXAMPLE)

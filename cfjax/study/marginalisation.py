@@ -61,12 +61,13 @@ import cfjax as cf
 from cfjax import metrics as cm
 from cfjax import _checks
 from cfjax import predictors as cp
+from cfjax._results import plain
 from cfjax.io import atomic_write_bytes
 from cfjax.study import families, splits
 from cfjax.study import learned as ls
 from cfjax.study.diagnostics import WeakClassifierWarning, classifier_checks
 from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, RISKS, CALIBRATION, SETTINGS, SITE_A, SITE_B, STABILITY
-from cfjax.study.report import (_by_name, _jsonable, _slug, compare_settings, reliability_figure, scatter_figure,
+from cfjax.study.report import (_by_name, _slug, compare_settings, reliability_figure, scatter_figure,
                                 write_report)
 
 __all__ = ["Config", "FULL", "QUICK", "CounterfactualSource", "exact_counterfactuals", "train_site",
@@ -514,7 +515,9 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
     payload = dict(results, settings={k: _by_name(v) for k, v in settings.items()})
     if generator is not None:
         payload["learned"] = dict(results["learned"], settings={k: _by_name(v) for k, v in learned.items()})
-    atomic_write_bytes(os.path.join(out, "results.json"), json.dumps(_jsonable(payload), indent=1).encode())
+    # float32 results (some kept as float64 arrays) as their shortest decimals; "_" keys are not written
+    text = json.dumps(plain(payload, strict=True, shortest=True, float32_values=True, private=False), indent=1)
+    atomic_write_bytes(os.path.join(out, "results.json"), text.encode())
     log(f"wrote {out}/report.md and results.json; wall time {log.elapsed:.0f} s")
     return results
 

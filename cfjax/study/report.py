@@ -7,11 +7,10 @@ import io
 import os
 from typing import Any, Mapping
 
-import jax
 import numpy as np
 
 from cfjax import metrics as cm
-from cfjax.io import atomic_write_bytes, plain_floats
+from cfjax.io import atomic_write_bytes
 from cfjax.study.diagnostics import FAR_BELOW
 from cfjax.study.families import BIAS_STRENGTHS
 from cfjax.study.paper import (ATTRIBUTES, CALIBRATION, DELTA_NAMES, PAPER_CALIBRATION, PAPER_RISK,
@@ -520,22 +519,6 @@ def write_report(results: Mapping[str, Any], out: str) -> None:
                       "`delta`, and the CTC likewise), `predictions_<setting>_learned.npz`, "
                       "`checkpoints/generator_site_A|B` (orbax).", ""]
     atomic_write_bytes(os.path.join(out, "report.md"), "\n".join(lines).encode())
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items() if not str(k).startswith("_")}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    # float32 results (JAX's default precision; some kept as float64 arrays) as their shortest
-    # decimals, not their float64 expansions
-    if isinstance(x, (np.ndarray, jax.Array)):
-        return _jsonable(plain_floats(x, float32_values=True))
-    if isinstance(x, (np.floating, float)):
-        return float(plain_floats(x, float32_values=True)) if np.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
 
 
 def _by_name(res: dict[str, Any]) -> dict[str, Any]:
