@@ -173,9 +173,7 @@ def sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None] = 
 
     import cfjax.sensitivity as S
 
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", True)
-    try:
+    with jax.enable_x64(True):  # scoped: the rest of the demo runs at its own precision
         prob = S.synthetic(scale.sensitivity_n, correlation=0.5, key=seed)
         settings = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
         key = jax.random.key(seed)
@@ -204,8 +202,6 @@ def sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None] = 
                                    "inverse_tol": scale.inverse_tol},
                       "model": model.to_dict(), "baselines": baselines, "worst_case": wc.to_dict(),
                       "inverse": inverse, "warnings": seen}, strict=True, shortest=True)
-    finally:
-        jax.config.update("jax_enable_x64", previous)
 
 
 def _budget(p: float) -> str:
