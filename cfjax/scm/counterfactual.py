@@ -122,7 +122,7 @@ def counterfactual(scm, params: Any, data: Data, interventions: Any, *, key: Any
         chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
     units, common, n = _prepare(scm, data, interventions, key, noise)
     out, ok = _dist.map_batch(_Batch(scm), units, shared=(params, common), mesh=where, chunk_size=chunk_size)
-    if _checks.is_concrete(ok) and not bool(jnp.all(ok)):
+    if _checks.is_concrete(ok) and not np.asarray(ok).all():  # (N,) flags: read on the host, no dispatch
         V.raise_value_error(scm, data, interventions, n)
     return out
 
@@ -145,7 +145,7 @@ def _chunks(scm, params, units, common, n, b, originals, where):
         idx = np.minimum(np.arange(start, start + b), stop - 1)  # pad: repeat the last unit
         chunk = jax.tree.map(functools.partial(V.take, idx=idx), units)
         out, ok = _dist.map_batch(batch, chunk, shared=(params, common), mesh=where)
-        if not bool(jnp.all(ok)):
+        if not np.asarray(ok).all():
             V.raise_value_error(scm, *originals, n)
         if stop - start < b:
             out = {v: x[:stop - start] for v, x in out.items()}

@@ -62,8 +62,8 @@ def cfjax_counterfactuals(scm, params, data):
 
 
 def stacked(out):
-    """cfjax's ``{node: (N, K)}`` as the baselines' ``(K, N, 5)`` layout (for checking only)."""
-    return np.stack([np.asarray(out[v]).T for v in refs.NODES], axis=-1)
+    """``{node: (K, N)}`` as the baselines' ``(K, N, 5)`` layout (for checking only)."""
+    return np.stack([np.asarray(out[v]) for v in refs.NODES], axis=-1)
 
 
 def touch_outputs(n: int):
@@ -105,7 +105,7 @@ def run(n: int, repeats: int, slow_repeats: int, seed: int = 0) -> dict:
 
     # cfjax's first calls at these shapes (compilation included) before anything else runs them.
     firsts = {label: first_time(fn) for label, fn, _, compiled in methods if compiled}
-    got = stacked(cfjax_counterfactuals(scm, params, data))
+    got = stacked({v: np.asarray(x).T for v, x in cfjax_counterfactuals(scm, params, data).items()})  # (N, K) -> (K, N)
     fast = stacked(refs.closed_form_into(data_np, refs.empty_outputs(n)))
     errors = {
         "cfjax": np.max(np.abs(got - reference)),
