@@ -138,8 +138,8 @@ def logit_offset(logits: Any, sex: Any, beta: Any) -> jax.Array:
     """Paper 000's logit-offset predictor ``σ(logit g(x) + β s)`` from the basic predictor's
     logits (``s = 1`` female): a fixed shortcut on sex without retraining.
 
-    ``logits`` and ``sex`` broadcast to each other (e.g. logits ``(M, K, N)`` and the
-    counterfactual sex ``(K, N)`` of those images — the offset follows the sex of the image
+    ``logits`` and ``sex`` broadcast to each other (e.g. logits ``(M, N, K)`` and the
+    counterfactual sex ``(N, K)`` of those images — the offset follows the sex of the image
     scored, so do(sex) moves it).
 
     Example:
@@ -168,9 +168,9 @@ def paper_predictions(names: Sequence[str], seeds: Any, logits: Any, sex: Any) -
       names, seeds: ``(M,)`` of the trained members (a :class:`Family`'s), covering every name
         of :data:`TRAINED_NAMES` with the same seeds.
       logits: ``(M, ...)`` the members' logits (``predict(..., logits=True)``: ``(M, N)`` for
-        factual images, ``(M, K, N)`` for counterfactual ones).
+        factual images, ``(M, N, K)`` for counterfactual ones).
       sex: the sex of each image scored, shaped like ``logits[0]`` (``(N,)`` factual,
-        ``(K, N)`` counterfactual).
+        ``(N, K)`` counterfactual).
 
     Returns:
       ``(PAPER_NAMES, p)`` with ``p`` of shape ``(10, S, ...)``: predictor, then seed in the
