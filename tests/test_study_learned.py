@@ -30,8 +30,8 @@ def test_learned_source_against_unit_loop(rng):
     source = ls.LearnedSource({chest.site: fit}, chunk=4)  # two batches of 3 units
     obs = rec["parents"]
     # the first intervention sets sex and age to their observed values: a null intervention
-    do = {"sex": jnp.stack([obs["sex"], jnp.zeros(n, jnp.int32), jnp.ones(n, jnp.int32)]),
-          "age": jnp.stack([obs["age"], jnp.full(n, 25.0, jnp.float32), jnp.full(n, 85.0, jnp.float32)])}
+    do = {"sex": jnp.stack([obs["sex"], jnp.zeros(n, jnp.int32), jnp.ones(n, jnp.int32)], axis=1),  # per unit: (N, K)
+          "age": jnp.stack([obs["age"], jnp.full(n, 25.0, jnp.float32), jnp.full(n, 85.0, jnp.float32)], axis=1)}
     key = jax.random.key(int(rng.integers(2**31)))
     out = source(chest, rec, do, key, "fixed")
     exact = study.exact_counterfactuals(chest, rec, do, key, "fixed")
