@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-import jax
 import numpy as np
 
 from cfjax.io import plain_floats
@@ -40,6 +39,8 @@ def plain(value: Any, *, strict: bool = False, shortest: bool = False, float32_v
       >>> plain({"a": np.float32(0.836), "b": np.asarray([np.nan, 2.0])}, strict=True, shortest=True)
       {'a': 0.836, 'b': [None, 2.0]}
     """
+    import jax  # here, not at the top: `cfjax --help` answers without importing jax
+
     kw = dict(strict=strict, shortest=shortest, float32_values=float32_values, private=private)
     if shortest and isinstance(value, (float, np.floating)):
         value = plain_floats(value, float32_values)
@@ -85,6 +86,8 @@ def strict_plain(value: Any) -> Any:
 def headline(value: Any, digits: int = 4) -> str:
     """A number for a ``repr``: ``1.23e-05``; an array's shape when it is not a single concrete
     number (inside ``jit``/``vmap``, or batched)."""
+    import jax
+
     if isinstance(value, jax.core.Tracer):
         return f"traced{tuple(np.shape(value))}"
     arr = np.asarray(value)
@@ -108,6 +111,8 @@ def brief(value: Any) -> str:
     if not hasattr(value, "shape"):  # another result object: its own (short) repr
         text = repr(value)
         return text if len(text) <= 120 else text[:117] + "..."
+    import jax
+
     if isinstance(value, jax.core.Tracer):
         return spec(value)
     a = np.asarray(jax.device_get(value))
