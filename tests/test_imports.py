@@ -15,8 +15,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "cfjax"
-#: the foundation: validation, errors, plain results, atomic I/O, cfjax._core, cfjax.distributed
-FOUNDATION = {"_checks", "_errors", "io", "_results", "_core", "distributed"}
+#: the foundation: validation, errors, plain results, atomic I/O, platform choices, cfjax._core,
+#: cfjax.distributed
+FOUNDATION = {"_checks", "_errors", "io", "_results", "_core", "distributed", "platform"}
 PILLARS = {"scm", "generative", "predictors", "metrics", "sensitivity", "representations", "data", "study",
            "cli"}
 

@@ -340,7 +340,7 @@ def test_plot_curve_draws_the_curve_and_baselines(tmp_path):
 
 
 def test_runs_are_grouped_only_where_xla_cpu_needs_it(monkeypatch):
-    from cfjax._core import platform
+    from cfjax import platform
 
     monkeypatch.setenv("XLA_FLAGS", "")
     expected = 4 if jax.default_backend() == "cpu" else None

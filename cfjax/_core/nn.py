@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from cfjax._core.platform import default_conv
+from cfjax.platform import default_conv
 
 __all__ = ["Conv3x3", "mean_pool2", "mean_pool2_cnhw", "fan_in_normal", "HE", "LECUN", "default_conv"]
 

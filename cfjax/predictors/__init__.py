@@ -20,7 +20,7 @@ from cfjax.predictors.ensemble import init_state as init_state
 from cfjax.predictors.ensemble import member_data as member_data
 from cfjax.predictors.ensemble import member_step as member_step
 from cfjax.predictors.ensemble import train as train
-from cfjax._core.platform import default_member_chunk as default_member_chunk
+from cfjax.platform import default_member_chunk as default_member_chunk
 from cfjax.predictors.inference import ensemble_size as ensemble_size
 from cfjax.predictors.inference import init_params as init_params
 from cfjax.predictors.inference import map_members as map_members

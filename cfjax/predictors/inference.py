@@ -18,7 +18,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from cfjax import _checks
 from cfjax import distributed as _dist
 from cfjax._core.keys import as_key
-from cfjax._core.platform import default_member_chunk
+from cfjax.platform import default_member_chunk
 
 __all__ = ["predict", "init_params", "member_keys", "ensemble_size", "map_members", "SHARD_MODES"]
 
@@ -104,7 +104,7 @@ def map_members(fn: Any, xs: Any, member_chunk: int | None = None) -> Any:
     """``fn`` over the leading member axis of the pytree ``xs``: ``vmap`` over groups of
     ``member_chunk`` members, ``lax.map`` (a loop inside the compiled program) over the groups.
     ``member_chunk >= M`` is one ``vmap``; ``None`` is
-    :func:`cfjax._core.platform.default_member_chunk`. A member's result does not depend on the
+    :func:`cfjax.platform.default_member_chunk`. A member's result does not depend on the
     grouping (up to float rounding).
 
     Example:

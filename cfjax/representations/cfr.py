@@ -29,7 +29,7 @@ from flax import struct
 from cfjax import _checks
 from cfjax import _results
 from cfjax._core.keys import as_key
-from cfjax._core.platform import full_precision
+from cfjax.platform import full_precision
 from cfjax.representations.subspace import ConceptSubspace, _check_embeddings, _fit_subspace
 
 __all__ = [

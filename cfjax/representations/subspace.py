@@ -29,7 +29,7 @@ from flax import struct
 
 from cfjax import _checks
 from cfjax import _results
-from cfjax._core.platform import full_precision
+from cfjax.platform import full_precision
 
 __all__ = ["ConceptSubspace", "concept_subspace", "cross_covariance", "ledoit_wolf_shrinkage"]
 

@@ -43,7 +43,7 @@ from flax import struct
 from jax.sharding import Mesh
 
 from cfjax import _checks, distributed
-from cfjax._core import platform
+from cfjax import platform
 from cfjax._core.keys import as_key
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation, cfu_of, negligible_cfu
@@ -53,6 +53,7 @@ from cfjax.sensitivity.linear import fit_model_b
 from cfjax.sensitivity.parameterisation import _parameterisation
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.projection import _along_boundary, _corner_signs, _margin_lines, _project_usable
+from cfjax.sensitivity.search_config import _Config
 from cfjax.sensitivity.starts import _initial_L
 
 __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "paper_optimizer"]
@@ -60,7 +61,7 @@ __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "paper_optimizer"]
 
 def _over_runs(fn: Callable, args: Any) -> Any:
     """``fn`` over the leading (run) axis of ``args``: every run in one vmap, or in vmapped
-    groups one after another on XLA:CPU (:func:`cfjax._core.platform.run_group`, which explains
+    groups one after another on XLA:CPU (:func:`cfjax.platform.run_group`, which explains
     why; with several devices the groups apply within each device's share)."""
     group = platform.run_group(jax.tree.leaves(args)[0].shape[0])
     if group is None:
@@ -230,7 +231,7 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
         budgets' starts, are split over the devices by :func:`cfjax.distributed.map_batch`
         (padded to a multiple of the device count), each device running its share (all its
         runs in one vmap; on XLA:CPU with its concurrency-optimised scheduler on, in vmapped
-        groups: :func:`cfjax._core.platform.run_group`); the answer is the one-device answer
+        groups: :func:`cfjax.platform.run_group`); the answer is the one-device answer
         (to rounding).
 
     Returns:
@@ -342,32 +343,6 @@ def _warn_if_apart(out: WorstCase, factor: float) -> None:
                       f"{shown}{more}: that worst case rests on one restart, and more restarts or steps may find "
                       "a larger one (restart_cfu holds every restart's value; warn_ratio=None silences this)",
                       ConvergenceWarning, stacklevel=3)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Config:
-    """Static settings of one search, hashable: the compiled program is cached on it (pass the
-    same optimizer object to reuse it across calls)."""
-
-    P_fn: Callable
-    shape: tuple
-    mask: tuple
-    optimizer: Any
-    steps: int
-    batch_size: Any
-    patience: int
-    tol: float
-    min_eig: float
-    init_scale: float
-    newton_steps: int
-    warm_start: bool
-    restarts: int
-    log_objective: bool
-    snap: Any
-    corners: tuple  # sign patterns screened (empty: none)
-    boundary_starts: int  # random rays screened
-    polish_steps: int
-    margin_corners: tuple  # (S0, E) of each line whose usable ends are screened (empty: none)
 
 
 _ADAM = optax.adam(0.05)

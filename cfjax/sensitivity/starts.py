@@ -11,7 +11,7 @@ split over devices by :func:`cfjax.distributed.map_batch`.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -25,9 +25,7 @@ from cfjax.sensitivity.linear import fit_model_b
 from cfjax.sensitivity.parameterisation import _init_L
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.projection import _face_ray, _faces, _margin_vertices, _on_boundary
-
-if TYPE_CHECKING:
-    from cfjax.sensitivity.search import _Config
+from cfjax.sensitivity.search_config import _Config
 
 _DISTINCT = 0.1  # restarts' starts differ by more than this fraction of p_max in some entry
 

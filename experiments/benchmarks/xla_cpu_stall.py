@@ -58,7 +58,7 @@ import subprocess
 import sys
 import time
 
-from cfjax._core.platform import CPU_SCHEDULER_OFF as SCHEDULER_OFF
+from cfjax.platform import CPU_SCHEDULER_OFF as SCHEDULER_OFF
 
 NHS_ROWS = 209_112
 
@@ -69,7 +69,7 @@ import json, os, sys, time
 t0 = time.perf_counter()
 import jax, numpy as np
 import cfjax.sensitivity as S
-from cfjax._core import platform
+from cfjax import platform
 
 data, runs, steps, group, batch, degree, parts = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
                                                   sys.argv[5], int(sys.argv[6]), sys.argv[7])
