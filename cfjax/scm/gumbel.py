@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import distrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,6 +27,9 @@ class GumbelMax(Mechanism):
     Noise per unit: ``G`` of shape ``(num_classes,)``. Abduction samples G from its exact
     posterior given the observed class (:func:`gumbel_posterior`). Values are int32 class
     indices; as a parent a binary node enters as 0/1, a larger one one-hot.
+
+    Discrete, so not a bijection of its noise: :meth:`bijector` raises; the noise prior is
+    :attr:`base_distribution`, ``num_classes`` independent ``distrax.Gumbel(0, 1)``.
     """
 
     num_classes: int = 2
@@ -49,6 +53,19 @@ class GumbelMax(Mechanism):
 
     def sample_noise(self, key: jax.Array) -> jax.Array:
         return jax.random.gumbel(key, (self.num_classes,))
+
+    @property
+    def base_distribution(self) -> distrax.Independent:
+        """The noise prior: ``num_classes`` i.i.d. standard Gumbels, event shape ``(num_classes,)``."""
+        dtype = jnp.result_type(float)
+        return distrax.Independent(
+            distrax.Gumbel(jnp.zeros((self.num_classes,), dtype), jnp.ones((self.num_classes,), dtype)), 1)
+
+    def bijector(self, params: Any, pa: jax.Array) -> distrax.Bijector:
+        raise NotImplementedError(
+            "GumbelMax has no bijector: x = argmax_c (logit_c(pa) + G_c) maps the noise G "
+            f"({self.num_classes},) onto {self.num_classes} classes, not one-to-one; its noise "
+            "given x is a posterior draw (`abduct`), and `base_distribution` is its prior.")
 
     def forward(self, params: Any, u: jax.Array, pa: jax.Array) -> jax.Array:
         return jnp.argmax(self.logits(params, pa) + u).astype(jnp.int32)

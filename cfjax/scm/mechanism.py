@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from typing import Any
 
+import distrax
 import jax
 import numpy as np
 
@@ -33,6 +34,13 @@ class Mechanism(abc.ABC):
       invertible mechanisms, a posterior draw for discrete ones);
     - ``log_prob(params, x, pa)``: the conditional log-density (or log-mass);
     - ``sample_noise(key) -> u``: a draw from the noise prior.
+
+    Continuous mechanisms also speak distrax: :meth:`bijector` is the map ``u -> x`` for one
+    unit given its parents (a ``distrax.Bijector`` with scalar events, its log-determinants
+    ``log |dx/du|``), :attr:`base_distribution` the noise prior, and
+    ``distrax.Transformed(base_distribution, bijector(params, pa))`` the conditional
+    distribution of ``x`` (its ``log_prob`` equals :meth:`log_prob`). The methods above share
+    their code with the bijector; they stay the compiled hot paths.
 
     A mechanism whose noise cannot be computed from ``x`` (a simulator's renderer, whose noise
     is known from the simulation) raises from ``abduct``; its noise is then passed to
@@ -74,6 +82,19 @@ class Mechanism(abc.ABC):
     @abc.abstractmethod
     def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
         """``log p(x | pa)`` for one unit."""
+
+    # --- the distrax view --------------------------------------------------------------------
+    def bijector(self, params: Any, pa: jax.Array) -> distrax.Bijector:
+        """The map ``u -> x`` of one unit with parents ``pa (P,)``, as a ``distrax.Bijector``
+        (``forward``, ``inverse``, ``forward_and_log_det``, ``inverse_and_log_det`` with
+        ``log |dx/du|``); only mechanisms invertible in their noise define it."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no bijector: it is not invertible in its noise.")
+
+    @property
+    def base_distribution(self) -> distrax.Distribution:
+        """The noise prior as a distrax distribution (what :meth:`sample_noise` draws from)."""
+        raise NotImplementedError(f"{type(self).__name__} does not expose its noise prior.")
 
     # --- how the node appears in data and as a parent --------------------------------------
     @property
