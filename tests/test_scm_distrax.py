@@ -62,7 +62,9 @@ def test_bijector_matches_mechanism(name, rng):
     np.testing.assert_array_equal(out["u_inv"], out["u_mech"])
     np.testing.assert_array_equal(out["log_det"], out["log_det_fwd"])
     # The round trip, and log |dx/du| three ways: closed form forward, autodiff, minus inverse.
-    np.testing.assert_allclose(out["u"], np.asarray(u), atol=2e-4)
+    # (u is recovered to float32 rounding of x over dx/du: a small σ(pa) magnifies it)
+    slack = 2e-4 + 1e-5 * (1 + np.abs(out["x"])) * np.exp(-out["log_det"])
+    assert (np.abs(out["u"] - np.asarray(u)) <= slack).all()
     np.testing.assert_allclose(out["log_det"], out["log_det_ad"], atol=1e-4)
     np.testing.assert_allclose(out["log_det_inv"], -out["log_det"], atol=1e-4)
     # log p(x | pa) = log N(u) − log |dx/du| at u = f⁻¹(x), and distrax.Transformed agrees.
