@@ -56,7 +56,7 @@ def test_intervals_match_a_numpy_loop_over_the_same_resamples(rng, x64):
     key = jax.random.key(int(rng.integers(2**31)))
     r = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=key, resamples=b, level=LEVEL,
                                       weights=q, return_replicates=True, **options)
-    idx = np.asarray(cf.metrics.bootstrap_indices(key, n, b))
+    idx = np.asarray(cf.metrics.bootstrap_indices(n, b, key=key))
     assert idx.shape == (b, n) and idx.min() >= 0 and idx.max() < n
     stacked, low, high = expected_bounds(p_obs, p_cf, y, q, idx, **options)
     full = ref.report(p_obs, p_cf, y, q, smece=cf_smece, **options)
@@ -84,7 +84,7 @@ def test_a_nan_replicate_gives_nan_bounds_like_numpy(x64):
     y = np.array([0, 1])
     q = np.full(2, 0.5)
     r = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=3, resamples=20, level=LEVEL)
-    idx = np.asarray(cf.metrics.bootstrap_indices(3, 2, 20))
+    idx = np.asarray(cf.metrics.bootstrap_indices(2, 20, key=3))
     assert any(len(set(row)) == 1 for row in idx)
     _, low, high = expected_bounds(p_obs, p_cf, y, q, idx)
     assert math.isnan(float(r.low.spearman)) and math.isnan(low["spearman"])
@@ -96,14 +96,14 @@ def test_chunking_does_not_change_the_resamples(rng):
     # time on CPU) is checked against the reference above.
     p_obs, p_cf, y = predictor(rng, 50, 6)
     p_obs, p_cf = p_obs.astype(np.float32), p_cf.astype(np.float32)
-    idx = np.asarray(cf.metrics.bootstrap_indices(7, 50, 12))
+    idx = np.asarray(cf.metrics.bootstrap_indices(50, 12, key=7))
     direct = [fields(cf.metrics.evaluate(p_obs[i], p_cf[i], y[i])) for i in idx]
     for bs in (4, None):
-        run = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=7, resamples=12, batch_size=bs,
+        run = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=7, resamples=12, resample_chunk=bs,
                                             return_replicates=True)
         for f, v in fields(run.replicates).items():
             np.testing.assert_allclose(v, np.stack([d[f] for d in direct]), rtol=1e-5,
-                                       atol=1e-6, err_msg=f"batch_size={bs} {f}")
+                                       atol=1e-6, err_msg=f"resample_chunk={bs} {f}")
 
 
 def test_label_free_bounds_equal_the_labelled_ones_and_label_fields_are_nan(rng):
@@ -160,7 +160,7 @@ def test_interval_of_a_mean_matches_normal_theory(rng):
     (dict(key=0, resamples=0), "resamples"),
     (dict(key=0, level=1.0), "level"),
     (dict(key=0, level="0.9"), "level"),
-    (dict(key=0, batch_size=0), "batch_size"),
+    (dict(key=0, resample_chunk=0), "resample_chunk"),
     (dict(key=0, weights=np.ones(3)), "weights"),
     (dict(key=0, n_bins=0), "n_bins"),
 ])
@@ -179,4 +179,4 @@ def test_bad_inputs_name_the_argument(args, name):
     with pytest.raises(cf.ValidationError, match=f"`{name}`"):
         cf.metrics.evaluate_bootstrap(*args, key=0)
     with pytest.raises(cf.ValidationError, match="`n`"):
-        cf.metrics.bootstrap_indices(0, 0, 3)
+        cf.metrics.bootstrap_indices(0, 3, key=0)

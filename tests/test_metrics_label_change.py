@@ -122,7 +122,7 @@ def test_bootstrap_resamples_y_cf_with_the_units(rng):
                                       return_replicates=True)
     assert r.estimate.labels == "counterfactual"
     assert r.to_dict()["high"]["labels"] == "counterfactual"
-    idx = np.asarray(cf.metrics.bootstrap_indices(7, N, 5))
+    idx = np.asarray(cf.metrics.bootstrap_indices(N, 5, key=7))
     for b in (0, 4):
         direct = cf.metrics.evaluate(p_obs[idx[b]], p_cf[idx[b]], y[idx[b]], y_cf=y_cf[idx[b]])
         for name in ("risk_cm", "risk_ie", "risk_cvar", "brier_cm", "ece_cm"):

@@ -196,7 +196,7 @@ def test_bootstrap_of_class_probabilities_replays_evaluate(rng):
     p_obs, p_cf = p_obs.astype(np.float32), p_cf.astype(np.float32)
     r = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=3, resamples=6, return_replicates=True)
     assert isinstance(r.estimate, cf.metrics.MulticlassReport)
-    idx = np.asarray(cf.metrics.bootstrap_indices(3, N, 6))
+    idx = np.asarray(cf.metrics.bootstrap_indices(N, 6, key=3))
     for b in (0, 5):
         direct = cf.metrics.evaluate(p_obs[idx[b]], p_cf[idx[b]], y[idx[b]])
         for name in ("risk_cm", "risk_cvar", "ece_cm", "s_tv", "spearman"):

@@ -124,7 +124,7 @@ def test_jit_and_vmap_over_predictors_give_the_same_numbers(rng):
     jitted = jax.jit(lambda a, b: cf.metrics.evaluate(a, b, y))(P_obs[0], P_cf[0])
     vmapped = jax.jit(jax.vmap(lambda a, b: cf.metrics.evaluate(a, b, y)))(P_obs, P_cf)
     many = cf.metrics.evaluate_many(P_obs, P_cf, y)
-    vmapped_sweep = cf.metrics.evaluate_many(P_obs, P_cf, y, batch_size=None)
+    vmapped_sweep = cf.metrics.evaluate_many(P_obs, P_cf, y, predictor_chunk=None)
     for name in FIELDS:
         stacked = np.stack([np.asarray(getattr(s, name)) for s in single])
         np.testing.assert_allclose(getattr(jitted, name), stacked[0], rtol=1e-6, err_msg=name)
@@ -139,7 +139,7 @@ def test_evaluate_many_pads_to_the_device_count(rng):
     p_obs, p_cf, y = predictor(rng)
     P_obs = np.stack([p_obs, p_obs[::-1], p_obs]).astype(np.float32)
     P_cf = np.stack([p_cf, p_cf[::-1], p_cf]).astype(np.float32)
-    r = cf.metrics.evaluate_many(P_obs, P_cf, y, batch_size=2, devices=jax.devices()[:1])
+    r = cf.metrics.evaluate_many(P_obs, P_cf, y, predictor_chunk=2, mesh=jax.devices()[:1])
     assert r.risk_cvar.shape == (3, 3)
     np.testing.assert_allclose(r.risk_ie[0], r.risk_ie[2], rtol=1e-6)
 

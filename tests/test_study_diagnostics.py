@@ -17,7 +17,7 @@ from cfjax.study import diagnostics as D
 
 def _reference_interval(p_obs: np.ndarray, y: np.ndarray, key: jax.Array, resamples: int) -> np.ndarray:
     """A loop over resamples, predictors and seeds with scikit-learn's AUC."""
-    idx = np.asarray(cm.bootstrap_indices(key, len(y), resamples))
+    idx = np.asarray(cm.bootstrap_indices(len(y), resamples, key=key))
     n_pred, n_seeds, _ = p_obs.shape
     means = np.array([[np.mean([roc_auc_score(y[i], p_obs[p, s, i]) for s in range(n_seeds)])
                        for p in range(n_pred)] for i in idx])

@@ -2,8 +2,9 @@
 
 The units (rows of ``p_obs``, ``p_cf``, ``y`` and of the counterfactual labels ``y_cf``) are
 resampled with replacement B times; each resample is evaluated by the same traced core as
-:func:`~cfjax.metrics.evaluate`, mapped over the resamples (``lax.map`` in chunks, so memory
-stays bounded for any B), and the interval of each field is the pair of percentiles
+:func:`~cfjax.metrics.evaluate`, mapped over the resamples (:func:`cfjax.distributed.map_batch`:
+in chunks, so memory stays bounded for any B, and split over devices with ``mesh=``), and the
+interval of each field is the pair of percentiles
 ``100 (1 − level) / 2`` and ``100 (1 + level) / 2`` of its B replicates (the percentile
 bootstrap, Efron & Tibshirani 1993, §13.3), with numpy's default ``'linear'`` percentile
 definition: the ``q``-th percentile of sorted replicates ``v_0 ≤ … ≤ v_{B−1}`` is
@@ -24,23 +25,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from jax.sharding import Mesh, PartitionSpec
 
 from cfjax import _checks
 from cfjax import distributed as _dist
-from cfjax.metrics import _inputs
-from cfjax.metrics.report import (
-    MarginalisationReport,
-    MulticlassReport,
-    _evaluate,
-    _evaluate_classes,
-    check_options,
-)
+from cfjax import platform
+from cfjax._core.keys import as_key
+from cfjax.metrics import _stages
+from cfjax.metrics._report_types import MarginalisationReport, MulticlassReport
 
 __all__ = ["BootstrapReport", "bootstrap_indices", "evaluate_bootstrap"]
 
 # Elements of the gathered ``(chunk, n, K)`` counterfactual block one chunk may hold when
-# ``batch_size="auto"`` picks the chunk on an accelerator (2^25 float32 = 128 MiB).
+# ``resample_chunk="auto"`` picks the chunk on an accelerator (2^25 float32 = 128 MiB).
 _AUTO_CHUNK_ELEMENTS = 2**25
 
 
@@ -69,44 +65,28 @@ class BootstrapReport:
                 "high": self.high.to_dict()}
 
 
-def _resolve_key(key: Any) -> jax.Array:
-    """A typed PRNG key from a typed key, a raw ``uint32[2]`` key or an int seed."""
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        return jax.random.key(int(key))
-    if key is None or not hasattr(key, "dtype"):
-        _checks.fail("key", "a JAX PRNG key (jax.random.key(seed)) or an int seed", repr(key))
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if jnp.shape(key) != ():
-            _checks.fail("key", "a single PRNG key (shape ())", f"shape {jnp.shape(key)}")
-        return key
-    if jnp.shape(key) != (2,) or jnp.dtype(key.dtype) != jnp.uint32:
-        _checks.fail("key", "a JAX PRNG key (jax.random.key(seed)) or an int seed",
-                     f"an array of shape {jnp.shape(key)} and dtype {key.dtype}")
-    return jax.random.wrap_key_data(key)
-
-
 def _draw(key: jax.Array, b: jax.Array, n: int) -> jax.Array:
     """The n unit indices of resample ``b``: uniform over ``0 … n−1``, with replacement."""
     return jax.random.randint(jax.random.fold_in(key, b), (n,), 0, n, dtype=jnp.int32)
 
 
-def bootstrap_indices(key: Any, n: int, resamples: int) -> jax.Array:
+def bootstrap_indices(n: int, resamples: int, *, key: Any) -> jax.Array:
     """The unit indices of every resample :func:`evaluate_bootstrap` draws with ``key``.
 
     Args:
-      key: a JAX PRNG key (``jax.random.key(seed)``), a raw ``uint32[2]`` key or an int seed.
       n: number of units.
       resamples: number of resamples B.
+      key: a JAX PRNG key (``jax.random.key(seed)``), raw key data or an int seed.
 
     Returns:
       ``(B, n)`` int32 indices; row b is resample b (drawn from ``fold_in(key, b)``).
 
     Example:
-      >>> idx = bootstrap_indices(0, n=5, resamples=3)
+      >>> idx = bootstrap_indices(5, 3, key=0)
       >>> idx.shape, bool(((idx >= 0) & (idx < 5)).all())
       ((3, 5), True)
     """
-    key = _resolve_key(key)
+    key = as_key(key)
     n = _checks.check_positive_int("n", n)
     resamples = _checks.check_positive_int("resamples", resamples)
     return jax.vmap(lambda b: _draw(key, b, n))(jnp.arange(resamples, dtype=jnp.int32))
@@ -125,9 +105,9 @@ def evaluate_bootstrap(
     tau: Any = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
-    batch_size: int | None | str = "auto",
+    resample_chunk: int | None | str = "auto",
     return_replicates: bool = False,
-    devices: Any = None,
+    mesh: Any = None,
 ) -> BootstrapReport:
     """:func:`~cfjax.metrics.evaluate` with percentile bootstrap intervals over units.
 
@@ -136,24 +116,23 @@ def evaluate_bootstrap(
       p_cf: ``(n, K)`` predictions on their K counterfactuals, or ``(n, K, C)``.
       y: ``(n,)`` labels (in {0, 1}, or ``0..C-1`` for class probabilities), or None (label
         fields and their bounds are NaN).
-      key: PRNG key of the resamples (``jax.random.key(seed)``, raw key or int seed).
+      key: PRNG key of the resamples (``jax.random.key(seed)``, raw key data or an int seed).
       y_cf: ``(n, K)`` counterfactual labels (as in ``evaluate``), resampled by row with the
         units; None: labels assumed invariant.
       resamples: number of bootstrap resamples B.
       level: coverage of the intervals, in (0, 1).
       weights, tau, alphas, n_bins: as in ``evaluate``.
-      batch_size: resamples evaluated together (``lax.map`` chunks). ``None``: all B in one
-        vmap; an int: chunks of that many; ``"auto"``: 1 on CPU (the unbatched kernels are
-        faster there), else as many as keep a chunk's gathered ``(chunk, n, K)`` block under
-        2^25 elements.
+      resample_chunk: resamples evaluated together on a device (``vmap``; the chunks one
+        after another). ``None``: all of a device's resamples in one vmap; an int: chunks of
+        that many; ``"auto"``: :func:`cfjax.platform.default_resample_batch` (1 on CPU,
+        where the unbatched kernels are faster; elsewhere as many as keep a chunk's gathered
+        ``(chunk, n, K)`` block under 2^25 elements).
       return_replicates: also return the B resample reports.
-      devices: None (the default device); or a device count, a sequence of devices or a
-        one-axis ``jax.sharding.Mesh`` (as :func:`cfjax.distributed.mesh` takes them) to split
-        the B resamples over: B is padded to a multiple of the device count, each device
-        evaluates its block of resamples (``jax.shard_map``, ``batch_size`` at a time; the
-        units replicated on every device) and the padding is dropped before the
-        percentiles. Resample b draws the same units whatever the device count, so the
-        replicates and bounds equal the one-device call's (up to float rounding).
+      mesh: None (the default device), a device count, a sequence of devices or a one-axis
+        ``jax.sharding.Mesh`` to split the B resamples over
+        (:func:`cfjax.distributed.map_batch`; the units whole on every device). Resample b
+        draws the same units whatever the device count, so the replicates and bounds equal
+        the one-device call's (up to float rounding).
 
     Returns:
       A :class:`BootstrapReport`: ``estimate`` on all units, ``low``/``high`` the
@@ -177,89 +156,51 @@ def evaluate_bootstrap(
       >>> bool(r.low.risk_ie <= r.estimate.risk_ie <= r.high.risk_ie)
       True
     """
-    alphas, n_bins = check_options(alphas, n_bins, tau)
-    where = None if devices is None else _dist.mesh(devices)
-    key = _resolve_key(key)
+    alphas, n_bins = _stages.check_options(alphas, n_bins, tau)
+    where = _dist.as_mesh(mesh)
+    key = as_key(key)
     resamples = _checks.check_positive_int("resamples", resamples)
     if isinstance(level, bool) or not isinstance(level, (float, int, np.floating, np.integer)) \
             or not 0.0 < float(level) < 1.0:
         _checks.fail("level", "a coverage level in (0, 1)", repr(level))
     level = float(level)
-    if y is None and y_cf is not None:
-        _checks.fail("y", "observed labels of shape (n,) when `y_cf` is given", "None")
-    multiclass = _inputs.is_multiclass(p_obs, p_cf)
-    if multiclass:
-        p_obs, p_cf, q, _ = _inputs.prepare_stability(p_obs, p_cf, weights, tau)
-        y, y_cf = _inputs.prepare_class_labels(y, y_cf, p_cf.shape)
-        n, k, c = p_cf.shape
-    else:
-        p_obs, p_cf, y, q = _inputs.prepare(p_obs=p_obs, p_cf=p_cf, y=y, weights=weights)
-        if y_cf is not None:
-            y_cf = _inputs.prepare_counterfactual_labels(y_cf, p_cf.shape, p_obs.dtype)
-        (n, k), c = p_cf.shape, 1
-    if batch_size == "auto":
-        if jax.devices()[0].platform == "cpu":
-            batch_size = 1
-        else:
-            batch_size = max(1, min(resamples, _AUTO_CHUNK_ELEMENTS // (n * k * c)))
-    elif batch_size is not None:
-        batch_size = _checks.check_positive_int("batch_size", batch_size)
-    tau = jnp.asarray(tau, p_obs.dtype)
-    uniform = weights is None
-    core = functools.partial(_core, q=q, tau=tau, alphas=alphas, n_bins=n_bins, uniform=uniform,
-                             multiclass=multiclass)
-    estimate = core(p_obs, p_cf, y, y_cf)
-    low, high, replicates = _bootstrap(
-        p_obs, p_cf, y, y_cf, q, tau, key, resamples=resamples, level=level, alphas=alphas,
-        n_bins=n_bins, uniform=uniform, batch_size=batch_size,
-        keep=bool(return_replicates), multiclass=multiclass, mesh=where)
-    return BootstrapReport(estimate=estimate, low=low, high=high, replicates=replicates,
+    p_obs, p_cf, y, y_cf, q, tau = _stages.prepare(p_obs, p_cf, y, y_cf, weights, tau)
+    if resample_chunk == "auto":
+        resample_chunk = platform.default_resample_batch(int(np.prod(p_cf.shape)), resamples, _AUTO_CHUNK_ELEMENTS)
+    elif resample_chunk is not None:
+        resample_chunk = _checks.check_positive_int("resample_chunk", resample_chunk)
+    data = dict(p_obs=p_obs, p_cf=p_cf, y=y, y_cf=y_cf, q=q, tau=tau)
+    estimate = _stages.report(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, n_bins=n_bins)
+    ids = jnp.arange(resamples, dtype=jnp.int32)
+    replicates = _dist.map_batch(_Replicates(alphas, n_bins), ids, shared=(data, key), mesh=where,
+                                 chunk_size=resample_chunk)
+    low, high = _bounds(replicates, level=level)
+    return BootstrapReport(estimate=estimate, low=low, high=high,
+                           replicates=replicates if return_replicates else None,
                            level=level, resamples=resamples)
 
 
-def _core(p_obs, p_cf, y, y_cf, *, q, tau, alphas, n_bins, uniform, multiclass):
-    """The report core of binary scores or class probabilities."""
-    if multiclass:
-        return _evaluate_classes(p_obs, p_cf, y, q, y_cf=y_cf, alphas=alphas, n_bins=n_bins,
-                                 uniform=uniform)
-    return _evaluate(p_obs, p_cf, y, q, tau, alphas=alphas, n_bins=n_bins, uniform=uniform,
-                     y_cf=y_cf)
+@struct.dataclass
+class _Replicates:
+    """The reports of a block of resamples ``ids (b,)`` of ``data`` (a hashable callable for
+    :func:`cfjax.distributed.map_batch`): resample b is ``data``'s units at
+    :func:`bootstrap_indices`' row b."""
+
+    alphas: tuple[float, ...] = struct.field(pytree_node=False)
+    n_bins: int = struct.field(pytree_node=False)
+
+    def __call__(self, ids: jax.Array, data: dict, key: jax.Array):
+        n = data["p_obs"].shape[0]
+        units = ("p_obs", "p_cf", "y", "y_cf")
+        resampled = jax.vmap(lambda b: {f: None if data[f] is None else data[f][_draw(key, b, n)] for f in units})
+        return _stages.BatchReports(self.alphas, self.n_bins)(resampled(ids), {"q": data["q"], "tau": data["tau"]})
 
 
-@functools.partial(jax.jit, static_argnames=("resamples", "level", "alphas", "n_bins", "uniform",
-                                             "batch_size", "keep", "multiclass", "mesh"))
-def _bootstrap(p_obs, p_cf, y, y_cf, q, tau, key, *, resamples, level, alphas, n_bins, uniform,
-               batch_size, keep, multiclass, mesh=None):
-    def replicate(ids, p_obs, p_cf, y, y_cf, q, tau, key):
-        """The reports of resamples ``ids``."""
-        n = p_obs.shape[0]
-        evaluate = functools.partial(_core, q=q, tau=tau, alphas=alphas, n_bins=n_bins,
-                                     uniform=uniform, multiclass=multiclass)
-        take = lambda v, idx: None if v is None else v[idx]  # noqa: E731
-
-        def one(b):
-            idx = _draw(key, b, n)
-            return evaluate(p_obs[idx], p_cf[idx], take(y, idx), take(y_cf, idx))
-
-        if batch_size is None:
-            return jax.vmap(one)(ids)
-        # batch_size=1 is a plain loop (lax.map(batch_size=1) would vmap over a unit axis).
-        return jax.lax.map(one, ids, batch_size=None if batch_size == 1 else batch_size)
-
-    args = (p_obs, p_cf, y, y_cf, q, tau, key)
-    if mesh is None:
-        replicates = replicate(jnp.arange(resamples, dtype=jnp.int32), *args)
-    else:
-        # Resamples padded to a multiple of the devices (repeating the last one), each device
-        # evaluating its block; the padding is dropped before the percentiles.
-        ids = _dist.pad_axis(jnp.arange(resamples, dtype=jnp.int32), mesh.size)
-        spec = PartitionSpec(mesh.axis_names[0])
-        replicates = jax.shard_map(replicate, mesh=mesh, in_specs=(spec,) + (PartitionSpec(),) * len(args),
-                                   out_specs=spec)(ids, *args)
-        replicates = jax.tree.map(lambda a: a[:resamples], replicates)
-    low, high = (jax.tree.map(functools.partial(_percentile, q=q_), replicates)
+@functools.partial(jax.jit, static_argnames=("level",))
+def _bounds(replicates: Any, *, level: float) -> tuple[Any, Any]:
+    """The ``100 (1 − level) / 2`` and ``100 (1 + level) / 2`` percentiles of every field."""
+    return tuple(jax.tree.map(functools.partial(_percentile, q=q_), replicates)
                  for q_ in (50.0 * (1.0 - level), 50.0 * (1.0 + level)))
-    return low, high, (replicates if keep else None)
 
 
 def _percentile(values: jax.Array, q: float) -> jax.Array:

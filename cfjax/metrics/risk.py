@@ -2,21 +2,18 @@
 
 Shapes: ``p_obs (n,)``, ``p_cf (n, K)`` with ``p_cf[i, k] = g(x̃_i(ã_k))``, ``y (n,)`` in
 {0, 1}, intervention weights ``weights (K,)`` (non-negative, summing to 1; uniform when None).
-Each risk is a reduction over the intervention axis K for every unit, then a mean over units.
-
-Internally the kernels work on the intervention-major layout ``(K, n)``: every step is then
-an operation over contiguous rows of n units, which XLA vectorises well, whereas reductions
-over a short minor K axis compile to slow code on CPU.
+Each risk is a reduction over the intervention axis K for every unit (on the ``(n, K)``
+layout the scores come in: a unit's K values are contiguous), then a mean over units.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from cfjax import _checks
 from cfjax.metrics import _inputs
@@ -112,7 +109,7 @@ def interventional_risk(p_cf: Any, y: Any, weights: Any = None) -> jax.Array:
     By Jensen ``R_CM ≤ R_IE``.
     """
     _, p_cf, y, q = _inputs.prepare(p_cf=p_cf, y=require_labels(y), weights=weights)
-    return jnp.mean(q @ losses_kn(p_cf.T, y))
+    return jnp.mean(jnp.sum(q[None, :] * bce_losses(p_cf, y), axis=1))
 
 
 def cvar_risk(p_cf: Any, y: Any, alpha: Any, weights: Any = None) -> jax.Array:
@@ -131,14 +128,14 @@ def cvar_risk(p_cf: Any, y: Any, alpha: Any, weights: Any = None) -> jax.Array:
     _, p_cf, y, q = _inputs.prepare(p_cf=p_cf, y=require_labels(y), weights=weights)
     scalar = np.ndim(alpha) == 0
     levels = _checks.check_alphas("alpha", alpha)
-    out = cvar_risks_kn(losses_kn(p_cf.T, y), q, levels, uniform=weights is None)
+    out = jnp.mean(jax.vmap(functools.partial(unit_cvar, levels=levels), in_axes=(0, None))(bce_losses(p_cf, y), q), axis=0)
     return out[0] if scalar else out
 
 
 def worst_case_risk(p_cf: Any, y: Any) -> jax.Array:
     """``R_WC = mean_i max_k bce(p_cf[i, k], y[i])`` (CVaR as alpha → 0)."""
     _, p_cf, y, _ = _inputs.prepare(p_cf=p_cf, y=require_labels(y))
-    return jnp.mean(jnp.max(losses_kn(p_cf.T, y), axis=0))
+    return jnp.mean(jnp.max(bce_losses(p_cf, y), axis=1))
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -155,74 +152,36 @@ def binary_bce(p: jax.Array, y: jax.Array) -> jax.Array:
     return -jnp.log(jnp.clip(jnp.where(y == 1, p, 1 - p), EPS, 1 - EPS))
 
 
-def losses_kn(x: jax.Array, y: jax.Array) -> jax.Array:
-    """``L[k, i] = bce(p_cf[i, k], y[i])`` from ``x = p_cf.T`` of shape ``(K, n)``.
-
-    Materialised once (the barrier keeps XLA from recomputing the logarithms inside every
-    consumer fusion).
-    """
-    return lax.optimization_barrier(binary_bce(x, y[None, :]))
+def bce_losses(p_cf: jax.Array, y: jax.Array) -> jax.Array:
+    """``L[i, k] = bce(p_cf[i, k], y[i])`` of ``p_cf (n, K)`` and labels ``y (n,)``."""
+    return binary_bce(p_cf, y[:, None])
 
 
-def cvar_units_kn(
-    losses: jax.Array, q: jax.Array, levels: tuple[float, ...], *, uniform: bool
-) -> jax.Array:
-    """``CVaR_a(L[:, i])`` of every unit i for each level a, ``(len(levels), n)``, from
-    losses of shape ``(K, n)``.
+def unit_cvar(losses: jax.Array, q: jax.Array, levels: tuple[float, ...]) -> jax.Array:
+    """``CVaR_a`` of one unit's losses ``(K,)`` under the weights ``q (K,)``, for each level a:
+    ``(len(levels),)`` (:func:`unit_risks`' first output)."""
+    return unit_risks(losses, q, levels)[0]
 
-    With ``uniform`` weights (known statically) each unit's atoms are sorted by a bitonic
-    network along K (O(K log² K) elementwise steps over rows of n units), and the worst
-    ``a`` mass is read off the sorted atoms. With general weights the Rockafellar–Uryasev
-    excess ``e_t = Σ_j q_j (L_j − L_t)_+`` is accumulated by a scan over j (O(K²) work).
-    Both are exact.
+
+def unit_risks(losses: jax.Array, q: jax.Array, levels: tuple[float, ...]
+               ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """One unit's tail risks from its losses ``(K,)`` under the weights ``q (K,)``:
+    ``(CVaR_a for each level a (len(levels),), the expected loss Σ_k q_k L_k, the worst loss
+    max_k L_k)``. Written for one unit; ``jax.vmap`` it over units.
+
+    The atoms in worst-first order (larger loss first, ties in index order) without sorting:
+    atom i is preceded by the mass ``m_i = Σ_j q_j 1[j before i]``, and the worst ``a`` of the
+    mass takes ``clip(a − m_i, 0, q_i)`` of it, so ``CVaR_a = Σ_i L_i clip(a − m_i, 0, q_i) / a``
+    (exact, the Rockafellar–Uryasev minimum of :func:`cvar`; O(K²) comparisons, which on a
+    unit's contiguous K values vectorise better than a sort). The worst loss is the atom
+    preceded by none. All three come from the one pass over the pairs (XLA:CPU runs the
+    pairwise pass several times slower when the losses have other consumers).
     """
     k = losses.shape[0]
-    if uniform:
-        worst_first = _sort_descending(losses)
-        before = jnp.arange(k, dtype=losses.dtype)[:, None] / k  # mass above each atom
-        mass = jnp.asarray(1.0 / k, losses.dtype)
-        per_level = [
-            jnp.sum(worst_first * jnp.clip(a - before, 0, mass), axis=0) / a for a in levels
-        ]
-    else:
-        def accumulate(excess, atom):
-            loss_j, q_j = atom
-            return excess + q_j * jnp.maximum(loss_j[None, :] - losses, 0), None
-
-        excess, _ = lax.scan(accumulate, jnp.zeros_like(losses), (losses, q))
-        per_level = [jnp.min(losses + excess / a, axis=0) for a in levels]
-    return jnp.stack(per_level)
-
-
-def cvar_risks_kn(
-    losses: jax.Array, q: jax.Array, levels: tuple[float, ...], *, uniform: bool
-) -> jax.Array:
-    """``mean_i CVaR_a(L[:, i])`` for each level a (:func:`cvar_units_kn` averaged over units)."""
-    return jnp.mean(cvar_units_kn(losses, q, levels, uniform=uniform), axis=1)
-
-
-def _sort_descending(x: jax.Array) -> jax.Array:
-    """Sort ``x (K, n)`` along K, largest first, with a bitonic network.
-
-    K is padded to a power of two with −inf (which sorts last). Each stage compares every
-    row with its partner row ``k ^ j``, obtained by a reshape-and-flip rather than a gather.
-    """
-    k = x.shape[0]
-    size = 1 << max(0, (k - 1).bit_length())
-    if size > k:
-        x = jnp.concatenate([x, jnp.full((size - k,) + x.shape[1:], -jnp.inf, x.dtype)])
-    idx = np.arange(size)
-    block = 2
-    while block <= size:
-        j = block // 2
-        while j >= 1:
-            ascending_pair = (idx & block) == 0
-            first = idx < (idx ^ j)
-            take_larger = np.where(first, ascending_pair, ~ascending_pair)
-            partner = jnp.flip(x.reshape((size // (2 * j), 2, j) + x.shape[1:]), axis=1)
-            partner = partner.reshape(x.shape)
-            mask = jnp.asarray(take_larger).reshape((size,) + (1,) * (x.ndim - 1))
-            x = jnp.where(mask, jnp.maximum(x, partner), jnp.minimum(x, partner))
-            j //= 2
-        block *= 2
-    return x[:k]
+    idx = jnp.arange(k)
+    later, earlier = losses[:, None], losses[None, :]
+    before = (earlier > later) | ((earlier == later) & (idx[None, :] < idx[:, None]))
+    mass = jnp.sum(jnp.where(before, q[None, :], jnp.zeros((), q.dtype)), axis=1)
+    first = ~jnp.any(before, axis=1)
+    cvar_levels = jnp.stack([jnp.sum(losses * jnp.clip(a - mass, 0, q)) / a for a in levels])
+    return cvar_levels, jnp.sum(q * losses), jnp.sum(jnp.where(first, losses, jnp.zeros((), losses.dtype)))

@@ -53,8 +53,7 @@ def stability_variance(p_cf: Any, weights: Any = None) -> jax.Array:
     _, p_cf, q, multiclass = _inputs.prepare_stability(p_cf=p_cf, weights=weights)
     if multiclass:
         return s_var_classes(p_cf, q, p_bar_classes(p_cf, q))
-    x = p_cf.T
-    return s_var_kn(x, q, q @ x)
+    return jnp.mean(jnp.sum(q[None, :] * jnp.square(p_cf - (p_cf @ q)[:, None]), axis=1))
 
 
 def flip_rate(p_obs: Any, p_cf: Any, weights: Any = None, tau: Any = 0.5) -> jax.Array:
@@ -77,7 +76,8 @@ def flip_rate(p_obs: Any, p_cf: Any, weights: Any = None, tau: Any = 0.5) -> jax
     p_obs, p_cf, q, multiclass = _inputs.prepare_stability(p_obs, p_cf, weights, tau)
     if multiclass:
         return s_flip_classes(p_obs, p_cf, q)
-    return s_flip_kn(p_obs, p_cf.T, q, tau)
+    flips = (p_cf >= tau) != (p_obs >= tau)[:, None]
+    return jnp.mean(jnp.sum(q[None, :] * flips.astype(p_cf.dtype), axis=1))
 
 
 def decision_disagreement(p_obs: Any, p_cf: Any, weights: Any = None, tau: Any = 0.5) -> jax.Array:
@@ -115,16 +115,7 @@ def score_shift(p_obs: Any, p_cf: Any, weights: Any = None) -> jax.Array:
     return mean_abs_shift(p_obs, p_cf @ q)
 
 
-# Binary kernels on the intervention-major layout x = p_cf.T of shape (K, n).
-
-
-def s_var_kn(x: jax.Array, q: jax.Array, p_bar: jax.Array) -> jax.Array:
-    return jnp.mean(q @ jnp.square(x - p_bar[None, :]))
-
-
-def s_flip_kn(p_obs: jax.Array, x: jax.Array, q: jax.Array, tau: Any) -> jax.Array:
-    flips = (x >= tau) != (p_obs >= tau)[None, :]
-    return jnp.mean(q @ flips.astype(x.dtype))
+# Binary kernels.
 
 
 def d_obs(p_obs: jax.Array, p_bar: jax.Array, tau: Any) -> jax.Array:

@@ -1,33 +1,30 @@
 """The marginalisation report for any N: counterfactual predictions in chunks, their units
 split over devices, and over the processes of a multi-host run.
 
-The report is a reduction over the interventions, then over the units. The first stage
-(:func:`~cfjax.metrics.report.unit_stage`) keeps only sufficient statistics — sums over units
-of each unit's variance, flip rate, interventional, worst-case and CVaR losses
-(:class:`~cfjax.metrics.report.UnitSums`) — and each unit's marginalised score ``p_bar``; so a
-chunk's ``(b, K)`` predictions can be dropped once it is reduced. The second stage
-(:func:`~cfjax.metrics.report.finish`) needs only ``(n,)`` vectors (``p_obs``, ``p_bar``,
-``y``): the rank metrics, the calibration bins and the smooth ECE are computed from them
-exactly as in :func:`~cfjax.metrics.evaluate`. Memory: one chunk of ``b × K`` predictions on
+The report is a reduction over the interventions, then over the units (the two stages of
+``cfjax.metrics._stages``, the ones :func:`~cfjax.metrics.evaluate` runs). The first stage
+keeps only sufficient statistics — sums over units of each unit's variance, flip rate,
+interventional, worst-case and CVaR losses — and each unit's marginalised score ``p_bar``; so a
+chunk's ``(b, K)`` predictions can be dropped once it is reduced. The second stage needs only
+``(n,)`` vectors (``p_obs``, ``p_bar``, ``y``): the rank metrics, the calibration bins and the
+smooth ECE are computed from them exactly as in :func:`~cfjax.metrics.evaluate`. Memory: one chunk of ``b × K`` predictions on
 the devices plus four numbers per unit on the host, whatever K (``4 C`` for C class
 probabilities).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Iterable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec
 
 from cfjax import _checks
 from cfjax import distributed as dist
-from cfjax.metrics import _arrays, _inputs
-from cfjax.metrics.report import (MarginalisationReport, MulticlassReport, UnitSums, check_options, finish,
-                                  finish_classes, unit_stage, unit_stage_classes)
+from cfjax.metrics import _arrays, _stages
+from cfjax.metrics._report_types import MarginalisationReport, MulticlassReport
+from cfjax.metrics._stages import UnitSums
 
 __all__ = ["evaluate_chunks"]
 
@@ -41,7 +38,7 @@ def evaluate_chunks(
     tau: Any = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
-    mesh: Mesh | None = None,
+    mesh: Any = None,
     across_processes: bool = False,
 ) -> MarginalisationReport | MulticlassReport:
     """:func:`~cfjax.metrics.evaluate` given chunk by chunk, for any N: binary scores or class
@@ -57,8 +54,8 @@ def evaluate_chunks(
         dtype and which of ``y``/``y_cf`` are given must not. The first chunk's length (rounded up to a multiple of the devices)
         sets the block that is compiled once: shorter chunks are padded, longer ones cut.
       weights, tau, alphas, n_bins: as in ``evaluate``.
-      mesh: a one-axis mesh (:func:`cfjax.distributed.mesh`) to split each block's units over
-        its devices; None for the default device.
+      mesh: None (the default device), a device count, a sequence of devices or a one-axis
+        ``Mesh``: each block's units split over its devices (:func:`cfjax.distributed.map_batch`).
       across_processes: in a multi-process run (:func:`cfjax.distributed.initialize`), each
         process passes the chunks of its own block of units (:func:`cfjax.distributed.process_block`,
         processes in order); the sums and the per-unit vectors are gathered from every
@@ -82,9 +79,8 @@ def evaluate_chunks(
       >>> bool(abs(r.risk_ie - full.risk_ie) < 1e-5), bool(r.spearman == full.spearman)
       (True, True)
     """
-    alphas, n_bins = check_options(alphas, n_bins, tau)
-    if mesh is not None:
-        mesh = dist.mesh(mesh)
+    alphas, n_bins = _stages.check_options(alphas, n_bins, tau)
+    mesh = dist.as_mesh(mesh)
     if not isinstance(across_processes, bool):
         _checks.fail("across_processes", "a bool", repr(across_processes))
     devices = 1 if mesh is None else mesh.size
@@ -107,18 +103,8 @@ def evaluate_chunks(
     vectors = {name: np.concatenate(parts) if parts else None for name, parts in kept.items()}
     if across_processes and jax.process_count() > 1:
         total, vectors = _gather_processes(total, vectors)
-    # The second stage runs once, on the default device: the sums come back to the host first
-    # (left on the mesh they would be replicated, and the stage run on every device).
-    as_dev = lambda v: None if v is None else jnp.asarray(np.asarray(v))  # noqa: E731
-    p_obs, p_bar, y, y_bar = (as_dev(vectors[f]) for f in ("p_obs", "p_bar", "y", "y_bar"))
-    if layout["classes"]:
-        return _finish_classes(p_obs, p_bar, y, y_bar, jax.tree.map(as_dev, total), alphas=alphas, n_bins=n_bins)
-    return _finish(p_obs, p_bar, y, y_bar, jax.tree.map(as_dev, total), as_dev(layout["tau"]),
-                   alphas=alphas, n_bins=n_bins)
-
-
-_finish = jax.jit(finish, static_argnames=("alphas", "n_bins"))
-_finish_classes = jax.jit(finish_classes, static_argnames=("alphas", "n_bins"))
+    return _stages.finish_on_host(vectors["p_obs"], vectors["p_bar"], vectors["y"], vectors["y_bar"], total,
+                                  layout["tau"], alphas=alphas, n_bins=n_bins)
 
 
 def _unpack(chunk: Any, index: int) -> dict[str, Any]:
@@ -149,16 +135,8 @@ def _prepare(parts: dict[str, Any], index: int, tau: Any) -> dict[str, Any]:
 
 
 def _prepare_fields(parts: dict[str, Any], index: int, tau: Any) -> dict[str, Any]:
-    y_cf = parts["y_cf"]
-    if y_cf is not None and parts["y"] is None:
-        _checks.fail("y", "observed labels of shape (b,) when `y_cf` is given", "None")
-    if _inputs.is_multiclass(parts["p_obs"], parts["p_cf"]):
-        p_obs, p_cf, _, _ = _inputs.prepare_stability(parts["p_obs"], parts["p_cf"], None, tau)
-        y, y_cf = _inputs.prepare_class_labels(parts["y"], y_cf, p_cf.shape)
-        return dict(p_obs=p_obs, p_cf=p_cf, y=y, y_cf=y_cf)
-    p_obs, p_cf, y, _ = _inputs.prepare(p_obs=parts["p_obs"], p_cf=parts["p_cf"], y=parts["y"])
-    if y_cf is not None:
-        y_cf = _inputs.prepare_counterfactual_labels(y_cf, p_cf.shape, p_obs.dtype)
+    p_obs, p_cf, y, y_cf, _, _ = _stages.prepare(parts["p_obs"], parts["p_cf"], parts["y"], parts["y_cf"],
+                                                 None, tau)
     return dict(p_obs=p_obs, p_cf=p_cf, y=y, y_cf=y_cf)
 
 
@@ -169,7 +147,7 @@ def _layout(parts: dict[str, Any], weights: Any, tau: Any, devices: int) -> dict
     classes = int(p_obs.shape[1]) if p_obs.ndim == 2 else None
     return dict(k=k, classes=classes, dtype=p_obs.dtype, labels=parts["y"] is not None,
                 cf_labels=parts["y_cf"] is not None,
-                q=_arrays.resolve_weights(weights, k, p_obs.dtype), uniform=weights is None,
+                q=_arrays.resolve_weights(weights, k, p_obs.dtype),
                 tau=jnp.asarray(tau, p_obs.dtype), block=-(-b // devices) * devices)
 
 
@@ -192,18 +170,19 @@ def _check_consistent(parts: dict[str, Any], layout: dict[str, Any], index: int)
             parts[field] = v.astype(dtype)  # class labels stay integers
 
 
-def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Mesh | None,
+def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Any,
                   alphas: tuple[float, ...]) -> tuple[UnitSums, dict[str, np.ndarray]]:
-    """The first stage of one block of at most ``layout["block"]`` units (padded to it)."""
+    """The first stage of one block of at most ``layout["block"]`` units, padded to it (one
+    compiled program for every block; ``block`` is a multiple of the devices, so
+    :func:`~cfjax.distributed.map_batch` pads nothing more) and the padding masked out of the
+    sums."""
     m = piece["p_obs"].shape[0]
     block = layout["block"]
     arrays = {f: v for f, v in piece.items() if v is not None}
     arrays = dist.pad_axis(arrays, block) if m < block else arrays
-    arrays["mask"] = dist.valid_mask(m, block, layout["dtype"])
-    if mesh is not None:
-        arrays = dist.shard(arrays, mesh)
-    run = _stage(mesh, alphas, layout["uniform"], layout["cf_labels"], layout["classes"] is not None)
-    p_bar, y_bar, sums = run(arrays, layout["q"], layout["tau"])
+    p_bar, y_bar, per_unit = dist.map_batch(_stages.UnitStage(alphas), arrays, shared=(layout["q"], layout["tau"]),
+                                            mesh=mesh)
+    sums = _masked_sums(per_unit, dist.valid_mask(m, block, layout["dtype"]))
     vectors = {"p_obs": np.asarray(piece["p_obs"]), "p_bar": np.asarray(p_bar)[:m]}
     if piece["y"] is not None:
         vectors["y"] = np.asarray(piece["y"])
@@ -212,29 +191,7 @@ def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Mesh | No
     return sums, vectors
 
 
-@functools.lru_cache(maxsize=32)
-def _stage(mesh: Mesh | None, alphas: tuple[float, ...], uniform: bool, cf_labels: bool, classes: bool):
-    """The jitted first stage of one block: on one device, or its units split over ``mesh``
-    (each device reduces its share; the sums are added over the devices)."""
-
-    def local(arrays, q, tau):
-        y_cf = arrays.get("y_cf")
-        if classes:
-            p_bar, y_bar, sums = unit_stage_classes(arrays["p_obs"], arrays["p_cf"], arrays.get("y"), q, y_cf,
-                                                    arrays["mask"], alphas=alphas, uniform=uniform)
-        else:
-            p_bar, y_bar, sums = unit_stage(arrays["p_obs"], arrays["p_cf"].T, arrays.get("y"), q, tau,
-                                            None if y_cf is None else y_cf.T, arrays["mask"],
-                                            alphas=alphas, uniform=uniform)
-        if mesh is not None:
-            sums = jax.lax.psum(sums, mesh.axis_names[0])
-        return p_bar, y_bar, sums
-
-    if mesh is None:
-        return jax.jit(local)
-    units, same = PartitionSpec(mesh.axis_names[0]), PartitionSpec()
-    out_specs = (units, units if cf_labels else None, same)
-    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(units, same, same), out_specs=out_specs))
+_masked_sums = jax.jit(_stages.sum_units)
 
 
 def _gather_processes(total: UnitSums, vectors: dict[str, np.ndarray | None]

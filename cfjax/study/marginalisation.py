@@ -298,7 +298,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     t0 = time.perf_counter()
     flat_obs = jnp.asarray(p_obs_np.reshape(n_pred * n_seeds, n))
     flat_cf = jnp.asarray(p_cf_np.reshape(n_pred * n_seeds, n, len(q)))
-    report = cm.evaluate_many(flat_obs, flat_cf, y)
+    report = cm.evaluate_many(flat_obs, flat_cf, y, mesh=len(jax.devices()))  # every device, as before
     per_seed = _report_fields(report, n_pred, n_seeds)
     t1 = time.perf_counter()
     boot = jax.vmap(lambda po, pc: cm.evaluate_bootstrap(po, pc, y, key=k_boot, resamples=config.bootstrap,

@@ -113,12 +113,12 @@ def main(argv=None) -> dict:
     t_ref_many0 = median_time(
         lambda: [reference_report(P_obs[j], P_cf[j], yf, smooth=False) for j in range(args.predictors)], reps)
     Po, Pc = jnp.asarray(P_obs), jnp.asarray(P_cf)
-    one_device = jax.devices()[:1]
-    first_vmap = first_time(lambda: cf.metrics.evaluate_many(Po, Pc, yj, devices=one_device))
-    first_shard = first_time(lambda: cf.metrics.evaluate_many(Po, Pc, yj))
-    t_vmap = median_time(lambda: cf.metrics.evaluate_many(Po, Pc, yj, devices=one_device), reps)
-    t_shard = median_time(lambda: cf.metrics.evaluate_many(Po, Pc, yj), reps)
-    batched = cf.metrics.evaluate_many(Po, Pc, yj).to_dict()
+    every = len(jax.devices())
+    first_vmap = first_time(lambda: cf.metrics.evaluate_many(Po, Pc, yj))
+    first_shard = first_time(lambda: cf.metrics.evaluate_many(Po, Pc, yj, mesh=every))
+    t_vmap = median_time(lambda: cf.metrics.evaluate_many(Po, Pc, yj), reps)
+    t_shard = median_time(lambda: cf.metrics.evaluate_many(Po, Pc, yj, mesh=every), reps)
+    batched = cf.metrics.evaluate_many(Po, Pc, yj, mesh=every).to_dict()
     sweep_diff = max(abs(batched["kendall_tau_b"][j] - cf.metrics.evaluate(P_obs[j], P_cf[j], y)
                          .to_dict()["kendall_tau_b"]) for j in range(args.predictors))
     print(f"{args.predictors} predictors (warm medians of {reps} runs): reference loop {t_ref_many * 1e3:7.1f} ms")

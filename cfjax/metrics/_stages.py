@@ -1,0 +1,416 @@
+"""The two stages of every marginalisation report, for binary scores and class probabilities.
+
+One pipeline serves :func:`~cfjax.metrics.evaluate`, :func:`~cfjax.metrics.evaluate_chunks`,
+:func:`~cfjax.metrics.evaluate_many` and :func:`~cfjax.metrics.evaluate_bootstrap`:
+
+1. the unit stage (:func:`unit_stage`): one unit's K counterfactual predictions reduced to its
+   marginalised prediction ``p_bar``, the soft counterfactual label ``y_bar`` and its
+   contributions to the sums over units (:class:`UnitSums`); written for one unit and lifted
+   with ``vmap`` over the units of ``p_obs (N,)``, ``p_cf (N, K)`` (classes ``(N, C)``,
+   ``(N, K, C)``), ``y (N,)``, ``y_cf (N, K)``, on the layout they come in;
+2. the finish (:func:`finish`): the report from the per-unit vectors (``p_obs``, ``p_bar``,
+   ``y``, ``y_bar``) and the summed statistics (rank metrics, calibration, risks).
+
+Binary scores and class probabilities differ only in a handful of per-prediction primitives
+(the decision, the squared spread, the distance, the loss, the calibration target), chosen
+statically from the array ranks (:class:`_Binary`, :class:`_Classes`); everything else is
+shared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from cfjax import _checks
+from cfjax.metrics import _arrays, _inputs
+from cfjax.metrics._report_types import (
+    LABEL_FIELDS,
+    CounterfactualLabelReport,
+    MarginalisationReport,
+    MulticlassReport,
+)
+from cfjax.metrics.calibration import _bins
+from cfjax.metrics.ranking import _kendall_tau_b, _spearman
+from cfjax.metrics.risk import EPS, binary_bce, unit_risks
+from cfjax.metrics.smooth_calibration import _smooth_ece
+from cfjax.metrics.stability import class_decisions, total_variation
+
+Report = MarginalisationReport | MulticlassReport
+
+
+def check_options(alphas: Sequence[float], n_bins: int, tau: Any) -> tuple[tuple[float, ...], int]:
+    """Validate the options shared by every report function."""
+    _checks.check_threshold("tau", tau)
+    return _checks.check_alphas("alphas", alphas), _checks.check_positive_int("n_bins", n_bins)
+
+
+def prepare(p_obs: Any, p_cf: Any, y: Any, y_cf: Any, weights: Any, tau: Any
+            ) -> tuple[jax.Array, jax.Array, jax.Array | None, jax.Array | None, jax.Array, jax.Array]:
+    """Validate a report's inputs, binary scores or class probabilities, and convert them.
+
+    Returns ``(p_obs, p_cf, y, y_cf, q, tau)``: scores of one float dtype, binary labels in
+    that dtype or class labels as int32, the resolved weights ``q (K,)`` and ``tau``.
+    """
+    if y is None and y_cf is not None:
+        _checks.fail("y", "observed labels of shape (n,) when `y_cf` is given (risk_orig and "
+                     "the *_orig calibration use them)", "None")
+    if _inputs.is_multiclass(p_obs, p_cf):
+        p_obs, p_cf, q, _ = _inputs.prepare_stability(p_obs, p_cf, weights, tau)
+        y, y_cf = _inputs.prepare_class_labels(y, y_cf, p_cf.shape)
+    else:
+        p_obs, p_cf, y, q = _inputs.prepare(p_obs=p_obs, p_cf=p_cf, y=y, weights=weights)
+        if y_cf is not None:
+            y_cf = _inputs.prepare_counterfactual_labels(y_cf, p_cf.shape, p_obs.dtype)
+    return p_obs, p_cf, y, y_cf, q, jnp.asarray(tau, p_obs.dtype)
+
+
+# ----------------------------------------------------------------------------- the two kinds
+
+
+class _Binary:
+    """Primitives of binary scores: a prediction is the positive class's probability ``()``."""
+
+    classes = False
+
+    @staticmethod
+    def decide(p, tau):
+        return p >= tau
+
+    @staticmethod
+    def spread(d):
+        """The squared deviation of one prediction from another, ``d = a − b``."""
+        return jnp.square(d)
+
+    @staticmethod
+    def distance(a, b):
+        return jnp.abs(a - b)
+
+    @staticmethod
+    def loss(p, label):
+        return binary_bce(p, label)
+
+    @staticmethod
+    def soft_label(y_cf, q):
+        """``Σ_k q_k y_cf[k]``, one unit's label distribution (the positive class's mass)."""
+        return weighted_sum(q, y_cf)
+
+    @staticmethod
+    def target(y, dtype):
+        return y.astype(dtype)
+
+    @staticmethod
+    def expected_loss(p, t):
+        clipped = jnp.clip(p, EPS, 1 - EPS)
+        return -(t * jnp.log(clipped) + (1 - t) * jnp.log1p(-clipped))
+
+    @staticmethod
+    def squared_error(p, t):
+        return jnp.square(p - t)
+
+    @staticmethod
+    def label_spread(t):
+        """The expected Brier of a soft label against itself, ``t (1 − t)``."""
+        return t * (1 - t)
+
+    @staticmethod
+    def calibration_pair(p, t):
+        return p, t
+
+
+@dataclasses.dataclass(frozen=True)
+class _Classes:
+    """Primitives of ``n`` class probabilities: a prediction is a vector ``(C,)`` on the simplex."""
+
+    n: int
+    classes = True
+
+    @staticmethod
+    def decide(p, tau):
+        del tau  # the argmax
+        return class_decisions(p)
+
+    @staticmethod
+    def spread(d):
+        return 0.5 * jnp.sum(jnp.square(d), axis=-1)
+
+    @staticmethod
+    def distance(a, b):
+        return total_variation(a, b)
+
+    @staticmethod
+    def loss(p, label):
+        picked = jnp.take_along_axis(p, label[..., None], axis=-1)[..., 0]
+        return _neg_log(picked)
+
+    def soft_label(self, y_cf, q):
+        """``Σ_k q_k 1[y_cf[k] = c]``: ``(K,) → (C,)``."""
+        return weighted_sum(q, jax.nn.one_hot(y_cf, self.n, dtype=q.dtype))
+
+    def target(self, y, dtype):
+        return jax.nn.one_hot(y, self.n, dtype=dtype)
+
+    @staticmethod
+    def expected_loss(p, t):
+        return jnp.sum(t * _neg_log(p), axis=-1)
+
+    @staticmethod
+    def squared_error(p, t):
+        return jnp.sum(jnp.square(p - t), axis=-1)
+
+    @staticmethod
+    def label_spread(t):
+        return 1 - jnp.sum(jnp.square(t), axis=-1)
+
+    @staticmethod
+    def calibration_pair(p, t):
+        """Top-label calibration: the confidence ``max_c p_c`` against ``t[argmax p]``."""
+        top = jnp.argmax(p, axis=-1)
+        return jnp.max(p, axis=-1), jnp.take_along_axis(t, top[..., None], axis=-1)[..., 0]
+
+
+def _kind(n_classes: int | None) -> Any:
+    """The primitives of binary scores (None) or of ``n_classes`` class probabilities."""
+    return _Binary if n_classes is None else _Classes(n_classes)
+
+
+def _neg_log(p: jax.Array) -> jax.Array:
+    return -jnp.log(jnp.clip(p, EPS, 1 - EPS))
+
+
+def classes_of(p_obs: jax.Array) -> int | None:
+    """The class count C of ``p_obs (n, C)``, or None for binary scores ``(n,)``."""
+    return int(p_obs.shape[-1]) if p_obs.ndim == 2 else None
+
+
+# ----------------------------------------------------------------------------- stage 1: units
+
+
+@struct.dataclass
+class UnitSums:
+    """The sufficient statistics of the counterfactual axis: per-unit reductions over the K
+    interventions, summed over units (one unit's own contribution before summing, with
+    ``count`` 1). Sums of chunks or shards add up (``+``); dividing by ``count`` gives the
+    report's means. ``s_tv`` is None for binary scores, the risks None without labels."""
+
+    count: jax.Array  # number of units summed
+    s_var: jax.Array  # Σ_i Σ_k q_k spread(p_cf[i, k] − p_bar[i])
+    s_flip: jax.Array  # Σ_i Σ_k q_k 1[decision flips]
+    s_tv: jax.Array | None = None  # Σ_i Σ_k q_k TV(p_cf[i, k], p_obs[i]) (class probabilities)
+    risk_ie: jax.Array | None = None  # Σ_i Σ_k q_k L[i, k]
+    risk_wc: jax.Array | None = None  # Σ_i max_k L[i, k]
+    risk_cvar: jax.Array | None = None  # (len(alphas),): Σ_i CVaR_a(L[i, :])
+
+    def __add__(self, other: "UnitSums") -> "UnitSums":
+        return jax.tree.map(jnp.add, self, other)
+
+
+def weighted_sum(q: jax.Array, v: jax.Array) -> jax.Array:
+    """``Σ_k q_k v[k]`` over the leading (intervention) axis of ``v (K, ...)`` of one unit (a
+    multiply and a sum: under ``vmap`` XLA:CPU runs it faster than a batched dot)."""
+    return jnp.sum(q.reshape(q.shape + (1,) * (v.ndim - 1)) * v, axis=0)
+
+
+def _one_unit(p_obs, p_cf, p_bar, y, y_cf, q, tau, *, alphas):
+    """One unit: ``p_obs ()``, ``p_cf (K,)``, its marginalised ``p_bar ()`` (classes ``(C,)``,
+    ``(K, C)``, ``(C,)``), ``y ()`` or None, ``y_cf (K,)`` or None. Returns
+    ``(p_bar, y_bar or None, UnitSums of this unit)``."""
+    kind = _kind(int(p_obs.shape[-1]) if p_obs.ndim == 1 else None)
+    dtype = p_cf.dtype
+    total = functools.partial(weighted_sum, q)
+    flips = (kind.decide(p_cf, tau) != kind.decide(p_obs, tau)[None]).astype(dtype)
+    sums = UnitSums(count=jnp.ones((), dtype), s_var=total(kind.spread(p_cf - p_bar[None])), s_flip=total(flips),
+                    s_tv=total(kind.distance(p_cf, p_obs[None])) if kind.classes else None)
+    y_bar = None
+    if y is not None:
+        labels = jnp.broadcast_to(y, p_cf.shape[:1]) if y_cf is None else y_cf
+        if y_cf is not None:
+            y_bar = kind.soft_label(y_cf, q)
+        risk_cvar, risk_ie, risk_wc = unit_risks(kind.loss(p_cf, labels), q, alphas)  # (K,) losses, one pass
+        sums = sums.replace(risk_ie=risk_ie, risk_wc=risk_wc, risk_cvar=risk_cvar)
+    return p_bar, y_bar, sums
+
+
+def unit_stage(p_obs: jax.Array, p_cf: jax.Array, y: jax.Array | None, y_cf: jax.Array | None,
+               q: jax.Array, tau: jax.Array, *, alphas: tuple[float, ...]
+               ) -> tuple[jax.Array, jax.Array | None, UnitSums]:
+    """The reductions over the intervention axis of every unit (traced): :func:`_one_unit`
+    vmapped over the units of ``p_obs (n,)``, ``p_cf (n, K)`` (classes ``(n, C)``,
+    ``(n, K, C)``), ``y (n,)`` or None, ``y_cf (n, K)`` or None.
+
+    Returns ``(p_bar, y_bar, per_unit)``: ``p_bar (n,)`` (``(n, C)``), ``y_bar`` likewise
+    (only with ``y_cf``), and each unit's :class:`UnitSums` (every leaf with a leading n):
+    :func:`sum_units` adds them up."""
+    one = functools.partial(_one_unit, alphas=alphas)
+    p_bar = marginalise(p_cf, q)
+    return jax.vmap(one, in_axes=(0, 0, 0, 0, 0, None, None))(p_obs, p_cf, p_bar, y, y_cf, q, tau)
+
+
+def marginalise(p_cf: jax.Array, q: jax.Array) -> jax.Array:
+    """``p_bar = Σ_k q_k p_cf[:, k]`` of ``p_cf (n, K)`` or ``(n, K, C)``: one product with
+    ``q``, whose every unit's value is the same however the units are batched,
+    chunked or fused with other work (a per-unit reduction is vectorised differently in
+    each, and a marginalised score one rounding apart can change a bin, a decision or a
+    tie)."""
+    return jnp.einsum("nk...,k->n...", p_cf, q)
+
+
+def sum_units(per_unit: UnitSums, mask: jax.Array | None = None) -> UnitSums:
+    """The per-unit statistics of :func:`unit_stage` summed over the units; ``mask (n,)``
+    (1 for a unit, 0 for padding) leaves padded units out."""
+    if mask is None:
+        return jax.tree.map(lambda v: jnp.sum(v, axis=0), per_unit)
+
+    def total(v):
+        keep = mask.reshape(mask.shape + (1,) * (v.ndim - 1)) > 0
+        return jnp.sum(jnp.where(keep, v, jnp.zeros((), v.dtype)), axis=0)
+
+    return jax.tree.map(total, per_unit)
+
+
+@struct.dataclass
+class UnitStage:
+    """:func:`unit_stage` on a dict of per-unit arrays (``p_obs``, ``p_cf`` and optionally
+    ``y``, ``y_cf``), a hashable callable for :func:`cfjax.distributed.map_batch`."""
+
+    alphas: tuple[float, ...] = struct.field(pytree_node=False)
+
+    def __call__(self, arrays, q, tau):
+        return unit_stage(arrays["p_obs"], arrays["p_cf"], arrays.get("y"), arrays.get("y_cf"), q, tau,
+                          alphas=self.alphas)
+
+
+# ----------------------------------------------------------------------------- stage 2: finish
+
+
+def finish(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.Array | None,
+           sums: UnitSums, tau: jax.Array, *, alphas: tuple[float, ...], n_bins: int) -> Report:
+    """The reductions over the units (traced): the report from the per-unit vectors
+    ``p_obs``, ``p_bar`` (``(n,)``, or ``(n, C)``), labels ``y (n,)`` and, with
+    counterfactual labels, ``y_bar`` (``(n,)`` or ``(n, C)``), and the summed statistics of
+    the intervention axis (:func:`unit_stage`, :func:`sum_units`)."""
+    n_classes = classes_of(p_obs)
+    kind = _kind(n_classes)
+    dtype = p_obs.dtype
+    count = sums.count
+    spearman, kendall, rank_change = _rank_fields(p_obs, p_bar)
+    stability = dict(
+        s_var=sums.s_var / count,
+        s_flip=sums.s_flip / count,
+        d_obs=jnp.mean(kind.decide(p_obs, tau) != kind.decide(p_bar, tau), dtype=dtype),
+        score_shift=jnp.mean(kind.distance(p_obs, p_bar)),
+        spearman=spearman,
+        kendall_tau_b=kendall,
+        rank_change=rank_change,
+    )
+    if kind.classes:
+        stability["s_tv"] = sums.s_tv / count
+    if y is None:
+        labelled = _nan_label_fields(dtype, alphas)
+    else:
+        hard = kind.target(y, dtype)
+        target = hard if y_bar is None else y_bar
+        risk_cm = (jnp.mean(kind.loss(p_bar, y)) if y_bar is None
+                   else jnp.mean(kind.expected_loss(p_bar, y_bar)))  # expected over the labels
+        labelled = dict(
+            risk_orig=jnp.mean(kind.loss(p_obs, y)),
+            risk_cm=risk_cm,
+            risk_ie=sums.risk_ie / count,
+            risk_cvar=sums.risk_cvar / count,
+            risk_wc=sums.risk_wc / count,
+            brier_orig=jnp.mean(kind.squared_error(p_obs, hard)),
+            # Expected Brier over the label distribution: the squared distance to the soft
+            # label plus the labels' own spread (zero for invariant labels).
+            brier_cm=jnp.mean(kind.squared_error(p_bar, target) + kind.label_spread(target)),
+        )
+        for suffix, p, t in (("orig", p_obs, hard), ("cm", p_bar, target)):
+            labelled.update(_binned_calibration(suffix, *kind.calibration_pair(p, t), n_bins))
+    if kind.classes:
+        return MulticlassReport(**labelled, **stability, alphas=alphas,
+                                labels="invariant" if y_bar is None else "counterfactual", classes=n_classes)
+    cls = MarginalisationReport if y_bar is None else CounterfactualLabelReport
+    return cls(**labelled, **stability, alphas=alphas)
+
+
+def _rank_fields(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Spearman, Kendall's τ_b and the mean absolute rank change of scores ``a``, ``b (n,)``;
+    for class probabilities ``(n, C)`` the averages over the classes of the class-c scores'."""
+    if a.ndim == 2:
+        return tuple(jnp.mean(v) for v in jax.vmap(_rank_fields)(a.T, b.T))
+    dtype = a.dtype
+    bounds_a, bounds_b = _arrays.rank_bounds(a), _arrays.rank_bounds(b)
+    ranks_a = _arrays.average_ranks_from_bounds(*bounds_a, dtype)
+    ranks_b = _arrays.average_ranks_from_bounds(*bounds_b, dtype)
+    return (_spearman(ranks_a, ranks_b), _kendall_tau_b(bounds_a, bounds_b, dtype),
+            jnp.mean(jnp.abs(ranks_a - ranks_b)))
+
+
+def _nan_label_fields(dtype: Any, alphas: tuple[float, ...]) -> dict[str, jax.Array]:
+    nan = jnp.full((), math.nan, dtype)
+    labelled = {f: nan for f in LABEL_FIELDS}
+    labelled["risk_cvar"] = jnp.full((len(alphas),), math.nan, dtype)
+    return labelled
+
+
+def _binned_calibration(suffix: str, p: jax.Array, target: jax.Array, n_bins: int) -> dict[str, jax.Array]:
+    """ECE, MCE (equal-width bins) and smooth ECE of scores ``p (n,)`` against (possibly
+    soft) targets ``target (n,)`` in [0, 1]."""
+    count, sum_p, sum_y = _bins(p, target, n_bins)
+    gap = jnp.abs(sum_y - sum_p)
+    return {
+        f"ece_{suffix}": jnp.sum(gap) / p.shape[0],
+        f"mce_{suffix}": jnp.max(jnp.where(count > 0, gap / jnp.maximum(count, 1), 0)),
+        f"smece_{suffix}": _smooth_ece(p, target)[0],
+    }
+
+
+# ----------------------------------------------------------------------------- both stages
+
+
+@functools.partial(jax.jit, static_argnames=("alphas", "n_bins"))
+def report(p_obs, p_cf, y, y_cf, q, tau, *, alphas, n_bins) -> Report:
+    """The report of prepared inputs (:func:`prepare`), traced: :func:`unit_stage`,
+    :func:`sum_units`, :func:`finish`. Jittable and vmappable."""
+    p_bar, y_bar, per_unit = unit_stage(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas)
+    return finish(p_obs, p_bar, y, y_bar, sum_units(per_unit), tau, alphas=alphas, n_bins=n_bins)
+
+
+@struct.dataclass
+class BatchReports:
+    """The reports of a batch of problems (a leading axis on every array of ``arrays``;
+    ``shared`` the arrays common to all): a hashable callable for
+    :func:`cfjax.distributed.map_batch`. A batch of one runs the unbatched core (XLA:CPU's
+    batched kernels are slower than the plain ones)."""
+
+    alphas: tuple[float, ...] = struct.field(pytree_node=False)
+    n_bins: int = struct.field(pytree_node=False)
+
+    def __call__(self, arrays: dict, shared: dict):
+        def one(a):
+            v = {**shared, **a}
+            return report(v["p_obs"], v["p_cf"], v.get("y"), v.get("y_cf"), v["q"], v["tau"],
+                          alphas=self.alphas, n_bins=self.n_bins)
+
+        if jax.tree.leaves(arrays)[0].shape[0] == 1:
+            return jax.tree.map(lambda v: v[None], one(jax.tree.map(lambda v: v[0], arrays)))
+        return jax.vmap(one)(arrays)
+
+
+_finish_jit = jax.jit(finish, static_argnames=("alphas", "n_bins"))
+
+
+def finish_on_host(p_obs: Any, p_bar: Any, y: Any, y_bar: Any, sums: UnitSums, tau: Any, *,
+                   alphas: tuple[float, ...], n_bins: int) -> Report:
+    """:func:`finish` run once on the default device: the per-unit vectors and the sums come
+    back to the host first (left on a mesh they would be replicated, and the stage run on
+    every device)."""
+    as_dev = lambda v: None if v is None else jnp.asarray(np.asarray(v))  # noqa: E731
+    return _finish_jit(as_dev(p_obs), as_dev(p_bar), as_dev(y), as_dev(y_bar), jax.tree.map(as_dev, sums),
+                       as_dev(tau), alphas=alphas, n_bins=n_bins)
