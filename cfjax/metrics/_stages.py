@@ -259,7 +259,9 @@ def marginalise(p_cf: jax.Array, q: jax.Array) -> jax.Array:
     chunked or fused with other work (a per-unit reduction is vectorised differently in
     each, and a marginalised score one rounding apart can change a bin, a decision or a
     tie)."""
-    return jnp.einsum("nk...,k->n...", p_cf, q)
+    if p_cf.ndim == 2:
+        return q @ p_cf.T
+    return jnp.einsum("nkc,k->nc", p_cf, q)
 
 
 def sum_units(per_unit: UnitSums, mask: jax.Array | None = None) -> UnitSums:

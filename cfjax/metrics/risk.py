@@ -173,15 +173,15 @@ def unit_risks(losses: jax.Array, q: jax.Array, levels: tuple[float, ...]
     atom i is preceded by the mass ``m_i = Σ_j q_j 1[j before i]``, and the worst ``a`` of the
     mass takes ``clip(a − m_i, 0, q_i)`` of it, so ``CVaR_a = Σ_i L_i clip(a − m_i, 0, q_i) / a``
     (exact, the Rockafellar–Uryasev minimum of :func:`cvar`; O(K²) comparisons, which on a
-    unit's contiguous K values vectorise better than a sort). The worst loss is the atom
-    preceded by none. All three come from the one pass over the pairs (XLA:CPU runs the
-    pairwise pass several times slower when the losses have other consumers).
+    unit's contiguous K values vectorise better than a sort).
     """
     k = losses.shape[0]
     idx = jnp.arange(k)
+    losses = jax.lax.optimization_barrier(losses)  # computed once, not inside the pairwise pass
     later, earlier = losses[:, None], losses[None, :]
     before = (earlier > later) | ((earlier == later) & (idx[None, :] < idx[:, None]))
-    mass = jnp.sum(jnp.where(before, q[None, :], jnp.zeros((), q.dtype)), axis=1)
-    first = ~jnp.any(before, axis=1)
+    # The pairwise pass has one output, materialised: XLA:CPU runs it several times slower
+    # when its (K, K) comparisons feed more than one reduction or fuse with other consumers.
+    mass = jax.lax.optimization_barrier(jnp.sum(jnp.where(before, q[None, :], jnp.zeros((), q.dtype)), axis=1))
     cvar_levels = jnp.stack([jnp.sum(losses * jnp.clip(a - mass, 0, q)) / a for a in levels])
-    return cvar_levels, jnp.sum(q * losses), jnp.sum(jnp.where(first, losses, jnp.zeros((), losses.dtype)))
+    return cvar_levels, jnp.sum(q * losses), jnp.max(losses)
