@@ -99,7 +99,7 @@ def _setup():
 
 def make_units(seed: int, n: int) -> dict[str, np.ndarray]:
     from experiments import multihost as mh
-    return mh.units(seed, n)
+    return mh.units(seed, slice(0, n))
 
 
 def _interventions(u: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
