@@ -108,7 +108,7 @@ def synthetic_part(key):
     rows, aug, leace = {}, {}, {}
     for kind in ("linear", "nonlinear"):
         draw = lambda n, split, s, kind=kind: R.synthetic_embeddings(  # noqa: E731
-            n, d=64, kind=kind, split=split, seed=0, sample_seed=s)
+            n, d=64, kind=kind, split=split, key=0, sample_key=s)
         bal, agg, test = draw(10_000, "balanced", 1), draw(10_000, "aggressive", 2), draw(5_000, "balanced", 3)
         couples = (test.X, test.y, test.z, test.X_cf, test.z_cf)
         rows.update(_rows(kind, (bal.X, bal.y, bal.z), (agg.X, agg.y, agg.z), couples, key, 2))
@@ -132,7 +132,7 @@ def corpus_part(key, cache, n):
         sets = {}
         for name, split, seed, size in (("balanced", "balanced", 1, n), ("aggressive", "aggressive", 1, n),
                                         ("test", "balanced", 2, n // 2)):
-            c = R.template_corpus(size, concept=concept, split=split, seed=seed)
+            c = R.template_corpus(size, concept=concept, split=split, key=seed)
             sets[name] = (c, R.embed_texts(c.texts, cache_dir=cache), R.embed_texts(c.texts_cf, cache_dir=cache))
         seconds += time.perf_counter() - t0
         (cb, Xb, _), (ca, Xa, _), (ct, Xt, Xt_cf) = sets["balanced"], sets["aggressive"], sets["test"]

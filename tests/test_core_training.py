@@ -11,7 +11,7 @@ import pytest
 
 from cfjax._core import training
 from cfjax._core.checkpoint import CheckpointStore
-from cfjax._core.keys import as_key
+from cfjax._core.keys import as_key, numpy_rng, seed_of
 from cfjax._errors import TrainingError, ValidationError
 
 OPT = optax.adam(0.05)
@@ -115,3 +115,15 @@ def test_as_key_accepts_keys_raw_keys_and_seeds():
     for bad in (-1, 1.5, "7", jnp.zeros(3), jax.random.split(jax.random.key(0))):
         with pytest.raises(ValidationError, match="`key`"):
             as_key(bad)
+
+
+def test_seed_of_reads_ints_and_key_data():
+    assert seed_of(7) == seed_of(np.int64(7)) == seed_of(jax.random.key(7)) == seed_of(jax.random.PRNGKey(7)) == 7
+    assert seed_of(2**40) == 2**40  # an int is returned as it is
+    raw = jnp.array([3, 5], jnp.uint32)
+    assert seed_of(raw) == seed_of(jax.random.wrap_key_data(raw)) == (3 << 32) | 5
+    assert numpy_rng(raw).random() == np.random.default_rng((3 << 32) | 5).random()
+    assert numpy_rng(9).random() == numpy_rng(jax.random.key(9)).random() == np.random.default_rng(9).random()
+    for bad in (-1, True, 1.5, "7", jnp.zeros(3), jax.random.split(jax.random.key(0))):
+        with pytest.raises(ValidationError, match="`sample_key`"):
+            seed_of(bad, "sample_key")

@@ -212,8 +212,8 @@ def test_fit_cfr_does_not_recompile_for_new_class_counts(rng):
 def test_cfrs_recover_exact_counterfactuals_and_beat_the_baseline(kind):
     # CFRs fitted on balanced data; the classifier trained on an aggressive sample of the same
     # mechanism, so that it reads the concept and the no-intervention baseline is imperfect.
-    data = R.synthetic_embeddings(6000, d=32, kind=kind, split="balanced", seed=3)
-    biased = R.synthetic_embeddings(6000, d=32, kind=kind, split="aggressive", seed=3, sample_seed=11)
+    data = R.synthetic_embeddings(6000, d=32, kind=kind, split="balanced", key=3)
+    biased = R.synthetic_embeddings(6000, d=32, kind=kind, split="aggressive", key=3, sample_key=11)
     tr, te = slice(0, 4000), slice(4000, None)
     model = R.fit_cfr(data.X[tr], data.z[tr])
     cfr = np.asarray(R.counterfactuals(model, data.X[te], data.z_cf[te]))
@@ -236,7 +236,7 @@ def test_cfrs_recover_exact_counterfactuals_and_beat_the_baseline(kind):
 def test_orth_and_leace_give_the_same_cfrs(rng, x64):
     # Both remove the span of Σ_XZ (orthogonally or obliquely); affine regressions on either
     # x⊥ are the same family of functions of x, so the CFRs coincide (up to the ridge penalty).
-    data = R.synthetic_embeddings(3000, d=16, n_values=3, seed=int(rng.integers(1 << 30)), dtype=np.float64)
+    data = R.synthetic_embeddings(3000, d=16, n_values=3, key=int(rng.integers(1 << 30)), dtype=np.float64)
     a = R.counterfactuals(R.fit_cfr(data.X, data.z, ridge=1e-9), data.X)
     b = R.counterfactuals(R.fit_cfr(data.X, data.z, ridge=1e-9, method="leace", shrinkage=0.0), data.X)
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
@@ -246,7 +246,7 @@ def test_orth_and_leace_cfrs_differ_in_proportion_to_the_ridge(rng, x64):
     # Identical only as the ridge goes to 0: the penalty acts on different parametrisations.
     # At fit_cfr's default ridge the difference is measurable; as the ridge goes to 0 it is first
     # order in it (at ridge 1 higher orders still show: the ratio to ridge 1e-2 is 85 to 100).
-    data = R.synthetic_embeddings(2000, d=12, n_values=3, seed=int(rng.integers(1 << 30)), dtype=np.float64)
+    data = R.synthetic_embeddings(2000, d=12, n_values=3, key=int(rng.integers(1 << 30)), dtype=np.float64)
 
     def gap(ridge):
         a = np.asarray(R.counterfactuals(R.fit_cfr(data.X, data.z, ridge=ridge), data.X))
@@ -260,7 +260,7 @@ def test_orth_and_leace_cfrs_differ_in_proportion_to_the_ridge(rng, x64):
 
 
 def test_counterfactuals_layout_and_per_unit_targets(rng):
-    data = R.synthetic_embeddings(800, d=10, n_values=3, seed=int(rng.integers(1 << 30)))
+    data = R.synthetic_embeddings(800, d=10, n_values=3, key=int(rng.integers(1 << 30)))
     model = R.fit_cfr(data.X, data.z)
     every = np.asarray(R.counterfactuals(model, data.X))
     assert every.shape == (3, 800, 10)
@@ -278,7 +278,7 @@ def test_counterfactuals_layout_and_per_unit_targets(rng):
 
 
 def test_stochastic_cfrs_have_the_class_residual_distribution(rng):
-    data = R.synthetic_embeddings(3000, d=16, n_values=2, seed=int(rng.integers(1 << 30)))
+    data = R.synthetic_embeddings(3000, d=16, n_values=2, key=int(rng.integers(1 << 30)))
     model = R.fit_cfr(data.X, data.z)
     x = np.repeat(data.X[:1], 4000, axis=0)
     t = np.ones(4000, np.int32)
@@ -292,7 +292,7 @@ def test_stochastic_cfrs_have_the_class_residual_distribution(rng):
 
 
 def test_stochastic_proba_is_the_average_over_draws(rng):
-    data = R.synthetic_embeddings(1000, d=12, seed=int(rng.integers(1 << 30)))
+    data = R.synthetic_embeddings(1000, d=12, key=int(rng.integers(1 << 30)))
     model = R.fit_cfr(data.X, data.z)
     clf = R.fit_logistic(data.X, data.y)
     key = jax.random.key(int(rng.integers(1 << 30)))
@@ -312,7 +312,7 @@ def test_stochastic_proba_is_the_average_over_draws(rng):
 def test_stochastic_cfrs_for_every_value_in_one_call(rng, x64, k):
     # float64: the same draws give the same CFRs up to rounding, whatever the batching (on GPUs
     # float32 products may be rounded to TF32 differently for different batch shapes).
-    data = R.synthetic_embeddings(700, d=10, n_values=k, seed=int(rng.integers(1 << 30)), dtype=np.float64)
+    data = R.synthetic_embeddings(700, d=10, n_values=k, key=int(rng.integers(1 << 30)), dtype=np.float64)
     model = R.fit_cfr(data.X, data.z)
     clf = R.fit_logistic(data.X, data.y)
     key = jax.random.key(int(rng.integers(1 << 30)))
@@ -386,7 +386,7 @@ def test_ate_is_per_unit_and_does_not_cancel_on_balanced_data(rng):
     # the concept: every unit's prediction moves a lot, in opposite directions for the two
     # groups. The paper's ATE (mean per-unit total variation) sees it; the total variation of
     # the mean change is about 0, and only the aggregate `mean_effect` is allowed to be.
-    data = R.synthetic_embeddings(4000, d=16, split="balanced", seed=int(rng.integers(1 << 30)))
+    data = R.synthetic_embeddings(4000, d=16, split="balanced", key=int(rng.integers(1 << 30)))
     clf = R.fit_logistic(data.X, data.z)  # reads nothing but the concept
     p_obs, p_true = clf(jnp.asarray(data.X)), clf(jnp.asarray(data.X_cf))
     s = R.score(p_obs, p_true, p_true)
@@ -398,11 +398,11 @@ def test_ate_is_per_unit_and_does_not_cancel_on_balanced_data(rng):
 
 
 def test_augmentation_adds_every_other_value_and_narrows_gaps():
-    data = R.synthetic_embeddings(6000, d=32, n_labels=2, split="aggressive", bias=0.95, seed=5)
-    test = R.synthetic_embeddings(4000, d=32, n_labels=2, split="balanced", seed=5)  # same mechanism
+    data = R.synthetic_embeddings(6000, d=32, n_labels=2, split="aggressive", bias=0.95, key=5)
+    test = R.synthetic_embeddings(4000, d=32, n_labels=2, split="balanced", key=5)  # same mechanism
     # The concept subspace estimated where Z is independent of Y (on the aggressive sample it
     # also takes in the label's direction, and augmentation over-corrects).
-    balanced = R.synthetic_embeddings(6000, d=32, n_labels=2, split="balanced", seed=5, sample_seed=77)
+    balanced = R.synthetic_embeddings(6000, d=32, n_labels=2, split="balanced", key=5, sample_key=77)
     model = R.fit_cfr(balanced.X, balanced.z)
     X_aug, y_aug, z_aug = R.augment(model, data.X[:10], data.y[:10], data.z[:10])
     assert X_aug.shape == (20, 32)
@@ -418,11 +418,35 @@ def test_augmentation_adds_every_other_value_and_narrows_gaps():
 
 # --- data -------------------------------------------------------------------------------------
 
+def test_synthetic_data_take_keys_and_int_seeds_alike():
+    def same(a, b):
+        for f in a._fields:
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+
+    by_int = R.synthetic_embeddings(50, d=6, split="aggressive", key=11)
+    same(by_int, R.synthetic_embeddings(50, d=6, split="aggressive", key=jax.random.key(11)))
+    same(by_int, R.synthetic_embeddings(50, d=6, split="aggressive", key=jax.random.PRNGKey(11)))
+    # the units default to the mechanism's seed plus one, whatever form the key takes
+    same(by_int, R.synthetic_embeddings(50, d=6, split="aggressive", key=11, sample_key=12))
+    same(by_int, R.synthetic_embeddings(50, d=6, split="aggressive", key=jax.random.key(11),
+                                        sample_key=jax.random.key(12)))
+    other = R.synthetic_embeddings(50, d=6, split="aggressive", key=11, sample_key=13)
+    assert not np.array_equal(other.X, by_int.X)
+    corpus = R.template_corpus(20, key=4)
+    assert corpus.texts == R.template_corpus(20, key=jax.random.key(4)).texts
+    for name, call in (("key", lambda: R.synthetic_embeddings(5, key=-1)),
+                       ("key", lambda: R.synthetic_embeddings(5, key=1.5)),
+                       ("sample_key", lambda: R.synthetic_embeddings(5, sample_key="7")),
+                       ("key", lambda: R.template_corpus(5, key=jnp.zeros(3)))):
+        with pytest.raises(cf.ValidationError, match=f"`{name}`"):
+            call()
+
+
 @pytest.mark.parametrize("concept", ["gender", "race"])
 def test_template_corpus_counterfactuals_swap_only_the_person(concept):
     from cfjax.representations import corpus as C
 
-    corpus = R.template_corpus(400, concept=concept, seed=2)
+    corpus = R.template_corpus(400, concept=concept, key=2)
     person = {w.lower() for pair in C._PHRASES for p in pair for w in p.split()}
     person |= {n.lower() for g in C._NAMES.values() for pair in g for n in pair}
     person |= {"he", "she", "him", "her", "his"}
@@ -437,8 +461,8 @@ def test_template_corpus_counterfactuals_swap_only_the_person(concept):
 
 
 def test_corpus_splits(rng):
-    balanced = R.template_corpus(4000, split="balanced", seed=1)
-    aggressive = R.template_corpus(4000, split="aggressive", bias=0.9, seed=1)
+    balanced = R.template_corpus(4000, split="balanced", key=1)
+    aggressive = R.template_corpus(4000, split="aggressive", bias=0.9, key=1)
     def agree(c):
         return np.mean(c.y % 2 == c.z)
     assert abs(agree(balanced) - 0.5) < 0.04

@@ -10,7 +10,7 @@ import numpy as np
 
 from cfjax._errors import ValidationError
 
-__all__ = ["as_key", "numpy_rng"]
+__all__ = ["as_key", "numpy_rng", "seed_of"]
 
 
 def as_key(key: Any, name: str = "key") -> jax.Array:
@@ -44,18 +44,41 @@ def as_key(key: Any, name: str = "key") -> jax.Array:
                           f"or an int seed, got an array of dtype {k.dtype} and shape {k.shape}.")
 
 
+def seed_of(key: Any, name: str = "key") -> int:
+    """One non-negative integer for ``key`` (anything :func:`as_key` takes), for code that
+    needs an int seed (numpy generators, seeds offset by a count).
+
+    An int seed is returned as it is; a key gives its data read as one unsigned integer (its
+    32-bit words, most significant first), so ``jax.random.key(s)`` gives ``s`` for every
+    ``s < 2**32`` (larger ints are truncated by ``jax.random.key`` itself unless 64-bit mode
+    is on).
+
+    Raises:
+      ValidationError: a negative int or anything :func:`as_key` refuses, naming ``name``.
+
+    Example:
+      >>> seed_of(7), seed_of(jax.random.key(7)), seed_of(jax.random.PRNGKey(7))
+      (7, 7, 7)
+    """
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if key < 0:
+            raise ValidationError(f"`{name}`: expected a PRNG key or a non-negative int seed, got {key}.")
+        return int(key)
+    seed = 0
+    for word in np.asarray(jax.random.key_data(as_key(key, name))).ravel().tolist():
+        seed = (seed << 32) | int(word)
+    return seed
+
+
 def numpy_rng(key: Any, name: str = "key") -> np.random.Generator:
     """A numpy ``Generator`` seeded by ``key`` (anything :func:`as_key` takes), for draws made
     on the host (synthetic data sets, fold assignments).
 
-    The seed is the key's data read as one unsigned integer (its 32-bit words, most significant
-    first), so an int seed ``s`` and ``jax.random.key(s)`` give ``np.random.default_rng(s)``.
+    The seed is :func:`seed_of` ``(key)``, so an int seed ``s`` gives ``np.random.default_rng(s)``,
+    and so does ``jax.random.key(s)`` for ``s < 2**32``.
 
     Example:
       >>> numpy_rng(7).random() == numpy_rng(jax.random.key(7)).random() == np.random.default_rng(7).random()
       True
     """
-    seed = 0
-    for word in np.asarray(jax.random.key_data(as_key(key, name))).ravel().tolist():
-        seed = (seed << 32) | int(word)
-    return np.random.default_rng(seed)
+    return np.random.default_rng(seed_of(key, name))

@@ -24,6 +24,7 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax import _results
+from cfjax._core.keys import numpy_rng
 
 __all__ = ["EMOTIONS", "TextCorpus", "template_corpus"]
 
@@ -109,11 +110,26 @@ def _render(template: str, person: str, gender: str, state: str, situation: str)
 
 
 def template_corpus(n: int, *, concept: str = "gender", split: str = "balanced", bias: float = 0.9,
-                    seed: int = 0) -> TextCorpus:
+                    key: Any = 0) -> TextCorpus:
     """Draw ``n`` sentences with their true counterfactual sentences.
 
+    Args:
+        n: sentences.
+        concept: ``"gender"`` or ``"race"``.
+        split: ``"balanced"`` or ``"aggressive"`` (the label follows the concept with
+            probability ``bias``).
+        bias: see ``split``.
+        key: a PRNG key, raw key data or an int seed ``s`` (drawn with
+            ``np.random.default_rng(s)``; ``jax.random.key(s)`` gives the same corpus).
+
+    Returns:
+        :class:`TextCorpus` of the ``n`` sentences and their counterfactual sentences.
+
+    Raises:
+        ValidationError: a bad ``n``, ``concept``, ``split``, ``bias`` or ``key``.
+
     Example:
-        >>> c = template_corpus(3, seed=1)
+        >>> c = template_corpus(3, key=1)
         >>> len(c.texts), c.values
         (3, ('male', 'female'))
     """
@@ -124,7 +140,7 @@ def template_corpus(n: int, *, concept: str = "gender", split: str = "balanced",
         _checks.fail("split", "'balanced' or 'aggressive'", repr(split))
     if not 0.0 <= bias <= 1.0:
         _checks.fail("bias", "a probability in [0, 1]", repr(bias))
-    rng = np.random.default_rng(seed)
+    rng = numpy_rng(key)
     C = len(EMOTIONS)
     z = rng.integers(0, 2, n)
     y = rng.integers(0, C, n)

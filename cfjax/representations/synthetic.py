@@ -20,6 +20,7 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax import _results
+from cfjax._core.keys import numpy_rng, seed_of
 
 __all__ = ["EmbeddingData", "synthetic_embeddings"]
 
@@ -47,9 +48,9 @@ class EmbeddingData(NamedTuple):
 
 def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: int = 2, n_nuisance: int = 8,
                          kind: str = "linear", split: str = "balanced", bias: float = 0.9,
-                         label_scale: float = 2.0, concept_scale: float = 1.0, noise: float = 0.1, seed: int = 0,
-                         sample_seed: int | None = None,                          dtype=np.float32) -> EmbeddingData:
-    """Draw ``n`` units of the synthetic embedding SCM (mechanism fixed by ``seed``).
+                         label_scale: float = 2.0, concept_scale: float = 1.0, noise: float = 0.1, key: Any = 0,
+                         sample_key: Any = None, dtype=np.float32) -> EmbeddingData:
+    """Draw ``n`` units of the synthetic embedding SCM (mechanism fixed by ``key``).
 
     Args:
         n: units; d: embedding dimension; n_labels: C; n_values: k (concept values).
@@ -59,8 +60,18 @@ def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: in
         label_scale, concept_scale: the norms of the label's and the concept's effects (the
             nuisance factors have unit norm; the first lies along the first label contrast).
         noise: σ of the isotropic embedding noise.
-        seed: fixes the mechanism (M, A); sample_seed the units (default ``seed + 1``), so
-            that differently drawn samples (e.g. a balanced test set) share one mechanism.
+        key: fixes the mechanism (M, A): a PRNG key, raw key data or an int seed ``s``
+            (drawn with ``np.random.default_rng(s)``; ``jax.random.key(s)`` gives the same).
+        sample_key: fixes the units (same kinds); None draws them with the mechanism's seed
+            plus one (:func:`cfjax._core.keys.seed_of` ``(key) + 1``), so that differently
+            drawn samples (e.g. a balanced test set) share one mechanism.
+        dtype: of the embeddings ``X`` and ``X_cf``.
+
+    Returns:
+        :class:`EmbeddingData`: ``X, X_cf (n, d)``, ``y, z, z_cf (n,)``.
+
+    Raises:
+        ValidationError: a bad size, kind, split, bias, ``key`` or ``sample_key``.
 
     Example:
         >>> data = synthetic_embeddings(1000, d=16)
@@ -77,7 +88,9 @@ def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: in
         _checks.fail("n_labels, n_values", "at least 2 classes and 2 concept values", f"{n_labels}, {n_values}")
     if not 0.0 <= bias <= 1.0:
         _checks.fail("bias", "a probability in [0, 1]", repr(bias))
-    rng = np.random.default_rng(seed)
+    mechanism_seed = seed_of(key, "key")
+    draw = np.random.default_rng(mechanism_seed + 1) if sample_key is None else numpy_rng(sample_key, "sample_key")
+    rng = np.random.default_rng(mechanism_seed)
     C, k, q = n_labels, n_values, n_nuisance
     unit = lambda a: a / np.linalg.norm(a, axis=0, keepdims=True)  # noqa: E731
     M_y = label_scale * unit(rng.normal(size=(d, C)))
@@ -89,7 +102,6 @@ def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: in
     M = np.concatenate([M_y, M_z, M_h], axis=1)
     A = rng.normal(size=(d, C + k + q)) / np.sqrt(C + k + q)
 
-    draw = np.random.default_rng(seed + 1 if sample_seed is None else sample_seed)
     z = draw.integers(0, k, n)
     y = draw.integers(0, C, n)
     if split == "aggressive":
