@@ -248,8 +248,8 @@ def representations(scale: Scale, seed: int, log: Callable[[str], None] = lambda
 
     out = {}
     for j, split in enumerate(("balanced", "aggressive")):
-        d = R.synthetic_embeddings(scale.embeddings_n, d=scale.embeddings_d, split=split, seed=seed,
-                                   sample_seed=seed + 1 + j)
+        d = R.synthetic_embeddings(scale.embeddings_n, d=scale.embeddings_d, split=split, key=seed,
+                                   sample_key=seed + 1 + j)
         log(f"    {split} split: {scale.embeddings_n} embeddings")
         out[split] = analyse(d.X, d.z, d.y, d.X_cf, d.z_cf, method="orth", ridge=1.0, draws=scale.draws, seed=seed,
                              log=lambda message: log(f"      {message}"))
