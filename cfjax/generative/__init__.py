@@ -20,6 +20,8 @@ from cfjax.generative.hvae import HVAEOutput as HVAEOutput
 from cfjax.generative.hvae import gaussian_kl as gaussian_kl
 from cfjax.generative.hvae import gaussian_log_prob as gaussian_log_prob
 from cfjax.generative.mechanism import ImageHVAE as ImageHVAE
+from cfjax.generative.parents import impute_parents as impute_parents
+from cfjax.generative.parents import parent_inputs as parent_inputs
 from cfjax.generative.quality import QualityReport as QualityReport
 from cfjax.generative.quality import composition as composition
 from cfjax.generative.quality import decision_agreement as decision_agreement
@@ -29,11 +31,9 @@ from cfjax.generative.quality import pixel_mae as pixel_mae
 from cfjax.generative.quality import quality_report as quality_report
 from cfjax.generative.quality import relative_gap as relative_gap
 from cfjax.generative.quality import reversibility as reversibility
-from cfjax.generative.train import GeneratorConfig as GeneratorConfig
 from cfjax.generative.train import GeneratorFit as GeneratorFit
-from cfjax.generative.train import impute_parents as impute_parents
-from cfjax.generative.train import parent_inputs as parent_inputs
 from cfjax.generative.train import train as train_generator
+from cfjax.generative.train_config import GeneratorConfig as GeneratorConfig
 
 __all__ = [
     "AntiCausal",

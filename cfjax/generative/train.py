@@ -4,7 +4,8 @@ image's parents fed exactly as :class:`cfjax.scm.SCM` feeds them to the node's m
 
 The step is a pure function (:func:`train_step`): a minibatch drawn with the step's key
 ``fold_in(data_key, step)``, the weighted negative ELBO per pixel (KL warm-up, free bits), one
-clipped AdamW update with warm-up and cosine decay, and the EMA of the parameters. :func:`train`
+clipped AdamW update with warm-up and cosine decay, and the EMA of the parameters (the settings:
+:class:`GeneratorConfig`, module :mod:`cfjax.generative.train_config`). :func:`train`
 runs it with cfjax's one training loop (:func:`cfjax._core.training.run`: compiled chunks, a
 progress bar, the NaN guard, an orbax checkpoint after every chunk); a run resumed from its
 latest checkpoint ends with the same parameters as an uninterrupted one.
@@ -12,11 +13,13 @@ latest checkpoint ends with the same parameters as an uninterrupted one.
 Semi-supervised training (paper 000, appendix; Ribeiro et al. 2023): a parent label may be
 missing per unit (``mask``); the anti-causal predictors ``q(pa | x)``
 (:mod:`cfjax.generative.anticausal`) impute it, and each unit's loss is weighted by the product
-over its imputed discrete parents of ``1 − H(q)/log C``.
+over its imputed discrete parents of ``1 − H(q)/log C`` (:func:`impute_parents`, module
+:mod:`cfjax.generative.parents`).
 
 Counterfactual regularisation (paper 000, "Counterfactual Regularisation"): with
 ``config.cf_weight > 0`` and frozen anti-causal predictors (``regulariser``), every step also
-intervenes on one random parent of each unit, forms its counterfactual image
+intervenes on one random parent of each unit (:func:`counterfactual_targets`, module
+:mod:`cfjax.generative.regulariser`), forms its counterfactual image
 ``x̃ = forward(abduct(x, pa), pa*)`` through the HVAE (differentiable) and adds the predictors'
 loss of ``q(pa | x̃)`` against ``pa*`` (:func:`counterfactual_loss`): the image has to carry
 the intervened parent's new value and keep the others.
@@ -27,16 +30,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 import os
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
-from jax import lax
 
 from cfjax import _checks
 from cfjax._core import checkpoint as _ckpt
@@ -45,271 +47,17 @@ from cfjax._core.keys import as_key
 from cfjax._errors import TrainingError
 from cfjax.generative import anticausal as _ac
 from cfjax.generative.anticausal import _check_images
-from cfjax.generative.hvae import HVAE, HVAEConfig, gaussian_log_prob
+from cfjax.generative.hvae import HVAE, gaussian_log_prob
+from cfjax.generative.hvae import HVAEConfig  # noqa: F401 (the examples use it)
 from cfjax.generative.mechanism import ImageHVAE
+from cfjax.generative.parents import _check_node, impute_parents, parent_inputs
+from cfjax.generative.regulariser import Regulariser, counterfactual_targets, make_regulariser
+from cfjax.generative.train_config import GeneratorConfig
 from cfjax.scm import SCM
 
 __all__ = ["GeneratorConfig", "GeneratorData", "GeneratorState", "GeneratorFit", "TrainingError", "parent_inputs",
            "impute_parents", "generator_loss", "init_state", "train_step", "train", "Regulariser",
            "make_regulariser", "counterfactual_targets", "counterfactual_loss"]
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-@dataclasses.dataclass(frozen=True)
-class GeneratorConfig:
-    """Optimisation settings of :func:`train` (frozen and hashable: a static argument).
-
-    Attributes:
-      hvae: the network (:class:`~cfjax.generative.hvae.HVAEConfig`).
-      steps: optimisation steps.
-      batch_size: units per step, drawn uniformly with replacement.
-      learning_rate: peak learning rate of AdamW, reached after ``warmup`` linear steps from 0,
-        then cosine decay to ``learning_rate / 100`` at ``steps``.
-      weight_decay: AdamW's decoupled weight decay.
-      warmup: linear warm-up steps of the learning rate (``0 ≤ warmup < steps``).
-      clip_norm: gradients are clipped to this global norm before AdamW (``> 0``; ``inf``: no
-        clipping).
-      ema_decay: the largest decay ``d ∈ [0, 1)`` of the parameters' exponential moving
-        average, ``ema_{t+1} = d_t·ema_t + (1 − d_t)·θ_{t+1}`` from ``ema_0 = θ_0``, with the
-        decay warmed up as ``d_t = min(d, (1 + t) / (10 + t))`` (:meth:`ema_decay_at`): a
-        constant 0.999 would keep 74% of the random initial parameters after 300 steps and 22%
-        after 1,500, and the fitted (EMA) generator would reconstruct badly however well
-        training went.
-      kl_warmup: the KL weight is ``min(1, t / kl_warmup)`` at step ``t`` (0: always 1).
-      free_bits: nats per latent channel: level ``l`` (``c_l`` channels) is penalised only for
-        its batch-mean KL above ``free_bits·c_l`` nats per image (0: plain ELBO).
-      chunk_steps: steps per compiled chunk (one progress update and one checkpoint each).
-      temperature: posterior temperature of the trained mechanism's abduction (``≥ 0``).
-      cf_weight: weight of the counterfactual regulariser (:func:`counterfactual_loss`, in nats
-        per unit, added to the per-pixel objective); ``0`` (the default): off, training is
-        exactly the plain ELBO's. ``> 0`` needs ``train(..., regulariser=...)``.
-      cf_warmup: the regulariser's weight is ``cf_weight·min(1, t / cf_warmup)`` at step ``t``
-        (0: always ``cf_weight``).
-
-    Example:
-      >>> c = GeneratorConfig(steps=100, warmup=10, chunk_steps=40)
-      >>> c.chunks, float(c.kl_weight(jnp.int32(250)))
-      (3, 0.5)
-      >>> GeneratorConfig(ema_decay=1.0)
-      Traceback (most recent call last):
-      ...
-      cfjax._errors.ValidationError: `ema_decay`: expected a decay in [0, 1), got 1.0.
-    """
-
-    hvae: HVAEConfig = HVAEConfig()
-    steps: int = 2000
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-4
-    warmup: int = 100
-    clip_norm: float = 1.0
-    ema_decay: float = 0.999
-    kl_warmup: int = 500
-    free_bits: float = 0.0
-    chunk_steps: int = 50
-    temperature: float = 1.0
-    cf_weight: float = 0.0
-    cf_warmup: int = 0
-
-    def __post_init__(self):
-        if not isinstance(self.hvae, HVAEConfig):
-            _checks.fail("hvae", "an HVAEConfig", repr(self.hvae))
-        for name in ("steps", "batch_size", "chunk_steps"):
-            _checks.check_positive_int(name, getattr(self, name))
-        if not _is_int(self.warmup) or not 0 <= self.warmup < self.steps:
-            _checks.fail("warmup", f"an integer in [0, steps = {self.steps})", repr(self.warmup))
-        for name in ("kl_warmup", "cf_warmup"):
-            if not _is_int(getattr(self, name)) or getattr(self, name) < 0:
-                _checks.fail(name, "an integer >= 0", repr(getattr(self, name)))
-        lr = self.learning_rate
-        if not _is_number(lr) or not math.isfinite(lr) or lr <= 0:
-            _checks.fail("learning_rate", "a finite learning rate > 0", repr(lr))
-        for name in ("weight_decay", "free_bits", "temperature", "cf_weight"):
-            v = getattr(self, name)
-            if not _is_number(v) or not math.isfinite(v) or v < 0:
-                _checks.fail(name, "a finite value >= 0", repr(v))
-        if not _is_number(self.clip_norm) or math.isnan(self.clip_norm) or self.clip_norm <= 0:
-            _checks.fail("clip_norm", "a gradient norm > 0 (inf: no clipping)", repr(self.clip_norm))
-        if not _is_number(self.ema_decay) or not 0 <= self.ema_decay < 1:
-            _checks.fail("ema_decay", "a decay in [0, 1)", repr(self.ema_decay))
-
-    @property
-    def chunk_length(self) -> int:
-        """Steps per compiled chunk, ``min(chunk_steps, steps)``."""
-        return min(self.chunk_steps, self.steps)
-
-    @property
-    def chunks(self) -> int:
-        """Chunks of a full run (the last padded with steps that change nothing)."""
-        return -(-self.steps // self.chunk_length)
-
-    def optimizer(self) -> optax.GradientTransformation:
-        """Global-norm clipping, then AdamW with linear warm-up and cosine decay."""
-        schedule = optax.warmup_cosine_decay_schedule(
-            0.0, self.learning_rate, self.warmup, self.steps, self.learning_rate / 100)
-        clip = (optax.identity() if math.isinf(self.clip_norm)
-                else optax.clip_by_global_norm(self.clip_norm))
-        return optax.chain(clip, optax.adamw(schedule, weight_decay=self.weight_decay))
-
-    def ema_decay_at(self, step: jax.Array) -> jax.Array:
-        """The EMA decay of the update after ``step`` steps (traceable),
-        ``min(ema_decay, (1 + step) / (10 + step))``."""
-        t = jnp.asarray(step).astype(jnp.result_type(float))
-        return jnp.minimum(jnp.asarray(self.ema_decay, t.dtype), (1 + t) / (10 + t))
-
-    def kl_weight(self, step: jax.Array) -> jax.Array:
-        """The KL weight at ``step`` (traceable), ``min(1, step / kl_warmup)``."""
-        t = jnp.asarray(step).astype(jnp.result_type(float))
-        if self.kl_warmup == 0:
-            return jnp.ones_like(t)
-        return jnp.minimum(t / self.kl_warmup, 1.0)
-
-    def cf_weight_at(self, step: jax.Array) -> jax.Array:
-        """The counterfactual regulariser's weight at ``step`` (traceable),
-        ``cf_weight·min(1, step / cf_warmup)``."""
-        t = jnp.asarray(step).astype(jnp.result_type(float))
-        if self.cf_warmup == 0:
-            return jnp.full_like(t, self.cf_weight)
-        return self.cf_weight * jnp.minimum(t / self.cf_warmup, 1.0)
-
-
-# ----------------------------------------------------------------------- data
-def parent_inputs(scm: SCM, node: str, data: Mapping[str, Any]) -> jax.Array:
-    """Each unit's encoded parents of ``node``, exactly the vector :class:`cfjax.scm.SCM` feeds
-    the node's mechanism (its parents in graph order, each through its mechanism's
-    ``encode``: a binary class as 0/1, a larger one one-hot, a scalar as itself).
-
-    Args:
-      scm: the model. node: a node with at least one parent.
-      data: ``{name: (N, *E)}`` holding (at least) every parent of ``node``, validated as
-        :meth:`cfjax.scm.SCM.abduct` validates data.
-
-    Returns:
-      ``(N, P)`` floating point.
-
-    Example:
-      >>> import cfjax as cf
-      >>> scm = cf.scm.SCM({"s": [], "a": [], "y": ["s", "a"]},
-      ...                  {"s": cf.scm.GumbelMax(2), "a": cf.scm.LocationScale(), "y": cf.scm.LocationScale()})
-      >>> parent_inputs(scm, "y", {"s": np.array([0, 1]), "a": np.array([2.5, 3.0], np.float32)}).tolist()
-      [[0.0, 2.5], [1.0, 3.0]]
-    """
-    i = _check_node(scm, node)
-    cast = scm.check_data(data, nodes=scm.graph.parents[i], name="data")
-    return jax.vmap(lambda values: scm.parent_vector(node, values))(cast)
-
-
-def _check_node(scm: Any, node: Any) -> int:
-    if not isinstance(scm, SCM):
-        _checks.fail("scm", "a cfjax.scm.SCM", type(scm).__name__)
-    if not isinstance(node, str) or node not in scm.nodes:
-        _checks.fail("node", f"a node of the SCM ({list(scm.nodes)})", repr(node))
-    i = scm.graph.index(node)
-    if not scm.graph.parents[i]:
-        _checks.fail("node", "a node with at least one parent (the HVAE is conditional)", f"root node {node!r}")
-    return i
-
-
-def impute_parents(scm: SCM, node: str, data: Mapping[str, Any], mask: Mapping[str, Any] | None = None,
-                   anticausal: Any = None) -> tuple[dict[str, Any], jax.Array]:
-    """The data with the missing parent labels of ``node`` imputed, and each unit's weight.
-
-    A parent ``p`` in ``mask`` keeps its observed label where ``mask[p]`` is True and takes
-    :func:`cfjax.generative.anticausal.impute`'s value elsewhere (the most probable class of a
-    categorical head, the mean of a Gaussian one, clipped into the parent's support when its
-    mechanism is bounded, e.g. a bounded spline: a predicted age of 16 becomes 20). A unit's weight is the product over the
-    masked parents of the imputed weights: ``1 − H(q(p | x))/log C`` for an imputed discrete
-    parent, 1 for an observed label or an imputed continuous one (paper 000, appendix).
-
-    Args:
-      scm, node: the model and the image node.
-      data: ``{name: (N, *E)}``; ``data[node]`` the images ``(N, H, W)``; a masked parent's
-        column may hold anything (NaN, −1) where it is not observed.
-      mask: ``{parent: (N,) bool}`` (True: observed), or None (every label observed: weights 1).
-      anticausal: :class:`~cfjax.generative.anticausal.AntiCausal` with a head for every
-        masked parent (required with ``mask``).
-
-    Returns:
-      ``(data, weights)``: the data with imputed columns, and ``(N,)`` weights.
-    """
-    i = _check_node(scm, node)
-    if not isinstance(data, Mapping):
-        _checks.fail("data", "a mapping node -> array", type(data).__name__)
-    if node not in data:
-        _checks.fail("data", f"a column {node!r} of images (N, H, W)", f"columns {sorted(data)}")
-    n = _checks.shape_of(data[node])[0] if _checks.shape_of(data[node]) else 0
-    dtype = jnp.result_type(float)
-    if mask is None:
-        if anticausal is not None:
-            _checks.fail("mask", "a mask {parent: (N,) bool} when `anticausal` is given", "None")
-        return dict(data), jnp.ones((n,), dtype)
-    if anticausal is None:
-        _checks.fail("anticausal", "anti-causal predictors (AntiCausal) to impute the labels `mask` hides",
-                     "None")
-    if not isinstance(anticausal, _ac.AntiCausal):
-        _checks.fail("anticausal", "an AntiCausal (train_anticausal's result)", type(anticausal).__name__)
-    if not isinstance(mask, Mapping):
-        _checks.fail("mask", "a mapping {parent: (N,) bool}", type(mask).__name__)
-    parents = scm.graph.parents[i]
-    unknown = [p for p in mask if p not in parents]
-    if unknown:
-        _checks.fail("mask", f"keys among the parents of {node!r} ({list(parents)})", f"unknown {unknown}")
-    heads = {h.name: h for h in anticausal.spec}
-    missing = [p for p in mask if p not in heads]
-    if missing:
-        _checks.fail("anticausal", f"a head for every masked parent {sorted(mask)}", f"none for {missing}")
-    for p in mask:
-        if heads[p].kind == "categorical" and (not scm.mechanism(p).discrete
-                                               or heads[p].classes != getattr(scm.mechanism(p), "num_classes", None)):
-            _checks.fail("anticausal", f"a head for {p!r} matching its mechanism", f"categorical head {heads[p]}")
-        if heads[p].kind == "gaussian" and scm.mechanism(p).discrete:
-            _checks.fail("anticausal", f"a categorical head for discrete parent {p!r}", "a Gaussian head")
-    masks = {}
-    for p, m in mask.items():
-        if p not in data:
-            _checks.fail("data", f"a column {p!r} (masked labels may hold anything)", f"columns {sorted(data)}")
-        m = np.asarray(m)
-        if m.shape != (n,) or not (m.dtype == bool or np.all((m == 0) | (m == 1))):
-            _checks.fail(f"mask[{p!r}]", f"a boolean array of shape ({n},)", f"shape {m.shape}, dtype {m.dtype}")
-        masks[p] = m.astype(bool)
-    images = data[node]
-    if len(_check_images("data", images)) != 3:
-        _checks.fail("data", f"a column {node!r} of images (N, H, W)", f"shape {_checks.shape_of(images)}")
-    labels, head_mask = {}, {}
-    for name in heads:  # heads that are not masked parents: observed when given, else imputed and unused
-        if name in masks:
-            labels[name], head_mask[name] = np.asarray(data[name]), masks[name]
-        elif name in data:
-            labels[name], head_mask[name] = np.asarray(data[name]), np.ones((n,), bool)
-        else:
-            labels[name], head_mask[name] = np.zeros((n,)), np.zeros((n,), bool)
-    out = _ac.impute(anticausal, images, labels, head_mask)
-    imputed = dict(out.parents)
-    for p in masks:  # a predicted mean may leave a bounded parent's support: clip it into it
-        mech = scm.mechanism(p)
-        if heads[p].kind == "gaussian" and getattr(mech, "bounded", False):
-            imputed[p] = jnp.clip(imputed[p], mech.low, mech.high).astype(jnp.asarray(imputed[p]).dtype)
-    weights = jnp.ones((n,), dtype)
-    for p in masks:
-        weights = weights * out.weights[p].astype(dtype)
-    completed = dict(data)
-    completed.update({p: imputed[p] for p in masks})
-    return completed, weights
-
-
-def _check_generator_images(images: Any, config: GeneratorConfig, name: str) -> None:
-    """Training images (the anti-causal predictors' checks), of the network's size."""
-    shape = _check_images(name, images)
-    if len(shape) != 3 or shape[1:] != config.hvae.image_shape:
-        want = config.hvae.image_shape
-        _checks.fail(name, f"images of shape (N, {want[0]}, {want[1]}) (config.hvae.image_size)", f"shape {shape}")
 
 
 # ----------------------------------------------------------------------- the step
@@ -324,119 +72,12 @@ class GeneratorData(NamedTuple):
     regulariser: Any = None
 
 
-@struct.dataclass
-class Regulariser:
-    """The counterfactual regulariser's data (a pytree; its structure is static).
-
-    Attributes:
-      predictor: the frozen anti-causal predictors
-        (:class:`~cfjax.generative.anticausal.AntiCausal`), one head per regularised parent.
-      labels: ``(N, n_heads)`` each training unit's value of each head's parent (class index or
-        value), column ``j`` for ``predictor.spec[j]``; the pool new Gaussian values are drawn
-        from.
-      slots: per head, ``(offset, width)`` of its parent's encoding in the parent vector (static).
-      mechanisms: per head, its parent's mechanism, whose ``encode`` builds the counterfactual
-        parent vector (static).
-    """
-
-    predictor: Any
-    labels: jax.Array
-    slots: tuple[tuple[int, int], ...] = struct.field(pytree_node=False)
-    mechanisms: tuple[Any, ...] = struct.field(pytree_node=False)
-
-    @property
-    def spec(self) -> _ac.ParentSpec:
-        return self.predictor.spec
-
-
-def make_regulariser(scm: SCM, node: str, regulariser: Any, data: Mapping[str, Any]) -> Regulariser:
-    """:class:`Regulariser` of trained anti-causal predictors for the image ``node``: every
-    head must name a parent of ``node`` (a categorical head a discrete parent with as many
-    classes, a Gaussian head a continuous scalar one) and ``data`` must hold each head's parent.
-
-    Example:
-      >>> import cfjax as cf
-      >>> scm = cf.scm.SCM({"s": [], "a": [], "y": ["s", "a"]},
-      ...                  {"s": cf.scm.GumbelMax(3), "a": cf.scm.LocationScale(), "y": cf.scm.LocationScale()})
-      >>> spec = (_ac.Head("a", "gaussian"),)
-      >>> net = _ac.ParentPredictor(spec, features=(2,), hidden=2)
-      >>> q = _ac.AntiCausal(net.init(jax.random.key(0), jnp.zeros((1, 4, 4))), {"a": 0.0}, {"a": 1.0},
-      ...                    jnp.zeros(1), net)
-      >>> make_regulariser(scm, "y", q, {"s": np.array([0, 2]), "a": np.array([1.0, 2.0])}).slots
-      ((3, 1),)
-    """
-    i = _check_node(scm, node)
-    if not isinstance(regulariser, _ac.AntiCausal):
-        _checks.fail("regulariser", "an AntiCausal (train_anticausal's result)", type(regulariser).__name__)
-    parents = scm.graph.parents[i]
-    offsets, off = {}, 0
-    for p in parents:
-        mech = scm.mechanism(p)
-        offsets[p] = (off, int(mech.encoded_dim))
-        off += int(mech.encoded_dim)
-    if scm.mechanisms[i].raw_parents:
-        _checks.fail("scm", f"a mechanism of {node!r} fed encoded parents", "one with raw_parents")
-    slots, mechs, cols = [], [], []
-    for h in regulariser.spec:
-        if h.name not in offsets:
-            _checks.fail("regulariser", f"heads named after parents of {node!r} ({list(parents)})",
-                         f"head {h.name!r}")
-        mech = scm.mechanism(h.name)
-        if h.kind == "categorical" and (not mech.discrete or h.classes != getattr(mech, "num_classes", None)):
-            _checks.fail("regulariser", f"a head for {h.name!r} matching its mechanism", f"categorical head {h}")
-        if h.kind == "gaussian" and (mech.discrete or scm.event(h.name) != ()):
-            _checks.fail("regulariser", f"a categorical head for {h.name!r} (Gaussian heads: continuous scalars)",
-                         "a Gaussian head")
-        if h.name not in data:
-            _checks.fail("data", f"a column {h.name!r} (a parent the regulariser intervenes on)",
-                         f"columns {sorted(data)}")
-        slots.append(offsets[h.name])
-        mechs.append(mech)
-        cols.append(np.asarray(data[h.name], dtype=np.float64).reshape(-1))
-    labels = jnp.asarray(np.stack(cols, axis=1)).astype(jnp.result_type(float))
-    return Regulariser(regulariser, labels, tuple(slots), tuple(mechs))
-
-
-def _intervene_unit(reg: Regulariser, key: jax.Array, labels: jax.Array,
-                    pa: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """One unit: one intervention on a head drawn uniformly; ``(pa*, targets, head)``."""
-    spec = reg.spec
-    k_head, k_val = jax.random.split(key)
-    head = jax.random.randint(k_head, (), 0, len(spec))
-    targets = []
-    for j, h in enumerate(spec):
-        k = jax.random.fold_in(k_val, j)
-        if h.kind == "categorical":  # a different class, uniformly
-            new = jnp.mod(labels[j] + jax.random.randint(k, (), 1, h.classes).astype(labels.dtype), h.classes)
-        else:  # a value of the training data's empirical distribution
-            new = reg.labels[jax.random.randint(k, (), 0, reg.labels.shape[0]), j]
-        targets.append(jnp.where(head == j, new, labels[j]))
-    targets = jnp.stack(targets)
-    pa_star = pa
-    for j, (h, (off, width), mech) in enumerate(zip(spec, reg.slots, reg.mechanisms)):
-        v = targets[j].astype(jnp.int32) if h.kind == "categorical" else targets[j]
-        enc = mech.encode(v).astype(pa.dtype)
-        pa_star = jnp.where(head == j, lax.dynamic_update_slice(pa, enc, (off,)), pa_star)
-    return pa_star, targets, head
-
-
-def counterfactual_targets(reg: Regulariser, key: jax.Array, labels: jax.Array,
-                           parents: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Each unit's intervention (its own key, ``split(key, B)``): a head ``j`` drawn uniformly,
-    its parent set to a new value (categorical: a different class, uniformly; Gaussian: the
-    value of a unit drawn uniformly from ``reg.labels``), the other parents held.
-
-    Args:
-      reg: :class:`Regulariser`. key: PRNG key.
-      labels: ``(B, n_heads)`` the units' head values. parents: ``(B, P)`` encoded parents.
-
-    Returns:
-      ``(pa_star (B, P), targets (B, n_heads), head (B,))``: the counterfactual parent vectors,
-      every head's counterfactual value (the intervened head's new value, the others' factual
-      one) and the intervened head.
-    """
-    keys = jax.random.split(key, labels.shape[0])
-    return jax.vmap(functools.partial(_intervene_unit, reg))(keys, labels, parents)
+def _check_generator_images(images: Any, config: GeneratorConfig, name: str) -> None:
+    """Training images (the anti-causal predictors' checks), of the network's size."""
+    shape = _check_images(name, images)
+    if len(shape) != 3 or shape[1:] != config.hvae.image_shape:
+        want = config.hvae.image_shape
+        _checks.fail(name, f"images of shape (N, {want[0]}, {want[1]}) (config.hvae.image_size)", f"shape {shape}")
 
 
 def _cf_term(config: GeneratorConfig, params: Any, reg: Regulariser, out: Any, images: jax.Array,
@@ -627,7 +268,7 @@ class GeneratorFit(NamedTuple):
     history: dict[str, np.ndarray]
 
 
-def train(data: Mapping[str, Any], config: GeneratorConfig = GeneratorConfig(), *, scm: SCM, key: Any,
+def train(data: Mapping[str, Any], config: GeneratorConfig = GeneratorConfig(), *, scm: SCM, key: Any,  # noqa: B008 (frozen)
           node: str = "image", mask: Mapping[str, Any] | None = None, anticausal: Any = None,
           regulariser: Any = None, checkpoint_dir: str | os.PathLike | None = None, progress: bool | None = None,
           max_chunks: int | None = None) -> GeneratorFit:
