@@ -122,7 +122,7 @@ def test_balanced_split_meets_its_constraints_exactly():
     chest = D.ChestSCM(size=32, prevalence=0.3)
     p = chest.sample(20_000, key=jax.random.key(10))["parents"]
     sex, age, y = (np.asarray(p[v]) for v in ("sex", "age", "effusion"))
-    idx = cf.study.balanced_test_split(sex, age, y, per_cell=120, prevalence=0.25, seed=3)
+    idx = cf.study.balanced_test_split(sex, age, y, per_cell=120, prevalence=0.25, key=3)
     assert len(idx) == len(np.unique(idx)) == 720
     groups = cf.study.age_group(age[idx])
     assert (sex[idx] == 0).sum() == (sex[idx] == 1).sum() == 360
@@ -131,7 +131,20 @@ def test_balanced_split_meets_its_constraints_exactly():
             cell = (sex[idx] == s) & (groups == g)
             assert cell.sum() == 120 and y[idx][cell].sum() == 30
     with pytest.raises(ValueError, match="age group"):
-        cf.study.balanced_test_split(sex, age, y, per_cell=10_000, prevalence=0.5, seed=0)
+        cf.study.balanced_test_split(sex, age, y, per_cell=10_000, prevalence=0.5, key=0)
+
+
+def test_study_splits_take_keys_and_int_seeds_alike():
+    rng = np.random.default_rng(0)
+    sex, age, y = rng.integers(0, 2, 3000), rng.uniform(20, 90, 3000), rng.integers(0, 2, 3000)
+    by_int = cf.study.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5, key=3)
+    for key in (jax.random.key(3), jax.random.PRNGKey(3)):
+        np.testing.assert_array_equal(cf.study.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5,
+                                                                   key=key), by_int)
+        np.testing.assert_array_equal(jax.random.key_data(cf.study.datasets_bias_key(key)),
+                                      jax.random.key_data(cf.study.datasets_bias_key(3)))
+    with pytest.raises(cf.ValidationError, match="`key`"):
+        cf.study.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5, key=-3)
 
 
 def test_age_groups_edges():
@@ -262,7 +275,7 @@ def full_pool_datasets(chest, seed, n_train, n_val, test_per_cell, bias, pool_fa
     pool = sample(keys[2], pool_factor * 6 * test_per_cell)
     p = pool["parents"]
     idx = cf.study.balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
-                                test_per_cell, 0.5, seed)
+                                test_per_cell, 0.5, key=seed)
     out = {"train": train, "validation": val, "test": take(pool, idx)}
     if bias is not None:
         t = train["parents"]

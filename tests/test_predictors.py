@@ -292,7 +292,7 @@ def test_validation_errors():
         ("seeds", lambda: cf.study.paper_family(y, np.full(8, 50.0), y, jax.random.key(0), seeds=(1, 1))),
         ("age", lambda: cf.study.paper_family(y, np.full(7, 50.0), y, jax.random.key(0))),
         ("effusion", lambda: cf.study.paper_family(y, np.full(8, 50.0), y + 1, jax.random.key(0))),
-        ("seed", lambda: cf.study.datasets_bias_key(-1)),
+        ("key", lambda: cf.study.datasets_bias_key(-1)),
         ("names", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(3, int))),
         ("logits", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((2, 3), np.float32), np.zeros(3, int))),
         ("sex", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(4, int))),

@@ -113,6 +113,13 @@ def test_experiments_command_line_calls_the_study(monkeypatch):
         mg.main(["--seeds", "1"])
 
 
+@pytest.mark.parametrize("key", [-1, 1.5, "0", np.zeros(3)])
+def test_run_refuses_a_bad_key_before_any_work(tmp_path, key):
+    with pytest.raises(cf.ValidationError, match="`key`"):
+        study.run(study.QUICK, str(tmp_path / "out"), key=key)
+    assert not (tmp_path / "out").exists()
+
+
 def test_files_and_keys(run):
     out, res = run
     for name in ("report.md", "results.json"):

@@ -156,7 +156,7 @@ def marginalisation(scale: Scale, out: str, seed: int, command: str, log: Callab
     from cfjax import study
 
     res = study.run(scale.study, os.path.join(out, "marginalisation"), tuple(range(scale.seeds)), "fixed",
-                    quick=True, generator=scale.generator, seed=seed, command=command, progress=progress, log=log)
+                    quick=True, generator=scale.generator, key=seed, command=command, progress=progress, log=log)
     grid = image_grid(res, os.path.join(out, "counterfactual_grid.png"), 4, seed)
     with open(os.path.join(out, "marginalisation", "results.json"), encoding="utf-8") as f:
         import json

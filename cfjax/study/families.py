@@ -17,6 +17,7 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax import _results
+from cfjax._core.keys import as_key
 from cfjax.study.splits import biased_training_mask
 
 __all__ = ["PAPER_NAMES", "PAPER_CHAINS", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family",
@@ -67,19 +68,26 @@ class Family(NamedTuple):
                 f"masks={_results.spec(self.masks)})")
 
 
-def datasets_bias_key(seed: int) -> jax.Array:
-    """The key with which :func:`cfjax.study.datasets` ``(chest, key=seed, bias=...)`` draws its
-    corruption: with it, :func:`paper_family`'s masks over ``datasets(chest, key=seed)``'s
-    unbiased training set keep exactly the units of ``datasets(chest, key=seed, bias=...)``'s
+def datasets_bias_key(key: Any) -> jax.Array:
+    """The key with which :func:`cfjax.study.datasets` ``(chest, key=key, bias=...)`` draws its
+    corruption: with it, :func:`paper_family`'s masks over ``datasets(chest, key=key)``'s
+    unbiased training set keep exactly the units of ``datasets(chest, key=key, bias=...)``'s
     training set (checked in the tests).
+
+    Args:
+      key: the key given to :func:`cfjax.study.datasets`: a PRNG key, raw key data or an int seed.
+
+    Returns:
+      One typed PRNG key (shape ``()``).
+
+    Raises:
+      ValidationError: a bad ``key``.
 
     Example:
       >>> datasets_bias_key(0).shape
       ()
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        _checks.fail("seed", "a non-negative integer", repr(seed))
-    return jax.random.split(jax.random.key(seed), 4)[3]
+    return jax.random.split(as_key(key), 4)[3]
 
 
 def paper_family(sex: Any, age: Any, effusion: Any, key: jax.Array,
@@ -96,7 +104,7 @@ def paper_family(sex: Any, age: Any, effusion: Any, key: jax.Array,
     Args:
       sex, age, effusion: ``(N,)`` parents of the training pool (sex 1 = female).
       key: the corruption key; :func:`datasets_bias_key` ``(seed)`` reproduces the training
-        sets of ``cfjax.study.datasets(chest, key=seed, bias=...)``.
+        sets of ``cfjax.study.datasets(chest, key=key, bias=...)``.
       seeds: member seeds (S of them).
 
     Returns:

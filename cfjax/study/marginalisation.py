@@ -61,6 +61,7 @@ import cfjax as cf
 from cfjax import metrics as cm
 from cfjax import _checks
 from cfjax import predictors as cp
+from cfjax._core.keys import seed_of
 from cfjax._results import plain
 from cfjax.io import atomic_write_bytes
 from cfjax.study import families, splits
@@ -74,8 +75,14 @@ __all__ = ["Config", "FULL", "QUICK", "CounterfactualSource", "exact_counterfact
            "evaluate_setting", "fit_site_generators", "run"]
 
 
-#: key offset between two values of ``run``'s ``seed``
+#: key offset between two values of ``run``'s seed (``seed_of(key)``)
 _SEED_STRIDE = 10_000
+
+
+def _int_key(n: int) -> int:
+    """``n`` as an int seed ``jax.random.key`` takes (below 2**63): the identity for every seed
+    an int ``key`` of :func:`run` gives; wraps the offsets of a key's 64-bit data."""
+    return n % (1 << 63)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,14 +214,16 @@ def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------------- training
-def train_site(chest: cf.data.ChestSCM, data_seed: int, seeds: tuple[int, ...], config: Config, model: Any,
-               out: str, log: Callable[[str], None], progress: bool | None = None) -> dict[str, Any]:
-    """Train the seven trained predictors × seeds of one site as one ensemble."""
-    data = splits.datasets(chest, key=data_seed, n_train=config.n_train, n_val=config.n_val,
+def train_site(chest: cf.data.ChestSCM, seeds: tuple[int, ...], config: Config, model: Any,
+               out: str, log: Callable[[str], None], progress: bool | None = None, *, key: Any) -> dict[str, Any]:
+    """Train the seven trained predictors × seeds of one site as one ensemble, on the records of
+    :func:`~cfjax.study.splits.datasets` ``(chest, key=key)`` (``key`` a PRNG key, raw key data or
+    an int seed; the members' initialisation and minibatch order follow ``seeds``)."""
+    data = splits.datasets(chest, key=key, n_train=config.n_train, n_val=config.n_val,
                           test_per_cell=config.test_per_cell, test_prevalence=config.test_prevalence)
     tr, va = data["train"], data["validation"]
     p = tr["parents"]
-    fam = families.paper_family(p["sex"], p["age"], p["effusion"], families.datasets_bias_key(data_seed), seeds)
+    fam = families.paper_family(p["sex"], p["age"], p["effusion"], families.datasets_bias_key(key), seeds)
     log(f"  training {len(fam.names)} members as one ensemble on {config.n_train} images "
         f"({config.size}x{config.size}), kept per member: "
         + ", ".join(f"{n}={int(k)}" for n, k in zip(fam.names[::len(seeds)],
@@ -381,18 +390,23 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
 # ------------------------------------------------------------------------- main
 def fit_site_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping[str, Any],
                      generator: ls.GeneratorSettings, out: str, log: Callable[[str], None],
-                     progress: bool | None = False, seed: int = 0) -> tuple[ls.LearnedSource, dict[str, Any]]:
+                     progress: bool | None = False, *, key: Any = 0) -> tuple[ls.LearnedSource, dict[str, Any]]:
     """One HVAE image generator per site on its training split (checkpointed under
-    ``checkpoints/generator_site_<site>``); the learned counterfactual source over them."""
+    ``checkpoints/generator_site_<site>``); the learned counterfactual source over them.
+
+    ``key`` (a PRNG key, raw key data or an int seed ``s``) moves every generator's key: site
+    A's and B's are ``2000 + 10000 s`` and ``2001 + 10000 s``, ``s`` being
+    :func:`cfjax._core.keys.seed_of` ``(key)``."""
+    seed = seed_of(key, "key")
     fits, info = {}, {}
-    for data_seed, s in enumerate(("A", "B")):
+    for site_index, s in enumerate(("A", "B")):
         tr = trained[s]["data"]["train"]
         ckpt = os.path.abspath(os.path.join(out, "checkpoints", f"generator_site_{s}"))
         resumed = cp.latest_checkpoint_step(ckpt) is not None
         log(f"site {s}: HVAE image generator, {generator.generator.steps} steps on {len(tr['image'])} training images"
             + (" (resuming from its checkpoint)" if resumed else ""))
         t0 = time.perf_counter()
-        fit = ls.fit_site_generator(chests[s], tr, generator, key=2000 + data_seed + _SEED_STRIDE * seed,
+        fit = ls.fit_site_generator(chests[s], tr, generator, key=_int_key(2000 + site_index + _SEED_STRIDE * seed),
                                     checkpoint_dir=ckpt, progress=progress)
         seconds = time.perf_counter() - t0
         tail = max(1, generator.generator.steps // 10)
@@ -405,7 +419,7 @@ def fit_site_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping
 
 def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str = "fixed",
         source: CounterfactualSource = exact_counterfactuals, quick: bool = False,
-        generator: ls.GeneratorSettings | None = None, *, seed: int = 0, command: str | None = None,
+        generator: ls.GeneratorSettings | None = None, *, key: Any = 0, command: str | None = None,
         progress: bool | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The whole study; writes every output under ``out`` and returns the results.
 
@@ -423,9 +437,11 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
       source: the counterfactual source of the first pass (exact by default).
       quick: marks the report as a quick configuration.
       generator: train a learned image generator per site and score its counterfactuals too.
-      seed: the data and key seed: site A's and B's datasets are
-        :func:`~cfjax.study.splits.datasets` with ``key=2 seed`` and ``key=2 seed + 1``; every
-        other key moves with it (0: the committed reports).
+      key: the data and key seed, a PRNG key, raw key data or an int seed ``s`` (a key stands for
+        :func:`cfjax._core.keys.seed_of` ``(key)``: ``jax.random.key(s)`` for ``s``): site A's
+        and B's datasets are :func:`~cfjax.study.splits.datasets` with ``key=2 s`` and
+        ``key=2 s + 1``; every other key moves with it (0: the committed reports;
+        ``results["seed"]`` records ``s``).
       command: the command line the report says generated it (default: the function call).
       progress: progress bars while training (default: when stdout is a terminal).
       log: called with one line per stage (default: printed with the elapsed time).
@@ -436,9 +452,7 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
       ``_learned_source`` (the trained generators): kept for further use, never written.
     """
     seeds = tuple(int(s) for s in seeds)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        _checks.fail("seed", "a non-negative integer", repr(seed))
-    seed = int(seed)
+    seed = seed_of(key, "key")
     if len(seeds) < 2:
         _checks.fail("seeds", "at least 2 seeds (correlations over predictor-seed pairs)", repr(seeds))
     if label not in cf.data.LABEL_MODES:
@@ -455,17 +469,17 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
     trained = {}
     for i, s in enumerate(("A", "B")):
         log(f"site {s}: data and training")
-        trained[s] = train_site(chests[s], 2 * seed + i, seeds, config, model, out, log, progress)
-    natural = chests["B"].sample(config.n_natural, key=100 + _SEED_STRIDE * seed)
+        trained[s] = train_site(chests[s], seeds, config, model, out, log, progress, key=_int_key(2 * seed + i))
+    natural = chests["B"].sample(config.n_natural, key=_int_key(100 + _SEED_STRIDE * seed))
     tests = {"A": trained["A"]["data"]["test"], "B": trained["B"]["data"]["test"], "A->B": natural}
     if generator is not None:
-        learned_source, generator_info = fit_site_generators(chests, trained, generator, out, log, progress, seed)
+        learned_source, generator_info = fit_site_generators(chests, trained, generator, out, log, progress, key=seed)
         learned, comparison = {}, {}
     settings = {}
     for i, (name, train_on, desc) in enumerate(SETTINGS):
         log(f"setting {name}: trained on site {train_on}, tested on the {desc}")
         res = evaluate_setting(name, model, trained[train_on], chests["B" if name != "A" else "A"], tests[name],
-                               config, jax.random.key(1000 + i + _SEED_STRIDE * seed), label, source, out, log)
+                               config, jax.random.key(_int_key(1000 + i + _SEED_STRIDE * seed)), label, source, out, log)
         reliability_figure(res, os.path.join(out, f"reliability_{_slug(name)}.png"),
                            f"Setting {name}: smoothed reliability, seed {res['seeds'][0]}")
         scatter_figure(res, os.path.join(out, f"scatter_{_slug(name)}.png"), f"Setting {name}: ΔAUC vs stability")
@@ -476,7 +490,7 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
             log(f"setting {name}: again with learned counterfactuals")
             first = len(learned_source.calls)
             res_l = evaluate_setting(name, model, trained[train_on], chests["B" if name != "A" else "A"], tests[name],
-                                     config, jax.random.key(1000 + i + _SEED_STRIDE * seed), label, learned_source, out, log, tag="_learned")
+                                     config, jax.random.key(_int_key(1000 + i + _SEED_STRIDE * seed)), label, learned_source, out, log, tag="_learned")
             calls = learned_source.calls[first:]
             res_l["generator"] = {"pixel_mae": calls[0]["pixel_mae"], "pixel_mae_by_k": calls[0]["mae_by_k"],
                                   "pixel_mae_race": calls[1]["pixel_mae"], "change_learned": calls[0]["change_learned"],

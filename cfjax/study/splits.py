@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
-from cfjax._core.keys import as_key
+from cfjax._core.keys import as_key, numpy_rng
 
 __all__ = ["age_group", "balanced_test_split", "biased_training_mask", "datasets"]
 
@@ -24,18 +24,29 @@ def age_group(age: Any) -> np.ndarray:
     return (age >= _GROUP_EDGES[0]).astype(np.int32) + (age > _GROUP_EDGES[1]).astype(np.int32)
 
 
-def balanced_test_split(sex: Any, age: Any, label: Any, per_cell: int, prevalence: float,
-                        seed: int) -> np.ndarray:
+def balanced_test_split(sex: Any, age: Any, label: Any, per_cell: int, prevalence: float, *,
+                        key: Any) -> np.ndarray:
     """Indices of a test split with equal numbers of each sex and the same disease prevalence
     in every sex × age-group cell (<45, 45–65, >65): each of the 6 cells gets ``per_cell``
     units of which exactly ``round(prevalence · per_cell)`` are positive.
 
-    Raises ValidationError naming the cell when the pool is too small for it.
+    Args:
+      sex, age, label: ``(N,)`` parents of the pool (sex 1 = female).
+      per_cell: units per sex × age-group cell.
+      prevalence: the positive fraction of every cell.
+      key: a PRNG key, raw key data or an int seed ``s`` (the units are chosen with
+        ``np.random.default_rng(s)``; ``jax.random.key(s)`` chooses the same).
+
+    Returns:
+      ``(6 · per_cell,)`` indices into the pool, in random order.
+
+    Raises:
+      ValidationError: naming the cell when the pool is too small for it, or a bad ``key``.
 
     Example:
       >>> rng = np.random.default_rng(0)
       >>> idx = balanced_test_split(rng.integers(0, 2, 5000), rng.uniform(20, 90, 5000),
-      ...                           rng.integers(0, 2, 5000), per_cell=50, prevalence=0.3, seed=1)
+      ...                           rng.integers(0, 2, 5000), per_cell=50, prevalence=0.3, key=1)
       >>> len(idx)
       300
     """
@@ -44,7 +55,7 @@ def balanced_test_split(sex: Any, age: Any, label: Any, per_cell: int, prevalenc
         _checks.fail("prevalence", "a value in [0, 1]", repr(prevalence))
     sex, label = np.asarray(sex), np.asarray(label)
     groups = age_group(age)
-    rng = np.random.default_rng(seed)
+    rng = numpy_rng(key)
     n_pos = int(round(prevalence * per_cell))
     chosen = []
     for s in (0, 1):
@@ -81,13 +92,6 @@ def biased_training_mask(key: jax.Array, kind: str, strength: float, sex: Any, a
         a = (jnp.asarray(age).astype(y.dtype) - 20) / 70
         drop = strength * (1 - (a * y + (1 - a) * (1 - y)))
     return jax.random.uniform(key, y.shape) >= drop
-
-
-def _numpy_seed(key: jax.Array) -> int:
-    """A numpy seed from a key: its raw data read as one integer (``jax.random.key(s)``'s is
-    ``s``), for the parts drawn with numpy (the balanced test split)."""
-    words = np.asarray(jax.random.key_data(key), np.uint64).ravel()
-    return int(sum(int(w) << (32 * i) for i, w in enumerate(words[::-1])))
 
 
 def datasets(chest: Any, *, key: Any, n_train: int, n_val: int, test_per_cell: int,
@@ -147,6 +151,6 @@ def datasets(chest: Any, *, key: Any, n_train: int, n_val: int, test_per_cell: i
     val = chest.records(*chest.draw_parents(n_val, key=keys[1]))
     p, pool_keys = chest.draw_parents(pool_factor * 6 * test_per_cell, key=keys[2])
     idx = balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
-                              test_per_cell, test_prevalence, _numpy_seed(key))
+                              test_per_cell, test_prevalence, key=key)
     test = chest.records(p, pool_keys, idx)
     return {"train": train, "validation": val, "test": test}
