@@ -41,6 +41,7 @@ def test_uniform_weights_sorting_network_matches_brute_force(rng, x64, k):
     q = np.full(k, 1 / k)
     *_, cvars, _ = ref.risks(p_obs, p_cf, y, q, alphas)
     np.testing.assert_allclose(cf.metrics.cvar_risk(p_cf, y, alphas), cvars, rtol=1e-9)
+    np.testing.assert_allclose(cf.metrics.evaluate(p_obs, p_cf, y, alphas=alphas).risk_cvar, cvars, rtol=1e-9)
     # The same numbers through the general-weights path.
     np.testing.assert_allclose(cf.metrics.cvar_risk(p_cf, y, alphas, weights=q), cvars, rtol=1e-9)
 

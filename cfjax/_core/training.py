@@ -64,6 +64,8 @@ class LoopResult(NamedTuple):
       best_step: the step count of ``best``.
       finished: whether all ``steps`` ran or early stopping ended the run (False after
         ``max_chunks`` with steps left).
+      best_value: the lowest held-out value (inf without ``validate``).
+      since: chunks since that value (what ``patience`` counts; pass both on to a next run).
     """
 
     state: Any
@@ -74,6 +76,8 @@ class LoopResult(NamedTuple):
     validation_steps: np.ndarray
     best_step: int
     finished: bool
+    best_value: float = np.inf
+    since: int = 0
 
 
 def _select(flag: jax.Array, new: Any, old: Any) -> Any:
@@ -120,7 +124,7 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
         postfix: tuple[str, ...] = ("loss",), validate: Callable[[Any], jax.Array] | None = None,
         patience: int | None = None, store: CheckpointStore | None = None, meta: Mapping[str, Any] | None = None,
         max_chunks: int | None = None, hint: str = "lower the learning rate or check the data",
-        member_names: tuple[str, ...] | None = None) -> LoopResult:
+        member_names: tuple[str, ...] | None = None, best_value: float = np.inf, since: int = 0) -> LoopResult:
     """Run ``steps`` steps of ``step`` from ``state`` on ``data``.
 
     Args:
@@ -147,6 +151,9 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
       max_chunks: run at most this many chunks in this call.
       hint: what to try when the loss diverges, appended to the error.
       member_names: names of the elements of a vector ``guard`` metric (members), for the error.
+      best_value, since: the early-stopping state carried over from an earlier run of the same
+        fit (its :class:`LoopResult`'s): this run's states are kept only below ``best_value``,
+        and ``patience`` counts on from ``since`` chunks.
 
     Returns:
       :class:`LoopResult`.
@@ -163,7 +170,7 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
     if guard is not None and guard not in history:
         raise ValidationError(f"`guard`: expected one of the step's metrics {sorted(history)}, got {guard!r}.")
     loop = Loop(state, jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.int32), history)
-    best, best_value, best_step, since = state, np.inf, 0, 0
+    best, best_value, best_step, since = state, float(best_value), 0, int(since)
     curve: list[float] = []
     curve_steps: list[int] = []
     meta = {"run": dict(meta or {})}
@@ -226,4 +233,4 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
     return LoopResult(state=loop.state, best=best if validate is not None else loop.state, history=history,
                       steps=run_steps, validation=np.asarray(curve), validation_steps=np.asarray(curve_steps, int),
                       best_step=best_step if validate is not None else run_steps,
-                      finished=stopped or run_steps >= steps)
+                      finished=stopped or run_steps >= steps, best_value=best_value, since=since)

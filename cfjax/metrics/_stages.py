@@ -39,7 +39,7 @@ from cfjax.metrics._report_types import (
 )
 from cfjax.metrics.calibration import _bins
 from cfjax.metrics.ranking import _kendall_tau_b, _spearman
-from cfjax.metrics.risk import EPS, binary_bce, unit_risks
+from cfjax.metrics.risk import EPS, binary_bce, cvar_units
 from cfjax.metrics.smooth_calibration import _smooth_ece
 from cfjax.metrics.stability import class_decisions, total_variation
 
@@ -218,28 +218,29 @@ def weighted_sum(q: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.sum(q.reshape(q.shape + (1,) * (v.ndim - 1)) * v, axis=0)
 
 
-def _one_unit(p_obs, p_cf, p_bar, y, y_cf, q, tau, *, alphas):
+def _one_unit(p_obs, p_cf, p_bar, y, y_cf, q, tau):
     """One unit: ``p_obs ()``, ``p_cf (K,)``, its marginalised ``p_bar ()`` (classes ``(C,)``,
     ``(K, C)``, ``(C,)``), ``y ()`` or None, ``y_cf (K,)`` or None. Returns
-    ``(p_bar, y_bar or None, UnitSums of this unit)``."""
+    ``(p_bar, y_bar or None, UnitSums of this unit, its losses (K,) or None)``; the CVaR of
+    the losses is left to :func:`unit_stage`, which sorts every unit's at once."""
     kind = _kind(int(p_obs.shape[-1]) if p_obs.ndim == 1 else None)
     dtype = p_cf.dtype
     total = functools.partial(weighted_sum, q)
     flips = (kind.decide(p_cf, tau) != kind.decide(p_obs, tau)[None]).astype(dtype)
     sums = UnitSums(count=jnp.ones((), dtype), s_var=total(kind.spread(p_cf - p_bar[None])), s_flip=total(flips),
                     s_tv=total(kind.distance(p_cf, p_obs[None])) if kind.classes else None)
-    y_bar = None
+    y_bar = losses = None
     if y is not None:
         labels = jnp.broadcast_to(y, p_cf.shape[:1]) if y_cf is None else y_cf
         if y_cf is not None:
             y_bar = kind.soft_label(y_cf, q)
-        risk_cvar, risk_ie, risk_wc = unit_risks(kind.loss(p_cf, labels), q, alphas)  # (K,) losses, one pass
-        sums = sums.replace(risk_ie=risk_ie, risk_wc=risk_wc, risk_cvar=risk_cvar)
-    return p_bar, y_bar, sums
+        losses = kind.loss(p_cf, labels)  # (K,)
+        sums = sums.replace(risk_ie=total(losses), risk_wc=jnp.max(losses))
+    return p_bar, y_bar, sums, losses
 
 
 def unit_stage(p_obs: jax.Array, p_cf: jax.Array, y: jax.Array | None, y_cf: jax.Array | None,
-               q: jax.Array, tau: jax.Array, *, alphas: tuple[float, ...]
+               q: jax.Array, tau: jax.Array, *, alphas: tuple[float, ...], uniform: bool = False
                ) -> tuple[jax.Array, jax.Array | None, UnitSums]:
     """The reductions over the intervention axis of every unit (traced): :func:`_one_unit`
     vmapped over the units of ``p_obs (n,)``, ``p_cf (n, K)`` (classes ``(n, C)``,
@@ -248,9 +249,13 @@ def unit_stage(p_obs: jax.Array, p_cf: jax.Array, y: jax.Array | None, y_cf: jax
     Returns ``(p_bar, y_bar, per_unit)``: ``p_bar (n,)`` (``(n, C)``), ``y_bar`` likewise
     (only with ``y_cf``), and each unit's :class:`UnitSums` (every leaf with a leading n):
     :func:`sum_units` adds them up."""
-    one = functools.partial(_one_unit, alphas=alphas)
     p_bar = marginalise(p_cf, q)
-    return jax.vmap(one, in_axes=(0, 0, 0, 0, 0, None, None))(p_obs, p_cf, p_bar, y, y_cf, q, tau)
+    p_bar, y_bar, per_unit, losses = jax.vmap(_one_unit, in_axes=(0, 0, 0, 0, 0, None, None))(
+        p_obs, p_cf, p_bar, y, y_cf, q, tau)
+    if losses is not None:  # (n, K): every unit's tail risks in one sort over K
+        per_unit = per_unit.replace(risk_cvar=cvar_units(jax.lax.optimization_barrier(losses), q, alphas,
+                                                            uniform=uniform))
+    return p_bar, y_bar, per_unit
 
 
 def marginalise(p_cf: jax.Array, q: jax.Array) -> jax.Array:
@@ -283,10 +288,11 @@ class UnitStage:
     ``y``, ``y_cf``), a hashable callable for :func:`cfjax.distributed.map_batch`."""
 
     alphas: tuple[float, ...] = struct.field(pytree_node=False)
+    uniform: bool = struct.field(pytree_node=False, default=False)
 
     def __call__(self, arrays, q, tau):
         return unit_stage(arrays["p_obs"], arrays["p_cf"], arrays.get("y"), arrays.get("y_cf"), q, tau,
-                          alphas=self.alphas)
+                          alphas=self.alphas, uniform=self.uniform)
 
 
 # ----------------------------------------------------------------------------- stage 2: finish
@@ -376,11 +382,11 @@ def _binned_calibration(suffix: str, p: jax.Array, target: jax.Array, n_bins: in
 # ----------------------------------------------------------------------------- both stages
 
 
-@functools.partial(jax.jit, static_argnames=("alphas", "n_bins"))
-def report(p_obs, p_cf, y, y_cf, q, tau, *, alphas, n_bins) -> Report:
+@functools.partial(jax.jit, static_argnames=("alphas", "n_bins", "uniform"))
+def report(p_obs, p_cf, y, y_cf, q, tau, *, alphas, n_bins, uniform=False) -> Report:
     """The report of prepared inputs (:func:`prepare`), traced: :func:`unit_stage`,
-    :func:`sum_units`, :func:`finish`. Jittable and vmappable."""
-    p_bar, y_bar, per_unit = unit_stage(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas)
+    :func:`sum_units`, :func:`finish`. Jittable and vmappable. ``uniform``: ``q`` is ``1/K``."""
+    p_bar, y_bar, per_unit = unit_stage(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, uniform=uniform)
     return finish(p_obs, p_bar, y, y_bar, sum_units(per_unit), tau, alphas=alphas, n_bins=n_bins)
 
 
@@ -393,12 +399,13 @@ class BatchReports:
 
     alphas: tuple[float, ...] = struct.field(pytree_node=False)
     n_bins: int = struct.field(pytree_node=False)
+    uniform: bool = struct.field(pytree_node=False, default=False)
 
     def __call__(self, arrays: dict, shared: dict):
         def one(a):
             v = {**shared, **a}
             return report(v["p_obs"], v["p_cf"], v.get("y"), v.get("y_cf"), v["q"], v["tau"],
-                          alphas=self.alphas, n_bins=self.n_bins)
+                          alphas=self.alphas, n_bins=self.n_bins, uniform=self.uniform)
 
         if jax.tree.leaves(arrays)[0].shape[0] == 1:
             return jax.tree.map(lambda v: v[None], one(jax.tree.map(lambda v: v[0], arrays)))

@@ -170,9 +170,10 @@ def evaluate_bootstrap(
     elif resample_chunk is not None:
         resample_chunk = _checks.check_positive_int("resample_chunk", resample_chunk)
     data = dict(p_obs=p_obs, p_cf=p_cf, y=y, y_cf=y_cf, q=q, tau=tau)
-    estimate = _stages.report(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, n_bins=n_bins)
+    uniform = weights is None
+    estimate = _stages.report(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, n_bins=n_bins, uniform=uniform)
     ids = jnp.arange(resamples, dtype=jnp.int32)
-    replicates = _dist.map_batch(_Replicates(alphas, n_bins), ids, shared=(data, key), mesh=where,
+    replicates = _dist.map_batch(_Replicates(alphas, n_bins, uniform), ids, shared=(data, key), mesh=where,
                                  chunk_size=resample_chunk)
     low, high = _bounds(replicates, level=level)
     return BootstrapReport(estimate=estimate, low=low, high=high,
@@ -188,12 +189,13 @@ class _Replicates:
 
     alphas: tuple[float, ...] = struct.field(pytree_node=False)
     n_bins: int = struct.field(pytree_node=False)
+    uniform: bool = struct.field(pytree_node=False, default=False)
 
     def __call__(self, ids: jax.Array, data: dict, key: jax.Array):
         n = data["p_obs"].shape[0]
         units = ("p_obs", "p_cf", "y", "y_cf")
         resampled = jax.vmap(lambda b: {f: None if data[f] is None else data[f][_draw(key, b, n)] for f in units})
-        return _stages.BatchReports(self.alphas, self.n_bins)(resampled(ids), {"q": data["q"], "tau": data["tau"]})
+        return _stages.BatchReports(self.alphas, self.n_bins, self.uniform)(resampled(ids), {"q": data["q"], "tau": data["tau"]})
 
 
 @functools.partial(jax.jit, static_argnames=("level",))

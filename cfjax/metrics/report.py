@@ -203,10 +203,11 @@ def evaluate(
     """
     alphas, n_bins = _stages.check_options(alphas, n_bins, tau)
     p_obs, p_cf, y, y_cf, q, tau = _stages.prepare(p_obs, p_cf, y, y_cf, weights, tau)
+    uniform = weights is None
     if mesh is None:
-        return _stages.report(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, n_bins=n_bins)
+        return _stages.report(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, n_bins=n_bins, uniform=uniform)
     arrays = {f: v for f, v in (("p_obs", p_obs), ("p_cf", p_cf), ("y", y), ("y_cf", y_cf)) if v is not None}
-    p_bar, y_bar, per_unit = _dist.map_batch(_stages.UnitStage(alphas), arrays, shared=(q, tau), mesh=mesh)
+    p_bar, y_bar, per_unit = _dist.map_batch(_stages.UnitStage(alphas, uniform), arrays, shared=(q, tau), mesh=mesh)
     sums = _sum_units(per_unit)
     return _stages.finish_on_host(p_obs, p_bar, y, y_bar, sums, tau, alphas=alphas, n_bins=n_bins)
 

@@ -8,7 +8,6 @@ layout the scores come in: a unit's K values are contiguous), then a mean over u
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -128,7 +127,7 @@ def cvar_risk(p_cf: Any, y: Any, alpha: Any, weights: Any = None) -> jax.Array:
     _, p_cf, y, q = _inputs.prepare(p_cf=p_cf, y=require_labels(y), weights=weights)
     scalar = np.ndim(alpha) == 0
     levels = _checks.check_alphas("alpha", alpha)
-    out = jnp.mean(jax.vmap(functools.partial(unit_cvar, levels=levels), in_axes=(0, None))(bce_losses(p_cf, y), q), axis=0)
+    out = jnp.mean(cvar_units(bce_losses(p_cf, y), q, levels, uniform=weights is None), axis=0)
     return out[0] if scalar else out
 
 
@@ -159,29 +158,58 @@ def bce_losses(p_cf: jax.Array, y: jax.Array) -> jax.Array:
 
 def unit_cvar(losses: jax.Array, q: jax.Array, levels: tuple[float, ...]) -> jax.Array:
     """``CVaR_a`` of one unit's losses ``(K,)`` under the weights ``q (K,)``, for each level a:
-    ``(len(levels),)`` (:func:`unit_risks`' first output)."""
-    return unit_risks(losses, q, levels)[0]
+    ``(len(levels),)``."""
+    return cvar_units(losses[None], q, levels)[0]
 
 
-def unit_risks(losses: jax.Array, q: jax.Array, levels: tuple[float, ...]
-               ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """One unit's tail risks from its losses ``(K,)`` under the weights ``q (K,)``:
-    ``(CVaR_a for each level a (len(levels),), the expected loss Σ_k q_k L_k, the worst loss
-    max_k L_k)``. Written for one unit; ``jax.vmap`` it over units.
+def cvar_units(losses: jax.Array, q: jax.Array, levels: tuple[float, ...], *, uniform: bool = False) -> jax.Array:
+    """``CVaR_a`` of every unit's losses ``losses (n, K)`` under the weights ``q (K,)``, for
+    each level a: ``(n, len(levels))``. Exact.
 
-    The atoms in worst-first order (larger loss first, ties in index order) without sorting:
-    atom i is preceded by the mass ``m_i = Σ_j q_j 1[j before i]``, and the worst ``a`` of the
-    mass takes ``clip(a − m_i, 0, q_i)`` of it, so ``CVaR_a = Σ_i L_i clip(a − m_i, 0, q_i) / a``
-    (exact, the Rockafellar–Uryasev minimum of :func:`cvar`; O(K²) comparisons, which on a
-    unit's contiguous K values vectorise better than a sort).
+    Each unit's atoms, with their masses, are sorted worst first by a bitonic network along
+    K whose compare-exchange steps run over rows of n units (the layout ``(K, n)``: each step
+    is elementwise work on whole rows, which XLA:CPU vectorises, where a per-unit sort or a
+    per-unit O(K²) comparison does not); the worst ``a`` of the mass is then read off the
+    running sums: ``CVaR_a = Σ_i L_(i) clip(a − m_(i), 0, q_(i)) / a`` with ``m_(i)`` the mass
+    before atom i. Ties need no order: equal losses contribute equally whatever their order.
+    ``uniform`` (static: ``q`` is known to be ``1/K``) sorts the losses alone, the masses
+    being known.
     """
-    k = losses.shape[0]
-    idx = jnp.arange(k)
-    losses = jax.lax.optimization_barrier(losses)  # computed once, not inside the pairwise pass
-    later, earlier = losses[:, None], losses[None, :]
-    before = (earlier > later) | ((earlier == later) & (idx[None, :] < idx[:, None]))
-    # The pairwise pass has one output, materialised: XLA:CPU runs it several times slower
-    # when its (K, K) comparisons feed more than one reduction or fuse with other consumers.
-    mass = jax.lax.optimization_barrier(jnp.sum(jnp.where(before, q[None, :], jnp.zeros((), q.dtype)), axis=1))
-    cvar_levels = jnp.stack([jnp.sum(losses * jnp.clip(a - mass, 0, q)) / a for a in levels])
-    return cvar_levels, jnp.sum(q * losses), jnp.max(losses)
+    x = losses.T  # (K, n)
+    k = x.shape[0]
+    if uniform:
+        (x,) = _sort_descending(x)
+        w = jnp.full((k, 1), 1.0 / k, x.dtype)
+        mass = (jnp.arange(k, dtype=x.dtype) / k)[:, None]
+    else:
+        x, w = _sort_descending(x, jnp.broadcast_to(q.astype(x.dtype)[:, None], x.shape))
+        mass = jnp.cumsum(w, axis=0) - w
+    return jnp.stack([jnp.sum(x * jnp.clip(a - mass, 0, w), axis=0) / a for a in levels], axis=1)
+
+
+def _sort_descending(x: jax.Array, *payload: jax.Array) -> tuple[jax.Array, ...]:
+    """Sort ``x (K, n)`` along K, largest first, carrying the ``payload`` arrays ``(K, n)``
+    along: a bitonic network. K is padded to a power of two with −inf atoms (payload 0),
+    which sort last; each stage compare-exchanges the two halves of blocks of rows, read by a
+    reshape rather than a gather."""
+    k = x.shape[0]
+    size = 1 << max(0, (k - 1).bit_length())
+    arrays = (x, *payload)
+    if size > k:
+        pad = (size - k,) + x.shape[1:]
+        arrays = tuple(jnp.concatenate([a, jnp.full(pad, -jnp.inf if i == 0 else 0, a.dtype)])
+                       for i, a in enumerate(arrays))
+    block = 2
+    while block <= size:
+        j = block // 2
+        while j >= 1:
+            groups = size // (2 * j)  # blocks of 2j rows: the first j against the last j
+            halves = [a.reshape((groups, 2, j) + a.shape[1:]) for a in arrays]
+            lo, hi = halves[0][:, 0], halves[0][:, 1]
+            descending = ((np.arange(groups) * 2 * j) & block) == 0
+            swap = jnp.where(jnp.asarray(descending).reshape((groups,) + (1,) * (lo.ndim - 1)), lo < hi, lo > hi)
+            arrays = tuple(jnp.stack([jnp.where(swap, h[:, 1], h[:, 0]), jnp.where(swap, h[:, 0], h[:, 1])],
+                                     axis=1).reshape(a.shape) for a, h in zip(arrays, halves))
+            j //= 2
+        block *= 2
+    return tuple(a[:k] for a in arrays)

@@ -112,7 +112,7 @@ def _unpack(chunk: Any, index: int) -> dict[str, Any]:
     if isinstance(chunk, Mapping):
         unknown = sorted(set(chunk) - set(_FIELDS))
         if unknown or "p_obs" not in chunk or "p_cf" not in chunk:
-            _checks.fail(name, f"a mapping with keys p_obs, p_cf and optionally y, y_cf",
+            _checks.fail(name, "a mapping with keys p_obs, p_cf and optionally y, y_cf",
                          f"keys {sorted(chunk)}")
         return {f: chunk.get(f) for f in _FIELDS}
     if not isinstance(chunk, (tuple, list)) or not 2 <= len(chunk) <= 4:
@@ -147,7 +147,7 @@ def _layout(parts: dict[str, Any], weights: Any, tau: Any, devices: int) -> dict
     classes = int(p_obs.shape[1]) if p_obs.ndim == 2 else None
     return dict(k=k, classes=classes, dtype=p_obs.dtype, labels=parts["y"] is not None,
                 cf_labels=parts["y_cf"] is not None,
-                q=_arrays.resolve_weights(weights, k, p_obs.dtype),
+                q=_arrays.resolve_weights(weights, k, p_obs.dtype), uniform=weights is None,
                 tau=jnp.asarray(tau, p_obs.dtype), block=-(-b // devices) * devices)
 
 
@@ -180,7 +180,7 @@ def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Any,
     block = layout["block"]
     arrays = {f: v for f, v in piece.items() if v is not None}
     arrays = dist.pad_axis(arrays, block) if m < block else arrays
-    p_bar, y_bar, per_unit = dist.map_batch(_stages.UnitStage(alphas), arrays, shared=(layout["q"], layout["tau"]),
+    p_bar, y_bar, per_unit = dist.map_batch(_stages.UnitStage(alphas, layout["uniform"]), arrays, shared=(layout["q"], layout["tau"]),
                                             mesh=mesh)
     sums = _masked_sums(per_unit, dist.valid_mask(m, block, layout["dtype"]))
     vectors = {"p_obs": np.asarray(piece["p_obs"]), "p_bar": np.asarray(p_bar)[:m]}

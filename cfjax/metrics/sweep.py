@@ -89,7 +89,7 @@ def evaluate_many(
     shared = {"q": _arrays.resolve_weights(weights, np.shape(p_cf)[2], dtype), "tau": jnp.asarray(tau, dtype)}
     if y is not None:
         (split if per_predictor else shared)["y"] = _arrays.as_float(y, dtype)
-    return _dist.map_batch(_stages.BatchReports(alphas, n_bins), split, shared=(shared,), mesh=where,
+    return _dist.map_batch(_stages.BatchReports(alphas, n_bins, weights is None), split, shared=(shared,), mesh=where,
                            chunk_size=predictor_chunk)
 
 

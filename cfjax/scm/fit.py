@@ -19,7 +19,14 @@ from cfjax._core import training
 from cfjax._core.keys import as_key
 from cfjax.scm import _validate as V
 
-__all__ = ["AUTO_BATCH", "AUTO_FULL_BATCH", "AUTO_FULL_TAIL", "Fit", "FitInfo", "default_optimizer", "fit"]
+__all__ = ["AUTO_BATCH", "AUTO_FULL_BATCH", "AUTO_FULL_TAIL", "AUTO_MAX_ROUNDS", "AUTO_STEPS", "AUTO_TOL", "Fit", "FitInfo", "default_optimizer", "fit"]
+
+#: ``SCM.fit(steps="auto")``: rounds of ``AUTO_STEPS`` steps (each a fresh decay of the step
+#: size), another round only while the last raised the training log-likelihood by at least
+#: ``AUTO_TOL`` nats per unit, at most ``AUTO_MAX_ROUNDS``. Measured on a spline SCM (two nodes,
+#: 20,000 units): round gains 1.1e-3, 2.5e-4, 1.0e-4, then below; ends within 1e-5 nats per
+#: unit of an 8,000-step fit.
+AUTO_STEPS, AUTO_TOL, AUTO_MAX_ROUNDS = 2000, 1e-4, 8
 
 #: ``SCM.fit(batch_size="auto")``: full-batch steps up to ``AUTO_FULL_BATCH`` units; beyond,
 #: minibatches of ``AUTO_BATCH`` units for all but the last ``1 / AUTO_FULL_TAIL`` of the steps,
@@ -40,6 +47,8 @@ class FitInfo(NamedTuple):
       best_nll: their held-out mean negative log-likelihood (NaN without a split).
       stopped_early: whether ``patience`` ended the fit before ``steps``.
       train_index, validation_index: the units trained on and held out (None without a split).
+      rounds: rounds run (``steps="auto"``: until a round gains less than ``AUTO_TOL``; 1 for
+        a fixed number of steps).
     """
 
     steps: int
@@ -50,6 +59,7 @@ class FitInfo(NamedTuple):
     stopped_early: bool
     train_index: np.ndarray | None
     validation_index: np.ndarray | None
+    rounds: int = 1
 
 
 class Fit(NamedTuple):
@@ -109,7 +119,7 @@ class _Step:
         return (optax.apply_updates(params, updates), opt_state, t + 1), {"loss": value}
 
 
-def fit(scm, data: Any, *, key: Any, steps: int = 2000, learning_rate: float = 3e-2,
+def fit(scm, data: Any, *, key: Any, steps: int | str = "auto", learning_rate: float = 3e-2,
         batch_size: int | str | None = "auto", optimizer: optax.GradientTransformation | None = None,
         params: Any = None, nodes: Sequence[str] | None = None, progress: bool | None = None,
         chunk_steps: int = 100, validation: float = 0.0, patience: int | None = 5) -> Fit:
@@ -121,6 +131,11 @@ def fit(scm, data: Any, *, key: Any, steps: int = 2000, learning_rate: float = 3
         needed = tuple(v for v in scm.nodes
                        if v in fitted or any(v in scm.graph.parents_of(c) for c in fitted))
     data = V.data(scm, data, "data", nodes=needed)
+    rounds = 1
+    if isinstance(steps, str):
+        if steps != "auto":
+            raise ValidationError(f"`steps`: expected 'auto' or a positive int, got {steps!r}.")
+        steps, rounds = AUTO_STEPS, AUTO_MAX_ROUNDS
     steps = _checks.check_positive_int("steps", steps)
     chunk_steps = _checks.check_positive_int("chunk_steps", chunk_steps)
     if patience is not None:
@@ -161,47 +176,66 @@ def fit(scm, data: Any, *, key: Any, steps: int = 2000, learning_rate: float = 3
             raise ValidationError(f"`params`: expected parameters of every node, missing {missing}.")
         fixed = {v: params[v] for v in scm.nodes if v not in fitted}
         params = {v: params[v] for v in fitted}
-    # The phases: (steps, minibatch size or None), each a run from a fresh optimizer state. The
-    # default Adam's step size decays to zero over each phase (a constant step leaves Adam at
-    # its noise floor, short of the maximum-likelihood fit).
+    # The phases of one round: (steps, minibatch size or None), each a run from a fresh
+    # optimizer state. The default Adam's step size decays to zero over each phase (a constant
+    # step leaves Adam at its noise floor, short of the maximum-likelihood fit).
     if batch_size is None:
         phases = ((steps, None),)
     elif full_tail:
         phases = ((steps - full_tail, batch_size), (full_tail, None))
     else:
         phases = ((steps, batch_size),)
-    keys = jax.random.split(step_key, steps)  # step t's minibatch (as every release has drawn it)
 
     def held_out(state):
         return _nll(scm, fitted, state[0], held_data, fixed)
 
     losses, curve, curve_steps = [], [], []
     best = best_step = None
-    best_nll, done, stopped = float("inf"), 0, False
-    for size, batch in phases:
-        opt = default_optimizer(float(learning_rate), size) if optimizer is None else optimizer
-        with jax.numpy_dtype_promotion("standard"):
-            state = (params, opt.init(params), jnp.zeros((), jnp.int32))
-        run_data = {"train": data, "fixed": fixed, "keys": None if batch is None else keys[done:done + size]}
-        chunk = chunk_steps if (progress or held_data is not None) else size
-        result = training.run(
-            _Step(scm, fitted, opt, batch), state, run_data, key=step_key, steps=size, chunk_steps=chunk,
-            guard=None if held_data is not None else "loss", progress=progress,
-            desc="fit" if batch is None or len(phases) == 1 else "fit (minibatches)",
-            validate=None if held_data is None else held_out, patience=patience,
-            hint="lower the learning rate, or hold out a validation split to keep the best parameters")
-        params = result.state[0]
-        losses.append(result.history["loss"])
-        if held_data is not None:
-            curve += result.validation.tolist()
-            curve_steps += (done + result.validation_steps).tolist()
-            finite = np.where(np.isfinite(result.validation), result.validation, np.inf)
-            if finite.size and finite.min() < best_nll:
-                best, best_nll, best_step = result.best[0], float(finite.min()), done + result.best_step
-        done += result.steps
-        if result.steps < size:
-            stopped = True
+    best_nll, since, done, stopped = float("inf"), 0, 0, False
+    objective = previous = None
+    for r in range(rounds):
+        # step t's minibatch (round 0 draws them as every release has)
+        keys = jax.random.split(step_key if r == 0 else jax.random.fold_in(step_key, r), steps)
+        start = done
+        for size, batch in phases:
+            opt = default_optimizer(float(learning_rate), size) if optimizer is None else optimizer
+            with jax.numpy_dtype_promotion("standard"):
+                state = (params, opt.init(params), jnp.zeros((), jnp.int32))
+            offset = done - start
+            run_data = {"train": data, "fixed": fixed, "keys": None if batch is None else keys[offset:offset + size]}
+            result = training.run(
+                _Step(scm, fitted, opt, batch), state, run_data, key=step_key, steps=size,
+                chunk_steps=size if progress is False and held_data is None else chunk_steps,
+                guard=None if held_data is not None else "loss", progress=progress,
+                desc="fit" if batch is None or len(phases) == 1 else "fit (minibatches)",
+                validate=None if held_data is None else held_out, patience=patience,
+                best_value=best_nll, since=since,
+                hint="lower the learning rate, or hold out a validation split to keep the best parameters")
+            params = result.state[0]
+            losses.append(result.history["loss"])
+            if held_data is not None:
+                curve += result.validation.tolist()
+                curve_steps += (done + result.validation_steps).tolist()
+                if result.best_value < best_nll:
+                    best, best_nll, best_step = result.best[0], result.best_value, done + result.best_step
+                since = result.since
+            done += result.steps
+            if result.steps < size:
+                stopped = True
+                break
+        if stopped or r + 1 == rounds:
             break
+        # steps="auto": another round only while the last one still raised the training
+        # likelihood by AUTO_TOL nats per unit (a round that lowered it is undone)
+        if objective is None:
+            objective = _objective(scm, fitted)
+        value = float(objective(params, data, fixed))
+        if previous is not None and value > previous[0]:
+            params = previous[1]
+            break
+        if previous is not None and previous[0] - value < AUTO_TOL:
+            break
+        previous = (value, params)
     if best is not None:
         params = best
     if fitted is not None:
@@ -209,5 +243,19 @@ def fit(scm, data: Any, *, key: Any, steps: int = 2000, learning_rate: float = 3
     info = FitInfo(steps=done, validation_steps=np.asarray(curve_steps, np.int64),
                    validation_nll=np.asarray(curve, np.float64), best_step=best_step,
                    best_nll=best_nll if best_step is not None else float("nan"),
-                   stopped_early=stopped, train_index=train_index, validation_index=held_index)
+                   stopped_early=stopped, train_index=train_index, validation_index=held_index,
+                   rounds=r + 1)
     return Fit(params, np.concatenate(losses), info)
+
+
+@functools.lru_cache(maxsize=16)
+def _objective(scm, fitted):
+    """The jitted full-batch training objective ``(params, data, fixed) -> mean NLL``, summed
+    in blocks of ``AUTO_BATCH`` units (bounded memory for image nodes)."""
+
+    def objective(params, data, fixed):
+        every = {**fixed, **params}
+        per_unit = jax.lax.map(lambda unit: scm.log_prob_unit(every, unit, fitted), data, batch_size=AUTO_BATCH)
+        return -jnp.mean(per_unit)
+
+    return jax.jit(objective)

@@ -318,7 +318,7 @@ class SCM:
         return _cf.counterfactual_chunks(self, params, data, interventions, chunk_size=chunk_size, key=key,
                                          noise=noise, mesh=mesh)
 
-    def fit(self, data: Data, *, key: Any, steps: int = 2000, learning_rate: float = 3e-2,
+    def fit(self, data: Data, *, key: Any, steps: int | str = "auto", learning_rate: float = 3e-2,
             batch_size: int | str | None = "auto", optimizer: optax.GradientTransformation | None = None,
             params: Any = None, nodes: Sequence[str] | None = None, progress: bool | None = None,
             chunk_steps: int = 100, validation: float = 0.0, patience: int | None = 5) -> _fit.Fit:
@@ -329,7 +329,13 @@ class SCM:
             and their parents only).
           key: randomness (a PRNG key or an int seed) for the initial parameters, the
             minibatches and the held-out split.
-          steps: optimiser steps.
+          steps: ``"auto"`` (default): rounds of 2,000 steps, each a fresh decay of the step
+            size from its peak, until a round raises the training log-likelihood by less than
+            1e-4 nats per unit (a round that lowers it is undone), at most 8 rounds
+            (``AUTO_STEPS``, ``AUTO_TOL``, ``AUTO_MAX_ROUNDS`` in ``cfjax.scm.fit``). One round
+            is enough for a linear-Gaussian SCM; a spline SCM (two nodes, 20,000 units) gained
+            1.1e-3, 2.5e-4 and 1.0e-4 nats per unit in rounds two to four, 1.5e-3 in all, which
+            2,000 steps alone left on the table. An int: exactly this many steps, one round.
           learning_rate: the peak step size of the default optimizer: ``optax.adam`` with the
             step size decaying to zero over the steps (``optax.cosine_decay_schedule``; over
             each phase of ``"auto"``). A constant step leaves Adam at its noise floor short of
@@ -359,16 +365,17 @@ class SCM:
             when stderr is a terminal. The steps run on :func:`cfjax._core.training.run`, one
             run per phase; without a held-out split a NaN or infinite loss raises
             :class:`cfjax.TrainingError` naming the step.
-          chunk_steps: with a progress bar or a held-out split, the steps run as compiled
-            ``lax.scan`` chunks of this many, the bar and the held-out likelihood updated
-            between chunks (the parameters equal those of one scan over all steps); otherwise
-            all steps are one scan.
+          chunk_steps: the steps run as compiled ``lax.scan`` chunks of this many, the bar and
+            the held-out likelihood updated between chunks (the parameters equal those of one
+            scan over all steps); with ``progress=False`` and no held-out split, each phase is
+            one scan.
           validation: fraction of units held out (chosen at random from ``key``), in [0, 1).
             With a positive fraction the model is trained on the other units, the held-out
             mean negative log-likelihood is evaluated after every chunk, and the parameters
             with the lowest one are returned.
           patience: with ``validation``: stop after this many chunks without a lower held-out
-            negative log-likelihood (None: run all steps, still returning the best).
+            negative log-likelihood, counted across phases and rounds (None: run all steps,
+            still returning the best).
 
         Returns:
           a :class:`cfjax.scm.Fit` ``(params, losses, info)``: the fitted parameters (every
