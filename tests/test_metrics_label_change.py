@@ -173,3 +173,32 @@ def test_bad_binary_y_cf_raises(y, y_cf, match):
                                                        resamples=2)):
         with pytest.raises(cf._checks.ValidationError, match=match):
             call()
+
+
+@pytest.mark.parametrize("classes", [None, 3])
+@pytest.mark.parametrize("per_predictor", [False, True])
+def test_evaluate_many_with_counterfactual_labels_and_classes_equals_evaluate_per_predictor(rng, classes,
+                                                                                           per_predictor):
+    """The one pipeline: class probabilities and labels that change under the interventions,
+    shared or per predictor, give predictor j the report of ``evaluate`` on its own arrays."""
+    m, n, k = 3, N, K
+    if classes is None:
+        p_cf = rng.uniform(size=(m, n, k)).astype(np.float32)
+        p_obs = rng.uniform(size=(m, n)).astype(np.float32)
+        draw = lambda *shape: rng.integers(0, 2, shape)  # noqa: E731
+    else:
+        p_cf = rng.dirichlet(np.ones(classes), (m, n, k)).astype(np.float32)
+        p_obs = rng.dirichlet(np.ones(classes), (m, n)).astype(np.float32)
+        draw = lambda *shape: rng.integers(0, classes, shape)  # noqa: E731
+    y, y_cf = (draw(m, n), draw(m, n, k)) if per_predictor else (draw(n), draw(n, k))
+    weights = rng.dirichlet(np.ones(k))
+    many = cf.metrics.evaluate_many(p_obs, p_cf, y, y_cf=y_cf, weights=weights)
+    for j in range(m):
+        one = cf.metrics.evaluate(p_obs[j], p_cf[j], y[j] if per_predictor else y,
+                                  y_cf=y_cf[j] if per_predictor else y_cf, weights=weights)
+        assert type(one) is type(many)
+        for name, value in one.to_dict().items():
+            if isinstance(value, float):
+                np.testing.assert_allclose(getattr(many, name)[j], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    with pytest.raises(cf._checks.ValidationError, match=r"`y_cf`: expected labels of shape"):
+        cf.metrics.evaluate_many(p_obs, p_cf, y, y_cf=np.zeros((n, k + 1), int))

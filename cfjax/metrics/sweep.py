@@ -10,8 +10,8 @@ import numpy as np
 from cfjax import _checks
 from cfjax import distributed as _dist
 from cfjax import platform
-from cfjax.metrics import _arrays, _stages
-from cfjax.metrics._report_types import MarginalisationReport
+from cfjax.metrics import _stages
+from cfjax.metrics._stages import Report
 
 __all__ = ["evaluate_many"]
 
@@ -21,22 +21,27 @@ def evaluate_many(
     p_cf: Any,
     y: Any = None,
     *,
+    y_cf: Any = None,
     weights: Any = None,
     tau: Any = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
     mesh: Any = None,
     predictor_chunk: int | None | str = "auto",
-) -> MarginalisationReport:
+) -> Report:
     """:func:`~cfjax.metrics.evaluate` for P predictors on the same units, with shared or
-    per-predictor labels.
+    per-predictor labels: binary scores or class probabilities, labels invariant or
+    counterfactual, as ``evaluate`` takes them with a leading predictor axis M.
 
     Args:
-      p_obs: ``(P, n)`` predictions on the observed units, one row per predictor.
-      p_cf: ``(P, n, K)`` predictions on the counterfactuals.
-      y: labels in {0, 1}: ``(n,)`` shared by all predictors, or ``(P, n)``, row j the labels
-        of predictor j (e.g. one-vs-rest classifiers, class c scored against ``y == c``);
-        None for the label-free fields only.
+      p_obs: ``(M, n)`` scores on the observed units, one row per predictor (class
+        probabilities ``(M, n, C)``).
+      p_cf: ``(M, n, K)`` scores on the counterfactuals (``(M, n, K, C)``).
+      y: labels (in {0, 1}; class indices for class probabilities): ``(n,)`` shared by all
+        predictors, or ``(M, n)``, row j the labels of predictor j (e.g. one-vs-rest
+        classifiers, class c scored against ``y == c``); None for the label-free fields only.
+      y_cf: counterfactual labels, ``(n, K)`` shared or ``(M, n, K)`` per predictor (with
+        ``y``), as in ``evaluate``.
       weights, tau, alphas, n_bins: as in ``evaluate`` (shared by all predictors).
       mesh: None (the default device), a device count, a sequence of devices or a one-axis
         ``jax.sharding.Mesh`` to split the predictors over (:func:`cfjax.distributed.map_batch`;
@@ -48,10 +53,8 @@ def evaluate_many(
         :func:`cfjax.platform.default_predictor_batch` (1 on CPU, None elsewhere).
 
     Returns:
-      A report whose every field has a leading axis of length P.
-
-    Binary scores with labels assumed invariant; for class probabilities or counterfactual
-    labels ``y_cf``, ``jax.vmap`` :func:`~cfjax.metrics.evaluate` over the predictor axis.
+      The report ``evaluate`` gives for one predictor, every field with a leading axis of
+      length M.
 
     Example:
       >>> import numpy as np
@@ -63,44 +66,63 @@ def evaluate_many(
       One-vs-rest scores of 3 classes, each against its own labels ``y == c``:
 
       >>> y = rng.integers(0, 3, 50)
-      >>> y_ovr = (y[None, :] == np.arange(3)[:, None]).astype(np.int32)  # (P, n)
+      >>> y_ovr = (y[None, :] == np.arange(3)[:, None]).astype(np.int32)  # (M, n)
       >>> evaluate_many(p_cf[..., 0], p_cf, y_ovr).risk_orig.shape
       (3,)
+
+      Two predictors of class probabilities, labels that change under the interventions:
+
+      >>> probs = rng.dirichlet(np.ones(3), (2, 50, 4)).astype(np.float32)
+      >>> r = evaluate_many(probs[:, :, 0], probs, y, y_cf=rng.integers(0, 3, (50, 4)))
+      >>> r.classes, r.labels, r.s_tv.shape
+      (3, 'counterfactual', (2,))
     """
     alphas, n_bins = _stages.check_options(alphas, n_bins, tau)
-    _checks.check_ndim("p_obs", p_obs, 2, "of shape (P, n)")
-    _checks.check_ndim("p_cf", p_cf, 3, "of shape (P, n, K)")
+    classes = np.ndim(p_cf) == 4 or np.ndim(p_obs) == 3
+    _checks.check_ndim("p_obs", p_obs, 3 if classes else 2, "of shape (M, n, C)" if classes else "of shape (M, n)")
+    _checks.check_ndim("p_cf", p_cf, 4 if classes else 3, "of shape (M, n, K, C)" if classes else "of shape (M, n, K)")
     _checks.check_nonempty("p_obs", p_obs)
     _checks.check_nonempty("p_cf", p_cf)
-    n_pred, n = np.shape(p_obs)
-    if np.shape(p_cf)[:2] != (n_pred, n):
-        _checks.fail("p_cf", f"shape ({n_pred}, {n}, K) to match `p_obs` {np.shape(p_obs)}",
+    n_pred, n = np.shape(p_obs)[:2]
+    k = np.shape(p_cf)[2]
+    want = (n_pred, n, k) + np.shape(p_obs)[2:]
+    if np.shape(p_cf) != want:
+        _checks.fail("p_cf", f"shape {want} to match `p_obs` {np.shape(p_obs)} (M, n, K{', C' if classes else ''})",
                      f"shape {np.shape(p_cf)}")
-    _checks.check_probabilities("p_obs", p_obs)
-    _checks.check_probabilities("p_cf", p_cf)
-    per_predictor = _check_sweep_labels(y, n_pred, n)
-    dtype = _arrays.float_dtype(p_obs, p_cf)
+    y_split = _label_rows("y", y, n_pred, (n,))
+    y_cf_split = _label_rows("y_cf", y_cf, n_pred, (n, k))
+    # Validated and converted as one predictor's units, M·n of them (every unit is checked).
+    flat = lambda v, split, shape: None if v is None else np.reshape(  # noqa: E731
+        np.asarray(v) if split else np.broadcast_to(np.asarray(v), (n_pred,) + shape), (n_pred * n,) + shape[1:])
+    p_obs_f, p_cf_f, y_f, y_cf_f, q, tau = _stages.prepare(
+        jnp.reshape(jnp.asarray(p_obs), (n_pred * n,) + np.shape(p_obs)[2:]),
+        jnp.reshape(jnp.asarray(p_cf), (n_pred * n,) + np.shape(p_cf)[2:]),
+        flat(y, y_split, (n,)), flat(y_cf, y_cf_split, (n, k)), weights, tau)
+    rows = lambda v: v.reshape((n_pred, n) + v.shape[1:])  # noqa: E731
     where = _dist.as_mesh(mesh)
     if predictor_chunk == "auto":
         predictor_chunk = platform.default_predictor_batch(None if where is None else list(where.devices.flat))
     elif predictor_chunk is not None:
         predictor_chunk = _checks.check_positive_int("predictor_chunk", predictor_chunk)
-    split = {"p_obs": jnp.asarray(p_obs).astype(dtype), "p_cf": jnp.asarray(p_cf).astype(dtype)}
-    shared = {"q": _arrays.resolve_weights(weights, np.shape(p_cf)[2], dtype), "tau": jnp.asarray(tau, dtype)}
-    if y is not None:
-        (split if per_predictor else shared)["y"] = _arrays.as_float(y, dtype)
-    return _dist.map_batch(_stages.BatchReports(alphas, n_bins, weights is None), split, shared=(shared,), mesh=where,
-                           chunk_size=predictor_chunk)
+    split = {"p_obs": rows(p_obs_f), "p_cf": rows(p_cf_f)}
+    shared = {"q": q, "tau": tau}
+    for name, v, per_predictor in (("y", y_f, y_split), ("y_cf", y_cf_f, y_cf_split)):
+        if v is not None:
+            if per_predictor:
+                split[name] = rows(v)
+            else:
+                shared[name] = v[:n]  # the first predictor's rows: the shared labels
+    return _dist.map_batch(_stages.BatchReports(alphas, n_bins, weights is None), split, shared=(shared,),
+                           mesh=where, chunk_size=predictor_chunk)
 
 
-def _check_sweep_labels(y: Any, n_pred: int, n: int) -> bool:
-    """Validate ``y``: None, shared ``(n,)`` or per predictor ``(P, n)``, values in {0, 1}.
-    Returns whether the labels are per predictor."""
-    if y is None:
+def _label_rows(name: str, v: Any, n_pred: int, shape: tuple[int, ...]) -> bool:
+    """Check that labels ``v`` are shared ``shape`` or per predictor ``(M, *shape)``; returns
+    whether they are per predictor (False for None)."""
+    if v is None:
         return False
-    if np.shape(y) not in ((n,), (n_pred, n)):
-        _checks.fail("y", f"labels of shape ({n},), shared by all predictors, or "
-                     f"({n_pred}, {n}), one row per predictor (P, n) like `p_obs`",
-                     f"shape {np.shape(y)}")
-    _checks.check_binary_labels("y", y)
-    return np.ndim(y) == 2
+    if np.shape(v) not in (shape, (n_pred,) + shape):
+        dims = ", ".join(("n", "K")[:len(shape)])
+        _checks.fail(name, f"labels of shape {shape} ({dims}), shared by all predictors, or "
+                     f"{(n_pred,) + shape} (M, {dims}), one row per predictor", f"shape {np.shape(v)}")
+    return np.ndim(v) == len(shape) + 1
