@@ -232,7 +232,7 @@ def test_paper_family_masks_are_the_corrupted_training_sets():
     seed = 3
     kw = dict(n_train=8, n_val=4, test_per_cell=1, pool_factor=40)  # every render in one chunk size
     full = cf.study.datasets(chest, key=seed, **kw)["train"]["parents"]
-    fam = cf.study.paper_family(full["sex"], full["age"], full["effusion"], cf.study.datasets_bias_key(seed), seeds=(0, 1))
+    fam = cf.study.paper_family(full["sex"], full["age"], full["effusion"], key=cf.study.datasets_bias_key(seed), seeds=(0, 1))
     assert fam.names == tuple(n for n in cf.study.TRAINED_NAMES for _ in (0, 1))
     np.testing.assert_array_equal(fam.seeds, [0, 1] * 7)
     assert np.asarray(fam.masks[0]).all()
@@ -288,10 +288,10 @@ def test_validation_errors():
         ("sex", lambda: cf.study.logit_offset(np.zeros(3), np.array([0, 1]), 1.0)),
         ("beta", lambda: cf.study.logit_offset(np.zeros(3), np.array([0, 1, 1]), float("inf"))),
         ("logits", lambda: cf.study.logit_offset(np.zeros(3, int), np.array([0, 1, 1]), 1.0)),
-        ("key", lambda: cf.study.paper_family(y, np.full(8, 50.0), y, 0)),
-        ("seeds", lambda: cf.study.paper_family(y, np.full(8, 50.0), y, jax.random.key(0), seeds=(1, 1))),
-        ("age", lambda: cf.study.paper_family(y, np.full(7, 50.0), y, jax.random.key(0))),
-        ("effusion", lambda: cf.study.paper_family(y, np.full(8, 50.0), y + 1, jax.random.key(0))),
+        ("key", lambda: cf.study.paper_family(y, np.full(8, 50.0), y, key="0")),
+        ("seeds", lambda: cf.study.paper_family(y, np.full(8, 50.0), y, key=jax.random.key(0), seeds=(1, 1))),
+        ("age", lambda: cf.study.paper_family(y, np.full(7, 50.0), y, key=jax.random.key(0))),
+        ("effusion", lambda: cf.study.paper_family(y, np.full(8, 50.0), y + 1, key=jax.random.key(0))),
         ("key", lambda: cf.study.datasets_bias_key(-1)),
         ("names", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(3, int))),
         ("logits", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((2, 3), np.float32), np.zeros(3, int))),

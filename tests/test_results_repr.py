@@ -53,7 +53,7 @@ def test_ensemble_state_keeps_the_record_not_the_weights(rng):
 def test_family_to_dict(rng):
     n = 60
     fam = F.paper_family(rng.integers(0, 2, n), rng.uniform(20, 90, n), rng.integers(0, 2, n),
-                         jax.random.key(int(rng.integers(1 << 30))), seeds=(0,))
+                         key=jax.random.key(int(rng.integers(1 << 30))), seeds=(0,))
     back, text = _round_trip(fam)
     assert back["names"] == list(fam.names) and back["seeds"] == np.asarray(fam.seeds).tolist()
     assert back["n_train"] == np.asarray(fam.masks).sum(axis=1).tolist()

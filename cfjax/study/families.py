@@ -90,7 +90,7 @@ def datasets_bias_key(key: Any) -> jax.Array:
     return jax.random.split(as_key(key), 4)[3]
 
 
-def paper_family(sex: Any, age: Any, effusion: Any, key: jax.Array,
+def paper_family(sex: Any, age: Any, effusion: Any, *, key: Any,
                  seeds: Sequence[int] = (0, 1, 2)) -> Family:
     """The seven trained predictors × ``seeds`` as members of one ensemble over one training pool.
 
@@ -113,7 +113,7 @@ def paper_family(sex: Any, age: Any, effusion: Any, key: jax.Array,
     Example:
       >>> rng = np.random.default_rng(0)
       >>> fam = paper_family(rng.integers(0, 2, 100), rng.uniform(20, 90, 100),
-      ...                    rng.integers(0, 2, 100), jax.random.key(0), seeds=(0, 1))
+      ...                    rng.integers(0, 2, 100), key=0, seeds=(0, 1))
       >>> fam.names[:3], fam.masks.shape
       (('basic', 'basic', 'sex0.80'), (14, 100))
     """
@@ -125,8 +125,7 @@ def paper_family(sex: Any, age: Any, effusion: Any, key: jax.Array,
     _checks.check_binary_labels("sex", sex)
     _checks.check_binary_labels("effusion", effusion)
     _checks.check_finite("age", age)
-    if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ()):
-        _checks.fail("key", "a single typed key (jax.random.key)", repr(key))
+    key = as_key(key)
     s = np.asarray(seeds)
     if s.ndim != 1 or s.size == 0 or not np.issubdtype(s.dtype, np.integer) or (s < 0).any():
         _checks.fail("seeds", "a non-empty sequence of non-negative integers", repr(seeds))

@@ -223,7 +223,7 @@ def train_site(chest: cf.data.ChestSCM, seeds: tuple[int, ...], config: Config, 
                           test_per_cell=config.test_per_cell, test_prevalence=config.test_prevalence)
     tr, va = data["train"], data["validation"]
     p = tr["parents"]
-    fam = families.paper_family(p["sex"], p["age"], p["effusion"], families.datasets_bias_key(key), seeds)
+    fam = families.paper_family(p["sex"], p["age"], p["effusion"], key=families.datasets_bias_key(key), seeds=seeds)
     log(f"  training {len(fam.names)} members as one ensemble on {config.n_train} images "
         f"({config.size}x{config.size}), kept per member: "
         + ", ".join(f"{n}={int(k)}" for n, k in zip(fam.names[::len(seeds)],
