@@ -489,7 +489,15 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
     dtype = data.images.dtype
     val = (jnp.asarray(val_images).astype(dtype), jnp.asarray(val_labels).astype(dtype))
     state = _init_state(model, config, keys, tuple(int(v) for v in image_shape), jnp.dtype(dtype))
+    meta = _run_metadata(model, config, data, keys)
+    extra = 0
     if where is not None:
+        # M padded once to a multiple of the devices with stopped copies of the last member,
+        # so that every step's members stay on their devices (unpadded, map_batch would pad,
+        # split and gather the whole state at every step). Not with a checkpoint, which must
+        # resume on any devices: there the members are padded at every step.
+        extra = 0 if checkpoint_dir is not None else -m % where.size
+        state, data = _pad_members(state, data, extra)
         state, data, val = _place(state, data, val, where)
     store = None if checkpoint_dir is None else _ckpt.CheckpointStore(checkpoint_dir)
     member_names = tuple(f"{i}" + ("" if names is None else f" ({names[i]!r})") for i in range(m))
@@ -497,20 +505,43 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
         result = _training.run(
             EnsembleStep(model, config, where), state, (data,) + val, key=0, steps=config.steps,
             chunk_steps=config.eval_every, guard="loss", progress=progress, desc="training",
-            postfix=("mean_loss", "active"), store=store, meta=_run_metadata(model, config, data, keys),
-            max_chunks=max_rounds, member_names=member_names,
+            postfix=("mean_loss", "active"), store=store, meta=meta,
+            max_chunks=max_rounds, member_names=member_names + tuple(f"{m + i} (padding)" for i in range(extra)),
             hint="lower `config.learning_rate` or check the images and labels for NaN")
     finally:
         if store is not None:
             store.close()
-    if where is not None:
-        return jax.device_put(result.state, where.devices.flat[0])
-    return result.state
+    if where is None:
+        return result.state
+    state = jax.device_put(result.state, where.devices.flat[0])
+    return _take_members(state, m) if extra else state
 
 
 # The member axis of each field of EnsembleState (None: one value for the whole ensemble).
 _MEMBER_AXIS = {"params": 0, "opt_state": 0, "best_params": 0, "best_auc": 0, "best_step": 0, "since_best": 0,
                 "active": 0, "data_keys": 0, "step": None, "round": None, "val_auc": 1, "loss": 1}
+
+
+def _pad_members(state: EnsembleState, data: MemberData, extra: int) -> tuple[EnsembleState, MemberData]:
+    """``extra`` more members: copies of the last one, stopped (``active`` False), so that
+    they never step and never change a result; :func:`_take_members` drops them."""
+    if not extra:
+        return state, data
+
+    def pad(v, axis):
+        last = jax.lax.slice_in_dim(v, v.shape[axis] - 1, v.shape[axis], axis=axis)
+        return jnp.concatenate([v] + [last] * extra, axis=axis)
+
+    fields = {f: jax.tree.map(lambda v, a=a: pad(v, a), getattr(state, f))
+              for f, a in _MEMBER_AXIS.items() if a is not None}
+    fields["active"] = fields["active"].at[-extra:].set(False)
+    return state.replace(**fields), data._replace(cdf=pad(data.cdf, 0) if data.cdf.ndim == 2 else data.cdf)
+
+
+def _take_members(state: EnsembleState, m: int) -> EnsembleState:
+    """The first ``m`` members of ``state`` (the padding of :func:`_pad_members` dropped)."""
+    return state.replace(**{f: jax.tree.map(lambda v, a=a: jax.lax.slice_in_dim(v, 0, m, axis=a), getattr(state, f))
+                            for f, a in _MEMBER_AXIS.items() if a is not None})
 
 
 def _place(state: EnsembleState, data: MemberData, val: Any, where: Any) -> tuple[EnsembleState, MemberData, Any]:
