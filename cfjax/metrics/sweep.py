@@ -104,7 +104,8 @@ def evaluate_many(
         predictor_chunk = platform.default_predictor_batch(None if where is None else list(where.devices.flat))
     elif predictor_chunk is not None:
         predictor_chunk = _checks.check_positive_int("predictor_chunk", predictor_chunk)
-    split = {"p_obs": rows(p_obs_f), "p_cf": rows(p_cf_f)}
+    # the scores as given, cast like the checked ones (no reshape back: a copy of M·n·K values)
+    split = {"p_obs": jnp.asarray(p_obs).astype(p_obs_f.dtype), "p_cf": jnp.asarray(p_cf).astype(p_cf_f.dtype)}
     shared = {"q": q, "tau": tau}
     for name, v, per_predictor in (("y", y_f, y_split), ("y_cf", y_cf_f, y_cf_split)):
         if v is not None:
