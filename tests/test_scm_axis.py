@@ -121,7 +121,7 @@ def test_grid_describe_flag_keeps_the_old_return(rng):
     do2, q2, axis = intervention_grid({"a": vals}, describe=True)
     np.testing.assert_array_equal(do["a"], do2["a"])
     np.testing.assert_array_equal(q, q2)
-    assert axis.labels == tuple(f"do(a={v:g})" for v in vals)
+    assert axis.labels == tuple(f"do(a={v + 0.0:g})" for v in vals)  # a rounded -0.0 reads as 0
     np.testing.assert_array_equal(axis.weights, q)
 
 
