@@ -154,6 +154,7 @@ def test_a_shift_on_a_bounded_node_checks_the_shifted_values_not_the_deltas(rng)
     scm = SCM({"age": [], "y": ["age"]}, {"age": Spline(low=20.0, high=90.0), "y": LocationScale()})
     params = scm.init(key=jax.random.key(0))
     age = rng.uniform(40.0, 60.0, 12)
+    age[0] = 59.0  # shifted by 35, at least one unit leaves [20, 90]
     data = {"age": age, "y": rng.normal(size=12)}
     deltas = np.array([-10.0, 10.0])  # outside [20, 90] as values, inside as shifts of 40..60
     out = scm.counterfactual(params, data, {"age": Shift(deltas)}, key=jax.random.key(1))
