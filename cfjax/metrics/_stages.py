@@ -39,7 +39,7 @@ from cfjax.metrics._report_types import (
 )
 from cfjax.metrics.calibration import _bins
 from cfjax.metrics.ranking import _kendall_tau_b, _spearman
-from cfjax.metrics.risk import EPS, binary_bce, cvar_units
+from cfjax.metrics.risk import EPS, binary_bce, cvar_units_kn
 from cfjax.metrics.smooth_calibration import _smooth_ece
 from cfjax.metrics.stability import class_decisions, total_variation
 
@@ -213,48 +213,56 @@ class UnitSums:
 
 
 def weighted_sum(q: jax.Array, v: jax.Array) -> jax.Array:
-    """``Σ_k q_k v[k]`` over the leading (intervention) axis of ``v (K, ...)`` of one unit (a
-    multiply and a sum: under ``vmap`` XLA:CPU runs it faster than a batched dot)."""
-    return jnp.sum(q.reshape(q.shape + (1,) * (v.ndim - 1)) * v, axis=0)
+    """``Σ_k q_k v[k]`` over the leading (intervention) axis of ``v (K, ...)``: one product
+    contracting K, which XLA:CPU turns into a loop over the trailing axes (the units) when K
+    leads."""
+    return jax.lax.dot_general(q, v, (((0,), (0,)), ((), ())))
 
 
-def _one_unit(p_obs, p_cf, p_bar, y, y_cf, q, tau):
-    """One unit: ``p_obs ()``, ``p_cf (K,)``, its marginalised ``p_bar ()`` (classes ``(C,)``,
-    ``(K, C)``, ``(C,)``), ``y ()`` or None, ``y_cf (K,)`` or None. Returns
-    ``(p_bar, y_bar or None, UnitSums of this unit, its losses (K,) or None)``; the CVaR of
-    the losses is left to :func:`unit_stage`, which sorts every unit's at once."""
-    kind = _kind(int(p_obs.shape[-1]) if p_obs.ndim == 1 else None)
-    dtype = p_cf.dtype
+def _over_interventions(kind, p_obs, x, p_bar, y, y_cf, q, tau):
+    """The reductions over the K interventions of every unit, written on intervention-major
+    arrays: ``x (K, n)`` (classes ``(K, n, C)``) the counterfactual scores, ``p_obs``,
+    ``p_bar`` ``(n,)`` (``(n, C)``), ``y (n,)`` or None, ``y_cf (K, n)`` or None.
+
+    Returns ``(y_bar or None, UnitSums of each unit (leaves with a leading n), losses (K, n)
+    or None)``; the CVaR of the losses is left to :func:`unit_stage`. Every statistic is one
+    unit's reduction over K; the units ride along the trailing axis rather than under
+    ``vmap``, because XLA:CPU vectorises reductions over a leading K across the units (one
+    fused loop each) but not the batched products that ``vmap`` of a per-unit sum produces."""
+    dtype = x.dtype
     total = functools.partial(weighted_sum, q)
-    flips = (kind.decide(p_cf, tau) != kind.decide(p_obs, tau)[None]).astype(dtype)
-    sums = UnitSums(count=jnp.ones((), dtype), s_var=total(kind.spread(p_cf - p_bar[None])), s_flip=total(flips),
-                    s_tv=total(kind.distance(p_cf, p_obs[None])) if kind.classes else None)
+    flips = (kind.decide(x, tau) != kind.decide(p_obs, tau)[None]).astype(dtype)
+    sums = UnitSums(count=jnp.ones(p_obs.shape[:1], dtype), s_var=total(kind.spread(x - p_bar[None])),
+                    s_flip=total(flips), s_tv=total(kind.distance(x, p_obs[None])) if kind.classes else None)
     y_bar = losses = None
     if y is not None:
-        labels = jnp.broadcast_to(y, p_cf.shape[:1]) if y_cf is None else y_cf
+        labels = jnp.broadcast_to(y, x.shape[:2]) if y_cf is None else y_cf
         if y_cf is not None:
             y_bar = kind.soft_label(y_cf, q)
-        losses = kind.loss(p_cf, labels)  # (K,)
-        sums = sums.replace(risk_ie=total(losses), risk_wc=jnp.max(losses))
-    return p_bar, y_bar, sums, losses
+        # (K, n), materialised once: the barrier keeps XLA from recomputing the logarithms
+        # in each consumer (the sums here, the sort of the tail risks)
+        losses = jax.lax.optimization_barrier(kind.loss(x, labels))
+        sums = sums.replace(risk_ie=total(losses), risk_wc=jnp.max(losses, axis=0))
+    return y_bar, sums, losses
 
 
 def unit_stage(p_obs: jax.Array, p_cf: jax.Array, y: jax.Array | None, y_cf: jax.Array | None,
                q: jax.Array, tau: jax.Array, *, alphas: tuple[float, ...], uniform: bool = False
                ) -> tuple[jax.Array, jax.Array | None, UnitSums]:
-    """The reductions over the intervention axis of every unit (traced): :func:`_one_unit`
-    vmapped over the units of ``p_obs (n,)``, ``p_cf (n, K)`` (classes ``(n, C)``,
-    ``(n, K, C)``), ``y (n,)`` or None, ``y_cf (n, K)`` or None.
+    """The reductions over the intervention axis of every unit (traced), of ``p_obs (n,)``,
+    ``p_cf (n, K)`` (classes ``(n, C)``, ``(n, K, C)``), ``y (n,)`` or None, ``y_cf (n, K)``
+    or None.
 
     Returns ``(p_bar, y_bar, per_unit)``: ``p_bar (n,)`` (``(n, C)``), ``y_bar`` likewise
     (only with ``y_cf``), and each unit's :class:`UnitSums` (every leaf with a leading n):
-    :func:`sum_units` adds them up."""
+    :func:`sum_units` adds them up. Inside, the scores are laid out intervention-major
+    (``(K, n)``; a transpose that XLA fuses into the first consumer)."""
+    kind = _kind(classes_of(p_obs))
     p_bar = marginalise(p_cf, q)
-    p_bar, y_bar, per_unit, losses = jax.vmap(_one_unit, in_axes=(0, 0, 0, 0, 0, None, None))(
-        p_obs, p_cf, p_bar, y, y_cf, q, tau)
-    if losses is not None:  # (n, K): every unit's tail risks in one sort over K
-        per_unit = per_unit.replace(risk_cvar=cvar_units(jax.lax.optimization_barrier(losses), q, alphas,
-                                                            uniform=uniform))
+    y_bar, per_unit, losses = _over_interventions(
+        kind, p_obs, jnp.moveaxis(p_cf, 1, 0), p_bar, y, None if y_cf is None else y_cf.T, q, tau)
+    if losses is not None:  # every unit's tail risks in one sort over K
+        per_unit = per_unit.replace(risk_cvar=cvar_units_kn(losses, q, alphas, uniform=uniform).T)
     return p_bar, y_bar, per_unit
 
 

@@ -175,7 +175,11 @@ def cvar_units(losses: jax.Array, q: jax.Array, levels: tuple[float, ...], *, un
     ``uniform`` (static: ``q`` is known to be ``1/K``) sorts the losses alone, the masses
     being known.
     """
-    x = losses.T  # (K, n)
+    return cvar_units_kn(losses.T, q, levels, uniform=uniform).T
+
+
+def cvar_units_kn(x: jax.Array, q: jax.Array, levels: tuple[float, ...], *, uniform: bool = False) -> jax.Array:
+    """:func:`cvar_units` of losses laid out ``(K, n)`` (units last): ``(len(levels), n)``."""
     k = x.shape[0]
     if uniform:
         (x,) = _sort_descending(x)
@@ -184,32 +188,38 @@ def cvar_units(losses: jax.Array, q: jax.Array, levels: tuple[float, ...], *, un
     else:
         x, w = _sort_descending(x, jnp.broadcast_to(q.astype(x.dtype)[:, None], x.shape))
         mass = jnp.cumsum(w, axis=0) - w
-    return jnp.stack([jnp.sum(x * jnp.clip(a - mass, 0, w), axis=0) / a for a in levels], axis=1)
+    return jnp.stack([jnp.sum(x * jnp.clip(a - mass, 0, w), axis=0) / a for a in levels])
 
 
 def _sort_descending(x: jax.Array, *payload: jax.Array) -> tuple[jax.Array, ...]:
     """Sort ``x (K, n)`` along K, largest first, carrying the ``payload`` arrays ``(K, n)``
     along: a bitonic network. K is padded to a power of two with −inf atoms (payload 0),
-    which sort last; each stage compare-exchanges the two halves of blocks of rows, read by a
-    reshape rather than a gather."""
+    which sort last. Each stage compares every row with its partner row ``k ^ j``, read by a
+    reshape and a flip rather than a gather, and keeps the larger or the smaller of the two
+    (a row whose value ties its partner's keeps its own payload)."""
     k = x.shape[0]
     size = 1 << max(0, (k - 1).bit_length())
-    arrays = (x, *payload)
     if size > k:
         pad = (size - k,) + x.shape[1:]
-        arrays = tuple(jnp.concatenate([a, jnp.full(pad, -jnp.inf if i == 0 else 0, a.dtype)])
-                       for i, a in enumerate(arrays))
+        x = jnp.concatenate([x, jnp.full(pad, -jnp.inf, x.dtype)])
+        payload = tuple(jnp.concatenate([w, jnp.zeros(pad, w.dtype)]) for w in payload)
+    idx = np.arange(size)
+    column = (size,) + (1,) * (x.ndim - 1)
+
+    def partner_of(a, j):
+        return jnp.flip(a.reshape((size // (2 * j), 2, j) + a.shape[1:]), axis=1).reshape(a.shape)
+
     block = 2
     while block <= size:
         j = block // 2
         while j >= 1:
-            groups = size // (2 * j)  # blocks of 2j rows: the first j against the last j
-            halves = [a.reshape((groups, 2, j) + a.shape[1:]) for a in arrays]
-            lo, hi = halves[0][:, 0], halves[0][:, 1]
-            descending = ((np.arange(groups) * 2 * j) & block) == 0
-            swap = jnp.where(jnp.asarray(descending).reshape((groups,) + (1,) * (lo.ndim - 1)), lo < hi, lo > hi)
-            arrays = tuple(jnp.stack([jnp.where(swap, h[:, 1], h[:, 0]), jnp.where(swap, h[:, 0], h[:, 1])],
-                                     axis=1).reshape(a.shape) for a, h in zip(arrays, halves))
+            first = idx < (idx ^ j)
+            larger = jnp.asarray(np.where(first, (idx & block) == 0, (idx & block) != 0)).reshape(column)
+            partner = partner_of(x, j)
+            if payload:
+                keep = jnp.where(larger, x >= partner, x <= partner)
+                payload = tuple(jnp.where(keep, w, partner_of(w, j)) for w in payload)
+            x = jnp.where(larger, jnp.maximum(x, partner), jnp.minimum(x, partner))
             j //= 2
         block *= 2
-    return tuple(a[:k] for a in arrays)
+    return (x[:k], *(w[:k] for w in payload))
