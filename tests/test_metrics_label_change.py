@@ -202,3 +202,38 @@ def test_evaluate_many_with_counterfactual_labels_and_classes_equals_evaluate_pe
                 np.testing.assert_allclose(getattr(many, name)[j], value, rtol=1e-5, atol=1e-6, err_msg=name)
     with pytest.raises(cf._checks.ValidationError, match=r"`y_cf`: expected labels of shape"):
         cf.metrics.evaluate_many(p_obs, p_cf, y, y_cf=np.zeros((n, k + 1), int))
+
+
+@pytest.mark.parametrize("where, match", [
+    ("p_cf", r"`p_cf`: expected probabilities without NaN"),
+    ("p_obs", r"`p_obs`: expected probabilities in \[0, 1\]"),
+    ("y", r"`y`: expected labels in \{0, 1\}"),
+    ("y_cf", r"`y_cf`: expected labels in \{0, 1\}"),
+    ("classes", r"`y`: expected integer class labels in 0\.\.2"),
+    ("simplex", r"`p_cf`: expected class probabilities whose last axis sums to 1"),
+])
+def test_evaluate_many_checks_every_predictor_not_only_the_first(rng, where, match):
+    # evaluate_many checks shapes on the first predictor's rows and values over all of them:
+    # a bad value in the last predictor's rows must still be found.
+    m, n, k = 3, 8, 4
+    p_cf = rng.uniform(0.05, 0.95, (m, n, k)).astype(np.float32)
+    p_obs, y, y_cf = p_cf[..., 0].copy(), rng.integers(0, 2, (m, n)), rng.integers(0, 2, (m, n, k))
+    i = int(rng.integers(n))
+    if where in ("classes", "simplex"):
+        p_cf = rng.dirichlet(np.ones(3), (m, n, k)).astype(np.float32)
+        p_obs, y = p_cf[:, :, 0].copy(), rng.integers(0, 3, (m, n))
+        if where == "classes":
+            y[-1, i] = 3
+        else:
+            p_cf[-1, i, 0] = 0.2  # a row summing to 0.6
+        y_cf = None
+    elif where == "p_cf":
+        p_cf[-1, i, 1] = np.nan
+    elif where == "p_obs":
+        p_obs[-1, i] = 1.5
+    elif where == "y":
+        y[-1, i] = 2
+    else:
+        y_cf[-1, i, 2] = 2
+    with pytest.raises(cf._checks.ValidationError, match=match):
+        cf.metrics.evaluate_many(p_obs, p_cf, y, y_cf=y_cf)

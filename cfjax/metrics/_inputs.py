@@ -135,7 +135,7 @@ def is_multiclass(p_obs: Any, p_cf: Any) -> bool:
     return np.ndim(p_cf) == 3 or np.ndim(p_obs) == 2
 
 
-def _integer_labels(name: str, y: Any, n_classes: int) -> None:
+def check_class_labels(name: str, y: Any, n_classes: int) -> None:
     """Integer values in ``0..n_classes-1`` (concrete inputs only; bool counts as 0/1)."""
     if not _checks.is_concrete(y):
         return
@@ -180,6 +180,6 @@ def prepare_class_labels(
             out.append(None)
             continue
         _label_shape(name, v, shape, what)
-        _integer_labels(name, v, c)
+        check_class_labels(name, v, c)
         out.append(jnp.asarray(v).astype(jnp.int32))
     return out[0], out[1]

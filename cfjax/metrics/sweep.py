@@ -10,7 +10,7 @@ import numpy as np
 from cfjax import _checks
 from cfjax import distributed as _dist
 from cfjax import platform
-from cfjax.metrics import _stages
+from cfjax.metrics import _arrays, _inputs, _stages
 from cfjax.metrics._stages import Report
 
 __all__ = ["evaluate_many"]
@@ -91,28 +91,35 @@ def evaluate_many(
                      f"shape {np.shape(p_cf)}")
     y_split = _label_rows("y", y, n_pred, (n,))
     y_cf_split = _label_rows("y_cf", y_cf, n_pred, (n, k))
-    # Validated and converted as one predictor's units, M·n of them (every unit is checked).
-    flat = lambda v, split, shape: None if v is None else np.reshape(  # noqa: E731
-        np.asarray(v) if split else np.broadcast_to(np.asarray(v), (n_pred,) + shape), (n_pred * n,) + shape[1:])
-    p_obs_f, p_cf_f, y_f, y_cf_f, q, tau = _stages.prepare(
-        jnp.reshape(jnp.asarray(p_obs), (n_pred * n,) + np.shape(p_obs)[2:]),
-        jnp.reshape(jnp.asarray(p_cf), (n_pred * n,) + np.shape(p_cf)[2:]),
-        flat(y, y_split, (n,)), flat(y_cf, y_cf_split, (n, k)), weights, tau)
-    rows = lambda v: v.reshape((n_pred, n) + v.shape[1:])  # noqa: E731
+    # Shapes, options and dtypes checked as one predictor's (the first's rows), then every
+    # value of every predictor: the scores in one pass over their (M, n, …) arrays, never
+    # flattened (a reshape of a device array is a copy, of M·n·K values here).
+    first = lambda v, split: None if v is None else np.asarray(v)[0] if split else v  # noqa: E731
+    p_obs_j, p_cf_j = jnp.asarray(p_obs), jnp.asarray(p_cf)
+    _, _, _, _, q, tau = _stages.prepare(p_obs_j[0], p_cf_j[0], first(y, y_split), first(y_cf, y_cf_split),
+                                         weights, tau)
+    for name, v in (("p_obs", p_obs_j), ("p_cf", p_cf_j)):
+        _checks.check_probabilities(name, v)
+        if classes:
+            _inputs.check_simplex_rows(name, v)
+    labels = {name: v for name, v in (("y", y), ("y_cf", y_cf)) if v is not None}
+    for name, v in labels.items():
+        if classes:
+            _inputs.check_class_labels(name, v, np.shape(p_obs)[2])
+        else:
+            _checks.check_binary_labels(name, v)
+    cast = (lambda v: jnp.asarray(v).astype(jnp.int32)) if classes else (lambda v: _arrays.as_float(v, q.dtype))  # noqa: E731
+    y_f, y_cf_f = (None if v is None else cast(v) for v in (y, y_cf))
     where = _dist.as_mesh(mesh)
     if predictor_chunk == "auto":
         predictor_chunk = platform.default_predictor_batch(None if where is None else list(where.devices.flat))
     elif predictor_chunk is not None:
         predictor_chunk = _checks.check_positive_int("predictor_chunk", predictor_chunk)
-    # the scores as given, cast like the checked ones (no reshape back: a copy of M·n·K values)
-    split = {"p_obs": jnp.asarray(p_obs).astype(p_obs_f.dtype), "p_cf": jnp.asarray(p_cf).astype(p_cf_f.dtype)}
+    split = {"p_obs": p_obs_j.astype(q.dtype), "p_cf": p_cf_j.astype(q.dtype)}
     shared = {"q": q, "tau": tau}
     for name, v, per_predictor in (("y", y_f, y_split), ("y_cf", y_cf_f, y_cf_split)):
         if v is not None:
-            if per_predictor:
-                split[name] = rows(v)
-            else:
-                shared[name] = v[:n]  # the first predictor's rows: the shared labels
+            (split if per_predictor else shared)[name] = v
     return _dist.map_batch(_stages.BatchReports(alphas, n_bins, weights is None), split, shared=(shared,),
                            mesh=where, chunk_size=predictor_chunk)
 
