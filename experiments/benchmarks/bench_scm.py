@@ -9,17 +9,19 @@ inside a user's ``jax.jit`` (one dispatch, validation skipped on traced values);
 
 References:
 - numpy closed form, fresh outputs: the structural equations written with ``out=`` ufuncs
-  into one newly allocated (K, N) array per node (as many bytes as cfjax's, no temporaries) —
-  the like-for-like floor for a function that returns new arrays;
+  into one newly allocated (N, K) array per node (cfjax's layout and bytes, no temporaries) —
+  the like-for-like floor for a function that returns new arrays; and the same into (K, N)
+  arrays (intervention-major, the layout cfjax returned before its array contract, and
+  numpy's easier one: each intervention a contiguous row);
 - the same into reused outputs (allocated once, outside the timing): the arithmetic alone;
 - numpy closed form, naive: broadcasting with (K, N) temporaries and an interleaved (K, N, 5)
   stack (the layout DoWhy and ChiRho return) — what a quick vectorised script does;
 - ChiRho: one multi-world pass per intervened node with residual noise (torch, float32);
 - DoWhy: one ``counterfactual_samples`` call per intervention (as its users do).
 
-What bounds the fastest forms is also measured: allocating and first-touching the 5 (K, N)
-float32 outputs alone (``np.empty`` + one write), XLA writing 5 fresh (K, N) outputs from
-N-vectors, and cfjax under ``jax.jit`` returning only X4 (XLA drops the other nodes) — what
+What bounds the fastest forms is also measured: allocating and first-touching the 5
+float32 outputs alone (``np.empty`` + one write), XLA writing 5 fresh (N, K) and (K, N)
+outputs from N-vectors, and cfjax under ``jax.jit`` returning only X4 (XLA drops the other nodes) — what
 returning only the requested nodes would cost.
 
 Every method is checked against the closed form first. Each time is the median of the warm
@@ -67,9 +69,9 @@ def stacked(out):
 
 
 def touch_outputs(n: int):
-    """Allocate the 5 (K, N) float32 outputs and write each once: the floor of any method
+    """Allocate the 5 (N, K) float32 outputs and write each once: the floor of any method
     that returns fresh arrays."""
-    out = refs.empty_outputs(n)
+    out = refs.empty_outputs(n, "nk")
     for a in out.values():
         a.fill(1.0)
     return out
@@ -80,33 +82,39 @@ def run(n: int, repeats: int, slow_repeats: int, seed: int = 0) -> dict:
     data = {k: jnp.asarray(v) for k, v in data_np.items()}
     scm, params = cfjax_model()
     reference = refs.closed_form(data_np)
-    reused = refs.empty_outputs(n)
+    reused, reused_kn = refs.empty_outputs(n, "nk"), refs.empty_outputs(n)
 
     # Timed functions: (label, function, repeats, compiled by JAX?).
     jitted = jax.jit(lambda p, d: cfjax_counterfactuals(scm, p, d))
     only_x4 = jax.jit(lambda p, d: cfjax_counterfactuals(scm, p, d)["X4"])
-    xla_outputs = jax.jit(lambda x: {v: jnp.broadcast_to(x + i, (refs.K, n))
+    xla_outputs = jax.jit(lambda x: {v: jnp.broadcast_to((x + i)[:, None], (n, refs.K))
                                      for i, v in enumerate(refs.NODES)})
+    xla_outputs_kn = jax.jit(lambda x: {v: jnp.broadcast_to(x + i, (refs.K, n))
+                                        for i, v in enumerate(refs.NODES)})
     dowhy_scm = refs.fit_dowhy(data_np)
     methods = [
         ("cfjax (eager API)", lambda: cfjax_counterfactuals(scm, params, data), repeats, True),
         ("cfjax under jax.jit", lambda: jitted(params, data), repeats, True),
-        ("numpy in place, fresh outputs", lambda: refs.closed_form_into(data_np, refs.empty_outputs(n)), repeats, False),
-        ("numpy in place, reused outputs", lambda: refs.closed_form_into(data_np, reused), repeats, False),
+        ("numpy in place, fresh outputs", lambda: refs.closed_form_into_units_first(data_np, refs.empty_outputs(n, "nk")),
+         repeats, False),
+        ("numpy in place, reused outputs", lambda: refs.closed_form_into_units_first(data_np, reused), repeats, False),
+        ("numpy in place, fresh (K,N)", lambda: refs.closed_form_into(data_np, refs.empty_outputs(n)), repeats, False),
+        ("numpy in place, reused (K,N)", lambda: refs.closed_form_into(data_np, reused_kn), repeats, False),
         ("numpy, naive (K,N,5)", lambda: refs.closed_form(data_np), repeats, False),
         ("ChiRho", lambda: refs.chirho_counterfactuals(data_np), slow_repeats, False),
         ("DoWhy", lambda: refs.dowhy_counterfactuals(dowhy_scm, data_np), slow_repeats, False),
     ]
     bounds = [
-        ("numpy: allocate + first-touch 5 (K,N) outputs", lambda: touch_outputs(n), False),
-        ("XLA: write 5 fresh (K,N) outputs", lambda: xla_outputs(data["X0"]), True),
+        ("numpy: allocate + first-touch 5 (N,K) outputs", lambda: touch_outputs(n), False),
+        ("XLA: write 5 fresh (N,K) outputs", lambda: xla_outputs(data["X0"]), True),
+        ("XLA: write 5 fresh (K,N) outputs", lambda: xla_outputs_kn(data["X0"]), True),
         ("cfjax under jit, only X4 returned", lambda: only_x4(params, data), True),
     ]
 
     # cfjax's first calls at these shapes (compilation included) before anything else runs them.
     firsts = {label: first_time(fn) for label, fn, _, compiled in methods if compiled}
     got = stacked({v: np.asarray(x).T for v, x in cfjax_counterfactuals(scm, params, data).items()})  # (N, K) -> (K, N)
-    fast = stacked(refs.closed_form_into(data_np, refs.empty_outputs(n)))
+    fast = stacked({v: x.T for v, x in refs.closed_form_into_units_first(data_np, refs.empty_outputs(n, "nk")).items()})
     errors = {
         "cfjax": np.max(np.abs(got - reference)),
         "numpy in place": np.max(np.abs(fast - reference)),
@@ -143,10 +151,11 @@ def run(n: int, repeats: int, slow_repeats: int, seed: int = 0) -> dict:
     print(f"  summary: cfjax takes {base / floor:.2f}x (eager API) and {jit_base / floor:.2f}x (under "
           f"jit) the time of the numpy closed form into fresh outputs, {base / times['numpy in place, reused outputs']:.2f}x "
           f"and {jit_base / times['numpy in place, reused outputs']:.2f}x that into reused buffers.")
-    print(f"  Allocating + first-touching the 5 (K, N) outputs alone takes "
-          f"{times['numpy: allocate + first-touch 5 (K,N) outputs'] / floor:.0%} of the fresh-output "
-          f"numpy time; XLA writing 5 fresh (K, N) outputs alone takes "
-          f"{times['XLA: write 5 fresh (K,N) outputs'] / jit_base:.0%} of cfjax's time under jit; "
+    print(f"  Allocating + first-touching the 5 (N, K) outputs alone takes "
+          f"{times['numpy: allocate + first-touch 5 (N,K) outputs'] / floor:.0%} of the fresh-output "
+          f"numpy time; XLA writing 5 fresh (N, K) outputs alone takes "
+          f"{times['XLA: write 5 fresh (N,K) outputs'] / jit_base:.0%} of cfjax's time under jit "
+          f"({times['XLA: write 5 fresh (K,N) outputs'] / jit_base:.0%} for (K, N)); "
           f"returning only X4 would cut cfjax under jit to {times['cfjax under jit, only X4 returned'] / jit_base:.0%}.")
     return times
 

@@ -138,9 +138,19 @@ def closed_form_into(data: dict[str, np.ndarray], out: dict[str, np.ndarray],
     return out
 
 
-def empty_outputs(n: int) -> dict[str, np.ndarray]:
-    """One uninitialised (16, n) float32 array per node."""
-    return {v: np.empty((K, n), np.float32) for v in NODES}
+def empty_outputs(n: int, layout: str = "kn") -> dict[str, np.ndarray]:
+    """One uninitialised float32 array per node: ``(16, n)`` (``layout="kn"``) or ``(n, 16)``
+    (``"nk"``, units first: cfjax's array contract)."""
+    shape = (K, n) if layout == "kn" else (n, K)
+    return {v: np.empty(shape, np.float32) for v in NODES}
+
+
+def closed_form_into_units_first(data: dict[str, np.ndarray], out: dict[str, np.ndarray],
+                                 coefs: dict = COEFS) -> dict[str, np.ndarray]:
+    """:func:`closed_form_into` writing ``out = {node: (N, 16)}`` (units first, the layout
+    cfjax returns): the same ufuncs into the transposed views, each intervention a column."""
+    closed_form_into(data, {v: o.T for v, o in out.items()}, coefs)
+    return out
 
 
 def fit_dowhy(data: dict[str, np.ndarray]) -> gcm.InvertibleStructuralCausalModel:
