@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp

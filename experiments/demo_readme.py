@@ -176,8 +176,8 @@ def _sensitivity(s: Mapping[str, Any]) -> list[str]:
 def _representations(r: Mapping[str, Any]) -> list[str]:
     ag, bal = r["aggressive"], r["balanced"]
     more = "more" if ag["pip"] > ag["pip_baseline"] else "less"
-    return [f"**Counterfactual representations (paper 002)** on synthetic embeddings with true counterfactuals: "
-            f"for a classifier trained on the aggressively biased split (TPR gap "
+    return ["**Counterfactual representations (paper 002)** on synthetic embeddings with true counterfactuals: "
+            "for a classifier trained on the aggressively biased split (TPR gap "
             + " / ".join(_signed(v, 2) for v in ag["tpr_gap"])
             + f"), CFRs agree with the true counterfactuals' decisions {more} often than the no-intervention "
             f"baseline (PIP {ag['pip']:.2f} vs {ag['pip_baseline']:.2f}; ATV {ag['atv']:.2f} vs "

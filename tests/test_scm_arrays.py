@@ -3,7 +3,6 @@ given): shapes, exact reconstruction, counterfactuals against a numpy loop over 
 and units, partial noise, chunking, validation, fit(nodes=...) and log_prob."""
 
 import dataclasses
-from typing import Any
 
 import jax
 import jax.numpy as jnp
