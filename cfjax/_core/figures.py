@@ -1,0 +1,57 @@
+"""What every pillar's figures share: matplotlib behind the ``plots`` extra (imported only when a
+figure is drawn, with the headless Agg backend unless the caller chose another), and figures
+written atomically as PNG (for reports) and PDF (vector, for papers)."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from typing import Any, Sequence
+
+from cfjax import _checks
+from cfjax.io import atomic_write_bytes
+
+__all__ = ["pyplot", "save_figure", "FORMATS"]
+
+#: the formats :func:`save_figure` writes by default: PNG for reports, PDF (vector) for papers
+FORMATS = ("png", "pdf")
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot``, or a clear ImportError naming the extra that provides it. A
+    process that has not chosen a backend gets Agg (no display needed)."""
+    try:
+        import matplotlib
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("cfjax's figures need matplotlib: pip install 'cfjax[plots]'") from e
+    if "matplotlib.pyplot" not in sys.modules:
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: str | os.PathLike, *, formats: Sequence[str] = FORMATS, dpi: int = 150,
+                close: bool = True) -> list[str]:
+    """Write ``fig`` once per format next to ``path`` (its extension, if one of ``formats``,
+    replaced: ``out/curve.png`` → ``out/curve.png`` and ``out/curve.pdf``), each file
+    atomically (a reader never sees a half-written figure). Returns the paths written; closes
+    the figure unless ``close=False``."""
+    formats = tuple(formats)
+    if not formats or any(f not in ("png", "pdf", "svg") for f in formats):
+        _checks.fail("formats", "a non-empty sequence of 'png', 'pdf' or 'svg'", repr(formats))
+    dpi = _checks.check_positive_int("dpi", dpi)
+    stem, ext = os.path.splitext(os.fspath(path))
+    if ext.lstrip(".").lower() not in formats:
+        stem = os.fspath(path)
+    written = []
+    for fmt in formats:
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight")
+        target = f"{stem}.{fmt}"
+        atomic_write_bytes(target, buf.getvalue())
+        written.append(target)
+    if close:
+        pyplot().close(fig)
+    return written
