@@ -5,7 +5,8 @@ image, then its 16 exact counterfactuals under do(sex, age) for sex ∈ {0, 1} �
 from 20 to 90 (sex varying slowest). The first half of the rows are units without effusion,
 the second half units with effusion (their factual status). ``results.json`` holds the
 interventions and each unit's factual and counterfactual parents; ``report.md`` describes the
-grid.
+grid. With matplotlib (the ``plots`` extra), ``counterfactual_grid.png`` and ``.pdf`` show the
+same units labelled (:func:`cfjax.scm.counterfactual_grid`), with counterfactual − factual.
 """
 
 from __future__ import annotations
@@ -89,12 +90,22 @@ def command(out, force, seed, size, units, label):
     idx = np.concatenate([free[:n_free], eff[:n_eff]])
     sub = {"parents": {v: x[idx] for v, x in rec["parents"].items()},
            "noise": jax.tree.map(lambda a: a[idx], rec["noise"]), "image": rec["image"][idx]}
-    do, q = intervention_grid({"sex": [0, 1], "age": list(AGES)})
+    do, q, axis = intervention_grid({"sex": [0, 1], "age": list(AGES)}, describe=True)
     say(f"rendering {units} × {do['sex'].shape[0]} counterfactual images")
     res = chest.counterfactuals(sub, do, key=key_cf, label=label)
     images, cfs = np.asarray(sub["image"]), np.asarray(res["image"])
     grid = _grid(images, cfs, list(range(units)), size)
     write_png(os.path.join(out, "grid.png"), grid)
+    figure = None
+    if importlib.util.find_spec("matplotlib") is not None:  # the labelled grid (the `plots` extra)
+        from cfjax._core import figures
+        from cfjax.scm import counterfactual_grid
+
+        rows_named = [f"unit {r + 1}\n{'effusion' if e else 'no effusion'}"
+                      for r, e in enumerate(np.asarray(sub["parents"]["effusion"]))]
+        fig = counterfactual_grid(images, {"exact": cfs}, axis, unit_labels=rows_named,
+                                  tile_inches=max(0.5, size / 150), image_limits=(0.0, 1.0))
+        figure = [os.path.basename(p) for p in figures.save_figure(fig, os.path.join(out, "counterfactual_grid.png"))]
 
     parents = {v: np.asarray(x) for v, x in sub["parents"].items()}
     cf_parents = {v: np.asarray(x) for v, x in res["parents"].items()}  # (units, K)
@@ -111,11 +122,12 @@ def command(out, force, seed, size, units, label):
                "interventions": interventions, "weights": np.asarray(q, np.float64),
                "columns": columns, "rows": rows, "effusion_changed": changed,
                "grid": {"file": "grid.png", "height": int(grid.shape[0]), "width": int(grid.shape[1]),
-                        "tile": size}}
+                        "tile": size},
+               "figure": figure}
     common.write_json(os.path.join(out, "results.json"), results)
     common.write_text(os.path.join(out, "report.md"), _markdown(results))
     click.echo(f"wrote {os.path.join(out, 'grid.png')} ({grid.shape[1]}×{grid.shape[0]}), "
-               "results.json, report.md")
+               + (", ".join(figure) + ", " if figure else "") + "results.json, report.md")
 
 
 def _markdown(r: dict[str, Any]) -> str:
@@ -137,4 +149,9 @@ def _markdown(r: dict[str, Any]) -> str:
         lines.append(f"| {u['row'] + 1} | {p['sex']} | {p['age']:.1f} | {p['race']} | "
                      f"{p['lung']:.3f} | {p['effusion']} |")
     lines += ["", "Columns: " + ", ".join(r["columns"]) + "."]
+    if r.get("figure"):
+        lines += ["", "![labelled grid and differences](counterfactual_grid.png)", "",
+                  "The same units labelled: (a) factual and counterfactual images under the interventions above "
+                  "each column; (b) counterfactual − factual (red: brighter, blue: darker) on one colour scale. "
+                  "Also as a PDF (counterfactual_grid.pdf)."]
     return "\n".join(lines) + "\n"

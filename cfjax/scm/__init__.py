@@ -18,6 +18,7 @@ from cfjax.scm.fit import Fit as Fit
 from cfjax.scm.fit import FitInfo as FitInfo
 from cfjax.scm.model import SCM as SCM
 from cfjax.scm.nets import Conditioner as Conditioner
+from cfjax.scm.plots import counterfactual_grid as counterfactual_grid
 from cfjax.scm.spline import Spline as Spline
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "SCM",
     "Shift",
     "Spline",
+    "counterfactual_grid",
     "gumbel_posterior",
     "intervention_axis",
     "intervention_grid",
