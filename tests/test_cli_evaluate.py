@@ -147,10 +147,11 @@ def test_figures_and_missing_matplotlib(rng, tmp_path, capsys, monkeypatch):
     r = json.loads((tmp_path / "fig" / "results.json").read_text())
     curve = r["reliability"]["obs"]
     assert len(curve["t"]) == 21 and 0 <= curve["smooth_ece"] <= 1
+    assert all(0 <= v <= 1 for k in ("mean_label", "low", "high") for v in curve[k])  # a mean label
     if have:
-        assert r["figures"] == ["reliability_obs.png", "reliability_cm.png"]
+        assert r["figures"] == ["reliability.png", "reliability.pdf"]
         for f in r["figures"]:
-            assert (tmp_path / "fig" / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            assert (tmp_path / "fig" / f).read_bytes()[:4] in (b"\x89PNG", b"%PDF")
     for mod in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
         monkeypatch.setitem(sys.modules, mod, None)
     code, _, err = _run([npz, "--out", tmp_path / "nofig", "--resamples", 20], capsys)

@@ -6,8 +6,9 @@ an intervention changes the label), the intervention weights and group columns (
 layouts, the group-column rule and the checks: :mod:`cfjax.cli.predictions`). The command
 writes ``report.md`` (every field of :func:`cfjax.metrics.evaluate` with percentile bootstrap
 intervals from :func:`cfjax.metrics.evaluate_bootstrap`), ``results.json`` (every number,
-byte-identical for the same seed), smoothed reliability diagrams of ``p_obs`` and of the
-marginalised prediction (PNG, when matplotlib is installed) and the ΔAUC of each group column.
+byte-identical for the same seed), one smoothed reliability diagram of ``p_obs`` and of the
+marginalised prediction with bootstrap bands (``reliability.png`` and ``.pdf``, when matplotlib
+is installed) and the ΔAUC of each group column.
 
 With counterfactual labels (they need ``y``) the report is :func:`cfjax.metrics.evaluate`'s with
 ``y_cf``: the interventional, CVaR and worst-case risks score ``p_cf[i, k]`` against
@@ -18,7 +19,6 @@ and the observed calibration against ``y``.
 
 from __future__ import annotations
 
-import io
 import os
 from typing import Any
 
@@ -29,7 +29,6 @@ from cfjax._results import plain
 from cfjax.cli import common
 from cfjax.cli.common import UserError
 from cfjax.cli.predictions import load_predictions, write_example
-from cfjax.io import atomic_write_bytes
 
 __all__ = ["command", "load_predictions", "write_example"]
 
@@ -87,34 +86,20 @@ def _reliability_inputs(p: np.ndarray, labels: np.ndarray, q: np.ndarray,
     return p, labels if labels.ndim == 1 else np.clip(labels @ q, 0.0, 1.0)
 
 
-def _figures(out: str, curves: dict[str, Any]) -> tuple[list[str], str | None]:
+def _figures(out: str, bands: dict[str, Any]) -> tuple[list[str], str | None]:
+    """One reliability diagram of both predictions (:func:`cfjax.metrics.plots.reliability_diagram`)
+    with their bootstrap bands: ``reliability.png`` and ``reliability.pdf`` in ``out``."""
+    from cfjax._core import figures
+
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        figures.pyplot()
     except ImportError:
-        return [], "matplotlib is not installed: no reliability figures (pip install matplotlib)."
-    files = []
-    titles = {"obs": "observed prediction p_obs", "cm": "marginalised prediction"}
-    for which, c in curves.items():
-        fig = Figure(figsize=(4.2, 4.2), dpi=100)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
-        t, mu = np.asarray(c.t), np.asarray(c.mean_label)
-        ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="perfect calibration")
-        ax.plot(t, mu, color="C0", lw=2, label=f"smoothed (smECE {float(c.smooth_ece):.3f})")
-        dens = np.asarray(c.density)
-        ax.fill_between(t, 0, 0.15 * dens / max(dens.max(), 1e-12), color="C0", alpha=0.2, lw=0,
-                        label="score density")
-        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="predicted probability", ylabel="mean label",
-               title=f"Reliability: {titles[which]}")
-        ax.legend(loc="upper left", fontsize=8)
-        fig.tight_layout()
-        name = f"reliability_{which}.png"
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", metadata={"Software": None})
-        atomic_write_bytes(os.path.join(out, name), buf.getvalue())
-        files.append(name)
-    return files, None
+        return [], "matplotlib is not installed: no reliability figures (pip install 'cfjax[plots]')."
+    from cfjax.metrics.plots import reliability_diagram
+
+    fig = reliability_diagram(bands["obs"], bands.get("cm"), labels=("p_obs", "marginalised"),
+                              title="Smoothed reliability")
+    return [os.path.basename(f) for f in figures.save_figure(fig, os.path.join(out, "reliability.png"))], None
 
 
 def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, tau: float,
@@ -163,12 +148,17 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
         for which, p in (("obs", p_obs), ("cm", p_bar.astype(p_obs.dtype))):
             labels = y_cf if which == "cm" and y_cf is not None else y
             pp, yy = _reliability_inputs(p, labels, q, classes)
-            c = metrics.reliability_curve(pp, yy.astype(pp.dtype) if yy.dtype.kind == "f" else yy, grid=21)
-            curves[which] = c
+            # the report's resamples (same key: the smECE interval is the table's)
+            band = metrics.reliability_band(pp, yy.astype(pp.dtype) if yy.dtype.kind == "f" else yy,
+                                            key=jax.random.key(seed), resamples=resamples, level=level, grid=201)
+            curves[which] = band
+            c, every = band.curve, slice(None, None, 10)  # 21 of the 201 points in results.json
             results["reliability"][which] = {
-                "t": np.asarray(c.t), "mean_label": np.asarray(c.mean_label),
-                "density": np.asarray(c.density), "bandwidth": float(c.bandwidth),
-                "smooth_ece": float(c.smooth_ece)}
+                "t": np.asarray(c.t)[every], "mean_label": np.asarray(c.mean_label)[every],
+                "low": np.asarray(band.low)[every], "high": np.asarray(band.high)[every],
+                "density": np.asarray(c.density)[every], "bandwidth": float(c.bandwidth),
+                "smooth_ece": float(c.smooth_ece), "smooth_ece_low": float(band.smooth_ece_low),
+                "smooth_ece_high": float(band.smooth_ece_high)}
         if classes is not None:
             notes.append("Class probabilities: reliability of the top-label confidence.")
     for g, col in data["groups"].items():
@@ -231,7 +221,14 @@ def _markdown(r: dict[str, Any], source: str) -> str:
             lines.append(f"| {g} | **ΔAUC** | | **{_fmt(e['delta_auc_obs'])}** | **{_fmt(e['delta_auc_cm'])}** |")
     if r["figures"]:
         lines += ["", "## Reliability", ""]
-        lines += [f"![{f}]({f})" for f in r["figures"]]
+        lines += [f"![{f}]({f})" for f in r["figures"] if f.endswith(".png")]
+        lines += ["", f"*The mean label smoothed by a Gaussian kernel (reflected at 0 and 1, width σ* of the "
+                  f"smooth ECE) against the prediction, for p_obs and the marginalised prediction; shaded: "
+                  f"{pct} bootstrap bands over units; beneath: the density of the predictions. Where a curve "
+                  "leaves the diagonal by more than its band, the predictions are miscalibrated there; where "
+                  "the two bands overlap, marginalising over the counterfactuals leaves calibration unchanged "
+                  "within sampling error. Vector version: "
+                  + ", ".join(f for f in r["figures"] if not f.endswith(".png")) + ".*"]
     if r["notes"]:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in r["notes"]]
     return "\n".join(lines) + "\n"

@@ -12,7 +12,9 @@ Every function is pure JAX, jittable, and vmappable over a leading predictor axi
 Beside :func:`evaluate`: :func:`evaluate_chunks` (any N: chunks, devices, processes),
 :func:`evaluate_many` (many predictors, sharded),
 :func:`evaluate_bootstrap` (percentile bootstrap intervals of every field),
-:func:`smooth_ece` and :func:`reliability_curve` (kernel-smoothed calibration).
+:func:`smooth_ece`, :func:`reliability_curve` and :func:`reliability_band` (kernel-smoothed
+calibration, the diagram with its bootstrap band; drawn by
+:func:`cfjax.metrics.plots.reliability_diagram`, behind the ``plots`` extra).
 """
 
 from cfjax.metrics.bootstrap import BootstrapReport as BootstrapReport
@@ -27,6 +29,10 @@ from cfjax.metrics.ranking import kendall_tau_b as kendall_tau_b
 from cfjax.metrics.ranking import rank_change as rank_change
 from cfjax.metrics.ranking import rankdata as rankdata
 from cfjax.metrics.ranking import spearman as spearman
+from cfjax.metrics.reliability import ReliabilityBand as ReliabilityBand
+from cfjax.metrics.reliability import ReliabilityCurve as ReliabilityCurve
+from cfjax.metrics.reliability import reliability_band as reliability_band
+from cfjax.metrics.reliability import reliability_curve as reliability_curve
 from cfjax.metrics.report import LABEL_FIELDS as LABEL_FIELDS
 from cfjax.metrics.report import CounterfactualLabelReport as CounterfactualLabelReport
 from cfjax.metrics.report import MarginalisationReport as MarginalisationReport
@@ -41,8 +47,6 @@ from cfjax.metrics.risk import interventional_risk as interventional_risk
 from cfjax.metrics.risk import marginal_risk as marginal_risk
 from cfjax.metrics.risk import marginalise as marginalise
 from cfjax.metrics.risk import worst_case_risk as worst_case_risk
-from cfjax.metrics.smooth_calibration import ReliabilityCurve as ReliabilityCurve
-from cfjax.metrics.smooth_calibration import reliability_curve as reliability_curve
 from cfjax.metrics.smooth_calibration import smooth_ece as smooth_ece
 from cfjax.metrics.smooth_calibration import smooth_ece_bandwidth as smooth_ece_bandwidth
 from cfjax.metrics.stability import decision_disagreement as decision_disagreement
@@ -64,6 +68,7 @@ __all__ = [
     "MarginalisationReport",
     "MulticlassReport",
     "NOTATION",
+    "ReliabilityBand",
     "ReliabilityCurve",
     "SubgroupMeans",
     "auc",
@@ -90,6 +95,7 @@ __all__ = [
     "mce",
     "rank_change",
     "rankdata",
+    "reliability_band",
     "reliability_curve",
     "score_shift",
     "smooth_ece",

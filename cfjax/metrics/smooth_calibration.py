@@ -15,8 +15,8 @@ the density at ``t`` of ``π(f + η)``, ``η ~ N(0, σ²)``, where ``π`` folds 
 
 and smooth ECE is ``smECE_σ*`` at the fixed point ``smECE_σ* = σ*``, which exists and is
 unique because ``smECE_σ`` does not increase with σ (the reflected heat semigroup contracts
-L1). The smoothed reliability diagram is ``μ(t) = t + r̂_σ*(t) / δ̂_σ*(t)`` with the kernel
-density ``δ̂_σ(t) = (1/n) Σ_i K_σ(t, f_i)``, so ``smECE = ∫ δ̂ |μ(t) − t| dt``.
+L1). The smoothed reliability diagram at σ*, a kernel average of the labels that stays in
+[0, 1], is :mod:`cfjax.metrics.reliability`.
 
 Computation (jittable, fixed cost): the weights are spread onto ``G = 4097`` grid nodes
 ``t_j = j / 4096`` by linear interpolation, the grid is extended by reflection to a circle of
@@ -43,13 +43,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 from jax import lax
 
 from cfjax import _checks
 from cfjax.metrics import _arrays, _inputs
 
-__all__ = ["ReliabilityCurve", "reliability_curve", "smooth_ece", "smooth_ece_bandwidth"]
+__all__ = ["smooth_ece", "smooth_ece_bandwidth"]
 
 _INTERVALS = 4096  # grid spacing h = 1 / _INTERVALS; nodes t_j = j h, j = 0 … _INTERVALS
 SIGMA_MIN = 1e-3
@@ -181,81 +180,3 @@ def smooth_ece_bandwidth(p: Any, y: Any) -> jax.Array:
     """
     p, y = _prepare(p, y)
     return _smooth_ece_jit(p, y, None, fixed=False)[1]
-
-
-@struct.dataclass
-class ReliabilityCurve:
-    """A smoothed reliability diagram on points ``t (T,)``.
-
-    ``mean_label (T,)``: ``μ(t) = t + r̂_σ(t) / δ̂_σ(t)``, the smoothed mean label at score t
-    (``t`` where the density underflows; not clipped to [0, 1], which the centred smoother can
-    leave near the ends); ``density (T,)``: ``δ̂_σ(t)``, the kernel density of
-    the scores (integrates to 1 over [0, 1]); ``bandwidth``: σ; ``smooth_ece``: ``smECE_σ``.
-    Plot ``mean_label`` against ``t`` beside the diagonal, with ``density`` as the line's
-    weight or a histogram below.
-    """
-
-    t: jax.Array
-    mean_label: jax.Array
-    density: jax.Array
-    bandwidth: jax.Array
-    smooth_ece: jax.Array
-
-
-def reliability_curve(p: Any, y: Any, grid: Any = 201, bandwidth: Any = None) -> ReliabilityCurve:
-    """The smoothed reliability diagram of scores ``p (n,)`` against labels ``y (n,)``, from the
-    same kernel smoothing as :func:`smooth_ece` (by default at its bandwidth σ*).
-
-    Args:
-      p: ``(n,)`` predicted probabilities of the positive class.
-      y: ``(n,)`` labels in {0, 1}, or expected labels in [0, 1] (a float array: the label's
-        probability, e.g. ``Σ_k q_k y_cf[i, k]`` over a unit's counterfactuals).
-      grid: number of equally spaced points on [0, 1] (an int >= 2), or the points
-        themselves, a 1-d array of values in [0, 1].
-      bandwidth: kernel width σ; None for the automatic σ* of :func:`smooth_ece`.
-
-    Returns:
-      A :class:`ReliabilityCurve`; its values between the internal nodes (spacing 1/4096)
-      are linearly interpolated.
-
-    Example:
-      >>> import numpy as np
-      >>> rng = np.random.default_rng(0)
-      >>> p = rng.uniform(size=500).astype(np.float32)
-      >>> c = reliability_curve(p, (rng.uniform(size=500) < p).astype(np.int32), grid=5)
-      >>> c.t.tolist(), c.mean_label.shape
-      ([0.0, 0.25, 0.5, 0.75, 1.0], (5,))
-    """
-    p, y = _prepare(p, y)
-    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
-        if grid < 2:
-            _checks.fail("grid", "an int >= 2 or a 1-d array of points in [0, 1]", repr(grid))
-        t = jnp.linspace(0.0, 1.0, int(grid), dtype=p.dtype)
-    else:
-        _checks.check_ndim("grid", grid, 1, "of points in [0, 1], or an int >= 2")
-        _checks.check_nonempty("grid", grid)
-        _checks.check_probabilities("grid", grid)
-        t = jnp.asarray(grid).astype(p.dtype)
-    if bandwidth is not None:
-        _check_bandwidth(bandwidth)
-        bandwidth = jnp.asarray(bandwidth, p.dtype)
-    return _curve(p, y, t, bandwidth)
-
-
-@jax.jit
-def _curve(p, y, t, bandwidth) -> ReliabilityCurve:
-    dtype = p.dtype
-    if bandwidth is None:
-        smece, sigma = _smooth_ece(p, y)
-    else:
-        sigma = bandwidth
-        smece = _smece_at(_residual_spectrum(p, y), sigma, dtype)
-    n = p.shape[0]
-    resid = _smooth(_residual_spectrum(p, y), sigma, dtype)
-    dens = _smooth(_circle_spectrum(_grid_masses(p, jnp.full((n,), 1.0 / n, dtype))), sigma, dtype)
-    nodes = jnp.arange(_INTERVALS + 1, dtype=dtype) / _INTERVALS
-    tiny = jnp.asarray(jnp.finfo(dtype).tiny ** 0.5, dtype)
-    mu_nodes = jnp.where(dens > tiny, nodes + resid / jnp.where(dens > tiny, dens, 1), nodes)
-    return ReliabilityCurve(t=t, mean_label=jnp.interp(t, nodes, mu_nodes),
-                            density=jnp.interp(t, nodes, jnp.maximum(dens, 0)),
-                            bandwidth=sigma, smooth_ece=smece)
