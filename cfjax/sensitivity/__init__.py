@@ -6,10 +6,11 @@ named columns, the loaders and :func:`synthetic`)
 unconstrained and blind baselines) → :func:`cfu` of any error correlation P (Model B,
 counterfactual propagation; differentiable in P) → :func:`cfu_grid` (two features) and
 :func:`worst_case` (any number: one vmapped optax program over budgets × restarts) →
-:func:`inverse_budget` and :func:`plot_curve`. :func:`cfu_at_zero_correlation` is every curve's
-floor (0 without a ridge penalty); the warnings (:class:`ConvergenceWarning`,
-:class:`ShrinkageWarning`, :class:`DegenerateProblemWarning`) say when a number is not what it
-seems.
+:func:`inverse_budget`; :func:`plot_curve` draws a curve beside the baselines (readable scales,
+intervals as bands) and :func:`curve_caption` says what to conclude from it.
+:func:`cfu_at_zero_correlation` is every curve's floor (0 without a ridge penalty); the warnings
+(:class:`ConvergenceWarning`, :class:`ShrinkageWarning`, :class:`DegenerateProblemWarning`) say
+when a number is not what it seems.
 """
 
 from cfjax.sensitivity.cfu import bivariate_correlation as bivariate_correlation
@@ -44,6 +45,7 @@ from cfjax.sensitivity.linear import gls as gls
 from cfjax.sensitivity.linear import polynomial_features as polynomial_features
 from cfjax.sensitivity.linear import profile_objective as profile_objective
 from cfjax.sensitivity.linear import residual_products as residual_products
+from cfjax.sensitivity.plots import curve_caption as curve_caption
 from cfjax.sensitivity.plots import plot_curve as plot_curve
 from cfjax.sensitivity.problem import FairModel as FairModel
 from cfjax.sensitivity.problem import FairnessData as FairnessData
@@ -90,6 +92,7 @@ __all__ = [
     "clique_correlation",
     "correlation_margin",
     "counterfactual_features",
+    "curve_caption",
     "cv_scores",
     "design",
     "embeddings",
