@@ -11,12 +11,11 @@ unfairness; and a λ sweep (degrees fixed at the CV choice) shows how much of th
 ridge penalty carries. Everything runs in float64.
 
 Outputs in ``--out``: ``report.md``, ``results.json`` (byte-identical for the same inputs and
-seed) and ``curve.png`` (when matplotlib is installed).
+seed) and ``curve.png`` and ``curve.pdf`` (when matplotlib is installed).
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import warnings
@@ -240,7 +239,7 @@ def _nearest(values: list[float], target: float) -> int:
 FLOOR_SHARE_TEXT = "a tenth"  # cfjax.sensitivity.diagnostics.FLOOR_SHARE in words
 
 
-def _report(res: dict[str, Any], figure: bool) -> str:
+def _report(res: dict[str, Any], figure: bool | str | None) -> str:
     inp, m, wc, inv = res["inputs"], res["model"], res["worst_case"], res["inverse"]
     cols = sorted({_nearest(wc["p_max"], b) for b in SWEEP_BUDGETS})
     lines = ["# Sensitivity of counterfactual fairness to unmeasured confounding", "",
@@ -274,6 +273,8 @@ def _report(res: dict[str, Any], figure: bool) -> str:
                   "confounding, carries this curve** (see Warnings).", ""]
     if figure:
         lines += ["![worst-case CFU](curve.png)", ""]
+        if isinstance(figure, str):  # the figure's caption: what to conclude from it
+            lines += [f"*Figure: {figure}* (vector: `curve.pdf`)", ""]
     lines += ["| p_max | worst-case CFU | above the floor | restart ratio |", "|---|---|---|---|"]
     lines += [f"| {p:.3f} | {_fmt(c)} | {_fmt(None if c is None or floor is None else c - floor)} | {_fmt(r)} |"
               for p, c, r in zip(wc["p_max"], wc["cfu"], wc["restart_ratio"])]
@@ -318,24 +319,21 @@ def _report(res: dict[str, Any], figure: bool) -> str:
     return "\n".join(lines)
 
 
-def _save_curve(path: str, wc, baselines: dict[str, float]) -> bool:
+def _save_curve(path: str, wc, baselines: dict[str, float]) -> str | None:
+    """Draw the worst-case curve into ``path`` (PNG) and beside it as PDF; returns the figure's
+    caption (what to conclude), or None when matplotlib is not installed."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         click.echo("cfjax: matplotlib is not installed; curve.png skipped (pip install matplotlib)", err=True)
-        return False
-    import matplotlib.pyplot as plt
-
+        return None
     import cfjax.sensitivity as S
-    from cfjax.io import atomic_write_bytes
+    from cfjax._core import figures
 
-    fig = S.plot_curve(np.asarray(wc.p_max), np.asarray(wc.cfu), baselines=baselines,
-                       title="Worst-case counterfactual unfairness", floor=wc.cfu_at_zero_correlation)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return True
+    # The floor: the WorstCase's CFU at zero correlation (values at or below it drawn at it).
+    fig = S.plot_curve(wc, baselines=baselines, title="Worst-case counterfactual unfairness")
+    figures.save_figure(fig, path)  # curve.png and curve.pdf
+    return S.curve_caption(wc, baselines=baselines)
 
 
 def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict[str, list[str]], budgets: int,
@@ -429,7 +427,7 @@ def command(data: str, graph: str, sensitive: str, target: str, categories: tupl
     Fits the causal working model on the columns named in GRAPH, the counterfactually fair
     predictor and two baselines, then reports the worst-case CFU over correlation budgets
     p_max, the smallest budget reaching the blind baseline's unfairness, and a ridge-penalty
-    sweep. Writes report.md, results.json and curve.png into --out.
+    sweep. Writes report.md, results.json and curve.png (and .pdf) into --out.
     """
     devices = common.use_devices(devices)  # before anything starts JAX
     import jax
