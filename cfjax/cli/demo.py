@@ -203,10 +203,13 @@ def sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None] = 
                                               tol=scale.inverse_tol, **search).to_dict()
                        for name, level in (("true_correlation_cfu", true_cfu), ("blind_baseline", baselines["blind"]))}
         seen = _search_notes(wc, model, sum(issubclass(w.category, S.ConvergenceWarning) for w in caught[main_warnings:]))
-        fig = S.plot_curve(wc.p_max, wc.cfu, baselines=baselines, true_value=(0.5, true_cfu),
-                           title="Worst-case CFU (true correlation 0.5)", floor=wc.cfu_at_zero_correlation)
-        _save(fig, os.path.join(out, "cfu_curve.png"))
-        return plain({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu,
+        from cfjax._core import figures
+
+        # The floor: the CFU at zero correlation, raised to rounding (model=); baselines from the model.
+        fig = S.plot_curve(wc, model=model, true_value=(0.5, true_cfu), title="Worst-case CFU (true correlation 0.5)")
+        figures.save_figure(fig, os.path.join(out, "cfu_curve.png"))  # and cfu_curve.pdf
+        caption = S.curve_caption(wc, model=model)
+        return plain({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu, "caption": caption,
                       "settings": {"degrees": [2], "lambdas": [1e-2, 1.0, 1e2], "search": search,
                                    "inverse_tol": scale.inverse_tol},
                       "model": model.to_dict(), "baselines": baselines, "worst_case": wc.to_dict(),
@@ -382,6 +385,8 @@ def _sensitivity_section(s: dict[str, Any]) -> list[str]:
              "- Inverse question, the smallest budget whose worst case reaches a level: "
              + "; ".join(_inverse_line(name, v) for name, v in inv.items()) + ".", "",
              "![worst-case CFU curve](cfu_curve.png)"]
+    if s.get("caption"):  # what to conclude from the figure (cfu_curve.pdf: the same, vector)
+        lines += ["", f"*Figure: {s['caption']}*"]
     if s.get("warnings"):
         lines += ["", "The search warned (a small demo search; `cfjax sensitivity` and `worst_case` take more "
                   "restarts and steps):", ""] + [f"- {w}" for w in s["warnings"]]
