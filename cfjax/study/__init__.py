@@ -6,7 +6,8 @@ demographics): the ten predictors of paper 000 (seven trained members × seeds a
 ensemble, three logit offsets), K = 16 counterfactual images per test unit (sex × 8 ages) from
 a counterfactual *source* (exact by default; a learned HVAE generator with
 :class:`GeneratorSettings`), and every table: risk, calibration, stability, their CTC, bootstrap
-intervals, ΔAUC and its correlation with stability, Proposition 1, ranking agreement; and a
+intervals, ΔAUC and its correlation with stability (with bootstrap intervals,
+:mod:`cfjax.study.correlations`; figures in :mod:`cfjax.study.plots`), Proposition 1, ranking agreement; and a
 check that each setting's basic classifier is clearly above chance (:mod:`cfjax.study.diagnostics`,
 :class:`WeakClassifierWarning`).
 
@@ -29,13 +30,16 @@ from cfjax.study.marginalisation import (FULL, QUICK, Config, CounterfactualSour
                                          exact_counterfactuals, fit_site_generators, run,
                                          train_site)
 from cfjax.study.paper import SETTINGS, SITE_A, SITE_B
-from cfjax.study.report import compare_settings, reliability_figure, scatter_figure, write_report
+from cfjax.study.report import compare_settings, reliability_figure, scatter_caption, scatter_figure, write_report
+from cfjax.study.correlations import correlation, delta_auc_interval
+from cfjax.study.plots import MAIN_PANELS, SUPPLEMENTARY_PANELS, delta_auc_figure
 
 __all__ = [
     "Config", "FULL", "QUICK", "run", "train_site", "evaluate_setting", "CounterfactualSource",
     "exact_counterfactuals", "GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "LearnedSource",
     "fit_site_generator", "fit_site_generators", "learned_images", "learned_scm", "SITE_A", "SITE_B", "SETTINGS",
-    "compare_settings", "reliability_figure", "scatter_figure", "write_report", "auc_interval",
+    "compare_settings", "reliability_figure", "scatter_figure", "scatter_caption", "write_report", "auc_interval",
+    "correlation", "delta_auc_interval", "delta_auc_figure", "MAIN_PANELS", "SUPPLEMENTARY_PANELS",
     "WeakClassifierWarning", "FAR_BELOW", "basic_auc_check", "classifier_checks",
     "PAPER_NAMES", "PAPER_CHAINS", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",
     "datasets_bias_key", "logit_offset", "paper_predictions",

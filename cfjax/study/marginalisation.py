@@ -36,7 +36,8 @@ section with exact | learned | Δ tables and the largest moves.
 
 Outputs under ``out``: ``report.md`` (tables, figures, findings measured from the
 numbers, paper 000's values beside ours), ``results.json`` (every number), reliability
-diagrams and ΔAUC-vs-stability scatter plots (PNG), the saved predictions
+diagrams and ΔAUC-vs-stability figures (PNG and PDF; :mod:`cfjax.study.plots`: main and
+supplementary, every point with its bootstrap interval, r with its interval), the saved predictions
 (``predictions_<setting>.npz``) and the trained ensembles' orbax checkpoints
 (``checkpoints/site_A``, ``checkpoints/site_B``; a rerun with the same config resumes or
 reuses them).
@@ -64,6 +65,7 @@ from cfjax import predictors as cp
 from cfjax._core.keys import seed_of
 from cfjax._results import plain
 from cfjax.io import atomic_write_bytes
+from cfjax.study import correlations as sc
 from cfjax.study import families, splits
 from cfjax.study import learned as ls
 from cfjax.study.diagnostics import WeakClassifierWarning, classifier_checks
@@ -206,11 +208,6 @@ def auc_interval(p_obs: Any, y: Any, key: jax.Array, resamples: int, level: floa
     return np.stack([np.percentile(means, q, axis=0), np.percentile(means, 100 - q, axis=0)], axis=-1)
 
 
-def _corr(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return {"pearson": float("nan"), "spearman": float("nan")}
-    return {"pearson": float(stats.pearsonr(x, y)[0]), "spearman": float(stats.spearmanr(x, y)[0])}
-
 
 
 # ------------------------------------------------------------------------- training
@@ -342,8 +339,12 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     cf_sex_effect = (p_cf_np[..., sex_k == 1].mean(-1) - p_cf_np[..., sex_k == 0].mean(-1)).mean(-1)
     cf_age_effect = (p_cf_np[..., age_k == 90].mean(-1) - p_cf_np[..., age_k == 20].mean(-1)).mean(-1)
 
+    # ΔAUC's interval on the reports' resampled test units; r's over the predictors (each with its seeds)
+    delta_ci = sc.delta_auc_interval(p_obs_np, y, groups, key=k_boot, resamples=config.bootstrap)  # {attr: (10, 2)}
     rows = [names.index(p) for p in DELTA_NAMES]
-    correlations = {attr: {f: _corr(delta[attr][rows].ravel(), per_seed[f][rows].ravel()) for f, _ in STABILITY}
+    k_corr = jax.random.fold_in(key, 4)  # a fifth key, leaving the four above as they were
+    correlations = {attr: {f: sc.correlation(delta[attr][rows], per_seed[f][rows], key=k_corr,
+                                             resamples=config.bootstrap) for f, _ in STABILITY}
                     for attr in ATTRIBUTES}
 
     # ---- Proposition 1: observational vs counterfactual subgroup means over resampled test sets
@@ -380,7 +381,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     return {"names": list(names), "seeds": seeds, "n": n, "n_pos": int(y.sum()), "weights": np.asarray(q).tolist(),
             "per_seed": per_seed, "ci95_seed_mean": ci, "ctc": ctc, "auc": auc, "auc_ci95_seed_mean": auc_ci,
             "stratified_auc": strat,
-            "delta_auc": delta, "cf_sex_effect": cf_sex_effect, "cf_age_effect": cf_age_effect,
+            "delta_auc": delta, "delta_auc_ci95_seed_mean": delta_ci, "cf_sex_effect": cf_sex_effect, "cf_age_effect": cf_age_effect,
             "correlations": correlations, "proposition1": prop1, "ranking_agreement": agreement,
             "label_changed": float(np.mean(y_cf != y[None, :])),
             "_plots": {"p_obs": p_obs_np[:, 0], "p_bar": p_cf_np[:, 0] @ np.asarray(q, np.float32), "y": y}}
