@@ -79,6 +79,7 @@ def test_kernel_average_equals_the_brute_force_loop(rng, x64, bandwidth):
     mu, density = brute_force(t, p, y, sigma)
     np.testing.assert_allclose(c.mean_label, mu, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(c.density, density, rtol=1e-10)
+    np.testing.assert_allclose(c.count, density * len(p) * sigma * math.sqrt(2 * math.pi), rtol=1e-10)
 
 
 def test_far_from_every_prediction_the_curve_is_the_nearest_label():
@@ -182,7 +183,8 @@ def test_figure_labels_legend_values_and_fonts(bands):
     assert "95% bootstrap band" in legend.get_title().get_text()
     # every plotted reliability value (curves, diagonal, bands) lies in [0, 1]
     for line in main.lines:
-        assert np.all((line.get_ydata() >= 0) & (line.get_ydata() <= 1))
+        ys = np.asarray(line.get_ydata(), np.float64)
+        assert np.isfinite(ys).any() and np.nanmin(ys) >= 0 and np.nanmax(ys) <= 1
     assert len(main.collections) == 2
     for band in main.collections:
         ys = np.concatenate([path.vertices[:, 1] for path in band.get_paths()])
@@ -213,11 +215,28 @@ def test_figure_into_given_axes_curves_only_and_saved(bands, tmp_path):
     (dict(colors=(1, 2)), "colors"),
     (dict(ax="axes"), "ax"),
     (dict(title=3), "title"),
+    (dict(min_count=-1.0), "min_count"),
 ])
 def test_figure_bad_arguments_name_the_argument(bands, kwargs, name):
     args = dict(original=bands[0], marginalised=bands[1]) | kwargs
     with pytest.raises(cf.ValidationError, match=f"`{name}`"):
         plots.reliability_diagram(args.pop("original"), **args)
+
+
+def test_figure_leaves_out_the_curve_beyond_the_predictions(rng):
+    import matplotlib.pyplot as plt
+
+    p = rng.uniform(0, 0.3, 200).astype(np.float32)  # nothing above 0.3
+    c = reliability_curve(p, (rng.uniform(size=200) < p).astype(np.int32), bandwidth=0.02)
+    fig = plots.reliability_diagram(c)
+    ys = np.asarray(fig.axes[0].lines[1].get_ydata(), np.float64)
+    count, t = np.asarray(c.count), np.asarray(c.t)
+    assert np.isnan(ys[count < 1]).all() and np.isfinite(ys[count >= 1]).all()
+    assert np.isnan(ys[t > 0.45]).all() and np.isfinite(ys[t < 0.25]).all()
+    everywhere = plots.reliability_diagram(c, min_count=0)
+    assert np.isfinite(np.asarray(everywhere.axes[0].lines[1].get_ydata(), np.float64)).all()
+    plt.close(fig)
+    plt.close(everywhere)
 
 
 def test_figure_refuses_a_batch_of_curves(rng):

@@ -222,9 +222,10 @@ def _markdown(r: dict[str, Any], source: str) -> str:
     if r["figures"]:
         lines += ["", "## Reliability", ""]
         lines += [f"![{f}]({f})" for f in r["figures"] if f.endswith(".png")]
-        lines += ["", f"*The mean label smoothed by a Gaussian kernel (reflected at 0 and 1, width σ* of the "
+        lines += ["", f"*The mean label smoothed by a Gaussian kernel (reflected at 0 and 1, width σ\\* of the "
                   f"smooth ECE) against the prediction, for p_obs and the marginalised prediction; shaded: "
-                  f"{pct} bootstrap bands over units; beneath: the density of the predictions. Where a curve "
+                  f"{pct} bootstrap bands over units (drawn where the kernel holds at least one unit); beneath: the "
+                  "density of the predictions. Where a curve "
                   "leaves the diagonal by more than its band, the predictions are miscalibrated there; where "
                   "the two bands overlap, marginalising over the counterfactuals leaves calibration unchanged "
                   "within sampling error. Vector version: "

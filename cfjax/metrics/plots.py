@@ -86,7 +86,7 @@ def reliability_diagram(original: ReliabilityCurve | ReliabilityBand,
                         marginalised: ReliabilityCurve | ReliabilityBand | None = None, *,
                         labels: Sequence[str] = ("original", "marginalised"),
                         colors: Sequence[str] = ("C0", "C3"),
-                        title: str | None = None, ax: Any = None) -> Any:
+                        title: str | None = None, min_count: float = 1.0, ax: Any = None) -> Any:
     """The smoothed reliability diagram of the original and (optionally) the counterfactually
     marginalised prediction, on one axis.
 
@@ -104,6 +104,9 @@ def reliability_diagram(original: ReliabilityCurve | ReliabilityBand,
       labels: the curves' names in the legend.
       colors: their matplotlib colours.
       title: the axes' title, or None.
+      min_count: curves and bands are drawn where the kernel counts at least this many
+        units (:attr:`ReliabilityCurve.count`; beyond the predictions the curve only repeats
+        the nearest label); 0 draws them everywhere. The density strip shows every point.
       ax: None (a new figure), a matplotlib ``Axes`` (the density strip is appended beneath
         it), or a pair ``(axes, density_axes)`` to draw into.
 
@@ -124,6 +127,9 @@ def reliability_diagram(original: ReliabilityCurve | ReliabilityBand,
     colors = _check_strings("colors", colors, len(results))
     if title is not None and not isinstance(title, str):
         _checks.fail("title", "a string or None", repr(title))
+    if isinstance(min_count, bool) or not isinstance(min_count, (int, float, np.integer, np.floating)) \
+            or not 0 <= float(min_count) < float("inf"):
+        _checks.fail("min_count", "a number >= 0", repr(min_count))
     main, strip = _axes(ax)
 
     main.plot([0, 1], [0, 1], color="0.55", lw=1, ls="--", label="perfect calibration")
@@ -131,17 +137,19 @@ def reliability_diagram(original: ReliabilityCurve | ReliabilityBand,
     for r, label, colour in zip(results, labels, colors):
         c = r.curve if isinstance(r, ReliabilityBand) else r
         t = np.asarray(c.t, np.float64)
+        shown = np.asarray(c.count, np.float64) >= float(min_count)
         if isinstance(r, ReliabilityBand):
-            main.fill_between(t, np.asarray(r.low, np.float64), np.asarray(r.high, np.float64),
+            main.fill_between(t, np.asarray(r.low, np.float64), np.asarray(r.high, np.float64), where=shown,
                               color=colour, alpha=0.2, lw=0)
             banded = r if banded is None else banded
-        main.plot(t, np.asarray(c.mean_label, np.float64), color=colour, lw=2, label=_legend_label(label, r))
+        main.plot(t, np.where(shown, np.asarray(c.mean_label, np.float64), np.nan), color=colour, lw=2,
+                  label=_legend_label(label, r))
         density = np.asarray(c.density, np.float64)
         strip.fill_between(t, 0, density, color=colour, alpha=0.2, lw=0)
         strip.plot(t, density, color=colour, lw=1)
     main.legend(loc="upper left", fontsize=TICK_PT, title_fontsize=TICK_PT,
                 title=(f"shaded: {100 * banded.level:g}% bootstrap band" if banded is not None else None),
-                frameon=False)
+                handlelength=1.6, borderaxespad=0.3, frameon=True, framealpha=0.85, edgecolor="none")
     main.set_xlim(0, 1)
     main.set_ylim(0, 1)
     main.set_ylabel("mean label (kernel-smoothed)", fontsize=LABEL_PT)

@@ -60,6 +60,9 @@ class ReliabilityCurve:
       t: ``(T,)`` points of [0, 1].
       mean_label: ``(T,)`` ``μ(t)``, the kernel average of the labels at score t, in [0, 1].
       density: ``(T,)`` ``δ̂(t)``, the kernel density of the scores (integrates to 1 over [0, 1]).
+      count: ``(T,)`` the units counted by the kernel at t, ``Σ_i K_σ(t, p_i) / K_σ(0)``
+        (``= n σ √(2π) δ̂(t)``): about the number of predictions within σ of t. Below 1, the
+        curve only repeats the label of the few nearest predictions (the plot leaves it out).
       bandwidth: σ, the kernel width.
       smooth_ece: the smooth ECE at σ (:func:`cfjax.metrics.smooth_ece`; at the automatic σ*
         unless a bandwidth was given).
@@ -71,6 +74,7 @@ class ReliabilityCurve:
     t: jax.Array
     mean_label: jax.Array
     density: jax.Array
+    count: jax.Array
     bandwidth: jax.Array
     smooth_ece: jax.Array
 
@@ -155,9 +159,10 @@ def _curve_core(p: jax.Array, y: jax.Array, t: jax.Array, bandwidth: jax.Array |
     w, log_scale = _kernel(t, p, sigma)
     den = jnp.sum(w, axis=1)
     mean = _average(_matvec(w, y), den)
-    norm = jnp.asarray(1.0 / math.sqrt(2 * math.pi), dtype) / (sigma * p.shape[0])
-    density = den * jnp.exp(log_scale) * norm
-    return ReliabilityCurve(t=t, mean_label=mean, density=density, bandwidth=sigma, smooth_ece=smece), w
+    count = den * jnp.exp(log_scale)
+    density = count * (jnp.asarray(1.0 / math.sqrt(2 * math.pi), dtype) / (sigma * p.shape[0]))
+    return ReliabilityCurve(t=t, mean_label=mean, density=density, count=count, bandwidth=sigma,
+                            smooth_ece=smece), w
 
 
 @jax.jit
