@@ -301,7 +301,7 @@ def _grid_caption(grid: dict[str, Any] | None) -> str:
 
 def _study_section(res: dict[str, Any], grid: dict[str, Any] | None = None) -> list[str]:
     from cfjax.study.paper import PAPER_RISK
-    from cfjax.study.report import classifier_section
+    from cfjax.study.report import classifier_section, scatter_caption
 
     cfg = res["config"]
     a = res["settings"]["A"]
@@ -342,6 +342,7 @@ def _study_section(res: dict[str, Any], grid: dict[str, Any] | None = None) -> l
     lines += ["", "![counterfactual images](counterfactual_grid.png)", "", _grid_caption(grid), "",
               "![reliability diagrams](marginalisation/reliability_A.png)", "",
               "![ΔAUC against stability](marginalisation/scatter_A.png)", "",
+              scatter_caption(a, "marginalisation/scatter_A_supplementary.png"), "",
               "Every table of the study, with bootstrap intervals, the three settings, Proposition 1 and the "
               "exact-vs-learned comparison: [marginalisation/report.md](marginalisation/report.md)."]
     return lines
