@@ -10,14 +10,16 @@ from typing import Any, Mapping
 import numpy as np
 
 from cfjax import metrics as cm
+from cfjax._core import figures
 from cfjax.io import atomic_write_bytes
 from cfjax.study.diagnostics import FAR_BELOW
+from cfjax.study import plots as study_plots
 from cfjax.study.families import BIAS_STRENGTHS
 from cfjax.study.paper import (ATTRIBUTES, CALIBRATION, DELTA_NAMES, PAPER_CALIBRATION, PAPER_RISK,
                                PAPER_STABILITY_A, RISKS, SETTINGS, SITE_B, SOURCE_DEPENDENT, SOURCE_FREE, STABILITY)
 
-__all__ = ["reliability_figure", "scatter_figure", "compare_settings", "mean_relative_move", "learned_summary",
-           "learned_report", "findings", "classifier_section", "write_report"]
+__all__ = ["reliability_figure", "scatter_figure", "scatter_caption", "compare_settings", "mean_relative_move",
+           "learned_summary", "learned_report", "findings", "classifier_section", "write_report"]
 
 
 def _nanmean(v) -> float:
@@ -74,36 +76,57 @@ def reliability_figure(res: Mapping[str, Any], path: str, title: str, *, resampl
     return figures.save_figure(fig, path)
 
 
-def scatter_figure(res: Mapping[str, Any], path: str, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [res["names"].index(p) for p in DELTA_NAMES]
-    colours = {"basic": "k", "sex": "tab:red", "age": "tab:blue"}
-    fig, axes = plt.subplots(len(ATTRIBUTES), len(STABILITY), figsize=(2.2 * len(STABILITY), 2.2 * len(ATTRIBUTES)))
-    for a, attr in enumerate(ATTRIBUTES):
-        d = res["delta_auc"][attr][rows]
-        for m, (f, _) in enumerate(STABILITY):
-            ax = axes[a, m]
-            v = res["per_seed"][f][rows]
-            for r, pname in enumerate(DELTA_NAMES):
-                level = 2 if pname == "basic" else BIAS_STRENGTHS.index(float(pname[3:]))
-                ax.scatter(v[r], d[r], s=10, color=colours[pname[:3] if pname != "basic" else "basic"],
-                           alpha=0.4 + 0.3 * level)
-            c = res["correlations"][attr][f]
-            ax.set_title(f"r={c['pearson']:.2f} ρ={c['spearman']:.2f}", fontsize=7)
-            ax.tick_params(labelsize=5)
-            if a == len(ATTRIBUTES) - 1:
-                ax.set_xlabel(f, fontsize=7)
-            if m == 0:
-                ax.set_ylabel(f"ΔAUC {attr}", fontsize=7)
-    fig.suptitle(title + " (black: basic, red: sex-biased, blue: age-biased; darker = stronger)", fontsize=9)
-    fig.tight_layout()
-    _save_figure(fig, path)
-    plt.close(fig)
+def scatter_figure(res: Mapping[str, Any], path: str, title: str) -> list[str]:
+    """ΔAUC against stability (:func:`cfjax.study.plots.delta_auc_figure`): the main figure
+    (:data:`~cfjax.study.plots.MAIN_PANELS`, the measures the findings discuss) at ``path`` and
+    the supplementary one (every other attribute × metric) beside it as ``<stem>_supplementary``,
+    each as PNG and PDF. Returns the paths written."""
+    stem = os.path.splitext(path)[0]
+    written = figures.save_figure(study_plots.delta_auc_figure(res, study_plots.MAIN_PANELS, title=title), path)
+    supplementary = study_plots.delta_auc_figure(res, study_plots.SUPPLEMENTARY_PANELS,
+                                                 title=f"{title}: the other attributes and metrics")
+    return written + figures.save_figure(supplementary, f"{stem}_supplementary.png")
 
 
+def _interval(c: Mapping[str, Any]) -> str:
+    """`` [lo, hi]`` of a correlation's Pearson r, or nothing when it has no interval."""
+    iv = c.get("pearson_interval")
+    return "" if iv is None else f" [{_fmt(iv[0], 2)}, {_fmt(iv[1], 2)}]"
+
+
+def scatter_caption(res: Mapping[str, Any], supplementary: str | None = None) -> str:
+    """The caption line of :func:`scatter_figure`'s main figure: what it shows and what to
+    conclude, from r's bootstrap interval for each measure (``supplementary``: a link to the
+    supplementary figure)."""
+    cs = res["correlations"]["sex"]
+    groups: dict[str, list[str]] = {"above": [], "below": [], "spans": [], "none": []}
+    for _, f in study_plots.MAIN_PANELS:
+        iv = cs[f].get("pearson_interval")
+        if iv is None or not all(v is not None and np.isfinite(v) for v in iv):
+            groups["none"].append(f)
+        else:
+            groups["above" if iv[0] > 0 else "below" if iv[1] < 0 else "spans"].append(f)
+    n = len(DELTA_NAMES)
+    parts = []
+    if groups["above"]:
+        parts.append(f"r's interval lies above 0 for {', '.join(groups['above'])}: ΔAUC over sex grows with "
+                     f"{'this instability measure' if len(groups['above']) == 1 else 'these instability measures'} "
+                     "(paper 000's finding)")
+    if groups["below"]:
+        parts.append(f"it lies below 0 for {', '.join(groups['below'])}: ΔAUC over sex falls as "
+                     f"{'it grows' if len(groups['below']) == 1 else 'they grow'} (against paper 000)")
+    if groups["spans"]:
+        parts.append(f"it includes 0 for {', '.join(groups['spans'])}: no association distinguishable from none "
+                     f"with {n} predictors")
+    if groups["none"]:
+        parts.append(f"r or its interval is undefined for {', '.join(groups['none'])}")
+    return ("*ΔAUC over sex against the four instability measures of the findings. Markers: the "
+            f"{n} predictors' seed means (black: basic, red: sex-biased, blue: age-biased; darker: stronger bias); "
+            "bars: their 95% bootstrap intervals over the test units (the tables' resamples); small dots: the "
+            "predictor-seed pairs r and ρ run over; titles: r [95% percentile bootstrap interval over the "
+            f"{n} predictors, each resampled with its seeds]. To conclude: " + "; ".join(parts) + "."
+            + (f" The other attributes and metrics: [supplementary figure]({supplementary})." if supplementary else "")
+            + "*")
 
 
 def _triple(e: float, l: float) -> dict[str, float]:
@@ -289,7 +312,8 @@ def learned_report(results: Mapping[str, Any]) -> list[str]:
                   + ", ".join(f"{k} {t['exact']:.2f} → {t['learned']:.2f}" for k, t in ag.items()) + ".", "",
                   f"![reliability diagrams, learned counterfactuals](reliability_learned_{_slug(name)}.png)", "",
                   RELIABILITY_CAPTION, "",
-                  f"![ΔAUC vs stability, learned counterfactuals](scatter_learned_{_slug(name)}.png)"]
+                  f"![ΔAUC vs stability, learned counterfactuals](scatter_learned_{_slug(name)}.png)", "",
+                  scatter_caption(lr["settings"][name], f"scatter_learned_{_slug(name)}_supplementary.png")]
     return lines
 
 
@@ -362,11 +386,15 @@ def findings(results: Mapping[str, Any]) -> list[str]:
         pos = [f for f, _ in STABILITY if f in ("s_var", "s_flip", "d_obs", "score_shift")
                and np.isfinite(cs[f]["pearson"]) and cs[f]["pearson"] > 0]
         strong = [f for f in pos if cs[f]["pearson"] >= 0.5]
+        intervals = all("pearson_interval" in cs[f] for f in ("s_var", "s_flip", "d_obs", "score_shift"))
+        sure = [f for f in pos if intervals and np.isfinite(cs[f]["pearson_interval"][0])
+                and cs[f]["pearson_interval"][0] > 0]
         out.append(
             f"**{name}: stability vs ΔAUC(sex)** over the {len(DELTA_NAMES) * len(r['seeds'])} predictor-seed pairs: "
-            + ", ".join(f"{f} r = {cs[f]['pearson']:.2f} (ρ = {cs[f]['spearman']:.2f})"
+            + ", ".join(f"{f} r = {cs[f]['pearson']:.2f}{_interval(cs[f])} (ρ = {cs[f]['spearman']:.2f})"
                         for f in ("s_var", "s_flip", "d_obs", "score_shift"))
             + f"; {len(pos)} of 4 instability measures correlate positively, {len(strong)} strongly (r ≥ 0.5)"
+            + (f", {len(sure)} with r's 95% interval (bootstrap over the predictors) above 0" if intervals else "")
             + (" — as paper 000 reports (strong positive correlation)." if len(strong) >= 2 else
                " — paper 000's strong positive correlation does NOT reproduce here."))
         p1 = r["proposition1"]
@@ -500,9 +528,11 @@ def write_report(results: Mapping[str, Any], out: str) -> None:
                   "| attribute | " + " | ".join(f for f, _ in STABILITY) + " |", "|---|" + "---|" * len(STABILITY)]
         for attr in ATTRIBUTES:
             c = r["correlations"][attr]
-            lines.append(f"| {attr} | " + " | ".join(f"{c[f]['pearson']:.2f} / {c[f]['spearman']:.2f}"
+            lines.append(f"| {attr} | " + " | ".join(f"{c[f]['pearson']:.2f}{_interval(c[f])} / {c[f]['spearman']:.2f}"
                                                      for f, _ in STABILITY) + " |")
-        lines += ["", "Cells: Pearson r / Spearman ρ.", "", f"![ΔAUC vs stability](scatter_{slug}.png)", ""]
+        lines += ["", "Cells: Pearson r [95% bootstrap interval over the predictors, each with its seeds] / "
+                  "Spearman ρ.", "", f"![ΔAUC vs stability](scatter_{slug}.png)", "",
+                  scatter_caption(r, f"scatter_{slug}_supplementary.png"), ""]
         p1 = r["proposition1"]
         lines += ["### Proposition 1: subgroup-mean estimators over resampled test sets", "",
                   f"Attribute race (do(race = z) alone); {p1['resamples']} bootstrap test sets of n = {p1['n']}; "
@@ -527,7 +557,8 @@ def write_report(results: Mapping[str, Any], out: str) -> None:
               "`results.json` (every number; per setting `auc`, `delta_auc`, `ctc`, `per_seed` reports, "
               "`ci95_seed_mean`, `stratified_auc`, `correlations`, `proposition1`, `ranking_agreement`), "
               "`predictions_<setting>.npz` (p_obs (10, S, N), p_cf (10, S, N, K), labels and attributes), "
-              "`checkpoints/site_A|B` (orbax), PNG figures.", ""]
+              "`checkpoints/site_A|B` (orbax), figures as PNG and PDF (`scatter_<setting>_supplementary`: "
+              "ΔAUC against the stability metrics the findings leave out).", ""]
     if "learned" in results:
         lines[-1:] = ["", "With learned counterfactuals: `learned` in results.json (`generator`; `settings`, every "
                       "number as above; `comparison`: per setting and metric, per predictor, `exact`, `learned`, "
@@ -548,6 +579,8 @@ def _by_name(res: dict[str, Any]) -> dict[str, Any]:
     if "auc_ci95_seed_mean" in res:
         out["auc_ci95_seed_mean"] = named(res["auc_ci95_seed_mean"])
     out["delta_auc"] = {a: named(v) for a, v in res["delta_auc"].items()}
+    if "delta_auc_ci95_seed_mean" in res:
+        out["delta_auc_ci95_seed_mean"] = {a: named(v) for a, v in res["delta_auc_ci95_seed_mean"].items()}
     out["stratified_auc"] = {a: named(v) for a, v in res["stratified_auc"].items()}
     out["per_seed"] = {f: named(v) for f, v in res["per_seed"].items()}
     out["ci95_seed_mean"] = {f: named(v) for f, v in res["ci95_seed_mean"].items()}
