@@ -16,7 +16,6 @@ Run: ``python -m experiments.sensitivity [--data-dir ../shared/data] [--out expe
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import time
@@ -39,12 +38,10 @@ BUDGETS = np.linspace(0.0, 0.99, 16)
 
 
 def _save_fig(fig, path):
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    atomic_write_bytes(path, buf.getvalue())
-    import matplotlib.pyplot as plt
+    """``path`` (PNG, for the report) and the same figure as PDF beside it (vector, for a paper)."""
+    from cfjax._core import figures
 
-    plt.close(fig)
+    figures.save_figure(fig, path)
 
 
 def _fmt(x):
@@ -116,14 +113,14 @@ def law_school(path, out, key, quick, mesh=None):
         m2 = S.fit(p2.graph, p2.data, settings)
         variants[name] = {**at(m2), "degrees": list(m2.degrees), "lam": m2.selection["lam"],
                           "blind": float(m2.baseline_unfairness["blind"])}
-    fig = S.plot_curve(ps, grid, baselines={k: float(v) for k, v in model.baseline_unfairness.items()},
-                       xlabel="p (error correlation of G and L)", title="Law school: CFU over the grid")
-    _overlay(fig, ps, mse_grid, mse_model, model)
+    fig = S.plot_curve(ps, {_label(model, "CV on R² (paper's recipe)"): grid, _label(mse_model, "CV on MSE"): mse_grid},
+                       model=model, floor=_floor(model, mse_model), xlabel="p (error correlation of G and L)",
+                       title="Law school: CFU over the grid")
     _save_fig(fig, os.path.join(out, "law_school_grid.png"))
-    fig = S.plot_curve(wc.p_max, wc.cfu, baselines={k: float(v) for k, v in model.baseline_unfairness.items()},
-                       title="Law school: worst-case CFU (optimiser)")
     mse_edge = _edge(mse_model, BUDGETS)
-    _overlay(fig, BUDGETS, mse_edge, mse_model, model, "CV on MSE, CFU(±p_max)")
+    fig = S.plot_curve(wc.p_max, {_label(model, "worst case, CV on R² (paper's recipe)"): wc.cfu,
+                                  _label(mse_model, "CV on MSE, CFU(±p_max)"): mse_edge},
+                       model=model, floor=_floor(model, mse_model), title="Law school: worst-case CFU (optimiser)")
     _save_fig(fig, os.path.join(out, "law_school_curve.png"))
     return {"n": prob.data.n, "model": _summary(model, LAW_SETTINGS), "grid": {"p": ps.tolist(), "cfu": grid.tolist()},
             "worst_case": _curve(wc), "inverse": _inverse(inverse), "lambda_sweep": sweep,
@@ -132,15 +129,15 @@ def law_school(path, out, key, quick, mesh=None):
             "variants": variants, "seconds": t_main, "quick": quick}
 
 
-def _overlay(fig, x, cfu, model, recipe, label="CV on MSE"):
-    """Add the MSE-selected ``model``'s curve to a figure of the paper's recipe (``recipe``, R²)."""
-    ax = fig.axes[0]
-    ax.lines[0].set_label(f"{ax.lines[0].get_label()}, CV on R² (paper's recipe; degrees "
-                          f"{list(recipe.degrees)}, λ = {recipe.selection['lam'][0]:.3g})")
-    keep = np.isfinite(cfu) & (cfu > 0)
-    ax.plot(np.asarray(x)[keep], np.asarray(cfu)[keep], "^:", color="C7", ms=3,
-            label=f"{label} (degrees {list(model.degrees)}, λ = {model.selection['lam'][0]:.3g})")
-    ax.legend(fontsize=6)
+def _label(model, what):
+    """A curve's legend entry: what it is, with the model's CV choices."""
+    return f"{what}; degrees {list(model.degrees)}, λ = {model.selection['lam'][0]:.3g}"
+
+
+def _floor(*models):
+    """The floor of curves of several models: the lowest CFU at zero correlation among them (none
+    of them is below its own)."""
+    return min(S.cfu_at_zero_correlation(m) for m in models)
 
 
 def nhs(path, out, key, quick, mesh=None):
@@ -171,14 +168,13 @@ def nhs(path, out, key, quick, mesh=None):
 
     lams = [0.0, 1e-3, 1.0, 1e3] if not quick else [0.0]
     sweep = lambda_sweep(prob, NHS_SETTINGS, _sweep_lambdas(lams, model.lam, *([] if quick else [mse_model.lam])), at)
-    fig = S.plot_curve(wc.p_max, wc.cfu, baselines={k: float(v) for k, v in model.baseline_unfairness.items()},
+    # Every curve over the same budgets (BUDGETS is sorted: the warm-started search keeps its order).
+    curves = {_label(model, "worst case, CV on R² (paper's recipe)"): wc.cfu,
+              "paper's optimiser (SGD, warm start)": paper.cfu,
+              _label(mse_model, "CV on MSE, CFU at the same P" if mse_curve["at_recipe_P"] else "CV on MSE"):
+                  np.asarray(mse_curve["cfu"])}
+    fig = S.plot_curve(wc.p_max, curves, model=model, floor=_floor(model, mse_model),
                        title="NHS staff survey: worst-case CFU (optimiser)")
-    ax = fig.axes[0]
-    keep = np.asarray(paper.cfu) > 0
-    ax.plot(np.asarray(paper.p_max)[keep], np.asarray(paper.cfu)[keep], "s--", color="C5", ms=3,
-            label="paper's optimiser (SGD, warm start)")
-    _overlay(fig, np.asarray(mse_curve["p_max"]), np.asarray(mse_curve["cfu"]), mse_model, model,
-             "CV on MSE, CFU at the same P" if mse_curve["at_recipe_P"] else "CV on MSE")
     _save_fig(fig, os.path.join(out, "nhs_curve.png"))
     return {"n": prob.data.n, "model": _summary(model, NHS_SETTINGS), "worst_case": _curve(wc),
             "paper_optimizer": _curve(paper), "inverse": _inverse(inverse), "lambda_sweep": sweep,
@@ -190,8 +186,7 @@ def synthetic(out, key, mesh=None):
     model = S.fit(prob.graph, prob.data, LAW_SETTINGS)
     wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, restarts=4)
     true = float(S.cfu(model, prob.true_correlation))
-    fig = S.plot_curve(wc.p_max, wc.cfu, baselines={k: float(v) for k, v in model.baseline_unfairness.items()},
-                       true_value=(0.5, true), title="Synthetic SCM (true correlation 0.5)")
+    fig = S.plot_curve(wc, model=model, true_value=(0.5, true), title="Synthetic SCM (true correlation 0.5)")
     _save_fig(fig, os.path.join(out, "synthetic_curve.png"))
     at_half = float(S.worst_case(model, [0.5], key=key, mesh=mesh, restarts=4).cfu[0])
     return {"model": _summary(model, LAW_SETTINGS), "worst_case": _curve(wc), "true_cfu": true,
