@@ -144,6 +144,9 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
         handles.append(line)
         if name in lows:
             lo_b, hi_b = _clip(lows[name], floor), _clip(highs[name], floor)
+            if strip:  # above the break only: an interval at the floor is the strip's marker
+                hi_b = np.where(hi_b > floor * _AT, hi_b, np.nan)
+                lo_b = np.where(np.isnan(hi_b), np.nan, np.maximum(lo_b, lo))
             if log:
                 lo_b, hi_b = np.where(lo_b > 0, lo_b, np.nan), np.where(hi_b > 0, hi_b, np.nan)
             handles.append(ax.fill_between(xs, lo_b, hi_b, color=color, alpha=0.22, lw=0,
