@@ -75,6 +75,12 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
     Returns:
       The matplotlib Figure; its first axes is the curves' axes, the fair predictor's curve its
       first line.
+
+    Example:
+      >>> fig = plot_curve([0.0, 0.5, 0.9], [1e-18, 2e-9, 4e-6], floor=1e-15,
+      ...                  baselines={"unconstrained": 2.13, "blind": 2.16})
+      >>> [ax.get_yscale() for ax in fig.axes]  # curve, floor strip, baselines' own scale
+      ['log', 'linear', 'linear']
     """
     from cfjax._core import figures
 
@@ -210,7 +216,13 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
     """What to conclude from :func:`plot_curve`'s figure, in one sentence or three: how far the
     fair predictor's worst case stays below the lowest baseline and up to which budget (or from
     which budget it reaches it), and how many values sit at the floor. Arguments as
-    :func:`plot_curve`'s (a single curve)."""
+    :func:`plot_curve`'s (a single curve).
+
+    Example:
+      >>> text = curve_caption([0.0, 0.9], [1e-18, 4e-6], floor=1e-15, baselines={"blind": 2.0})
+      >>> text.split(": ")[0][text.index("Up to"):]
+      'Up to p_max = 0.9 it stays below the lowest baseline (blind, 2) by at least a factor 5e+05'
+    """
     xs, curves, floor, floor_why, baselines = _inputs(x, cfu, floor, model, baselines, None, xlabel)
     bases, _ = _baselines(baselines, None, xs.shape)
     name, y = next(iter(curves.items()))
