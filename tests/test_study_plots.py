@@ -114,13 +114,17 @@ def test_correlation_leaves_out_resamples_without_a_correlation(rng):
                                rtol=1e-10)
     flat = sc.correlation(np.ones((3, 2)), rng.uniform(size=(3, 2)), key=0, resamples=10)
     assert np.isnan(flat["pearson"]) and np.isnan(flat["pearson_interval"]).all()
+    # an undefined ΔAUC (a stratum with one class): no correlation, as scipy says
+    x[1, 0] = np.nan
+    c = sc.correlation(x, y, key=3, resamples=50)
+    assert np.isnan([c["pearson"], c["spearman"], *c["pearson_interval"], *c["spearman_interval"]]).all()
+    assert c["defined_resamples"] == 0
 
 
 @pytest.mark.parametrize("kwargs, name", [
     ({"x": np.zeros((3, 2)), "y": np.zeros((3, 3))}, "y"),
     ({"x": np.zeros(6), "y": np.zeros(6)}, "x"),
     ({"x": np.zeros((1, 3)), "y": np.zeros((1, 3))}, "x"),
-    ({"x": np.full((3, 2), np.nan), "y": np.zeros((3, 2))}, "x"),
     ({"x": np.zeros((3, 2)), "y": np.zeros((3, 2)), "resamples": 0}, "resamples"),
     ({"x": np.zeros((3, 2)), "y": np.zeros((3, 2)), "level": 1.0}, "level"),
 ])
@@ -256,8 +260,11 @@ def test_scatter_figure_writes_both_figures_and_the_caption_concludes(setting, t
     cs["d_obs"]["pearson_interval"] = [-0.3, 0.6]
     cs["score_shift"]["pearson_interval"] = [float("nan"), float("nan")]
     text = R.scatter_caption(res, "scatter_A_supplementary.png")
-    assert "above 0 for s_flip:" in text and "below 0 for s_var:" in text and "includes 0 for d_obs:" in text
-    assert "undefined for score_shift" in text and "(scatter_A_supplementary.png)" in text
+    assert "r's interval lies above 0 for s_flip:" in text and "; it lies below 0 for s_var:" in text
+    assert "; it includes 0 for d_obs:" in text and "; it is undefined for score_shift." in text
+    assert "(scatter_A_supplementary.png)" in text
+    cs["s_flip"]["pearson_interval"] = [-0.1, 0.9]
+    assert "r's interval lies below 0 for s_var:" in R.scatter_caption(res)
 
 
 def test_bad_arguments_name_the_argument(setting):

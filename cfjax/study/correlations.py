@@ -64,7 +64,9 @@ def correlation(x: Any, y: Any, *, key: Any, resamples: int = 1000, level: float
     :func:`cfjax.metrics.bootstrap_indices` ``(P, resamples, key=key)``), keeps every seed of
     each, and recomputes r and ρ on its P·S pairs; all resamples at once (``(B, P·S)`` arrays, no
     loop over resamples). A resample whose pairs are constant in ``x`` or ``y`` has no
-    correlation and is left out of the percentiles (``defined_resamples`` counts the others).
+    correlation and is left out of the percentiles (``defined_resamples`` counts the others). A
+    NaN among the values (a ΔAUC undefined because a stratum holds one class) leaves r, ρ and
+    their intervals undefined: all NaN, as ``scipy.stats.pearsonr`` would give.
 
     Args:
       x, y: ``(P, S)`` values of P predictors × S seeds (e.g. ΔAUC over sex and ``s_flip``).
@@ -91,13 +93,14 @@ def correlation(x: Any, y: Any, *, key: Any, resamples: int = 1000, level: float
         _checks.fail("y", f"shape {x.shape} (as `x`)", f"shape {y.shape}")
     if x.shape[0] < 2:
         _checks.fail("x", "at least 2 predictors (rows)", f"shape {x.shape}")
-    for name, v in (("x", x), ("y", y)):
-        if not np.isfinite(v).all():
-            _checks.fail(name, "finite values", f"{int((~np.isfinite(v)).sum())} NaN or infinite")
     resamples = _checks.check_positive_int("resamples", resamples)
     if not 0 < float(level) < 1:
         _checks.fail("level", "a coverage in (0, 1)", repr(level))
     n_pred, n_seeds = x.shape
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):  # an undefined ΔAUC (a stratum with one class)
+        nan = float("nan")
+        return {"pearson": nan, "spearman": nan, "pearson_interval": [nan, nan], "spearman_interval": [nan, nan],
+                "resamples": resamples, "defined_resamples": 0, "level": float(level), "interval_over": "predictors"}
     idx = np.asarray(cm.bootstrap_indices(n_pred, resamples, key=key))  # (B, P)
     xs = x[idx].reshape(resamples, n_pred * n_seeds)
     ys = y[idx].reshape(resamples, n_pred * n_seeds)

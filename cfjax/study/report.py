@@ -109,22 +109,23 @@ def scatter_caption(res: Mapping[str, Any], supplementary: str | None = None) ->
     n = len(DELTA_NAMES)
     parts = []
     if groups["above"]:
-        parts.append(f"r's interval lies above 0 for {', '.join(groups['above'])}: ΔAUC over sex grows with "
+        parts.append(f"lies above 0 for {', '.join(groups['above'])}: ΔAUC over sex grows with "
                      f"{'this instability measure' if len(groups['above']) == 1 else 'these instability measures'} "
                      "(paper 000's finding)")
     if groups["below"]:
-        parts.append(f"it lies below 0 for {', '.join(groups['below'])}: ΔAUC over sex falls as "
+        parts.append(f"lies below 0 for {', '.join(groups['below'])}: ΔAUC over sex falls as "
                      f"{'it grows' if len(groups['below']) == 1 else 'they grow'} (against paper 000)")
     if groups["spans"]:
-        parts.append(f"it includes 0 for {', '.join(groups['spans'])}: no association distinguishable from none "
+        parts.append(f"includes 0 for {', '.join(groups['spans'])}: no association distinguishable from none "
                      f"with {n} predictors")
     if groups["none"]:
-        parts.append(f"r or its interval is undefined for {', '.join(groups['none'])}")
+        parts.append(f"is undefined for {', '.join(groups['none'])}")
     return ("*ΔAUC over sex against the four instability measures of the findings. Markers: the "
             f"{n} predictors' seed means (black: basic, red: sex-biased, blue: age-biased; darker: stronger bias); "
-            "bars: their 95% bootstrap intervals over the test units (the tables' resamples); small dots: the "
-            "predictor-seed pairs r and ρ run over; titles: r [95% percentile bootstrap interval over the "
-            f"{n} predictors, each resampled with its seeds]. To conclude: " + "; ".join(parts) + "."
+            "bars: their 95% bootstrap intervals over the test units (the tables' resamples; ΔAUC, a max − min over "
+            "strata, grows under resampling, so its bar can sit above the point); small dots: the predictor-seed "
+            f"pairs r and ρ run over; titles: r [95% percentile bootstrap interval over the {n} predictors, each "
+            "resampled with its seeds]. To conclude: r's interval " + "; it ".join(parts) + "."
             + (f" The other attributes and metrics: [supplementary figure]({supplementary})." if supplementary else "")
             + "*")
 
