@@ -157,7 +157,9 @@ def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] =
     resamples; ``res["ci95_seed_mean"]`` and ``res["delta_auc_ci95_seed_mean"]``); small dots
     (``pairs``): the predictor-seed pairs r and ρ are computed on; title: r [95% percentile
     bootstrap interval over the predictors, each resampled with its seeds] and ρ
-    (``res["correlations"]``). One legend for the figure, below the panels.
+    (``res["correlations"]``). One legend for the figure, below the panels. Tiny values (S_var
+    ~1e-4) are ticked as small numbers with their ×10^k factor in the axis label, computed for
+    the drawn limits (a caller who changes the limits relabels the axis).
 
     Args:
       res: one setting's results (:func:`cfjax.study.evaluate_setting`, or a setting of
