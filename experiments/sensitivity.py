@@ -39,7 +39,7 @@ BUDGETS = np.linspace(0.0, 0.99, 16)
 
 def _save_fig(fig, path):
     """``path`` (PNG, for the report) and the same figure as PDF beside it (vector, for a paper)."""
-    from cfjax._core import figures
+    from cfjax import figures
 
     figures.save_figure(fig, path)
 

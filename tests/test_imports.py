@@ -16,8 +16,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "cfjax"
 #: the foundation: validation, errors, plain results, atomic I/O, platform choices, cfjax._core,
-#: cfjax.distributed
-FOUNDATION = {"_checks", "_errors", "io", "_results", "_core", "distributed", "platform"}
+#: cfjax.distributed, cfjax.figures
+FOUNDATION = {"_checks", "_errors", "io", "_results", "_core", "distributed", "platform", "figures"}
 PILLARS = {"scm", "generative", "predictors", "metrics", "sensitivity", "representations", "data", "study",
            "cli"}
 

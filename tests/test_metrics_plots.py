@@ -197,7 +197,7 @@ def test_figure_labels_legend_values_and_fonts(bands):
 def test_figure_into_given_axes_curves_only_and_saved(bands, tmp_path):
     import matplotlib.pyplot as plt
 
-    from cfjax._core import figures
+    from cfjax import figures
 
     fig, ax = plt.subplots()
     assert plots.reliability_diagram(bands[0].curve, ax=ax) is fig

@@ -16,7 +16,7 @@ pytest.importorskip("matplotlib")
 
 import cfjax as cf  # noqa: E402
 from cfjax._checks import ValidationError  # noqa: E402
-from cfjax._core import figures  # noqa: E402
+from cfjax import figures  # noqa: E402
 from cfjax.scm.plots import column_header, counterfactual_grid  # noqa: E402
 
 SIZE, UNITS = 32, 3

@@ -11,7 +11,7 @@ import pytest
 
 import cfjax as cf
 from cfjax._checks import ValidationError
-from cfjax._core import figures
+from cfjax import figures
 from cfjax.sensitivity.cfu import negligible_cfu
 
 pytest.importorskip("matplotlib")

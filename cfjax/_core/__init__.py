@@ -5,10 +5,9 @@
 - :mod:`cfjax._core.training`: the one training loop (pure step, compiled chunks, progress,
   NaN guard, held-out early stopping, checkpoints and resume).
 - :mod:`cfjax._core.checkpoint`: the orbax checkpoint store.
-- :mod:`cfjax._core.figures`: matplotlib behind the ``plots`` extra, figures written atomically
-  as PNG and PDF (every pillar's plotting module draws with it).
 
-:mod:`cfjax.distributed` (the only home of ``shard_map``) and :mod:`cfjax.platform` (every
-backend-dependent choice: XLA:CPU workarounds, CPU defaults) belong to the foundation too; they
-are public, for scripts and benchmarks that set or inspect them.
+:mod:`cfjax.distributed` (the only home of ``shard_map``), :mod:`cfjax.platform` (every
+backend-dependent choice: XLA:CPU workarounds, CPU defaults) and :mod:`cfjax.figures`
+(matplotlib behind the ``plots`` extra; figures written atomically as PNG and PDF) belong to the
+foundation too; they are public, for scripts and benchmarks that use them.
 """

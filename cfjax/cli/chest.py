@@ -98,7 +98,7 @@ def command(out, force, seed, size, units, label):
     write_png(os.path.join(out, "grid.png"), grid)
     figure = None
     if importlib.util.find_spec("matplotlib") is not None:  # the labelled grid (the `plots` extra)
-        from cfjax._core import figures
+        from cfjax import figures
         from cfjax.scm import counterfactual_grid
 
         rows_named = [f"unit {r + 1}\n{'effusion' if e else 'no effusion'}"

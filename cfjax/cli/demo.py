@@ -22,7 +22,6 @@ trained checkpoints were reused) and PNG figures into ``--out``; the full study 
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 import time
 import warnings
@@ -111,17 +110,6 @@ def _stable(x: Any) -> Any:
     return x
 
 
-def _save(fig: Any, path: str) -> None:
-    import matplotlib.pyplot as plt
-
-    from cfjax.io import atomic_write_bytes
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-
-
 # ------------------------------------------------------------------------- 1. marginalisation
 def image_grid(res: dict[str, Any], path: str, units: int, seed: int) -> dict[str, Any]:
     """Factual images of site A's test units, their exact counterfactuals under do(sex, age) and,
@@ -130,7 +118,7 @@ def image_grid(res: dict[str, Any], path: str, units: int, seed: int) -> dict[st
     ``path`` (PNG) and its PDF; returns the units and the mean absolute change per intervention."""
     import jax
 
-    from cfjax._core import figures
+    from cfjax import figures
     from cfjax.cli.chest import AGES
     from cfjax.scm import counterfactual_grid, intervention_grid
 
@@ -203,7 +191,7 @@ def sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None] = 
                                               tol=scale.inverse_tol, **search).to_dict()
                        for name, level in (("true_correlation_cfu", true_cfu), ("blind_baseline", baselines["blind"]))}
         seen = _search_notes(wc, model, sum(issubclass(w.category, S.ConvergenceWarning) for w in caught[main_warnings:]))
-        from cfjax._core import figures
+        from cfjax import figures
 
         # The floor: the CFU at zero correlation, raised to rounding (model=); baselines from the model.
         fig = S.plot_curve(wc, model=model, true_value=(0.5, true_cfu), title="Worst-case CFU (true correlation 0.5)")

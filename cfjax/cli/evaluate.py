@@ -89,7 +89,7 @@ def _reliability_inputs(p: np.ndarray, labels: np.ndarray, q: np.ndarray,
 def _figures(out: str, bands: dict[str, Any]) -> tuple[list[str], str | None]:
     """One reliability diagram of both predictions (:func:`cfjax.metrics.plots.reliability_diagram`)
     with their bootstrap bands: ``reliability.png`` and ``reliability.pdf`` in ``out``."""
-    from cfjax._core import figures
+    from cfjax import figures
 
     try:
         figures.pyplot()

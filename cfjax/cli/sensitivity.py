@@ -328,7 +328,7 @@ def _save_curve(path: str, wc, baselines: dict[str, float]) -> str | None:
         click.echo("cfjax: matplotlib is not installed; curve.png skipped (pip install matplotlib)", err=True)
         return None
     import cfjax.sensitivity as S
-    from cfjax._core import figures
+    from cfjax import figures
 
     # The floor: the WorstCase's CFU at zero correlation (values at or below it drawn at it).
     fig = S.plot_curve(wc, baselines=baselines, title="Worst-case counterfactual unfairness")

@@ -5,7 +5,7 @@
 marginalised prediction's smoothed reliability on one axis, their bootstrap bands, their
 smooth ECE with its interval in the legend and the density of the predictions beneath. It
 returns the ``Figure`` (drawing into given axes if asked), so a user can restyle it; saving is
-:func:`cfjax._core.figures.save_figure` (PNG and PDF).
+:func:`cfjax.figures.save_figure` (PNG and PDF).
 
 Example:
   >>> import numpy as np
@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cfjax import _checks
-from cfjax._core import figures
+from cfjax import figures
 from cfjax.metrics.reliability import ReliabilityBand, ReliabilityCurve
 
 __all__ = ["reliability_diagram"]

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from cfjax import _checks
-from cfjax._core import figures
+from cfjax import figures
 from cfjax.scm.interventions import InterventionAxis
 
 __all__ = ["counterfactual_grid", "column_header"]
@@ -79,7 +79,7 @@ def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: 
     0, with limits ``±limit`` shared by every image and one colour bar. All images are drawn
     with nearest-neighbour pixels, ``tile_inches`` a side (at a save resolution of ``dpi``,
     ``tile_inches · dpi`` pixels: 75 at 150 dpi, the default of
-    :func:`cfjax._core.figures.save_figure`).
+    :func:`cfjax.figures.save_figure`).
 
     The column headers are the labels broken into lines (``column_header``); when every label
     is one ``do(…)``, the ``do`` is said once in the panel title and the headers hold the
@@ -105,7 +105,7 @@ def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: 
       title: the top panel's title (default: says what the columns are).
 
     Returns:
-      the matplotlib ``Figure``: save it with :func:`cfjax._core.figures.save_figure`.
+      the matplotlib ``Figure``: save it with :func:`cfjax.figures.save_figure`.
 
     Example:
       >>> import cfjax as cf, jax

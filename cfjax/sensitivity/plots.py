@@ -1,7 +1,7 @@
 """Figures 2 and 4 of paper 001: the fair predictor's worst-case counterfactual unfairness (CFU)
 over the confounding budget ``p_max`` (or its CFU over the bivariate grid), beside the baselines'
 unfairness, on scales a reader can read. Needs matplotlib (the ``plots`` extra), imported only
-when a figure is drawn (:mod:`cfjax._core.figures`).
+when a figure is drawn (:mod:`cfjax.figures`).
 
 Readable scales. A CFU curve starts at its floor: the CFU at zero correlation (P = I, within
 every budget; :func:`~cfjax.sensitivity.cfu_at_zero_correlation`), and no CFU at or below
@@ -82,7 +82,7 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
       >>> [ax.get_yscale() for ax in fig.axes]  # curve, floor strip, baselines' own scale
       ['log', 'linear', 'linear']
     """
-    from cfjax._core import figures
+    from cfjax import figures
 
     xs, curves, floor, floor_why, baselines = _inputs(x, cfu, floor, model, baselines, label, xlabel)
     lows, highs = _bands(lower, upper, curves, xs.shape)

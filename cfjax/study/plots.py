@@ -11,7 +11,7 @@ pairs the correlation runs over, and Pearson r with its bootstrap interval over 
 ΔAUC over sex; :data:`SUPPLEMENTARY_PANELS` the other attribute × metric pairs. Functions take
 one setting's results as :func:`cfjax.study.evaluate_setting` returns them (arrays indexed as
 ``res["names"]``) or as ``results.json`` holds them (keyed by predictor), and return the
-matplotlib ``Figure``; save it with :func:`cfjax._core.figures.save_figure` (PNG and PDF).
+matplotlib ``Figure``; save it with :func:`cfjax.figures.save_figure` (PNG and PDF).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from cfjax import _checks
-from cfjax._core import figures
+from cfjax import figures
 from cfjax.study.families import BIAS_STRENGTHS
 from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, STABILITY
 

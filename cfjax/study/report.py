@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import io
 import os
 from typing import Any, Mapping
 
 import numpy as np
 
 from cfjax import metrics as cm
-from cfjax._core import figures
+from cfjax import figures
 from cfjax.io import atomic_write_bytes
 from cfjax.study.diagnostics import FAR_BELOW
 from cfjax.study import plots as study_plots
@@ -25,12 +24,6 @@ __all__ = ["reliability_figure", "scatter_figure", "scatter_caption", "compare_s
 def _nanmean(v) -> float:
     v = np.asarray(v, np.float64)
     return float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
-
-
-def _save_figure(fig, path: str) -> None:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=72)
-    atomic_write_bytes(path, buf.getvalue())
 
 
 def _slug(name: str) -> str:
@@ -58,7 +51,7 @@ def reliability_figure(res: Mapping[str, Any], path: str, title: str, *, resampl
     marginalised on one axis per predictor, with percentile bootstrap bands over the test units
     (``resamples``, one key: paired) and the predictions' density beneath; PNG and PDF at
     ``path``. Returns the paths written."""
-    from cfjax._core import figures
+    from cfjax import figures
     from cfjax.metrics.plots import reliability_diagram
 
     names, pl = list(res["names"]), res["_plots"]

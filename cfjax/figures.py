@@ -1,6 +1,7 @@
-"""What every pillar's figures share: matplotlib behind the ``plots`` extra (imported only when a
-figure is drawn, with the headless Agg backend unless the caller chose another), and figures
-written atomically as PNG (for reports) and PDF (vector, for papers)."""
+"""What every pillar's figures share, public for scripts that save their own the same way:
+matplotlib behind the ``plots`` extra (imported only when a figure is drawn, with the headless
+Agg backend unless the caller chose another), and figures written atomically as PNG (for
+reports) and PDF (vector, for papers)."""
 
 from __future__ import annotations
 

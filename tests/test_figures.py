@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from cfjax._core import figures  # noqa: E402
+from cfjax import figures  # noqa: E402
 
 
 def _figure():
