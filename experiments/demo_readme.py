@@ -118,9 +118,9 @@ def _study(s: Mapping[str, Any]) -> list[str]:
     lines = [
         f"**Counterfactual marginalisation (paper 000)** on the synthetic chest radiographs ({s['size']} × "
         f"{s['size']}, {s['n_train']:,} training units per site, the ten predictors × {s['seeds']} seeds, K = "
-        f"{s['k']} counterfactual images per test unit). Every test unit's exact counterfactuals under do(sex, age), "
+        f"{s['k']} counterfactual images per test unit). Four test units' exact counterfactuals under do(sex, age), "
         "and below them the ones a learned HVAE image mechanism gives (each row: the factual image, then sex 0 and "
-        "1 × ages 20 to 90):", "",
+        "1 × ages 20 to 90); beneath, each counterfactual minus its factual image on one diverging scale:", "",
         "![exact and learned counterfactual images](docs/demo_counterfactual_grid.png)", "",
         "- The basic CNN's test AUC [95% bootstrap interval] (validation AUC): "
         + "; ".join(f"{_name(n)} {bc[n]['auc']:.2f} [{bc[n]['ci95'][0]:.2f}, {bc[n]['ci95'][1]:.2f}] "
