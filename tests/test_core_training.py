@@ -127,3 +127,68 @@ def test_seed_of_reads_ints_and_key_data():
     for bad in (-1, True, 1.5, "7", jnp.zeros(3), jax.random.split(jax.random.key(0))):
         with pytest.raises(ValidationError, match="`sample_key`"):
             seed_of(bad, "sample_key")
+
+
+@dataclasses.dataclass(frozen=True)
+class Strided:
+    """``stride`` steps of :class:`Regression` in one call (the last call fewer, to ``total``),
+    each with the key the step-by-step loop would give it: what an ensemble's evaluation round
+    is to its steps."""
+
+    inner: Regression
+    stride: int
+    total: int
+    seed: int
+
+    def __call__(self, state, data, key):
+        del key
+        key, t0 = jax.random.key(self.seed), state[2]
+
+        def body(i, carry):
+            s, losses, bad = carry
+            new, metrics = self.inner(s, data, jax.random.fold_in(key, t0 + i))
+            bad = jnp.where((bad < 0) & ~jnp.isfinite(metrics["loss"]), t0 + i, bad)
+            return new, losses.at[i].set(metrics["loss"]), bad
+
+        n = jnp.minimum(self.stride, self.total - t0)
+        state, losses, bad = jax.lax.fori_loop(0, n, body, (state, jnp.zeros(self.stride), jnp.int32(-1)))
+        return state, {"loss": jnp.sum(losses) / n, "bad_step": bad}
+
+
+def test_a_strided_step_counts_training_steps(rng, tmp_path):
+    """A step taking ``stride`` training steps: the same state as step by step, the result's
+    and the checkpoints' step counts in training steps, the held-out values at chunk ends, and
+    the error naming the inner step through ``locate``."""
+    data, state = problem(rng)
+    seed, steps, stride = int(rng.integers(1 << 30)), 23, int(rng.integers(2, 6))
+    key = jax.random.key(seed)
+    inner = Regression(batch=16)
+    strided = Strided(inner, stride, steps, seed)
+    out = training.run(strided, state, data, key=0, steps=steps, chunk_steps=2 * stride, stride=stride,
+                       progress=False, validate=lambda s: jnp.sum(s[0] ** 2))
+    ref_state, ref_losses = reference(inner, state, data, key, steps)
+    calls = -(-steps // stride)
+    assert out.steps == steps and out.finished and out.history["loss"].shape == (calls,)
+    np.testing.assert_allclose(out.state[0], ref_state[0], rtol=1e-5, atol=1e-6)
+    means = [ref_losses[i:i + stride].mean() for i in range(0, steps, stride)]
+    np.testing.assert_allclose(out.history["loss"], means, rtol=1e-5, atol=1e-6)
+    ends = [min(c, steps) for c in range(2 * stride, (calls + 1) * stride, 2 * stride)]
+    np.testing.assert_array_equal(out.validation_steps, ends + ([steps] if ends[-1] < steps else []))
+    store = CheckpointStore(tmp_path)
+    first = training.run(strided, state, data, key=0, steps=steps, chunk_steps=stride, stride=stride,
+                         progress=False, store=store, meta={"run": "s"}, max_chunks=2)
+    assert first.steps == 2 * stride and store.latest_step() == 2 * stride
+    rest = training.run(strided, state, data, key=0, steps=steps, chunk_steps=stride, stride=stride,
+                        progress=False, store=store, meta={"run": "s"})
+    store.close()
+    np.testing.assert_allclose(rest.state[0], out.state[0], rtol=1e-6)
+    poison = int(rng.integers(stride, steps))
+    with pytest.raises(TrainingError, match=rf"at step {poison}\b"):
+        training.run(Strided(Regression(batch=8, poison_at=poison), stride, steps, seed), state, data, key=0,
+                     steps=steps, chunk_steps=stride, stride=stride, progress=False,
+                     locate=lambda metrics, i: f"at step {int(metrics['bad_step'])}")
+    with pytest.raises(ValidationError, match="`chunk_steps`: expected a multiple of `stride`"):
+        training.run(strided, state, data, key=0, steps=steps, chunk_steps=stride + 1, stride=stride,
+                     progress=False)
+    with pytest.raises(ValidationError, match="`stride`"):
+        training.run(strided, state, data, key=0, steps=steps, stride=0, progress=False)

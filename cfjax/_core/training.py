@@ -13,6 +13,8 @@ standard dtype promotion around optax (its bias correction raises a float to an 
 
 Step ``t`` (counted from 0 over the whole run) gets ``jax.random.fold_in(key, t)``, so a run
 split into chunks, stopped and resumed from a checkpoint, takes the same steps as one run.
+A step may take several training steps at once (``stride``): the ensembles' step is a whole
+evaluation round, so that members spread over devices meet once a round, not once a step.
 ``data`` is an argument of the compiled chunk, not a constant closed over, so a second call
 with other data of the same shapes reuses the compilation; so does a ``step`` that compares
 equal (a module-level function, or a frozen dataclass with ``__call__``).
@@ -57,7 +59,8 @@ class LoopResult(NamedTuple):
     Attributes:
       state: the state after the last step run.
       best: with ``validate``: the state with the lowest held-out value; otherwise ``state``.
-      history: ``{metric: (steps_run, ...)}`` host arrays.
+      history: ``{metric: (calls, ...)}`` host arrays, one row per call of ``step`` (per
+        training step unless ``stride`` > 1).
       steps: steps run (fewer than asked when stopped early or by ``max_chunks``).
       validation: ``(chunks,)`` held-out values after each chunk (empty without ``validate``).
       validation_steps: ``(chunks,)`` the step count at each held-out value.
@@ -124,7 +127,8 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
         postfix: tuple[str, ...] = ("loss",), validate: Callable[[Any], jax.Array] | None = None,
         patience: int | None = None, store: CheckpointStore | None = None, meta: Mapping[str, Any] | None = None,
         max_chunks: int | None = None, hint: str = "lower the learning rate or check the data",
-        member_names: tuple[str, ...] | None = None, best_value: float = np.inf, since: int = 0) -> LoopResult:
+        member_names: tuple[str, ...] | None = None, best_value: float = np.inf, since: int = 0,
+        stride: int = 1, locate: Callable[[Mapping[str, np.ndarray], int], str] | None = None) -> LoopResult:
     """Run ``steps`` steps of ``step`` from ``state`` on ``data``.
 
     Args:
@@ -154,6 +158,14 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
       best_value, since: the early-stopping state carried over from an earlier run of the same
         fit (its :class:`LoopResult`'s): this run's states are kept only below ``best_value``,
         and ``patience`` counts on from ``since`` chunks.
+      stride: training steps one call of ``step`` takes (a step that runs several inside, e.g. an
+        ensemble's evaluation round of ``eval_every`` steps, each device's members through all of
+        them without meeting the others): ``steps``, ``chunk_steps`` (a multiple of it), the bar,
+        the checkpoints' labels and the result's step counts are training steps; call ``i``
+        covers steps ``[i·stride, (i + 1)·stride)`` (the last fewer) and gets ``fold_in(key, i)``.
+      locate: ``(metrics, element) -> "at step …"``: where in the failing call the guard failed,
+        for the error (``metrics`` that call's, as host arrays; ``element`` the non-finite one's
+        index, 0 for a scalar); default: the call's first step.
 
     Returns:
       :class:`LoopResult`.
@@ -164,9 +176,15 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
         raise ValidationError(f"`chunk_steps`: expected a positive integer, got {chunk_steps!r}.")
     if patience is not None and (not isinstance(patience, (int, np.integer)) or patience < 1):
         raise ValidationError(f"`patience`: expected a positive integer or None, got {patience!r}.")
-    steps, chunk = int(steps), min(int(chunk_steps), int(steps))
+    if not isinstance(stride, (int, np.integer)) or isinstance(stride, bool) or stride < 1:
+        raise ValidationError(f"`stride`: expected a positive integer, got {stride!r}.")
+    if chunk_steps % stride:
+        raise ValidationError(f"`chunk_steps`: expected a multiple of `stride` = {stride}, got {chunk_steps!r}.")
+    steps, stride = int(steps), int(stride)
+    calls = -(-steps // stride)  # calls of `step` in the whole run
+    chunk = min(int(chunk_steps) // stride, calls)
     key = as_key(key)
-    history = _history(step, state, data, key, steps)
+    history = _history(step, state, data, key, calls)
     if guard is not None and guard not in history:
         raise ValidationError(f"`guard`: expected one of the step's metrics {sorted(history)}, got {guard!r}.")
     loop = Loop(state, jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.int32), history)
@@ -188,13 +206,16 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
         best_value = min(curve) if curve else np.inf
         best_step, since = int(saved.get("best_step", 0)), int(saved.get("since", 0))
     validate_jit = jax.jit(validate) if validate is not None else None
-    bar = tqdm(total=steps, initial=int(loop.step), desc=desc, unit="step", dynamic_ncols=True,
+    def trained(calls_run: int) -> int:  # training steps taken by that many calls
+        return min(calls_run * stride, steps)
+
+    bar = tqdm(total=steps, initial=trained(int(loop.step)), desc=desc, unit="step", dynamic_ncols=True,
                disable=None if progress is None else not progress)
     chunks_run, stopped = 0, False
     try:
-        while int(loop.step) < steps and (max_chunks is None or chunks_run < max_chunks):
+        while int(loop.step) < calls and (max_chunks is None or chunks_run < max_chunks):
             start = int(loop.step)
-            loop = _chunk(loop, data, key, step=step, length=chunk, total=steps, guard=guard)
+            loop = _chunk(loop, data, key, step=step, length=chunk, total=calls, guard=guard)
             chunks_run += 1
             bad = int(loop.bad_step)
             if bad >= 0:
@@ -203,33 +224,38 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
                     where = f" of member {member_names[int(loop.bad_index)]}"
                 elif np.ndim(loop.history[guard]) > 1:
                     where = f" of element {int(loop.bad_index)}"
-                raise TrainingError(f"{desc} diverged: the {guard}{where} was NaN or infinite at step {bad}; {hint}.")
+                if locate is not None:
+                    at = locate({name: np.asarray(h[bad]) for name, h in loop.history.items()}, int(loop.bad_index))
+                else:
+                    at = f"at step {trained(bad)}"
+                raise TrainingError(f"{desc} diverged: the {guard}{where} was NaN or infinite {at}; {hint}.")
             done = int(loop.step)
             if postfix:
                 bar.set_postfix({name: f"{float(jnp.mean(loop.history[name][start:done])):.4f}"
                                  for name in postfix if name in loop.history})
-            bar.update(done - start)
+            bar.update(trained(done) - trained(start))
             if validate_jit is not None:
                 with jax.numpy_dtype_promotion("standard"):
                     value = float(validate_jit(loop.state))
                 curve.append(value)
-                curve_steps.append(done)
+                curve_steps.append(trained(done))
                 if value < best_value:
-                    best, best_value, best_step, since = jax.tree.map(jnp.copy, loop.state), value, done, 0
+                    best, best_value, best_step, since = jax.tree.map(jnp.copy, loop.state), value, trained(done), 0
                 else:
                     since += 1
                 if patience is not None and since >= patience:
                     stopped = True
             if store is not None:
-                store.save(done, {"loop": loop, "best": best},
+                store.save(trained(done), {"loop": loop, "best": best},
                            {**meta, "validation": curve, "validation_steps": curve_steps,
                             "best_step": best_step, "since": since})
             if stopped:
                 break
     finally:
         bar.close()
-    run_steps = int(loop.step)
-    history = {name: np.asarray(h[:run_steps]) for name, h in loop.history.items()}
+    run_calls = int(loop.step)
+    run_steps = trained(run_calls)
+    history = {name: np.asarray(h[:run_calls]) for name, h in loop.history.items()}
     return LoopResult(state=loop.state, best=best if validate is not None else loop.state, history=history,
                       steps=run_steps, validation=np.asarray(curve), validation_steps=np.asarray(curve_steps, int),
                       best_step=best_step if validate is not None else run_steps,

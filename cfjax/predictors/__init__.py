@@ -13,7 +13,7 @@ from cfjax.predictors.cnn import EffusionCNN as EffusionCNN
 from cfjax.predictors.cnn import default_conv as default_conv
 from cfjax.predictors.ensemble import EnsembleConfig as EnsembleConfig
 from cfjax.predictors.ensemble import EnsembleState as EnsembleState
-from cfjax.predictors.ensemble import EnsembleStep as EnsembleStep
+from cfjax.predictors.ensemble import EnsembleRound as EnsembleRound
 from cfjax.predictors.ensemble import MemberData as MemberData
 from cfjax.predictors.ensemble import TrainingError as TrainingError
 from cfjax.predictors.ensemble import init_state as init_state
@@ -33,7 +33,7 @@ __all__ = [
     "EffusionCNN",
     "EnsembleConfig",
     "EnsembleState",
-    "EnsembleStep",
+    "EnsembleRound",
     "FORMAT_VERSION",
     "MemberData",
     "TrainingError",

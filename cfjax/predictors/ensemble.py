@@ -1,11 +1,13 @@
 """Training an ensemble of classifiers — members that differ in their training data (a mask or
 per-unit weights over one shared training set) and their key — as one jitted program.
 
-The step of one member is a pure function (:func:`member_step`); one step of the ensemble maps
-it over the members (:func:`cfjax.predictors.map_members`, the members optionally spread over
-several devices by :func:`cfjax.distributed.map_batch`), and every ``eval_every`` steps it also
+The step of one member is a pure function (:func:`member_step`); one evaluation round of the
+ensemble (:class:`EnsembleRound`) runs ``eval_every`` of them for every member
+(:func:`cfjax.predictors.map_members`, the members optionally spread over several devices by
+:func:`cfjax.distributed.map_batch`, each device running its members' whole round), then
 evaluates every member's validation AUC and keeps each member's best parameters. The loop, the
-progress bar, the NaN guard and the checkpoints are :func:`cfjax._core.training.run`'s.
+progress bar, the NaN guard and the checkpoints are :func:`cfjax._core.training.run`'s, its
+step being the round.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from cfjax._core import checkpoint as _ckpt
 from cfjax._core import training as _training
 from cfjax._errors import TrainingError
 from cfjax.metrics import auc as _auc
-from cfjax.predictors.inference import (MemberLogits, _check_image_shape, _init, check_member_chunk, map_members,
+from cfjax.predictors.inference import (_check_image_shape, _init, check_member_chunk, chunked_logits, map_members,
                                         member_keys, replicate)
 
 __all__ = ["EnsembleConfig", "EnsembleState", "MemberData", "TrainingError", "train", "member_step",
@@ -157,7 +159,7 @@ def member_step(model: nn.Module, config: EnsembleConfig, params: Any, opt_state
                 key: jax.Array) -> tuple[Any, Any, jax.Array]:
     """One optimisation step of one member: a minibatch of ``config.batch_size`` units drawn
     with ``key`` from the member's weights, the mean binary cross-entropy of its logits, one
-    AdamW update. Pure; :func:`train` maps it over the members in every step of its loop.
+    AdamW update. Pure; :func:`train` runs it for every member in every round of its loop.
     Like every optax update it needs JAX's standard dtype promotion (optax's bias correction
     raises a float to an int32 count), which :func:`cfjax._core.training.run` sets around the
     loop; called on its own, wrap it in ``jax.numpy_dtype_promotion("standard")``.
@@ -289,45 +291,80 @@ def _select(flag: jax.Array, new: Any, old: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class _MemberSteps:
-    """One step of each of a block of members (:func:`member_step`; a stopped member's state is
-    returned as it is and its loss is 0), ``(params, opt_state, cdf, data_keys, active, images,
-    labels, step) -> (params, opt_state, loss (M',))``: what
-    :func:`cfjax.distributed.map_batch` runs on each device's members."""
+class _MemberRounds:
+    """One evaluation round of each of a block of members: what
+    :func:`cfjax.distributed.map_batch` runs on each device's members, so that a device's
+    members meet the others once a round, not once a step.
+
+    ``(params, opt_state, best_params, best_auc, best_step, since_best, active, cdf, data_keys,
+    images, labels, val_images, val_labels, step, live)`` → the members' new ``params``,
+    ``opt_state``, ``best_params``, ``best_auc``, ``best_step``, ``since_best``, ``active``, and
+    their round's validation AUC, mean loss and first non-finite step (−1: none). An active
+    member takes the round's steps (:func:`member_step`, ``lax.fori_loop``), a stopped one none;
+    then, when ``live`` (some member of the whole ensemble is active), every member is
+    evaluated and its early stopping updated."""
 
     model: nn.Module
     config: EnsembleConfig
 
-    def __call__(self, params, opt_state, cdf, data_keys, active, images, labels, step):
+    def __call__(self, params, opt_state, best_params, best_auc, best_step, since_best, active, cdf, data_keys,
+                 images, labels, val_images, val_labels, step, live):
+        config = self.config
+        left = jnp.clip(config.steps - step, 0, config.eval_every)  # an active member's steps this round
+
         def one(args):
-            p, o, c, key_data, live = args
-            key = jax.random.fold_in(jax.random.wrap_key_data(key_data), step)
+            p, o, c, key_data, act = args
+            key, member = jax.random.wrap_key_data(key_data), MemberData(images, labels, c)
 
-            def run(_):
-                return member_step(self.model, self.config, p, o, MemberData(images, labels, c), key)
+            def body(i, carry):
+                p, o, total, bad = carry
+                p, o, loss = member_step(self.model, config, p, o, member, jax.random.fold_in(key, step + i))
+                return p, o, total + loss, jnp.where((bad < 0) & ~jnp.isfinite(loss), step + i, bad)
 
-            def frozen(_):
-                return p, o, jnp.zeros((), images.dtype)
+            total = jnp.zeros((), images.dtype)
+            bad = jnp.full((), -1, jnp.int32)
+            return jax.lax.fori_loop(0, jnp.where(act, left, 0), body, (p, o, total, bad))
 
-            return jax.lax.cond(live, run, frozen, None)
+        params, opt_state, total, bad = map_members(one, (params, opt_state, cdf, data_keys, active),
+                                                    config.member_chunk)
+        loss = jnp.where(active, total / jnp.maximum(left, 1).astype(total.dtype), 0)
+        done = step + left
 
-        return map_members(one, (params, opt_state, cdf, data_keys, active), self.config.member_chunk)
+        def evaluate(_):
+            logits = chunked_logits(self.model, params, val_images, min(config.eval_chunk, val_images.shape[0]),
+                                    config.member_chunk)
+            aucs = jax.vmap(_auc, in_axes=(0, None))(logits, val_labels).astype(best_auc.dtype)
+            improved = active & (aucs > best_auc)
+            since = jnp.where(improved, 0, since_best + active.astype(jnp.int32))
+            return (_select(improved, params, best_params), jnp.where(improved, aucs, best_auc),
+                    jnp.where(improved, done, best_step), since,
+                    active & (since < config.patience) & (done < config.steps), aucs)
+
+        def skip(_):
+            return best_params, best_auc, best_step, since_best, active, jnp.full_like(best_auc, jnp.nan)
+
+        best_params, best_auc, best_step, since_best, still, aucs = jax.lax.cond(live, evaluate, skip, None)
+        return params, opt_state, best_params, best_auc, best_step, since_best, still, aucs, loss, bad
 
 
 @dataclasses.dataclass(frozen=True)
-class EnsembleStep:
-    """One step of the whole ensemble, the pure step of :func:`cfjax._core.training.run`:
+class EnsembleRound:
+    """One evaluation round of the whole ensemble, the pure step of
+    :func:`cfjax._core.training.run` (with ``stride = config.eval_every``):
     ``(state, (data, val_images, val_labels), key) -> (state, metrics)``.
 
-    Every active member takes one :func:`member_step` (its minibatch drawn with its own key
-    ``fold_in(data_keys[m], step)``; the loop's ``key`` is unused); at the end of each
-    evaluation round (every ``eval_every`` steps, and at ``steps``), every member's validation
-    AUC, the best parameters of the members that improved, and the stopping of those out of
-    patience or steps. Once no member is active a step changes nothing. Hashable: the loop
-    compiles once per model, configuration and mesh.
+    Every active member takes the round's steps (``config.eval_every``, fewer at the end of
+    ``config.steps``), each a :func:`member_step` with its minibatch drawn with its own key
+    ``fold_in(data_keys[m], step)`` (the loop's ``key`` is unused); then every member's
+    validation AUC, the best parameters of the members that improved, and the stopping of those
+    out of patience or steps. With ``mesh`` each device runs its members' whole round
+    (:func:`cfjax.distributed.map_batch`): the devices meet once a round. Once no member is
+    active a round changes nothing. Hashable: the loop compiles once per model, configuration
+    and mesh.
 
-    Metrics: ``loss (M,)`` (the batch loss, 0 for a stopped member: the guarded metric),
-    ``mean_loss`` over the active members and ``active`` (their number).
+    Metrics: ``loss (M,)`` (each member's mean batch loss over the round, 0 for a stopped
+    member: the guarded metric), ``bad_step (M,)`` (the first step whose loss was not finite,
+    −1: none), ``mean_loss`` over the active members and ``active`` (their number).
     """
 
     model: nn.Module
@@ -338,43 +375,24 @@ class EnsembleStep:
         del key  # each member's minibatch stream is its own (state.data_keys)
         config = self.config
         train_data, val_images, val_labels = data
-        t = state.step
-        params, opt_state, loss = _dist.map_batch(
-            _MemberSteps(self.model, config), state.params, state.opt_state, train_data.cdf, state.data_keys,
-            state.active, shared=(train_data.images, train_data.labels, t), mesh=self.mesh)
-        loss = loss.astype(state.loss.dtype)
-        r = jnp.minimum(state.round, config.rounds - 1)
-        row = state.loss[r]
-        first = t == state.round * config.eval_every  # the round's first step: its running sum starts at 0
-        row = jnp.where(state.active, jnp.where(first, jnp.zeros_like(row), row) + loss, row)
-        n_active = jnp.sum(state.active).astype(loss.dtype)
-        metrics = {"loss": loss, "mean_loss": jnp.sum(loss) / jnp.maximum(n_active, 1), "active": n_active}
-        live = jnp.any(state.active)  # once every member has stopped, a step changes nothing
-        s = state.replace(params=params, opt_state=opt_state, step=t + live.astype(t.dtype),
-                          loss=state.loss.at[r].set(row))
-        done = t + 1
-        at_end = live & ((done % config.eval_every == 0) | (done == config.steps))
-        return jax.lax.cond(at_end, self._evaluate, lambda s, *_: s, s, val_images, val_labels), metrics
-
-    def _evaluate(self, s: EnsembleState, val_images: jax.Array, val_labels: jax.Array) -> EnsembleState:
-        """The end of a round: validation AUCs, best parameters, early stopping."""
-        config = self.config
-        logits = _dist.map_batch(MemberLogits(self.model, config.eval_chunk, config.member_chunk), s.params,
-                                 shared=(val_images,), mesh=self.mesh)
-        aucs = jax.vmap(_auc, in_axes=(0, None))(logits, val_labels).astype(s.best_auc.dtype)
-        steps_in_round = (s.step - s.round * config.eval_every).astype(s.loss.dtype)
-        mean_loss = jnp.where(s.active, s.loss[s.round] / steps_in_round, jnp.nan)
-        improved = s.active & (aucs > s.best_auc)
-        since_best = jnp.where(improved, 0, s.since_best + s.active.astype(jnp.int32))
-        return s.replace(
-            best_params=_select(improved, s.params, s.best_params),
-            best_auc=jnp.where(improved, aucs, s.best_auc),
-            best_step=jnp.where(improved, s.step, s.best_step),
-            since_best=since_best,
-            active=s.active & (since_best < config.patience) & (s.step < config.steps),
-            round=s.round + 1,
-            val_auc=s.val_auc.at[s.round].set(aucs),
-            loss=s.loss.at[s.round].set(mean_loss.astype(s.loss.dtype)))
+        live = jnp.any(state.active)  # once every member has stopped, a round changes nothing
+        s = state
+        (params, opt_state, best_params, best_auc, best_step, since_best, active, aucs, loss, bad) = _dist.map_batch(
+            _MemberRounds(self.model, config), s.params, s.opt_state, s.best_params, s.best_auc, s.best_step,
+            s.since_best, s.active, train_data.cdf, s.data_keys,
+            shared=(train_data.images, train_data.labels, val_images, val_labels, s.step, live), mesh=self.mesh)
+        loss = loss.astype(s.loss.dtype)
+        r = jnp.minimum(s.round, config.rounds - 1)
+        left = jnp.clip(config.steps - s.step, 0, config.eval_every)
+        n_active = jnp.sum(s.active).astype(loss.dtype)
+        metrics = {"loss": loss, "bad_step": bad, "mean_loss": jnp.sum(loss) / jnp.maximum(n_active, 1),
+                   "active": n_active}
+        new = s.replace(
+            params=params, opt_state=opt_state, best_params=best_params, best_auc=best_auc, best_step=best_step,
+            since_best=since_best, active=active, step=s.step + jnp.where(live, left, 0), round=s.round + live,
+            val_auc=s.val_auc.at[r].set(jnp.where(live, aucs, s.val_auc[r])),
+            loss=s.loss.at[r].set(jnp.where(live, jnp.where(s.active, loss, jnp.nan), s.loss[r])))
+        return new, metrics
 
 
 def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: Any, val_labels: Any,
@@ -386,9 +404,9 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
     Member ``m`` starts from its key (``jax.random.split(key, M)[m]``, or
     ``jax.random.key(seeds[m])``: see :func:`cfjax.predictors.member_keys`) and draws each
     minibatch (with replacement) with probability proportional to ``masks[m]``; every step of
-    :func:`cfjax._core.training.run`'s loop takes one AdamW step (warm-up and cosine decay) of
-    every active member (:func:`~cfjax.predictors.map_members`), and every
-    ``config.eval_every`` steps (a chunk of the loop) evaluates every member's validation AUC
+    :func:`cfjax._core.training.run`'s loop is one evaluation round (:class:`EnsembleRound`):
+    ``config.eval_every`` AdamW steps (warm-up and cosine decay) of every active member
+    (:func:`~cfjax.predictors.map_members`), then every member's validation AUC
     (:func:`cfjax.metrics.auc` on the validation logits). A member keeps the parameters of its
     best validation AUC and stops (frozen) after ``config.patience`` evaluations without
     improvement; training ends when every member has stopped. A member trained alone with the
@@ -396,8 +414,9 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
     single-member programs may round differently).
 
     With ``mesh`` the members are spread over its devices
-    (:func:`cfjax.distributed.map_batch` in every step: each device steps its share of the
-    members, the shared images and validation set passed whole to every device); each member
+    (:func:`cfjax.distributed.map_batch` in every round: each device runs its share of the
+    members through the whole round, the shared images and validation set passed whole to every
+    device, and the devices meet once a round, to count the active members); each member
     runs the same computation as on one device and ends with the same parameters. On a CPU this
     is what makes the cores work together: one member's step on small images is a chain of
     small convolutions that XLA's intra-op threads do not keep every core busy with, whereas
@@ -503,8 +522,9 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
     member_names = tuple(f"{i}" + ("" if names is None else f" ({names[i]!r})") for i in range(m))
     try:
         result = _training.run(
-            EnsembleStep(model, config, where), state, (data,) + val, key=0, steps=config.steps,
-            chunk_steps=config.eval_every, guard="loss", progress=progress, desc="training",
+            EnsembleRound(model, config, where), state, (data,) + val, key=0, steps=config.steps,
+            chunk_steps=config.eval_every, stride=config.eval_every, guard="loss", progress=progress,
+            desc="training", locate=lambda metrics, m: f"at step {int(metrics['bad_step'][m])}",
             postfix=("mean_loss", "active"), store=store, meta=meta,
             max_chunks=max_rounds, member_names=member_names + tuple(f"{m + i} (padding)" for i in range(extra)),
             hint="lower `config.learning_rate` or check the images and labels for NaN")
