@@ -15,7 +15,8 @@ process's devices, each process reads its own block of units (:func:`process_blo
 Shapes: a batch axis of any length B is padded to a multiple of the mesh size (by repeating its
 last entry, so that every padded entry is a valid input) and the padding is dropped from the
 results (:func:`map_batch`); reductions that must not see the padding take the mask
-:func:`valid_mask`.
+:func:`valid_mask`. Where a sweep over many lengths would compile one program per length, the
+axis is padded further, to its shape bucket (:func:`bucket`: a power of two times the chunk).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from cfjax import _checks
 
-__all__ = ["UNITS", "initialize", "host_devices", "mesh", "process_block", "pad_axis", "valid_mask", "shard",
-           "map_batch", "as_mesh", "global_units", "host_array", "is_initialized"]
+__all__ = ["UNITS", "initialize", "host_devices", "mesh", "process_block", "pad_axis", "bucket", "valid_mask",
+           "shard", "map_batch", "as_mesh", "global_units", "host_array", "is_initialized"]
 
 UNITS = "units"  # the default name of the mesh axis
 
@@ -208,6 +209,33 @@ def pad_axis(x: Any, multiple: int, axis: int = 0) -> Any:
     return jax.tree.map(one, x)
 
 
+def bucket(n: int, chunk: int | None = None) -> int:
+    """The shape bucket of a batch of ``n`` entries processed ``chunk`` at a time: the length
+    cfjax pads it to (repeating its last entry, :func:`pad_axis`) before compiling, so that a
+    sweep over many N compiles a handful of programs (``docs/contract.md``, "Shape buckets").
+
+    ``n ≤ chunk`` (or ``chunk`` None): the next power of two ``≥ n``, at most ``chunk``;
+    ``n > chunk``: ``chunk`` times the next power of two ``≥ ceil(n / chunk)``, so the chunks
+    are whole and their number is a power of two. The padded length is below ``2 n`` (for
+    ``n > chunk`` with ``b = ceil(n / chunk)`` chunks: ``b`` a power of two gives
+    ``b·chunk < n + chunk < 2n``, otherwise the next power of two is ``≤ 2(b − 1)`` and
+    ``2(b − 1)·chunk < 2n``), and the N in ``[1, n_max]`` fall in at most
+    ``⌈log2 n_max⌉ + 1`` buckets.
+
+    Example:
+      >>> [bucket(n, 256) for n in (1, 3, 200, 256, 257, 513, 1024, 1025)]
+      [1, 4, 256, 256, 512, 1024, 1024, 2048]
+      >>> bucket(90, 100), bucket(5)
+      (100, 8)
+    """
+    n = _checks.check_positive_int("n", n)
+    if chunk is not None:
+        chunk = _checks.check_positive_int("chunk", chunk)
+    if chunk is None or n <= chunk:
+        return 1 << (n - 1).bit_length() if chunk is None else min(1 << (n - 1).bit_length(), chunk)
+    return chunk << (-(-n // chunk) - 1).bit_length()
+
+
 def valid_mask(n: int, padded: int, dtype: Any = jnp.float32) -> jax.Array:
     """``(padded,)`` weights: 1 for the first ``n`` entries, 0 for the padding."""
     return (jnp.arange(padded) < n).astype(dtype)
@@ -233,7 +261,7 @@ def as_mesh(mesh: Any, axis: str = UNITS) -> Mesh | None:
 
 
 def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), mesh: Any = None,
-              chunk_size: int | None = None) -> Any:
+              chunk_size: int | None = None, buckets: bool = False) -> Any:
     """``fn`` applied along the leading (batch) axis of ``args``, split over ``mesh``: the one
     way cfjax spreads work over devices (units, members, resamples or runs).
 
@@ -254,6 +282,8 @@ def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), 
       shared: pytrees passed to every call of ``fn`` after the batch arguments.
       mesh: None (one device), a device count, a sequence of devices or a one-axis ``Mesh``.
       chunk_size: entries per step on each device, or None.
+      buckets: pad each device's block further, to its :func:`bucket` (``chunk_size`` at a
+        time), so that every batch length of a bucket runs the same compiled program.
 
     Returns:
       ``fn``'s outputs for the B entries: sharded over ``mesh`` along the batch axis when B is a
@@ -279,9 +309,13 @@ def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), 
     if chunk_size is not None:
         chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
     devices = 1 if where is None else where.size
+    if not isinstance(buckets, bool):
+        _checks.fail("buckets", "a bool", repr(buckets))
     per = -(-n // devices)
+    if buckets:
+        per = bucket(per, chunk_size)
     chunk = per if chunk_size is None else min(chunk_size, per)
-    padded = pad_axis(args, devices)
+    padded = pad_axis(args, per * devices) if buckets else pad_axis(args, devices)
     run = _mapped(fn, where, chunk, len(args))
     if where is not None:
         padded = shard(padded, where)

@@ -154,7 +154,8 @@ class _UnitLogits:
 
 
 def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, logits: bool = False,
-            member_chunk: int | None = None, mesh: Any = None, shard: str = "members") -> jax.Array:
+            member_chunk: int | None = None, mesh: Any = None, shard: str = "members",
+            buckets: bool = True) -> jax.Array:
     """Every member's effusion probability (or logit) for every image.
 
     Args:
@@ -180,6 +181,11 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, log
         ``"units"`` (the N·K images are split over the devices, each running every member on
         its block, the parameters passed whole). Spreading the units suits many images and few
         members; spreading the members, the ensembles whose members outnumber the devices.
+      buckets: pad the N·K images to their shape bucket (:func:`cfjax.distributed.bucket`
+        with ``chunk``: whole chunks, a power of two of them; fewer than twice the images) by
+        repeating the last one, so that a sweep over many N compiles a handful of programs;
+        the padding is dropped from the result. False: compile for the exact N·K (no padded
+        work: for one large N called many times).
 
     Returns:
       ``(M, N)`` for factual images, ``(M, N, K)`` for counterfactual ones: row ``m`` is
@@ -205,6 +211,8 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, log
     if not isinstance(logits, bool):
         _checks.fail("logits", "a bool", repr(logits))
     member_chunk = check_member_chunk(member_chunk)
+    if not isinstance(buckets, bool):
+        _checks.fail("buckets", "a bool", repr(buckets))
     if not isinstance(shard, str) or shard not in SHARD_MODES:
         _checks.fail("shard", f"one of {list(SHARD_MODES)}", repr(shard))
     where = _dist.as_mesh(mesh)
@@ -214,6 +222,9 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, log
     _checks.check_finite("images", x)
     lead = shape[:-2]
     flat = x.reshape((-1,) + shape[-2:])
+    count = flat.shape[0]
+    if buckets:
+        flat = _dist.pad_axis(flat, _dist.bucket(count, chunk))
     chunk = min(chunk, flat.shape[0])
     if where is not None and shard == "units":
         chunk = min(chunk, -(-flat.shape[0] // where.size))
@@ -227,6 +238,8 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, log
             out = jax.device_put(out, where.devices.flat[0])
     if not logits:
         out = jax.nn.sigmoid(out)
+    if out.shape[1] != count:
+        out = out[:, :count]
     return out.reshape((out.shape[0],) + lead)
 
 

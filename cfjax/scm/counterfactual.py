@@ -121,7 +121,9 @@ def counterfactual(scm, params: Any, data: Data, interventions: Any, *, key: Any
     if chunk_size is not None:
         chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
     units, common, n = _prepare(scm, data, interventions, key, noise)
-    out, ok = _dist.map_batch(_Batch(scm), units, shared=(params, common), mesh=where, chunk_size=chunk_size)
+    # chunked: N padded to its shape bucket (one program for every N of a bucket)
+    out, ok = _dist.map_batch(_Batch(scm), units, shared=(params, common), mesh=where, chunk_size=chunk_size,
+                              buckets=chunk_size is not None)
     if _checks.is_concrete(ok) and not np.asarray(ok).all():  # (N,) flags: read on the host, no dispatch
         V.raise_value_error(scm, data, interventions, n)
     return out
@@ -138,16 +140,17 @@ def counterfactual_chunks(scm, params: Any, data: Data, interventions: Any, *, c
 
 
 def _chunks(scm, params, units, common, n, b, originals, where):
-    b = min(b, n)  # a chunk larger than the data is the data, unpadded
+    size = min(b, _dist.bucket(n, b))  # a chunk larger than the data: the data, padded to its bucket
+    b = min(b, n)
     batch = _Batch(scm)
     for start in range(0, n, b):
         stop = min(start + b, n)
-        idx = np.minimum(np.arange(start, start + b), stop - 1)  # pad: repeat the last unit
+        idx = np.minimum(np.arange(start, start + size), stop - 1)  # pad: repeat the last unit
         chunk = jax.tree.map(functools.partial(V.take, idx=idx), units)
         out, ok = _dist.map_batch(batch, chunk, shared=(params, common), mesh=where)
         if not np.asarray(ok).all():
             V.raise_value_error(scm, *originals, n)
-        if stop - start < b:
+        if stop - start < size:
             out = {v: x[:stop - start] for v, x in out.items()}
         yield start, stop, out
 

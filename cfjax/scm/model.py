@@ -249,8 +249,10 @@ class SCM:
           chunk_size: None for all units at once; an integer to process the units in chunks of
             that many on each device (``lax.map`` inside the compiled program), bounding the
             working memory beyond inputs and outputs to one chunk's. Equal to the unchunked
-            result (each unit keeps its own abduction key). To stream chunks to the host, see
-            :meth:`counterfactual_chunks`.
+            result (each unit keeps its own abduction key). N is padded to its shape bucket
+            (:func:`cfjax.distributed.bucket`: a power of two of whole chunks, repeating the
+            last unit, the padding dropped), so a sweep over many N compiles a handful of
+            programs. To stream chunks to the host, see :meth:`counterfactual_chunks`.
           mesh: None (one device), a device count, a sequence of devices or a one-axis
             ``jax.sharding.Mesh``: the units are split over its devices
             (:func:`cfjax.distributed.map_batch`: data, per-unit intervention values and
@@ -290,8 +292,9 @@ class SCM:
         classifier, keep its outputs, drop the images).
 
         The inputs are validated here, before the first chunk; each chunk of ``chunk_size``
-        units (the last padded by repeating its final unit, so one program is compiled) is
-        one compiled program (value checks, abduction of the chunk, all K predictions).
+        units (the last padded by repeating its final unit, so one program is compiled; with
+        fewer than ``chunk_size`` units in all, the one chunk is padded to its shape bucket,
+        :func:`cfjax.distributed.bucket`) is one compiled program (value checks, abduction of the chunk, all K predictions).
         Memory: one chunk's inputs and outputs at a time; the data stay where they are given
         (numpy arrays stay on the host until their chunk is taken). Unit ``i`` uses
         ``jax.random.split(key, N)[i]``, as the unchunked call does, so the chunks agree with

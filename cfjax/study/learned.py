@@ -131,37 +131,39 @@ def fit_site_generator(chest: cf.data.ChestSCM, records: Mapping[str, Any], sett
                     checkpoint_dir=checkpoint_dir, progress=progress)
 
 
-@functools.partial(jax.jit, static_argnames=("mechanism", "chunk"))
 def learned_images(mechanism: ImageHVAE, params: Any, images: jax.Array, pa: jax.Array, pa_cf: jax.Array,
                    key: jax.Array, chunk: int) -> jax.Array:
     """Counterfactual images of ``N`` units under ``K`` parent vectors each.
 
     Unit ``n``'s noise is abducted once, ``u_n = abduct(params, images[n], pa[n], k_n)`` with
     ``k_n = split(key, N)[n]``, and decoded under every counterfactual parent vector,
-    ``forward(params, u_n, pa_cf[k, n])``; at most ``chunk`` units at a time, in
-    ``ceil(N / chunk)`` equal batches (a unit's result does not depend on its batch).
+    ``forward(params, u_n, pa_cf[k, n])``; at most ``chunk`` units at a time (a unit's result
+    does not depend on its batch). The units are padded to their shape bucket
+    (:func:`cfjax.distributed.bucket`: a power of two of whole chunks, repeating the last unit,
+    the padding dropped), so a sweep over many N compiles a handful of programs.
 
     Shapes: ``images (N, H, W)``, ``pa (N, P)``, ``pa_cf (K, N, P)`` → ``(K, N, H, W)``.
     """
-    n = images.shape[0]
-    keys = jax.random.split(key, n)
+    chunk = _checks.check_positive_int("chunk", chunk)
+    n = int(np.shape(images)[0])
+    size = cf.distributed.bucket(n, chunk)
+    units = (images, pa, jnp.swapaxes(pa_cf, 0, 1), jax.random.split(key, n))
+    out = _learned_images(mechanism, params, *cf.distributed.pad_axis(units, size), chunk=min(chunk, size))
+    return jnp.swapaxes(out[:n], 0, 1)
 
+
+@functools.partial(jax.jit, static_argnames=("mechanism", "chunk"))
+def _learned_images(mechanism: ImageHVAE, params: Any, images: jax.Array, pa: jax.Array, pa_cf: jax.Array,
+                    keys: jax.Array, chunk: int) -> jax.Array:
+    """:func:`learned_images` of units already padded to a multiple of ``chunk``: ``images (N,
+    H, W)``, ``pa (N, P)``, ``pa_cf (N, K, P)``, ``keys (N,)`` → ``(N, K, H, W)``."""
     def one(args):
         x, p, p_cf, k = args
         u = mechanism.abduct(params, x, p, k)
         return jax.vmap(lambda q: mechanism.forward(params, u, q))(p_cf)  # (K, H, W)
 
-    # ceil(N / chunk) equal batches of at most `chunk` units, the last padded with copies of the
-    # last unit (fewer than one per batch, dropped at the end): one compiled loop body, where
-    # `lax.map` would compile a second one for a remainder (seconds of compilation)
-    batches = -(-n // chunk)
-    size = -(-n // batches)
-    units = (images, pa, jnp.swapaxes(pa_cf, 0, 1), keys)
-    pad = batches * size - n
-    if pad:
-        units = jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), units)
-    out = jax.lax.map(one, units, batch_size=size)[:n]  # (N, K, H, W)
-    return jnp.swapaxes(out, 0, 1)
+    # batches of exactly `chunk` units: one compiled loop body (a remainder would compile a second)
+    return jax.lax.map(one, (images, pa, pa_cf, keys), batch_size=chunk)
 
 
 class LearnedSource:
