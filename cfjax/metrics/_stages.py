@@ -307,21 +307,25 @@ class UnitStage:
 
 
 def finish(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.Array | None,
-           sums: UnitSums, tau: jax.Array, *, alphas: tuple[float, ...], n_bins: int) -> Report:
+           sums: UnitSums, tau: jax.Array, *, alphas: tuple[float, ...], n_bins: int,
+           mask: jax.Array | None = None) -> Report:
     """The reductions over the units (traced): the report from the per-unit vectors
     ``p_obs``, ``p_bar`` (``(n,)``, or ``(n, C)``), labels ``y (n,)`` and, with
     counterfactual labels, ``y_bar`` (``(n,)`` or ``(n, C)``), and the summed statistics of
-    the intervention axis (:func:`unit_stage`, :func:`sum_units`)."""
+    the intervention axis (:func:`unit_stage`, :func:`sum_units`). ``mask (n,)`` (bool):
+    the units that count, the others padding (a shape bucket) that changes no field; their
+    number is ``sums.count``."""
     n_classes = classes_of(p_obs)
     kind = _kind(n_classes)
     dtype = p_obs.dtype
     count = sums.count
-    spearman, kendall, rank_change = _rank_fields(p_obs, p_bar)
+    mean = functools.partial(_masked_mean, mask=mask, count=count)
+    spearman, kendall, rank_change = _rank_fields(p_obs, p_bar, mask)
     stability = dict(
         s_var=sums.s_var / count,
         s_flip=sums.s_flip / count,
-        d_obs=jnp.mean(kind.decide(p_obs, tau) != kind.decide(p_bar, tau), dtype=dtype),
-        score_shift=jnp.mean(kind.distance(p_obs, p_bar)),
+        d_obs=mean((kind.decide(p_obs, tau) != kind.decide(p_bar, tau)).astype(dtype)),
+        score_shift=mean(kind.distance(p_obs, p_bar)),
         spearman=spearman,
         kendall_tau_b=kendall,
         rank_change=rank_change,
@@ -333,21 +337,21 @@ def finish(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.A
     else:
         hard = kind.target(y, dtype)
         target = hard if y_bar is None else y_bar
-        risk_cm = (jnp.mean(kind.loss(p_bar, y)) if y_bar is None
-                   else jnp.mean(kind.expected_loss(p_bar, y_bar)))  # expected over the labels
+        risk_cm = (mean(kind.loss(p_bar, y)) if y_bar is None
+                   else mean(kind.expected_loss(p_bar, y_bar)))  # expected over the labels
         labelled = dict(
-            risk_orig=jnp.mean(kind.loss(p_obs, y)),
+            risk_orig=mean(kind.loss(p_obs, y)),
             risk_cm=risk_cm,
             risk_ie=sums.risk_ie / count,
             risk_cvar=sums.risk_cvar / count,
             risk_wc=sums.risk_wc / count,
-            brier_orig=jnp.mean(kind.squared_error(p_obs, hard)),
+            brier_orig=mean(kind.squared_error(p_obs, hard)),
             # Expected Brier over the label distribution: the squared distance to the soft
             # label plus the labels' own spread (zero for invariant labels).
-            brier_cm=jnp.mean(kind.squared_error(p_bar, target) + kind.label_spread(target)),
+            brier_cm=mean(kind.squared_error(p_bar, target) + kind.label_spread(target)),
         )
         for suffix, p, t in (("orig", p_obs, hard), ("cm", p_bar, target)):
-            labelled.update(_binned_calibration(suffix, *kind.calibration_pair(p, t), n_bins))
+            labelled.update(_binned_calibration(suffix, *kind.calibration_pair(p, t), n_bins, mask, count))
     if kind.classes:
         return MulticlassReport(**labelled, **stability, alphas=alphas,
                                 labels="invariant" if y_bar is None else "counterfactual", classes=n_classes)
@@ -355,17 +359,35 @@ def finish(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.A
     return cls(**labelled, **stability, alphas=alphas)
 
 
-def _rank_fields(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _masked_mean(v: jax.Array, *, mask: jax.Array | None, count: jax.Array) -> jax.Array:
+    """The mean over the units (axis 0) of ``v``, only of the ``count`` units in ``mask``."""
+    if mask is None:
+        return jnp.mean(v)
+    return jnp.sum(jnp.where(mask, v, jnp.zeros((), v.dtype))) / count.astype(v.dtype)
+
+
+def _rank_fields(a: jax.Array, b: jax.Array, mask: jax.Array | None = None
+                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Spearman, Kendall's τ_b and the mean absolute rank change of scores ``a``, ``b (n,)``;
-    for class probabilities ``(n, C)`` the averages over the classes of the class-c scores'."""
+    for class probabilities ``(n, C)`` the averages over the classes of the class-c scores'.
+    With ``mask``, of the units in it: the others get the largest key in both orders, so they
+    rank after every unit and tie among themselves, and are left out of every sum."""
     if a.ndim == 2:
-        return tuple(jnp.mean(v) for v in jax.vmap(_rank_fields)(a.T, b.T))
+        return tuple(jnp.mean(v) for v in jax.vmap(lambda u, w: _rank_fields(u, w, mask))(a.T, b.T))
     dtype = a.dtype
-    bounds_a, bounds_b = _arrays.rank_bounds(a), _arrays.rank_bounds(b)
+    if mask is None:
+        bounds_a, bounds_b = _arrays.rank_bounds(a), _arrays.rank_bounds(b)
+    else:
+        def masked_key(x):
+            key = _arrays.sortable_key(x)
+            return jnp.where(mask, key, jnp.iinfo(key.dtype).max)
+        bounds_a = _arrays.key_rank_bounds(masked_key(a))
+        bounds_b = _arrays.key_rank_bounds(masked_key(b))
     ranks_a = _arrays.average_ranks_from_bounds(*bounds_a, dtype)
     ranks_b = _arrays.average_ranks_from_bounds(*bounds_b, dtype)
-    return (_spearman(ranks_a, ranks_b), _kendall_tau_b(bounds_a, bounds_b, dtype),
-            jnp.mean(jnp.abs(ranks_a - ranks_b)))
+    change = jnp.abs(ranks_a - ranks_b)
+    return (_spearman(ranks_a, ranks_b, mask), _kendall_tau_b(bounds_a, bounds_b, dtype, mask),
+            jnp.mean(change) if mask is None else jnp.sum(jnp.where(mask, change, 0)) / jnp.sum(mask).astype(dtype))
 
 
 def _nan_label_fields(dtype: Any, alphas: tuple[float, ...]) -> dict[str, jax.Array]:
@@ -375,15 +397,16 @@ def _nan_label_fields(dtype: Any, alphas: tuple[float, ...]) -> dict[str, jax.Ar
     return labelled
 
 
-def _binned_calibration(suffix: str, p: jax.Array, target: jax.Array, n_bins: int) -> dict[str, jax.Array]:
+def _binned_calibration(suffix: str, p: jax.Array, target: jax.Array, n_bins: int,
+                        mask: jax.Array | None = None, units: jax.Array | None = None) -> dict[str, jax.Array]:
     """ECE, MCE (equal-width bins) and smooth ECE of scores ``p (n,)`` against (possibly
-    soft) targets ``target (n,)`` in [0, 1]."""
-    count, sum_p, sum_y = _bins(p, target, n_bins)
+    soft) targets ``target (n,)`` in [0, 1]; with ``mask``, of the ``units`` units in it."""
+    count, sum_p, sum_y = _bins(p, target, n_bins, mask)
     gap = jnp.abs(sum_y - sum_p)
     return {
-        f"ece_{suffix}": jnp.sum(gap) / p.shape[0],
+        f"ece_{suffix}": jnp.sum(gap) / (p.shape[0] if mask is None else units.astype(p.dtype)),
         f"mce_{suffix}": jnp.max(jnp.where(count > 0, gap / jnp.maximum(count, 1), 0)),
-        f"smece_{suffix}": _smooth_ece(p, target)[0],
+        f"smece_{suffix}": _smooth_ece(p, target, mask)[0],
     }
 
 
@@ -424,10 +447,10 @@ _finish_jit = jax.jit(finish, static_argnames=("alphas", "n_bins"))
 
 
 def finish_on_host(p_obs: Any, p_bar: Any, y: Any, y_bar: Any, sums: UnitSums, tau: Any, *,
-                   alphas: tuple[float, ...], n_bins: int) -> Report:
+                   alphas: tuple[float, ...], n_bins: int, mask: Any = None) -> Report:
     """:func:`finish` run once on the default device: the per-unit vectors and the sums come
     back to the host first (left on a mesh they would be replicated, and the stage run on
-    every device)."""
+    every device). ``mask``: as in :func:`finish`."""
     as_dev = lambda v: None if v is None else jnp.asarray(np.asarray(v))  # noqa: E731
     return _finish_jit(as_dev(p_obs), as_dev(p_bar), as_dev(y), as_dev(y_bar), jax.tree.map(as_dev, sums),
-                       as_dev(tau), alphas=alphas, n_bins=n_bins)
+                       as_dev(tau), alphas=alphas, n_bins=n_bins, mask=as_dev(mask))

@@ -41,13 +41,16 @@ def calibration_bins(p: Any, y: Any, n_bins: int = 15) -> tuple[jax.Array, jax.A
     return _bins(p, y, n_bins)
 
 
-def _bins(p: jax.Array, y: jax.Array, n_bins: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _bins(p: jax.Array, y: jax.Array, n_bins: int, mask: jax.Array | None = None
+          ) -> tuple[jax.Array, jax.Array, jax.Array]:
     # Edges as constants, divided in numpy (XLA may turn a division by a constant into a
     # multiplication, which rounds differently at the edges).
     dtype = np.dtype(p.dtype)
     edges = jnp.asarray(np.arange(1, n_bins, dtype=dtype) / dtype.type(n_bins))
     idx = jnp.searchsorted(edges, p, side="right")
     stacked = jnp.stack([jnp.ones_like(p), p, y], axis=-1)  # (n, 3)
+    if mask is not None:  # units outside the mask (padding) in no bin
+        stacked = jnp.where(mask[:, None], stacked, jnp.zeros((), stacked.dtype))
     sums = jax.ops.segment_sum(stacked, idx, num_segments=n_bins)  # (B, 3)
     return sums[:, 0], sums[:, 1], sums[:, 2]
 

@@ -116,12 +116,19 @@ def _ranks(x: jax.Array) -> jax.Array:
     return _arrays.average_ranks_from_bounds(*_arrays.rank_bounds(x), x.dtype)
 
 
-def _spearman(ra: jax.Array, rb: jax.Array) -> jax.Array:
+def _spearman(ra: jax.Array, rb: jax.Array, mask: jax.Array | None = None) -> jax.Array:
     # Average ranks always sum to n(n+1)/2, so centring by (n+1)/2 is exact: a constant input
     # gives exactly zero spread (NaN result, as scipy), and float32 keeps its precision.
-    centre = (ra.shape[0] + 1) / 2
-    ca = ra - centre
-    cb = rb - centre
+    # With `mask`, the ranks among the n units in it (the others ranked after them), centred
+    # by (n+1)/2 and the others left out.
+    if mask is None:
+        centre = (ra.shape[0] + 1) / 2
+        ca = ra - centre
+        cb = rb - centre
+    else:
+        centre = (jnp.sum(mask).astype(ra.dtype) + 1) / 2
+        ca = jnp.where(mask, ra - centre, 0)
+        cb = jnp.where(mask, rb - centre, 0)
     den = jnp.sqrt(jnp.sum(ca * ca) * jnp.sum(cb * cb))
     rho = jnp.sum(ca * cb) / jnp.where(den > 0, den, 1)
     return jnp.where(den > 0, jnp.clip(rho, -1, 1), jnp.nan)
@@ -176,7 +183,11 @@ def _count_inversions(v: jax.Array, dtype: Any) -> jax.Array:
     return total
 
 
-def _kendall_tau_b(bounds_a, bounds_b, dtype: Any) -> jax.Array:
+def _kendall_tau_b(bounds_a, bounds_b, dtype: Any, mask: jax.Array | None = None) -> jax.Array:
+    """τ_b from the rank bounds of both orders. With ``mask``, of the units in it, the bounds
+    computed with the others at the largest key in both orders: those come last in the
+    lexicographic order and above every unit in both, so they add no discordant pair; their
+    ties and pairs are left out of the counts."""
     (la, ua), (lb, ub) = bounds_a, bounds_b
     n = la.shape[0]
     sa, sb = _lexsort_by_rank(la, lb)
@@ -184,10 +195,18 @@ def _kendall_tau_b(bounds_a, bounds_b, dtype: Any) -> jax.Array:
     idx = jnp.arange(n, dtype=jnp.int32)
     new = jnp.concatenate([jnp.ones((1,), bool), (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])])
     start = lax.cummax(jnp.where(new, idx, 0))
-    joint_ties = jnp.sum((idx - start).astype(dtype))
-    ties_a = _tied_pairs(la, ua, dtype)
-    ties_b = _tied_pairs(lb, ub, dtype)
-    total = jnp.asarray(n * (n - 1) / 2, dtype)
+    if mask is None:
+        joint_ties = jnp.sum((idx - start).astype(dtype))
+        ties_a = _tied_pairs(la, ua, dtype)
+        ties_b = _tied_pairs(lb, ub, dtype)
+        total = jnp.asarray(n * (n - 1) / 2, dtype)
+    else:
+        m = jnp.sum(mask).astype(jnp.int32)  # the units: sorted positions 0 .. m - 1
+        joint_ties = jnp.sum(jnp.where(idx < m, idx - start, 0).astype(dtype))
+        ties_a = jnp.sum(jnp.where(mask, ua - la - 1, 0).astype(dtype)) / 2
+        ties_b = jnp.sum(jnp.where(mask, ub - lb - 1, 0).astype(dtype)) / 2
+        mf = m.astype(dtype)
+        total = mf * (mf - 1) / 2
     con_minus_dis = total - ties_a - ties_b + joint_ties - 2 * discordant
     den = jnp.sqrt(total - ties_a) * jnp.sqrt(total - ties_b)
     tau = con_minus_dis / jnp.where(den > 0, den, 1)

@@ -86,18 +86,23 @@ def _integral(values: jax.Array) -> jax.Array:
     return (jnp.sum(values) - 0.5 * (values[0] + values[-1])) / _INTERVALS
 
 
-def _residual_spectrum(p: jax.Array, y: jax.Array) -> jax.Array:
-    return _circle_spectrum(_grid_masses(p, (y - p) / p.shape[0]))
+def _residual_spectrum(p: jax.Array, y: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+    if mask is None:
+        return _circle_spectrum(_grid_masses(p, (y - p) / p.shape[0]))
+    # only the units in `mask` (the others padding): zero mass, n the units'
+    w = jnp.where(mask, y - p, jnp.zeros((), p.dtype)) / jnp.sum(mask).astype(p.dtype)
+    return _circle_spectrum(_grid_masses(p, w))
 
 
 def _smece_at(spectrum: jax.Array, sigma: jax.Array, dtype: Any) -> jax.Array:
     return _integral(jnp.abs(_smooth(spectrum, sigma, dtype)))
 
 
-def _smooth_ece(p: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``(smECE, σ*)`` of scores ``p (n,)`` and labels ``y (n,)`` (traced core)."""
+def _smooth_ece(p: jax.Array, y: jax.Array, mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """``(smECE, σ*)`` of scores ``p (n,)`` and labels ``y (n,)`` (traced core); with ``mask``
+    (bool ``(n,)``), of the units in it."""
     dtype = p.dtype
-    spectrum = _residual_spectrum(p, y)
+    spectrum = _residual_spectrum(p, y, mask)
     at = lambda s: _smece_at(spectrum, s, dtype)  # noqa: E731
 
     def step(_, bracket):

@@ -51,8 +51,12 @@ def evaluate_chunks(
         ``p_cf (b, K)``, ``y (b,)`` in {0, 1}, ``y_cf (b, K)``; or class probabilities
         ``p_obs (b, C)``, ``p_cf (b, K, C)`` with integer labels ``y``, ``y_cf`` in
         ``0..C-1``; the units of the chunks in order. Chunks may differ in length; K, C, the
-        dtype and which of ``y``/``y_cf`` are given must not. The first chunk's length (rounded up to a multiple of the devices)
-        sets the block that is compiled once: shorter chunks are padded, longer ones cut.
+        dtype and which of ``y``/``y_cf`` are given must not. The first chunk's length, padded
+        to its shape bucket (:func:`cfjax.distributed.bucket`: the next power of two, on each
+        device), sets the block that is compiled once: shorter chunks are padded, longer ones
+        cut; the per-unit vectors of all N units are padded to their bucket for the reductions
+        over the units, the padding masked out, so a sweep over many N compiles a handful of
+        programs.
       weights, tau, alphas, n_bins: as in ``evaluate``.
       mesh: None (the default device), a device count, a sequence of devices or a one-axis
         ``Mesh``: each block's units split over its devices (:func:`cfjax.distributed.map_batch`).
@@ -76,7 +80,7 @@ def evaluate_chunks(
       >>> r = evaluate_chunks(chunks)
       >>> from cfjax.metrics import evaluate
       >>> full = evaluate(p_cf[:, 0], p_cf, y)
-      >>> bool(abs(r.risk_ie - full.risk_ie) < 1e-5), bool(r.spearman == full.spearman)
+      >>> bool(abs(r.risk_ie - full.risk_ie) < 1e-5), bool(abs(r.spearman - full.spearman) < 1e-6)
       (True, True)
     """
     alphas, n_bins = _stages.check_options(alphas, n_bins, tau)
@@ -103,8 +107,12 @@ def evaluate_chunks(
     vectors = {name: np.concatenate(parts) if parts else None for name, parts in kept.items()}
     if across_processes and jax.process_count() > 1:
         total, vectors = _gather_processes(total, vectors)
+    n = vectors["p_obs"].shape[0]
+    size = dist.bucket(n)  # the reductions over the units: one program per bucket of N, padding masked
+    vectors = {name: None if v is None else dist.pad_axis(v, size) for name, v in vectors.items()}
     return _stages.finish_on_host(vectors["p_obs"], vectors["p_bar"], vectors["y"], vectors["y_bar"], total,
-                                  layout["tau"], alphas=alphas, n_bins=n_bins)
+                                  layout["tau"], alphas=alphas, n_bins=n_bins,
+                                  mask=np.arange(size) < n)
 
 
 def _unpack(chunk: Any, index: int) -> dict[str, Any]:
@@ -148,7 +156,7 @@ def _layout(parts: dict[str, Any], weights: Any, tau: Any, devices: int) -> dict
     return dict(k=k, classes=classes, dtype=p_obs.dtype, labels=parts["y"] is not None,
                 cf_labels=parts["y_cf"] is not None,
                 q=_arrays.resolve_weights(weights, k, p_obs.dtype), uniform=weights is None,
-                tau=jnp.asarray(tau, p_obs.dtype), block=-(-b // devices) * devices)
+                tau=jnp.asarray(tau, p_obs.dtype), block=dist.bucket(-(-b // devices)) * devices)
 
 
 def _check_consistent(parts: dict[str, Any], layout: dict[str, Any], index: int) -> None:
