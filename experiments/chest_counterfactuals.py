@@ -35,6 +35,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--label", choices=cf.data.LABEL_MODES, default="fixed",
                     help="effusion held at its observed value (fixed) or following age (follows)")
     args = ap.parse_args(argv)
+    cf.platform.use_compilation_cache()  # load what an earlier run compiled (CFJAX_CACHE_DIR=off: compile afresh)
 
     chest = cf.data.ChestSCM(size=args.size)
     rec = chest.sample(200, key=jax.random.key(0))

@@ -296,6 +296,7 @@ def main(argv=None) -> dict:
                     help="weight of the counterfactual regulariser (default: the setting's; 0: plain ELBO)")
     ap.add_argument("--no-semi", action="store_true", help="skip the semi-supervised variant")
     args = ap.parse_args(argv)
+    cf.platform.use_compilation_cache()  # load what an earlier run compiled (CFJAX_CACHE_DIR=off: compile afresh)
     st = dict(SETTINGS["quick" if args.quick else "full"])
     for name in ("steps", "ac_steps", "n_train", "n_test", "cf_weight"):
         if getattr(args, name) is not None:

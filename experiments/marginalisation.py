@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None, *, config: study.Config | None = None,
                     help="host devices to spread the ensembles' members over (run as a script: default one "
                          "per core)")
     args = ap.parse_args(argv)
+    cf.platform.use_compilation_cache()  # load what an earlier run compiled (CFJAX_CACHE_DIR=off: compile afresh)
     if args.devices is not None:
         cf.distributed.host_devices(args.devices)
     if args.seeds < 2:

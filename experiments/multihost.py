@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("results/multihost"))
     args = parser.parse_args(argv)
+    cf.platform.use_compilation_cache()  # load what an earlier run compiled (CFJAX_CACHE_DIR=off: compile afresh)
     if any(os.environ.get(v) for v in (cf.distributed.ENV_COORDINATOR, cf.distributed.ENV_NUM_PROCESSES)):
         cf.distributed.initialize()
     start = time.perf_counter()

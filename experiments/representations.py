@@ -25,6 +25,7 @@ import numpy as np
 
 import cfjax.representations as R
 from cfjax.io import atomic_write_bytes
+from cfjax.platform import use_compilation_cache
 
 DRAWS = 32  # stochastic CFR draws per couple
 
@@ -269,6 +270,7 @@ def main(argv=None):
     ap.add_argument("--cache", default=os.path.join(".cache", "embeddings"))
     ap.add_argument("--n", type=int, default=4000, help="sentences per template corpus")
     args = ap.parse_args(argv)
+    use_compilation_cache()  # load what an earlier run compiled (CFJAX_CACHE_DIR=off: compile afresh)
     key = jax.random.key(0)
     t0 = time.perf_counter()
     res = {"synthetic": synthetic_part(key)}

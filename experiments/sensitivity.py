@@ -441,6 +441,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--devices", type=int, default=None, metavar="N",
                     help="split every search's budgets x restarts over N devices (on a CPU: N host devices)")
     args = ap.parse_args(argv)
+    cf.platform.use_compilation_cache()  # load what an earlier run compiled (CFJAX_CACHE_DIR=off: compile afresh)
     if args.devices is not None:  # before the first JAX computation
         cf.distributed.host_devices(args.devices)
     mesh = args.devices  # every search's runs split over that many devices (None: one)

@@ -5,17 +5,26 @@ test suite). Each test that takes ``rng`` gets a fresh seed, printed so that a f
 replayed with ``CFJAX_TEST_SEED=<seed>``. ``pytest --seeds N`` (``make seeds``) runs only the
 randomized tests, each under N consecutive seeds, so a flaky reference or tolerance shows up
 before CI meets it.
+
+The run's processes share one persistent compilation cache (:func:`cfjax.platform.use_compilation_cache`),
+so a program one test worker compiled is loaded, not compiled again, by the others: a temporary
+folder made for the run and removed at its end, or the folder ``CFJAX_CACHE_DIR`` names (kept;
+``CFJAX_CACHE_DIR=off`` runs the suite without a cache).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import tempfile
 
 import jax
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+
+from cfjax import platform
 
 # The suite's programs are tiny and each is compiled about once, so compilation dominates its
 # time. They are compiled for compile speed, not run speed: LLVM's optimisation off (XLA's
@@ -54,6 +63,18 @@ def pytest_configure(config):
     # the controller fixes the first one before the workers start, and they inherit it.
     if config.getoption("seeds") > 0 and not hasattr(config, "workerinput"):
         os.environ.setdefault("CFJAX_TEST_SEED", str(secrets.randbits(31)))
+    # One compilation cache for the run: the controller makes the folder before the workers
+    # start, they inherit it through CFJAX_CACHE_DIR (so do the commands tests run as
+    # subprocesses), and the controller removes it at the end (pytest_unconfigure).
+    if not hasattr(config, "workerinput") and platform.CACHE_ENV not in os.environ:
+        config._cfjax_cache = os.environ[platform.CACHE_ENV] = tempfile.mkdtemp(prefix="cfjax-test-cache-")
+    platform.use_compilation_cache()
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "_cfjax_cache", None):
+        shutil.rmtree(config._cfjax_cache, ignore_errors=True)
+        del os.environ[platform.CACHE_ENV]
 
 
 def _seeds(config) -> list[int]:

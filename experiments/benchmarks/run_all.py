@@ -2,6 +2,11 @@
 benchmark's XLA settings (the metrics sweep exposes every core as a host device; the
 sensitivity benchmark runs in float64) cannot change another's timings.
 
+None of them uses JAX's persistent compilation cache (this entry point does not turn it on and
+takes ``JAX_COMPILATION_CACHE_DIR`` out of their environment): each prints a first call that
+includes a cold compilation, which a warm cache would turn into a load from disk. The cache's
+own benchmark, bench_cache, gives every command it times a cache folder of its own (or none).
+
 ``python -m experiments.benchmarks.run_all --quick`` is a shorter smoke run (fewer repeats,
 the sensitivity reference on one restart scaled to four); ``make bench`` runs the full set.
 """
@@ -9,6 +14,7 @@ the sensitivity reference on one restart scaled to four); ``make bench`` runs th
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -35,6 +41,8 @@ BENCHMARKS = [
      "experiments.benchmarks.bench_generative", [], ["--units", "256", "--repeats", "1"]),
     ("cfjax.metrics.evaluate_chunks (streamed) vs evaluate (in memory) as N grows; over 1-8 devices",
      "experiments.benchmarks.bench_scale", [], ["--quick"]),
+    ("the persistent compilation cache: cfjax demo --quick and cfjax sensitivity, a second process against the "
+     "first (an empty cache) and against the cache off", "experiments.benchmarks.bench_cache", [], ["--quick"]),
 ]
 
 
@@ -44,10 +52,11 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     failed, times = [], {}
     start = time.perf_counter()
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}  # cold compilations
     for title, module, full, quick in BENCHMARKS:
         print(f"== {title} ==", flush=True)
         t0 = time.perf_counter()
-        if subprocess.run([sys.executable, "-m", module, *(quick if args.quick else full)]).returncode != 0:
+        if subprocess.run([sys.executable, "-m", module, *(quick if args.quick else full)], env=env).returncode != 0:
             failed.append(module)
         times[module.rsplit(".", 1)[1]] = time.perf_counter() - t0
         print(flush=True)
