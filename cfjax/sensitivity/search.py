@@ -53,20 +53,30 @@ from cfjax.sensitivity.linear import fit_model_b
 from cfjax.sensitivity.parameterisation import _parameterisation
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.projection import _along_boundary, _corner_signs, _margin_lines, _project_usable
-from cfjax.sensitivity.search_config import _Config
+from cfjax.sensitivity.search_config import _Config, slots
 from cfjax.sensitivity.starts import _initial_L
 
 __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "paper_optimizer"]
 
 
-def _over_runs(fn: Callable, args: Any) -> Any:
+def _over_runs(fn: Callable, args: Any, active: jax.Array) -> Any:
     """``fn`` over the leading (run) axis of ``args``: every run in one vmap, or in vmapped
     groups one after another on XLA:CPU (:func:`cfjax.platform.run_group`, which explains
-    why; with several devices the groups apply within each device's share)."""
-    group = platform.run_group(jax.tree.leaves(args)[0].shape[0])
+    why; with several devices the groups apply within each device's share), a group with no
+    ``active`` run skipped (its outputs zeros: the caller keeps what it had for those runs)."""
+    n = jax.tree.leaves(args)[0].shape[0]
+    group = platform.run_group(n)
     if group is None:
         return jax.vmap(fn)(args)
-    return jax.lax.map(fn, args, batch_size=group)
+    args, active = distributed.pad_axis((args, active), group)
+    blocks = jax.tree.map(lambda a: a.reshape((-1, group) + a.shape[1:]), (args, active))
+    shapes = jax.eval_shape(jax.vmap(fn), jax.tree.map(lambda a: a[0], blocks[0]))
+
+    def skip(_):
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    out = jax.lax.map(lambda b: jax.lax.cond(b[1].any(), jax.vmap(fn), skip, b[0]), blocks)
+    return jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:])[:n], out)
 
 
 def _search_mesh(mesh: Any) -> Mesh | None:
@@ -271,7 +281,8 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
     config = _Config(P_fn=P_fn, shape=shape, mask=tuple(map(tuple, mask.tolist())),
                      optimizer=optimizer or _ADAM, steps=steps, batch_size=batch_size,
                      patience=patience, tol=float(tol), min_eig=float(min_eig), init_scale=float(init_scale),
-                     newton_steps=newton_steps, warm_start=bool(warm_start), restarts=restarts,
+                     newton_steps=newton_steps, warm_start=bool(warm_start),
+                     restart_slots=slots(restarts, _RESTART_SLOTS),
                      log_objective=bool(log_objective), snap=None if snap is None else float(snap),
                      corners=_corner_signs(m) if screen and m <= 5 else (),
                      boundary_starts=boundary_starts if screen else 0,
@@ -280,9 +291,10 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
     dtype = model.data.X.dtype
     # optax mixes weak and integer types internally: scope the standard promotion rules.
     with jax.numpy_dtype_promotion("standard"):
-        budgets = jnp.asarray(budgets, dtype)
-        inits = _initial_L(config, model, budgets, key, where)
-        out = _search(config, where, model, budgets, key, inits)
+        count = budgets.size  # the budgets in slots, padded with the last one: a count is data
+        budgets = jnp.asarray(np.pad(budgets, (0, slots(count, _BUDGET_SLOTS) - count), mode="edge"), dtype)
+        inits = _initial_L(config, model, budgets, count, restarts, key, where)
+        out = _search(config, where, model, budgets, count, restarts, key, inits)
     out = out.replace(cfu_at_zero_correlation=cfu_at_zero_correlation(model))
     _warn_if_none_finite(out)
     if warn_ratio is not None:
@@ -348,9 +360,9 @@ def _warn_if_apart(out: WorstCase, factor: float) -> None:
 _ADAM = optax.adam(0.05)
 
 
-def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: jax.Array):
-    """R runs of the ascent, run r for budget ``p_max[r]`` from ``L0[r]``: ``(L (R, ...),
-    steps (R,), history (R, S))``.
+def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: jax.Array, used: jax.Array):
+    """R runs of the ascent, run r for budget ``p_max[r]`` from ``L0[r]`` (the runs not
+    ``used``, padding, never step): ``(L (R, ...), steps (R,), history (R, S))``.
 
     The loop over steps is outermost and each step is vmapped over the runs, so that every
     run sees the same minibatch (common random numbers): the minibatch gather is done once per
@@ -381,8 +393,8 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
         L_next = jnp.where(usable.any(), candidates[jnp.argmax(usable)], L)
         return L_next, opt_state, log_sigma, -loss
 
-    def step_all(L, opt_state, log_sigma, p, units):
-        return _over_runs(lambda args: step_one(*args, units), (L, opt_state, log_sigma, p))
+    def step_all(L, opt_state, log_sigma, p, units, active):
+        return _over_runs(lambda args: step_one(*args, units), (L, opt_state, log_sigma, p), active)
 
     def freeze(active, new, old):
         return jax.tree.map(lambda a, b: jnp.where(active.reshape((R,) + (1,) * (a.ndim - 1)), a, b), new, old)
@@ -391,7 +403,7 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
         L, opt_state, log_sigma, track, best, best_L, since, t, history, active, steps = state
         # Uniform draws with replacement, shared by the runs.
         units = None if bs is None else jax.random.randint(jax.random.fold_in(key, t), (bs,), 0, n)
-        L_new, opt_new, sigma_new, value = step_all(L, opt_state, log_sigma, p_max, units)
+        L_new, opt_new, sigma_new, value = step_all(L, opt_state, log_sigma, p_max, units, active)
         track_new = value if bs is None else jnp.where(t == 0, value, 0.9 * track + 0.1 * value)
         # Log objective: an absolute gain in log CFU (a relative gain in CFU); raw: relative.
         threshold = cfg.tol if cfg.log_objective else cfg.tol * jnp.abs(best)
@@ -413,7 +425,7 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
     log_sigma = jnp.broadcast_to(jnp.log(model.model_a.sigma), (R, model.graph.m))
     minus_inf = jnp.full((R,), -jnp.inf, dtype)
     init = (L0, jax.vmap(opt.init)(L0), log_sigma, minus_inf, minus_inf, L0, jnp.zeros((R,), jnp.int32),
-            jnp.asarray(0, jnp.int32), jnp.full((R, cfg.steps), jnp.nan, dtype), jnp.ones((R,), bool),
+            jnp.asarray(0, jnp.int32), jnp.full((R, cfg.steps), jnp.nan, dtype), used,
             jnp.zeros((R,), jnp.int32))
     state = jax.lax.while_loop(cond, body, init)
     L_last, best_L, history, steps = state[0], state[5], state[8], state[10]
@@ -422,44 +434,60 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
 
 
 
-def _cold_runs(cfg: _Config, model: FairModel, batch_key: jax.Array, p: jax.Array, L0: jax.Array):
+def _cold_runs(cfg: _Config, model: FairModel, batch_key: jax.Array, p: jax.Array, L0: jax.Array,
+               used: jax.Array):
     """Runs ``(N,)`` each from its own budget ``p`` and start ``L0``: ``(values (N,), P (N, m,
-    m), steps (N,), history (N, S))``, every run in one vmapped loop."""
-    L, t, hist = _runs(cfg, model, p, L0, batch_key)
-    values, Ps = _finish(cfg, model, p, L)
+    m), steps (N,), history (N, S))``, every run in one vmapped loop (those not ``used``,
+    padding, skipped: value −inf)."""
+    L, t, hist = _runs(cfg, model, p, L0, batch_key, used)
+    values, Ps = _finish(cfg, model, p, L, used)
     return values, Ps, t, hist
 
 
-def _warm_runs(cfg: _Config, model: FairModel, budgets: jax.Array, batch_key: jax.Array, L0: jax.Array):
-    """The curriculum for restarts ``(r,)`` from ``L0 (r, ...)``: a scan over the sorted
-    budgets, each run starting from its previous budget's final L (where usable); ``(values
-    (r, B), P (r, B, m, m), steps (r, B), history (r, B, S))``."""
+def _warm_runs(cfg: _Config, model: FairModel, budgets: jax.Array, count: jax.Array, batch_key: jax.Array,
+               L0: jax.Array, used: jax.Array):
+    """The curriculum for restarts ``(r,)`` from ``L0 (r, ...)`` (those not ``used``, padding,
+    skipped): a scan over the sorted budgets (the first ``count`` of their slots), each run
+    starting from its previous budget's final L (where usable); ``(values (r, B), P (r, B, m,
+    m), steps (r, B), history (r, B, S))``."""
     r = L0.shape[0]
 
     def one_budget(L_prev, inputs):
         p, i = inputs
         ok = jax.vmap(lambda L: correlation_margin(cfg.P_fn(L, p), cfg.min_eig) >= 0)(L_prev)
         start = jnp.where(ok[:, None, None], L_prev, L0)
-        L, t, hist = _runs(cfg, model, jnp.full((r,), p), start, jax.random.fold_in(batch_key, i))
-        return L, (L, t, hist)
+
+        def skip(_):
+            return start, jnp.zeros((r,), jnp.int32), jnp.full((r, cfg.steps), jnp.nan, L0.dtype)
+
+        out = jax.lax.cond(i < count, lambda s: _runs(cfg, model, jnp.full((r,), p), s,
+                                                      jax.random.fold_in(batch_key, i), used), skip, start)
+        return out[0], out
 
     _, (L, t, hist) = jax.lax.scan(one_budget, L0, (budgets, jnp.arange(budgets.shape[0])))  # (B, r, ...)
     B = budgets.shape[0]
-    values, Ps = _finish(cfg, model, jnp.repeat(budgets, r), L.reshape((B * r,) + L.shape[2:]))
+    in_use = ((jnp.arange(B) < count)[:, None] & used[None, :]).reshape(-1)
+    values, Ps = _finish(cfg, model, jnp.repeat(budgets, r), L.reshape((B * r,) + L.shape[2:]), in_use)
     values, Ps = values.reshape(B, r), Ps.reshape((B, r) + Ps.shape[1:])
     return tuple(jnp.swapaxes(x, 0, 1) for x in (values, Ps, t, hist))
 
 
-def _finish(cfg: _Config, model: FairModel, p: jax.Array, L: jax.Array):
+def _finish(cfg: _Config, model: FairModel, p: jax.Array, L: jax.Array, used: jax.Array):
     """Each run's full-data CFU and P ``((N,), (N, m, m))`` from its final ``L``: snapped to the
-    boundary (:func:`_evaluate`) and polished (:func:`_polish`)."""
+    boundary (:func:`_evaluate`) and polished (:func:`_polish`); −inf for a run not ``used``."""
     full_cfu = functools.partial(_full_cfu, model)
+
+    def evaluate(args):
+        p, L, on = args
+        skip = (jnp.asarray(-jnp.inf, L.dtype), jnp.eye(cfg.shape[0], dtype=L.dtype))
+        return jax.lax.cond(on, lambda: _evaluate(cfg, full_cfu, p, L), lambda: skip)
+
     # One run after another (each full-data CFU is itself vmapped over chunks of units): the
     # nested vmap of 8 or more full-data evaluations stalled XLA:CPU on the NHS data.
-    values, Ps = jax.lax.map(lambda args: _evaluate(cfg, full_cfu, *args), (p, L))
+    values, Ps = jax.lax.map(evaluate, (p, L, used))
     if cfg.polish_steps:
-        values, Ps = _over_runs(lambda args: _polish(cfg, full_cfu, *args), (p, Ps, values))
-    return values, Ps
+        values, Ps = _over_runs(lambda args: _polish(cfg, full_cfu, *args), (p, Ps, values), used)
+    return jnp.where(used, values, -jnp.inf), Ps
 
 
 def _evaluate(cfg: _Config, full_cfu: Callable, p: jax.Array, L: jax.Array):
@@ -498,8 +526,8 @@ class _ColdRuns:
 
     cfg: _Config
 
-    def __call__(self, p: jax.Array, L0: jax.Array, model: FairModel, batch_key: jax.Array):
-        return _cold_runs(self.cfg, model, batch_key, p, L0)
+    def __call__(self, p: jax.Array, L0: jax.Array, used: jax.Array, model: FairModel, batch_key: jax.Array):
+        return _cold_runs(self.cfg, model, batch_key, p, L0, used)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -509,51 +537,83 @@ class _WarmRuns:
 
     cfg: _Config
 
-    def __call__(self, L0: jax.Array, model: FairModel, budgets: jax.Array, batch_key: jax.Array):
-        return _warm_runs(self.cfg, model, budgets, batch_key, L0)
+    def __call__(self, L0: jax.Array, used: jax.Array, model: FairModel, budgets: jax.Array, count: jax.Array,
+                 batch_key: jax.Array):
+        return _warm_runs(self.cfg, model, budgets, count, batch_key, L0, used)
 
 
-def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Array, key: jax.Array,
-            inits: jax.Array) -> WorstCase:
-    """``inits (B, R, ...)``: each budget's restarts' starting L. The runs are split over the
-    devices of ``where`` (None: one device) by :func:`cfjax.distributed.map_batch`, the model
-    shared: every budget x restart is a run, or, with ``warm_start``, every restart (each
-    scanning the budgets). The answer is gathered on ``where``'s first device."""
-    R = cfg.restarts
-    B = budgets.shape[0]
+def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Array, count: int, restarts: int,
+            key: jax.Array, inits: jax.Array) -> WorstCase:
+    """``budgets (B',)``: the budgets in their slots, the first ``count`` in use; ``inits (B',
+    R', ...)``: each budget's restarts' starting L, the first ``restarts`` in use. The runs are
+    split over the devices of ``where`` (None: one device) by
+    :func:`cfjax.distributed.map_batch`, the model shared: every budget x restart is a run (in
+    slots of :func:`~cfjax.sensitivity.search_config.slots`, the padding skipped), or, with
+    ``warm_start``, every restart (each scanning the budgets). The counts are data: the
+    programs are the same for every count within the slots. The answer is gathered on
+    ``where``'s first device."""
+    R = cfg.restart_slots
     batch_key = jax.random.fold_in(key, 1)
     if cfg.warm_start:
-        out = distributed.map_batch(_WarmRuns(cfg), inits[0], shared=(model, budgets, batch_key), mesh=where)
+        used = jnp.arange(R) < restarts
+        out = distributed.map_batch(_WarmRuns(cfg), inits[0], used,
+                                    shared=(model, budgets, jnp.asarray(count, jnp.int32), batch_key), mesh=where)
+        slot = None
     else:
-        runs = (jnp.repeat(budgets, R), inits.reshape((B * R,) + inits.shape[2:]))
-        out = distributed.map_batch(_ColdRuns(cfg), *runs, shared=(model, batch_key), mesh=where)
+        runs = count * restarts  # packed, budget by budget, then padding: no group of padding is run
+        n = slots(runs, _RUN_SLOTS)
+        k = np.arange(n)
+        b, r = np.where(k < runs, k // restarts, 0), np.where(k < runs, k % restarts, 0)
+        slot = np.stack([np.where(k < runs, b, budgets.shape[0]), r])  # padding: past the grid, dropped
+        flat = inits.reshape((-1,) + inits.shape[2:])
+        out = distributed.map_batch(_ColdRuns(cfg), budgets[b], flat[b * R + r], jnp.asarray(k < runs),
+                                    shared=(model, batch_key), mesh=where)
     if where is not None:
         out, budgets = jax.device_put((out, budgets), where.devices.flat[0])
-    return WorstCase(*_best(cfg.warm_start, R, budgets, *out), cfg.min_eig)
+    fields = _best(cfg.warm_start, R, budgets, jnp.asarray(count, jnp.int32), jnp.asarray(restarts, jnp.int32),
+                   None if slot is None else jnp.asarray(slot, jnp.int32), *out)
+    # The slots in use, on the host: slicing there compiles nothing.
+    B = count
+    fields = [np.asarray(f)[:B] for f in fields]
+    for i in (4, 6, 7):  # restart_cfu, steps, history: (B, R, ...)
+        fields[i] = fields[i][:, :restarts]
+    return WorstCase(*map(jnp.asarray, fields), cfg.min_eig)
+
+
+_RUN_SLOTS = 64  # the fewest run slots the search compiles for (16 budgets x 4 restarts)
+_BUDGET_SLOTS, _RESTART_SLOTS = 16, 4
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _best(warm_start: bool, R: int, budgets: jax.Array, values: jax.Array, Ps: jax.Array, t: jax.Array,
-          hist: jax.Array) -> tuple:
-    """The fields of :class:`WorstCase` (all but ``min_eig``) from every run's answer: each
-    budget's best restart, never below a smaller budget's. The runs come as ``(R, B, ...)``
-    with ``warm_start`` (restarts scanning budgets), else ``(B·R, ...)``."""
+def _best(warm_start: bool, R: int, budgets: jax.Array, count: jax.Array, restarts: jax.Array,
+          slot: jax.Array | None, values: jax.Array, Ps: jax.Array, t: jax.Array, hist: jax.Array) -> tuple:
+    """The fields of :class:`WorstCase` (all but ``min_eig``) from every run's answer, for the
+    slots ``(B', R)`` (the first ``count`` budgets and ``restarts`` restarts in use): each
+    budget's best restart, never below a smaller budget's. The runs come as ``(R, B', ...)``
+    with ``warm_start`` (restarts scanning budgets), else packed, run k at ``slot[:, k]`` (its
+    budget and restart; padding past the grid, dropped)."""
     B = budgets.shape[0]
     if warm_start:
         values, Ps, t, hist = (jnp.swapaxes(x, 0, 1) for x in (values, Ps, t, hist))
     else:
-        values, Ps, t, hist = (x.reshape((B, R) + x.shape[1:]) for x in (values, Ps, t, hist))
-    values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
+        def grid(x, fill):
+            empty = jnp.full((B, R) + x.shape[1:], fill, x.dtype)
+            return empty.at[slot[0], slot[1]].set(x, mode="drop")
+
+        values, Ps, t, hist = grid(values, -jnp.inf), grid(Ps, 0), grid(t, 0), grid(hist, jnp.nan)
+    in_use = (jnp.arange(B) < count)[:, None] & (jnp.arange(R) < restarts)[None, :]
+    values = jnp.where(jnp.isfinite(values) & in_use, values, -jnp.inf)
     best = jnp.argmax(values, axis=1)
     P_best = jnp.take_along_axis(Ps, best[:, None, None, None], axis=1)[:, 0]
     cfu_best = jnp.take_along_axis(values, best[:, None], axis=1)[:, 0]
     # Budgets are nested (|P_jk| <= p also satisfies every larger budget, same eigenvalue margin),
     # so a budget's worst case is at least that of every smaller one: take it where the search
     # at the larger budget found less (its restarts explore only near its own corners).
-    within = budgets[None, :] <= budgets[:, None]  # (B, B): budget j is inside budget i
+    within = (budgets[None, :] <= budgets[:, None]) & (jnp.arange(B) < count)[None, :]  # budget j inside i
     source = jnp.argmax(jnp.where(within, cfu_best[None, :], -jnp.inf), axis=1)
     cfu_best, P_best = cfu_best[source], P_best[source]
-    return budgets, cfu_best, P_best, jnp.linalg.eigvalsh(P_best), values, _restart_ratio(values), t, hist
+    return (budgets, cfu_best, P_best, jnp.linalg.eigvalsh(P_best), values, _restart_ratio(values, restarts),
+            t, hist)
 
 
 def _polish(cfg: _Config, full_cfu: Callable, p: jax.Array, P0: jax.Array, value: jax.Array):
@@ -590,12 +650,12 @@ def _polish(cfg: _Config, full_cfu: Callable, p: jax.Array, P0: jax.Array, value
     return jnp.where(better, v, value), jnp.where(better, P, P0)
 
 
-def _restart_ratio(values: jax.Array) -> jax.Array:
-    """Each budget's best restart's value over the second best's, ``(B,)`` from ``(B, R)``."""
+def _restart_ratio(values: jax.Array, restarts: Any = None) -> jax.Array:
+    """Each budget's best restart's value over the second best's, ``(B,)`` from ``(B, R)`` (of
+    which the first ``restarts`` are in use, the rest −inf; default: all)."""
     if values.shape[1] < 2:
         return jnp.full(values.shape[:1], jnp.nan, values.dtype)
     top = -jnp.sort(-values, axis=1)
     best, second = top[:, 0], top[:, 1]
-    return jnp.where(second > 0, best / jnp.where(second > 0, second, 1), jnp.where(best > 0, jnp.inf, 1.0))
-
-
+    ratio = jnp.where(second > 0, best / jnp.where(second > 0, second, 1), jnp.where(best > 0, jnp.inf, 1.0))
+    return ratio if restarts is None else jnp.where(restarts < 2, jnp.nan, ratio)

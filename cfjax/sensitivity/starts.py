@@ -41,15 +41,21 @@ def _directions(cfg: _Config, key: jax.Array, dtype) -> tuple[jax.Array | None, 
     return signs, U + jnp.swapaxes(U, 1, 2)
 
 
-def _initial_L(cfg: _Config, model: FairModel, budgets: jax.Array, key: jax.Array, mesh: Mesh | None) -> jax.Array:
-    """Every budget's restarts' starting L, ``(B, R, ...)``: the best distinct screened
-    boundary points (when screening), then the paper's random initialisation; the budgets
-    split over the devices of ``mesh`` (:func:`cfjax.distributed.map_batch`; with
-    ``warm_start`` only the first budget's, on one device)."""
+def _initial_L(cfg: _Config, model: FairModel, budgets: jax.Array, count: int, restarts: int, key: jax.Array,
+               mesh: Mesh | None) -> jax.Array:
+    """Every budget's restarts' starting L, ``(B', R', ...)`` for ``budgets (B',)`` padded to
+    their slots (the first ``count`` in use) and ``R' = cfg.restart_slots`` (the first
+    ``restarts`` in use): the best distinct screened boundary points (when screening), then the
+    paper's random initialisation; the budgets split over the devices of ``mesh``
+    (:func:`cfjax.distributed.map_batch`; with ``warm_start`` only the first budget's, on one
+    device). The counts are data: a new count within the slots compiles nothing."""
+    restarts = jnp.asarray(restarts, jnp.int32)
     if cfg.warm_start:  # only the first budget starts afresh
-        first = distributed.map_batch(_Starts(cfg), budgets[:1], shared=(model, key))[0]
+        first = distributed.map_batch(_Starts(cfg), budgets[:1], jnp.ones((1,), bool),
+                                      shared=(model, key, restarts))[0]
         return jnp.broadcast_to(first, (budgets.shape[0],) + first.shape)
-    return distributed.map_batch(_Starts(cfg), budgets, shared=(model, key), mesh=mesh)
+    used = jnp.arange(budgets.shape[0]) < count
+    return distributed.map_batch(_Starts(cfg), budgets, used, shared=(model, key, restarts), mesh=mesh)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,15 +65,19 @@ class _Starts:
 
     cfg: Any
 
-    def __call__(self, budgets: jax.Array, model: FairModel, key: jax.Array) -> jax.Array:
-        return _starts(self.cfg, model, key, budgets)
+    def __call__(self, budgets: jax.Array, used: jax.Array, model: FairModel, key: jax.Array,
+                 restarts: jax.Array) -> jax.Array:
+        return _starts(self.cfg, model, key, budgets, used, restarts)
 
 
-def _starts(cfg: _Config, model: FairModel, key: jax.Array, budgets: jax.Array) -> jax.Array:
-    """:func:`_initial_L` for ``budgets``, one budget after another."""
+def _starts(cfg: _Config, model: FairModel, key: jax.Array, budgets: jax.Array, used: jax.Array,
+            restarts: jax.Array) -> jax.Array:
+    """:func:`_initial_L` for ``budgets``, one budget after another (the slots not ``used``
+    skipped: their starts are the random ones); ``restarts`` of the ``cfg.restart_slots``
+    in use."""
     dtype = budgets.dtype
     mask = np.asarray(cfg.mask)
-    keys = jax.random.split(key, cfg.restarts)
+    keys = jax.random.split(key, cfg.restart_slots)  # key i is the same whatever the count
     random_inits = jax.vmap(lambda k: _init_L(jax.random.fold_in(k, 0), cfg.shape, mask, cfg.init_scale, dtype))(keys)
     signs, rays = _directions(cfg, jax.random.fold_in(key, 2), dtype)
 
@@ -114,17 +124,18 @@ def _starts(cfg: _Config, model: FairModel, key: jax.Array, budgets: jax.Array) 
             near = jnp.max(jnp.abs(Ps - Ps[i][None]), axis=(1, 2)) <= _DISTINCT * p
             return jnp.where(near, -jnp.inf, left), (i, found)
 
-        _, (chosen, found) = jax.lax.scan(pick, values, None, length=cfg.restarts)
+        _, (chosen, found) = jax.lax.scan(pick, values, None, length=cfg.restart_slots)
         # Fewer distinct candidates than restarts: the rest start near the best ones again (the
         # paper's random spread added to their L), so that the best two restarts can agree.
-        n = jnp.maximum(jnp.sum(found), 1)  # found is a prefix: picks go best first
-        again = chosen[jnp.arange(cfg.restarts) % n]
+        in_use = jnp.arange(cfg.restart_slots) < restarts
+        n = jnp.maximum(jnp.sum(found & in_use), 1)  # found is a prefix: picks go best first
+        again = chosen[jnp.arange(cfg.restart_slots) % n]
         spread = random_inits - jnp.where(mask, jnp.eye(*cfg.shape, dtype=dtype), 0)[None]
         L = jax.vmap(lambda P: cfg.P_fn.seed(P, p))(Ps[again]) + jnp.where(found[:, None, None], 0.0, spread)
         take = jnp.isfinite(values[again]) & jax.vmap(lambda L: usable(cfg.P_fn(L, p)))(L) & jnp.all(
             jnp.isfinite(L), axis=(1, 2))
         return jnp.where(take[:, None, None], L, random_inits)
 
-    return jax.lax.map(inits_for, budgets)
+    return jax.lax.map(lambda a: jax.lax.cond(a[1], inits_for, lambda _: random_inits, a[0]), (budgets, used))
 
 
