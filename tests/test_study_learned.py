@@ -18,6 +18,7 @@ from cfjax.study import learned as ls
 from cfjax import study
 from cfjax.study import paper as P
 from cfjax.study import report as R
+from tests.test_shape_buckets import compiles
 
 
 def test_learned_source_against_unit_loop(rng):
@@ -74,24 +75,27 @@ def test_learned_source_against_unit_loop(rng):
 
 
 def test_learned_images_do_not_depend_on_the_batching(rng):
-    """7 units in batches of at most 3 (three batches of 3, the last padded with 2 copies) give
-    the images of one batch of 7 and of a loop over units."""
+    """Units in batches of 2, N padded to its shape bucket (N = 1; N = 5, just above the bucket
+    of 4, padded to 8 with 3 copies of the last unit; N = 8, a bucket: the same program), give
+    every unit's images of a loop over units; one program per bucket."""
     mech = ImageHVAE(HVAEConfig(image_size=16, channels=(4, 4, 4), latent_dims=(0, 2, 2)))
     params = mech.init(jax.random.key(int(rng.integers(2**31))), 3)
-    n, k = 7, 2
-    x = jnp.asarray(rng.uniform(size=(n, 16, 16)), jnp.float32)
-    pa = jnp.asarray(rng.uniform(size=(n, 3)), jnp.float32)
-    pa_cf = jnp.asarray(rng.uniform(size=(k, n, 3)), jnp.float32)
-    key = jax.random.key(int(rng.integers(2**31)))
-    batched = np.asarray(ls.learned_images(mech, params, x, pa, pa_cf, key, chunk=3))
-    whole = np.asarray(ls.learned_images(mech, params, x, pa, pa_cf, key, chunk=n))
-    assert batched.shape == (k, n, 16, 16)
-    np.testing.assert_allclose(batched, whole, atol=1e-5)
-    keys = jax.random.split(key, n)
-    for i in (0, n - 1):  # the first unit, and the last (the one copied into the padding)
-        u = mech.abduct(params, x[i], pa[i], keys[i])
-        for j in range(k):
-            np.testing.assert_allclose(batched[j, i], np.asarray(mech.forward(params, u, pa_cf[j, i])), atol=1e-5)
+    abduct, forward = jax.jit(mech.abduct), jax.jit(mech.forward)
+    k = 2
+    with compiles() as names:
+        for n in (1, 5, 8):
+            x = jnp.asarray(rng.uniform(size=(n, 16, 16)), jnp.float32)
+            pa = jnp.asarray(rng.uniform(size=(n, 3)), jnp.float32)
+            pa_cf = jnp.asarray(rng.uniform(size=(k, n, 3)), jnp.float32)
+            key = jax.random.key(int(rng.integers(2**31)))
+            got = np.asarray(ls.learned_images(mech, params, x, pa, pa_cf, key, chunk=2))
+            assert got.shape == (k, n, 16, 16)
+            keys = jax.random.split(key, n)
+            for i in range(n):
+                u = abduct(params, x[i], pa[i], keys[i])
+                for j in range(k):
+                    np.testing.assert_allclose(got[j, i], np.asarray(forward(params, u, pa_cf[j, i])), atol=1e-5)
+    assert names.count("jit(_learned_images)") <= 2, names  # buckets 1 and 8
 
 
 def _setting(rng, names, seeds, orig=None):
