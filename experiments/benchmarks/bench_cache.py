@@ -8,7 +8,8 @@ every other group, UGPA and LSAT, first-year grade ZFYA; 21,791 rows; the comman
 the first with an empty cache folder (what a first run pays: every program compiled and
 written), the second with the folder the first filled (every program loaded), and one with the
 cache off (``CFJAX_CACHE_DIR=off``: compiled, nothing written). The wall times of the whole
-processes (start-up, imports and computation included) are printed side by side with their
+processes (start-up, imports and computation included) and their CPU times (user + system, all
+threads: steadier than wall time on a shared machine) are printed side by side with their
 ratios; ``--repeats R`` runs the three R times (each time with a new empty folder) and prints
 the median of each. The second run computes the same numbers as the first (results.json
 compared, byte for byte).
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -47,16 +49,19 @@ def law_school_csv(source: str, path: str) -> None:
             out.writerow(["white" if row["race"] == "White" else "other", row["UGPA"], row["LSAT"], row["ZFYA"]])
 
 
-def run_command(args: list[str], cache: str) -> float:
-    """Wall time in seconds of ``cfjax ARGS`` in a fresh process with ``CFJAX_CACHE_DIR=cache``."""
+def run_command(args: list[str], cache: str) -> tuple[float, float]:
+    """Wall time and CPU time (user + system, all threads) in seconds of ``cfjax ARGS`` in a
+    fresh process with ``CFJAX_CACHE_DIR=cache``."""
     env = {**os.environ, CACHE_ENV: cache}
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "cfjax.cli", *args], env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"cfjax {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return seconds
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def _folder_size(folder: str) -> tuple[int, int]:
@@ -65,18 +70,19 @@ def _folder_size(folder: str) -> tuple[int, int]:
     return len(files), sum(os.path.getsize(f) for f in files)
 
 
-def measure(name: str, args: list[str], work: str, repeats: int) -> dict[str, float]:
-    """The three runs of one command, ``repeats`` times; the median wall time of each."""
-    times: dict[str, list[float]] = {"first": [], "second": [], "off": []}
+def measure(name: str, args: list[str], work: str, repeats: int) -> dict[str, tuple[float, float]]:
+    """The three runs of one command, ``repeats`` times; the median wall and CPU times of each."""
+    times: dict[str, list[tuple[float, float]]] = {"first": [], "second": [], "off": []}
     for r in range(repeats):
         cache = os.path.join(work, f"{name}-cache-{r}")
         outs = {v: os.path.join(work, f"{name}-{v}-{r}") for v in times}
         for variant, folder in (("first", cache), ("second", cache), ("off", "off")):
-            seconds = run_command([*args, "--out", outs[variant]], folder)
-            times[variant].append(seconds)
+            seconds, cpu = run_command([*args, "--out", outs[variant]], folder)
+            times[variant].append((seconds, cpu))
             if variant == "first":
                 files, size = _folder_size(cache)
-            print(f"  {name} run {r + 1}: {variant:6s} {seconds:7.1f} s", flush=True)
+            print(f"  {name} run {r + 1}: {variant:6s} wall {seconds:7.1f} s, CPU {cpu:7.1f} s "
+                  f"(load average {os.getloadavg()[0]:.1f})", flush=True)
         print(f"  {name}: the first run wrote {files} cache entries, {size / 2**20:.1f} MiB", flush=True)
         results = {}
         for variant, out in outs.items():
@@ -86,7 +92,7 @@ def measure(name: str, args: list[str], work: str, repeats: int) -> dict[str, fl
         print(f"  {name}: results.json of the second run {same['second']}, of the run without cache "
               f"{same['off']} (against the first's)")
         shutil.rmtree(cache, ignore_errors=True)
-    return {v: statistics.median(t) for v, t in times.items()}
+    return {v: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t)) for v, t in times.items()}
 
 
 def main(argv=None) -> dict[str, dict[str, float]]:
@@ -120,13 +126,15 @@ def main(argv=None) -> dict[str, dict[str, float]]:
             print("cfjax " + " ".join(os.path.basename(c) if c.startswith(work) else c for c in cmd), flush=True)
             results[name] = measure(name, cmd, work, args.repeats)
     if results:
-        print(f"\nwall time of a whole process (median of {args.repeats}); first: an empty cache, second: the "
-              "cache the first filled, off: CFJAX_CACHE_DIR=off")
-        print(f"{'command':14s} {'first':>8s} {'second':>8s} {'off':>8s}   {'off/second':>10s} "
+        print(f"\na whole process each (median of {args.repeats}); first: an empty cache, second: the cache the "
+              "first filled, off: CFJAX_CACHE_DIR=off; CPU: user + system seconds of all its threads")
+        print(f"{'command':20s} {'first':>8s} {'second':>8s} {'off':>8s}   {'off/second':>10s} "
               f"{'first/second':>12s} {'first/off':>9s}")
         for name, t in results.items():
-            print(f"{name:14s} {t['first']:7.1f}s {t['second']:7.1f}s {t['off']:7.1f}s   "
-                  f"{t['off'] / t['second']:9.2f}x {t['first'] / t['second']:11.2f}x {t['first'] / t['off']:8.2f}x")
+            for i, what in enumerate(("wall", "CPU")):
+                first, second, off = (t[v][i] for v in ("first", "second", "off"))
+                print(f"{name + ' ' + what:20s} {first:7.1f}s {second:7.1f}s {off:7.1f}s   "
+                      f"{off / second:9.2f}x {first / second:11.2f}x {first / off:8.2f}x")
     return results
 
 
