@@ -32,8 +32,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from cfjax import _checks
 
-__all__ = ["UNITS", "initialize", "host_devices", "mesh", "process_block", "pad_axis", "bucket", "valid_mask",
-           "shard", "map_batch", "as_mesh", "global_units", "host_array", "is_initialized"]
+__all__ = ["UNITS", "initialize", "host_devices", "mesh", "process_block", "pad_axis", "bucket", "head",
+           "valid_mask", "shard", "map_batch", "as_mesh", "global_units", "host_array", "is_initialized"]
 
 UNITS = "units"  # the default name of the mesh axis
 
@@ -192,7 +192,8 @@ def process_block(n: int, num_processes: int | None = None, process_id: int | No
 
 def pad_axis(x: Any, multiple: int, axis: int = 0) -> Any:
     """``x`` (an array or a pytree of arrays with a common axis ``axis``) padded along
-    ``axis`` to a multiple of ``multiple`` by repeating its last entry.
+    ``axis`` to a multiple of ``multiple`` by repeating its last entry (a numpy array on the
+    host with numpy, compiling nothing; a JAX array in one small compiled program per shape).
 
     Example:
       >>> pad_axis(jnp.arange(5), 4).tolist()
@@ -203,10 +204,35 @@ def pad_axis(x: Any, multiple: int, axis: int = 0) -> Any:
         pad = (-size) % multiple
         if not pad:
             return a
-        last = jax.lax.slice_in_dim(jnp.asarray(a), size - 1, size, axis=axis)
-        return jnp.concatenate([jnp.asarray(a), jnp.repeat(last, pad, axis=axis)], axis=axis)
+        if isinstance(a, np.ndarray):
+            last = np.take(a, [size - 1], axis=axis)
+            return np.concatenate([a, np.repeat(last, pad, axis=axis)], axis=axis)
+        return _pad_last(jnp.asarray(a), pad, axis)
 
     return jax.tree.map(one, x)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _pad_last(a: jax.Array, pad: int, axis: int) -> jax.Array:
+    size = a.shape[axis]
+    last = jax.lax.slice_in_dim(a, size - 1, size, axis=axis)
+    return jnp.concatenate([a, jnp.repeat(last, pad, axis=axis)], axis=axis)
+
+
+def head(x: Any, n: int) -> Any:
+    """The first ``n`` entries along the leading axis of every leaf of ``x`` (e.g. the padding
+    of a shape bucket dropped): one compiled program for the whole pytree (not one per leaf).
+
+    Example:
+      >>> head({"a": jnp.arange(4), "b": jnp.ones((4, 2))}, 3)["a"].tolist()
+      [0, 1, 2]
+    """
+    return _head(x, n)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _head(x: Any, n: int) -> Any:
+    return jax.tree.map(lambda a: a[:n], x)
 
 
 def bucket(n: int, chunk: int | None = None) -> int:
@@ -326,7 +352,7 @@ def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), 
         # An axis that does not divide evenly cannot stay split: gathered onto the first
         # device once, rather than cut into a copy on every device.
         out = jax.device_put(out, where.devices.flat[0])
-    return jax.tree.map(lambda a: a[:n], out)
+    return head(out, n)
 
 
 @functools.lru_cache(maxsize=64)

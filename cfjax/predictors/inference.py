@@ -216,9 +216,12 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, log
     if not isinstance(shard, str) or shard not in SHARD_MODES:
         _checks.fail("shard", f"one of {list(SHARD_MODES)}", repr(shard))
     where = _dist.as_mesh(mesh)
-    x = jnp.asarray(images)
+    # images on the host stay there until padded (numpy: no program compiled per N)
+    x = images if isinstance(images, jax.Array) else np.asarray(images)
     if not jnp.issubdtype(x.dtype, jnp.floating):
         _checks.fail("images", "floating-point images in [0, 1]", f"dtype {x.dtype}")
+    if isinstance(x, np.ndarray):
+        x = x.astype(jax.dtypes.canonicalize_dtype(x.dtype), copy=False)
     _checks.check_finite("images", x)
     lead = shape[:-2]
     flat = x.reshape((-1,) + shape[-2:])
@@ -238,9 +241,10 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, log
             out = jax.device_put(out, where.devices.flat[0])
     if not logits:
         out = jax.nn.sigmoid(out)
-    if out.shape[1] != count:
-        out = out[:, :count]
-    return out.reshape((out.shape[0],) + lead)
+    if out.shape[1] != count or len(lead) > 1:  # cut and shaped on the host: no program per N
+        device = next(iter(out.devices()))
+        out = jax.device_put(np.asarray(out)[:, :count].reshape((out.shape[0],) + lead), device)
+    return out
 
 
 def replicate(tree: Any, where: Any) -> Any:
