@@ -37,6 +37,8 @@ BENCHMARKS = [
     ("cfjax.sensitivity NHS worst-case curve vs paper 001's sequential recipe",
      "experiments.benchmarks.bench_sensitivity", [], ["--reference-restarts", "1", "--repeats", "1"]),
     ("cfjax.predictors ensemble training (vmap) vs a sequential loop, inference on N × K", "experiments.benchmarks.bench_predictors", [], ["--members", "4", "--steps", "20", "--units", "64", "--repeats", "1"]),
+    ("shape buckets: cfjax.predictors.predict over 20 N, compilations and time with buckets vs without",
+     "experiments.benchmarks.bench_buckets", [], ["--sizes", "6", "--repeats", "3"]),
     ("cfjax.generative learned counterfactual images (HVAE): one call vs one call per intervention",
      "experiments.benchmarks.bench_generative", [], ["--units", "256", "--repeats", "1"]),
     ("cfjax.metrics.evaluate_chunks (streamed) vs evaluate (in memory) as N grows; over 1-8 devices",
