@@ -147,9 +147,22 @@ def learned_images(mechanism: ImageHVAE, params: Any, images: jax.Array, pa: jax
     chunk = _checks.check_positive_int("chunk", chunk)
     n = int(np.shape(images)[0])
     size = cf.distributed.bucket(n, chunk)
-    units = (images, pa, jnp.swapaxes(pa_cf, 0, 1), jax.random.split(key, n))
-    out = _learned_images(mechanism, params, *cf.distributed.pad_axis(units, size), chunk=min(chunk, size))
-    return jnp.swapaxes(out[:n], 0, 1)
+    out = _learned_images(mechanism, params, *_units_in_bucket(images, pa, pa_cf, key, size),
+                          chunk=min(chunk, size))
+    return _drop_padding(out, n)
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _units_in_bucket(images, pa, pa_cf, key, size):
+    """Unit-first inputs with their keys ``split(key, N)``, padded to ``size`` units (one small
+    program per N, rather than one per array operation)."""
+    units = (images, pa, jnp.swapaxes(pa_cf, 0, 1), jax.random.split(key, images.shape[0]))
+    return cf.distributed.pad_axis(units, size)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _drop_padding(out, n):
+    return jnp.swapaxes(out[:n], 0, 1)  # (K, N, H, W)
 
 
 @functools.partial(jax.jit, static_argnames=("mechanism", "chunk"))
