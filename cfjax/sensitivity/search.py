@@ -59,22 +59,18 @@ from cfjax.sensitivity.starts import _initial_L
 __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "paper_optimizer"]
 
 
-def _over_runs(fn: Callable, args: Any, active: jax.Array) -> Any:
+def _over_runs(fn: Callable, args: Any, active: jax.Array, skip: Callable) -> Any:
     """``fn`` over the leading (run) axis of ``args``: every run in one vmap, or in vmapped
     groups one after another on XLA:CPU (:func:`cfjax.platform.run_group`, which explains
     why; with several devices the groups apply within each device's share), a group with no
-    ``active`` run skipped (its outputs zeros: the caller keeps what it had for those runs)."""
+    ``active`` run skipped: its outputs ``skip(args)`` (placeholders of fn's output structure;
+    the caller keeps what it had for those runs)."""
     n = jax.tree.leaves(args)[0].shape[0]
     group = platform.run_group(n)
     if group is None:
         return jax.vmap(fn)(args)
     args, active = distributed.pad_axis((args, active), group)
     blocks = jax.tree.map(lambda a: a.reshape((-1, group) + a.shape[1:]), (args, active))
-    shapes = jax.eval_shape(jax.vmap(fn), jax.tree.map(lambda a: a[0], blocks[0]))
-
-    def skip(_):
-        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-
     out = jax.lax.map(lambda b: jax.lax.cond(b[1].any(), jax.vmap(fn), skip, b[0]), blocks)
     return jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:])[:n], out)
 
@@ -394,7 +390,8 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
         return L_next, opt_state, log_sigma, -loss
 
     def step_all(L, opt_state, log_sigma, p, units, active):
-        return _over_runs(lambda args: step_one(*args, units), (L, opt_state, log_sigma, p), active)
+        return _over_runs(lambda args: step_one(*args, units), (L, opt_state, log_sigma, p), active,
+                          lambda args: (*args[:3], jnp.zeros_like(args[3])))  # value: a budget's dtype
 
     def freeze(active, new, old):
         return jax.tree.map(lambda a, b: jnp.where(active.reshape((R,) + (1,) * (a.ndim - 1)), a, b), new, old)
@@ -486,7 +483,8 @@ def _finish(cfg: _Config, model: FairModel, p: jax.Array, L: jax.Array, used: ja
     # nested vmap of 8 or more full-data evaluations stalled XLA:CPU on the NHS data.
     values, Ps = jax.lax.map(evaluate, (p, L, used))
     if cfg.polish_steps:
-        values, Ps = _over_runs(lambda args: _polish(cfg, full_cfu, *args), (p, Ps, values), used)
+        values, Ps = _over_runs(lambda args: _polish(cfg, full_cfu, *args), (p, Ps, values), used,
+                                lambda args: (args[2], args[1]))
     return jnp.where(used, values, -jnp.inf), Ps
 
 

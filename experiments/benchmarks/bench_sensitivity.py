@@ -20,6 +20,14 @@ printed, and the ratio (reference time ÷ cfjax time) against both. ``--referenc
 (a quick run) times the reference on one restart and scales its time by 4.
 
 Data: ``--data-dir`` (default ``../shared/data``); float64 on both sides.
+
+The search's compilation (:func:`search_compile`, first): ``worst_case`` with its default
+settings (16 budgets × 4 restarts, full batch, screening and polish on) on the built-in synthetic
+problem (5,000 units; ``--compile-law``: also the law school data), timed in one process: the
+first call (tracing and compilation included), a call with a new number of budgets (9), one with
+a new number of restarts (3), then warm calls (the median of ``--repeats``), each against the
+warm time. A new count that recompiled costs about what the first call does; one that reuses
+the programs costs about a warm call. ``--compile-only`` skips the NHS comparison.
 """
 
 from __future__ import annotations
@@ -216,6 +224,31 @@ def run(data_dir, restarts=4, batch=4096, seed=0, reference_restarts=None, repea
             "reference_cfu": ref_cfu.tolist(), "reference_by_cfjax": ref_by_cfjax.tolist()}
 
 
+def search_compile(problems, repeats=3):
+    """First-call, new-budget-count, new-restart-count and warm times of ``worst_case`` (default
+    settings) on each ``(name, model)``, in this process; returns them per problem."""
+    budgets = np.linspace(0.0, 0.99, 16)
+    out = {}
+    for name, model in problems:
+        key = jax.random.key(0)
+
+        def search(grid=budgets, restarts=4):
+            return S.worst_case(model, grid, key=key, restarts=restarts, warn_ratio=None).cfu
+
+        first = first_time(search)
+        new_budgets = first_time(lambda: search(np.linspace(0.0, 0.99, 9)))
+        new_restarts = first_time(lambda: search(restarts=3))
+        warm = median_time(search, repeats, warmup=0)
+        print(f"worst_case compilation, {name} (n = {model.data.n:,}, m = {model.graph.m}), default settings, "
+              f"16 budgets x 4 restarts:")
+        print(f"  first call (incl. compile)        {first:7.2f} s   {first / warm:5.1f}x warm")
+        print(f"  new budget count (9 budgets)      {new_budgets:7.2f} s   {new_budgets / warm:5.1f}x warm")
+        print(f"  new restart count (3 restarts)    {new_restarts:7.2f} s   {new_restarts / warm:5.1f}x warm")
+        print(f"  warm (median of {repeats})               {warm:7.2f} s", flush=True)
+        out[name] = {"first_s": first, "new_budgets_s": new_budgets, "new_restarts_s": new_restarts, "warm_s": warm}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data-dir", default=os.path.join("..", "shared", "data"))
@@ -223,8 +256,19 @@ def main(argv=None):
                     help="run the slow reference on fewer restarts and scale its time")
     ap.add_argument("--repeats", type=int, default=3, help="warm cfjax runs (median)")
     ap.add_argument("--torch-threads", type=int, default=1)
+    ap.add_argument("--compile-law", action="store_true", help="time the compilation on the law school data too")
+    ap.add_argument("--compile-only", action="store_true", help="only the compilation timings (no NHS comparison)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.torch_threads)
+    prob = S.synthetic(5000, correlation=0.5, key=0)
+    problems = [("synthetic", S.fit(prob.graph, prob.data))]
+    law = os.path.join(args.data_dir, "lawschool.csv")
+    if args.compile_law and os.path.isfile(law):
+        prob = S.load_law_school(law)
+        problems.append(("law school", S.fit(prob.graph, prob.data, S.Settings())))
+    compiled = search_compile(problems, repeats=args.repeats)
+    if args.compile_only:
+        return compiled
     if not os.path.isfile(os.path.join(args.data_dir, "nhs.npz")):
         print(f"nhs.npz not found in {args.data_dir}; benchmark skipped")
         return None
