@@ -164,11 +164,12 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, log
         :func:`~cfjax.predictors.train`, or :func:`init_params`).
       images: factual images ``(N, H, W)`` or counterfactual images ``(N, K, H, W)`` (unit
         first, as the array contract orders them), values in [0, 1].
-      chunk: most images per compiled step. The images are cut into ``ceil(N·K / chunk)``
-        equal chunks (the last padded with fewer copies than there are chunks) and every
-        member runs on one chunk at a time (``lax.map``), so memory beyond the inputs and
-        outputs is that of ``member_chunk × chunk`` images whatever N and K; a unit's output
-        does not depend on the chunk size.
+      chunk: most images per compiled step. The images (padded to their bucket, see
+        ``buckets``: whole chunks) are cut into equal chunks — without buckets
+        ``ceil(N·K / chunk)`` of them, the last padded with fewer copies than there are
+        chunks — and every member runs on one chunk at a time (``lax.map``), so memory beyond
+        the inputs and outputs is that of ``member_chunk × chunk`` images whatever N and K; a
+        unit's output does not depend on the chunk size.
       logits: return logits instead of probabilities.
       member_chunk: members run side by side (see :func:`map_members`; default: all of them,
         one at a time on CPU) — on each device when they are spread over several.
