@@ -243,3 +243,24 @@ def test_new_search_options_are_validated(bivariate):
     for name, bad in (("boundary_starts", -1), ("warn_ratio", 0.5), ("polish", -2)):
         with pytest.raises(ValueError, match=name):
             S.worst_case(bivariate, [0.2], key=jax.random.key(0), **{name: bad})
+
+
+def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, caplog):
+    """Budgets and restarts are data (padded to slots, the padding masked): a search with
+    another number of either reuses the compiled programs, and its answers are still the sign
+    corners' CFU (two features: the corners ±p_max are the local maxima)."""
+    import logging
+
+    search = functools.partial(S.worst_case, bivariate, key=jax.random.key(0), steps=20, warn_ratio=None)
+    search([0.3, 0.8], restarts=2)
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG, logger="jax"):
+        three = search([0.3, 0.5, 0.8], restarts=3)
+        one = search([0.8], restarts=1)
+    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith(("Compiling", "Finished tracing"))]
+    assert compiled == []
+    assert np.shape(three.restart_cfu) == (3, 3) and np.shape(three.history) == (3, 3, 20)
+    assert np.shape(one.restart_cfu) == (1, 1) and np.isnan(np.asarray(one.restart_ratio)).all()
+    corners = np.array([max(float(S.cfu(bivariate, S.bivariate_correlation(s * b))) for s in (1, -1))
+                        for b in (0.3, 0.5, 0.8)])
+    np.testing.assert_allclose(three.cfu, corners, rtol=1e-6)
+    np.testing.assert_allclose(one.cfu, corners[-1:], rtol=1e-6)

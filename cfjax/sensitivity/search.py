@@ -575,7 +575,7 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Arr
     fields = [np.asarray(f)[:B] for f in fields]
     for i in (4, 6, 7):  # restart_cfu, steps, history: (B, R, ...)
         fields[i] = fields[i][:, :restarts]
-    return WorstCase(*map(jnp.asarray, fields), cfg.min_eig)
+    return WorstCase(*jax.device_put(fields, None if where is None else where.devices.flat[0]), cfg.min_eig)
 
 
 _RUN_SLOTS = 64  # the fewest run slots the search compiles for (16 budgets x 4 restarts)
