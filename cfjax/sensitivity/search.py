@@ -7,7 +7,10 @@ stopping on the (smoothed) objective, and Model B's σ warm-started from the pre
 whole ``p_max`` grid × restarts runs as one jitted, vmapped program (or, with ``warm_start``, a
 scan over the sorted budgets — the paper's curriculum — vmapped over restarts); with several
 devices the runs are split over them (``mesh``, :func:`cfjax.distributed.map_batch`), each
-device running its share.
+device running its share. The numbers of budgets and restarts are data, not shapes: the budgets,
+restarts and runs are padded to slots of a power of two
+(:func:`cfjax.sensitivity.search_config.slots`), the padding masked and its groups of runs
+skipped, so a new count reuses the compiled programs.
 
 Worst cases sit on the boundary of the usable set — a budget's edge ``|P_jk| = p_max`` or the
 eigenvalue margin ``λ_min(P) = min_eig`` — often at one of several local maxima, and often at a
