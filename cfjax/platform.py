@@ -16,7 +16,7 @@ import jax
 
 __all__ = ["full_precision", "on_cpu", "default_conv", "default_member_chunk", "default_resample_batch",
            "default_predictor_batch", "run_group", "RUN_GROUP", "CPU_SCHEDULER_OFF", "use_compilation_cache",
-           "compilation_cache_dir", "CACHE_ENV", "CACHE_MIN_COMPILE_SECS", "CACHE_MAX_BYTES"]
+           "compilation_cache_dir", "CACHE_ENV", "CACHE_MIN_COMPILE_SECS"]
 
 #: runs vmapped together per optimiser step of the sensitivity search on XLA:CPU
 RUN_GROUP = 4
@@ -100,10 +100,6 @@ def full_precision():
 CACHE_ENV = "CFJAX_CACHE_DIR"
 #: Programs that compile in less time than this (seconds) are not written to the cache.
 CACHE_MIN_COMPILE_SECS = 0.0
-#: The cache's size limit in bytes: past it, the least recently used entries are evicted. With a
-#: limit JAX also reads and writes entries under a file lock, so processes sharing the folder (the
-#: test suite's workers, two commands at once) never read a half-written entry.
-CACHE_MAX_BYTES = 2 * 1024**3
 _CACHE_OFF = ("off", "0", "")
 
 
@@ -161,9 +157,10 @@ def use_compilation_cache(directory: str | os.PathLike | bool | None = None) -> 
     compiled (``jax_persistent_cache_min_compile_time_secs`` = :data:`CACHE_MIN_COMPILE_SECS`;
     JAX's default, 1 s, keeps most of cfjax's CPU programs out: on 2 cores a small jitted
     function compiles in 30-70 ms and loads from the cache in 2-20 ms) and of any size
-    (``jax_persistent_cache_min_entry_size_bytes`` = -1), and bounds it at
-    :data:`CACHE_MAX_BYTES` (``jax_compilation_cache_max_size``: least recently used entries
-    evicted, every read and write under a file lock). When the cache is off it sets
+    (``jax_persistent_cache_min_entry_size_bytes`` = -1). It is not bounded in size: JAX's
+    bound (``jax_compilation_cache_max_size``) takes a file lock and lists the whole folder at
+    every write, which made the test suite's workers wait on each other for minutes. When the
+    cache is off it sets
     ``jax_enable_compilation_cache`` to False, so a folder set through JAX's own configuration
     is not used either. Calling it again with the same outcome changes nothing; a new outcome
     takes effect for the programs compiled after it.
@@ -193,8 +190,7 @@ def use_compilation_cache(directory: str | os.PathLike | bool | None = None) -> 
     if path is not None:
         wanted.update(jax_compilation_cache_dir=path,
                       jax_persistent_cache_min_compile_time_secs=CACHE_MIN_COMPILE_SECS,
-                      jax_persistent_cache_min_entry_size_bytes=-1,
-                      jax_compilation_cache_max_size=CACHE_MAX_BYTES)
+                      jax_persistent_cache_min_entry_size_bytes=-1)
     changed = {name: value for name, value in wanted.items() if getattr(jax.config, name) != value}
     for name, value in changed.items():
         jax.config.update(name, value)

@@ -198,7 +198,9 @@ def test_float64_input_warns_once_per_argument(rng, monkeypatch):
     assert all(w.filename == __file__ for w in precision)  # points at the caller's line
     first = str(precision[0].message)
     assert "float64" in first and "float32" in first and 'jax.config.update("jax_enable_x64", True)' in first
-    assert [str(w.message) for w in caught if not issubclass(w.category, PrecisionWarning)] == []
+    # (JAX's notice of a compilation-cache entry another test worker was still writing is not cfjax's)
+    assert [str(w.message) for w in caught if not issubclass(w.category, PrecisionWarning)
+            and "persistent compilation cache" not in str(w.message)] == []
     assert model.coef.dtype == jnp.float32
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
