@@ -219,14 +219,15 @@ def test_fit_with_defaults_reaches_the_ols_solution(rng, n):
 
 
 
-def test_spline_fit_with_defaults_matches_a_long_full_batch_fit_held_out(rng):
+def test_spline_fit_with_defaults_is_not_short_of_a_long_full_batch_fit_held_out(rng):
     """A non-linear SCM (a spline child of a Gaussian root; its noise heteroscedastic and its
-    mean non-linear in the parent) fitted with default arguments: the held-out mean
-    log-likelihood is within 1e-3 nats per unit of an 8,000-step full-batch fit's. With 20,000
-    training units, fits that reach the maximum agree to about 1e-4 on 20,000 held-out units;
-    2,000 steps alone (the earlier default) ended up to 1.8e-3 short."""
+    mean non-linear in the parent) fitted with default arguments: its held-out mean
+    log-likelihood is not more than 1e-3 nats per unit short of an 8,000-step full-batch fit's.
+    One-sided: the default's rounds can run longer than 8,000 steps and end above that fit
+    (by up to 2.5e-3 nats per unit with 20,000 training units). With 5,000 training units the
+    two ended -1.1e-4 to +3.8e-4 apart on 20,000 held-out units over four seeds."""
     r = np.random.default_rng(int(rng.integers(1 << 30)))
-    n_train, n = 20_000, 40_000
+    n_train, n = 5_000, 25_000
     a = r.standard_normal(n)
     b = np.sin(1.5 * a) + 0.3 * a ** 2 + (0.3 + 0.2 * np.abs(a)) * r.standard_normal(n)
     data = {"a": a.astype(np.float32), "b": b.astype(np.float32)}
@@ -238,4 +239,4 @@ def test_spline_fit_with_defaults_matches_a_long_full_batch_fit_held_out(rng):
     long = scm.fit(train, key=key, steps=8000, batch_size=None, progress=False)
     got = float(scm.log_prob(default.params, held).mean())
     want = float(scm.log_prob(long.params, held).mean())
-    assert abs(got - want) <= 1e-3, (got, want, default.info.rounds)
+    assert got >= want - 1e-3, (got, want, default.info.rounds)

@@ -264,3 +264,7 @@ def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, ca
                         for b in (0.3, 0.5, 0.8)])
     np.testing.assert_allclose(three.cfu, corners, rtol=1e-6)
     np.testing.assert_allclose(one.cfu, corners[-1:], rtol=1e-6)
+    # The floor comes from the screening program (P = I among the screened points).
+    floor = S.cfu_at_zero_correlation(bivariate)
+    assert three.cfu_at_zero_correlation == pytest.approx(floor, rel=1e-12, abs=1e-300)
+    assert one.cfu_at_zero_correlation == three.cfu_at_zero_correlation

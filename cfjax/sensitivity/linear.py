@@ -272,11 +272,16 @@ def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_step
     NaN or infinite warns (:class:`~cfjax.sensitivity.ConvergenceWarning`) naming λ and the
     equations, by ``names`` (one per equation; default: their indices).
     """
-    unpenalised = all(map(_checks.is_concrete, jax.tree.leaves(lam))) and not np.any(np.asarray(lam))
+    unpenalised = _unpenalised(lam)
     out = _fit_model_b(d, P, None if unpenalised else lam, log_sigma0, newton_steps, unpenalised)
     if _checks.is_concrete(out.sigma) and _checks.is_concrete(out.w):
         _warn_if_not_finite(d, out, lam, names)
     return out
+
+
+def _unpenalised(lam: Any) -> bool:
+    """Whether ``lam`` is a concrete penalty of exactly 0 everywhere (the minimum-norm fit)."""
+    return all(map(_checks.is_concrete, jax.tree.leaves(lam))) and not np.any(np.asarray(lam))
 
 
 def _warn_if_not_finite(d: Design, out: ModelB, lam: Any, names: Sequence[str] | None) -> None:
@@ -323,14 +328,26 @@ def _descent_step(grad: jax.Array, h: jax.Array) -> tuple[jax.Array, jax.Array]:
 # call (thousands of programs over a long run); jitted, one program per shape and dtype. Whether
 # λ is exactly 0 is static: inside the program λ is traced, and :func:`gls` would no longer see
 # that it may take the unpenalised (pseudo-inverse) solve; the penalised one is singular there.
+def _start_log_sigma(d: Design, lam: Any, dtype) -> jax.Array:
+    """The σ solve's default start: the log standard deviations of the ridge residuals
+    (Model A's σ), ``(m,)``."""
+    R, mean = residual_products(d, gls(d, jnp.eye(d.X.shape[1], dtype=dtype), lam))
+    return 0.5 * jnp.log(jnp.diag(R) / d.X.shape[0] - mean**2)
+
+
 @functools.partial(jax.jit, static_argnames=("newton_steps", "unpenalised"))
 def _fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: int, unpenalised: bool) -> ModelB:
+    return _model_b(d, P, lam, log_sigma0, newton_steps, unpenalised)
+
+
+def _model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: Any, unpenalised: bool) -> ModelB:
+    """:func:`fit_model_b`'s body, traceable: ``newton_steps`` may be traced (a program that
+    fits Model B both warm-started and from scratch traces the fit once)."""
     if unpenalised:
         lam = 0.0
     P = jnp.asarray(P)
     if log_sigma0 is None:
-        R, mean = residual_products(d, gls(d, jnp.eye(P.shape[0], dtype=P.dtype), lam))
-        log_sigma0 = 0.5 * jnp.log(jnp.diag(R) / d.X.shape[0] - mean**2)
+        log_sigma0 = _start_log_sigma(d, lam, P.dtype)
 
     def objective(s):
         return profile_objective(d, s, P, lam)

@@ -24,7 +24,9 @@ A step never leaves the usable set: a proposed ``L`` whose P has smallest eigenv
 ``min_eig`` is backtracked (halving the step up to 8 times) and, if no fraction is usable, the
 step is dropped. Backtracked steps crawl along the margin, so each restart ends with a polish in
 P itself: projected gradient ascent along the boundary on the full-data CFU (the geometry in
-:mod:`cfjax.sensitivity.projection`). The answer for
+:mod:`cfjax.sensitivity.projection`). The ascent, the evaluation of each run's answer, its
+snapping and the polish are phases of one loop that calls CFU and its gradient once per
+iteration (:func:`_runs`), so CFU and Model B's fit are traced and compiled once. The answer for
 each budget is the best restart's, with that P and its eigenvalues; how far the best two
 restarts' answers are apart is reported (and warned about beyond a factor), as a check on the
 search's convergence. The parameterisations of P by L are in
@@ -34,7 +36,6 @@ search's convergence. The parameterisations of P by L are in
 from __future__ import annotations
 
 import dataclasses
-import functools
 import warnings
 from typing import Any, Callable
 
@@ -52,7 +53,7 @@ from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation, cfu_of, negligible_cfu
 from cfjax.sensitivity.correlation import boundary_scale, check_budget, correlation_margin
 from cfjax.sensitivity.diagnostics import FLOOR_SHARE, ConvergenceWarning, ShrinkageWarning, floor_dominates
-from cfjax.sensitivity.linear import fit_model_b
+from cfjax.sensitivity.linear import _model_b, _start_log_sigma, _unpenalised
 from cfjax.sensitivity.parameterisation import _parameterisation
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.projection import _along_boundary, _corner_signs, _margin_lines, _project_usable
@@ -292,9 +293,11 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
     with jax.numpy_dtype_promotion("standard"):
         count = budgets.size  # the budgets in slots, padded with the last one: a count is data
         budgets = jnp.asarray(np.pad(budgets, (0, slots(count, _BUDGET_SLOTS) - count), mode="edge"), dtype)
-        inits = _initial_L(config, model, budgets, count, restarts, key, where)
+        inits, zero = _initial_L(config, model, budgets, count, restarts, key, where)
         out = _search(config, where, model, budgets, count, restarts, key, inits)
-    out = out.replace(cfu_at_zero_correlation=cfu_at_zero_correlation(model))
+    # The floor comes with the screened starts; without screening it is computed on its own.
+    zero = float(zero)
+    out = out.replace(cfu_at_zero_correlation=zero if np.isfinite(zero) else cfu_at_zero_correlation(model))
     _warn_if_none_finite(out)
     if warn_ratio is not None:
         _warn_if_apart(out, float(warn_ratio))
@@ -359,14 +362,50 @@ def _warn_if_apart(out: WorstCase, factor: float) -> None:
 _ADAM = optax.adam(0.05)
 
 
-def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: jax.Array, used: jax.Array):
-    """R runs of the ascent, run r for budget ``p_max[r]`` from ``L0[r]`` (the runs not
-    ``used``, padding, never step): ``(L (R, ...), steps (R,), history (R, S))``.
+_ASCENT, _ANSWER, _SNAPPED, _POLISH, _DONE = range(5)  # the phases of a search's one loop
+_EVAL_NEWTON = 30  # Newton steps of a full-data evaluation from scratch (as cfu() takes)
 
-    The loop over steps is outermost and each step is vmapped over the runs, so that every
-    run sees the same minibatch (common random numbers): the minibatch gather is done once per
-    step, not once per run (gathering per run inside a vmapped loop stalled XLA:CPU on large
-    data). A run that has stopped early is frozen while the others go on.
+
+def _probe(model: FairModel, P: jax.Array, log_sigma0: jax.Array, newton_steps: jax.Array,
+           units: jax.Array | None = None):
+    """CFU at ``P`` (on the ``units``, default all), its gradient in P and Model B's log σ:
+    ``(value, grad (m, m), log_sigma (m,))``, Model B's σ solve started at ``log_sigma0``
+    with at most ``newton_steps`` (traced) Newton steps. The one place the search calls CFU:
+    every phase of its loop (:func:`_runs`) goes through this, so CFU, Model B's fit and their
+    derivatives are traced and compiled once."""
+    unpenalised = _unpenalised(model.lam)
+    lam = None if unpenalised else model.lam
+
+    def value(P):
+        model_b = _model_b(model.design, P, lam, log_sigma0, newton_steps, unpenalised)
+        return cfu_of(model, model_b, units), jnp.log(model_b.sigma)
+
+    (v, log_sigma), grad = jax.value_and_grad(value, has_aux=True)(P)
+    return v, grad, log_sigma
+
+
+def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: jax.Array, used: jax.Array):
+    """R runs, run r for budget ``p_max[r]`` from ``L0[r]`` (the runs not ``used``, padding,
+    skipped): ``(values (R,), P (R, m, m), L (R, ...), steps (R,), history (R, S))``, the
+    value −inf for a run not used; L is the ascent's answer (a warm start's next start).
+
+    One loop in phases, each iteration one call of CFU and its gradient (:func:`_probe`) for
+    every run at once (in vmapped groups, :func:`_over_runs`, a group with nothing to do
+    skipped):
+
+    1. *ascent*: gradient steps in L while any run is active (its objective still improving,
+       the steps not spent), every run stepping together so that all see the same minibatch
+       (common random numbers; the gather is done once per step). A run that has stopped is
+       frozen while the others go on; Model B's σ is warm-started from the run's previous step.
+    2. *answer*: each run's final P evaluated on the full data, Model B solved from scratch.
+    3. *snapped* (with ``snap``): that P tried on the boundary (:func:`_snapped`), kept when
+       usable and worse for fairness.
+    4. *polish* (with ``polish``): projected gradient ascent in P along the boundary
+       (:mod:`~cfjax.sensitivity.projection`): each step follows the gradient less what would
+       leave the usable set and projects back; a step that does not raise CFU is refused and
+       its size quartered, an accepted one doubles it. Near the margin CFU's gradient points
+       mostly out of the usable set, so the ascent in L (its steps backtracked at the margin)
+       crawls; this slides along the margin and the budget's edges and settles where they meet.
     """
     n = model.data.n
     opt = cfg.optimizer
@@ -374,73 +413,158 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
     bs = cfg.batch_size
     R = L0.shape[0]
     dtype = L0.dtype
+    m = model.graph.m
+    eye = jnp.eye(m, dtype=dtype)
+    # A full-data evaluation starts Model B's σ solve where cfu() does (the ridge residuals').
+    fresh = jnp.broadcast_to(_start_log_sigma(model.design, 0.0 if _unpenalised(model.lam) else model.lam, dtype),
+                             (R, m))
+    tiny = jnp.finfo(dtype).tiny
+    P_of = jax.vmap(cfg.P_fn)
 
-    def objective(L, p, log_sigma, units):
-        mb = fit_model_b(model.design, cfg.P_fn(L, p), model.lam, log_sigma0=log_sigma,
-                         newton_steps=cfg.newton_steps)
-        value = cfu_of(model, mb, units)
-        value = jnp.log(jnp.maximum(value, jnp.finfo(value.dtype).tiny)) if cfg.log_objective else value
-        return -value, jnp.log(mb.sigma)
+    def probe_all(Q, log_sigma0, newton_steps, units, active):
+        return _over_runs(lambda a: _probe(model, a[0], a[1], newton_steps, units),
+                          (Q, log_sigma0), active,
+                          lambda a: (jnp.zeros(a[0].shape[:1], dtype), jnp.zeros_like(a[0]), a[1]))
 
-    def step_one(L, opt_state, log_sigma, p, units):
-        (loss, log_sigma), g = jax.value_and_grad(objective, has_aux=True)(L, p, log_sigma, units)
+    def answer_L(s):  # minibatch runs keep the last iterate (their tracked value is a noisy average)
+        return s["best_L"] if bs is None else s["L"]
+
+    # What each phase evaluates: (P (R, m, m), Model B's σ start (R, m), runs with work).
+    queries = [lambda s: (P_of(s["L"], p_max), s["log_sigma"], s["active"]),
+               lambda s: (P_of(answer_L(s), p_max), fresh, used),
+               lambda s: (jnp.where(s["snap_ok"][:, None, None], s["snap_out"], s["P_eval"]), fresh, used),
+               lambda s: (s["cand"], fresh, s["polishing"])]
+
+    def ascend(L, opt_state, p, value, grad):
+        """One ascent step of one run from CFU's value and gradient in P at ``P(L, p)``."""
+        if cfg.log_objective:  # log CFU (floored at the smallest normal float)
+            objective, cotangent = jnp.log(jnp.maximum(value, tiny)), jnp.where(value > tiny, grad / value, 0.0)
+        else:
+            objective, cotangent = value, grad
+        g = -jax.vjp(lambda L: cfg.P_fn(L, p), L)[1](cotangent.astype(dtype))[0]
         g = jnp.where(mask, jnp.nan_to_num(g), 0.0)
         updates, opt_state = opt.update(g, opt_state, L)
         candidates = L[None] + jnp.asarray(_BACKTRACK, L.dtype)[:, None, None] * updates[None]
         margins = jax.vmap(lambda c: correlation_margin(cfg.P_fn(c, p), cfg.min_eig))(candidates)
         usable = margins >= 0
-        L_next = jnp.where(usable.any(), candidates[jnp.argmax(usable)], L)
-        return L_next, opt_state, log_sigma, -loss
-
-    def step_all(L, opt_state, log_sigma, p, units, active):
-        return _over_runs(lambda args: step_one(*args, units), (L, opt_state, log_sigma, p), active,
-                          lambda args: (*args[:3], jnp.zeros_like(args[3])))  # value: a budget's dtype
+        return jnp.where(usable.any(), candidates[jnp.argmax(usable)], L), opt_state, objective
 
     def freeze(active, new, old):
         return jax.tree.map(lambda a, b: jnp.where(active.reshape((R,) + (1,) * (a.ndim - 1)), a, b), new, old)
 
-    def body(state):
-        L, opt_state, log_sigma, track, best, best_L, since, t, history, active, steps = state
-        # Uniform draws with replacement, shared by the runs.
-        units = None if bs is None else jax.random.randint(jax.random.fold_in(key, t), (bs,), 0, n)
-        L_new, opt_new, sigma_new, value = step_all(L, opt_state, log_sigma, p_max, units, active)
-        track_new = value if bs is None else jnp.where(t == 0, value, 0.9 * track + 0.1 * value)
+    def after_ascent(s, Q, value, grad, log_sigma):
+        t, active = s["t"], s["active"]
+        L_new, opt_new, track_new = jax.vmap(ascend)(s["L"], s["opt_state"], p_max, value, grad)
+        if bs is not None:  # an exponential average of the minibatch values
+            track_new = jnp.where(t == 0, track_new, 0.9 * s["track"] + 0.1 * track_new)
+        best = s["best"]
         # Log objective: an absolute gain in log CFU (a relative gain in CFU); raw: relative.
         threshold = cfg.tol if cfg.log_objective else cfg.tol * jnp.abs(best)
         improved = (best == -jnp.inf) | (track_new > best + threshold)
-        best_L = freeze(active & (track_new > best), L, best_L)
-        best = jnp.where(active, jnp.maximum(best, track_new), best)
-        since = jnp.where(active, jnp.where(improved, 0, since + 1), since)
         shown = jnp.exp(track_new) if cfg.log_objective else track_new
-        history = history.at[:, t].set(jnp.where(active, shown, jnp.nan))
-        L, opt_state, log_sigma, track = freeze(active, (L_new, opt_new, sigma_new, track_new),
-                                                (L, opt_state, log_sigma, track))
-        steps = jnp.where(active, t + 1, steps)
-        active = active & (since < cfg.patience)
-        return L, opt_state, log_sigma, track, best, best_L, since, t + 1, history, active, steps
+        s = dict(s, best_L=freeze(active & (track_new > best), s["L"], s["best_L"]),
+                 best=jnp.where(active, jnp.maximum(best, track_new), best),
+                 since=jnp.where(active, jnp.where(improved, 0, s["since"] + 1), s["since"]),
+                 history=s["history"].at[:, t].set(jnp.where(active, shown, jnp.nan)),
+                 steps=jnp.where(active, t + 1, s["steps"]), t=t + 1)
+        s["L"], s["opt_state"], s["log_sigma"], s["track"] = freeze(
+            active, (L_new, opt_new, log_sigma, track_new), (s["L"], s["opt_state"], s["log_sigma"], s["track"]))
+        s["active"] = active & (s["since"] < cfg.patience)
+        s["phase"] = jnp.where((s["t"] < cfg.steps) & s["active"].any(), _ASCENT, _ANSWER)
+        return s
 
-    def cond(state):
-        return (state[7] < cfg.steps) & state[9].any()
+    def polish_from(s, P, value, grad):
+        """The answer so far (``P``, its value and gradient): the polish's first point."""
+        s = dict(s, P_eval=P, v_eval=value, P_best=P, v_best=value, g_best=grad,
+                 eta=jnp.full((R,), _POLISH_START, dtype), polish_t=jnp.ones((R,), jnp.int32))
+        if not cfg.polish_steps:
+            return dict(s, phase=jnp.asarray(_DONE))
+        s["cand"] = jax.vmap(lambda P, g, p, eta: _project_usable(_along_boundary(P, g, p, cfg.min_eig, eta * p),
+                                                                  p, cfg.min_eig))(P, grad, p_max, s["eta"])
+        s["polishing"] = used
+        return dict(s, phase=jnp.where(used.any(), _POLISH, _DONE))
 
-    log_sigma = jnp.broadcast_to(jnp.log(model.model_a.sigma), (R, model.graph.m))
+    def after_answer(s, Q, value, grad, log_sigma):
+        if cfg.snap is None:
+            return polish_from(s, Q, value, grad)
+        out, ok = jax.vmap(lambda P, p: _snapped(cfg, P, p))(Q, p_max)
+        return dict(s, P_eval=Q, v_eval=value, g_best=grad, snap_out=out, snap_ok=ok, phase=jnp.asarray(_SNAPPED))
+
+    def after_snapped(s, Q, value, grad, log_sigma):
+        snapped = jnp.where(s["snap_ok"], value, -jnp.inf)
+        better = snapped > s["v_eval"]
+        return polish_from(s, jnp.where(better[:, None, None], s["snap_out"], s["P_eval"]),
+                           jnp.where(better, snapped, s["v_eval"]),
+                           jnp.where(better[:, None, None], grad, s["g_best"]))
+
+    def after_polish(s, Q, value, grad, log_sigma):
+        on = s["polishing"]
+        ok = on & (value > s["v_best"]) & jnp.isfinite(value) & (
+            jax.vmap(lambda P: correlation_margin(P, cfg.min_eig))(Q) >= 0)
+        P, v, g = (jnp.where(ok.reshape((R,) + (1,) * (a.ndim - 1)), a, b)
+                   for a, b in ((Q, s["P_best"]), (value, s["v_best"]), (grad, s["g_best"])))
+        eta = jnp.where(on, jnp.where(ok, 2 * s["eta"], s["eta"] / 4), s["eta"])
+        t = s["polish_t"] + on
+        cand = jax.vmap(lambda P, g, p, eta: _project_usable(_along_boundary(P, g, p, cfg.min_eig, eta * p),
+                                                             p, cfg.min_eig))(P, g, p_max, eta)
+        on = on & (t <= cfg.polish_steps) & (eta >= _POLISH_STOP)
+        return dict(s, P_best=P, v_best=v, g_best=g, eta=eta, polish_t=t,
+                    cand=jnp.where(on[:, None, None], cand, s["cand"]), polishing=on,
+                    phase=jnp.where(on.any(), _POLISH, _DONE))
+
+    updates = [after_ascent, after_answer, after_snapped, after_polish]
+
+    def body(s):
+        phase = s["phase"]
+        Q, log_sigma0, active = jax.lax.switch(phase, queries, s)
+        newton = jnp.where(phase == _ASCENT, cfg.newton_steps, _EVAL_NEWTON)
+        if bs is None:
+            value, grad, log_sigma = probe_all(Q, log_sigma0, newton, None, active)
+        else:  # the ascent on uniform draws with replacement, shared by the runs; the rest on all units
+            units = jax.random.randint(jax.random.fold_in(key, s["t"]), (bs,), 0, n)
+            value, grad, log_sigma = jax.lax.cond(
+                phase == _ASCENT, lambda: probe_all(Q, log_sigma0, newton, units, active),
+                lambda: probe_all(Q, log_sigma0, newton, None, active))
+        return jax.lax.switch(phase, updates, s, Q, value.astype(dtype), grad.astype(dtype), log_sigma)
+
     minus_inf = jnp.full((R,), -jnp.inf, dtype)
-    init = (L0, jax.vmap(opt.init)(L0), log_sigma, minus_inf, minus_inf, L0, jnp.zeros((R,), jnp.int32),
-            jnp.asarray(0, jnp.int32), jnp.full((R, cfg.steps), jnp.nan, dtype), used,
-            jnp.zeros((R,), jnp.int32))
-    state = jax.lax.while_loop(cond, body, init)
-    L_last, best_L, history, steps = state[0], state[5], state[8], state[10]
-    # Minibatch runs keep the last iterate (their tracked value is a noisy average).
-    return (best_L if bs is None else L_last), steps, history
+    Ps = jnp.broadcast_to(eye, (R, m, m))
+    init = dict(L=L0, opt_state=jax.vmap(opt.init)(L0),
+                log_sigma=jnp.broadcast_to(jnp.log(model.model_a.sigma), (R, m)).astype(dtype),
+                track=minus_inf, best=minus_inf, best_L=L0, since=jnp.zeros((R,), jnp.int32),
+                t=jnp.asarray(0, jnp.int32), history=jnp.full((R, cfg.steps), jnp.nan, dtype), active=used,
+                steps=jnp.zeros((R,), jnp.int32), phase=jnp.where(used.any(), _ASCENT, _DONE),
+                P_eval=Ps, v_eval=minus_inf, snap_out=Ps, snap_ok=jnp.zeros((R,), bool),
+                P_best=Ps, v_best=minus_inf, g_best=jnp.zeros_like(Ps), eta=jnp.full((R,), _POLISH_START, dtype),
+                polish_t=jnp.zeros((R,), jnp.int32), cand=Ps, polishing=jnp.zeros((R,), bool))
+    s = jax.lax.while_loop(lambda s: s["phase"] != _DONE, body, init)
+    better = s["v_best"] > s["v_eval"]
+    values = jnp.where(used, jnp.where(better, s["v_best"], s["v_eval"]), -jnp.inf)
+    P = jnp.where(better[:, None, None], s["P_best"], s["P_eval"])
+    return values, P, answer_L(s), s["steps"], s["history"]
 
+
+def _snapped(cfg: _Config, P: jax.Array, p: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A run's answer ``P`` tried on the boundary: ``(P', usable)``. tanh saturates: its P
+    never reaches the budget's edge, only approaches it, and backtracking stops short of the
+    margin. Entries within ``snap`` of the edge go to the edge (the limit point), then the
+    whole P, when it is within ``snap`` of the boundary along its ray from I, onto the
+    boundary."""
+    eye = jnp.eye(P.shape[0], dtype=P.dtype)
+    near = (eye == 0) & (jnp.abs(P) >= cfg.snap * p)
+    edge = jnp.where(near, jnp.sign(P) * p, P)
+    edge = jnp.where(correlation_margin(edge, cfg.min_eig) >= 0, edge, P)
+    s = boundary_scale(edge - eye, p, cfg.min_eig)
+    out = eye + jnp.clip(jnp.where(s * cfg.snap <= 1, s, 1) * (edge - eye), -p, p)
+    return out, correlation_margin(out, cfg.min_eig) >= 0
 
 
 def _cold_runs(cfg: _Config, model: FairModel, batch_key: jax.Array, p: jax.Array, L0: jax.Array,
                used: jax.Array):
     """Runs ``(N,)`` each from its own budget ``p`` and start ``L0``: ``(values (N,), P (N, m,
-    m), steps (N,), history (N, S))``, every run in one vmapped loop (those not ``used``,
-    padding, skipped: value −inf)."""
-    L, t, hist = _runs(cfg, model, p, L0, batch_key, used)
-    values, Ps = _finish(cfg, model, p, L, used)
+    m), steps (N,), history (N, S))``, every run in one loop (those not ``used``, padding,
+    skipped: value −inf)."""
+    values, Ps, _, t, hist = _runs(cfg, model, p, L0, batch_key, used)
     return values, Ps, t, hist
 
 
@@ -450,7 +574,7 @@ def _warm_runs(cfg: _Config, model: FairModel, budgets: jax.Array, count: jax.Ar
     skipped): a scan over the sorted budgets (the first ``count`` of their slots), each run
     starting from its previous budget's final L (where usable); ``(values (r, B), P (r, B, m,
     m), steps (r, B), history (r, B, S))``."""
-    r = L0.shape[0]
+    r, m = L0.shape[0], model.graph.m
 
     def one_budget(L_prev, inputs):
         p, i = inputs
@@ -458,66 +582,15 @@ def _warm_runs(cfg: _Config, model: FairModel, budgets: jax.Array, count: jax.Ar
         start = jnp.where(ok[:, None, None], L_prev, L0)
 
         def skip(_):
-            return start, jnp.zeros((r,), jnp.int32), jnp.full((r, cfg.steps), jnp.nan, L0.dtype)
+            return (jnp.full((r,), -jnp.inf, L0.dtype), jnp.broadcast_to(jnp.eye(m, dtype=L0.dtype), (r, m, m)),
+                    start, jnp.zeros((r,), jnp.int32), jnp.full((r, cfg.steps), jnp.nan, L0.dtype))
 
         out = jax.lax.cond(i < count, lambda s: _runs(cfg, model, jnp.full((r,), p), s,
                                                       jax.random.fold_in(batch_key, i), used), skip, start)
-        return out[0], out
+        return out[2], (out[0], out[1], out[3], out[4])
 
-    _, (L, t, hist) = jax.lax.scan(one_budget, L0, (budgets, jnp.arange(budgets.shape[0])))  # (B, r, ...)
-    B = budgets.shape[0]
-    in_use = ((jnp.arange(B) < count)[:, None] & used[None, :]).reshape(-1)
-    values, Ps = _finish(cfg, model, jnp.repeat(budgets, r), L.reshape((B * r,) + L.shape[2:]), in_use)
-    values, Ps = values.reshape(B, r), Ps.reshape((B, r) + Ps.shape[1:])
-    return tuple(jnp.swapaxes(x, 0, 1) for x in (values, Ps, t, hist))
-
-
-def _finish(cfg: _Config, model: FairModel, p: jax.Array, L: jax.Array, used: jax.Array):
-    """Each run's full-data CFU and P ``((N,), (N, m, m))`` from its final ``L``: snapped to the
-    boundary (:func:`_evaluate`) and polished (:func:`_polish`); −inf for a run not ``used``."""
-    full_cfu = functools.partial(_full_cfu, model)
-
-    def evaluate(args):
-        p, L, on = args
-        skip = (jnp.asarray(-jnp.inf, L.dtype), jnp.eye(cfg.shape[0], dtype=L.dtype))
-        return jax.lax.cond(on, lambda: _evaluate(cfg, full_cfu, p, L), lambda: skip)
-
-    # One run after another (each full-data CFU is itself vmapped over chunks of units): the
-    # nested vmap of 8 or more full-data evaluations stalled XLA:CPU on the NHS data.
-    values, Ps = jax.lax.map(evaluate, (p, L, used))
-    if cfg.polish_steps:
-        values, Ps = _over_runs(lambda args: _polish(cfg, full_cfu, *args), (p, Ps, values), used,
-                                lambda args: (args[2], args[1]))
-    return jnp.where(used, values, -jnp.inf), Ps
-
-
-def _evaluate(cfg: _Config, full_cfu: Callable, p: jax.Array, L: jax.Array):
-    """A run's full-data CFU and P from its final ``L`` (with ``snap``: also tried on the
-    boundary, kept when usable and worse)."""
-    P = cfg.P_fn(L, p)
-    if cfg.snap is None:
-        return full_cfu(P), P
-    # tanh saturates: its P never reaches the budget's edge, only approaches it, and
-    # backtracking stops short of the margin. Entries within `snap` of the edge are also
-    # tried at the edge (the limit point), then the whole P, when it is within `snap` of
-    # the boundary along its ray from I, on the boundary; kept if usable and worse.
-    eye = jnp.eye(P.shape[0], dtype=P.dtype)
-    near = (eye == 0) & (jnp.abs(P) >= cfg.snap * p)
-    edge = jnp.where(near, jnp.sign(P) * p, P)
-    edge = jnp.where(correlation_margin(edge, cfg.min_eig) >= 0, edge, P)
-    s = boundary_scale(edge - eye, p, cfg.min_eig)
-    out = eye + jnp.clip(jnp.where(s * cfg.snap <= 1, s, 1) * (edge - eye), -p, p)
-    usable = correlation_margin(out, cfg.min_eig) >= 0
-    # Both CFUs by one loop over the two matrices: CFU is traced (and compiled) once.
-    value, out_value = jax.lax.map(full_cfu, jnp.stack([P, jnp.where(usable, out, P)]))
-    out_value = jnp.where(usable, out_value, -jnp.inf)
-    better = out_value > value
-    return jnp.where(better, out_value, value), jnp.where(better, out, P)
-
-
-def _full_cfu(model: FairModel, P: jax.Array) -> jax.Array:
-    """CFU of correlation ``P`` on all the data (Model B solved from scratch)."""
-    return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=30))
+    _, out = jax.lax.scan(one_budget, L0, (budgets, jnp.arange(budgets.shape[0])))  # (B, r, ...)
+    return tuple(jnp.swapaxes(x, 0, 1) for x in out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -569,15 +642,7 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Arr
         flat = inits.reshape((-1,) + inits.shape[2:])
         out = distributed.map_batch(_ColdRuns(cfg), budgets[b], flat[b * R + r], jnp.asarray(k < runs),
                                     shared=(model, batch_key), mesh=where)
-    if where is not None:
-        out, budgets = jax.device_put((out, budgets), where.devices.flat[0])
-    fields = _best(cfg.warm_start, R, budgets, jnp.asarray(count, jnp.int32), jnp.asarray(restarts, jnp.int32),
-                   None if slot is None else jnp.asarray(slot, jnp.int32), *out)
-    # The slots in use, on the host: slicing there compiles nothing.
-    B = count
-    fields = [np.asarray(f)[:B] for f in fields]
-    for i in (4, 6, 7):  # restart_cfu, steps, history: (B, R, ...)
-        fields[i] = fields[i][:, :restarts]
+    fields = _best(cfg.warm_start, R, budgets, count, restarts, slot, *out)
     return WorstCase(*jax.device_put(fields, None if where is None else where.devices.flat[0]), cfg.min_eig)
 
 
@@ -585,78 +650,47 @@ _RUN_SLOTS = 64  # the fewest run slots the search compiles for (16 budgets x 4 
 _BUDGET_SLOTS, _RESTART_SLOTS = 16, 4
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _best(warm_start: bool, R: int, budgets: jax.Array, count: jax.Array, restarts: jax.Array,
-          slot: jax.Array | None, values: jax.Array, Ps: jax.Array, t: jax.Array, hist: jax.Array) -> tuple:
+def _best(warm_start: bool, R: int, budgets: Any, count: int, restarts: int, slot: np.ndarray | None,
+          values: Any, Ps: Any, t: Any, hist: Any) -> list[np.ndarray]:
     """The fields of :class:`WorstCase` (all but ``min_eig``) from every run's answer, for the
     slots ``(B', R)`` (the first ``count`` budgets and ``restarts`` restarts in use): each
-    budget's best restart, never below a smaller budget's. The runs come as ``(R, B', ...)``
-    with ``warm_start`` (restarts scanning budgets), else packed, run k at ``slot[:, k]`` (its
-    budget and restart; padding past the grid, dropped)."""
+    budget's best restart, never below a smaller budget's; only the slots in use are returned.
+    The runs come as ``(R, B', ...)`` with ``warm_start`` (restarts scanning budgets), else
+    packed, run k at ``slot[:, k]`` (its budget and restart; padding past the grid, dropped).
+    On the host, in numpy: a few small arrays, not worth a compiled program."""
+    budgets, values, Ps, t, hist = (np.asarray(x) for x in (budgets, values, Ps, t, hist))
     B = budgets.shape[0]
     if warm_start:
-        values, Ps, t, hist = (jnp.swapaxes(x, 0, 1) for x in (values, Ps, t, hist))
+        values, Ps, t, hist = (np.swapaxes(x, 0, 1) for x in (values, Ps, t, hist))
     else:
         def grid(x, fill):
-            empty = jnp.full((B, R) + x.shape[1:], fill, x.dtype)
-            return empty.at[slot[0], slot[1]].set(x, mode="drop")
+            out = np.full((B + 1, R) + x.shape[1:], fill, x.dtype)  # row B: the padding's, dropped
+            out[slot[0], slot[1]] = x
+            return out[:B]
 
-        values, Ps, t, hist = grid(values, -jnp.inf), grid(Ps, 0), grid(t, 0), grid(hist, jnp.nan)
-    in_use = (jnp.arange(B) < count)[:, None] & (jnp.arange(R) < restarts)[None, :]
-    values = jnp.where(jnp.isfinite(values) & in_use, values, -jnp.inf)
-    best = jnp.argmax(values, axis=1)
-    P_best = jnp.take_along_axis(Ps, best[:, None, None, None], axis=1)[:, 0]
-    cfu_best = jnp.take_along_axis(values, best[:, None], axis=1)[:, 0]
+        values, Ps, t, hist = grid(values, -np.inf), grid(Ps, 0), grid(t, 0), grid(hist, np.nan)
+    values, Ps, t, hist = values[:count, :restarts], Ps[:count, :restarts], t[:count, :restarts], hist[:count, :restarts]
+    budgets = budgets[:count]
+    values = np.where(np.isfinite(values), values, -np.inf)
+    best = np.argmax(values, axis=1)
+    P_best = np.take_along_axis(Ps, best[:, None, None, None], axis=1)[:, 0]
+    cfu_best = np.take_along_axis(values, best[:, None], axis=1)[:, 0]
     # Budgets are nested (|P_jk| <= p also satisfies every larger budget, same eigenvalue margin),
     # so a budget's worst case is at least that of every smaller one: take it where the search
     # at the larger budget found less (its restarts explore only near its own corners).
-    within = (budgets[None, :] <= budgets[:, None]) & (jnp.arange(B) < count)[None, :]  # budget j inside i
-    source = jnp.argmax(jnp.where(within, cfu_best[None, :], -jnp.inf), axis=1)
+    within = budgets[None, :] <= budgets[:, None]  # budget j inside i
+    source = np.argmax(np.where(within, cfu_best[None, :], -np.inf), axis=1)
     cfu_best, P_best = cfu_best[source], P_best[source]
-    return (budgets, cfu_best, P_best, jnp.linalg.eigvalsh(P_best), values, _restart_ratio(values, restarts),
-            t, hist)
+    return [budgets, cfu_best, P_best, np.linalg.eigvalsh(P_best), values, _restart_ratio(values), t, hist]
 
 
-def _polish(cfg: _Config, full_cfu: Callable, p: jax.Array, P0: jax.Array, value: jax.Array):
-    """Projected gradient ascent along the boundary on the full-data CFU from a usable ``P0``:
-    ``(value, P)``.
-
-    Each step moves P by ``η p_max`` along the boundary (:func:`_along_boundary`: the gradient
-    less what would leave the usable set) and projects back (:func:`_project_usable`); a step
-    that does not raise CFU is refused and η quartered, an accepted one doubles η. Near the
-    margin CFU's gradient points mostly out of the usable set, so an ascent that follows it
-    (the search in L, backtracked at the margin) crawls; this one slides along the margin and
-    the budget's edges and settles where they meet.
-    """
-    value_and_grad = jax.value_and_grad(full_cfu)
-
-    # One evaluation per iteration, of the candidate the previous one proposed (the first: P0
-    # itself, taken as it is), so that CFU and its gradient are traced, and compiled, once.
-    def body(state):
-        P, v, g, eta, t, cand = state
-        vc, gc = value_and_grad(cand)
-        first = t == 0
-        ok = first | ((vc > v) & jnp.isfinite(vc) & (correlation_margin(cand, cfg.min_eig) >= 0))
-        P, v, g = jnp.where(ok, cand, P), jnp.where(ok, vc, v), jnp.where(ok, gc, g)
-        eta = jnp.where(first, eta, jnp.where(ok, 2 * eta, eta / 4))
-        cand = _project_usable(_along_boundary(P, g, p, cfg.min_eig, eta * p), p, cfg.min_eig)
-        return P, v, g, eta, t + 1, cand
-
-    def cond(state):  # until the steps are spent or refused down to nothing (t = 0: P0's evaluation)
-        return (state[4] <= cfg.polish_steps) & (state[3] >= _POLISH_STOP)
-
-    init = (P0, jnp.asarray(-jnp.inf, P0.dtype), jnp.zeros_like(P0), jnp.asarray(_POLISH_START, P0.dtype), 0, P0)
-    P, v, _, _, _, _ = jax.lax.while_loop(cond, body, init)
-    better = v > value
-    return jnp.where(better, v, value), jnp.where(better, P, P0)
-
-
-def _restart_ratio(values: jax.Array, restarts: Any = None) -> jax.Array:
-    """Each budget's best restart's value over the second best's, ``(B,)`` from ``(B, R)`` (of
-    which the first ``restarts`` are in use, the rest −inf; default: all)."""
+def _restart_ratio(values: Any) -> np.ndarray:
+    """Each budget's best restart's value over the second best's, ``(B,)`` from ``(B, R)``
+    (NaN with one restart)."""
+    values = np.asarray(values)
     if values.shape[1] < 2:
-        return jnp.full(values.shape[:1], jnp.nan, values.dtype)
-    top = -jnp.sort(-values, axis=1)
+        return np.full(values.shape[:1], np.nan, values.dtype)
+    top = -np.sort(-values, axis=1)
     best, second = top[:, 0], top[:, 1]
-    ratio = jnp.where(second > 0, best / jnp.where(second > 0, second, 1), jnp.where(best > 0, jnp.inf, 1.0))
-    return ratio if restarts is None else jnp.where(restarts < 2, jnp.nan, ratio)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(second > 0, best / np.where(second > 0, second, 1), np.where(best > 0, np.inf, 1.0))

@@ -48,14 +48,18 @@ def _initial_L(cfg: _Config, model: FairModel, budgets: jax.Array, count: int, r
     ``restarts`` in use): the best distinct screened boundary points (when screening), then the
     paper's random initialisation; the budgets split over the devices of ``mesh``
     (:func:`cfjax.distributed.map_batch`; with ``warm_start`` only the first budget's, on one
-    device). The counts are data: a new count within the slots compiles nothing."""
+    device). The counts are data: a new count within the slots compiles nothing.
+
+    Also returns the CFU at zero correlation (P = I, the curve's floor), evaluated among the
+    screened points so that it costs no program of its own; NaN when nothing is screened."""
     restarts = jnp.asarray(restarts, jnp.int32)
     if cfg.warm_start:  # only the first budget starts afresh
-        first = distributed.map_batch(_Starts(cfg), budgets[:1], jnp.ones((1,), bool),
-                                      shared=(model, key, restarts))[0]
-        return jnp.broadcast_to(first, (budgets.shape[0],) + first.shape)
+        first, zero = distributed.map_batch(_Starts(cfg), budgets[:1], jnp.ones((1,), bool),
+                                            shared=(model, key, restarts))
+        return jnp.broadcast_to(first[0], (budgets.shape[0],) + first.shape[1:]), zero[0]
     used = jnp.arange(budgets.shape[0]) < count
-    return distributed.map_batch(_Starts(cfg), budgets, used, shared=(model, key, restarts), mesh=mesh)
+    inits, zero = distributed.map_batch(_Starts(cfg), budgets, used, shared=(model, key, restarts), mesh=mesh)
+    return inits, zero[0]  # the first budget is always in use
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +78,8 @@ def _starts(cfg: _Config, model: FairModel, key: jax.Array, budgets: jax.Array, 
             restarts: jax.Array) -> jax.Array:
     """:func:`_initial_L` for ``budgets``, one budget after another (the slots not ``used``
     skipped: their starts are the random ones); ``restarts`` of the ``cfg.restart_slots``
-    in use."""
+    in use. Returns the starts ``(B, R', ...)`` and each budget's CFU at P = I ``(B,)``
+    (NaN where nothing was screened)."""
     dtype = budgets.dtype
     mask = np.asarray(cfg.mask)
     keys = jax.random.split(key, cfg.restart_slots)  # key i is the same whatever the count
@@ -110,12 +115,13 @@ def _starts(cfg: _Config, model: FairModel, key: jax.Array, budgets: jax.Array, 
 
     def inits_for(p):
         """The restarts' starting L for budget p: the best distinct boundary points, then random."""
-        if signs is None and rays is None and not cfg.margin_corners:
-            return random_inits
         Ps, ok = candidates(p)  # (k, m, m), (k,)
         eye = jnp.eye(Ps.shape[1], dtype=dtype)
-        # Candidates one after another: nested vmaps of full-data CFU stalled XLA:CPU on large data.
-        values = jax.lax.map(lambda a: jnp.where(a[1], full_cfu(jnp.where(a[1], a[0], eye)), -jnp.inf), (Ps, ok))
+        # Candidates one after another (nested vmaps of full-data CFU stalled XLA:CPU on large
+        # data), and P = I after them: the floor, reported beside the curve, never a start.
+        values = jax.lax.map(lambda a: jnp.where(a[1], full_cfu(jnp.where(a[1], a[0], eye)), -jnp.inf),
+                             (jnp.concatenate([Ps, eye[None]]), jnp.append(ok, True)))
+        zero, values = values[-1], values[:-1]
         values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
         def pick(left, _):
             # The best candidate left; then drop every candidate within 0.1 p_max of it.
@@ -134,8 +140,11 @@ def _starts(cfg: _Config, model: FairModel, key: jax.Array, budgets: jax.Array, 
         L = jax.vmap(lambda P: cfg.P_fn.seed(P, p))(Ps[again]) + jnp.where(found[:, None, None], 0.0, spread)
         take = jnp.isfinite(values[again]) & jax.vmap(lambda L: usable(cfg.P_fn(L, p)))(L) & jnp.all(
             jnp.isfinite(L), axis=(1, 2))
-        return jnp.where(take[:, None, None], L, random_inits)
+        return jnp.where(take[:, None, None], L, random_inits), zero
 
-    return jax.lax.map(lambda a: jax.lax.cond(a[1], inits_for, lambda _: random_inits, a[0]), (budgets, used))
+    nothing = (random_inits, jnp.asarray(jnp.nan, dtype))
+    if signs is None and rays is None and not cfg.margin_corners:
+        return jax.tree.map(lambda a: jnp.broadcast_to(a, budgets.shape + a.shape), nothing)
+    return jax.lax.map(lambda a: jax.lax.cond(a[1], inits_for, lambda _: nothing, a[0]), (budgets, used))
 
 
