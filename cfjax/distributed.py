@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -287,7 +287,8 @@ def as_mesh(mesh: Any, axis: str = UNITS) -> Mesh | None:
 
 
 def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), mesh: Any = None,
-              chunk_size: int | None = None, buckets: bool = False) -> Any:
+              chunk_size: int | None = None, buckets: bool = False,
+              compiler_options: Mapping[str, Any] | None = None) -> Any:
     """``fn`` applied along the leading (batch) axis of ``args``, split over ``mesh``: the one
     way cfjax spreads work over devices (units, members, resamples or runs).
 
@@ -310,6 +311,8 @@ def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), 
       chunk_size: entries per step on each device, or None.
       buckets: pad each device's block further, to its :func:`bucket` (``chunk_size`` at a
         time), so that every batch length of a bucket runs the same compiled program.
+      compiler_options: XLA options for the compiled program (``jax.jit``'s), e.g.
+        :func:`cfjax.platform.small_kernel_options`; None: XLA's defaults.
 
     Returns:
       ``fn``'s outputs for the B entries: sharded over ``mesh`` along the batch axis when B is a
@@ -342,7 +345,11 @@ def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), 
         per = bucket(per, chunk_size)
     chunk = per if chunk_size is None else min(chunk_size, per)
     padded = pad_axis(args, per * devices) if buckets else pad_axis(args, devices)
-    run = _mapped(fn, where, chunk, len(args))
+    if compiler_options is not None and not isinstance(compiler_options, Mapping):
+        _checks.fail("compiler_options", "None or a mapping of XLA option names to values",
+                     type(compiler_options).__name__)
+    options = tuple(sorted((compiler_options or {}).items()))
+    run = _mapped(fn, where, chunk, len(args), options)
     if where is not None:
         padded = shard(padded, where)
     out = run(*padded, *shared)
@@ -356,7 +363,8 @@ def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), 
 
 
 @functools.lru_cache(maxsize=64)
-def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int, n_split: int) -> Callable[..., Any]:
+def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int, n_split: int,
+            options: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any]:
     def local(*everything):
         args, shared = everything[:n_split], everything[n_split:]
         size = jax.tree.leaves(args)[0].shape[0]  # this device's block
@@ -369,7 +377,7 @@ def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int, n_split: int
         return jax.tree.map(lambda a: a.reshape((steps * chunk,) + a.shape[2:])[:size], out)
 
     if where is None:
-        return jax.jit(local)
+        return jax.jit(local, compiler_options=dict(options) or None)
     split, whole = PartitionSpec(where.axis_names[0]), PartitionSpec()
 
     def sharded(*everything):
@@ -381,7 +389,7 @@ def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int, n_split: int
         return jax.shard_map(local, mesh=where, in_specs=specs, out_specs=split,
                              check_vma=False)(*everything)
 
-    return jax.jit(sharded)
+    return jax.jit(sharded, compiler_options=dict(options) or None)
 
 
 def global_units(local: Any, where: Mesh, n: int) -> Any:

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import jax
 
 __all__ = ["full_precision", "on_cpu", "default_conv", "default_member_chunk", "default_resample_batch",
-           "default_predictor_batch", "run_group", "RUN_GROUP", "CPU_SCHEDULER_OFF", "use_compilation_cache",
+           "default_predictor_batch", "run_group", "small_kernel_options", "RUN_GROUP", "CPU_SCHEDULER_OFF", "use_compilation_cache",
            "compilation_cache_dir", "CACHE_ENV", "CACHE_MIN_COMPILE_SECS"]
 
 #: runs vmapped together per optimiser step of the sensitivity search on XLA:CPU
@@ -87,6 +87,21 @@ def run_group(runs: int) -> int | None:
     if not on_cpu() or CPU_SCHEDULER_OFF in os.environ.get("XLA_FLAGS", ""):
         return None
     return RUN_GROUP if runs > RUN_GROUP else None
+
+
+def small_kernel_options(devices: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Per-program XLA options (``jax.jit(..., compiler_options=...)``, or
+    :func:`cfjax.distributed.map_batch`'s ``compiler_options``) for programs made of many small
+    kernels: loops over m × m matrices and solves of a few dozen coefficients, such as the
+    sensitivity search.
+
+    On XLA:CPU, ``xla_cpu_use_fusion_emitters=False``: its loop emitters instead of the newer
+    fusion emitters, which spend most of such a program's compile time on kernels that run for
+    microseconds. Measured with jax 0.10.2 on 2 cores (``bench_sensitivity --compile-only``; the
+    README gives the figures): the search's programs compile in about two thirds of the time
+    and run as fast. Elsewhere: no options (an empty dict).
+    """
+    return {"xla_cpu_use_fusion_emitters": False} if on_cpu(devices) else {}
 
 
 def full_precision():

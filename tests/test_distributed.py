@@ -148,6 +148,8 @@ def test_bad_arguments_are_named(monkeypatch):
         cf.distributed.map_batch(lambda b: b, np.zeros(3), chunk_size=0)
     with pytest.raises(ValueError, match=r"`args`: expected arrays with a common leading"):
         cf.distributed.map_batch(lambda a, b: a, np.zeros(3), np.zeros(4))
+    with pytest.raises(ValueError, match=r"`compiler_options`: expected None or a mapping of XLA option names"):
+        cf.distributed.map_batch(lambda b: b, np.zeros(3), compiler_options=["xla_cpu_use_fusion_emitters"])
     monkeypatch.setenv("CFJAX_NUM_PROCESSES", "two")
     with pytest.raises(ValueError, match=r"`num_processes \(environment variable CFJAX_NUM_PROCESSES\)`: "
                                          r"expected an integer"):
@@ -172,6 +174,21 @@ def test_map_batch_shared_arguments_and_mesh_forms(rng):
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
     with pytest.raises(cf.ValidationError, match="`mesh`"):
         cf.distributed.map_batch(_matmul, x, shared=(w,), mesh=len(devices) + 1)
+
+
+def test_map_batch_compiles_with_the_options_given(rng):
+    """``compiler_options`` reach XLA (an unknown option is XLA's error, so they are not
+    dropped) and change nothing in the result; :func:`cfjax.platform.small_kernel_options`
+    names options of the running backend."""
+    x = rng.normal(size=(9, 3))
+    w = rng.normal(size=(3, 2))
+    options = cf.platform.small_kernel_options()
+    assert options == ({"xla_cpu_use_fusion_emitters": False} if jax.default_backend() == "cpu" else {})
+    got = cf.distributed.map_batch(_matmul, x, shared=(w,), chunk_size=4, compiler_options=options)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(cf.distributed.map_batch(_matmul, x, shared=(w,))),
+                               rtol=1e-6)
+    with pytest.raises(Exception, match="xla_no_such_option"):
+        cf.distributed.map_batch(_matmul, x, shared=(w,), compiler_options={"xla_no_such_option": True})
 
 
 def _matmul(b, w):

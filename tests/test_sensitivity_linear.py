@@ -137,6 +137,47 @@ def numpy_profile(embeddings, X, log_sigma, P, lam):
     return quad + X.shape[0] * np.linalg.slogdet(D @ P @ D)[1]
 
 
+@pytest.mark.parametrize("lam", [0.0, 0.7, (0.2, 3.0)])
+def test_the_closed_form_gradient_in_log_sigma_matches_finite_differences_and_autodiff(rng, x64, lam):
+    # Model B's σ solve differentiates this gradient (Newton's Hessian, the implicit derivative
+    # in P) instead of the objective twice: it must be the objective's gradient, penalty term
+    # included (the objective leaves the penalty out, so w does not minimise it).
+    from cfjax.sensitivity import linear
+
+    embeddings, X = law_school_like(rng, n=120)
+    d = S.design(embeddings, X)
+    rho = rng.uniform(-0.8, 0.8)
+    P = np.array([[1.0, rho], [rho, 1.0]])
+    s = rng.normal(scale=0.5, size=2)
+    lam_arg = np.asarray(lam) if isinstance(lam, tuple) else lam
+    ours = np.asarray(linear._profile_gradient(d, jnp.asarray(s), jnp.linalg.inv(jnp.asarray(P)), lam_arg))
+    auto = np.asarray(jax.grad(S.profile_objective, argnums=1)(d, jnp.asarray(s), jnp.asarray(P), lam_arg))
+    h = 1e-5
+    lam_ref = np.repeat(np.asarray(lam, float), [F.shape[1] for F in embeddings]) if isinstance(lam, tuple) else lam
+    fd = [(numpy_profile_penalties(embeddings, X, s + h * e, P, lam_ref)
+           - numpy_profile_penalties(embeddings, X, s - h * e, P, lam_ref)) / (2 * h) for e in np.eye(2)]
+    np.testing.assert_allclose(ours, fd, rtol=1e-6, atol=1e-6 * np.abs(fd).max())
+    np.testing.assert_allclose(ours, auto, rtol=1e-10, atol=1e-10 * np.abs(auto).max())
+
+
+def numpy_profile_penalties(embeddings, X, log_sigma, P, lam):
+    """:func:`numpy_profile` with one penalty per coefficient (an array) or one for all; without a
+    penalty, the minimum-norm fit (reference)."""
+    D = np.diag(np.exp(log_sigma))
+    prec = np.linalg.inv(D @ P @ D)
+    if np.ndim(lam) == 0 and lam == 0:
+        w, quad = unpenalised_gls(embeddings, X, prec)
+        return quad + X.shape[0] * np.linalg.slogdet(D @ P @ D)[1]
+    widths = [F.shape[1] for F in embeddings]
+    F = np.concatenate(embeddings, axis=1)
+    block = np.repeat(np.arange(len(widths)), widths)
+    A = (F.T @ F) * prec[block][:, block] + np.diag(np.broadcast_to(lam, (sum(widths),)))
+    b = np.sum((F.T @ X) * prec[block, :], axis=1)
+    w = np.linalg.solve(A, b)
+    E = X - np.stack([F[:, block == j] @ w[block == j] for j in range(len(widths))], axis=1)
+    return np.einsum("ij,jk,ik->", E, prec, E) + X.shape[0] * np.linalg.slogdet(D @ P @ D)[1]
+
+
 def test_model_b_sigma_minimises_the_profile_likelihood(rng, x64):
     from scipy.optimize import minimize
 

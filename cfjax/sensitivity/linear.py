@@ -140,9 +140,15 @@ def _range_basis(G: jax.Array, sizes: tuple[int, ...]) -> jax.Array | None:
     return jnp.asarray(np.concatenate(cols, axis=1))
 
 
-def gls(d: Design, precision: jax.Array, lam: Any) -> jax.Array:
+def gls(d: Design, precision: jax.Array, lam: Any, *, positive_definite: bool = True) -> jax.Array:
     """``w = (Σ_i Φ_iᵀ S Φ_i + Λ)⁻¹ Σ_i Φ_iᵀ S x_i`` for the error precision ``S (m, m)``;
     shape ``(D,)``. Differentiable in S and λ.
+
+    For a positive-definite S the normal equations are too (a Hadamard product of positive
+    semi-definite matrices, plus the penalty) and are solved by Cholesky (:func:`spd_solve`).
+    ``positive_definite=False`` solves by LU instead: Model A's refit, whose variances are 0 or
+    negative to rounding where a fit interpolates a feature, so that only that equation comes
+    out NaN (by LU, a ridge residual variance that is 0 to rounding stays 0 or negative).
 
     ``lam`` is one ridge penalty for every coefficient, or one per equation (``(m,)``). A
     concrete ``lam`` of exactly 0 (no penalty) solves with the pseudo-inverse, so that
@@ -153,16 +159,32 @@ def gls(d: Design, precision: jax.Array, lam: Any) -> jax.Array:
     """
     b = d.block
     unpenalised = _checks.is_concrete(lam) and not np.any(np.asarray(lam))
-    lam = jnp.asarray(lam, d.G.dtype)
-    diag = lam[b] if lam.ndim == 1 else jnp.full(b.shape, lam)
-    A = d.G * precision[b][:, b] + jnp.diag(diag)
+    A = d.G * precision[b][:, b] + jnp.diag(_penalty(d, lam))
     rhs = jnp.sum(d.C * precision[b, :], axis=1)
+    solve = spd_solve if positive_definite else jnp.linalg.solve
     if unpenalised:
         if d.range_basis is None:
             return jnp.linalg.pinv(A, hermitian=True) @ rhs
         Q = d.range_basis
-        return Q @ jnp.linalg.solve(Q.T @ A @ Q, Q.T @ rhs)
-    return jnp.linalg.solve(A, rhs)
+        return Q @ solve(Q.T @ A @ Q, Q.T @ rhs)
+    return solve(A, rhs)
+
+
+def _penalty(d: Design, lam: Any) -> jax.Array:
+    """Each coefficient's ridge penalty ``(D,)`` from one penalty or one per equation."""
+    lam = jnp.asarray(lam, d.G.dtype)
+    return lam[d.block] if lam.ndim == 1 else jnp.full(d.block.shape, lam)
+
+
+def spd_solve(A: jax.Array, b: jax.Array) -> jax.Array:
+    """``A⁻¹ b`` for a symmetric positive-definite ``A``: a Cholesky solve, differentiated
+    implicitly (the derivative is another solve with the same factor)."""
+    c = jnp.linalg.cholesky(jax.lax.stop_gradient(A))
+
+    def solve(_, x):
+        return jax.scipy.linalg.cho_solve((c, True), x)
+
+    return jax.lax.custom_linear_solve(lambda x: A @ x, b, solve, symmetric=True)
 
 
 def _layout(d: Design, w: jax.Array) -> jax.Array:
@@ -200,11 +222,13 @@ def fit_model_a(d: Design, lam: Any) -> ModelA:
     """Model A (P = I): ridge, ``Σ = diag(var(residuals))``, then one GLS refit (definitions §3)."""
     m = d.X.shape[1]
     identity = jnp.eye(m, dtype=d.G.dtype)
-    w_ridge = gls(d, identity, lam)  # with S = I the normal equations are block-wise ridge
+    # With S = I the normal equations are block-wise ridge. Both solves by LU: where a fit
+    # interpolates a feature its variance is 0 or negative to rounding, and only its equation is NaN.
+    w_ridge = gls(d, identity, lam, positive_definite=False)
     R, mean = residual_products(d, w_ridge)
     n = d.X.shape[0]
     var = jnp.diag(R) / n - mean**2
-    w = gls(d, jnp.diag(1.0 / var), lam)
+    w = gls(d, jnp.diag(1.0 / var), lam, positive_definite=False)
     residuals = d.X - d.F @ _layout(d, w)
     return ModelA(w_ridge, jnp.sqrt(var), w, residuals)
 
@@ -238,11 +262,43 @@ def profile_objective(d: Design, log_sigma: jax.Array, P: jax.Array, lam: Any) -
     """``Σ_i e_iᵀ Σ⁻¹ e_i + n log det Σ`` with ``Σ = D P D``, ``D = diag(exp(log_sigma))`` and
     ``e_i = x_i − Φ_i w(Σ)``, w the penalised GLS (the penalty itself is left out, as in the
     paper's code)."""
+    return _profile_value(d, log_sigma, jnp.linalg.inv(P), jnp.linalg.slogdet(P)[1], lam)
+
+
+def _precision(log_sigma: jax.Array, Q: jax.Array) -> jax.Array:
+    """``Σ⁻¹ = D⁻¹ P⁻¹ D⁻¹`` from log σ and ``Q = P⁻¹``."""
     inv_d = jnp.exp(-log_sigma)
-    precision = inv_d[:, None] * jnp.linalg.inv(P) * inv_d[None, :]
-    R, _ = residual_products(d, gls(d, precision, lam))
-    n = d.X.shape[0]
-    return jnp.sum(precision * R) + n * (2 * jnp.sum(log_sigma) + jnp.linalg.slogdet(P)[1])
+    return inv_d[:, None] * Q * inv_d[None, :]
+
+
+def _profile_value(d: Design, log_sigma: jax.Array, Q: jax.Array, logdet_P: jax.Array, lam: Any) -> jax.Array:
+    """:func:`profile_objective` given ``Q = P⁻¹`` and ``log det P``."""
+    S = _precision(log_sigma, Q)
+    R, _ = residual_products(d, gls(d, S, lam))
+    return jnp.sum(S * R) + d.X.shape[0] * (2 * jnp.sum(log_sigma) + logdet_P)
+
+
+def _profile_gradient(d: Design, log_sigma: jax.Array, Q: jax.Array, lam: Any) -> jax.Array:
+    """The gradient of :func:`profile_objective` in log σ, ``(m,)``, in closed form.
+
+    With ``S = Σ⁻¹`` and w(S) the GLS, ``∂f/∂S = R + Vᵀ(C − G W)``: R the residual
+    cross-products, W and V the coefficients w and ``v = A⁻¹(−2Λw)`` laid out per equation (A
+    the normal equations' matrix, Λ the penalties). The second term is the penalty's: the
+    objective leaves the penalty out, so w does not minimise it and its change with S counts
+    (``∂f/∂w = −2Λw``; zero without a penalty). ``S_jk = Q_jk e^{−s_j − s_k}`` then gives
+    ``∂f/∂s_l = 2n − Σ_k (Γ ⊙ S)_lk − Σ_j (Γ ⊙ S)_jl``. Differentiated once more (Newton's
+    Hessian, the σ solve's implicit derivative), it is a first-order program, where automatic
+    differentiation of the objective would nest reverse inside forward mode."""
+    S = _precision(log_sigma, Q)
+    w = gls(d, S, lam)
+    gamma, _ = residual_products(d, w)
+    if not _unpenalised(lam):
+        b = d.block
+        penalty = _penalty(d, lam)
+        v = spd_solve(d.G * S[b][:, b] + jnp.diag(penalty), -2 * penalty * w)
+        gamma = gamma + _layout(d, v).T @ (d.C - d.G @ _layout(d, w))
+    weighted = gamma * S
+    return 2 * d.X.shape[0] - jnp.sum(weighted, axis=0) - jnp.sum(weighted, axis=1)
 
 
 def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_steps: int = 30,
@@ -349,10 +405,13 @@ def _model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: Any, un
     if log_sigma0 is None:
         log_sigma0 = _start_log_sigma(d, lam, P.dtype)
 
-    def objective(s):
-        return profile_objective(d, s, P, lam)
+    Q, logdet_P = jnp.linalg.inv(P), jnp.linalg.slogdet(P)[1]
 
-    grad_fn = jax.grad(objective)
+    def objective(s):
+        return _profile_value(d, s, Q, logdet_P, lam)
+
+    def grad_fn(s):
+        return _profile_gradient(d, s, jnp.linalg.inv(P), lam)
 
     # Newton stops once its step would move log σ by less than ``tol`` (a few steps from a warm
     # start), or once no step along its direction lowers the objective (the minimum, to rounding).
@@ -395,6 +454,5 @@ def _model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: Any, un
         return jnp.linalg.solve(jax.jacfwd(g)(y * 0), y)
 
     log_sigma = jax.lax.custom_root(grad_fn, jnp.asarray(log_sigma0, P.dtype), newton, tangent_solve)
-    inv_d = jnp.exp(-log_sigma)
-    w = gls(d, inv_d[:, None] * jnp.linalg.inv(P) * inv_d[None, :], lam)
+    w = gls(d, _precision(log_sigma, jnp.linalg.inv(P)), lam)
     return ModelB(w, jnp.exp(log_sigma), d.X - d.F @ _layout(d, w))

@@ -57,7 +57,7 @@ from cfjax.sensitivity.linear import _model_b, _start_log_sigma, _unpenalised
 from cfjax.sensitivity.parameterisation import _parameterisation
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.projection import _along_boundary, _corner_signs, _margin_lines, _project_usable
-from cfjax.sensitivity.search_config import _Config, slots
+from cfjax.sensitivity.search_config import _Config, _options, slots
 from cfjax.sensitivity.starts import _initial_L
 
 __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "paper_optimizer"]
@@ -631,7 +631,8 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Arr
     if cfg.warm_start:
         used = jnp.arange(R) < restarts
         out = distributed.map_batch(_WarmRuns(cfg), inits[0], used,
-                                    shared=(model, budgets, jnp.asarray(count, jnp.int32), batch_key), mesh=where)
+                                    shared=(model, budgets, jnp.asarray(count, jnp.int32), batch_key), mesh=where,
+                                    compiler_options=_options(where))
         slot = None
     else:
         runs = count * restarts  # packed, budget by budget, then padding: no group of padding is run
@@ -641,7 +642,7 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Arr
         slot = np.stack([np.where(k < runs, b, budgets.shape[0]), r])  # padding: past the grid, dropped
         flat = inits.reshape((-1,) + inits.shape[2:])
         out = distributed.map_batch(_ColdRuns(cfg), budgets[b], flat[b * R + r], jnp.asarray(k < runs),
-                                    shared=(model, batch_key), mesh=where)
+                                    shared=(model, batch_key), mesh=where, compiler_options=_options(where))
     fields = _best(cfg.warm_start, R, budgets, count, restarts, slot, *out)
     return WorstCase(*jax.device_put(fields, None if where is None else where.devices.flat[0]), cfg.min_eig)
 

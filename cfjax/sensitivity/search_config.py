@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from cfjax import platform
+
 
 @dataclasses.dataclass(frozen=True)
 class _Config:
@@ -47,3 +49,10 @@ def slots(n: int, least: int) -> int:
       (16, 16, 32, 4)
     """
     return max(int(least), 1 << max(int(n) - 1, 0).bit_length())
+
+
+def _options(mesh: Any) -> dict[str, Any]:
+    """XLA options for the search's programs (loops of small kernels):
+    :func:`cfjax.platform.small_kernel_options` for the devices of ``mesh`` (None: the default
+    backend's)."""
+    return platform.small_kernel_options(None if mesh is None else list(mesh.devices.flat))

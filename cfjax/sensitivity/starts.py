@@ -25,7 +25,7 @@ from cfjax.sensitivity.linear import fit_model_b
 from cfjax.sensitivity.parameterisation import _init_L
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.projection import _face_ray, _faces, _margin_vertices, _on_boundary
-from cfjax.sensitivity.search_config import _Config
+from cfjax.sensitivity.search_config import _Config, _options
 
 _DISTINCT = 0.1  # restarts' starts differ by more than this fraction of p_max in some entry
 
@@ -55,10 +55,11 @@ def _initial_L(cfg: _Config, model: FairModel, budgets: jax.Array, count: int, r
     restarts = jnp.asarray(restarts, jnp.int32)
     if cfg.warm_start:  # only the first budget starts afresh
         first, zero = distributed.map_batch(_Starts(cfg), budgets[:1], jnp.ones((1,), bool),
-                                            shared=(model, key, restarts))
+                                            shared=(model, key, restarts), compiler_options=_options(None))
         return jnp.broadcast_to(first[0], (budgets.shape[0],) + first.shape[1:]), zero[0]
     used = jnp.arange(budgets.shape[0]) < count
-    inits, zero = distributed.map_batch(_Starts(cfg), budgets, used, shared=(model, key, restarts), mesh=mesh)
+    inits, zero = distributed.map_batch(_Starts(cfg), budgets, used, shared=(model, key, restarts), mesh=mesh,
+                                        compiler_options=_options(mesh))
     return inits, zero[0]  # the first budget is always in use
 
 
