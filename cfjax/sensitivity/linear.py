@@ -404,55 +404,89 @@ def _model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: Any, un
     P = jnp.asarray(P)
     if log_sigma0 is None:
         log_sigma0 = _start_log_sigma(d, lam, P.dtype)
+    log_sigma = _log_sigma(d, P, None if unpenalised else lam, jnp.asarray(log_sigma0, P.dtype), newton_steps)
+    w = gls(d, _precision(log_sigma, jnp.linalg.inv(P)), lam)
+    return ModelB(w, jnp.exp(log_sigma), d.X - d.F @ _layout(d, w))
 
+
+@jax.custom_vjp
+def _log_sigma(d: Design, P: jax.Array, lam: Any, log_sigma0: jax.Array, newton_steps: Any) -> jax.Array:
+    """Model B's log σ for the correlation ``P`` (:func:`_descend` from ``log_sigma0``); ``lam``
+    None: unpenalised.
+
+    Differentiated implicitly: at the minimum the gradient ``g(s; P, λ)`` of the profile
+    objective is 0, so ``ds = −H⁻¹ ∂g/∂(P, λ)`` (H the Hessian in s). The reverse pass is one
+    Hessian (forward mode through :func:`_profile_gradient`), one m × m solve and one
+    reverse pass through the gradient; the descent itself is never differentiated."""
+    return _descend(d, P, lam, log_sigma0, newton_steps)
+
+
+def _log_sigma_fwd(d, P, lam, log_sigma0, newton_steps):
+    log_sigma = _descend(d, P, lam, log_sigma0, newton_steps)
+    return log_sigma, (d, P, lam, log_sigma)
+
+
+def _log_sigma_bwd(residuals, cotangent):
+    d, P, lam, log_sigma = residuals
+
+    def gradient(s, d, P, lam):
+        return _profile_gradient(d, s, jnp.linalg.inv(P), 0.0 if lam is None else lam)
+
+    hessian = jax.jacfwd(gradient)(log_sigma, d, P, lam)
+    u = jnp.linalg.solve(hessian, cotangent)
+    _, pullback = jax.vjp(lambda d, P, lam: gradient(log_sigma, d, P, lam), d, P, lam)
+    d_bar, P_bar, lam_bar = pullback(-u)
+    return d_bar, P_bar, lam_bar, None, None
+
+
+_log_sigma.defvjp(_log_sigma_fwd, _log_sigma_bwd)
+
+
+def _descend(d: Design, P: jax.Array, lam: Any, log_sigma0: jax.Array, newton_steps: Any) -> jax.Array:
+    """The σ solve's descent (see :func:`fit_model_b`): Newton steps in log σ from
+    ``log_sigma0``, the Hessian by forward mode through :func:`_profile_gradient`; ``lam``
+    None: unpenalised. NaN where the objective is not finite at the end."""
+    lam = 0.0 if lam is None else lam
     Q, logdet_P = jnp.linalg.inv(P), jnp.linalg.slogdet(P)[1]
 
     def objective(s):
         return _profile_value(d, s, Q, logdet_P, lam)
 
-    def grad_fn(s):
-        return _profile_gradient(d, s, jnp.linalg.inv(P), lam)
+    def gradient(s):
+        return _profile_gradient(d, s, Q, lam)
 
     # Newton stops once its step would move log σ by less than ``tol`` (a few steps from a warm
     # start), or once no step along its direction lowers the objective (the minimum, to rounding).
     tol = 1e-10 if P.dtype == jnp.float64 else 1e-5
 
-    def newton(g, s0):
-        def step(state):
-            s, f, _, i, _ = state
-            grad = g(s)
-            delta, newton_step = _descent_step(grad, jax.jacfwd(g)(s))
-            slope = grad @ delta  # > 0 for a non-zero gradient: −delta goes downhill
-            # A short plain Newton step (positive definite Hessian) is taken as it is: near the
-            # minimum its decrease is below the objective's rounding (float32 would stop early).
-            trusted = newton_step & (jnp.max(jnp.abs(delta)) <= _TRUSTED)
+    def step(state):
+        s, f, _, i, _ = state
+        grad, tangent = jax.linearize(gradient, s)
+        delta, newton_step = _descent_step(grad, jax.vmap(tangent)(jnp.eye(s.shape[0], dtype=s.dtype)))
+        slope = grad @ delta  # > 0 for a non-zero gradient: −delta goes downhill
+        # A short plain Newton step (positive definite Hessian) is taken as it is: near the
+        # minimum its decrease is below the objective's rounding (float32 would stop early).
+        trusted = newton_step & (jnp.max(jnp.abs(delta)) <= _TRUSTED)
 
-            def accepted(t, f_t, k):
-                return (f_t <= f - _ARMIJO * t * slope) | (trusted & (k == 0) & jnp.isfinite(f_t))
+        def accepted(t, f_t, k):
+            return (f_t <= f - _ARMIJO * t * slope) | (trusted & (k == 0) & jnp.isfinite(f_t))
 
-            def shorter(c):  # the first pass tries the whole step (t = 1, k = 0)
-                t, _, k = c
-                return t / 2, objective(s - (t / 2) * delta), k + 1
+        def shorter(c):  # the first pass tries the whole step (t = 1, k = 0)
+            t, _, k = c
+            return t / 2, objective(s - (t / 2) * delta), k + 1
 
-            def refused(c):
-                return (c[2] < 0) | (~accepted(*c) & (c[2] < _HALVINGS))
+        def refused(c):
+            return (c[2] < 0) | (~accepted(*c) & (c[2] < _HALVINGS))
 
-            c = jax.lax.while_loop(refused, shorter, (jnp.asarray(2.0, s.dtype), f, -1))
-            ok = accepted(*c)  # False for a NaN objective: the step is refused
-            return (jnp.where(ok, s - c[0] * delta, s), jnp.where(ok, c[1], f), jnp.max(jnp.abs(delta)), i + 1, ~ok)
+        c = jax.lax.while_loop(refused, shorter, (jnp.asarray(2.0, s.dtype), f, -1))
+        ok = accepted(*c)  # False for a NaN objective: the step is refused
+        return (jnp.where(ok, s - c[0] * delta, s), jnp.where(ok, c[1], f), jnp.max(jnp.abs(delta)), i + 1, ~ok)
 
-        def going(state):
-            _, _, size, i, stuck = state
-            return (i < newton_steps) & (size >= tol) & ~stuck
+    def going(state):
+        _, _, size, i, stuck = state
+        return (i < newton_steps) & (size >= tol) & ~stuck
 
-        s0 = jnp.asarray(s0)
-        state = (s0, objective(s0), jnp.asarray(jnp.inf, s0.dtype), jnp.asarray(0, jnp.int32), jnp.asarray(False))
-        s, f, _, _, _ = jax.lax.while_loop(going, step, state)
-        return jnp.where(jnp.isfinite(f), s, jnp.nan)  # an objective that is not finite: no σ
-
-    def tangent_solve(g, y):
-        return jnp.linalg.solve(jax.jacfwd(g)(y * 0), y)
-
-    log_sigma = jax.lax.custom_root(grad_fn, jnp.asarray(log_sigma0, P.dtype), newton, tangent_solve)
-    w = gls(d, _precision(log_sigma, jnp.linalg.inv(P)), lam)
-    return ModelB(w, jnp.exp(log_sigma), d.X - d.F @ _layout(d, w))
+    state = (log_sigma0, objective(log_sigma0), jnp.asarray(jnp.inf, P.dtype), jnp.asarray(0, jnp.int32),
+             jnp.asarray(False))
+    s, f, _, _, _ = jax.lax.while_loop(going, step, state)
+    return jnp.where(jnp.isfinite(f), s, jnp.nan)  # an objective that is not finite: no σ

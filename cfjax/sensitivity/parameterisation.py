@@ -16,8 +16,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
@@ -33,13 +31,17 @@ class _Tanh:
     def __call__(self, L, p_max):
         return tanh_correlation(L, p_max)
 
-    def seed(self, P, p_max):
-        """A lower-triangular L whose P is ``I + 0.995 (P − I)``: ``L Lᵀ`` has ``artanh`` of the
-        target's entries over ``p_max`` off the diagonal, a dominant diagonal."""
-        eye = jnp.eye(P.shape[0], dtype=P.dtype)
-        p = jnp.where(p_max > 0, p_max, 1)
-        G = (1 - eye) * jnp.arctanh(jnp.clip(_TANH_SEED * (P - eye) / p, -_TANH_SEED, _TANH_SEED))
-        return jnp.linalg.cholesky(G + jnp.diag(jnp.sum(jnp.abs(G), axis=1) + 1.0))
+    def seed(self, P: np.ndarray, p_max: np.ndarray) -> np.ndarray:
+        """Lower-triangular L whose P is ``I + 0.995 (P − I)``, for a batch ``P (..., m, m)``,
+        ``p_max (...)`` (numpy, on the host): ``L Lᵀ`` has ``artanh`` of the target's entries over
+        ``p_max`` off the diagonal, a dominant diagonal. Usable whenever P is: that P lies 0.995
+        of the way from I (usable) to P on a segment of the convex usable set, 0.005 (1 −
+        min_eig) above the margin, far more than rounding."""
+        eye = np.eye(P.shape[-1])
+        p = np.asarray(p_max, float)[..., None, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            G = (1 - eye) * np.arctanh(np.clip(_TANH_SEED * (P - eye) / np.where(p > 0, p, 1), -_TANH_SEED, _TANH_SEED))
+        return np.linalg.cholesky(G + eye * (np.sum(np.abs(G), axis=-1) + 1.0)[..., None, :])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +53,9 @@ class _PD:
     def __call__(self, L, p_max):
         return pd_correlation(L, p_max, self.min_eig)
 
-    def seed(self, P, p_max):
-        return jnp.linalg.cholesky(P)
+    def seed(self, P: np.ndarray, p_max: np.ndarray) -> np.ndarray:
+        """``cholesky(P)`` (numpy, batched): :func:`pd_correlation` of it is P itself, usable."""
+        return np.linalg.cholesky(P)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +87,9 @@ def _parameterisation(kind: str, cliques: Any, m: int, min_eig: float) -> tuple[
     _checks.fail("parameterisation", "'tanh' (the paper's) or 'pd' (every usable P, by construction)", repr(kind))
 
 
-def _init_L(key: jax.Array, shape: tuple[int, int], mask: np.ndarray, scale: float, dtype) -> jax.Array:
-    """The paper's initialisation: ones on the diagonal, small random entries below it."""
-    eye = jnp.eye(*shape, dtype=dtype)
-    return jnp.where(mask, eye + scale * (1 - eye) * jax.random.normal(key, shape, dtype), 0.0)
-
+def _init_L(rng: np.random.Generator, count: int, shape: tuple[int, int], mask: np.ndarray,
+            scale: float) -> np.ndarray:
+    """The paper's initialisation for ``count`` restarts, ``(count, *shape)`` (numpy, on the
+    host): ones on the diagonal, small random entries below it."""
+    eye = np.eye(*shape)
+    return np.where(mask, eye + scale * (1 - eye) * rng.standard_normal((count,) + tuple(shape)), 0.0)

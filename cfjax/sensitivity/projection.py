@@ -7,8 +7,10 @@ from I leaves the set (:func:`_on_boundary`), the ends of the usable stretch of 
 (:func:`_last_usable`, :func:`_margin_vertices`), rays along the budget's edge faces
 (:func:`_face_ray`, :func:`_faces`), the sign corners and margin lines screened as starts
 (:func:`_corner_signs`, :func:`_margin_lines`, :func:`sign_corners`), and a step that follows a
-gradient along the boundary (:func:`_along_boundary`, the polish's step). Every function is for
-one matrix (``vmap`` lifts it); shapes ``(m, m)``.
+gradient along the boundary (:func:`_along_boundary`, the polish's step). The polish's functions
+are JAX, for one matrix (``vmap`` lifts them; shapes ``(m, m)``); the screened starts' geometry
+is numpy on the host, batched over leading axes (it needs no model, so it runs before any
+program).
 """
 
 from __future__ import annotations
@@ -52,71 +54,93 @@ def _project_usable(P: jax.Array, p_max: jax.Array, min_eig: float, iterations: 
 
 
 
-def _on_boundary(D: jax.Array, p_max: jax.Array, min_eig: float) -> jax.Array:
-    """Where the ray from I along direction ``D`` leaves the usable set: ``I + s D``,
-    ``s = boundary_scale(D)`` (off-diagonals clipped to the budget against rounding)."""
-    eye = jnp.eye(D.shape[0], dtype=D.dtype)
-    s = boundary_scale(D, p_max, min_eig)
-    return eye + jnp.clip(jnp.where(jnp.isfinite(s), s, 0) * D, -p_max, p_max)
+# The screened starts' geometry runs on the host, in numpy, batched over leading axes: the
+# candidates depend only on the budgets and the search's settings, not on the model, so they are
+# found before any program runs and passed to it as data (a compiled copy cost more to compile
+# than numpy takes to run it). Computed in float64; ``slack`` is the margin's for the dtype the
+# program will use (:func:`~cfjax.sensitivity.correlation.boundary_scale`'s aim).
 
 
-def _last_usable(P0: jax.Array, D: jax.Array, hi: jax.Array, target: jax.Array) -> jax.Array:
+def _scale(D: np.ndarray, p_max: np.ndarray, min_eig: float, slack: float) -> np.ndarray:
+    """:func:`~cfjax.sensitivity.correlation.boundary_scale` for a batch ``D (..., m, m)``:
+    ``min(p_max / max|D_jk|, (1 − min_eig − slack) / (−λ_min(D)))``, +inf where neither binds."""
+    off = np.max(np.abs(D), axis=(-2, -1))
+    neg = -np.linalg.eigvalsh(D)[..., 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.minimum(np.where(off > 0, p_max / np.where(off > 0, off, 1), np.inf),
+                          np.where(neg > 0, (1.0 - min_eig - slack) / np.where(neg > 0, neg, 1), np.inf))
+
+
+def _on_boundary(D: np.ndarray, p_max: np.ndarray, min_eig: float, slack: float) -> np.ndarray:
+    """Where the ray from I along each direction ``D (..., m, m)`` leaves the usable set:
+    ``I + s D``, ``s`` from :func:`_scale` (off-diagonals clipped to the budget against
+    rounding); ``p_max (...)``."""
+    s = _scale(D, p_max, min_eig, slack)
+    s = np.where(np.isfinite(s), s, 0)[..., None, None]
+    p = np.asarray(p_max)[..., None, None]
+    return np.eye(D.shape[-1]) + np.clip(s * D, -p, p)
+
+
+def _smallest_eigenvalue(P: np.ndarray) -> np.ndarray:
+    return np.linalg.eigvalsh(P)[..., 0]
+
+
+def _last_usable(P0: np.ndarray, D: np.ndarray, hi: np.ndarray, target: float) -> np.ndarray:
     """The largest ``t ∈ [0, hi]`` with ``λ_min(P0 + t D) ≥ target``, given that ``t = 0``
-    qualifies: ``λ_min`` is concave in t, so the qualifying t form an interval, whose end is
-    found by bisection (kept on the qualifying side)."""
+    qualifies, for a batch (``P0, D (..., m, m)``, ``hi (...)``): ``λ_min`` is concave in t, so
+    the qualifying t form an interval, whose end is found by bisection (kept on the qualifying
+    side)."""
     def lam(t):
-        return jnp.linalg.eigvalsh(P0 + t * D)[0]
+        return _smallest_eigenvalue(P0 + t[..., None, None] * D)
 
-    def halve(_, io):
-        inside, out = io
+    inside, out = np.zeros_like(hi), np.array(hi, dtype=float)
+    for _ in range(60):
         mid = 0.5 * (inside + out)
         ok = lam(mid) >= target
-        return jnp.where(ok, mid, inside), jnp.where(ok, out, mid)
-
-    inside, _ = jax.lax.fori_loop(0, 60, halve, (jnp.zeros_like(hi), hi))
-    return jnp.where(lam(hi) >= target, hi, inside)
+        inside, out = np.where(ok, mid, inside), np.where(ok, out, mid)
+    return np.where(lam(hi) >= target, hi, inside)
 
 
-def _margin_vertices(S0: jax.Array, E: jax.Array, p_max: jax.Array, min_eig: float):
-    """The two ends of the usable stretch of the line ``I + p_max S0 + x E``, ``|x| ≤ p_max``
-    (S0: signs on every pair but one, E: that pair): ``(lower end, upper end, usable)``.
+def _margin_vertices(S0: np.ndarray, E: np.ndarray, p_max: np.ndarray, min_eig: float, slack: float):
+    """The two ends of the usable stretch of each line ``I + p_max S0 + x E``, ``|x| ≤ p_max``
+    (S0: signs on every pair but one, E: that pair; batched over leading axes): ``(lower end,
+    upper end, usable)``.
 
     ``λ_min`` is concave in x, so the usable x form an interval: its peak by golden-section
     search, then each end by :func:`_last_usable`. Where an end is inside the box it lies on the
     eigenvalue margin — a corner where the budget's edges meet the margin, the way sign corners
     are corners of the box.
     """
-    eye = jnp.eye(S0.shape[0], dtype=S0.dtype)
-    target = min_eig + _margin_slack(S0.dtype, S0.shape[0])
-    P0 = eye + p_max * S0
-
-    def golden(_, ab):
-        a, b = ab
+    target = min_eig + slack
+    p = np.asarray(p_max, float)
+    P0 = np.eye(S0.shape[-1]) + p[..., None, None] * S0
+    a, b = -p, p.copy()
+    for _ in range(60):
         c, d = b - 0.618 * (b - a), a + 0.618 * (b - a)
-        up = jnp.linalg.eigvalsh(P0 + c * E)[0] < jnp.linalg.eigvalsh(P0 + d * E)[0]
-        return jnp.where(up, c, a), jnp.where(up, b, d)
-
-    a, b = jax.lax.fori_loop(0, 60, golden, (-p_max, p_max))
-    peak = P0 + 0.5 * (a + b) * E
+        up = _smallest_eigenvalue(P0 + c[..., None, None] * E) < _smallest_eigenvalue(P0 + d[..., None, None] * E)
+        a, b = np.where(up, c, a), np.where(up, b, d)
     x = 0.5 * (a + b)
-    usable = jnp.linalg.eigvalsh(peak)[0] >= target
-    return (peak - _last_usable(peak, -E, p_max + x, target) * E,
-            peak + _last_usable(peak, E, p_max - x, target) * E, usable)
+    peak = P0 + x[..., None, None] * E
+    usable = _smallest_eigenvalue(peak) >= target
+    lower = peak - _last_usable(peak, -E, p + x, target)[..., None, None] * E
+    upper = peak + _last_usable(peak, E, p - x, target)[..., None, None] * E
+    return lower, upper, usable
 
 
-def _face_ray(D: jax.Array, E: jax.Array, sign: jax.Array, p_max: jax.Array, min_eig: float):
-    """Along the budget's edge ``P_f = sign · p_max`` (E: pair f's indicator): from the face's
-    centre ``I + sign p_max E`` along D (its entry on f dropped) to where the ray leaves the
-    usable set (the box, or the margin by :func:`_last_usable`): ``(P, usable)``. Worst cases
-    often lie on such a face where it meets the margin."""
-    eye = jnp.eye(D.shape[0], dtype=D.dtype)
-    target = min_eig + _margin_slack(D.dtype, D.shape[0])
-    C = eye + sign * p_max * E
-    D = jnp.where(E > 0, 0, D)
-    size = jnp.max(jnp.abs(D))
-    hi = jnp.where(size > 0, p_max / jnp.where(size > 0, size, 1), 0)
-    P = C + _last_usable(C, D, hi, target) * D
-    return jnp.clip(P - eye, -p_max, p_max) + eye, jnp.linalg.eigvalsh(C)[0] >= target
+def _face_ray(D: np.ndarray, E: np.ndarray, sign: np.ndarray, p_max: np.ndarray, min_eig: float, slack: float):
+    """Along the budget's edge ``P_f = sign · p_max`` (E: pair f's indicator; batched): from the
+    face's centre ``I + sign p_max E`` along D (its entry on f dropped) to where the ray leaves
+    the usable set (the box, or the margin by :func:`_last_usable`): ``(P, usable)``. Worst
+    cases often lie on such a face where it meets the margin."""
+    eye = np.eye(D.shape[-1])
+    target = min_eig + slack
+    p = np.asarray(p_max, float)
+    C = eye + (sign * p)[..., None, None] * E
+    D = np.where(E > 0, 0, D)
+    size = np.max(np.abs(D), axis=(-2, -1))
+    hi = np.where(size > 0, p / np.where(size > 0, size, 1), 0)
+    P = C + _last_usable(C, D, hi, target)[..., None, None] * D
+    return np.clip(P - eye, -p[..., None, None], p[..., None, None]) + eye, _smallest_eigenvalue(C) >= target
 
 
 def _faces(m: int) -> tuple[np.ndarray, np.ndarray]:

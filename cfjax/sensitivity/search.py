@@ -58,7 +58,7 @@ from cfjax.sensitivity.parameterisation import _parameterisation
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.projection import _along_boundary, _corner_signs, _margin_lines, _project_usable
 from cfjax.sensitivity.search_config import _Config, _options, slots
-from cfjax.sensitivity.starts import _initial_L
+from cfjax.sensitivity import starts
 
 __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "paper_optimizer"]
 
@@ -292,11 +292,14 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
     # optax mixes weak and integer types internally: scope the standard promotion rules.
     with jax.numpy_dtype_promotion("standard"):
         count = budgets.size  # the budgets in slots, padded with the last one: a count is data
-        budgets = jnp.asarray(np.pad(budgets, (0, slots(count, _BUDGET_SLOTS) - count), mode="edge"), dtype)
-        inits, zero = _initial_L(config, model, budgets, count, restarts, key, where)
-        out = _search(config, where, model, budgets, count, restarts, key, inits)
+        batch_key = jax.random.fold_in(key, 1)
+        inits, fallback, zero = starts.initial_L(config, budgets, restarts, key, dtype,
+                                                  _screening(config, where, model, batch_key, dtype))
+        slotted = slots(count, _BUDGET_SLOTS)
+        budgets = jnp.asarray(np.pad(budgets, (0, slotted - count), mode="edge"), dtype)
+        inits = np.pad(inits, ((0, slotted - count),) + ((0, 0),) * (inits.ndim - 1), mode="edge")
+        out = _search(config, where, model, budgets, count, restarts, batch_key, inits, fallback)
     # The floor comes with the screened starts; without screening it is computed on its own.
-    zero = float(zero)
     out = out.replace(cfu_at_zero_correlation=zero if np.isfinite(zero) else cfu_at_zero_correlation(model))
     _warn_if_none_finite(out)
     if warn_ratio is not None:
@@ -362,7 +365,7 @@ def _warn_if_apart(out: WorstCase, factor: float) -> None:
 _ADAM = optax.adam(0.05)
 
 
-_ASCENT, _ANSWER, _SNAPPED, _POLISH, _DONE = range(5)  # the phases of a search's one loop
+_ASCENT, _ANSWER, _SNAPPED, _POLISH, _SCREEN, _DONE = range(6)  # the phases of a search's one loop
 _EVAL_NEWTON = 30  # Newton steps of a full-data evaluation from scratch (as cfu() takes)
 
 
@@ -384,10 +387,18 @@ def _probe(model: FairModel, P: jax.Array, log_sigma0: jax.Array, newton_steps: 
     return v, grad, log_sigma
 
 
-def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: jax.Array, used: jax.Array):
-    """R runs, run r for budget ``p_max[r]`` from ``L0[r]`` (the runs not ``used``, padding,
-    skipped): ``(values (R,), P (R, m, m), L (R, ...), steps (R,), history (R, S))``, the
-    value −inf for a run not used; L is the ascent's answer (a warm start's next start).
+def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: jax.Array, used: jax.Array,
+          fallback: jax.Array, screen: jax.Array):
+    """R runs, run r for budget ``p_max[r]`` from ``L0[r]`` (or from ``fallback[r]`` where
+    ``L0[r]`` is not usable; the runs not ``used``, padding, skipped): ``(values (R,), P (R, m,
+    m), L (R, ...), steps (R,), history (R, S))``, the value −inf for a run not used; L is the
+    ascent's answer (a warm start's next start).
+
+    With ``screen`` (a traced bool) the program only screens: ``L0`` holds correlations P
+    ``(R, m, m)``, and the values are their full-data CFU (Model B from scratch, as :func:`cfu`
+    fits it), the *screen* phase alone. The restarts' starts are chosen from those values on
+    the host (:mod:`cfjax.sensitivity.starts`), so screening and search are one compiled program
+    called twice.
 
     One loop in phases, each iteration one call of CFU and its gradient (:func:`_probe`) for
     every run at once (in vmapped groups, :func:`_over_runs`, a group with nothing to do
@@ -420,6 +431,10 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
                              (R, m))
     tiny = jnp.finfo(dtype).tiny
     P_of = jax.vmap(cfg.P_fn)
+    # A start whose P is not usable (or not finite) is replaced by the run's random start.
+    start_ok = screen | (jax.vmap(lambda L, p: correlation_margin(cfg.P_fn(L, p), cfg.min_eig) >= 0)(L0, p_max)
+                         & jnp.all(jnp.isfinite(L0), axis=tuple(range(1, L0.ndim))))
+    L0 = jnp.where(start_ok.reshape((R,) + (1,) * (L0.ndim - 1)), L0, fallback)
 
     def probe_all(Q, log_sigma0, newton_steps, units, active):
         return _over_runs(lambda a: _probe(model, a[0], a[1], newton_steps, units),
@@ -433,7 +448,9 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
     queries = [lambda s: (P_of(s["L"], p_max), s["log_sigma"], s["active"]),
                lambda s: (P_of(answer_L(s), p_max), fresh, used),
                lambda s: (jnp.where(s["snap_ok"][:, None, None], s["snap_out"], s["P_eval"]), fresh, used),
-               lambda s: (s["cand"], fresh, s["polishing"])]
+               lambda s: (s["cand"], fresh, s["polishing"]),
+               # screening: L0 holds the points (an L of another shape, cliques', is never screened)
+               lambda s: (s["L"] if L0.shape[1:] == (m, m) else P_of(s["L"], p_max), fresh, used)]
 
     def ascend(L, opt_state, p, value, grad):
         """One ascent step of one run from CFU's value and gradient in P at ``P(L, p)``."""
@@ -512,7 +529,10 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
                     cand=jnp.where(on[:, None, None], cand, s["cand"]), polishing=on,
                     phase=jnp.where(on.any(), _POLISH, _DONE))
 
-    updates = [after_ascent, after_answer, after_snapped, after_polish]
+    def after_screen(s, Q, value, grad, log_sigma):
+        return dict(s, P_eval=Q, v_eval=jnp.where(used, value, -jnp.inf), phase=jnp.asarray(_DONE))
+
+    updates = [after_ascent, after_answer, after_snapped, after_polish, after_screen]
 
     def body(s):
         phase = s["phase"]
@@ -533,7 +553,7 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
                 log_sigma=jnp.broadcast_to(jnp.log(model.model_a.sigma), (R, m)).astype(dtype),
                 track=minus_inf, best=minus_inf, best_L=L0, since=jnp.zeros((R,), jnp.int32),
                 t=jnp.asarray(0, jnp.int32), history=jnp.full((R, cfg.steps), jnp.nan, dtype), active=used,
-                steps=jnp.zeros((R,), jnp.int32), phase=jnp.where(used.any(), _ASCENT, _DONE),
+                steps=jnp.zeros((R,), jnp.int32), phase=jnp.where(used.any(), jnp.where(screen, _SCREEN, _ASCENT), _DONE),
                 P_eval=Ps, v_eval=minus_inf, snap_out=Ps, snap_ok=jnp.zeros((R,), bool),
                 P_best=Ps, v_best=minus_inf, g_best=jnp.zeros_like(Ps), eta=jnp.full((R,), _POLISH_START, dtype),
                 polish_t=jnp.zeros((R,), jnp.int32), cand=Ps, polishing=jnp.zeros((R,), bool))
@@ -560,16 +580,17 @@ def _snapped(cfg: _Config, P: jax.Array, p: jax.Array) -> tuple[jax.Array, jax.A
 
 
 def _cold_runs(cfg: _Config, model: FairModel, batch_key: jax.Array, p: jax.Array, L0: jax.Array,
-               used: jax.Array):
-    """Runs ``(N,)`` each from its own budget ``p`` and start ``L0``: ``(values (N,), P (N, m,
-    m), steps (N,), history (N, S))``, every run in one loop (those not ``used``, padding,
-    skipped: value −inf)."""
-    values, Ps, _, t, hist = _runs(cfg, model, p, L0, batch_key, used)
+               used: jax.Array, fallback: jax.Array, screen: jax.Array):
+    """Runs ``(N,)`` each from its own budget ``p`` and start ``L0`` (``fallback`` where not
+    usable): ``(values (N,), P (N, m, m), steps (N,), history (N, S))``, every run in one loop
+    (those not ``used``, padding, skipped: value −inf); with ``screen``, the CFU at the
+    points ``L0`` instead (:func:`_runs`)."""
+    values, Ps, _, t, hist = _runs(cfg, model, p, L0, batch_key, used, fallback, screen)
     return values, Ps, t, hist
 
 
 def _warm_runs(cfg: _Config, model: FairModel, budgets: jax.Array, count: jax.Array, batch_key: jax.Array,
-               L0: jax.Array, used: jax.Array):
+               L0: jax.Array, used: jax.Array, fallback: jax.Array):
     """The curriculum for restarts ``(r,)`` from ``L0 (r, ...)`` (those not ``used``, padding,
     skipped): a scan over the sorted budgets (the first ``count`` of their slots), each run
     starting from its previous budget's final L (where usable); ``(values (r, B), P (r, B, m,
@@ -585,8 +606,8 @@ def _warm_runs(cfg: _Config, model: FairModel, budgets: jax.Array, count: jax.Ar
             return (jnp.full((r,), -jnp.inf, L0.dtype), jnp.broadcast_to(jnp.eye(m, dtype=L0.dtype), (r, m, m)),
                     start, jnp.zeros((r,), jnp.int32), jnp.full((r, cfg.steps), jnp.nan, L0.dtype))
 
-        out = jax.lax.cond(i < count, lambda s: _runs(cfg, model, jnp.full((r,), p), s,
-                                                      jax.random.fold_in(batch_key, i), used), skip, start)
+        out = jax.lax.cond(i < count, lambda s: _runs(cfg, model, jnp.full((r,), p), s, jax.random.fold_in(batch_key, i),
+                                                      used, fallback, jnp.asarray(False)), skip, start)
         return out[2], (out[0], out[1], out[3], out[4])
 
     _, out = jax.lax.scan(one_budget, L0, (budgets, jnp.arange(budgets.shape[0])))  # (B, r, ...)
@@ -600,8 +621,9 @@ class _ColdRuns:
 
     cfg: _Config
 
-    def __call__(self, p: jax.Array, L0: jax.Array, used: jax.Array, model: FairModel, batch_key: jax.Array):
-        return _cold_runs(self.cfg, model, batch_key, p, L0, used)
+    def __call__(self, p: jax.Array, L0: jax.Array, fallback: jax.Array, used: jax.Array, model: FairModel,
+                 batch_key: jax.Array, screen: jax.Array):
+        return _cold_runs(self.cfg, model, batch_key, p, L0, used, fallback, screen)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -611,15 +633,16 @@ class _WarmRuns:
 
     cfg: _Config
 
-    def __call__(self, L0: jax.Array, used: jax.Array, model: FairModel, budgets: jax.Array, count: jax.Array,
-                 batch_key: jax.Array):
-        return _warm_runs(self.cfg, model, budgets, count, batch_key, L0, used)
+    def __call__(self, L0: jax.Array, fallback: jax.Array, used: jax.Array, model: FairModel, budgets: jax.Array,
+                 count: jax.Array, batch_key: jax.Array):
+        return _warm_runs(self.cfg, model, budgets, count, batch_key, L0, used, fallback)
 
 
 def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Array, count: int, restarts: int,
-            key: jax.Array, inits: jax.Array) -> WorstCase:
+            batch_key: jax.Array, inits: np.ndarray, fallback: np.ndarray) -> WorstCase:
     """``budgets (B',)``: the budgets in their slots, the first ``count`` in use; ``inits (B',
-    R', ...)``: each budget's restarts' starting L, the first ``restarts`` in use. The runs are
+    R', ...)``: each budget's restarts' starting L, the first ``restarts`` in use;
+    ``fallback (R', ...)``: each restart's random start, where its own is not usable. The runs are
     split over the devices of ``where`` (None: one device) by
     :func:`cfjax.distributed.map_batch`, the model shared: every budget x restart is a run (in
     slots of :func:`~cfjax.sensitivity.search_config.slots`, the padding skipped), or, with
@@ -627,10 +650,10 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Arr
     programs are the same for every count within the slots. The answer is gathered on
     ``where``'s first device."""
     R = cfg.restart_slots
-    batch_key = jax.random.fold_in(key, 1)
+    dtype = budgets.dtype
     if cfg.warm_start:
         used = jnp.arange(R) < restarts
-        out = distributed.map_batch(_WarmRuns(cfg), inits[0], used,
+        out = distributed.map_batch(_WarmRuns(cfg), jnp.asarray(inits[0], dtype), jnp.asarray(fallback, dtype), used,
                                     shared=(model, budgets, jnp.asarray(count, jnp.int32), batch_key), mesh=where,
                                     compiler_options=_options(where))
         slot = None
@@ -641,10 +664,35 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Arr
         b, r = np.where(k < runs, k // restarts, 0), np.where(k < runs, k % restarts, 0)
         slot = np.stack([np.where(k < runs, b, budgets.shape[0]), r])  # padding: past the grid, dropped
         flat = inits.reshape((-1,) + inits.shape[2:])
-        out = distributed.map_batch(_ColdRuns(cfg), budgets[b], flat[b * R + r], jnp.asarray(k < runs),
-                                    shared=(model, batch_key), mesh=where, compiler_options=_options(where))
+        out = distributed.map_batch(_ColdRuns(cfg), budgets[b], jnp.asarray(flat[b * R + r], dtype),
+                                    jnp.asarray(fallback[r], dtype), jnp.asarray(k < runs),
+                                    shared=(model, batch_key, jnp.asarray(False)), mesh=where,
+                                    compiler_options=_options(where))
     fields = _best(cfg.warm_start, R, budgets, count, restarts, slot, *out)
     return WorstCase(*jax.device_put(fields, None if where is None else where.devices.flat[0]), cfg.min_eig)
+
+
+def _screening(cfg: _Config, where: Mesh | None, model: FairModel, batch_key: jax.Array, dtype) -> Any:
+    """``evaluate(P (K, m, m)) -> (K,)`` for :func:`cfjax.sensitivity.starts.initial_L`: the
+    full-data CFU at each point, by the runs program (:func:`_runs`) in its screening phase,
+    ``_RUN_SLOTS`` points per call (the cold search's program for its first counts, so the
+    screening compiles nothing of its own), the calls dispatched before any result is read."""
+    m = cfg.shape[0]
+    n = _RUN_SLOTS
+
+    def evaluate(points: np.ndarray) -> np.ndarray:
+        K = points.shape[0]
+        pad = -K % n
+        points = np.concatenate([points, np.broadcast_to(np.eye(m), (pad, m, m))]).astype(dtype)
+        used = np.arange(K + pad) < K
+        zeros = jnp.zeros((n,), dtype)
+        out = [distributed.map_batch(_ColdRuns(cfg), zeros, jnp.asarray(points[i:i + n]), jnp.asarray(points[i:i + n]),
+                                     jnp.asarray(used[i:i + n]), shared=(model, batch_key, jnp.asarray(True)),
+                                     mesh=where, compiler_options=_options(where))[0]
+               for i in range(0, K + pad, n)]  # every call dispatched before one is read
+        return np.concatenate([np.asarray(v) for v in out])[:K]
+
+    return evaluate
 
 
 _RUN_SLOTS = 64  # the fewest run slots the search compiles for (16 budgets x 4 restarts)
