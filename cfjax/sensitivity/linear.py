@@ -415,54 +415,54 @@ def _log_sigma(d: Design, P: jax.Array, lam: Any, log_sigma0: jax.Array, newton_
     None: unpenalised.
 
     Differentiated implicitly: at the minimum the gradient ``g(s; P, λ)`` of the profile
-    objective is 0, so ``ds = −H⁻¹ ∂g/∂(P, λ)`` (H the Hessian in s). The reverse pass is one
-    Hessian (forward mode through :func:`_profile_gradient`), one m × m solve and one
-    reverse pass through the gradient; the descent itself is never differentiated."""
-    return _descend(d, P, lam, log_sigma0, newton_steps)
+    objective is 0, so ``ds = −H⁻¹ ∂g/∂(P, λ)``, H the Hessian in s, which the descent
+    computed at its answer. The reverse pass is one m × m solve and one reverse pass through
+    the gradient; the descent itself is never differentiated."""
+    return _descend(d, P, lam, log_sigma0, newton_steps)[0]
 
 
 def _log_sigma_fwd(d, P, lam, log_sigma0, newton_steps):
-    log_sigma = _descend(d, P, lam, log_sigma0, newton_steps)
-    return log_sigma, (d, P, lam, log_sigma)
+    log_sigma, hessian = _descend(d, P, lam, log_sigma0, newton_steps)
+    return log_sigma, (d, P, lam, log_sigma, hessian)
 
 
 def _log_sigma_bwd(residuals, cotangent):
-    d, P, lam, log_sigma = residuals
-
-    def gradient(s, d, P, lam):
-        return _profile_gradient(d, s, jnp.linalg.inv(P), 0.0 if lam is None else lam)
-
-    hessian = jax.jacfwd(gradient)(log_sigma, d, P, lam)
+    d, P, lam, log_sigma, hessian = residuals
     u = jnp.linalg.solve(hessian, cotangent)
-    _, pullback = jax.vjp(lambda d, P, lam: gradient(log_sigma, d, P, lam), d, P, lam)
-    d_bar, P_bar, lam_bar = pullback(-u)
-    return d_bar, P_bar, lam_bar, None, None
+    _, pullback = jax.vjp(lambda P, lam: _profile_gradient(d, log_sigma, jnp.linalg.inv(P),
+                                                           0.0 if lam is None else lam), P, lam)
+    P_bar, lam_bar = pullback(-u)
+    # Not differentiated in the data (a fixed design): zero cotangents.
+    return jax.tree.map(jnp.zeros_like, d), P_bar, lam_bar, None, None
 
 
 _log_sigma.defvjp(_log_sigma_fwd, _log_sigma_bwd)
 
 
-def _descend(d: Design, P: jax.Array, lam: Any, log_sigma0: jax.Array, newton_steps: Any) -> jax.Array:
+def _descend(d: Design, P: jax.Array, lam: Any, log_sigma0: jax.Array, newton_steps: Any) -> tuple[jax.Array, jax.Array]:
     """The σ solve's descent (see :func:`fit_model_b`): Newton steps in log σ from
     ``log_sigma0``, the Hessian by forward mode through :func:`_profile_gradient`; ``lam``
-    None: unpenalised. NaN where the objective is not finite at the end."""
+    None: unpenalised. Returns log σ (NaN where the objective is not finite at the end) and
+    the Hessian there (what the implicit derivative needs).
+
+    Each iteration evaluates the gradient and Hessian at the current point, then steps unless
+    the step would move log σ by less than ``tol`` (1e-10, 1e-5 in float32), the steps are
+    spent, or no step along its direction lowers the objective (the minimum, to rounding): the
+    iteration that stops has evaluated the Hessian at the answer."""
     lam = 0.0 if lam is None else lam
     Q, logdet_P = jnp.linalg.inv(P), jnp.linalg.slogdet(P)[1]
+    eye = jnp.eye(P.shape[0], dtype=P.dtype)
+    tol = 1e-10 if P.dtype == jnp.float64 else 1e-5
 
     def objective(s):
         return _profile_value(d, s, Q, logdet_P, lam)
 
-    def gradient(s):
-        return _profile_gradient(d, s, Q, lam)
-
-    # Newton stops once its step would move log σ by less than ``tol`` (a few steps from a warm
-    # start), or once no step along its direction lowers the objective (the minimum, to rounding).
-    tol = 1e-10 if P.dtype == jnp.float64 else 1e-5
-
     def step(state):
         s, f, _, i, _ = state
-        grad, tangent = jax.linearize(gradient, s)
-        delta, newton_step = _descent_step(grad, jax.vmap(tangent)(jnp.eye(s.shape[0], dtype=s.dtype)))
+        grad, tangent = jax.linearize(lambda s: _profile_gradient(d, s, Q, lam), s)
+        hessian = jax.vmap(tangent)(eye)
+        delta, newton_step = _descent_step(grad, hessian)
+        move = (i < newton_steps) & (jnp.max(jnp.abs(delta)) >= tol)
         slope = grad @ delta  # > 0 for a non-zero gradient: −delta goes downhill
         # A short plain Newton step (positive definite Hessian) is taken as it is: near the
         # minimum its decrease is below the objective's rounding (float32 would stop early).
@@ -476,17 +476,12 @@ def _descend(d: Design, P: jax.Array, lam: Any, log_sigma0: jax.Array, newton_st
             return t / 2, objective(s - (t / 2) * delta), k + 1
 
         def refused(c):
-            return (c[2] < 0) | (~accepted(*c) & (c[2] < _HALVINGS))
+            return move & ((c[2] < 0) | (~accepted(*c) & (c[2] < _HALVINGS)))
 
         c = jax.lax.while_loop(refused, shorter, (jnp.asarray(2.0, s.dtype), f, -1))
-        ok = accepted(*c)  # False for a NaN objective: the step is refused
-        return (jnp.where(ok, s - c[0] * delta, s), jnp.where(ok, c[1], f), jnp.max(jnp.abs(delta)), i + 1, ~ok)
+        ok = move & accepted(*c)  # False for a NaN objective: the step is refused
+        return jnp.where(ok, s - c[0] * delta, s), jnp.where(ok, c[1], f), hessian, i + 1, ~ok
 
-    def going(state):
-        _, _, size, i, stuck = state
-        return (i < newton_steps) & (size >= tol) & ~stuck
-
-    state = (log_sigma0, objective(log_sigma0), jnp.asarray(jnp.inf, P.dtype), jnp.asarray(0, jnp.int32),
-             jnp.asarray(False))
-    s, f, _, _, _ = jax.lax.while_loop(going, step, state)
-    return jnp.where(jnp.isfinite(f), s, jnp.nan)  # an objective that is not finite: no σ
+    state = (log_sigma0, objective(log_sigma0), eye, jnp.asarray(0, jnp.int32), jnp.asarray(False))
+    s, f, hessian, _, _ = jax.lax.while_loop(lambda state: ~state[4], step, state)
+    return jnp.where(jnp.isfinite(f), s, jnp.nan), hessian  # an objective that is not finite: no σ

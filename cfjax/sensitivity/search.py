@@ -370,12 +370,14 @@ _EVAL_NEWTON = 30  # Newton steps of a full-data evaluation from scratch (as cfu
 
 
 def _probe(model: FairModel, P: jax.Array, log_sigma0: jax.Array, newton_steps: jax.Array,
-           units: jax.Array | None = None):
+           units: jax.Array | None = None, gradient: Any = True):
     """CFU at ``P`` (on the ``units``, default all), its gradient in P and Model B's log σ:
     ``(value, grad (m, m), log_sigma (m,))``, Model B's σ solve started at ``log_sigma0``
-    with at most ``newton_steps`` (traced) Newton steps. The one place the search calls CFU:
-    every phase of its loop (:func:`_runs`) goes through this, so CFU, Model B's fit and their
-    derivatives are traced and compiled once."""
+    with at most ``newton_steps`` (traced) Newton steps. Where ``gradient`` (a bool, or a
+    traced one: the reverse pass is then a branch, run or skipped) is false the gradient is
+    zeros, not computed. The one place the search calls CFU: every phase of its loop
+    (:func:`_runs`) goes through this, so CFU, Model B's fit and their derivatives are traced
+    and compiled once (twice with minibatches: on the batch, and on all units)."""
     unpenalised = _unpenalised(model.lam)
     lam = None if unpenalised else model.lam
 
@@ -383,7 +385,10 @@ def _probe(model: FairModel, P: jax.Array, log_sigma0: jax.Array, newton_steps: 
         model_b = _model_b(model.design, P, lam, log_sigma0, newton_steps, unpenalised)
         return cfu_of(model, model_b, units), jnp.log(model_b.sigma)
 
-    (v, log_sigma), grad = jax.value_and_grad(value, has_aux=True)(P)
+    v, pullback, log_sigma = jax.vjp(value, P, has_aux=True)
+    if gradient is True:
+        return v, pullback(jnp.ones_like(v))[0], log_sigma
+    grad = jax.lax.cond(gradient, lambda: pullback(jnp.ones_like(v))[0], lambda: jnp.zeros_like(P))
     return v, grad, log_sigma
 
 
@@ -436,8 +441,8 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
                          & jnp.all(jnp.isfinite(L0), axis=tuple(range(1, L0.ndim))))
     L0 = jnp.where(start_ok.reshape((R,) + (1,) * (L0.ndim - 1)), L0, fallback)
 
-    def probe_all(Q, log_sigma0, newton_steps, units, active):
-        return _over_runs(lambda a: _probe(model, a[0], a[1], newton_steps, units),
+    def probe_all(Q, log_sigma0, newton_steps, units, active, gradient=True):
+        return _over_runs(lambda a: _probe(model, a[0], a[1], newton_steps, units, gradient),
                           (Q, log_sigma0), active,
                           lambda a: (jnp.zeros(a[0].shape[:1], dtype), jnp.zeros_like(a[0]), a[1]))
 
@@ -538,13 +543,19 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
         phase = s["phase"]
         Q, log_sigma0, active = jax.lax.switch(phase, queries, s)
         newton = jnp.where(phase == _ASCENT, cfg.newton_steps, _EVAL_NEWTON)
+        # The gradient is computed where it is used: the ascent's (on uniform draws with
+        # replacement, shared by the runs, with minibatches) and what the polish follows (the
+        # answer's, the snapped point's and its own), not the screening's nor, without a polish,
+        # the answer's: on the full data it costs about three of CFU's values, and the screening
+        # evaluates hundreds of points.
+        values_only = (phase == _SCREEN) | ((phase != _ASCENT) & (not cfg.polish_steps))
         if bs is None:
-            value, grad, log_sigma = probe_all(Q, log_sigma0, newton, None, active)
-        else:  # the ascent on uniform draws with replacement, shared by the runs; the rest on all units
+            value, grad, log_sigma = probe_all(Q, log_sigma0, newton, None, active, ~values_only)
+        else:
             units = jax.random.randint(jax.random.fold_in(key, s["t"]), (bs,), 0, n)
             value, grad, log_sigma = jax.lax.cond(
                 phase == _ASCENT, lambda: probe_all(Q, log_sigma0, newton, units, active),
-                lambda: probe_all(Q, log_sigma0, newton, None, active))
+                lambda: probe_all(Q, log_sigma0, newton, None, active, ~values_only))
         return jax.lax.switch(phase, updates, s, Q, value.astype(dtype), grad.astype(dtype), log_sigma)
 
     minus_inf = jnp.full((R,), -jnp.inf, dtype)
