@@ -296,7 +296,7 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
         inits, fallback, zero = starts.initial_L(config, budgets, restarts, key, dtype,
                                                   _screening(config, where, model, batch_key, dtype))
         slotted = slots(count, _BUDGET_SLOTS)
-        budgets = jnp.asarray(np.pad(budgets, (0, slotted - count), mode="edge"), dtype)
+        budgets = np.pad(budgets, (0, slotted - count), mode="edge").astype(dtype)
         inits = np.pad(inits, ((0, slotted - count),) + ((0, 0),) * (inits.ndim - 1), mode="edge")
         out = _search(config, where, model, budgets, count, restarts, batch_key, inits, fallback)
     # The floor comes with the screened starts; without screening it is computed on its own.
@@ -449,11 +449,17 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
     def answer_L(s):  # minibatch runs keep the last iterate (their tracked value is a noisy average)
         return s["best_L"] if bs is None else s["L"]
 
+    def polish_step(s):
+        """Each run's next polish point: a step of ``eta · p_max`` from its best point along the
+        boundary, following its gradient, projected back onto the usable set."""
+        return jax.vmap(lambda P, g, p, eta: _project_usable(_along_boundary(P, g, p, cfg.min_eig, eta * p),
+                                                             p, cfg.min_eig))(s["P_best"], s["g_best"], p_max, s["eta"])
+
     # What each phase evaluates: (P (R, m, m), Model B's σ start (R, m), runs with work).
     queries = [lambda s: (P_of(s["L"], p_max), s["log_sigma"], s["active"]),
                lambda s: (P_of(answer_L(s), p_max), fresh, used),
                lambda s: (jnp.where(s["snap_ok"][:, None, None], s["snap_out"], s["P_eval"]), fresh, used),
-               lambda s: (s["cand"], fresh, s["polishing"]),
+               lambda s: (polish_step(s), fresh, s["polishing"]),
                # screening: L0 holds the points (an L of another shape, cliques', is never screened)
                lambda s: (s["L"] if L0.shape[1:] == (m, m) else P_of(s["L"], p_max), fresh, used)]
 
@@ -501,8 +507,6 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
                  eta=jnp.full((R,), _POLISH_START, dtype), polish_t=jnp.ones((R,), jnp.int32))
         if not cfg.polish_steps:
             return dict(s, phase=jnp.asarray(_DONE))
-        s["cand"] = jax.vmap(lambda P, g, p, eta: _project_usable(_along_boundary(P, g, p, cfg.min_eig, eta * p),
-                                                                  p, cfg.min_eig))(P, grad, p_max, s["eta"])
         s["polishing"] = used
         return dict(s, phase=jnp.where(used.any(), _POLISH, _DONE))
 
@@ -527,11 +531,8 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
                    for a, b in ((Q, s["P_best"]), (value, s["v_best"]), (grad, s["g_best"])))
         eta = jnp.where(on, jnp.where(ok, 2 * s["eta"], s["eta"] / 4), s["eta"])
         t = s["polish_t"] + on
-        cand = jax.vmap(lambda P, g, p, eta: _project_usable(_along_boundary(P, g, p, cfg.min_eig, eta * p),
-                                                             p, cfg.min_eig))(P, g, p_max, eta)
         on = on & (t <= cfg.polish_steps) & (eta >= _POLISH_STOP)
-        return dict(s, P_best=P, v_best=v, g_best=g, eta=eta, polish_t=t,
-                    cand=jnp.where(on[:, None, None], cand, s["cand"]), polishing=on,
+        return dict(s, P_best=P, v_best=v, g_best=g, eta=eta, polish_t=t, polishing=on,
                     phase=jnp.where(on.any(), _POLISH, _DONE))
 
     def after_screen(s, Q, value, grad, log_sigma):
@@ -567,7 +568,7 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
                 steps=jnp.zeros((R,), jnp.int32), phase=jnp.where(used.any(), jnp.where(screen, _SCREEN, _ASCENT), _DONE),
                 P_eval=Ps, v_eval=minus_inf, snap_out=Ps, snap_ok=jnp.zeros((R,), bool),
                 P_best=Ps, v_best=minus_inf, g_best=jnp.zeros_like(Ps), eta=jnp.full((R,), _POLISH_START, dtype),
-                polish_t=jnp.zeros((R,), jnp.int32), cand=Ps, polishing=jnp.zeros((R,), bool))
+                polish_t=jnp.zeros((R,), jnp.int32), polishing=jnp.zeros((R,), bool))
     s = jax.lax.while_loop(lambda s: s["phase"] != _DONE, body, init)
     better = s["v_best"] > s["v_eval"]
     values = jnp.where(used, jnp.where(better, s["v_best"], s["v_eval"]), -jnp.inf)
@@ -649,7 +650,7 @@ class _WarmRuns:
         return _warm_runs(self.cfg, model, budgets, count, batch_key, L0, used, fallback)
 
 
-def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Array, count: int, restarts: int,
+def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: np.ndarray, count: int, restarts: int,
             batch_key: jax.Array, inits: np.ndarray, fallback: np.ndarray) -> WorstCase:
     """``budgets (B',)``: the budgets in their slots, the first ``count`` in use; ``inits (B',
     R', ...)``: each budget's restarts' starting L, the first ``restarts`` in use;
@@ -663,9 +664,10 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Arr
     R = cfg.restart_slots
     dtype = budgets.dtype
     if cfg.warm_start:
-        used = jnp.arange(R) < restarts
+        used = jnp.asarray(np.arange(R) < restarts)
         out = distributed.map_batch(_WarmRuns(cfg), jnp.asarray(inits[0], dtype), jnp.asarray(fallback, dtype), used,
-                                    shared=(model, budgets, jnp.asarray(count, jnp.int32), batch_key), mesh=where,
+                                    shared=(model, jnp.asarray(budgets), jnp.asarray(count, jnp.int32), batch_key),
+                                    mesh=where,
                                     compiler_options=_options(where))
         slot = None
     else:
@@ -675,7 +677,7 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: jax.Arr
         b, r = np.where(k < runs, k // restarts, 0), np.where(k < runs, k % restarts, 0)
         slot = np.stack([np.where(k < runs, b, budgets.shape[0]), r])  # padding: past the grid, dropped
         flat = inits.reshape((-1,) + inits.shape[2:])
-        out = distributed.map_batch(_ColdRuns(cfg), budgets[b], jnp.asarray(flat[b * R + r], dtype),
+        out = distributed.map_batch(_ColdRuns(cfg), jnp.asarray(budgets[b]), jnp.asarray(flat[b * R + r], dtype),
                                     jnp.asarray(fallback[r], dtype), jnp.asarray(k < runs),
                                     shared=(model, batch_key, jnp.asarray(False)), mesh=where,
                                     compiler_options=_options(where))
@@ -696,7 +698,7 @@ def _screening(cfg: _Config, where: Mesh | None, model: FairModel, batch_key: ja
         pad = -K % n
         points = np.concatenate([points, np.broadcast_to(np.eye(m), (pad, m, m))]).astype(dtype)
         used = np.arange(K + pad) < K
-        zeros = jnp.zeros((n,), dtype)
+        zeros = jnp.asarray(np.zeros(n, dtype))
         out = [distributed.map_batch(_ColdRuns(cfg), zeros, jnp.asarray(points[i:i + n]), jnp.asarray(points[i:i + n]),
                                      jnp.asarray(used[i:i + n]), shared=(model, batch_key, jnp.asarray(True)),
                                      mesh=where, compiler_options=_options(where))[0]
