@@ -152,6 +152,56 @@ def test_boundary_scale_is_where_the_ray_leaves_the_usable_set(rng, x64):
     assert np.isinf(float(S.boundary_scale(jnp.zeros((3, 3)), 0.5)))
 
 
+def test_the_screened_starts_geometry_on_the_host(rng):
+    """The screening's candidates are found in numpy before any program runs: the scale along a
+    ray equals boundary_scale's, each ray's end is usable and on the boundary (an entry at the
+    budget's edge or the smallest eigenvalue at the margin), and the usable stretch of a line
+    ends where a brute-force scan of its smallest eigenvalue does."""
+    from cfjax.sensitivity import projection as pj
+    from cfjax.sensitivity.correlation import _slack
+
+    for _ in range(10):
+        m = int(rng.integers(2, 6))
+        U = np.triu(rng.uniform(-1, 1, (8, m, m)), 1)
+        D = U + np.swapaxes(U, 1, 2)
+        p_max, min_eig = rng.uniform(0.05, 0.99, 8), 10 ** rng.uniform(-4, -1)
+        slack = _slack(np.float64, m)
+        with jax.enable_x64(True):
+            ref = np.array([float(S.boundary_scale(jnp.asarray(d), p, min_eig)) for d, p in zip(D, p_max)])
+        np.testing.assert_allclose(pj._scale(D, p_max, min_eig, slack), ref, rtol=1e-12)
+        P = pj._on_boundary(D, p_max, min_eig, slack)
+        lam = np.linalg.eigvalsh(P)[:, 0]
+        edge = np.abs(P - np.eye(m)).max(axis=(1, 2))
+        assert (lam >= min_eig).all() and (edge <= p_max * (1 + 1e-12)).all()
+        assert (np.isclose(edge, p_max, rtol=1e-9) | np.isclose(lam, min_eig + slack, atol=1e-9)).all()
+        # The usable stretch from I along D, capped at the box: brute force on a fine grid.
+        hi = p_max / np.abs(D).max(axis=(1, 2))
+        t = pj._last_usable(np.broadcast_to(np.eye(m), D.shape), D, hi, min_eig)
+        for k in range(8):
+            grid = np.linspace(0, hi[k], 20001)
+            ok = np.linalg.eigvalsh(np.eye(m) + grid[:, None, None] * D[k])[:, 0] >= min_eig
+            last = grid[np.argmin(ok) - 1] if not ok.all() else hi[k]
+            assert t[k] == pytest.approx(last, abs=hi[k] / 20000)
+
+
+def test_the_random_starts_follow_the_key():
+    from cfjax.sensitivity import starts
+    from cfjax.sensitivity.parameterisation import _Tanh
+    from cfjax.sensitivity.search_config import _Config
+
+    cfg = _Config(P_fn=_Tanh(), shape=(3, 3), mask=tuple(map(tuple, np.tril(np.ones((3, 3), bool)).tolist())),
+                  optimizer=None, steps=1, batch_size=None, patience=1, tol=1e-4, min_eig=1e-3, init_scale=0.1,
+                  newton_steps=8, warm_start=False, restart_slots=4, log_objective=True, snap=None, corners=(),
+                  boundary_starts=0, polish_steps=0, margin_corners=())
+    a, b = starts.random_starts(cfg, jax.random.key(3)), starts.random_starts(cfg, jax.random.key(3))
+    c = starts.random_starts(cfg, jax.random.key(4))
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+    assert a.shape == (4, 3, 3) and (np.triu(a, 1) == 0).all() and (np.diagonal(a, axis1=1, axis2=2) == 1).all()
+    below = a[:, np.tril_indices(3, -1)[0], np.tril_indices(3, -1)[1]]  # the paper's spread: 0.1
+    assert 0.03 < np.std(below) < 0.3
+
+
 def margin_corner(rng, p_max, min_eig):
     """A usable 3 x 3 P with two entries at ±p_max and the smallest eigenvalue at the margin
     (the third entry by root finding): unreachable when λ_min must stay ≥ 1 − p_max."""
@@ -270,3 +320,66 @@ def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, ca
     floor = S.cfu_at_zero_correlation(bivariate)
     assert three.cfu_at_zero_correlation == pytest.approx(floor, rel=1e-6, abs=negligible_cfu(bivariate))
     assert one.cfu_at_zero_correlation == three.cfu_at_zero_correlation
+
+
+def _small_config(m, **kw):
+    import optax
+
+    from cfjax.sensitivity.parameterisation import _Tanh
+    from cfjax.sensitivity.search_config import _Config
+
+    base = dict(P_fn=_Tanh(), shape=(m, m), mask=tuple(map(tuple, np.tril(np.ones((m, m), bool)).tolist())),
+                optimizer=optax.adam(0.05), steps=3, batch_size=None, patience=50, tol=1e-4, min_eig=1e-3,
+                init_scale=0.1, newton_steps=8, warm_start=False, restart_slots=4, log_objective=True, snap=None,
+                corners=(), boundary_starts=0, polish_steps=0, margin_corners=())
+    return _Config(**{**base, **kw})
+
+
+def test_the_search_program_screens_points_and_falls_back_to_random_starts(bivariate, x64, rng):
+    """Screening is the search's own program in its screening phase: the values are cfu()'s at
+    the points given. A start that is not usable (here NaN) runs from its random fallback, as if
+    that had been its start."""
+    from cfjax.sensitivity import search
+
+    cfg = _small_config(2)
+    key = jax.random.key(0)
+    rho = rng.uniform(-0.9, 0.9, 4)
+    points = jnp.asarray(np.stack([np.array([[1.0, r], [r, 1.0]]) for r in rho]))
+    p = jnp.full((4,), 0.9)
+    used = jnp.asarray([True, True, True, False])
+    compiled = jax.jit(functools.partial(search._cold_runs, cfg))
+
+    def runs(*args):
+        with jax.numpy_dtype_promotion("standard"):  # as worst_case calls it (optax mixes types)
+            return compiled(*args)
+
+    values = np.asarray(runs(bivariate, key, p, points, used, points, jnp.asarray(True))[0])
+    want = [float(S.cfu(bivariate, P)) for P in np.asarray(points[:3])]
+    np.testing.assert_allclose(values[:3], want, rtol=1e-8)
+    assert values[3] == -np.inf
+    # The fallback: run 0's start is NaN; it runs exactly as from its fallback.
+    L = jnp.asarray(np.tril(np.eye(2) + 0.3 * rng.normal(size=(4, 2, 2))))
+    fallback = jnp.asarray(np.tril(np.eye(2) + 0.1 * rng.normal(size=(4, 2, 2))))
+    bad = L.at[0].set(jnp.nan)
+    ours = runs(bivariate, key, p, bad, used, fallback, jnp.asarray(False))
+    want = runs(bivariate, key, p, L.at[0].set(fallback[0]), used, fallback, jnp.asarray(False))
+    for a, b in zip(ours, want):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_probe_takes_the_gradient_only_when_asked(bivariate, x64):
+    from cfjax.sensitivity import search
+
+    P = jnp.asarray([[1.0, 0.35], [0.35, 1.0]])
+    s0 = jnp.log(bivariate.model_a.sigma)
+    probe = jax.jit(lambda P, flag: search._probe(bivariate, P, s0, 30, None, flag))
+    v_on, g_on, s_on = probe(P, jnp.asarray(True))
+    v_off, g_off, s_off = probe(P, jnp.asarray(False))
+    v, g, s = search._probe(bivariate, P, s0, 30)  # a Python True: no branch
+    assert float(v_on) == float(v_off) == pytest.approx(float(S.cfu(bivariate, P)), rel=1e-9)
+    np.testing.assert_array_equal(np.asarray(g_off), 0.0)
+    np.testing.assert_allclose(g_on, g, rtol=1e-12)
+    # The gradient against central differences of cfu() along the off-diagonal.
+    h = 1e-5
+    fd = (float(S.cfu(bivariate, P + h * (1 - jnp.eye(2)))) - float(S.cfu(bivariate, P - h * (1 - jnp.eye(2))))) / (2 * h)
+    assert float(g_on[0, 1] + g_on[1, 0]) == pytest.approx(fd, rel=1e-5)
