@@ -21,6 +21,8 @@ from cfjax.predictors.ensemble import member_data as member_data
 from cfjax.predictors.ensemble import member_step as member_step
 from cfjax.predictors.ensemble import train as train
 from cfjax.platform import default_member_chunk as default_member_chunk
+from cfjax.predictors import objectives as objectives
+from cfjax.predictors.objectives import Objective as Objective
 from cfjax.predictors.inference import ensemble_size as ensemble_size
 from cfjax.predictors.inference import init_params as init_params
 from cfjax.predictors.inference import map_members as map_members
@@ -36,6 +38,7 @@ __all__ = [
     "EnsembleRound",
     "FORMAT_VERSION",
     "MemberData",
+    "Objective",
     "TrainingError",
     "default_conv",
     "default_member_chunk",
@@ -47,6 +50,7 @@ __all__ = [
     "member_data",
     "member_keys",
     "member_step",
+    "objectives",
     "predict",
     "restore_checkpoint",
     "save_checkpoint",
