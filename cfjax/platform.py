@@ -7,12 +7,14 @@ measurement behind it; the pillars call these functions instead of testing the p
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import warnings
 from typing import Any, Sequence
 
 import jax
+import numpy as np
 
 __all__ = ["full_precision", "on_cpu", "default_conv", "default_member_chunk", "default_resample_batch",
            "default_predictor_batch", "run_group", "small_kernel_options", "RUN_GROUP", "CPU_SCHEDULER_OFF", "use_compilation_cache",
@@ -99,9 +101,23 @@ def small_kernel_options(devices: Sequence[Any] | None = None) -> dict[str, Any]
     fusion emitters, which spend most of such a program's compile time on kernels that run for
     microseconds. Measured with jax 0.10.2 on 2 cores (``bench_sensitivity --compile-only``; the
     README gives the figures): the search's programs compile in about two thirds of the time
-    and run as fast. Elsewhere: no options (an empty dict).
+    and run as fast. Elsewhere, or with a jaxlib whose XLA no longer knows the option: no
+    options (an empty dict).
     """
-    return {"xla_cpu_use_fusion_emitters": False} if on_cpu(devices) else {}
+    if not on_cpu(devices):
+        return {}
+    return {"xla_cpu_use_fusion_emitters": False} if _known_option("xla_cpu_use_fusion_emitters", False) else {}
+
+
+@functools.lru_cache(maxsize=None)
+def _known_option(name: str, value: Any) -> bool:
+    """Whether XLA accepts the per-program option (a tiny program compiled with it, once per
+    process): a jaxlib that dropped it would otherwise fail every program given it."""
+    try:
+        jax.jit(lambda x: x + 1, compiler_options={name: value}).lower(np.float32(0)).compile()
+    except Exception:  # XLA's error for an unknown option: "No such compile option"
+        return False
+    return True
 
 
 def full_precision():
