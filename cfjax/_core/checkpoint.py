@@ -18,7 +18,7 @@ __all__ = ["CheckpointStore", "FORMAT_VERSION", "digest", "latest_checkpoint_ste
            "save_checkpoint"]
 
 #: layout version written with every checkpoint (checked on restore)
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class CheckpointStore:

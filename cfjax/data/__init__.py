@@ -5,6 +5,7 @@ from cfjax.data.chest import AGE_GROUPS as AGE_GROUPS
 from cfjax.data.chest import IMAGE_PARENTS as IMAGE_PARENTS
 from cfjax.data.chest import LABEL_MODES as LABEL_MODES
 from cfjax.data.chest import PARENTS as PARENTS
+from cfjax.data.chest import ChestCounterfactuals as ChestCounterfactuals
 from cfjax.data.chest import ChestRenderer as ChestRenderer
 from cfjax.data.chest import ChestSCM as ChestSCM
 from cfjax.data.real import load_chexpert as load_chexpert
@@ -26,6 +27,7 @@ __all__ = [
     "IMAGE_PARENTS",
     "LABEL_MODES",
     "LATERALITY",
+    "ChestCounterfactuals",
     "ChestRenderer",
     "ChestSCM",
     "ImageNoise",

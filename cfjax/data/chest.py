@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from cfjax import _checks
 from cfjax import distributed as _dist
@@ -29,7 +30,7 @@ from cfjax import scm as cfscm
 from cfjax._core.keys import as_key
 from cfjax.data.render import EFFUSION_SIZE, Acquisition, ImageNoise, render, sample_image_noise
 
-__all__ = ["ChestSCM", "ChestRenderer", "PARENTS", "IMAGE_PARENTS", "AGE_GROUPS", "LABEL_MODES"]
+__all__ = ["ChestSCM", "ChestRenderer", "ChestCounterfactuals", "PARENTS", "IMAGE_PARENTS", "AGE_GROUPS", "LABEL_MODES"]
 
 #: paper 000's parent graph (the image is a child of all of them)
 PARENTS = {"sex": [], "age": [], "race": [], "lung": ["sex", "age"], "effusion": ["age"]}
@@ -241,6 +242,79 @@ class ChestSCM:
         images = self.render(flat, noise, mesh=mesh).reshape(n, k, self.size, self.size)
         return {"parents": parents, "image": images}
 
+
+    def counterfactual_source(self, records: Mapping[str, Any], interventions: Any, *, key: Any,
+                              label: str = "fixed", weights: Any = None) -> "ChestCounterfactuals":
+        """The exact counterfactuals of :meth:`counterfactuals` as a training source
+        (:mod:`cfjax.predictors.sources`): the counterfactual parents ``(N, K)`` are computed
+        here (the same abduction, ``key`` and ``label`` mode), no image is rendered; a training
+        step renders the images of its minibatch (:meth:`ChestCounterfactuals.images`).
+
+        Args:
+          records, interventions, key, label: as in :meth:`counterfactuals` (one group of K
+            interventions).
+          weights: ``(K,)`` intervention weights q; default uniform.
+
+        Example:
+          >>> chest = ChestSCM(size=32)
+          >>> rec = chest.sample(8, key=0)
+          >>> src = chest.counterfactual_source(rec, {"sex": jnp.array([0, 1])}, key=1)
+          >>> src.images(jnp.array([3, 5]), jnp.array([[0, 1], [1, 1]])).shape
+          (2, 2, 32, 32)
+        """
+        if label not in LABEL_MODES:
+            _checks.fail("label", f"one of {list(LABEL_MODES)}", repr(label))
+        if not isinstance(interventions, Mapping):
+            _checks.fail("interventions", "one group of K interventions {node: (K,) or (N, K)}",
+                         type(interventions).__name__)
+        if label == "fixed":
+            interventions = _hold_label(interventions, records["parents"]["effusion"])
+        parents = self.scm.counterfactual(self.params(), records["parents"], interventions, key=key)
+        k = int(parents["sex"].shape[1])
+        if weights is None:
+            q = jnp.full((k,), 1.0 / k, jnp.float32)
+        else:
+            _checks.check_weights("weights", weights, k)
+            q = jnp.asarray(weights, jnp.float32)
+        return ChestCounterfactuals({v: parents[v] for v in IMAGE_PARENTS}, records["noise"], q,
+                                    self.size, self.site, self.effusion_size)
+
+
+@struct.dataclass
+class ChestCounterfactuals:
+    """The chest SCM's exact counterfactuals as a training source
+    (:mod:`cfjax.predictors.sources`), built by :meth:`ChestSCM.counterfactual_source`.
+
+    Holds each unit's counterfactual parents ``{node: (N, K)}`` (:data:`IMAGE_PARENTS`) and its
+    image noise (``ImageNoise (N, ...)``: a few numbers a unit), and renders the images a step
+    asks for with that noise, as :meth:`ChestSCM.counterfactuals` does (the same images, up to
+    the float rounding of another batch shape).
+
+    Attributes:
+      parents: ``{node: (N, K)}`` counterfactual parents.
+      noise: each unit's :class:`~cfjax.data.render.ImageNoise`.
+      weights: ``(K,)`` intervention weights q.
+      size, site, effusion_size: the renderer's settings (static).
+    """
+
+    parents: dict[str, jax.Array]
+    noise: ImageNoise
+    weights: jax.Array
+    size: int = struct.field(pytree_node=False, default=64)
+    site: Acquisition = struct.field(pytree_node=False, default=Acquisition())
+    effusion_size: float = struct.field(pytree_node=False, default=EFFUSION_SIZE)
+
+    @property
+    def num_units(self) -> int:
+        return int(np.shape(self.parents["sex"])[0])
+
+    def images(self, idx: jax.Array, which: jax.Array) -> jax.Array:
+        """Unit ``idx[b]`` rendered under intervention ``which[b, j]``: ``(B, J, size, size)``."""
+        pa = tuple(self.parents[v][idx[:, None], which] for v in IMAGE_PARENTS)  # each (B, J)
+        noise = jax.tree.map(lambda a: a[idx], self.noise)
+        one = functools.partial(render, size=self.size, site=self.site, effusion_size=self.effusion_size)
+        per_unit = jax.vmap(one, in_axes=(0, 0, 0, 0, 0, None))  # the J interventions of one unit
+        return jax.vmap(per_unit)(*pa, noise)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,8 @@ from cfjax.generative.mechanism import ImageHVAE as ImageHVAE
 from cfjax.generative.parents import impute_parents as impute_parents
 from cfjax.generative.parents import parent_inputs as parent_inputs
 from cfjax.generative.quality import QualityReport as QualityReport
+from cfjax.generative.sources import DecodedCounterfactuals as DecodedCounterfactuals
+from cfjax.generative.sources import decoded_counterfactuals as decoded_counterfactuals
 from cfjax.generative.quality import composition as composition
 from cfjax.generative.quality import decision_agreement as decision_agreement
 from cfjax.generative.quality import effectiveness as effectiveness
@@ -38,6 +40,7 @@ from cfjax.generative.train_config import GeneratorConfig as GeneratorConfig
 __all__ = [
     "AntiCausal",
     "CHEST_SPEC",
+    "DecodedCounterfactuals",
     "GeneratorConfig",
     "GeneratorFit",
     "HVAE",
@@ -51,6 +54,7 @@ __all__ = [
     "QualityReport",
     "chest_spec",
     "composition",
+    "decoded_counterfactuals",
     "decision_agreement",
     "effectiveness",
     "effectiveness_ceiling",

@@ -35,6 +35,9 @@ from cfjax._errors import TrainingError
 from cfjax.metrics import auc as _auc
 from cfjax.predictors.inference import (_check_image_shape, _init, check_member_chunk, chunked_logits, map_members,
                                         member_keys, replicate)
+from cfjax.predictors import objectives as _obj
+from cfjax.predictors.objectives import Objective
+from cfjax.predictors.sources import all_interventions, check_source
 
 __all__ = ["EnsembleConfig", "EnsembleState", "MemberData", "TrainingError", "train", "member_step",
            "member_data", "init_state"]
@@ -112,23 +115,30 @@ class MemberData(NamedTuple):
 
     ``images (N, H, W)`` and ``labels (N,)`` are shared by every member; ``cdf (N,)`` is the
     cumulative sum of the member's weights (a mask as 0/1), from which its minibatches are drawn.
+    For a training objective (:class:`cfjax.predictors.Objective`): ``strength ()`` the
+    member's penalty strength (group DRO's step size), ``groups (N,)`` each unit's group for
+    group DRO (shared); None where unused.
     """
 
     images: jax.Array
     labels: jax.Array
     cdf: jax.Array
+    strength: jax.Array | None = None
+    groups: jax.Array | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as (nested) lists for ``json.dumps`` (the images in full: large)."""
-        return {f: _results.plain(getattr(self, f)) for f in self._fields}
+        return {f: _results.plain(getattr(self, f)) for f in self._fields if getattr(self, f) is not None}
 
     def __repr__(self) -> str:
-        return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields))
+        return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields
+                                                          if getattr(self, f) is not None))
 
 
-def member_data(images: Any, labels: Any, weights: Any) -> MemberData:
+def member_data(images: Any, labels: Any, weights: Any, *, strengths: Any = None, groups: Any = None) -> MemberData:
     """:class:`MemberData` of the members whose weights (or boolean masks) are the rows of
-    ``weights (M, N)`` (``cdf`` is then ``(M, N)``; one row ``(N,)`` gives ``(N,)``).
+    ``weights (M, N)`` (``cdf`` is then ``(M, N)``; one row ``(N,)`` gives ``(N,)``), with
+    their objectives' ``strengths (M,)`` (or ``()``) and the units' ``groups (N,)`` when given.
 
     Example:
       >>> d = member_data(jnp.zeros((4, 16, 16)), jnp.array([0, 1, 0, 1]),
@@ -139,7 +149,9 @@ def member_data(images: Any, labels: Any, weights: Any) -> MemberData:
     _check_training_set(images, labels, weights, "weights")
     x = jnp.asarray(images)
     w = jnp.asarray(weights).astype(x.dtype)
-    return MemberData(x, jnp.asarray(labels).astype(x.dtype), jnp.cumsum(w, axis=-1))
+    strength = None if strengths is None else jnp.asarray(strengths, x.dtype)
+    g = None if groups is None else jnp.asarray(groups, jnp.int32)
+    return MemberData(x, jnp.asarray(labels).astype(x.dtype), jnp.cumsum(w, axis=-1), strength, g)
 
 
 def _sample(key: jax.Array, cdf: jax.Array, batch_size: int) -> jax.Array:
@@ -155,16 +167,51 @@ def _loss(params: Any, model: nn.Module, images: jax.Array, labels: jax.Array) -
     return optax.sigmoid_binary_cross_entropy(model.apply(params, images), labels).mean()
 
 
+def _objective_loss(params: Any, model: nn.Module, objective: Objective, strength: jax.Array, x: jax.Array,
+                    y: jax.Array, x_cf: jax.Array | None, weights: jax.Array | None, groups: jax.Array | None,
+                    group_weights: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+    """``(loss, group weights)`` of one minibatch: factual images ``x (B, H, W)``, their
+    counterfactual images ``x_cf (B, J, H, W)`` (None where not needed), all logits from one
+    call of the model."""
+    name = objective.name
+    if x_cf is None:
+        o = model.apply(params, x)
+        if name == "group_dro":
+            return _obj.group_dro(o, y, groups, group_weights, strength)
+        return objective.loss(o, None, y, strength=strength), group_weights
+    b, j = x_cf.shape[:2]
+    flat = x_cf.reshape((b * j,) + x_cf.shape[2:])
+    if name in ("augment", "cf_risk", "cvar"):  # counterfactual images only
+        c = model.apply(params, flat).reshape(b, j)
+        if name == "augment":  # the drawn counterfactual of each unit (J = 1)
+            return jnp.mean(optax.sigmoid_binary_cross_entropy(c[:, 0], y)), group_weights
+        return objective.loss(None, c, y, strength=strength, weights=weights), group_weights
+    logits = model.apply(params, jnp.concatenate([x, flat]))
+    o, c = logits[:b], logits[b:].reshape(b, j)
+    return objective.loss(o, c, y, strength=strength, weights=weights), group_weights
+
+
 def member_step(model: nn.Module, config: EnsembleConfig, params: Any, opt_state: Any, data: MemberData,
-                key: jax.Array) -> tuple[Any, Any, jax.Array]:
+                key: jax.Array, *, objective: Objective | None = None, source: Any = None,
+                group_weights: jax.Array | None = None) -> tuple[Any, ...]:
     """One optimisation step of one member: a minibatch of ``config.batch_size`` units drawn
-    with ``key`` from the member's weights, the mean binary cross-entropy of its logits, one
-    AdamW update. Pure; :func:`train` runs it for every member in every round of its loop.
+    with ``key`` from the member's weights, the batch's loss, one AdamW update. Pure;
+    :func:`train` runs it for every member in every round of its loop.
     Like every optax update it needs JAX's standard dtype promotion (optax's bias correction
     raises a float to an int32 count), which :func:`cfjax._core.training.run` sets around the
     loop; called on its own, wrap it in ``jax.numpy_dtype_promotion("standard")``.
 
-    Returns ``(params, opt_state, loss)``, ``loss`` being the batch loss before the update.
+    The loss is ``objective``'s (:class:`cfjax.predictors.Objective`; default the basic mean
+    binary cross-entropy of the factual logits) at the member's ``data.strength``. An objective
+    that reads counterfactuals gets the minibatch's counterfactual images from ``source``
+    (:mod:`cfjax.predictors.sources`) inside the step: all K of each unit, or for
+    ``"augment"`` one drawn from the source's weights with ``fold_in(key, 1)``, the factual
+    image then unused. All of a step's images go through the model in one call. Group DRO
+    (``"group_dro"``) needs ``data.groups`` and the member's ``group_weights (G,)``.
+
+    Returns ``(params, opt_state, loss)``, ``loss`` being the batch loss before the update, and
+    with ``group_weights`` given ``(params, opt_state, loss, group_weights)``, the weights
+    updated by group DRO (unchanged by any other objective).
 
     Example:
       >>> from cfjax.predictors import EffusionCNN, init_params
@@ -177,9 +224,30 @@ def member_step(model: nn.Module, config: EnsembleConfig, params: Any, opt_state
       True
     """
     idx = _sample(key, data.cdf, config.batch_size)
-    loss, grads = jax.value_and_grad(_loss)(params, model, data.images[idx], data.labels[idx])
+    if objective is None or objective.kind == Objective():
+        loss, grads = jax.value_and_grad(_loss)(params, model, data.images[idx], data.labels[idx])
+        q = group_weights
+    else:
+        x_cf, weights = None, None
+        if objective.needs_counterfactuals:
+            if source is None:
+                _checks.fail("source", f"a counterfactual source for the objective {objective.name!r}", "None")
+            weights = jnp.asarray(source.weights, data.images.dtype)
+            if objective.name == "augment":
+                which = _obj.draw_interventions(idx.shape[0], weights, key=jax.random.fold_in(key, 1))[:, None]
+            else:
+                which = all_interventions(idx.shape[0], weights.shape[0])
+            x_cf = source.images(idx, which).astype(data.images.dtype)
+        groups = None if data.groups is None else data.groups[idx]
+        if objective.name == "group_dro" and (groups is None or group_weights is None):
+            _checks.fail("group_weights", "the member's group weights and `data.groups` for 'group_dro'", "None")
+        strength = jnp.asarray(objective.strength if data.strength is None else data.strength, data.images.dtype)
+        (loss, q), grads = jax.value_and_grad(_objective_loss, has_aux=True)(
+            params, model, objective.kind, strength, data.images[idx], data.labels[idx], x_cf, weights, groups,
+            group_weights)
     updates, opt_state = config.optimizer().update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, loss
+    params = optax.apply_updates(params, updates)
+    return (params, opt_state, loss) if group_weights is None else (params, opt_state, loss, q)
 
 
 @struct.dataclass
@@ -202,6 +270,8 @@ class EnsembleState:
       val_auc: ``(R, M)`` validation AUC per round (NaN for rounds not run), ``R = config.rounds``.
       loss: ``(R, M)`` mean training loss per round over the member's active steps (during a
         round, row ``round`` holds the running sum).
+      group_weights: ``(M, G)`` each member's group DRO weights (uniform, unused by any other
+        objective; ``G = 1`` without groups).
     """
 
     params: Any
@@ -216,6 +286,7 @@ class EnsembleState:
     round: jax.Array
     val_auc: jax.Array
     loss: jax.Array
+    group_weights: jax.Array
 
     @property
     def finished(self) -> bool:
@@ -248,7 +319,8 @@ class EnsembleState:
 
 
 def init_state(model: nn.Module, config: EnsembleConfig, image_shape: tuple[int, int], dtype: Any = jnp.float32,
-               *, key: Any = None, members: int | None = None, seeds: Any = None) -> EnsembleState:
+               *, key: Any = None, members: int | None = None, seeds: Any = None,
+               num_groups: int = 1) -> EnsembleState:
     """The state before the first step. Member ``m``'s key (:func:`cfjax.predictors.member_keys`:
     ``split(key, members)[m]``, or ``jax.random.key(seeds[m])``) is split in two: its
     parameters (as :func:`cfjax.predictors.init_params`) from the first half, its minibatch
@@ -264,12 +336,13 @@ def init_state(model: nn.Module, config: EnsembleConfig, image_shape: tuple[int,
     if not isinstance(config, EnsembleConfig):
         _checks.fail("config", "an EnsembleConfig", repr(config))
     keys = member_keys(key, members, seeds)
-    return _init_state(model, config, keys, _check_image_shape(image_shape), jnp.dtype(dtype))
+    num_groups = _checks.check_positive_int("num_groups", num_groups)
+    return _init_state(model, config, keys, _check_image_shape(image_shape), jnp.dtype(dtype), num_groups)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 3, 4))
+@functools.partial(jax.jit, static_argnums=(0, 1, 3, 4, 5))
 def _init_state(model: nn.Module, config: EnsembleConfig, keys: jax.Array, image_shape: tuple[int, int],
-                dtype: Any) -> EnsembleState:
+                dtype: Any, num_groups: int = 1) -> EnsembleState:
     params = _init(model, keys, image_shape, dtype)
     data_keys = jax.vmap(lambda k: jax.random.key_data(jax.random.split(k)[1]))(keys)
     m = keys.shape[0]
@@ -280,7 +353,8 @@ def _init_state(model: nn.Module, config: EnsembleConfig, keys: jax.Array, image
         since_best=jnp.zeros((m,), jnp.int32), active=jnp.ones((m,), bool), data_keys=data_keys,
         step=jnp.zeros((), jnp.int32), round=jnp.zeros((), jnp.int32),
         val_auc=jnp.full((config.rounds, m), jnp.nan, dtype),
-        loss=jnp.full((config.rounds, m), jnp.nan, dtype))
+        loss=jnp.full((config.rounds, m), jnp.nan, dtype),
+        group_weights=jnp.full((m, num_groups), 1.0 / num_groups, dtype))
 
 
 def _select(flag: jax.Array, new: Any, old: Any) -> Any:
@@ -297,36 +371,40 @@ class _MemberRounds:
     members meet the others once a round, not once a step.
 
     ``(params, opt_state, best_params, best_auc, best_step, since_best, active, cdf, data_keys,
-    images, labels, val_images, val_labels, step, live)`` → the members' new ``params``,
-    ``opt_state``, ``best_params``, ``best_auc``, ``best_step``, ``since_best``, ``active``, and
-    their round's validation AUC, mean loss and first non-finite step (−1: none). An active
-    member takes the round's steps (:func:`member_step`, ``lax.fori_loop``), a stopped one none;
-    then, when ``live`` (some member of the whole ensemble is active), every member is
-    evaluated and its early stopping updated."""
+    strength, group_weights, images, labels, groups, source, val_images, val_labels, step, live)``
+    → the members' new ``params``, ``opt_state``, ``best_params``, ``best_auc``, ``best_step``,
+    ``since_best``, ``active``, ``group_weights``, and their round's validation AUC, mean loss
+    and first non-finite step (−1: none). An active member takes the round's steps
+    (:func:`member_step` with :attr:`objective`, ``lax.fori_loop``), a stopped one none; then,
+    when ``live`` (some member of the whole ensemble is active), every member is evaluated and
+    its early stopping updated."""
 
     model: nn.Module
     config: EnsembleConfig
+    objective: Objective = Objective()
 
     def __call__(self, params, opt_state, best_params, best_auc, best_step, since_best, active, cdf, data_keys,
-                 images, labels, val_images, val_labels, step, live):
+                 strength, group_weights, images, labels, groups, source, val_images, val_labels, step, live):
         config = self.config
         left = jnp.clip(config.steps - step, 0, config.eval_every)  # an active member's steps this round
+        objective = self.objective
 
         def one(args):
-            p, o, c, key_data, act = args
-            key, member = jax.random.wrap_key_data(key_data), MemberData(images, labels, c)
+            p, o, c, key_data, act, lam, q = args
+            key, member = jax.random.wrap_key_data(key_data), MemberData(images, labels, c, lam, groups)
 
             def body(i, carry):
-                p, o, total, bad = carry
-                p, o, loss = member_step(self.model, config, p, o, member, jax.random.fold_in(key, step + i))
-                return p, o, total + loss, jnp.where((bad < 0) & ~jnp.isfinite(loss), step + i, bad)
+                p, o, q, total, bad = carry
+                p, o, loss, q = member_step(self.model, config, p, o, member, jax.random.fold_in(key, step + i),
+                                            objective=objective, source=source, group_weights=q)
+                return p, o, q, total + loss, jnp.where((bad < 0) & ~jnp.isfinite(loss), step + i, bad)
 
             total = jnp.zeros((), images.dtype)
             bad = jnp.full((), -1, jnp.int32)
-            return jax.lax.fori_loop(0, jnp.where(act, left, 0), body, (p, o, total, bad))
+            return jax.lax.fori_loop(0, jnp.where(act, left, 0), body, (p, o, q, total, bad))
 
-        params, opt_state, total, bad = map_members(one, (params, opt_state, cdf, data_keys, active),
-                                                    config.member_chunk)
+        params, opt_state, group_weights, total, bad = map_members(
+            one, (params, opt_state, cdf, data_keys, active, strength, group_weights), config.member_chunk)
         loss = jnp.where(active, total / jnp.maximum(left, 1).astype(total.dtype), 0)
         done = step + left
 
@@ -344,7 +422,8 @@ class _MemberRounds:
             return best_params, best_auc, best_step, since_best, active, jnp.full_like(best_auc, jnp.nan)
 
         best_params, best_auc, best_step, since_best, still, aucs = jax.lax.cond(live, evaluate, skip, None)
-        return params, opt_state, best_params, best_auc, best_step, since_best, still, aucs, loss, bad
+        return (params, opt_state, best_params, best_auc, best_step, since_best, still, group_weights, aucs, loss,
+                bad)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,22 +444,46 @@ class EnsembleRound:
     Metrics: ``loss (M,)`` (each member's mean batch loss over the round, 0 for a stopped
     member: the guarded metric), ``bad_step (M,)`` (the first step whose loss was not finite,
     −1: none), ``mean_loss`` over the active members and ``active`` (their number).
+
+    ``groups`` is the members' training objectives as static groups: ``((objective kind,
+    member indices), ...)`` (:attr:`cfjax.predictors.Objective.kind`; each member's strength is
+    data, ``data[0].strength``), each group's round one program (a counterfactual objective
+    renders its members' counterfactual images, a basic member none); empty: every member basic.
     """
 
     model: nn.Module
     config: EnsembleConfig
     mesh: Any = None
+    groups: tuple[tuple[Objective, tuple[int, ...]], ...] = ()
 
     def __call__(self, state: EnsembleState, data: Any, key: jax.Array) -> tuple[EnsembleState, dict[str, jax.Array]]:
         del key  # each member's minibatch stream is its own (state.data_keys)
         config = self.config
-        train_data, val_images, val_labels = data
+        train_data, val_images, val_labels, source = data
         live = jnp.any(state.active)  # once every member has stopped, a round changes nothing
         s = state
-        (params, opt_state, best_params, best_auc, best_step, since_best, active, aucs, loss, bad) = _dist.map_batch(
-            _MemberRounds(self.model, config), s.params, s.opt_state, s.best_params, s.best_auc, s.best_step,
-            s.since_best, s.active, train_data.cdf, s.data_keys,
-            shared=(train_data.images, train_data.labels, val_images, val_labels, s.step, live), mesh=self.mesh)
+        m = s.active.shape[0]
+        strength = jnp.zeros((m,), train_data.images.dtype) if train_data.strength is None else train_data.strength
+        members = (s.params, s.opt_state, s.best_params, s.best_auc, s.best_step, s.since_best, s.active,
+                   train_data.cdf, s.data_keys, strength, s.group_weights)
+        shared = (train_data.images, train_data.labels, train_data.groups, source, val_images, val_labels, s.step,
+                  live)
+        plan = self.groups or ((Objective(), tuple(range(m))),)
+        if len(plan) == 1 and plan[0][1] == tuple(range(m)):
+            out = _dist.map_batch(_MemberRounds(self.model, config, plan[0][0]), *members, shared=shared,
+                                  mesh=self.mesh)
+        else:  # each group its own program, on its members; the results put back in member order
+            parts = []
+            for objective, idx in plan:
+                sel = np.asarray(idx)
+                sub = jax.tree.map(lambda a, sel=sel: a[sel], members)
+                parts.append((sel, _dist.map_batch(_MemberRounds(self.model, config, objective), *sub, shared=shared,
+                                                   mesh=self.mesh)))
+            out = jax.tree.map(lambda *a: jnp.zeros((m,) + a[0].shape[1:], a[0].dtype), *(p for _, p in parts))
+            for sel, part in parts:
+                out = jax.tree.map(lambda o, p, sel=sel: o.at[sel].set(p), out, part)
+        (params, opt_state, best_params, best_auc, best_step, since_best, active, group_weights, aucs, loss,
+         bad) = out
         loss = loss.astype(s.loss.dtype)
         r = jnp.minimum(s.round, config.rounds - 1)
         left = jnp.clip(config.steps - s.step, 0, config.eval_every)
@@ -391,13 +494,15 @@ class EnsembleRound:
             params=params, opt_state=opt_state, best_params=best_params, best_auc=best_auc, best_step=best_step,
             since_best=since_best, active=active, step=s.step + jnp.where(live, left, 0), round=s.round + live,
             val_auc=s.val_auc.at[r].set(jnp.where(live, aucs, s.val_auc[r])),
-            loss=s.loss.at[r].set(jnp.where(live, jnp.where(s.active, loss, jnp.nan), s.loss[r])))
+            loss=s.loss.at[r].set(jnp.where(live, jnp.where(s.active, loss, jnp.nan), s.loss[r])),
+            group_weights=group_weights)
         return new, metrics
 
 
 def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: Any, val_labels: Any,
           config: EnsembleConfig = EnsembleConfig(), *, key: Any = None, seeds: Any = None,
-          names: Sequence[str] | None = None, checkpoint_dir: str | os.PathLike | None = None,
+          names: Sequence[str] | None = None, objectives: Any = None, counterfactuals: Any = None,
+          groups: Any = None, checkpoint_dir: str | os.PathLike | None = None,
           max_rounds: int | None = None, progress: bool | None = None, mesh: Any = None) -> EnsembleState:
     """Train M members at once, each on its own weighting of one shared training set.
 
@@ -437,6 +542,18 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
       seeds: instead of ``key``, ``(M,)`` non-negative integer seeds, one per member (paper
         000's family pairs its predictors by seed: see :func:`cfjax.predictors.member_keys`).
       names: optional member names, used in messages.
+      objectives: each member's training objective (:class:`cfjax.predictors.Objective` or its
+        name): None (every member basic), one for every member, or a sequence of M. Members of
+        one kind (:attr:`~cfjax.predictors.Objective.kind`: the name and CVaR level) train as
+        one vmapped group, each with its own strength; each kind is one program per round,
+        so a basic member never renders a counterfactual.
+      counterfactuals: the counterfactual source of the training units
+        (:mod:`cfjax.predictors.sources`, e.g. :meth:`cfjax.data.ChestSCM.counterfactual_source`),
+        needed when an objective reads counterfactuals (unused otherwise): a step renders its
+        minibatch's counterfactual images inside the compiled program.
+      groups: ``(N,)`` each training unit's group in ``[0, G)`` (e.g. sex × label), needed by
+        ``"group_dro"`` members (unused otherwise); each such member keeps its own group
+        weights (``state.group_weights``).
       checkpoint_dir: where an orbax checkpoint is written after every evaluation round (the
         two latest kept). If it already holds a checkpoint of this run (same model, config,
         data shapes, masks, labels and keys), training resumes from its latest round; a
@@ -503,12 +620,26 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
     if max_rounds is not None:
         max_rounds = _checks.check_positive_int("max_rounds", max_rounds)
     where = _dist.as_mesh(mesh)
+    member_objectives = _member_objectives(objectives, m)
+    plan = _plan(member_objectives)
+    n = _checks.shape_of(images)[0]
+    if any(o.needs_counterfactuals for o in member_objectives):
+        if counterfactuals is None:
+            needing = sorted({o.name for o in member_objectives if o.needs_counterfactuals})
+            _checks.fail("counterfactuals", f"a counterfactual source for the objective(s) {needing}", "None")
+        check_source(counterfactuals, n, tuple(image_shape))
+    else:
+        counterfactuals = None
+    unit_groups, num_groups = None, 1
+    if any(o.name == "group_dro" for o in member_objectives):
+        unit_groups, num_groups = _check_groups(groups, n)
 
-    data = member_data(images, labels, masks)
+    strengths = np.array([o.strength for o in member_objectives]) if plan else None
+    data = member_data(images, labels, masks, strengths=strengths, groups=unit_groups)
     dtype = data.images.dtype
     val = (jnp.asarray(val_images).astype(dtype), jnp.asarray(val_labels).astype(dtype))
-    state = _init_state(model, config, keys, tuple(int(v) for v in image_shape), jnp.dtype(dtype))
-    meta = _run_metadata(model, config, data, keys)
+    state = _init_state(model, config, keys, tuple(int(v) for v in image_shape), jnp.dtype(dtype), num_groups)
+    meta = _run_metadata(model, config, data, keys, member_objectives, counterfactuals)
     extra = 0
     if where is not None:
         # M padded once to a multiple of the devices with stopped copies of the last member,
@@ -517,12 +648,16 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
         # resume on any devices: there the members are padded at every step.
         extra = 0 if checkpoint_dir is not None else -m % where.size
         state, data = _pad_members(state, data, extra)
+        if extra and plan:  # the padding (copies of the last member) steps in the last member's group
+            plan = tuple((o, idx + tuple(range(m, m + extra)) if m - 1 in idx else idx) for o, idx in plan)
         state, data, val = _place(state, data, val, where)
+        counterfactuals = replicate(counterfactuals, where) if counterfactuals is not None else None
     store = None if checkpoint_dir is None else _ckpt.CheckpointStore(checkpoint_dir)
     member_names = tuple(f"{i}" + ("" if names is None else f" ({names[i]!r})") for i in range(m))
     try:
         result = _training.run(
-            EnsembleRound(model, config, where), state, (data,) + val, key=0, steps=config.steps,
+            EnsembleRound(model, config, where, plan), state, (data,) + val + (counterfactuals,), key=0,
+            steps=config.steps,
             chunk_steps=config.eval_every, stride=config.eval_every, guard="loss", progress=progress,
             desc="training", locate=lambda metrics, m: f"at step {int(metrics['bad_step'][m])}",
             postfix=("mean_loss", "active"), store=store, meta=meta,
@@ -539,7 +674,51 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
 
 # The member axis of each field of EnsembleState (None: one value for the whole ensemble).
 _MEMBER_AXIS = {"params": 0, "opt_state": 0, "best_params": 0, "best_auc": 0, "best_step": 0, "since_best": 0,
-                "active": 0, "data_keys": 0, "step": None, "round": None, "val_auc": 1, "loss": 1}
+                "active": 0, "data_keys": 0, "step": None, "round": None, "val_auc": 1, "loss": 1,
+                "group_weights": 0}
+
+
+def _member_objectives(objectives: Any, m: int) -> tuple[Objective, ...]:
+    """Each member's :class:`Objective` from ``train``'s ``objectives``."""
+    def one(o):
+        if isinstance(o, Objective):
+            return o
+        if isinstance(o, str):
+            return Objective(o)
+        _checks.fail("objectives", "an Objective or an objective's name per member", repr(o))
+
+    if objectives is None:
+        return (Objective(),) * m
+    if isinstance(objectives, (Objective, str)):
+        return (one(objectives),) * m
+    out = tuple(one(o) for o in objectives)
+    if len(out) != m:
+        _checks.fail("objectives", f"{m} objectives, one per member", f"{len(out)}")
+    return out
+
+
+def _plan(objectives: tuple[Objective, ...]) -> tuple[tuple[Objective, tuple[int, ...]], ...]:
+    """The members grouped by objective kind, in order of first appearance; empty when every
+    member is basic (the plain program)."""
+    kinds: dict[Objective, list[int]] = {}
+    for i, o in enumerate(objectives):
+        kinds.setdefault(o.kind, []).append(i)
+    if list(kinds) == [Objective()]:
+        return ()
+    return tuple((k, tuple(v)) for k, v in kinds.items())
+
+
+def _check_groups(groups: Any, n: int) -> tuple[jax.Array, int]:
+    """``(groups (N,) int32, G)`` checked for group DRO."""
+    if groups is None:
+        _checks.fail("groups", f"each training unit's group, shape ({n},), for 'group_dro' members", "None")
+    g = np.asarray(groups)
+    if g.shape != (n,):
+        _checks.fail("groups", f"shape ({n},), one group per training unit", f"shape {g.shape}")
+    if g.dtype == bool or not np.issubdtype(g.dtype, np.integer) or (g < 0).any():
+        _checks.fail("groups", "non-negative integer groups", f"dtype {g.dtype}" if g.dtype == bool or not
+                     np.issubdtype(g.dtype, np.integer) else f"minimum {g.min()}")
+    return jnp.asarray(g, jnp.int32), int(g.max()) + 1
 
 
 def _pad_members(state: EnsembleState, data: MemberData, extra: int) -> tuple[EnsembleState, MemberData]:
@@ -555,7 +734,9 @@ def _pad_members(state: EnsembleState, data: MemberData, extra: int) -> tuple[En
     fields = {f: jax.tree.map(lambda v, a=a: pad(v, a), getattr(state, f))
               for f, a in _MEMBER_AXIS.items() if a is not None}
     fields["active"] = fields["active"].at[-extra:].set(False)
-    return state.replace(**fields), data._replace(cdf=pad(data.cdf, 0) if data.cdf.ndim == 2 else data.cdf)
+    return state.replace(**fields), data._replace(
+        cdf=pad(data.cdf, 0) if data.cdf.ndim == 2 else data.cdf,
+        strength=None if data.strength is None else pad(data.strength, 0))
 
 
 def _take_members(state: EnsembleState, m: int) -> EnsembleState:
@@ -569,13 +750,15 @@ def _place(state: EnsembleState, data: MemberData, val: Any, where: Any) -> tupl
     of its devices, every member's state and weights on the device that steps it (so the
     loop's carry stays where ``map_batch`` computes it; otherwise ``map_batch`` pads and
     splits the members at every step)."""
-    data, val = data._replace(images=replicate(data.images, where), labels=replicate(data.labels, where)), \
+    data, val = data._replace(images=replicate(data.images, where), labels=replicate(data.labels, where),
+                              groups=None if data.groups is None else replicate(data.groups, where)), \
         replicate(val, where)
     if state.active.shape[0] % where.size:
         return state, data, val
     fields = {f: replicate(getattr(state, f), where) if a is None else _dist.shard(getattr(state, f), where, a)
               for f, a in _MEMBER_AXIS.items()}
-    return state.replace(**fields), data._replace(cdf=_dist.shard(data.cdf, where)), val
+    strength = None if data.strength is None else _dist.shard(data.strength, where)
+    return state.replace(**fields), data._replace(cdf=_dist.shard(data.cdf, where), strength=strength), val
 
 
 def _check_training_set(images: Any, labels: Any, weights: Any, weights_name: str) -> None:
@@ -608,9 +791,16 @@ def _check_training_set(images: Any, labels: Any, weights: Any, weights_name: st
                          f"member(s) {np.flatnonzero(sums <= 0).tolist()} with none")
 
 
-def _run_metadata(model: nn.Module, config: EnsembleConfig, data: MemberData, keys: jax.Array) -> dict[str, Any]:
+def _run_metadata(model: nn.Module, config: EnsembleConfig, data: MemberData, keys: jax.Array,
+                  objectives: tuple[Objective, ...] = (), source: Any = None) -> dict[str, Any]:
     """What identifies a run in its checkpoints (the images enter by shape and dtype only)."""
     run = {"model": repr(model), "config": dataclasses.asdict(config),
            "images": [list(data.images.shape), str(data.images.dtype)],
            "data": _ckpt.digest(data.labels, data.cdf), "keys": _ckpt.digest(jax.random.key_data(keys))}
+    if any(o != Objective() for o in objectives):  # a basic run's metadata is as before
+        run["objectives"] = [repr(o) for o in objectives]
+        if data.groups is not None:
+            run["groups"] = _ckpt.digest(data.groups)
+        if source is not None:
+            run["counterfactuals"] = [type(source).__name__, _ckpt.digest(*jax.tree.leaves(source))]
     return json.loads(json.dumps(run))

@@ -18,6 +18,9 @@ over units of a reduction over K with intervention weights ``q (K,)`` (uniform b
 - :func:`cf_augmented`: counterfactual data augmentation, each unit's loss at one of its K
   counterfactuals drawn from q (its expectation over the draw is :func:`cf_risk`).
 
+Beside them, :func:`group_dro` (online group DRO) is the baseline a practitioner tries first:
+it needs no counterfactuals, only a group label per unit (e.g. sex × label).
+
 ℓ is the binary cross-entropy of a logit (``optax.sigmoid_binary_cross_entropy``). An
 :class:`Objective` (hashable: a static argument of a compiled training step) names one of them,
 with its strength and level, and gives the loss of a batch.
@@ -39,10 +42,12 @@ from cfjax._core.keys import as_key
 from cfjax.metrics import cvar as _cvar
 
 __all__ = ["Objective", "OBJECTIVES", "cf_risk", "cf_cvar", "logit_variance", "flip_probability", "cf_augmented",
-           "draw_interventions"]
+           "draw_interventions", "group_dro"]
 
 #: The objectives an :class:`Objective` can name.
-OBJECTIVES = ("basic", "augment", "cf_risk", "cvar", "variance", "flip")
+OBJECTIVES = ("basic", "augment", "cf_risk", "cvar", "variance", "flip", "group_dro")
+#: the objectives whose ``strength`` weighs a penalty added to the factual risk
+PENALTIES = ("variance", "flip")
 
 
 def _prepare(logits_cf: Any, y: Any = None, weights: Any = None) -> tuple[jax.Array, jax.Array | None, jax.Array]:
@@ -134,6 +139,50 @@ def draw_interventions(n: int, weights: Any, *, key: Any) -> jax.Array:
     return jax.random.choice(as_key(key), q.shape[0], (n,), p=q)
 
 
+def group_dro(logits_obs: Any, y: Any, groups: Any, group_weights: Any, step_size: Any) -> tuple[jax.Array, jax.Array]:
+    """One step of online group DRO (Sagawa et al., 2020, algorithm 1) on a batch.
+
+    The batch's mean loss of each group, ``L_g = mean_{i: g_i = g} ℓ(o_i, y_i)`` (0 for a group
+    absent from the batch), moves the adversary's group weights ``q ← q·exp(η L_g)``,
+    normalised; the loss is ``Σ_g q_g L_g`` with the new ``q`` held constant in the gradient.
+
+    Args:
+      logits_obs: ``(N,)`` factual logits; ``y``: ``(N,)`` labels.
+      groups: ``(N,)`` integer group of each unit in ``[0, G)``.
+      group_weights: ``(G,)`` the adversary's current weights (start uniform).
+      step_size: η ≥ 0 (0: the weights stay where they are).
+
+    Returns:
+      ``(loss, new group weights (G,))``.
+
+    Example:
+      >>> o, y = jnp.zeros(4), jnp.array([0.0, 1.0, 0.0, 1.0])
+      >>> loss, q = group_dro(o, y, jnp.array([0, 0, 1, 1]), jnp.array([0.5, 0.5]), 0.1)
+      >>> round(float(loss), 4), q.tolist()
+      (0.6931, [0.5, 0.5])
+    """
+    o = jnp.asarray(logits_obs)
+    if o.ndim != 1:
+        _checks.fail("logits_obs", "factual logits of shape (N,)", f"shape {o.shape}")
+    if not jnp.issubdtype(o.dtype, jnp.floating):
+        o = o.astype(jnp.result_type(float))
+    q = jnp.asarray(group_weights, o.dtype)
+    if q.ndim != 1 or q.shape[0] == 0:
+        _checks.fail("group_weights", "weights of shape (G,), G >= 1", f"shape {q.shape}")
+    g = jnp.asarray(groups)
+    if g.shape != o.shape:
+        _checks.fail("groups", f"one integer group per unit, shape {o.shape}", f"shape {g.shape}")
+    y = jnp.asarray(y)
+    if y.shape != o.shape:
+        _checks.fail("y", f"labels of shape {o.shape}", f"shape {y.shape}")
+    losses = optax.sigmoid_binary_cross_entropy(o, y.astype(o.dtype))
+    member = jax.nn.one_hot(g, q.shape[0], dtype=o.dtype)  # (N, G)
+    group_loss = (losses @ member) / jnp.maximum(member.sum(axis=0), 1)
+    q = q * jnp.exp(jnp.asarray(step_size, o.dtype) * jax.lax.stop_gradient(group_loss))
+    q = jax.lax.stop_gradient(q / q.sum())
+    return q @ group_loss, q
+
+
 def _check_alpha(alpha: Any) -> float:
     ok = isinstance(alpha, (int, float, np.floating, np.integer)) and not isinstance(alpha, bool)
     if not ok or not (0.0 < float(alpha) <= 1.0):  # also rejects NaN
@@ -152,9 +201,13 @@ class Objective:
     - ``"cf_risk"``: :func:`cf_risk`;
     - ``"cvar"``: :func:`cf_cvar` at ``alpha``;
     - ``"variance"``: the factual risk + λ :func:`logit_variance`;
-    - ``"flip"``: the factual risk + λ :func:`flip_probability`.
+    - ``"flip"``: the factual risk + λ :func:`flip_probability`;
+    - ``"group_dro"``: :func:`group_dro`, ``strength`` being its step size η (needs ``groups``
+      and ``group_weights``; the trainer keeps each member's weights in its state).
 
     A penalty of strength 0 is the basic objective itself (its program, bit for bit).
+    :meth:`loss` takes the strength as an array (traced): members of one objective with
+    different strengths train as one vmapped group (:func:`cfjax.predictors.train`).
 
     Example:
       >>> obj = Objective("variance", strength=0.5)
@@ -179,17 +232,41 @@ class Objective:
 
     @property
     def needs_counterfactuals(self) -> bool:
-        """Whether the loss reads the counterfactual logits (not for basic, nor a penalty of
-        strength 0)."""
-        return not (self.name == "basic" or (self.name in ("variance", "flip") and self.strength == 0))
+        """Whether the loss reads the counterfactual logits (not for basic or group DRO, nor a
+        penalty of strength 0)."""
+        return not (self.name in ("basic", "group_dro") or (self.name in PENALTIES and self.strength == 0))
 
-    def __call__(self, logits_obs: Any, logits_cf: Any, y: Any, *, key: Any = None, weights: Any = None) -> jax.Array:
+    @property
+    def kind(self) -> "Objective":
+        """This objective without its strength (``strength`` 0; a penalty of strength 0 is
+        ``Objective("basic")``): members of one kind train as one vmapped group, each with its
+        own strength."""
+        if self.name in PENALTIES and self.strength == 0:
+            return Objective("basic")
+        return Objective(self.name, 0.0, self.alpha)
+
+    def __call__(self, logits_obs: Any, logits_cf: Any, y: Any, *, key: Any = None, weights: Any = None,
+                 groups: Any = None, group_weights: Any = None) -> jax.Array:
         """The batch's loss from its factual logits ``(N,)``, counterfactual logits ``(N, K)``
-        (None where not :attr:`needs_counterfactuals`) and labels ``(N,)``."""
-        o = jnp.asarray(logits_obs)
-        basic = jnp.mean(optax.sigmoid_binary_cross_entropy(o, jnp.asarray(y, o.dtype)))
-        if not self.needs_counterfactuals:
-            return basic
+        (None where not :attr:`needs_counterfactuals`) and labels ``(N,)``; ``groups`` and
+        ``group_weights`` for ``"group_dro"``."""
+        return self.loss(logits_obs, logits_cf, y, strength=self.strength, key=key, weights=weights, groups=groups,
+                         group_weights=group_weights)
+
+    def loss(self, logits_obs: Any, logits_cf: Any, y: Any, *, strength: Any, key: Any = None, weights: Any = None,
+             groups: Any = None, group_weights: Any = None) -> jax.Array:
+        """:meth:`__call__` with the strength given (an array: traced in a compiled step)."""
+        if self.name == "group_dro":
+            if groups is None or group_weights is None:
+                _checks.fail("groups", "each unit's group and the group weights for 'group_dro'", "None")
+            return group_dro(logits_obs, y, groups, group_weights, strength)[0]
+        if self.name in ("basic",) + PENALTIES:  # the factual risk
+            if logits_obs is None:
+                _checks.fail("logits_obs", f"factual logits (N,) for the objective {self.name!r}", "None")
+            o = jnp.asarray(logits_obs)
+            basic = jnp.mean(optax.sigmoid_binary_cross_entropy(o, jnp.asarray(y, o.dtype)))
+            if self.name == "basic" or (_checks.is_concrete(strength) and float(strength) == 0):
+                return basic
         if logits_cf is None:
             _checks.fail("logits_cf", f"counterfactual logits (N, K) for the objective {self.name!r}", "None")
         if self.name == "augment":
@@ -200,6 +277,7 @@ class Objective:
             return cf_risk(logits_cf, y, weights)
         if self.name == "cvar":
             return cf_cvar(logits_cf, y, self.alpha, weights)
+        lam = jnp.asarray(strength, o.dtype)
         if self.name == "variance":
-            return basic + self.strength * logit_variance(logits_cf, weights)
-        return basic + self.strength * flip_probability(o, logits_cf, weights)
+            return basic + lam * logit_variance(logits_cf, weights)
+        return basic + lam * flip_probability(o, logits_cf, weights)
