@@ -3,7 +3,8 @@
 Subcommands (each in its own module, registered below): ``evaluate`` (a predictions file → the
 counterfactual-marginalisation report), ``sensitivity`` (a CSV and a graph file → the worst-case
 counterfactual-unfairness curve), ``cfr`` (embeddings → counterfactual-representation scores),
-``chest`` (the synthetic chest SCM's counterfactual image grid).
+``chest`` (the synthetic chest SCM's counterfactual image grid), ``train`` (counterfactual training
+against a sex shortcut, :mod:`cfjax.study.cftraining`).
 
 A user mistake (a missing file or column, a wrong shape, NaN, probabilities outside [0, 1], an
 unknown option) ends in one line on stderr naming what is wrong and a non-zero exit code, never
@@ -59,7 +60,7 @@ def _register() -> None:
     """Add every subcommand module's command to the group, each turning the cache on when it runs."""
     import importlib
 
-    for name in ("demo", "evaluate", "sensitivity", "cfr", "chest"):
+    for name in ("demo", "evaluate", "sensitivity", "cfr", "chest", "train"):
         command = importlib.import_module(f"cfjax.cli.{name}").command
         command.callback = _cached(command.callback)
         cli.add_command(command, name)

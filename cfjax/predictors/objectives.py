@@ -238,11 +238,12 @@ class Objective:
 
     @property
     def kind(self) -> "Objective":
-        """This objective without its strength (``strength`` 0; a penalty of strength 0 is
-        ``Objective("basic")``): members of one kind train as one vmapped group, each with its
-        own strength."""
-        if self.name in PENALTIES and self.strength == 0:
-            return Objective("basic")
+        """This objective with its strength set aside: a penalty's kind has unit strength (a
+        penalty of strength 0 is ``Objective("basic")``), group DRO's step 0, any other
+        objective is its own kind. Members of one kind train as one vmapped group, each with its
+        own strength as data (:meth:`loss`)."""
+        if self.name in PENALTIES:
+            return Objective("basic") if self.strength == 0 else Objective(self.name, 1.0, self.alpha)
         return Objective(self.name, 0.0, self.alpha)
 
     def __call__(self, logits_obs: Any, logits_cf: Any, y: Any, *, key: Any = None, weights: Any = None,
