@@ -48,6 +48,10 @@ class StoredCounterfactuals:
     images_cf: jax.Array
     weights: jax.Array
 
+    @property
+    def num_units(self) -> int:
+        return int(jnp.shape(self.images_cf)[0])
+
     def images(self, idx: jax.Array, which: jax.Array) -> jax.Array:
         return self.images_cf[idx[:, None], which]
 
