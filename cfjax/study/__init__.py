@@ -11,6 +11,10 @@ intervals, ΔAUC and its correlation with stability (with bootstrap intervals,
 check that each setting's basic classifier is clearly above chance (:mod:`cfjax.study.diagnostics`,
 :class:`WeakClassifierWarning`).
 
+The training arm (:mod:`cfjax.study.cftraining`, :func:`run_arm`) trains the shortcut away
+with the same counterfactuals (counterfactual objectives, exact and learned sources) and
+compares it with reweighting and group DRO.
+
 :func:`run` does it all and writes ``report.md``, ``results.json``, figures, predictions and
 checkpoints; ``experiments/marginalisation.py`` and ``cfjax demo`` call it.
 
@@ -33,6 +37,7 @@ from cfjax.study.paper import SETTINGS, SITE_A, SITE_B
 from cfjax.study.report import compare_settings, reliability_figure, scatter_caption, scatter_figure, write_report
 from cfjax.study.correlations import correlation, delta_auc_interval
 from cfjax.study.plots import MAIN_PANELS, SUPPLEMENTARY_PANELS, delta_auc_figure
+from cfjax.study.cftraining import ARM_FULL, ARM_QUICK, ArmConfig, independence_weights, run_arm
 
 __all__ = [
     "Config", "FULL", "QUICK", "run", "train_site", "evaluate_setting", "CounterfactualSource",
@@ -44,4 +49,5 @@ __all__ = [
     "PAPER_NAMES", "PAPER_CHAINS", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",
     "datasets_bias_key", "logit_offset", "paper_predictions",
     "age_group", "balanced_test_split", "biased_training_mask", "datasets",
+    "ArmConfig", "ARM_QUICK", "ARM_FULL", "run_arm", "independence_weights",
 ]

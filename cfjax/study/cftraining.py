@@ -50,7 +50,7 @@ from cfjax.predictors import Objective
 from cfjax.study import learned as ls
 from cfjax.study import splits
 from cfjax.study.families import BIAS_STRENGTHS
-from cfjax.study.marginalisation import QUICK, Config
+from cfjax.study.marginalisation import QUICK, Config, _every_device
 from cfjax.study.paper import SITE_A, SITE_B
 
 __all__ = ["ArmConfig", "ARM_QUICK", "ARM_FULL", "METRICS", "run_arm", "independence_weights", "arm_members",
@@ -299,12 +299,15 @@ def run_arm(config: ArmConfig, out: str, *, key: Any = 0, generator_fit: Any = N
         state = cp.train(model, train["image"], y_train, mem["weights"], val["image"], val["parents"]["effusion"],
                          sc.predictor, seeds=mem["seeds"], names=[f"{a} α={b:g}" for a, b in zip(mem["methods"],
                                                                                              mem["bias"])],
-                         objectives=mem["objectives"], counterfactuals=source, groups=groups, progress=progress)
+                         objectives=mem["objectives"], counterfactuals=source, groups=groups, progress=progress,
+                         mesh=_every_device())
         seconds = time.perf_counter() - t0
         log(f"  trained in {seconds:.0f} s ({int(state.step)} steps)")
-        logits = cp.predict(model, state.best_params, test_images, logits=True, chunk=sc.chunk)  # (M, N, 1 + K)
+        logits = cp.predict(model, state.best_params, test_images, logits=True, chunk=sc.chunk,
+                            mesh=_every_device())  # (M, N, 1 + K)
         probs = jax.nn.sigmoid(logits)
-        p_b = cp.predict(model, state.best_params, jnp.asarray(natural["image"]), chunk=sc.chunk)  # (M, N_B)
+        p_b = cp.predict(model, state.best_params, jnp.asarray(natural["image"]), chunk=sc.chunk,
+                         mesh=_every_device())  # (M, N_B)
         values = np.asarray(_bootstrap_metrics(probs[..., 0], probs[..., 1:], jnp.asarray(y_test),
                                                jnp.asarray(sex_test), jnp.asarray(do["sex"]), jnp.asarray(q), p_b,
                                                jnp.asarray(y_b), idx_a, idx_b), np.float64)
