@@ -41,6 +41,8 @@ BENCHMARKS = [
      "experiments.benchmarks.bench_buckets", [], ["--sizes", "6", "--repeats", "3"]),
     ("cfjax.generative learned counterfactual images (HVAE): one call vs one call per intervention",
      "experiments.benchmarks.bench_generative", [], ["--units", "256", "--repeats", "1"]),
+    ("cfjax.predictors training steps with K counterfactuals rendered in the step (exact, learned) vs plain "
+     "training and vs precomputed images, per K", "experiments.benchmarks.bench_cf_training", [], ["--quick"]),
     ("cfjax.metrics.evaluate_chunks (streamed) vs evaluate (in memory) as N grows; over 1-8 devices",
      "experiments.benchmarks.bench_scale", [], ["--quick"]),
     ("the persistent compilation cache: cfjax demo --quick and cfjax sensitivity, a second process against the "
