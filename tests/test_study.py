@@ -46,17 +46,18 @@ def test_demo_report_sections_figures_and_summary(demo):
     with open(os.path.join(out, "report.md")) as f:
         report = f.read()
     for heading in ("## 1. Counterfactual marginalisation", "## 2. Sensitivity of counterfactual fairness",
-                    "## 3. Counterfactual representations"):
+                    "## 3. Counterfactual representations", "## 4. Counterfactual training"):
         assert heading in report
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", report)
     for needed in ("counterfactual_grid.png", "cfu_curve.png", "marginalisation/reliability_A.png",
-                   "marginalisation/scatter_A.png"):
+                   "marginalisation/scatter_A.png", "training/sex_effect.png"):
         assert needed in figures
     for fig in figures:
         with open(os.path.join(out, fig), "rb") as f:
             assert f.read(8) == PNG, fig
     assert "report: " + os.path.join(out, "report.md") in stdout
-    assert set(res) >= {"command", "seed", "quick", "scale", "marginalisation", "sensitivity", "representations"}
+    assert set(res) >= {"command", "seed", "quick", "scale", "marginalisation", "sensitivity", "representations",
+                        "training"}
     # the report's CTC table is the study's
     ctc = res["marginalisation"]["study"]["settings"]["A"]["ctc"]
     row = re.search(r"^\| A \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|", report, re.M)
@@ -67,6 +68,30 @@ def test_demo_report_sections_figures_and_summary(demo):
     assert res["marginalisation"]["grid"]["learned"] is True
     # run times stay out of results.json (same seed, same bytes)
     assert "wall_time_s" not in json.dumps(res) and '"seconds"' not in json.dumps(res)
+
+
+def test_demo_training_arm_rows_and_intervals(demo):
+    """Section 4: every method of the demo's arm has a row per bias with seed means inside their
+    intervals, the learned rows are the learned objectives, and the report's table is the rows'."""
+    out, res, _ = demo
+    t = res["training"]
+    arm = res["scale"]["arm"]
+    methods = {(r["method"], r["bias"]) for r in t["rows"]}
+    assert ("unbiased", 0.0) in methods
+    for alpha in arm["biases"]:
+        expected = {"basic", "reweight", "group_dro 0.01", "augment", "variance 1", "augment (learned)"}
+        assert {m for m, b in methods if b == alpha} == expected
+    for r in t["rows"]:
+        for name in ("auc_a", "auc_b", "delta_auc_sex", "sex_effect", "risk_cm", "s_flip"):
+            v = r[name]
+            assert len(v["per_seed"]) == len(arm["seeds"])
+            assert np.mean(v["per_seed"]) == pytest.approx(v["mean"], abs=1e-9)
+            assert v["ci95"][0] <= v["ci95"][1]
+        assert 0.0 <= r["s_flip"]["mean"] <= 1.0 and -1.0 <= r["sex_effect"]["mean"] <= 1.0
+    with open(os.path.join(out, "report.md")) as f:
+        report = f.read()
+    basic = next(r for r in t["rows"] if r["method"] == "basic")
+    assert f"| basic | {basic['auc_a']['mean']:.3f} [" in report
 
 
 def test_demo_sensitivity_answers_are_consistent(demo):

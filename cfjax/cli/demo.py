@@ -76,7 +76,8 @@ def _scales() -> tuple[Scale, Scale]:
 
     # the arm's study sizes are the scale's (its training pool is the study's site A)
     arm = cftraining.ArmConfig(biases=(0.95,), seeds=(0, 1), baselines=True,
-                               objectives=(Objective("augment"), Objective("variance", 1.0), Objective("cf_risk")))
+                               objectives=(Objective("augment"), Objective("variance", 1.0)),
+                               learned_objectives=(Objective("augment"),))
 
     demo = Scale(
         study=study.Config(size=32, n_train=1500, n_val=300, test_per_cell=20, n_natural=120, features=(8, 16, 32),

@@ -11,9 +11,11 @@ train, per α and seed, one vmapped ensemble (:func:`cfjax.predictors.train`) of
   the logit-variance stability penalty at three strengths and the counterfactual-marginalised
   risk), their K = 16 counterfactuals (do(sex, age), paper 000's grid, q uniform, effusion held)
   rendered exactly inside each training step (:meth:`cfjax.data.ChestSCM.counterfactual_source`)
-  and, with a generator, decoded by a learned HVAE image mechanism trained on the site's full
-  training pool (:func:`cfjax.generative.decoded_counterfactuals`: abducted once, decoded in the
-  step);
+  and, with a generator, those of ``learned_objectives`` again with counterfactuals decoded by a
+  learned HVAE image mechanism trained on the site's full training pool
+  (:func:`cfjax.generative.decoded_counterfactuals`: abducted once, decoded in the step; the
+  generator sees the unbiased pool, which a practitioner with only the biased set would not
+  have);
 - two baselines a practitioner tries first: ``reweight`` (the basic objective on the biased set
   with each unit weighted ``P(s) P(y) / P(s, y)``, so that sex and the label are independent in
   the weighted set) and ``group_dro`` (online group DRO over sex × label);
@@ -74,6 +76,10 @@ class ArmConfig:
         its :class:`~cfjax.predictors.EnsembleConfig`, bootstrap resamples, effusion size).
       biases: the sex-bias strengths α of the training sets.
       objectives: the counterfactual objectives (:class:`cfjax.predictors.Objective`).
+      learned_objectives: those trained with learned counterfactuals too (with a generator). A
+        learned counterfactual costs an HVAE decode inside the step, about 30 times the
+        classifier's step per counterfactual at 32 × 32 (``make bench``: bench_cf_training), so
+        by default only augmentation (one per unit) and one penalty strength.
       baselines: train the reweighting and group DRO baselines.
       dro_step: group DRO's step size η.
       seeds: member seeds (each predictor once per seed).
@@ -84,6 +90,7 @@ class ArmConfig:
     study: Config = QUICK
     biases: tuple[float, ...] = BIAS_STRENGTHS
     objectives: tuple[Objective, ...] = DEFAULT_OBJECTIVES
+    learned_objectives: tuple[Objective, ...] = (Objective("augment"), Objective("variance", 1.0))
     baselines: bool = True
     dro_step: float = 0.01
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -94,11 +101,12 @@ class ArmConfig:
             _checks.fail("study", "a cfjax.study.Config", repr(self.study))
         if not self.biases or any(not 0 < float(a) < 1 for a in self.biases):
             _checks.fail("biases", "bias strengths in (0, 1)", repr(self.biases))
-        objectives = tuple(o if isinstance(o, Objective) else Objective(o) for o in self.objectives)
-        if any(not o.needs_counterfactuals for o in objectives):
-            _checks.fail("objectives", "counterfactual objectives (augment, cf_risk, cvar, or a penalty > 0)",
-                         repr([o for o in objectives if not o.needs_counterfactuals]))
-        object.__setattr__(self, "objectives", objectives)
+        for field in ("objectives", "learned_objectives"):
+            objectives = tuple(o if isinstance(o, Objective) else Objective(o) for o in getattr(self, field))
+            if any(not o.needs_counterfactuals for o in objectives):
+                _checks.fail(field, "counterfactual objectives (augment, cf_risk, cvar, or a penalty > 0)",
+                             repr([o for o in objectives if not o.needs_counterfactuals]))
+            object.__setattr__(self, field, objectives)
         if len(self.seeds) < 1 or len(set(self.seeds)) != len(self.seeds):
             _checks.fail("seeds", "distinct seeds", repr(self.seeds))
         if self.generator is not None and not isinstance(self.generator, ls.GeneratorSettings):
@@ -173,7 +181,7 @@ def arm_members(config: ArmConfig, sex: Any, age: Any, y: Any, *, key: Any, lear
             if config.baselines:
                 add("reweight", alpha, Objective(), independence_weights(sex, y, mask))
                 add(f"group_dro {config.dro_step:g}", alpha, Objective("group_dro", config.dro_step), mask)
-        for o in config.objectives:
+        for o in config.learned_objectives if learned else config.objectives:
             add(objective_label(o), alpha, o, mask)
     return {"methods": methods, "bias": np.asarray(bias), "seeds": np.asarray(seeds), "objectives": objectives,
             "weights": np.stack(weights)}
