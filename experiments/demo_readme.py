@@ -72,8 +72,16 @@ def summary(results: Mapping[str, Any]) -> dict[str, Any]:
     reps = {split: {"tpr_gap": v["tpr_gap"]["1"], **{k: v["scores"][k] for k in ("pip", "pip_baseline", "atv",
                                                                                    "atv_baseline")}}
             for split, v in results["representations"]["splits"].items()}
-    return {"seed": results["seed"], "quick": results["quick"], "study": study, "sensitivity": sensitivity,
-            "representations": reps}
+    out = {"seed": results["seed"], "quick": results["quick"], "study": study, "sensitivity": sensitivity,
+           "representations": reps}
+    if "training" in results:  # section 4: the counterfactual training arm at its strongest bias
+        t = results["training"]
+        alpha = max(r["bias"] for r in t["rows"])
+        out["training"] = {"bias": alpha, "k": t["k"], "seeds": len(t["rows"][0]["auc_a"]["per_seed"]),
+                           "rows": {("unbiased" if r["bias"] == 0 else r["method"]):
+                                    {m: {"mean": r[m]["mean"], "ci95": r[m]["ci95"]} for m in ("auc_a", "sex_effect")}
+                                    for r in t["rows"] if r["bias"] in (0.0, alpha)}}
+    return out
 
 
 def _name(setting: str) -> str:
@@ -185,6 +193,24 @@ def _representations(r: Mapping[str, Any]) -> list[str]:
             f"{bal['pip_baseline']:.3f} (CFRs {bal['pip']:.3f})."]
 
 
+def _training(t: Mapping[str, Any]) -> list[str]:
+    rows = t["rows"]
+
+    def eff(name: str) -> str:
+        e = rows[name]["sex_effect"]
+        return f"{e['mean']:+.2f} [{e['ci95'][0]:+.2f}, {e['ci95'][1]:+.2f}]".replace("-", "−")
+
+    def auc(name: str) -> str:
+        return f"{rows[name]['auc_a']['mean']:.2f}"
+
+    others = [n for n in rows if n not in ("unbiased", "basic")]
+    return [f"**Counterfactual training** (section 4) on the study's site-A pool with the sex corruption at α = "
+            f"{t['bias']:g} ({t['seeds']} seeds per method, K = {t['k']} counterfactuals per training unit rendered or "
+            f"decoded inside the step): the CF sex effect [95% interval] is {eff('basic')} for the basic classifier "
+            f"(AUC {auc('basic')}) against {eff('unbiased')} for one trained on the unbiased pool (AUC "
+            f"{auc('unbiased')}); " + "; ".join(f"{n} {eff(n)} (AUC {auc(n)})" for n in others) + "."]
+
+
 def render(doc: Mapping[str, Any], times: bool = True) -> str:
     """The README's section (between the markers, markers excluded) from ``docs/demo_results.json``;
     ``times=False`` leaves out the run-time sentence (what varies between identical runs)."""
@@ -193,7 +219,9 @@ def render(doc: Mapping[str, Any], times: bool = True) -> str:
     sec = run["seconds"] if times else None
     head = (f"`make demo` (`cfjax demo`) ran in {sec['total']:.0f} s on a {run['cpus']}-core CPU (study "
             f"{sec['marginalisation']:.0f} s, sensitivity {sec['sensitivity']:.0f} s, representations "
-            f"{sec['representations']:.0f} s; {run['date']}"
+            f"{sec['representations']:.0f} s"
+            + (f", counterfactual training {sec['training']:.0f} s" if "training" in sec else "")
+            + f"; {run['date']}"
             + (f"; load average {run['load_average'][1]:.1f} over its last 5 minutes, itself included"
                if run.get("load_average") else "")
             + ") and wrote `results/demo/report.md`; these are its "
@@ -202,6 +230,8 @@ def render(doc: Mapping[str, Any], times: bool = True) -> str:
              "[docs/demo_results.json](docs/demo_results.json) holds them and `python -m experiments.demo_readme "
              "--check results/demo` compares a run with them).")
     parts = [[head], _study(n["study"]), _sensitivity(n["sensitivity"]), _representations(n["representations"])]
+    if "training" in n:
+        parts.append(_training(n["training"]))
     return "\n\n".join("\n".join(_wrap(line) for line in p) for p in parts) + "\n"
 
 
