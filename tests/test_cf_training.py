@@ -359,12 +359,13 @@ def test_resume_with_objectives_equals_uninterrupted(rng, tmp_path):
     tree_equal(resumed, full)
     for other in ([Objective(), Objective("flip", 0.3), Objective("group_dro", 0.05)],
                   [Objective(), Objective("flip", 0.5), Objective("group_dro", 0.5)],
-                  [Objective(), Objective("variance", 0.5), Objective("group_dro", 0.05)]):
-        with pytest.raises(ValueError, match="`checkpoint_dir`"):  # another run's checkpoint
+                  [Objective(), Objective("variance", 0.5), Objective("group_dro", 0.05)],
+                  [Objective(), Objective("flip", 0.5), Objective("flip", 0.5)]):  # no group DRO: (M, 1) weights
+        with pytest.raises(ValueError, match="`checkpoint_dir`"):  # another run's checkpoint, compared first
             cp.train(*args, **{**kw, "objectives": other}, checkpoint_dir=tmp_path)
-    # (A run whose state has other shapes — no group DRO: group weights (M, 1), not (M, 4) — is
-    # refused too, but by orbax's shape error: cfjax._core.training.run restores the state
-    # before it compares the runs' descriptions. Not tested here.)
+    with pytest.raises(ValueError, match="`checkpoint_dir`"):  # another number of members: other shapes
+        cp.train(MODEL, x, y, masks[:2], vx, vy, CONFIG, **{**kw, "seeds": seeds[:2], "objectives": objs[:2]},
+                 checkpoint_dir=tmp_path)
 
 
 # --- errors -----------------------------------------------------------------------------------------------

@@ -60,22 +60,37 @@ class CheckpointStore:
                                                          meta=ocp.args.JsonSave(meta)), force=True)
         self._manager.wait_until_finished()
 
-    def restore(self, template: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
-        """``(state, meta)`` of ``step`` (default: the latest), the state in the structure,
-        shapes and dtypes of ``template`` and placed like its arrays (their shardings: a state
-        saved from one device restores sharded over several, and back)."""
+    def _step(self, step: int | None) -> int:
         if step is None:
             step = self.latest_step()
         if step is None or step not in self._manager.all_steps():
             _checks.fail("step", f"a saved step of {self.directory} ({list(self._manager.all_steps())})",
                          repr(step))
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
-        restored = self._manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
-        meta = dict(restored["meta"])
+        return step
+
+    def _checked(self, meta: Any, step: int) -> dict[str, Any]:
+        meta = dict(meta)
         if meta.get("format") != FORMAT_VERSION:
             _checks.fail("directory", f"checkpoints of format {FORMAT_VERSION}",
                          f"format {meta.get('format')!r} at step {step}")
+        return meta
+
+    def meta(self, step: int | None = None) -> dict[str, Any]:
+        """The description saved with ``step`` (default: the latest), without loading its state:
+        a run compares it with its own before restoring a state whose shapes may differ."""
+        step = self._step(step)
+        restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        return self._checked(restored["meta"], step)
+
+    def restore(self, template: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
+        """``(state, meta)`` of ``step`` (default: the latest), the state in the structure,
+        shapes and dtypes of ``template`` and placed like its arrays (their shardings: a state
+        saved from one device restores sharded over several, and back)."""
+        step = self._step(step)
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
+        restored = self._manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+        meta = self._checked(restored["meta"], step)
         state = jax.tree.map(lambda t, a: a.astype(np.asarray(t).dtype) if hasattr(a, "astype") else a,
                              template, restored["state"])
         return state, meta

@@ -193,11 +193,11 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
     curve_steps: list[int] = []
     meta = {"run": dict(meta or {})}
     if store is not None and store.latest_step() is not None:
-        template = {"loop": loop, "best": best}
-        restored, saved = store.restore(template)
-        if saved.get("run") != meta["run"]:
+        # the description first: another run's state may not even have this run's shapes
+        if store.meta().get("run") != meta["run"]:
             raise ValidationError(f"`checkpoint_dir`: expected a checkpoint of this run or an empty folder, "
                                   f"got one of another run ({store.directory}).")
+        restored, saved = store.restore({"loop": loop, "best": best})
         # restored arrays are committed to a device, fresh ones are not: without this the chunk
         # would compile a second time for the resumed loop
         restored = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), restored)
