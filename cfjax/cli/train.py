@@ -38,14 +38,15 @@ def parse_objective(text: str):
         raise UserError(f"--objective {text!r}: expected NAME or NAME:NUMBER, got {value!r} after the colon") from None
     try:
         if name == "cvar":
-            return Objective("cvar", alpha=1.0 if number is None else number)
-        if name in ("variance", "flip"):
+            objective = Objective("cvar", alpha=1.0 if number is None else number)
+        elif name in ("variance", "flip"):
             if number is None:
                 raise UserError(f"--objective {text!r}: expected {name}:STRENGTH, e.g. {name}:1")
-            return Objective(name, strength=number)
-        if number is not None:
+            objective = Objective(name, strength=number)
+        elif number is not None:
             raise UserError(f"--objective {text!r}: {name!r} takes no value")
-        objective = Objective(name)
+        else:
+            objective = Objective(name)
     except ValueError as e:
         raise UserError(f"--objective {text!r}: {e}") from None
     if not objective.needs_counterfactuals:
