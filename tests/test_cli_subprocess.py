@@ -21,7 +21,7 @@ def _cfjax(*argv, cwd=None):
 def test_version_and_commands():
     code, out, _ = _cfjax("--help")
     assert code == 0
-    for name in ("demo", "evaluate", "sensitivity", "cfr", "chest"):
+    for name in ("demo", "evaluate", "sensitivity", "cfr", "chest", "train"):
         assert f"  {name} " in out
 
 
@@ -38,10 +38,11 @@ def _mistakes(tmp_path):
         (("cfr", missing, "--concept", "z", "--labels", "y"), str(missing)),
         (("chest", "--size", "8"), "--size"),
         (("demo", "--quick", "--out", full), "--force"),
+        (("train", "--objective", "variance", "--out", tmp_path / "o2"), "--objective"),
     ]
 
 
-@pytest.mark.parametrize("case", range(5))
+@pytest.mark.parametrize("case", range(6))
 def test_a_mistake_is_one_line_and_exit_code_2(tmp_path, case):
     argv, named = _mistakes(tmp_path)[case]
     code, out, err = _cfjax(*argv, cwd=tmp_path)
@@ -69,7 +70,7 @@ def test_devices_split_the_resamples_and_change_no_number(tmp_path):
     assert exit_.value.code == 2
 
 
-_SUBCOMMANDS = ("demo", "evaluate", "sensitivity", "cfr", "chest")
+_SUBCOMMANDS = ("demo", "evaluate", "sensitivity", "cfr", "chest", "train")
 
 
 @pytest.mark.parametrize("argv", [("--help",), ("--version",)] + [(c, "--help") for c in _SUBCOMMANDS])
