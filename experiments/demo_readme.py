@@ -78,9 +78,9 @@ def summary(results: Mapping[str, Any]) -> dict[str, Any]:
         t = results["training"]
         alpha = max(r["bias"] for r in t["rows"])
         out["training"] = {"bias": alpha, "k": t["k"], "seeds": len(t["rows"][0]["auc_a"]["per_seed"]),
-                           "rows": {("unbiased" if r["bias"] == 0 else r["method"]):
-                                    {m: {"mean": r[m]["mean"], "ci95": r[m]["ci95"]} for m in ("auc_a", "sex_effect")}
-                                    for r in t["rows"] if r["bias"] in (0.0, alpha)}}
+                           "rows": [["unbiased" if r["bias"] == 0 else r["method"],  # a list: the report's order
+                                     {m: {"mean": r[m]["mean"], "ci95": r[m]["ci95"]} for m in ("auc_a", "sex_effect")}]
+                                    for r in t["rows"] if r["bias"] in (0.0, alpha)]}
     return out
 
 
@@ -194,7 +194,7 @@ def _representations(r: Mapping[str, Any]) -> list[str]:
 
 
 def _training(t: Mapping[str, Any]) -> list[str]:
-    rows = t["rows"]
+    rows = dict((name, row) for name, row in t["rows"])
 
     def eff(name: str) -> str:
         e = rows[name]["sex_effect"]

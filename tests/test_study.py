@@ -252,7 +252,7 @@ def test_readme_numbers_render_from_a_demo_results_json(demo):
     out, res, _ = demo
     with open(os.path.join(out, "run_times.json")) as f:
         times = json.load(f)
-    assert set(times["seconds"]) == {"marginalisation", "sensitivity", "representations", "total"}
+    assert set(times["seconds"]) == {"marginalisation", "sensitivity", "representations", "training", "total"}
     text = " ".join(DR.render({"numbers": DR.summary(res), "run": times}).split())
     st = res["marginalisation"]["study"]
     ctc = st["settings"]["A->B"]["ctc"]

@@ -148,7 +148,7 @@ def independence_weights(sex: Any, y: Any, mask: Any) -> np.ndarray:
     Example:
       >>> w = independence_weights([0, 0, 0, 1], [1, 1, 0, 0], [True] * 4)
       >>> [round(float(v), 3) for v in w]
-      [0.562, 0.562, 1.125, 0.5]
+      [0.75, 0.75, 1.5, 0.5]
     """
     s, yy, m = np.asarray(sex).astype(int), np.asarray(y).astype(int), np.asarray(mask).astype(bool)
     n = m.sum()
