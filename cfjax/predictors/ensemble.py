@@ -297,11 +297,12 @@ class EnsembleState:
         """The training record as plain Python for ``json.dumps``, without parameters or
         optimiser states: ``n_members``, ``step``, ``round``, ``finished``, per member
         ``best_auc``, ``best_step``, ``since_best``, ``active`` (lists of M),
-        and per round ``val_auc`` and ``loss`` (R lists of M, NaN for rounds not run). Keep
-        the parameters with :func:`cfjax.predictors.save_checkpoint`."""
+        and per round ``val_auc`` and ``loss`` (R lists of M, NaN for rounds not run), and
+        ``group_weights`` (M lists of G). Keep the parameters with
+        :func:`cfjax.predictors.save_checkpoint`."""
         out = {"n_members": int(np.shape(self.best_auc)[0]), "step": int(self.step), "round": int(self.round),
                "finished": self.finished}
-        for name in ("best_auc", "best_step", "since_best", "active", "val_auc", "loss"):
+        for name in ("best_auc", "best_step", "since_best", "active", "val_auc", "loss", "group_weights"):
             out[name] = _results.plain(getattr(self, name))
         return out
 
