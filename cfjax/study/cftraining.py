@@ -373,6 +373,12 @@ def findings(results: dict[str, Any]) -> list[str]:
             text += "No method brings it back within its interval. "
         if best is not None:
             text += f"Closest: {best['method']} ({best['sex_effect']['mean']:+.3f})."
+        learned = [(r, _row(results, r["method"][:-len(" (learned)")], alpha)) for r in rows
+                   if r["method"].endswith(" (learned)")]
+        if learned:
+            text += " Learned against exact counterfactuals: " + "; ".join(
+                f"{r['method']} {r['sex_effect']['mean']:+.3f} (AUC {r['auc_a']['mean']:.3f}) against "
+                f"{e['sex_effect']['mean']:+.3f} (AUC {e['auc_a']['mean']:.3f})" for r, e in learned if e) + "."
         lines.append(text)
     return lines
 
