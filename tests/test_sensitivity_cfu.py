@@ -39,8 +39,9 @@ def stacked_gls(F, X, prec, lam):
     return [w[widths[j]:widths[j + 1]] for j in range(len(F))]
 
 
-def reference_cfu(model, P):
-    """CFU by the recipe of definitions §3 in numpy/scipy/scikit-learn, unit loops where it is clearer."""
+def reference_cfu(model, P, predictor="fair"):
+    """CFU by the recipe of definitions §3 in numpy/scipy/scikit-learn, unit loops where it is clearer;
+    ``predictor`` a baseline: the same mean over its own predictions (a ridge on (A, X) or on X)."""
     g, data = model.graph, model.data
     codes, group = np.asarray(data.codes), np.asarray(data.group)
     X, y, lam = np.asarray(data.X), np.asarray(data.y), float(model.lam)
@@ -55,6 +56,13 @@ def reference_cfu(model, P):
     pf = PolynomialFeatures(model.predictor_degree)
     pred = Ridge(alpha=model.selection["predictor"]["lam"], fit_intercept=False).fit(pf.fit_transform(Z), y)
     f = pred.predict(pf.transform(Z))
+    a = codes[group]
+    if predictor != "fair":
+        inputs = (lambda a, x: np.concatenate([a, x], 1)) if predictor == "unconstrained" else (lambda a, x: x)
+        chosen = model.selection["baselines"][predictor]
+        bf = PolynomialFeatures(chosen["degree"])
+        base = Ridge(alpha=chosen["lam"], fit_intercept=False).fit(bf.fit_transform(inputs(a, X)), y)
+        f = base.predict(bf.transform(inputs(a, X)))
 
     # Model B: σ by a derivative-free search on the profile likelihood, w by GLS.
     def profile(log_s):
@@ -81,7 +89,9 @@ def reference_cfu(model, P):
         F_cf = blocks_of(g, model.degrees, a_cf, x_cf)
         eps_cf = np.stack([x_cf[:, j] - F_cf[j] @ w_dag[j] for j in range(m)], 1)
         Z_cf = np.where(np.asarray(g.fair_mask)[None, :], X, eps_cf)
-        total += np.where(group == level, 0.0, (f - pred.predict(pf.transform(Z_cf))) ** 2)
+        f_cf = (pred.predict(pf.transform(Z_cf)) if predictor == "fair"
+                else base.predict(bf.transform(inputs(a_cf, x_cf))))
+        total += np.where(group == level, 0.0, (f - f_cf) ** 2)
     return np.mean(total / (len(codes) - 1))
 
 
@@ -170,6 +180,19 @@ def test_cfu_equals_the_brute_force_recipe(rng, x64, case):
     ours = float(S.cfu(model, P))
     assert ours > 0
     assert ours == pytest.approx(reference_cfu(model, P), rel=2e-5)
+
+
+@pytest.mark.parametrize("predictor", ["unconstrained", "blind"])
+def test_a_baselines_cfu_equals_the_brute_force_recipe(rng, x64, predictor):
+    graph, data = three_feature_problem(rng, n=300)
+    model = S.fit(graph, data, SMALL)
+    P = np.array([[1.0, 0.5, -0.3], [0.5, 1.0, 0.2], [-0.3, 0.2, 1.0]])
+    scored = model.scoring(predictor)
+    ours = float(S.cfu(scored, P))
+    assert ours == pytest.approx(reference_cfu(model, P, predictor), rel=2e-5)
+    assert ours > 10 * float(S.cfu(model, P))  # a baseline moves with A; the fair predictor barely
+    with pytest.raises(ValueError, match="predictor"):
+        model.scoring("oracle")
 
 
 def test_cfu_is_zero_at_the_identity_and_positive_elsewhere(bivariate, x64):

@@ -47,6 +47,7 @@ from cfjax.sensitivity.linear import profile_objective as profile_objective
 from cfjax.sensitivity.linear import residual_products as residual_products
 from cfjax.sensitivity.plots import curve_caption as curve_caption
 from cfjax.sensitivity.plots import plot_curve as plot_curve
+from cfjax.sensitivity.problem import PREDICTORS as PREDICTORS
 from cfjax.sensitivity.problem import FairModel as FairModel
 from cfjax.sensitivity.problem import FairnessData as FairnessData
 from cfjax.sensitivity.problem import FairnessGraph as FairnessGraph
@@ -76,6 +77,7 @@ __all__ = [
     "InverseBudget",
     "ModelA",
     "ModelB",
+    "PREDICTORS",
     "Problem",
     "RidgeFit",
     "Settings",

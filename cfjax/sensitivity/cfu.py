@@ -20,8 +20,8 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax.sensitivity.correlation import check_correlation
-from cfjax.sensitivity.linear import ModelB, _layout, fit_model_b, polynomial_features
-from cfjax.sensitivity.problem import FairModel, _embed, predictor_inputs
+from cfjax.sensitivity.linear import ModelB, _layout, fit_model_b
+from cfjax.sensitivity.problem import FairModel, _embed
 
 _CHUNK = 8192  # units per vmapped chunk in cfu_of
 
@@ -61,26 +61,23 @@ def counterfactual_features(model: FairModel, model_b: ModelB, level: Any) -> tu
         data.codes[level], data.X, model_b.residuals)
 
 
-def _predict(model: FairModel, z: jax.Array) -> jax.Array:
-    return polynomial_features(z, model.predictor_degree) @ model.theta
-
-
 def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) -> jax.Array:
     """CFU given a fitted Model B: ``mean_i mean_{a' ≠ a_i} (f_θ(ε̂_i) − f_θ(ε̂'_i))²``, over all
-    units or the index array ``units`` (a minibatch)."""
+    units or the index array ``units`` (a minibatch). For a baseline
+    (:meth:`~cfjax.sensitivity.FairModel.scoring`) the same mean of ``(f_b(a_i, x_i) −
+    f_b(a', x'_i))²`` (the blind baseline sees x only)."""
     data = model.data
     c = data.codes.shape[0]
     w_star = model.design.blocks(model_b.w)
-    group, X, F, fair_pred = data.group, data.X, model.design.F, model.fair_pred
+    group, X, F, fair_pred = data.group, data.X, model.design.F, model.scored_pred
     if units is not None:  # only the batch's residuals are computed
         group, X, F, fair_pred = group[units], X[units], F[units], fair_pred[units]
     delta = X - F @ _layout(model.design, model_b.w)
 
     def unit(g, x, d, f):
         def world(level):
-            _, eps_cf = _unit_counterfactual(model, data.codes[level], x, d, w_star)
-            z = predictor_inputs(model.graph, eps_cf, x)
-            return (f - _predict(model, z)) ** 2
+            x_cf, eps_cf = _unit_counterfactual(model, data.codes[level], x, d, w_star)
+            return (f - model.predict(data.codes[level], x_cf, eps_cf)) ** 2
 
         others = (g + 1 + jnp.arange(c - 1, dtype=g.dtype)) % c  # every level but the unit's own
         return jnp.mean(jax.vmap(world)(others))

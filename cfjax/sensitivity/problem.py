@@ -26,7 +26,12 @@ from cfjax.sensitivity.diagnostics import ConvergenceWarning, DegenerateProblemW
 from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, fit_model_b, polynomial_features
 
 __all__ = ["FairnessGraph", "FairnessData", "make_data", "Settings", "FairModel", "fit", "embeddings",
-           "predictor_inputs"]
+           "predictor_inputs", "PREDICTORS"]
+
+PREDICTORS = ("fair", "unconstrained", "blind")
+"""The predictors whose counterfactual unfairness cfjax scores: the counterfactually fair one
+(a ridge on Model A's residuals), the unconstrained baseline (a ridge on A and X) and the blind
+one (a ridge on X)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,6 +321,42 @@ class FairModel:
     baselines: dict
     baseline_unfairness: dict
     selection: dict  # CV choices and tables (leaves; never used inside compiled code)
+    baseline_theta: dict = None  # name -> coefficients on the baseline's polynomial inputs
+    baseline_degrees: tuple = struct.field(pytree_node=False, default=())  # ((name, degree), ...)
+    scored: str = struct.field(pytree_node=False, default="fair")
+
+    def scoring(self, predictor: str) -> "FairModel":
+        """The same model with CFU scored on ``predictor`` (one of :data:`PREDICTORS`):
+        :func:`~cfjax.sensitivity.cfu`, :func:`~cfjax.sensitivity.worst_case` and everything
+        built on them then measure how much that predictor's output moves between each unit's
+        factual and counterfactual worlds. ``"fair"`` (the default) is paper 001's CFU; the
+        baselines' CFU under the same Model B counterfactuals shows what the fair predictor buys
+        at each budget (the unconstrained predictor sees A itself, so its CFU stays large at
+        every correlation).
+
+        Example:
+          >>> PREDICTORS
+          ('fair', 'unconstrained', 'blind')
+        """
+        if predictor not in PREDICTORS:
+            _checks.fail("predictor", f"one of {list(PREDICTORS)}", repr(predictor))
+        if predictor != "fair" and predictor not in dict(self.baseline_degrees):
+            _checks.fail("predictor", "a baseline this model was fitted with", repr(predictor))
+        return self.replace(scored=predictor)
+
+    def predict(self, a: jax.Array, x: jax.Array, residuals: jax.Array) -> jax.Array:
+        """One unit's prediction by the scored predictor (:meth:`scoring`) from A's code
+        ``a (q,)``, its features ``x (m,)`` and their Model A residuals ``residuals (m,)``;
+        lift over units with ``jax.vmap``."""
+        if self.scored == "fair":
+            return polynomial_features(predictor_inputs(self.graph, residuals, x), self.predictor_degree) @ self.theta
+        z = jnp.concatenate([a, x]) if self.scored == "unconstrained" else x
+        return polynomial_features(z, dict(self.baseline_degrees)[self.scored]) @ self.baseline_theta[self.scored]
+
+    @property
+    def scored_pred(self) -> jax.Array:
+        """The scored predictor's factual predictions, ``(n,)``."""
+        return self.fair_pred if self.scored == "fair" else self.baselines[self.scored]
 
     def to_dict(self) -> dict[str, Any]:
         """The fit as JSON-serialisable plain Python: the graph (``features``, ``parents``,
@@ -455,16 +496,18 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     Z = predictor_inputs(graph, model_a.residuals, data.X)
     fair = ridge.ridge_cv(Z, data.y, **cv)
     fair_pred = ridge.polynomial_predict(Z, fair.degree, fair.theta)
-    baselines, unfairness, chosen = {}, {}, {}
+    baselines, unfairness, chosen, thetas, b_degrees = {}, {}, {}, {}, []
     for name, inputs in (("unconstrained", jnp.concatenate([a, data.X], axis=1)), ("blind", data.X)):
         b = ridge.ridge_cv(inputs, data.y, **cv)
         baselines[name] = ridge.polynomial_predict(inputs, b.degree, b.theta)
+        thetas[name] = b.theta
+        b_degrees.append((name, int(b.degree)))
         unfairness[name] = float(jnp.mean((fair_pred - baselines[name]) ** 2))
         chosen[name] = _choice(b)
     selection = {"degrees": degrees, "lam": lam_choice.tolist(), "equation_cv": table,
                  "lambda_cv": lambda_cv, "predictor": _choice(fair), "baselines": chosen}
     return FairModel(graph, degrees, fair.degree, data, d, lam, model_a, fair.theta, fair_pred, baselines,
-                     unfairness, selection)
+                     unfairness, selection, thetas, tuple(b_degrees))
 
 
 def _warn_if_model_a_not_finite(graph: FairnessGraph, d: Design, model_a: ModelA, lam: Any) -> None:
