@@ -13,6 +13,15 @@ intervals as bands) and :func:`curve_caption` says what to conclude from it.
 when a number is not what it seems.
 """
 
+from cfjax.sensitivity.benchmarks import Benchmarks as Benchmarks
+from cfjax.sensitivity.benchmarks import benchmark_cfu as benchmark_cfu
+from cfjax.sensitivity.benchmarks import benchmark_correlations as benchmark_correlations
+from cfjax.sensitivity.benchmarks import benchmarks as benchmarks
+from cfjax.sensitivity.benchmarks import identified_pairs as identified_pairs
+from cfjax.sensitivity.benchmarks import partial_r2 as partial_r2
+from cfjax.sensitivity.benchmarks import residual_correlations as residual_correlations
+from cfjax.sensitivity.benchmarks import yardstick_children as yardstick_children
+from cfjax.sensitivity.benchmarks import yardsticks as yardsticks
 from cfjax.sensitivity.cfu import bivariate_correlation as bivariate_correlation
 from cfjax.sensitivity.cfu import cfu as cfu
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation as cfu_at_zero_correlation
@@ -68,6 +77,7 @@ from cfjax.sensitivity.search import paper_optimizer as paper_optimizer
 from cfjax.sensitivity.search import worst_case as worst_case
 
 __all__ = [
+    "Benchmarks",
     "ConvergenceWarning",
     "DegenerateProblemWarning",
     "Design",
@@ -83,6 +93,9 @@ __all__ = [
     "Settings",
     "ShrinkageWarning",
     "WorstCase",
+    "benchmark_cfu",
+    "benchmark_correlations",
+    "benchmarks",
     "bivariate_correlation",
     "boundary_scale",
     "cfu",
@@ -104,16 +117,19 @@ __all__ = [
     "fold_ids",
     "from_frame",
     "gls",
+    "identified_pairs",
     "inverse_budget",
     "load_law_school",
     "load_nhs",
     "make_data",
     "paper_optimizer",
+    "partial_r2",
     "pd_correlation",
     "plot_curve",
     "polynomial_features",
     "predictor_inputs",
     "profile_objective",
+    "residual_correlations",
     "residual_products",
     "ridge_cv",
     "sign_corners",
@@ -121,4 +137,6 @@ __all__ = [
     "synthetic",
     "tanh_correlation",
     "worst_case",
+    "yardstick_children",
+    "yardsticks",
 ]
