@@ -1,0 +1,537 @@
+"""Bootstrap intervals for the sensitivity analysis (paper 001; definitions §3), as one vmapped
+program over resamples of the units.
+
+Each resample refits the whole analysis on its units with every choice fixed at the full
+data's (:func:`refit`: Model A's degrees and λ, the fair predictor's and the baselines' degree
+and λ; no cross-validation), then computes, in the same compiled program:
+
+- the worst-case CFU at each budget, by a *local search* from the full data's maximisers: the
+  polish's geometry of :func:`~cfjax.sensitivity.worst_case` (projected gradient ascent in P
+  along the boundary of the usable set, a step accepted only when it raises CFU, its size
+  doubled when accepted and quartered when refused), a fixed number of steps from each of three
+  starts: the full data's worst P at that budget and the neighbouring budgets' worst P projected
+  into it; the best start wins, and a budget's value is never below a smaller budget's (the
+  budgets are nested). It is not a global search per resample: a resample whose worst case moved
+  to another local maximum is under-estimated (the interval is then that of the full data's
+  maxima, followed locally);
+- the CFU at the benchmark correlations (:mod:`cfjax.sensitivity.benchmarks`: each yardstick
+  variable's observed partial correlations, times each multiple) and the budgets they imply;
+- the inverse budget for each level: the smallest budget whose worst case reaches it, by
+  bisection between the two grid budgets that bracket it (each probe a local search from the
+  bracket's answers), so to within ``resolution``; a level not reached within the largest
+  budget is +inf (counted, not dropped).
+
+The resamples are split into chunks (``lax.map`` over chunks, ``vmap`` within one) so that
+memory stays bounded for large data, and over devices with ``mesh=``
+(:func:`cfjax.distributed.map_batch`). :func:`bootstrap` returns :class:`Intervals`: the
+full-data estimates (the same program on the identity resample), percentile intervals and every
+resample's values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from cfjax import _checks, distributed, platform
+from cfjax._core.keys import as_key
+from cfjax._results import headline, strict_plain as plain
+from cfjax.sensitivity import ridge
+from cfjax.sensitivity.cfu import cfu_of
+from cfjax.sensitivity.correlation import check_budget, correlation_margin
+from cfjax.sensitivity.linear import ModelA, _model_b, _start_log_sigma, _unpenalised, design, fit_model_a
+from cfjax.sensitivity.problem import FairModel, FairnessData, embeddings, predictor_inputs
+from cfjax.sensitivity.projection import _along_boundary, _project_usable
+
+__all__ = ["Intervals", "bootstrap", "refit"]
+
+_STEP_START, _STEP_STOP = 1e-2, 1e-5  # the local search's first and smallest step, in units of p_max (the polish's)
+_NEWTON = 30  # Model B's Newton steps from scratch at every evaluation (as cfu() and the polish take)
+_BASELINE_LEVELS = ("unconstrained", "blind")
+
+
+# ----------------------------------------------------------------------------------------- refit
+def _penalties(model: FairModel) -> dict:
+    """The full data's ridge penalties of the fair predictor and the baselines (from
+    ``model.selection``): ``{"fair": λ, name: λ, ...}``."""
+    sel = model.selection
+    try:
+        out = {"fair": sel["predictor"]["lam"]}
+        out.update({name: sel["baselines"][name]["lam"] for name, _ in model.baseline_degrees})
+    except (KeyError, TypeError):
+        _checks.fail("model", "a FairModel from fit (its selection holds the predictors' penalties)",
+                     f"selection with keys {sorted(sel) if isinstance(sel, dict) else type(sel).__name__}")
+    return out
+
+
+def _ridge(F: jax.Array, y: jax.Array, lam: Any) -> jax.Array:
+    """``solve(FᵀF + λI, Fᵀy)``: :func:`~cfjax.sensitivity.ridge.ridge_cv`'s refit."""
+    return jnp.linalg.solve(F.T @ F + lam * jnp.eye(F.shape[1], dtype=F.dtype), F.T @ y)
+
+
+def _refit(model: FairModel, idx: jax.Array, lams: dict, model_a: str) -> FairModel:
+    """:func:`refit`'s traceable body; ``lams``: :func:`_penalties`."""
+    g, data = model.graph, model.data
+    sub = FairnessData(data.group[idx], data.codes, data.X[idx], data.y[idx], data.names)
+    a = sub.a
+    d = design(embeddings(g, model.degrees, a, sub.X), sub.X)
+    unpenalised = _unpenalised(model.lam)
+    if unpenalised and d.range_basis is None:
+        # Traced: the full data's basis of the embeddings' span. A resample's rows keep every
+        # linear dependency of the full data's columns (A² = 1 when A = ±1), so the span is the
+        # same unless the resample has a new one (then its solves are singular: NaN, counted).
+        d = d.replace(range_basis=model.design.range_basis)
+    lam = model.lam if not isinstance(model.lam, tuple) else jnp.asarray(model.lam, sub.X.dtype)
+    fit_a = fit_model_a(d, lam)
+    if model_a == "ml":
+        eye = jnp.eye(g.m, dtype=d.G.dtype)
+        b = _model_b(d, eye, None if unpenalised else lam, None, 50, unpenalised)
+        fit_a = ModelA(fit_a.w_ridge, b.sigma, b.w, b.residuals)
+    Z = predictor_inputs(g, fit_a.residuals, sub.X)
+    F = ridge.embed(Z, model.predictor_degree)
+    theta = _ridge(F, sub.y, jnp.asarray(lams["fair"], F.dtype))
+    fair_pred = F @ theta
+    preds, thetas, unfairness = {}, {}, {}
+    for name, degree in model.baseline_degrees:
+        inputs = jnp.concatenate([a, sub.X], axis=1) if name == "unconstrained" else sub.X
+        Fb = ridge.embed(inputs, degree)
+        thetas[name] = _ridge(Fb, sub.y, jnp.asarray(lams[name], Fb.dtype))
+        preds[name] = Fb @ thetas[name]
+        unfairness[name] = jnp.mean((fair_pred - preds[name]) ** 2)
+    return FairModel(g, model.degrees, model.predictor_degree, sub, d, model.lam, fit_a, theta, fair_pred, preds,
+                     unfairness, {}, thetas, model.baseline_degrees, model.scored)
+
+
+_refit_jit = jax.jit(_refit, static_argnums=(3,))
+
+
+def refit(model: FairModel, idx: Any, *, model_a: str = "paper") -> FairModel:
+    """The whole analysis refitted on the units ``idx (n',)`` (a resample, with replacement),
+    every choice fixed at ``model``'s: the equations' degrees and λ (Models A and B), the fair
+    predictor's and the baselines' degree and λ (from ``model.selection``); no
+    cross-validation. Equal, to rounding, to :func:`~cfjax.sensitivity.fit` on ``data[idx]``
+    with those choices fixed in its :class:`~cfjax.sensitivity.Settings`.
+
+    Pure and traceable: ``jax.jit`` and ``jax.vmap`` over ``idx`` (the result has ``model``'s
+    static structure, the scored predictor kept). Its ``selection`` is an empty dict: the
+    choices are ``model``'s, kept on the host, and a traced copy of its CV tables would be
+    dead weight in a vmapped program. Its ``baseline_unfairness`` holds arrays, not floats.
+    With λ = 0 inside a traced program the unpenalised solves use ``model``'s basis of the
+    embeddings' span (a resample keeps the full data's collinearities).
+
+    Args:
+      model: the full data's fit (:func:`~cfjax.sensitivity.fit`).
+      idx: ``(n',)`` integer indices of the units, in ``[0, n)``.
+      model_a: how ``model``'s Model A was fitted (``Settings.model_a``: ``"paper"`` or
+        ``"ml"``; the model does not record it).
+
+    Returns:
+      :class:`~cfjax.sensitivity.FairModel` on the ``n'`` resampled units.
+    """
+    if not isinstance(model, FairModel):
+        _checks.fail("model", "a FairModel from cfjax.sensitivity.fit", type(model).__name__)
+    if model_a not in ("paper", "ml"):
+        _checks.fail("model_a", "'paper' or 'ml'", repr(model_a))
+    lams = _penalties(model)
+    if _checks.is_concrete(idx):
+        idx = _check_indices(idx, model.data.n)
+    return _refit_jit(model.replace(selection={}), jnp.asarray(idx), lams, model_a)
+
+
+def _check_indices(idx: Any, n: int) -> jax.Array:
+    arr = np.asarray(idx)
+    if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+        _checks.fail("idx", "a non-empty 1-d integer array of unit indices", f"shape {arr.shape}, dtype {arr.dtype}")
+    if arr.min() < 0 or arr.max() >= n:
+        _checks.fail("idx", f"indices in [0, {n})", f"values in [{arr.min()}, {arr.max()}]")
+    return jnp.asarray(arr, jnp.int32)
+
+
+# ---------------------------------------------------------------------------------- local search
+def _probe(model: FairModel, P: jax.Array, log_sigma0: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """CFU at ``P`` on all units and its gradient in P, Model B solved from ``log_sigma0``
+    (the ridge residuals', as :func:`~cfjax.sensitivity.cfu` starts)."""
+    unpenalised = _unpenalised(model.lam)
+    lam = None if unpenalised else model.lam
+
+    def value(P):
+        return cfu_of(model, _model_b(model.design, P, lam, log_sigma0, _NEWTON, unpenalised))
+
+    return jax.value_and_grad(value)(P)
+
+
+def _local(model: FairModel, fresh: jax.Array, P0: jax.Array, p: jax.Array, min_eig: float,
+           steps: int) -> tuple[jax.Array, jax.Array]:
+    """The worst case near a usable ``P0`` within budget ``p``: ``steps`` steps of the polish
+    (a step of ``eta · p`` along the boundary following the gradient, projected back onto the
+    usable set; kept when it raises CFU, eta doubled, else eta quartered; no more steps once
+    eta < 1e-5). Returns ``(value, P)``, value −inf when no finite CFU was found."""
+    v0, g0 = _probe(model, P0, fresh)
+    ok0 = jnp.isfinite(v0) & (correlation_margin(P0, min_eig) >= 0)
+    state = (P0, jnp.where(ok0, v0, -jnp.inf), jnp.where(ok0, g0, 0.0), jnp.asarray(_STEP_START, P0.dtype))
+
+    def step(_, s):
+        P, v, g, eta = s
+        on = eta >= _STEP_STOP
+        Q = _project_usable(_along_boundary(P, g, p, min_eig, eta * p), p, min_eig)
+        vq, gq = _probe(model, Q, fresh)
+        ok = on & (vq > v) & jnp.isfinite(vq) & (correlation_margin(Q, min_eig) >= 0)
+        return (jnp.where(ok, Q, P), jnp.where(ok, vq, v), jnp.where(ok, gq, g),
+                jnp.where(on, jnp.where(ok, 2 * eta, eta / 4), eta))
+
+    P, v, _, _ = jax.lax.fori_loop(0, steps, step, state)
+    return v, P
+
+
+# ----------------------------------------------------------------------------- one resample
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    """The static settings of a bootstrap program (hashable: the compiled program is cached on it)."""
+
+    model_a: str
+    min_eig: float
+    steps: int  # local search steps per start
+    bisect: int  # bisection steps per level
+    level_kinds: tuple  # per level: "blind" / "unconstrained" (the resample's own) or "" (a fixed number)
+    benchmarks: tuple  # the benchmark multiples (empty: none)
+
+
+def _analysis(cfg: _Config, model: FairModel, lams: dict, idx: jax.Array, p: jax.Array, starts: jax.Array,
+              levels: jax.Array) -> dict:
+    """One resample's numbers: the analysis refitted on ``idx (n,)``, then the worst case at
+    each sorted budget ``p (K,)`` from ``starts (K, S, m, m)``, the benchmarks' budgets and CFU,
+    and each level's inverse budget (``levels (L,)``: the fixed levels; where the level is a
+    baseline's, its entry is ignored)."""
+    fitted = _refit(model, idx, lams, cfg.model_a)
+    dtype = fitted.data.X.dtype
+    m = model.graph.m
+    eye = jnp.eye(m, dtype=dtype)
+    fresh = _start_log_sigma(fitted.design, 0.0 if _unpenalised(model.lam) else model.lam, dtype)
+    local = functools.partial(_local, fitted, fresh, min_eig=cfg.min_eig, steps=cfg.steps)
+
+    K, S = starts.shape[:2]
+    values, Ps = jax.vmap(jax.vmap(local, (0, None)), (0, 0))(starts, p)  # (K, S), (K, S, m, m)
+    values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
+    best = jnp.argmax(values, axis=1)
+    curve = jnp.take_along_axis(values, best[:, None], axis=1)[:, 0]
+    P_best = jnp.take_along_axis(Ps, best[:, None, None, None], axis=1)[:, 0]
+    # Nested budgets: a smaller budget's worst P is usable here too.
+    within = p[None, :] <= p[:, None]
+    source = jnp.argmax(jnp.where(within, curve[None, :], -jnp.inf), axis=1)
+    curve, P_best = curve[source], P_best[source]
+    out = {"worst_case": curve}
+    for name, value in fitted.baseline_unfairness.items():
+        out[f"baseline_unfairness/{name}"] = value
+
+    if cfg.benchmarks:
+        # Here, not at the top: the benchmarks module imports what this one does, and a program
+        # without benchmarks needs none of it.
+        from cfjax.sensitivity.benchmarks import benchmark_cfu, benchmark_correlations
+
+        _, _, P_abs = benchmark_correlations(fitted, cfg.benchmarks)
+        out["benchmark_budget"] = jnp.max(jnp.abs(P_abs) * (1 - eye), axis=(-2, -1))  # NaN: infeasible
+        out["benchmark_cfu"] = benchmark_cfu(fitted, P_abs)[0]
+
+    for i, kind in enumerate(cfg.level_kinds):
+        target = fitted.baseline_unfairness[kind] if kind else levels[i]
+        out[f"level/{i}"] = target
+        out[f"inverse/{i}"] = _inverse(local, p, curve, P_best, target, cfg, eye)
+    return out
+
+
+def _inverse(local, p, curve, P_best, target, cfg: _Config, eye) -> jax.Array:
+    """The smallest budget whose worst case reaches ``target``: the grid's bracket, then
+    ``cfg.bisect`` bisection steps, each probe a local search from the bracket's two answers
+    (the lower one usable as it is, the upper one projected); the answer is the bracket's upper
+    end; +inf where no budget reaches it, NaN for a level that is not finite."""
+    reached = curve >= target
+    k = jnp.argmax(reached)
+    below = k > 0
+    lo = jnp.where(below, p[k - 1], 0.0)
+    v_lo = jnp.where(below, curve[k - 1], -jnp.inf)
+    P_lo = jnp.where(below, P_best[k - 1], eye)
+    hi, P_hi = p[k], P_best[k]
+
+    def step(_, s):
+        lo, hi, v_lo, P_lo, P_hi = s
+        mid = 0.5 * (lo + hi)
+        starts = jnp.stack([P_lo, _project_usable(P_hi, mid, cfg.min_eig)])
+        v, P = jax.vmap(local, (0, None))(starts, mid)
+        v = jnp.where(jnp.isfinite(v), v, -jnp.inf)
+        j = jnp.argmax(v)
+        up_to = jnp.maximum(v[j], v_lo)
+        P_mid = jnp.where(v[j] >= v_lo, P[j], P_lo)
+        up = up_to >= target
+        return (jnp.where(up, lo, mid), jnp.where(up, mid, hi), jnp.where(up, v_lo, up_to),
+                jnp.where(up, P_lo, P_mid), jnp.where(up, P_mid, P_hi))
+
+    _, hi, _, _, _ = jax.lax.fori_loop(0, cfg.bisect, step, (lo, hi, v_lo, P_lo, P_hi))
+    return jnp.where(jnp.isfinite(target), jnp.where(reached.any(), hi, jnp.inf), jnp.nan)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Resamples:
+    """A block of resamples as :func:`cfjax.distributed.map_batch` calls it: each entry's key
+    (its units drawn with replacement) or, where ``identity``, all units in order."""
+
+    cfg: _Config
+
+    def __call__(self, keys, identity, model, lams, p, starts, levels):
+        return jax.vmap(lambda key, same: _one(self.cfg, model, lams, key, same, p, starts, levels))(keys, identity)
+
+
+def _one(cfg: _Config, model: FairModel, lams: dict, key: jax.Array, identity: jax.Array, p, starts, levels):
+    """One resample from its key (the identity resample where ``identity``): :func:`_analysis`."""
+    n = model.data.n
+    idx = jnp.where(identity, jnp.arange(n, dtype=jnp.int32), jax.random.randint(key, (n,), 0, n, jnp.int32))
+    return _analysis(cfg, model, lams, idx, p, starts, levels)
+
+
+# ------------------------------------------------------------------------------------- result
+@struct.dataclass
+class Intervals:
+    """Result of :func:`bootstrap`: percentile intervals of every quantity over the resamples.
+
+    Each mapping is keyed by quantity: ``"worst_case"`` ``(K,)`` (the worst-case CFU at each
+    budget of ``p_max``), ``"benchmark_budget"`` and ``"benchmark_cfu"`` ``(V, k)`` (each
+    yardstick variable's benchmark correlation's budget, its largest |P_jk|, and the CFU there,
+    per multiple in ``benchmarks``), ``"inverse/<name>"`` ``()`` (the smallest budget whose
+    worst case reaches level ``<name>``, to within ``resolution``; +inf when not reached
+    within the largest budget), ``"level/<name>"`` ``()`` (that level, per resample for a
+    baseline's) and ``"baseline_unfairness/<name>"`` ``()``.
+
+    ``estimate``: the full data's value (the same program on all units: the local search
+    reproduces :func:`~cfjax.sensitivity.worst_case`'s answer); ``lower``, ``upper``: the
+    ``(1 ∓ level)/2`` percentiles of the resamples' values (linear interpolation; NaN dropped,
+    +inf kept: an upper bound of +inf says that more than that share did not reach the level);
+    ``values``: every resample's value, ``(resamples, ...)``; ``not_finite``: per entry, the
+    resamples whose value is NaN or −inf (no finite CFU found, a degenerate refit), left out of
+    the percentiles; ``not_reached``: per inverse budget, the resamples that did not reach the
+    level (+inf, counted in the percentiles). ``resamples``, ``level`` (the intervals'
+    coverage), ``resolution`` (the inverse budgets' bisection bracket, at most), ``p_max``
+    ``(K,)`` and ``levels`` (name → the level: a number, or the baseline's name).
+    """
+
+    p_max: jax.Array
+    estimate: dict
+    lower: dict
+    upper: dict
+    values: dict
+    not_finite: dict
+    not_reached: dict
+    resamples: int = struct.field(pytree_node=False)
+    level: float = struct.field(pytree_node=False)
+    resolution: float = struct.field(pytree_node=False)
+    levels: tuple = struct.field(pytree_node=False, default=())  # ((name, level or baseline name), ...)
+
+    def to_dict(self, values: bool = False) -> dict[str, Any]:
+        """JSON-ready plain Python (non-finite numbers as None: an unreached inverse budget's
+        +inf too, with ``not_reached`` saying so); every resample's ``values`` only when asked."""
+        out = {"p_max": plain(self.p_max), "resamples": int(self.resamples), "level": float(self.level),
+               "resolution": float(self.resolution), "levels": {k: plain(v) for k, v in self.levels},
+               "estimate": plain(self.estimate), "lower": plain(self.lower), "upper": plain(self.upper),
+               "not_finite": plain(self.not_finite), "not_reached": plain(self.not_reached)}
+        if values:
+            out["values"] = plain(self.values)
+        return out
+
+    def __repr__(self) -> str:
+        try:
+            i = int(np.nanargmax(np.asarray(self.p_max)))
+            worst = (f"worst_case at p_max={headline(self.p_max[i])}: {headline(self.estimate['worst_case'][i])} "
+                     f"[{headline(self.lower['worst_case'][i])}, {headline(self.upper['worst_case'][i])}]")
+        except Exception:  # traced or batched
+            worst = f"p_max {tuple(np.shape(self.p_max))}"
+        missing = sum(int(np.sum(v)) for v in self.not_finite.values()) if self.not_finite else 0
+        return (f"Intervals(resamples={self.resamples}, level={self.level:g}, {worst}, "
+                f"quantities={len(self.estimate)}, not_finite={missing})")
+
+
+def _percentiles(values: np.ndarray, q: float) -> np.ndarray:
+    """The q-quantile over axis 0 (linear interpolation), NaN and −inf dropped, +inf kept (an
+    endpoint at +inf gives +inf); NaN where nothing is left."""
+    v = np.where(np.isneginf(values), np.nan, values)
+    s = np.sort(v, axis=0)  # NaN last
+    count = np.sum(~np.isnan(v), axis=0)
+    h = (np.maximum(count, 1) - 1) * q
+    lo = np.floor(h).astype(int)
+    hi = np.minimum(lo + 1, np.maximum(count - 1, 0))
+    a = np.take_along_axis(s, lo[None], axis=0)[0]
+    b = np.take_along_axis(s, hi[None], axis=0)[0]
+    with np.errstate(invalid="ignore"):
+        out = np.where(np.isinf(b) | np.isinf(a), np.maximum(a, b), a + (h - lo) * (b - a))
+    return np.where(count > 0, out, np.nan)
+
+
+# ------------------------------------------------------------------------------------ bootstrap
+def bootstrap(model: FairModel, p_max: Any, *, key: Any, resamples: int = 200, worst: Any = None,
+              benchmarks: Any = (1, 2, 3), levels: Mapping[str, Any] | None = None, level: float = 0.95,
+              steps: int = 10, bisect: int = 6, chunk: int | None = None, mesh: Any = None,
+              model_a: str = "paper", search: Mapping[str, Any] | None = None) -> Intervals:
+    """Percentile bootstrap intervals of the sensitivity analysis: the worst-case CFU at each
+    budget, the benchmarks' budgets and CFU, and the inverse budgets, over ``resamples``
+    resamples of the units, as one compiled program vmapped over resamples.
+
+    Every resample refits Models A and B, the fair predictor and the baselines with the full
+    data's choices (:func:`refit`), then searches its worst case *locally*, from the full data's
+    maximisers (``worst``; see the module's docstring): ``steps`` steps of the polish's
+    projected ascent along the boundary from the full data's worst P at that budget and from
+    its neighbouring budgets' (projected into it), the best kept. A resample's worst case that
+    sits near another local maximum is not found; the identity resample reproduces
+    ``worst.cfu`` (to ~1e-6 relative). Each level's inverse budget is bisected ``bisect``
+    times between the two budgets of ``p_max`` that bracket it, so it is known to within
+    ``resolution`` = the widest gap of the grid (from 0) over 2^bisect.
+
+    Args:
+      model: the full data's fit (:func:`~cfjax.sensitivity.fit`); the scored predictor
+        (:meth:`~cfjax.sensitivity.FairModel.scoring`) is the one whose CFU is bootstrapped.
+      p_max: the budgets, one or a 1-d grid in [0, 1) (sorted; repeats dropped).
+      key: the resamples' randomness (a typed key, raw key data or an int seed); resample b
+        draws its units with ``jax.random.split(key, resamples)[b]``.
+      resamples: how many bootstrap resamples (≥ 2).
+      worst: the full data's :class:`~cfjax.sensitivity.WorstCase` at these budgets (its
+        ``min_eig`` is used); None: computed with :func:`~cfjax.sensitivity.worst_case`
+        (options ``search``, the key folded with 1).
+      benchmarks: the benchmark multiples (:mod:`cfjax.sensitivity.benchmarks`); ``()``: none.
+      levels: name → a CFU level (a number) or ``"blind"`` / ``"unconstrained"`` (each
+        resample's own baseline unfairness, ``mean (fair_pred − baseline)²``); None: no inverse
+        budgets.
+      level: the intervals' coverage, in (0, 1).
+      steps: local search steps per start (each a CFU and its gradient on all units).
+      bisect: bisection steps per inverse budget.
+      chunk: resamples vmapped at once (``lax.map`` over chunks; memory is one chunk's); None:
+        as many as fit in about 512 MB of per-unit arrays, at most 4 on CPU with XLA's
+        concurrency-optimised scheduler on (:func:`cfjax.platform.run_group`).
+      mesh: devices to split the resamples over (:func:`cfjax.distributed.map_batch`): None
+        (one device), a count, devices or a one-axis Mesh.
+      model_a: how ``model``'s Model A was fitted (``Settings.model_a``).
+      search: options of :func:`~cfjax.sensitivity.worst_case` when ``worst`` is None.
+
+    Returns:
+      :class:`Intervals`.
+    """
+    if not isinstance(model, FairModel):
+        _checks.fail("model", "a FairModel from cfjax.sensitivity.fit", type(model).__name__)
+    budgets = np.atleast_1d(np.asarray(p_max, np.float64))
+    if budgets.ndim != 1 or budgets.size == 0:
+        _checks.fail("p_max", "a budget or a non-empty 1-d grid", f"shape {np.shape(p_max)}")
+    for b in budgets:
+        check_budget(b)
+    budgets = np.unique(budgets)
+    resamples = _checks.check_positive_int("resamples", resamples)
+    if resamples < 2:
+        _checks.fail("resamples", "at least 2 resamples", repr(resamples))
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        _checks.fail("level", "a coverage in (0, 1)", repr(level))
+    steps = _checks.check_positive_int("steps", steps)
+    bisect = _checks.check_positive_int("bisect", bisect)
+    if model_a not in ("paper", "ml"):
+        _checks.fail("model_a", "'paper' or 'ml'", repr(model_a))
+    if isinstance(benchmarks, (str, bytes)) or not hasattr(benchmarks, "__iter__"):
+        _checks.fail("benchmarks", "a sequence of positive multiples (or () for none)", repr(benchmarks))
+    benchmarks = tuple(float(k) for k in benchmarks)
+    if any(not (np.isfinite(k) and k > 0) for k in benchmarks):
+        _checks.fail("benchmarks", "positive multiples", repr(benchmarks))
+    names, kinds, fixed = _levels(levels, model)
+    key = as_key(key)
+    lams = _penalties(model)
+    dtype = model.data.X.dtype
+    if worst is None:
+        from cfjax.sensitivity.search import worst_case
+
+        worst = worst_case(model, budgets, key=jax.random.fold_in(key, 1), **dict(search or {}))
+    starts, min_eig = _starts(worst, budgets, dtype)
+    n, D = model.data.n, sum(model.design.sizes)
+    if chunk is None:
+        per = 8 * (n * (D + 3 * model.graph.m + 4) + 3 * budgets.size * min(n, 8192) * 12 * model.graph.m)
+        chunk = max(1, min(resamples + 1, (512 << 20) // per))
+        if platform.run_group(8) is not None:
+            chunk = min(chunk, platform.RUN_GROUP)
+    chunk = _checks.check_positive_int("chunk", chunk)
+    cfg = _Config(model_a, min_eig, steps, bisect, kinds, benchmarks)
+    keys = jax.random.split(key, resamples)
+    keys = jnp.concatenate([keys[:1], keys])  # entry 0: the identity resample (its key unused)
+    identity = jnp.asarray(np.arange(resamples + 1) == 0)
+    out = distributed.map_batch(_Resamples(cfg), keys, identity,
+                                shared=(model.replace(selection={}), lams, jnp.asarray(budgets, dtype),
+                                        jnp.asarray(starts, dtype), jnp.asarray(fixed, dtype)),
+                                mesh=mesh, chunk_size=chunk,
+                                compiler_options=platform.small_kernel_options(
+                                    None if mesh is None else list(distributed.as_mesh(mesh).devices.flat)))
+    out = {k: np.asarray(v, np.float64) for k, v in jax.device_get(out).items()}
+    rename = {f"inverse/{i}": f"inverse/{name}" for i, name in enumerate(names)}
+    rename.update({f"level/{i}": f"level/{name}" for i, name in enumerate(names)})
+    out = {rename.get(k, k): v for k, v in out.items()}
+    estimate = {k: v[0] for k, v in out.items()}
+    values = {k: v[1:] for k, v in out.items()}
+    lower = {k: _percentiles(v, (1 - level) / 2) for k, v in values.items()}
+    upper = {k: _percentiles(v, (1 + level) / 2) for k, v in values.items()}
+    not_finite = {k: np.sum(np.isnan(v) | np.isneginf(v), axis=0) for k, v in values.items()}
+    not_reached = {k: np.sum(np.isposinf(v), axis=0) for k, v in values.items() if k.startswith("inverse/")}
+    gaps = np.diff(np.concatenate([[0.0], budgets]))
+    resolution = float(gaps.max() / 2**bisect)
+    return Intervals(budgets, estimate, lower, upper, values, not_finite, not_reached, resamples, float(level),
+                     resolution, tuple(zip(names, [k or float(v) for k, v in zip(kinds, fixed)])))
+
+
+def _levels(levels: Any, model: FairModel) -> tuple[tuple, tuple, np.ndarray]:
+    """``(names, kinds, fixed)``: each level's name, its baseline's name (or ``""`` for a fixed
+    number) and the fixed numbers (NaN for a baseline's)."""
+    if levels is None:
+        return (), (), np.zeros(0)
+    if not isinstance(levels, Mapping):
+        _checks.fail("levels", "None or a mapping name -> CFU level (a number, 'blind' or 'unconstrained')",
+                     type(levels).__name__)
+    names, kinds, fixed = [], [], []
+    have = dict(model.baseline_degrees)
+    for name, value in levels.items():
+        if not isinstance(name, str) or "/" in name:
+            _checks.fail("levels", "names without '/'", repr(name))
+        if isinstance(value, str):
+            if value not in _BASELINE_LEVELS or value not in have:
+                _checks.fail(f"levels[{name!r}]", f"a number or one of the model's baselines {sorted(have)}",
+                             repr(value))
+            kinds.append(value)
+            fixed.append(np.nan)
+        else:
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                _checks.fail(f"levels[{name!r}]", "a non-negative CFU level or a baseline's name", repr(value))
+            if not (np.isfinite(v) and v >= 0):
+                _checks.fail(f"levels[{name!r}]", "a non-negative CFU level or a baseline's name", repr(value))
+            kinds.append("")
+            fixed.append(v)
+        names.append(name)
+    return tuple(names), tuple(kinds), np.asarray(fixed, np.float64)
+
+
+def _starts(worst: Any, budgets: np.ndarray, dtype) -> tuple[np.ndarray, float]:
+    """Each budget's local-search starts ``(K, 3, m, m)`` from the full data's worst case: its
+    own worst P and its neighbours' projected into it; and the margin ``min_eig``."""
+    from cfjax.sensitivity.search import WorstCase
+
+    if not isinstance(worst, WorstCase):
+        _checks.fail("worst", "None or the full data's WorstCase", type(worst).__name__)
+    wp = np.asarray(worst.p_max, np.float64)
+    order = np.argsort(wp)
+    if wp.shape != budgets.shape or not np.allclose(wp[order], budgets, rtol=0, atol=1e-12):
+        _checks.fail("worst", f"a WorstCase at the budgets p_max = {budgets.tolist()}", f"budgets {wp.tolist()}")
+    P = np.asarray(worst.P, np.float64)[order]
+    if not np.isfinite(np.asarray(worst.cfu)[order]).all():
+        _checks.fail("worst", "a finite worst case at every budget (its P start the local searches)",
+                     f"cfu {np.asarray(worst.cfu).tolist()}")
+    min_eig = float(worst.min_eig)
+    K = budgets.size
+    below, above = P[np.maximum(np.arange(K) - 1, 0)], P[np.minimum(np.arange(K) + 1, K - 1)]
+    project = jax.jit(jax.vmap(lambda P, p: _project_usable(P, p, min_eig)))
+    p = jnp.asarray(budgets, dtype)
+    starts = np.stack([P, np.asarray(project(jnp.asarray(below, dtype), p)),
+                       np.asarray(project(jnp.asarray(above, dtype), p))], axis=1)
+    return starts, min_eig
