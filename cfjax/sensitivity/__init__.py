@@ -22,6 +22,9 @@ from cfjax.sensitivity.benchmarks import partial_r2 as partial_r2
 from cfjax.sensitivity.benchmarks import residual_correlations as residual_correlations
 from cfjax.sensitivity.benchmarks import yardstick_children as yardstick_children
 from cfjax.sensitivity.benchmarks import yardsticks as yardsticks
+from cfjax.sensitivity.bootstrap import Intervals as Intervals
+from cfjax.sensitivity.bootstrap import bootstrap as bootstrap
+from cfjax.sensitivity.bootstrap import refit as refit
 from cfjax.sensitivity.cfu import bivariate_correlation as bivariate_correlation
 from cfjax.sensitivity.cfu import cfu as cfu
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation as cfu_at_zero_correlation
@@ -84,6 +87,7 @@ __all__ = [
     "FairModel",
     "FairnessData",
     "FairnessGraph",
+    "Intervals",
     "InverseBudget",
     "ModelA",
     "ModelB",
@@ -97,6 +101,7 @@ __all__ = [
     "benchmark_correlations",
     "benchmarks",
     "bivariate_correlation",
+    "bootstrap",
     "boundary_scale",
     "cfu",
     "cfu_at_zero_correlation",
@@ -129,6 +134,7 @@ __all__ = [
     "polynomial_features",
     "predictor_inputs",
     "profile_objective",
+    "refit",
     "residual_correlations",
     "residual_products",
     "ridge_cv",
