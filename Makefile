@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 EXPERIMENTS_STAMP := $(VENV)/.installed-experiments
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: install test seeds bench demo experiments clean
+.PHONY: install test slow seeds bench demo experiments clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The slow statistical checks (e.g. bootstrap intervals' coverage over 100 simulated data sets).
+slow: $(STAMP)
+	$(PY) -m pytest -m slow
 
 # The randomized tests under many seeds (SEEDS=50 by default; CFJAX_TEST_SEED sets the first).
 SEEDS ?= 50
