@@ -230,16 +230,18 @@ def benchmark_cfu(model: FairModel, P_abs: jax.Array) -> tuple[jax.Array, jax.Ar
         fit = _model_b(d, jnp.where(ok, P, eye), lam, None, _NEWTON_STEPS, unpenalised)
         return jnp.where(ok, cfu_of(model, fit), jnp.nan)
 
-    values, worst = [], []
-    for v, children in enumerate(yardstick_children(g)):
-        signs = _sign_patterns(g.m, children)
-        outer = jnp.asarray(signs[:, :, None] * signs[:, None, :], dtype)  # (S, m, m)
-        Ps = P_abs[v][:, None] * outer[None]  # (K, S, m, m)
-        cf = jax.vmap(jax.vmap(value))(Ps)  # (K, S)
-        best = jnp.argmax(cf, axis=1)  # a NaN (a failed fit) wins, as in jnp.max
-        values.append(jnp.max(cf, axis=1))
-        worst.append(jnp.take_along_axis(Ps, best[:, None, None, None], axis=1)[:, 0])
-    return jnp.stack(values), jnp.stack(worst)
+    # Every yardstick's patterns padded to the same count by repeating its first (a repeat does not
+    # change a maximum), so that one vmap over (V, K, patterns) traces Model B and CFU once.
+    patterns = [_sign_patterns(g.m, children) for children in yardstick_children(g)]
+    most = max(len(p) for p in patterns)
+    signs = np.stack([np.concatenate([p, np.repeat(p[:1], most - len(p), axis=0)]) for p in patterns])
+    outer = jnp.asarray(signs[..., :, None] * signs[..., None, :], dtype)  # (V, S, m, m)
+    Ps = P_abs[:, :, None] * outer[:, None]  # (V, K, S, m, m)
+    V, K, S = Ps.shape[:3]
+    cf = jax.vmap(value)(Ps.reshape(V * K * S, g.m, g.m)).reshape(V, K, S)
+    best = jnp.argmax(cf, axis=-1)  # a NaN (a failed fit) wins, as in jnp.max
+    worst = jnp.take_along_axis(Ps, best[:, :, None, None, None], axis=2)[:, :, 0]
+    return jnp.max(cf, axis=-1), worst
 
 
 def residual_correlations(model: FairModel) -> jax.Array:
@@ -248,7 +250,7 @@ def residual_correlations(model: FairModel) -> jax.Array:
     correlation as the data identify it (definitions §3.9). Traceable."""
     pairs = identified_pairs(model.graph)
     e = model.model_a.residuals
-    e = e - jnp.mean(e, axis=0)
+    e = e - jnp.mean(e, axis=0, keepdims=True)
     scale = jnp.sqrt(jnp.sum(e * e, axis=0))
     if not pairs:
         return jnp.zeros((0,), e.dtype)
