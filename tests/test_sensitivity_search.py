@@ -253,8 +253,10 @@ def test_restart_ratio_compares_the_best_two_restarts_and_warns(bivariate, x64):
 
     model = bivariate
     budgets = [0.3, 0.8]
-    with pytest.warns(S.ConvergenceWarning, match="p_max = 0.8"):
-        wc = S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20, warn_ratio=1.0)
+    # Without the adaptive rounds the two restarts stay at the two corners, and it warns.
+    with pytest.warns(S.ConvergenceWarning, match=r"p_max = 0.8 .*no adaptive rounds \(max_rounds=0\)"):
+        wc = S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20, warn_ratio=1.0, max_rounds=0)
+    assert np.shape(wc.round_cfu) == (2, 0) and (np.asarray(wc.rounds) == 0).all()
     values = np.sort(np.asarray(wc.restart_cfu), axis=1)[:, ::-1]
     np.testing.assert_allclose(wc.restart_ratio, values[:, 0] / values[:, 1], rtol=1e-12)
     # Two features: the sign corners ±p_max are the two local maxima, two distinct starts.
@@ -262,8 +264,8 @@ def test_restart_ratio_compares_the_best_two_restarts_and_warns(bivariate, x64):
     np.testing.assert_allclose(np.sort(np.asarray(wc.restart_cfu), 1), np.sort(corners, 1), rtol=1e-6)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20, warn_ratio=None)
-        S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20,
+        S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20, warn_ratio=None, max_rounds=0)
+        S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20, max_rounds=0,
                      warn_ratio=float(np.max(wc.restart_ratio)) * 1.01)
         # One restart: the ratio is NaN, and NaN never warns (checked on the ratio itself: a search
         # with one restart would compile the search again for its other number of runs).
@@ -291,7 +293,8 @@ def test_a_budget_without_a_finite_worst_case_warns(bivariate, x64):
 
 
 def test_new_search_options_are_validated(bivariate):
-    for name, bad in (("boundary_starts", -1), ("warn_ratio", 0.5), ("polish", -2)):
+    for name, bad in (("boundary_starts", -1), ("warn_ratio", 0.5), ("polish", -2), ("max_rounds", -1),
+                      ("max_rounds", 1.5), ("confirm", 0.0), ("confirm", 1.0)):
         with pytest.raises(ValueError, match=name):
             S.worst_case(bivariate, [0.2], key=jax.random.key(0), **{name: bad})
 
@@ -306,7 +309,8 @@ def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, ca
     search([0.3, 0.8], restarts=2)
     with jax.log_compiles(True), caplog.at_level(logging.DEBUG, logger="jax"):
         three = search([0.3, 0.5, 0.8], restarts=3)
-        one = search([0.8], restarts=1)
+        one = search([0.8], restarts=1, max_rounds=0)
+        rounds = search([0.3, 0.8], restarts=1)  # the adaptive rounds: the same program, other counts
     compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith(("Compiling", "Finished tracing"))]
     assert compiled == []
     assert np.shape(three.restart_cfu) == (3, 3) and np.shape(three.history) == (3, 3, 20)
@@ -315,6 +319,8 @@ def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, ca
                         for b in (0.3, 0.5, 0.8)])
     np.testing.assert_allclose(three.cfu, corners, rtol=1e-6)
     np.testing.assert_allclose(one.cfu, corners[-1:], rtol=1e-6)
+    assert (np.asarray(rounds.rounds) >= 1).all() and np.asarray(rounds.confirmed).all()
+    np.testing.assert_allclose(rounds.cfu, corners[[0, 2]], rtol=1e-6)
     # The floor comes from the screening (P = I among the screened points), evaluated by the
     # search's program: cfu()'s value, to rounding (without a penalty it is rounding itself).
     floor = S.cfu_at_zero_correlation(bivariate)
@@ -383,3 +389,64 @@ def test_the_probe_takes_the_gradient_only_when_asked(bivariate, x64):
     h = 1e-5
     fd = (float(S.cfu(bivariate, P + h * (1 - jnp.eye(2)))) - float(S.cfu(bivariate, P - h * (1 - jnp.eye(2))))) / (2 * h)
     assert float(g_on[0, 1] + g_on[1, 0]) == pytest.approx(fd, rel=1e-5)
+
+
+# ----------------------------------------------------------------------------- adaptive rounds
+def test_adaptive_rounds_add_restarts_only_where_the_best_two_disagree(bivariate, x64):
+    """Two features: the sign corners ±p_max are two local maxima, and two restarts start one at
+    each. At p_max = 0 every restart finds P = I (confirmed in round one: no extra work); at 0.8
+    the corners disagree, so a round adds 4 restarts there, which climb back to the best corner
+    and confirm it: no warning, the answer the corners' best."""
+    budgets = [0.0, 0.8]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", S.ConvergenceWarning)
+        wc = S.worst_case(bivariate, budgets, key=jax.random.key(0), restarts=2, steps=20)
+    rounds, extra = np.asarray(wc.rounds), np.asarray(wc.round_cfu)
+    assert rounds.tolist() == [0, 1] and extra.shape == (2, 4)
+    assert np.isnan(extra[0]).all() and np.isfinite(extra[1]).all()
+    first = np.asarray(wc.restart_cfu)
+    assert first.shape == (2, 2) and first[1, 0] / first[1, 1] > 1 + 1e-3  # round one: two corners, apart
+    corner = max(float(S.cfu(bivariate, S.bivariate_correlation(s * 0.8))) for s in (1, -1))
+    np.testing.assert_allclose(float(wc.cfu[1]), corner, rtol=1e-6)
+    assert np.sum(extra[1] >= corner / (1 + 1e-3)) >= 1  # a round's restart agrees with the best
+    assert np.asarray(wc.confirmed).all() and float(wc.restart_ratio[1]) <= 1 + 1e-3
+    d = wc.to_dict()
+    assert d["rounds"] == [0, 1] and d["confirmed"] == [True, True] and d["round_cfu"][0] == [None] * 4
+
+
+def test_the_rounds_stop_at_the_cap_and_then_it_warns(bivariate, x64):
+    """Restarts of one step from random starts, neither snapped nor polished, never agree to
+    1e-3: each round adds 4 restarts at every budget, max_rounds of them, and then it warns,
+    saying what was done."""
+    opts = dict(restarts=2, steps=1, screen_corners=False, snap=None, polish=0)
+    with pytest.warns(S.ConvergenceWarning, match=r"after 2 adaptive round\(s\) there of 4 more restarts") as caught:
+        wc = S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0), max_rounds=2, **opts)
+    assert "p_max = 0.3" in str(caught[0].message) and "p_max = 0.8" in str(caught[0].message)
+    assert np.asarray(wc.rounds).tolist() == [2, 2] and np.shape(wc.round_cfu) == (2, 8)
+    assert not np.asarray(wc.confirmed).any()
+    every = np.concatenate([np.asarray(wc.restart_cfu), np.asarray(wc.round_cfu)], axis=1)
+    np.testing.assert_array_equal(np.asarray(wc.cfu), every.max(axis=1))  # the best of every restart
+    top = -np.sort(-every, axis=1)
+    np.testing.assert_allclose(wc.restart_ratio, top[:, 0] / top[:, 1], rtol=1e-12)
+    with warnings.catch_warnings():  # a factor above every ratio: silent
+        warnings.simplefilter("error", S.ConvergenceWarning)
+        S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0), max_rounds=2,
+                     warn_ratio=float(np.max(wc.restart_ratio)) * 1.01, **opts)
+
+
+def test_the_default_search_matches_a_ten_times_larger_one(x64):
+    """The demo's problem, small: at every budget of the demo's curve the default search's worst
+    case is within 1e-3 (relative) of a search with 10x the restarts, steps, patience, polish and
+    screened rays (experiments/search_check.py does the same on the real data)."""
+    with jax.enable_x64(True):
+        prob = S.synthetic(300, correlation=0.5, key=3)
+        model = S.fit(prob.graph, prob.data, S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,)))
+    budgets = np.unique(np.append(np.linspace(0.0, 0.99, 6), 0.5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", S.ConvergenceWarning)
+        warnings.simplefilter("ignore", S.ShrinkageWarning)
+        default = S.worst_case(model, budgets, key=jax.random.key(0))
+        large = S.worst_case(model, budgets, key=jax.random.key(0), restarts=40, steps=5000, patience=500,
+                             polish=300, boundary_starts=160)
+    np.testing.assert_allclose(default.cfu, large.cfu, rtol=1e-3, atol=negligible_cfu(model))
+    assert np.asarray(default.confirmed).all()

@@ -103,15 +103,22 @@ class WorstCase:
     ``p_max (B,)``; ``cfu (B,)``: the worst case found (full data, best restart, and never
     below a smaller budget's, whose P is also feasible here); ``P (B, m, m)``
     and ``eigenvalues (B, m)`` (ascending) of that correlation; ``restart_cfu (B, R)``: every
-    restart's answer (−inf for a restart that found no usable P); ``restart_ratio (B,)``: the
-    convergence diagnostic, the best restart's answer over the second best's (1 when two
-    restarts agree on the worst case, large when it was found by one restart only; +inf when
-    no other restart found a positive CFU, NaN with a single restart); ``steps (B, R)``: steps
-    taken before stopping; ``history (B, R, S)``: the objective tracked at each step (NaN after
-    stopping); ``min_eig``: the margin used; ``cfu_at_zero_correlation``: the CFU at P = I,
-    the floor of the curve (P = I is within every budget), 0 only without a ridge penalty: at
-    λ > 0 the ridge's shrinkage artefact, not unfairness caused by confounding
-    (:func:`~cfjax.sensitivity.cfu_at_zero_correlation`; None in a WorstCase built by hand).
+    restart's answer in the first round (−inf for a restart that found no usable P);
+    ``round_cfu (B, E)``: the answers of the restarts the adaptive rounds added (4 a round
+    at each budget not yet confirmed; NaN where a budget had no such round; E = 0 when no
+    budget needed one); ``rounds (B,)``: the adaptive rounds spent at each budget (0: the
+    first round confirmed it); ``confirmed (B,)``: whether two restarts (of either kind) agree
+    on the worst case to the search's ``confirm`` (relative), or it is rounding;
+    ``restart_ratio (B,)``: the convergence diagnostic, the best restart's answer over the
+    second best's, over every restart run there, the rounds' included (at most ``1 + confirm``
+    where confirmed; large when the worst case rests on one restart; +inf when no other restart
+    found a positive CFU, NaN where a single restart ran); ``steps (B, R)``: steps taken
+    before stopping, first round; ``history (B, R, S)``: the objective tracked at each step
+    (NaN after stopping), first round; ``min_eig``: the margin used;
+    ``cfu_at_zero_correlation``: the CFU at P = I, the floor of the curve (P = I is within
+    every budget), 0 only without a ridge penalty: at λ > 0 the ridge's shrinkage artefact,
+    not unfairness caused by confounding (:func:`~cfjax.sensitivity.cfu_at_zero_correlation`;
+    None in a WorstCase built by hand, as are ``rounds``, ``round_cfu`` and ``confirmed``).
 
     A pytree (``jit``/``vmap`` carry it); :meth:`to_dict` gives plain Python for keeping, and the
     ``repr`` is one short line with the largest worst case and its budget.
@@ -127,15 +134,22 @@ class WorstCase:
     history: jax.Array
     min_eig: float = struct.field(pytree_node=False)
     cfu_at_zero_correlation: float | None = struct.field(pytree_node=False, default=None)
+    rounds: jax.Array | None = None
+    round_cfu: jax.Array | None = None
+    confirmed: jax.Array | None = None
 
     def to_dict(self, history: bool = False) -> dict[str, Any]:
-        """Every field as JSON-serialisable plain Python (floats, nested lists; steps as ints),
-        non-finite numbers as None (a restart without a usable P, a ratio with one restart).
+        """Every field as JSON-serialisable plain Python (floats, nested lists; steps and rounds
+        as ints, confirmed as bools), non-finite numbers as None (a restart without a usable P or
+        not run, a ratio with one restart).
         ``history (B, R, steps)`` only when asked: it is the bulk of the result."""
         out = {name: plain(getattr(self, name)) for name in
                ("p_max", "cfu", "P", "eigenvalues", "restart_cfu", "restart_ratio", "steps")}
         out["min_eig"] = float(self.min_eig)
         out["cfu_at_zero_correlation"] = plain(self.cfu_at_zero_correlation)
+        for name in ("rounds", "round_cfu", "confirmed"):
+            value = getattr(self, name)
+            out[name] = None if value is None else plain(np.asarray(value).tolist() if name == "confirmed" else value)
         if history:
             out["history"] = plain(self.history)
         return out
@@ -172,7 +186,8 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
                cliques: Any = None, warm_start: bool = False, init_scale: float = 0.1,
                newton_steps: int = 8, log_objective: bool = True, snap: float | None = 0.99,
                screen_corners: bool = True, boundary_starts: int = 16, polish: int = 30,
-               warn_ratio: float | None = 10.0, mesh: Any = None) -> WorstCase:
+               warn_ratio: float | None = 1.0, mesh: Any = None, max_rounds: int = 3,
+               confirm: float = 1e-3) -> WorstCase:
     """Maximise CFU over correlations within each budget (paper 001, Algorithm 1).
 
     Args:
@@ -230,10 +245,22 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
         and the edges and settles where they meet (where the ascent in L, its steps
         backtracked at the margin, crawls). 0 disables it; not with cliques (it would move the
         pairs they hold at zero).
-      warn_ratio: warn (:class:`ConvergenceWarning`) when at some budget the best restart's
-        CFU exceeds the second best's by more than this factor (the worst case then rests on
-        one restart; ``restart_ratio`` in the result is that ratio). None never warns. A
-        budget where no restart ended with a finite CFU (its ``cfu`` is −inf) always warns.
+      max_rounds: adaptive rounds at most. A budget's worst case is *confirmed* when a second
+        restart's CFU is within a relative ``confirm`` of the best one's (or the best is
+        rounding); restarts from different starts often end at different local maxima, so
+        their ratio alone says little. Where the first round leaves a budget unconfirmed, the
+        search spends more work there, a round at a time: 4 more restarts at each such budget
+        (half from its next-best distinct screened boundary points, half near its best answer
+        so far: that P with noise of 0.05·p_max, so that they climb back to it, or past it),
+        every budget of the round in one call of the same compiled program (the budgets as
+        data), until every budget is confirmed or ``max_rounds`` rounds are spent. 0: one
+        round only. ``rounds``, ``round_cfu`` and ``confirmed`` in the result say what was done.
+      confirm: the relative agreement of two restarts that confirms a worst case (1e-3).
+      warn_ratio: warn (:class:`ConvergenceWarning`) when, after the adaptive rounds, some
+        budget is still not confirmed and its best restart's CFU exceeds the second best's by
+        more than this factor (``restart_ratio``; the default 1: every budget left
+        unconfirmed). None never warns. A budget where no restart ended with a finite CFU (its
+        ``cfu`` is −inf) always warns.
       mesh: where the runs go: None (one device, the default placement), a device count (the
         first ones), a sequence of this process's devices, or a one-axis
         ``jax.sharding.Mesh`` (:func:`cfjax.distributed.as_mesh`). The runs (budgets × restarts;
@@ -273,6 +300,9 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
     boundary_starts, polish = _count("boundary_starts", boundary_starts), _count("polish", polish)
     if warn_ratio is not None and not (isinstance(warn_ratio, (int, float)) and warn_ratio >= 1):
         _checks.fail("warn_ratio", "None or a factor >= 1", repr(warn_ratio))
+    max_rounds = _count("max_rounds", max_rounds)
+    if not (isinstance(confirm, (int, float)) and not isinstance(confirm, bool) and 0 < confirm < 1):
+        _checks.fail("confirm", "a relative tolerance in (0, 1)", repr(confirm))
     key = as_key(key)
     where = _search_mesh(mesh)
     m = model.graph.m
@@ -293,19 +323,69 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
     with jax.numpy_dtype_promotion("standard"):
         count = budgets.size  # the budgets in slots, padded with the last one: a count is data
         batch_key = jax.random.fold_in(key, 1)
-        inits, fallback, zero = starts.initial_L(config, budgets, restarts, key, dtype,
-                                                  _screening(config, where, model, batch_key, dtype))
+        inits, fallback, zero, spares = starts.initial_L(config, budgets, restarts, key, dtype,
+                                                          _screening(config, where, model, batch_key, dtype),
+                                                          spare=_ROUND_RESTARTS // 2 * max_rounds)
         slotted = slots(count, _BUDGET_SLOTS)
-        budgets = np.pad(budgets, (0, slotted - count), mode="edge").astype(dtype)
+        grid = np.pad(budgets, (0, slotted - count), mode="edge").astype(dtype)
         inits = np.pad(inits, ((0, slotted - count),) + ((0, 0),) * (inits.ndim - 1), mode="edge")
-        out = _search(config, where, model, budgets, count, restarts, batch_key, inits, fallback)
-    # The floor comes with the screened starts; without screening it is computed on its own.
-    out = out.replace(cfu_at_zero_correlation=zero if np.isfinite(zero) else cfu_at_zero_correlation(model))
+        values, Ps, t, hist = _search(config, where, model, grid, count, restarts, batch_key, inits, fallback)
+        budgets = grid[:count]
+        more, more_P, rounds = _rounds(config, where, model, budgets, values, Ps, spares, batch_key, key, fallback,
+                                       max_rounds, float(confirm), negligible_cfu(model))
+    every = np.concatenate([values, more], axis=1)
+    cfu, P = _answer(budgets, every, np.concatenate([Ps, more_P], axis=1))
+    fields = (budgets, cfu, P, np.linalg.eigvalsh(P), values, _restart_ratio(every), t, hist)
+    extra = dict(rounds=rounds, round_cfu=more, confirmed=_confirmed(every, cfu, float(confirm), negligible_cfu(model)))
+    place = None if where is None else where.devices.flat[0]
+    out = WorstCase(*jax.device_put(fields, place), config.min_eig,
+                    # The floor comes with the screened starts; without screening it is computed on its own.
+                    zero if np.isfinite(zero) else cfu_at_zero_correlation(model), **jax.device_put(extra, place))
     _warn_if_none_finite(out)
     if warn_ratio is not None:
-        _warn_if_apart(out, float(warn_ratio))
+        _warn_if_apart(out, float(warn_ratio), max_rounds)
     _warn_if_floor(out, model)
     return out
+
+
+_ROUND_RESTARTS = 4  # restarts an adaptive round adds at each budget not yet confirmed
+
+
+def _rounds(cfg: _Config, where: Mesh | None, model: FairModel, budgets: np.ndarray, values: np.ndarray,
+            Ps: np.ndarray, spares: np.ndarray, batch_key: jax.Array, key: jax.Array, fallback: np.ndarray,
+            max_rounds: int, confirm: float, negligible: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The adaptive rounds after the first (``values (B, R)``, ``Ps (B, R, m, m)``): while some
+    budget's worst case is not confirmed (:func:`_confirmed`) and rounds are left, 4 more
+    restarts at each such budget (:func:`cfjax.sensitivity.starts.round_starts`: from its
+    ``spares``, next-best screened starts, and near its best answer so far), all of the round's
+    in one call of the cold runs' program, the budgets and their count as data (the program of
+    the first round, or of its screening, for up to 16 budgets: nothing is compiled again).
+    Returns the rounds' answers ``(B, 4 × rounds run)`` (NaN where a budget had no such round)
+    with their P, and the rounds spent at each budget ``(B,)``."""
+    B, m = values.shape[0], Ps.shape[-1]
+    dtype = budgets.dtype
+    cold = dataclasses.replace(cfg, warm_start=False)
+    more, more_P = np.zeros((B, 0), values.dtype), np.zeros((B, 0, m, m), Ps.dtype)
+    rounds = np.zeros(B, np.int32)
+    for i in range(max_rounds):
+        every = np.concatenate([values, more], axis=1)
+        cfu, P = _answer(budgets, every, np.concatenate([Ps, more_P], axis=1))
+        todo = np.flatnonzero(~_confirmed(every, cfu, confirm, negligible))
+        if not todo.size:
+            break
+        L = starts.round_starts(cold, budgets[todo], P[todo], spares[todo], _ROUND_RESTARTS, key, i, dtype)
+        slotted = slots(todo.size, _BUDGET_SLOTS)
+        inits = np.zeros((slotted, cold.restart_slots) + L.shape[2:], dtype)
+        inits[:todo.size, :_ROUND_RESTARTS] = L
+        grid = np.pad(budgets[todo], (0, slotted - todo.size), mode="edge")
+        v, Q, _, _ = _search(cold, where, model, grid, todo.size, _ROUND_RESTARTS, jax.random.fold_in(batch_key, 2 + i),
+                             inits, fallback)
+        new, new_P = np.full((B, _ROUND_RESTARTS), np.nan, values.dtype), np.broadcast_to(
+            np.eye(m, dtype=Ps.dtype), (B, _ROUND_RESTARTS, m, m)).copy()
+        new[todo], new_P[todo] = v, Q
+        more, more_P = np.concatenate([more, new], axis=1), np.concatenate([more_P, new_P], axis=1)
+        rounds[todo] += 1
+    return more, more_P, rounds
 
 
 def _count(name: str, value: Any) -> int:
@@ -348,17 +428,23 @@ def _warn_if_floor(out: WorstCase, model: FairModel) -> None:
                       "Model A is Model B at P = I", ShrinkageWarning, stacklevel=3)
 
 
-def _warn_if_apart(out: WorstCase, factor: float) -> None:
-    """:class:`ConvergenceWarning` naming the budgets whose best two restarts are more than
-    ``factor`` apart."""
+def _warn_if_apart(out: WorstCase, factor: float, max_rounds: int = 0) -> None:
+    """:class:`ConvergenceWarning` naming the budgets still not confirmed after the adaptive
+    rounds (all of them where ``confirmed`` is None) whose best two restarts are more than
+    ``factor`` apart, with what was done there."""
     ratio = np.asarray(out.restart_ratio)
-    apart = np.flatnonzero(ratio > factor)  # NaN (one restart) is never apart
+    confirmed = np.zeros(ratio.shape, bool) if out.confirmed is None else np.asarray(out.confirmed)
+    apart = np.flatnonzero((ratio > factor) & ~confirmed)  # NaN (one restart) is never apart
     if apart.size:
-        shown = ", ".join(f"p_max = {float(out.p_max[i]):.4g} ({ratio[i]:.3g}x)" for i in apart[:8])
+        shown = ", ".join(f"p_max = {float(out.p_max[i]):.4g} ({ratio[i]:.4g}x)" for i in apart[:8])
         more = f" and {apart.size - 8} more" if apart.size > 8 else ""
-        warnings.warn(f"worst_case: the best restart's CFU exceeds the second best's by more than {factor:g}x at "
-                      f"{shown}{more}: that worst case rests on one restart, and more restarts or steps may find "
-                      "a larger one (restart_cfu holds every restart's value; warn_ratio=None silences this)",
+        done = (f"after {max_rounds} adaptive round(s) there of {_ROUND_RESTARTS} more restarts each (from the "
+                "next-best screened boundary points and near the best answer; max_rounds caps them)"
+                if max_rounds else "with no adaptive rounds (max_rounds=0)")
+        warnings.warn(f"worst_case: no second restart confirms the best restart's CFU (within the relative `confirm`) "
+                      f"at {shown}{more} (the best restart's CFU over the second best's), {done}: that worst case "
+                      "rests on one restart, and more steps, restarts or rounds may find a larger one (restart_cfu "
+                      "and round_cfu hold every restart's value; warn_ratio=None silences this)",
                       ConvergenceWarning, stacklevel=3)
 
 
@@ -651,7 +737,7 @@ class _WarmRuns:
 
 
 def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: np.ndarray, count: int, restarts: int,
-            batch_key: jax.Array, inits: np.ndarray, fallback: np.ndarray) -> WorstCase:
+            batch_key: jax.Array, inits: np.ndarray, fallback: np.ndarray) -> tuple[np.ndarray, ...]:
     """``budgets (B',)``: the budgets in their slots, the first ``count`` in use; ``inits (B',
     R', ...)``: each budget's restarts' starting L, the first ``restarts`` in use;
     ``fallback (R', ...)``: each restart's random start, where its own is not usable. The runs are
@@ -659,8 +745,9 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: np.ndar
     :func:`cfjax.distributed.map_batch`, the model shared: every budget x restart is a run (in
     slots of :func:`~cfjax.sensitivity.search_config.slots`, the padding skipped), or, with
     ``warm_start``, every restart (each scanning the budgets). The counts are data: the
-    programs are the same for every count within the slots. The answer is gathered on
-    ``where``'s first device."""
+    programs are the same for every count within the slots. Returns every run's answer on the
+    host, ``(values (count, restarts), P (count, restarts, m, m), steps, history)``
+    (:func:`_gather`)."""
     R = cfg.restart_slots
     dtype = budgets.dtype
     if cfg.warm_start:
@@ -681,8 +768,7 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: np.ndar
                                     jnp.asarray(fallback[r], dtype), jnp.asarray(k < runs),
                                     shared=(model, batch_key, jnp.asarray(False)), mesh=where,
                                     compiler_options=_options(where))
-    fields = _best(cfg.warm_start, R, budgets, count, restarts, slot, *out)
-    return WorstCase(*jax.device_put(fields, None if where is None else where.devices.flat[0]), cfg.min_eig)
+    return _gather(cfg.warm_start, R, budgets, count, restarts, slot, *out)
 
 
 def _screening(cfg: _Config, where: Mesh | None, model: FairModel, batch_key: jax.Array, dtype) -> Any:
@@ -712,16 +798,15 @@ _RUN_SLOTS = 64  # the fewest run slots the search compiles for (16 budgets x 4 
 _BUDGET_SLOTS, _RESTART_SLOTS = 16, 4
 
 
-def _best(warm_start: bool, R: int, budgets: Any, count: int, restarts: int, slot: np.ndarray | None,
-          values: Any, Ps: Any, t: Any, hist: Any) -> list[np.ndarray]:
-    """The fields of :class:`WorstCase` (all but ``min_eig``) from every run's answer, for the
-    slots ``(B', R)`` (the first ``count`` budgets and ``restarts`` restarts in use): each
-    budget's best restart, never below a smaller budget's; only the slots in use are returned.
-    The runs come as ``(R, B', ...)`` with ``warm_start`` (restarts scanning budgets), else
-    packed, run k at ``slot[:, k]`` (its budget and restart; padding past the grid, dropped).
-    On the host, in numpy: a few small arrays, not worth a compiled program."""
-    budgets, values, Ps, t, hist = (np.asarray(x) for x in (budgets, values, Ps, t, hist))
-    B = budgets.shape[0]
+def _gather(warm_start: bool, R: int, budgets: Any, count: int, restarts: int, slot: np.ndarray | None,
+            values: Any, Ps: Any, t: Any, hist: Any) -> tuple[np.ndarray, ...]:
+    """Every run's answer as a grid over the slots ``(B', R)`` in use, on the host:
+    ``(values (count, restarts), P (count, restarts, m, m), steps, history)``, a non-finite value
+    as −inf. The runs come as ``(R, B', ...)`` with ``warm_start`` (restarts scanning budgets),
+    else packed, run k at ``slot[:, k]`` (its budget and restart; padding past the grid,
+    dropped)."""
+    values, Ps, t, hist = (np.asarray(x) for x in (values, Ps, t, hist))
+    B = np.shape(budgets)[0]
     if warm_start:
         values, Ps, t, hist = (np.swapaxes(x, 0, 1) for x in (values, Ps, t, hist))
     else:
@@ -731,8 +816,15 @@ def _best(warm_start: bool, R: int, budgets: Any, count: int, restarts: int, slo
             return out[:B]
 
         values, Ps, t, hist = grid(values, -np.inf), grid(Ps, 0), grid(t, 0), grid(hist, np.nan)
-    values, Ps, t, hist = values[:count, :restarts], Ps[:count, :restarts], t[:count, :restarts], hist[:count, :restarts]
-    budgets = budgets[:count]
+    values = values[:count, :restarts]
+    return np.where(np.isfinite(values), values, -np.inf), Ps[:count, :restarts], t[:count, :restarts], \
+        hist[:count, :restarts]
+
+
+def _answer(budgets: np.ndarray, values: np.ndarray, Ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each budget's worst case ``(cfu (B,), P (B, m, m))`` from every restart's answer
+    ``values (B, E)`` (NaN: a restart not run) and ``Ps (B, E, m, m)``: its best restart's,
+    never below a smaller budget's. On the host, in numpy: a few small arrays."""
     values = np.where(np.isfinite(values), values, -np.inf)
     best = np.argmax(values, axis=1)
     P_best = np.take_along_axis(Ps, best[:, None, None, None], axis=1)[:, 0]
@@ -742,17 +834,27 @@ def _best(warm_start: bool, R: int, budgets: Any, count: int, restarts: int, slo
     # at the larger budget found less (its restarts explore only near its own corners).
     within = budgets[None, :] <= budgets[:, None]  # budget j inside i
     source = np.argmax(np.where(within, cfu_best[None, :], -np.inf), axis=1)
-    cfu_best, P_best = cfu_best[source], P_best[source]
-    return [budgets, cfu_best, P_best, np.linalg.eigvalsh(P_best), values, _restart_ratio(values), t, hist]
+    return cfu_best[source], P_best[source]
+
+
+def _confirmed(values: np.ndarray, cfu: np.ndarray, confirm: float, negligible: float) -> np.ndarray:
+    """``(B,)``: whether each budget's worst case ``cfu`` is confirmed, matched within a
+    relative ``confirm`` by at least two of its restarts ``values (B, E)`` (NaN: not run), or
+    at most ``negligible`` (rounding: every restart's value is then the same nothing)."""
+    values = np.where(np.isfinite(values), values, -np.inf)
+    agree = np.sum(values >= cfu[:, None] / (1 + confirm), axis=1) >= 2
+    return np.isfinite(cfu) & ((cfu <= negligible) | agree)
 
 
 def _restart_ratio(values: Any) -> np.ndarray:
-    """Each budget's best restart's value over the second best's, ``(B,)`` from ``(B, R)``
-    (NaN with one restart)."""
+    """Each budget's best restart's value over the second best's, ``(B,)`` from ``(B, E)``
+    (NaN: a restart not run; the ratio is NaN where fewer than two restarts ran)."""
     values = np.asarray(values)
+    ran = np.sum(~np.isnan(values), axis=1)
+    top = -np.sort(-np.where(np.isnan(values), -np.inf, values), axis=1)
     if values.shape[1] < 2:
         return np.full(values.shape[:1], np.nan, values.dtype)
-    top = -np.sort(-values, axis=1)
     best, second = top[:, 0], top[:, 1]
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(second > 0, best / np.where(second > 0, second, 1), np.where(best > 0, np.inf, 1.0))
+        ratio = np.where(second > 0, best / np.where(second > 0, second, 1), np.where(best > 0, np.inf, 1.0))
+    return np.where(ran >= 2, ratio, np.nan)

@@ -22,10 +22,11 @@ import numpy as np
 
 from cfjax.sensitivity.correlation import _slack
 from cfjax.sensitivity.parameterisation import _init_L
-from cfjax.sensitivity.projection import _face_ray, _faces, _margin_vertices, _on_boundary
+from cfjax.sensitivity.projection import _face_ray, _faces, _margin_vertices, _on_boundary, _scale
 from cfjax.sensitivity.search_config import _Config
 
 _DISTINCT = 0.1  # restarts' starts differ by more than this fraction of p_max in some entry
+_PERTURB = 0.05  # an adaptive round's starts near the best answer: noise of this fraction of p_max
 
 
 def _rng(key: jax.Array, stream: int) -> np.random.Generator:
@@ -78,24 +79,29 @@ def candidates(cfg: _Config, budgets: np.ndarray, key: jax.Array, dtype) -> tupl
 
 
 def initial_L(cfg: _Config, budgets: np.ndarray, restarts: int, key: jax.Array, dtype,
-              evaluate: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
+              evaluate: Callable[[np.ndarray], np.ndarray],
+              spare: int = 0) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """Every budget's restarts' starting L, ``(B, R', ...)`` for the budgets in use ``(B,)`` and
     ``R' = cfg.restart_slots`` (the first ``restarts`` in use): the best distinct screened
     boundary points (when screening), then the paper's random initialisation; the random
-    starts ``(R', ...)`` (the runs' fallback where a start is not usable); and the CFU at zero
+    starts ``(R', ...)`` (the runs' fallback where a start is not usable); the CFU at zero
     correlation (P = I, the curve's floor), evaluated with the candidates so that it costs no
-    program of its own (NaN when nothing is screened).
+    program of its own (NaN when nothing is screened); and the ``spare`` next-best distinct
+    candidates after the restarts' own, ``(B, spare, ...)`` as L, NaN where there are fewer
+    (the adaptive rounds' starts, :func:`round_starts`; none with ``warm_start``).
 
     ``evaluate(P (K, m, m)) -> (K,)`` is the full-data CFU at each P (Model B from scratch).
     """
     random = random_starts(cfg, key)
     B, R = budgets.shape[0], cfg.restart_slots
+    none = np.full((B, spare) + tuple(cfg.shape), np.nan)
     if cfg.warm_start:  # only the first budget starts afresh: screen it alone
-        first, _, zero = initial_L(dataclasses.replace(cfg, warm_start=False), budgets[:1], restarts, key, dtype, evaluate)
-        return np.broadcast_to(first, (B,) + first.shape[1:]), random, zero
+        first, _, zero, _ = initial_L(dataclasses.replace(cfg, warm_start=False), budgets[:1], restarts, key, dtype,
+                                      evaluate)
+        return np.broadcast_to(first, (B,) + first.shape[1:]), random, zero, none
     Ps, ok = candidates(cfg, budgets, key, dtype)
     if Ps.shape[1] == 0:
-        return np.broadcast_to(random, (B,) + random.shape), random, float("nan")
+        return np.broadcast_to(random, (B,) + random.shape), random, float("nan"), none
     m = cfg.shape[0]
     k = Ps.shape[1]
     points = np.concatenate([np.where(ok[..., None, None], Ps, np.eye(m)).reshape(-1, m, m), np.eye(m)[None]])
@@ -105,9 +111,10 @@ def initial_L(cfg: _Config, budgets: np.ndarray, restarts: int, key: jax.Array, 
     # Greedy, best first: each pick is the best candidate left, and drops every candidate within
     # 0.1 p_max of it in every entry.
     left = values.copy()
-    chosen, found = np.zeros((B, R), int), np.zeros((B, R), bool)
+    picks = max(R, restarts + spare)
+    chosen, found = np.zeros((B, picks), int), np.zeros((B, picks), bool)
     near_scale = _DISTINCT * budgets[:, None]
-    for r in range(R):  # the restart slots: each pick depends on the ones before
+    for r in range(picks):  # the restart slots, then the spares: each pick depends on the ones before
         i = np.argmax(left, axis=1)
         chosen[:, r], found[:, r] = i, np.isfinite(left[np.arange(B), i])
         picked = Ps[np.arange(B), i]
@@ -115,6 +122,11 @@ def initial_L(cfg: _Config, budgets: np.ndarray, restarts: int, key: jax.Array, 
         left = np.where(near, -np.inf, left)
     # Fewer distinct candidates than restarts: the rest start near the best ones again (the
     # paper's random spread added to their L), so that the best two restarts can agree.
+    rows = np.arange(B)[:, None]
+    later = chosen[:, restarts:restarts + spare]
+    spares = np.where(found[:, restarts:restarts + spare, None, None],
+                      cfg.P_fn.seed(Ps[rows, later], np.broadcast_to(budgets[:, None], later.shape)), np.nan)
+    chosen, found = chosen[:, :R], found[:, :R]
     in_use = np.arange(R) < restarts
     n = np.maximum(np.sum(found & in_use, axis=1), 1)  # found is a prefix: picks go best first
     again = np.take_along_axis(chosen, np.arange(R)[None] % n[:, None], axis=1)
@@ -122,4 +134,32 @@ def initial_L(cfg: _Config, budgets: np.ndarray, restarts: int, key: jax.Array, 
     seeds = cfg.P_fn.seed(Ps[np.arange(B)[:, None], again], np.broadcast_to(budgets[:, None], (B, R)))
     L = seeds + np.where(found[..., None, None], 0.0, spread[None])
     take = np.isfinite(np.take_along_axis(values, again, axis=1)) & np.all(np.isfinite(L), axis=(2, 3))
-    return np.where(take[..., None, None], L, random[None]), random, zero
+    return np.where(take[..., None, None], L, random[None]), random, zero, spares
+
+
+def round_starts(cfg: _Config, budgets: np.ndarray, best: np.ndarray, spares: np.ndarray, count: int,
+                 key: jax.Array, round_: int, dtype) -> np.ndarray:
+    """The starting L of an adaptive round's ``count`` restarts at each of the budgets ``(b,)``
+    not yet confirmed, ``(b, count, ...)``: the first half from the budget's spare screened
+    candidates ``spares (b, k, ...)`` (:func:`initial_L`; round i takes the i-th share of them,
+    where there are any left), the rest near its best answer so far ``best (b, m, m)``: that P
+    with symmetric off-diagonal noise of ``0.05 p_max`` (clipped to the budget, and pulled back
+    along its ray from I onto the boundary where it left the usable set), as L
+    (``cfg.P_fn.seed``). Without a seed (cliques), the paper's random initialisation, drawn
+    afresh each round. Numpy, on the host."""
+    rng = _rng(key, 10 + round_)
+    b, m = best.shape[0], cfg.shape[0]
+    if cfg.P_fn.seed is None:
+        return _init_L(rng, b * count, cfg.shape, np.asarray(cfg.mask), cfg.init_scale).reshape((b, count) + cfg.shape)
+    p = np.broadcast_to(np.asarray(budgets, np.float64)[:, None], (b, count))
+    eye = np.eye(m)
+    U = np.triu(rng.standard_normal((b, count, m, m)), 1)
+    D = np.clip(np.asarray(best, np.float64)[:, None] - eye + _PERTURB * p[..., None, None] * (U + np.swapaxes(U, -1, -2)),
+                -p[..., None, None], p[..., None, None]) * (1 - eye)
+    scale = _scale(D, p, cfg.min_eig, _slack(np.dtype(dtype), m))
+    L = cfg.P_fn.seed(eye + np.minimum(1.0, scale)[..., None, None] * D, p)
+    half = count // 2
+    share = spares[:, round_ * half:(round_ + 1) * half]
+    ok = np.all(np.isfinite(share), axis=tuple(range(2, share.ndim)))
+    L[:, :share.shape[1]] = np.where(ok[..., None, None], share, L[:, :share.shape[1]])
+    return L
