@@ -13,6 +13,7 @@ import cfjax as cf
 from cfjax._checks import ValidationError
 from cfjax import figures
 from cfjax.sensitivity.cfu import negligible_cfu
+from cfjax.sensitivity.plots import _num  # the captions' number format
 
 pytest.importorskip("matplotlib")
 S = cf.sensitivity
@@ -31,6 +32,13 @@ def search():
                           warn_ratio=None)
         true = float(S.cfu(model, prob.true_correlation))
     return model, wc, true
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Each test's figures closed after it (``--seeds`` runs many)."""
+    yield
+    figures.pyplot().close("all")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -247,3 +255,223 @@ def test_a_worst_case_takes_no_separate_cfu(search):
     _, wc, _ = search
     with pytest.raises(ValidationError, match="`cfu`"):
         S.plot_curve(wc, np.asarray(wc.cfu))
+
+
+# ----------------------------------------------------------------------------- every predictor, benchmarks
+def hand_worst_case(p_max, cfu, floor, P=None):
+    """A WorstCase built by hand (no search): its budgets, worst cases, P's and floor."""
+    p_max, cfu = np.asarray(p_max, np.float64), np.asarray(cfu, np.float64)
+    B = p_max.size
+    P = np.tile(np.eye(3), (B, 1, 1)) if P is None else np.asarray(P, np.float64)
+    return S.WorstCase(p_max=p_max, cfu=cfu, P=P, eigenvalues=np.linalg.eigvalsh(P), restart_cfu=cfu[:, None],
+                       restart_ratio=np.full(B, np.nan), steps=np.zeros((B, 1), np.int32),
+                       history=np.zeros((B, 1, 1)), min_eig=1e-3, cfu_at_zero_correlation=floor)
+
+
+def predictor_curves(rng):
+    """Three predictors' worst cases over one budget grid: the fair one rising from its floor,
+    the baselines orders of magnitude above it."""
+    p = np.linspace(0.0, 0.9, 6)
+    floor = 10.0 ** rng.uniform(-14, -10)
+    fair = np.r_[floor, floor * 10.0 ** np.cumsum(rng.uniform(0.5, 2.0, 5))]
+    blind = 10.0 ** rng.uniform(-0.5, 0.5) * (1 + p)
+    unconstrained = blind * 10.0 ** rng.uniform(0.2, 1.0)
+    return p, {"blind": hand_worst_case(p, blind, 0.9 * blind[0]), "fair": hand_worst_case(p, fair, floor),
+               "unconstrained": hand_worst_case(p, unconstrained, 0.9 * unconstrained[0])}
+
+
+def test_every_predictor_on_one_curve_with_bands(rng):
+    p, cases = predictor_curves(rng)
+    lower = {k: 0.5 * np.asarray(cases[k].cfu) for k in ("fair", "blind")}
+    upper = {k: 2.0 * np.asarray(cases[k].cfu) for k in ("fair", "blind")}
+    fig = S.plot_curve(cases, lower=lower, upper=upper)
+    check_labelled(fig)
+    entries = check_legends(fig)
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.lines}
+    # one line per predictor, the fair one first, each the predictor's worst case (the fair one above its floor)
+    assert ax.lines[0].get_label() == "fair predictor"
+    floor = float(cases["fair"].cfu_at_zero_correlation)  # the lowest floor of the three
+    for name, wc in cases.items():
+        assert f"{name} predictor" in entries
+        shown, y = np.asarray(lines[f"{name} predictor"].get_ydata(), np.float64), np.asarray(wc.cfu)
+        above = y > floor * (1 + 1e-6)
+        np.testing.assert_array_equal(shown[above], y[above])
+        np.testing.assert_array_equal(lines[f"{name} predictor"].get_xdata(), p)
+    assert not any(label.endswith(" baseline") for label in lines)  # no flat lines: none were given
+    # bands where intervals were given: from the lower to the upper bound
+    for name in ("fair", "blind"):
+        (band,) = [a for _, a in _data_artists(fig) if a.get_label() == f"{name} predictor: interval"]
+        y = _points(band)[:, 1]
+        assert np.isclose(y.max(), upper[name].max()) and y.min() >= floor * (1 - 1e-9)
+        if name == "blind":
+            assert np.isclose(y.min(), lower[name].min())
+    assert not any(a.get_label() == "unconstrained predictor: interval" for _, a in _data_artists(fig))
+    check_floor(fig, floor)
+    assert ax.get_yscale() == "log"
+    # the caption compares the baselines' worst cases with the fair one's, budget by budget
+    text = S.curve_caption(cases)
+    fair = np.maximum(np.asarray(cases["fair"].cfu), floor)
+    r = np.asarray(cases["blind"].cfu) / fair
+    assert text.startswith("The fair predictor's worst-case CFU rises from its numerical floor")
+    assert f"blind predictor's worst-case CFU is {_num(np.min(cases['blind'].cfu))} to " in text
+    assert f"{_num(r.min())} to {_num(r.max())} times the fair predictor's" in text
+
+
+def test_benchmarks_on_the_curve(rng):
+    p, cases = predictor_curves(rng)
+    marks = {"A ×1": float(rng.uniform(0.1, 0.4)), "A ×2": (float(rng.uniform(0.5, 0.8)), 1e-3)}
+    fig = S.plot_curve(cases["fair"], benchmarks=marks, baselines={"blind": 2.0})
+    ax = fig.axes[0]
+    check_legends(fig)
+    for label, value in marks.items():
+        at = value if isinstance(value, float) else value[0]
+        (vline,) = [a for a in ax.lines if a.get_label() == f"_benchmark {label}"]
+        np.testing.assert_array_equal(vline.get_xdata(), [at, at])
+        (text,) = [t for t in ax.texts if t.get_text() == label]
+        assert text.xy[0] == at
+    (dot,) = [a for a in ax.lines if a.get_label() == "_benchmark A ×2: CFU"]
+    np.testing.assert_array_equal(dot.get_xydata(), [marks["A ×2"]])
+    assert not any(a.get_label() == "_benchmark A ×1: CFU" for a in ax.lines)  # no CFU given: no marker
+    # the caption: the curve's value at the first (interpolated), the given CFU at the second
+    text = S.curve_caption(cases["fair"], benchmarks=marks)
+    y = np.asarray(cases["fair"].cfu)
+    at = _num(np.interp(marks['A ×1'], p, y))
+    assert f"Benchmarks: A ×1 at p_max = {marks['A ×1']:.3g} (worst-case CFU about {at}, interpolated)" in text
+    assert f"A ×2 at p_max = {marks['A ×2'][0]:.3g} (CFU 0.001)" in text
+    # several predictors: the model's baseline unfairness is not drawn unless given
+    fig = S.plot_curve(cases, benchmarks=marks, baselines={"blind": 2.0})
+    assert [a.get_label() for a in fig.axes[0].lines if a.get_label().endswith("baseline")] == ["blind baseline"]
+
+
+def test_model_baselines_are_not_drawn_beside_every_predictor(search, rng):
+    model, _, _ = search
+    _, cases = predictor_curves(rng)
+    labels = [a.get_label() for ax in S.plot_curve(cases, model=model).axes for a in ax.lines]
+    assert not any(label.endswith(" baseline") for label in labels)
+    assert {"fair predictor", "blind predictor", "unconstrained predictor"} <= set(labels)
+
+
+CURVE_BAD = {
+    "x": dict(x={"fair": "a worst case"}),
+    "x['blind']": dict(other_budgets=True),
+    "label": dict(label="mine"),
+    "benchmarks": dict(benchmarks={"A": (0.2, 0.1, 3.0)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CURVE_BAD))
+def test_bad_predictor_curves_and_benchmarks_name_the_argument(name):
+    p = [0.0, 0.5]
+    cases = {"fair": hand_worst_case(p, [1e-9, 1e-6], 1e-9), "blind": hand_worst_case(p, [1.0, 2.0], 1.0)}
+    kwargs = dict(CURVE_BAD[name])
+    if kwargs.pop("other_budgets", False):
+        cases["blind"] = hand_worst_case([0.0, 0.6], [1.0, 2.0], 1.0)
+    x = kwargs.pop("x", cases)
+    with pytest.raises(ValidationError, match=f"`{name}`" if "[" not in name else r"`x\['blind'\]`"):
+        S.plot_curve(x, **kwargs)
+
+
+# ----------------------------------------------------------------------------- contours
+GRID = np.linspace(-0.9, 0.9, 13)
+
+
+def hand_surface(rng, min_eig=1e-3):
+    """A Surface built by hand: P[O, M] = x, P[M, J] = y, P[O, J] = 0; CFU spanning decades where
+    P is usable, NaN elsewhere."""
+    X, Y = np.meshgrid(GRID, GRID)  # rows along y
+    eig = 1 - np.sqrt(X**2 + Y**2)  # the smallest eigenvalue of [[1, x, 0], [x, 1, y], [0, y, 1]]
+    feasible = eig >= min_eig
+    scale = 10.0 ** rng.uniform(-9, -5)
+    z = np.where(feasible, scale * 10.0 ** (4 * (X**2 + Y**2) + 0.3 * X), np.nan)
+    return S.Surface(x=GRID, y=GRID, cfu=z, feasible=feasible, base=np.eye(3), pairs=(("O", "M"), ("M", "J")),
+                     features=("O", "M", "J"), min_eig=min_eig, predictor="fair", rounding=1e-20), z, feasible
+
+
+def test_contour_figure_draws_the_surface_the_infeasible_region_and_the_marks(rng, tmp_path):
+    surface, z, feasible = hand_surface(rng)
+    P1 = np.eye(3)
+    P1[0, 1] = P1[1, 0] = 0.3  # read at the pairs: (0.3, -0.2)
+    P1[1, 2] = P1[2, 1] = -0.2
+    P_wc = np.tile(np.eye(3), (3, 1, 1))
+    P_wc[:, 0, 1] = P_wc[:, 1, 0] = [0.1, 0.4, 0.6]
+    P_wc[:, 1, 2] = P_wc[:, 2, 1] = [-0.1, -0.3, 0.5]
+    wc = hand_worst_case([0.2, 0.6, 0.4], [1e-8, 1e-5, 1e-6], 1e-9, P=P_wc[[0, 2, 1]])
+    benchmarks = {"A ×1": (0.25, 0.1), "A ×2": P1}
+    fig = S.plot_contour(surface, benchmarks=benchmarks, worst=wc, title="surface")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "error correlation P[O, M]" and ax.get_ylabel() == "error correlation P[M, J]"
+    assert ax.get_title() == "surface"
+    # the CFU's filled contours: a log scale (the values span decades) whose levels cover the data
+    from matplotlib.colors import LogNorm
+    from matplotlib.contour import QuadContourSet
+
+    sets = [c for c in ax.collections if isinstance(c, QuadContourSet)]
+    filled = [c for c in sets if c.filled and tuple(c.hatches) == (None,)]
+    (cfu_set,) = [c for c in filled if isinstance(c.norm, LogNorm)]
+    finite = z[np.isfinite(z)]
+    assert cfu_set.levels[0] <= finite.min() and cfu_set.levels[-1] >= finite.max()
+    assert np.allclose(np.diff(np.log10(cfu_set.levels)), np.diff(np.log10(cfu_set.levels))[0])
+    # the infeasible region: hatched, holding every infeasible grid point and no feasible one
+    (hatched,) = [c for c in sets if c.filled and c.hatches[0] == "///"]
+    X, Y = np.meshgrid(GRID, GRID)
+    pts = np.stack([X.ravel(), Y.ravel()], 1) * (1 - 1e-6)  # a hair inside the frame
+    inside = np.zeros(len(pts), bool)
+    for path in hatched.get_paths():
+        inside |= path.contains_points(pts)
+    np.testing.assert_array_equal(inside, ~feasible.ravel())
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[0].startswith("not positive definite (smallest eigenvalue < 0.001)")
+    assert "benchmarks" in legend and "worst case (by budget)" in legend
+    # the benchmarks: markers at their two correlations (a P read at the pairs), with their labels
+    for label, where in (("A ×1", (0.25, 0.1)), ("A ×2", (0.3, -0.2))):
+        (mark,) = [a for a in ax.lines if a.get_label() == f"_benchmark {label}"]
+        np.testing.assert_allclose(mark.get_xydata(), [where])
+        (text,) = [t for t in ax.texts if t.get_text() == label]
+        np.testing.assert_allclose(text.xy, where)
+    # the worst case: one point per budget, in order of budget, each labelled
+    (line,) = [a for a in ax.lines if a.get_label() == "worst case (by budget)"]
+    np.testing.assert_allclose(line.get_xydata(), np.stack([P_wc[:, 0, 1], P_wc[:, 1, 2]], 1))
+    assert sorted(t.get_text() for t in ax.texts if t.get_text().startswith("p_max")) == \
+        ["p_max = 0.2", "p_max = 0.4", "p_max = 0.6"]
+    paths = figures.save_figure(fig, os.path.join(tmp_path, "contour.png"))
+    assert all(os.path.getsize(p) > 1000 for p in paths)
+    # one budget only
+    fig = S.plot_contour(surface, worst=wc, budgets=0.6)
+    (line,) = [a for a in fig.axes[0].lines if a.get_label().startswith("worst case")]
+    np.testing.assert_allclose(line.get_xydata(), [[0.6, 0.5]])
+
+
+def test_contour_on_a_linear_scale_in_given_axes(rng):
+    surface, z, _ = hand_surface(rng)
+    flat = surface.replace(cfu=np.where(np.isfinite(z), 1.0 + 0.1 * np.nan_to_num(z) / np.nanmax(z), np.nan))
+    plt = figures.pyplot()
+    fig, ax = plt.subplots()
+    assert S.plot_contour(flat, ax=ax) is fig and fig.axes == [ax]  # no colour bar in given axes
+    from matplotlib.contour import QuadContourSet
+
+    (cfu_set,) = [c for c in ax.collections if isinstance(c, QuadContourSet) and c.filled and tuple(c.hatches) == (None,)]
+    finite = np.asarray(flat.cfu)[np.isfinite(flat.cfu)]
+    assert type(cfu_set.norm).__name__ == "Normalize"  # linear: the data span less than two decades
+    assert np.isclose(cfu_set.levels[0], finite.min()) and np.isclose(cfu_set.levels[-1], finite.max())
+    assert ax.get_legend() is not None
+    plt.close(fig)
+
+
+CONTOUR_BAD = {
+    "surface": dict(surface="a surface"),
+    "benchmarks": dict(benchmarks={"A": (0.1, np.nan)}),
+    "worst": dict(worst=np.eye(2)),
+    "budgets": dict(budgets=0.5),
+    "ax": dict(ax="the axes"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTOUR_BAD))
+def test_bad_contour_arguments_name_the_argument(rng, name):
+    kwargs = dict(CONTOUR_BAD[name])
+    surface = kwargs.pop("surface", None) or hand_surface(rng)[0]
+    if name == "budgets":
+        kwargs["worst"] = hand_worst_case([0.2, 0.6], [1e-8, 1e-6], 1e-9)
+    with pytest.raises(ValidationError, match=f"`{name}`"):
+        S.plot_contour(surface, **kwargs)

@@ -31,6 +31,8 @@ from cfjax.sensitivity.cfu import cfu_at_zero_correlation as cfu_at_zero_correla
 from cfjax.sensitivity.cfu import cfu_grid as cfu_grid
 from cfjax.sensitivity.cfu import cfu_of as cfu_of
 from cfjax.sensitivity.cfu import counterfactual_features as counterfactual_features
+from cfjax.sensitivity.contour import Surface as Surface
+from cfjax.sensitivity.contour import cfu_surface as cfu_surface
 from cfjax.sensitivity.correlation import boundary_scale as boundary_scale
 from cfjax.sensitivity.correlation import check_budget as check_budget
 from cfjax.sensitivity.correlation import check_correlation as check_correlation
@@ -58,6 +60,7 @@ from cfjax.sensitivity.linear import polynomial_features as polynomial_features
 from cfjax.sensitivity.linear import profile_objective as profile_objective
 from cfjax.sensitivity.linear import residual_products as residual_products
 from cfjax.sensitivity.plots import curve_caption as curve_caption
+from cfjax.sensitivity.plots import plot_contour as plot_contour
 from cfjax.sensitivity.plots import plot_curve as plot_curve
 from cfjax.sensitivity.problem import PREDICTORS as PREDICTORS
 from cfjax.sensitivity.problem import FairModel as FairModel
@@ -96,6 +99,7 @@ __all__ = [
     "RidgeFit",
     "Settings",
     "ShrinkageWarning",
+    "Surface",
     "WorstCase",
     "benchmark_cfu",
     "benchmark_correlations",
@@ -107,6 +111,7 @@ __all__ = [
     "cfu_at_zero_correlation",
     "cfu_grid",
     "cfu_of",
+    "cfu_surface",
     "check_budget",
     "check_correlation",
     "clique_correlation",
@@ -130,6 +135,7 @@ __all__ = [
     "paper_optimizer",
     "partial_r2",
     "pd_correlation",
+    "plot_contour",
     "plot_curve",
     "polynomial_features",
     "predictor_inputs",

@@ -26,7 +26,7 @@ import numpy as np
 
 from cfjax import _checks
 
-__all__ = ["plot_curve", "curve_caption"]
+__all__ = ["plot_curve", "curve_caption", "plot_contour"]
 
 _DECADES = 2.0  # the data above the floor span at least this many decades: a log scale
 _APART_PT = 4.0  # baselines closer than this (points, 1/72 inch) on the curve's scale are merged
@@ -42,13 +42,21 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
                upper: Any = None, baseline_bands: Mapping[str, tuple[Any, Any]] | None = None,
                floor: float | None = None, model: Any = None, true_value: tuple[float, float] | None = None,
                xlabel: str = "p_max", ylabel: str = "counterfactual unfairness", title: str | None = None,
-               label: str | None = None, ax: Any = None):
+               label: str | None = None, ax: Any = None, benchmarks: Mapping[str, Any] | None = None):
     """Draw CFU curves and the baselines' unfairness on readable scales; returns the Figure.
 
     Args:
       x: a :class:`~cfjax.sensitivity.WorstCase` (its ``p_max``, ``cfu`` and, unless ``floor``
         is given, its ``cfu_at_zero_correlation`` are drawn), or the budgets ``p_max`` (or the
-        grid's correlations p) ``(B,)``.
+        grid's correlations p) ``(B,)``; or predictor name → WorstCase over the same budgets,
+        e.g. ``{"fair": worst_case(model, ...), "blind": worst_case(model.scoring("blind"), ...)}``:
+        every predictor's worst-case CFU, one curve each (the fair predictor's first, in its
+        colour; each baseline's in the colour of its flat line), so the figure shows what the
+        budget buys. Their floor is the lowest of their CFUs at zero correlation (P = I is within
+        every budget, so no curve's worst case is below its own); ``lower``/``upper`` and the
+        bands are keyed by predictor name; the model's ``baseline_unfairness`` (a different
+        quantity: the baselines' gap to the fair predictor) is not drawn unless ``baselines`` is
+        passed.
       cfu: with an array ``x``: the CFU at each, ``(B,)``, or name → ``(B,)`` for several
         curves of the fair predictor (e.g. two recipes); None with a WorstCase. NaN points
         (e.g. too close to singular P, or a budget without a finite worst case) are left out.
@@ -68,9 +76,13 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
       true_value: ``(p, cfu)`` of a known confounding (a benchmark), drawn as a star.
       xlabel, ylabel, title: the axes' labels and the figure's title.
       label: the legend's name of a single curve (default "worst-case CFU" over ``p_max``,
-        "CFU" otherwise).
+        "CFU" otherwise); with a mapping of WorstCases the curves are "<name> predictor".
       ax: an axes to draw into (everything on it: no floor strip, no baselines' panel; values
         at a floor of 0 on a log scale are then left out); None: a new figure.
+      benchmarks: label → ``p_max`` (a float) or ``(p_max, cfu)``: budgets that stand for an
+        observed level of confounding (e.g. ``{"A ×1": 0.2, "A ×2": 0.4}``, the correlations an
+        observed covariate's strength implies), drawn as labelled vertical lines; a CFU given
+        there is drawn as a marker on the line (at the floor when it is below).
 
     Returns:
       The matplotlib Figure; its first axes is the curves' axes, the fair predictor's curve its
@@ -84,7 +96,8 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
     """
     from cfjax import figures
 
-    xs, curves, floor, floor_why, baselines = _inputs(x, cfu, floor, model, baselines, label, xlabel)
+    xs, curves, labels, floor, floor_why, baselines = _inputs(x, cfu, floor, model, baselines, label, xlabel)
+    marks = _benchmarks(benchmarks)
     lows, highs = _bands(lower, upper, curves, xs.shape)
     bases, base_bands = _baselines(baselines, baseline_bands, xs.shape)
     if true_value is not None:
@@ -101,6 +114,7 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
     data += [b for pair in base_bands.values() for b in pair]
     if true_value is not None:
         data.append(np.asarray([true_value[1]], np.float64))
+    data.append(np.asarray([c for _, c in marks.values() if c is not None], np.float64))
     values = np.concatenate([np.ravel(v) for v in data])
     values = values[np.isfinite(values) & (values > ref * _AT)]
     log = values.size > 0 and values.min() > 0 and np.log10(values.max() / values.min()) >= _DECADES
@@ -139,14 +153,14 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
 
     # The fair predictor's curves: above the floor on the main axes, at the floor as open triangles.
     for i, (name, y) in enumerate(curves.items()):
-        color, marker = f"C{[0, 4, 5, 6, 7, 8][i % 6]}", _CURVE_MARKERS[i % len(_CURVE_MARKERS)]
+        color, marker = _curve_style(i, name, labels)
         keep = np.isfinite(y)
         hit = np.zeros_like(keep) if floor is None else keep & (y <= floor * _AT)
         y_at = np.where(hit, 0.0 if floor is None else floor, y)
         y_main = np.where(keep & ~hit, y, np.nan) if strip else np.where(keep, y_at, np.nan)
         if log and not strip:
             y_main = np.where(y_main > 0, y_main, np.nan)
-        (line,) = ax.plot(xs, y_main, "-", marker=marker, color=color, ms=3.5, lw=1.5, label=name)
+        (line,) = ax.plot(xs, y_main, "-", marker=marker, color=color, ms=3.5, lw=1.5, label=labels[name])
         handles.append(line)
         if name in lows:
             lo_b, hi_b = _clip(lows[name], floor), _clip(highs[name], floor)
@@ -156,7 +170,7 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
             if log:
                 lo_b, hi_b = np.where(lo_b > 0, lo_b, np.nan), np.where(hi_b > 0, hi_b, np.nan)
             handles.append(ax.fill_between(xs, lo_b, hi_b, color=color, alpha=0.22, lw=0,
-                                           label=f"{name}: interval"))
+                                           label=f"{labels[name]}: interval"))
         if floor is not None:
             target = low_ax if strip else ax
             if hit.any() and (strip or not log or floor > 0):
@@ -186,6 +200,7 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
         tv_y = true_value[1] if floor is None else max(float(true_value[1]), floor)  # at most at the floor
         (star,) = ax.plot([true_value[0]], [tv_y], "k*", ms=10, label="true confounding")
         handles.append(star)
+    _draw_benchmarks(ax, marks, floor, log)
 
     if log:
         ax.set_yscale("log")
@@ -212,31 +227,37 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
 
 
 def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None = None, floor: float | None = None,
-                  model: Any = None, xlabel: str = "p_max") -> str:
-    """What to conclude from :func:`plot_curve`'s figure, in one sentence or three: how far the
+                  model: Any = None, xlabel: str = "p_max", benchmarks: Mapping[str, Any] | None = None) -> str:
+    """What to conclude from :func:`plot_curve`'s figure, in one sentence or a few: how far the
     fair predictor's worst case stays below the lowest baseline and up to which budget (or from
-    which budget it reaches it), and how many values sit at the floor. Arguments as
-    :func:`plot_curve`'s (a single curve).
+    which budget it reaches it), and how many values sit at the floor; with a mapping of
+    WorstCases, how far each other predictor's worst-case CFU lies above (or below) the first's
+    (the fair one's) over the same budgets; with ``benchmarks``, the curve's value at each (the
+    CFU given, or the curve's, interpolated linearly). Arguments as :func:`plot_curve`'s (its
+    first curve).
 
     Example:
       >>> text = curve_caption([0.0, 0.9], [1e-18, 4e-6], floor=1e-15, baselines={"blind": 2.0})
       >>> text.split(": ")[0][text.index("Up to"):]
       'Up to p_max = 0.9 it stays below the lowest baseline (blind, 2) by at least a factor 5e+05'
     """
-    xs, curves, floor, floor_why, baselines = _inputs(x, cfu, floor, model, baselines, None, xlabel)
+    xs, curves, labels, floor, floor_why, baselines = _inputs(x, cfu, floor, model, baselines, None, xlabel)
+    marks = _benchmarks(benchmarks)
     bases, _ = _baselines(baselines, None, xs.shape)
     name, y = next(iter(curves.items()))
+    several = labels[name] != name  # a mapping of WorstCases: a predictor's worst-case CFU
+    who = f"The {name} predictor's worst-case CFU" if several else f"The fair predictor's {name}"
     ok = np.isfinite(y)
     if not ok.any():
-        return f"No finite {name} at any {xlabel}."
+        return f"No finite {labels[name]} at any {xlabel}."
     parts = []
     if floor is not None:
         n_floor = int((ok & (y <= floor * _AT)).sum())
-        parts.append(f"The fair predictor's {name} rises from its numerical floor {_num(floor)} ({floor_why}; "
+        parts.append(f"{who} rises from its numerical floor {_num(floor)} ({floor_why}; "
                      f"{n_floor} of {int(ok.sum())} values at or below it, drawn at it) to {_num(float(y[ok].max()))} "
                      f"at {xlabel} = {xs[ok][np.argmax(y[ok])]:.3g}.")
     else:
-        parts.append(f"The fair predictor's {name} reaches {_num(float(y[ok].max()))} at {xlabel} = "
+        parts.append(f"{who} reaches {_num(float(y[ok].max()))} at {xlabel} = "
                      f"{xs[ok][np.argmax(y[ok])]:.3g}.")
     if bases:
         level = {k: float(np.nanmin(v)) for k, v in bases.items()}
@@ -258,7 +279,197 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
                                               if below.any() else "."))
         if all(np.ptp(v) == 0 for v in bases.values()):
             parts.append("The baselines' unfairness does not depend on the error correlation P: flat lines.")
+    ref = y if floor is None else np.where(np.isfinite(y), np.maximum(y, floor), y)  # at the floor: drawn at it
+    for other, v in list(curves.items())[1:] if several else []:
+        both = np.isfinite(v) & np.isfinite(ref) & (ref > 0)
+        if not np.isfinite(v).any():
+            parts.append(f"The {other} predictor has no finite worst-case CFU.")
+            continue
+        low, high = _num(float(np.nanmin(v))), _num(float(np.nanmax(v)))
+        text = f"The {other} predictor's worst-case CFU is " + (f"about {low}" if low == high else f"{low} to {high}")
+        if both.any():
+            r = v[both] / ref[both]
+            text += (f", {_num(float(r.min()))} to {_num(float(r.max()))} times the {name} predictor's at the same "
+                     f"budgets" + (f" (the {name} predictor's values at or below the floor taken at it)"
+                                   if floor is not None and (ok & (y <= floor * _AT)).any() else ""))
+        parts.append(text + ".")
+    if marks:
+        order = np.argsort(np.where(ok, xs, np.inf))[: int(ok.sum())]
+        said = []
+        for label, (p, c) in marks.items():
+            if c is not None:
+                said.append(f"{label} at {xlabel} = {p:.3g} (CFU {_num(c)})")
+            elif xs[ok].min() <= p <= xs[ok].max():
+                said.append(f"{label} at {xlabel} = {p:.3g} ({who[4:] if several else name} about "
+                            f"{_num(float(np.interp(p, xs[order], y[order])))}, interpolated)")
+            else:
+                said.append(f"{label} at {xlabel} = {p:.3g} (outside the budgets evaluated)")
+        parts.append("Benchmarks: " + "; ".join(said) + ".")
     return " ".join(parts)
+
+
+def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, worst: Any = None,
+                 budgets: Any = None, ax: Any = None, title: str | None = None):
+    """Filled contours of CFU over two error correlations (a :func:`~cfjax.sensitivity.cfu_surface`);
+    returns the Figure.
+
+    The colour scale is logarithmic (levels at whole decades, or at thirds of a decade when
+    the data span fewer than six) where the finite CFU values above the surface's rounding
+    level span two decades or more, linear otherwise; on a log scale the values at or below
+    that level (rounding, not numbers; e.g. at P = I without a ridge penalty) are drawn in the
+    lowest level, which starts at it. The region
+    where P is not positive definite with smallest eigenvalue ≥ the surface's ``min_eig`` (not
+    evaluated) is hatched in grey and named in the legend; its edge is the contour of P's
+    smallest eigenvalue at ``min_eig``, interpolated between grid points.
+
+    Args:
+      surface: a :class:`~cfjax.sensitivity.Surface`.
+      benchmarks: label → ``(x, y)``, the two correlations of a benchmark (e.g. the
+        correlations an observed covariate's strength implies), or an ``(m, m)`` correlation
+        matrix over ``surface.features`` whose entries at the surface's two pairs are read;
+        each drawn as a marker with its label beside it.
+      worst: a :class:`~cfjax.sensitivity.WorstCase` (or a correlation matrix ``(m, m)``, or a
+        stack ``(B, m, m)``): its worst-case P's entries at the two pairs, one marker per budget
+        labelled with its ``p_max``, joined in order of budget. Its other entries need not be
+        the surface's ``base``: a marker says where the worst case lies along these two
+        correlations, not that the surface's value there is its CFU.
+      budgets: with a WorstCase, the budget(s) to mark (each one of its ``p_max``); default all.
+      ax: an axes to draw into; None: a new figure (with a colour bar).
+      title: the axes' title (default: the scored predictor's CFU).
+
+    Returns:
+      The matplotlib Figure; ``fig.axes[0]`` holds the contours.
+    """
+    from cfjax import figures
+    from cfjax.sensitivity.contour import Surface
+
+    if not isinstance(surface, Surface):
+        _checks.fail("surface", "a Surface from cfu_surface", type(surface).__name__)
+    if ax is not None and not (hasattr(ax, "figure") and hasattr(ax, "contourf")):
+        _checks.fail("ax", "a matplotlib Axes or None", type(ax).__name__)
+    xs, ys = np.asarray(surface.x, np.float64), np.asarray(surface.y, np.float64)
+    z = np.asarray(surface.cfu, np.float64)
+    index = surface._index()
+    if benchmarks is not None and not isinstance(benchmarks, Mapping):
+        _checks.fail("benchmarks", "a mapping label -> (x, y) or an (m, m) correlation matrix", type(benchmarks).__name__)
+    points = {str(k): _read_pair(k, v, index, len(surface.features)) for k, v in (benchmarks or {}).items()}
+    path = _worst_points(worst, budgets, index, len(surface.features))
+    plt = figures.pyplot()
+    from matplotlib.colors import LogNorm
+    from matplotlib.patches import Patch
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(5.6, 4.8), layout="constrained")
+        own = True
+    else:
+        fig, own = ax.figure, False
+    (a, b), (c, d) = surface.pairs
+    handles = []
+    finite = z[np.isfinite(z)]
+    if finite.size:
+        positive = finite[finite > max(surface.rounding, 0.0)]
+        log = positive.size > 0 and np.log10(positive.max() / positive.min()) >= _DECADES
+        if log:
+            lo, hi = np.log10(positive.min()), np.ceil(np.log10(positive.max()))
+            step = 1.0 if hi - lo >= 6 else 1.0 / 3.0
+            lo = np.floor(lo / step) * step
+            levels = 10.0 ** np.arange(lo, hi + step / 2, step)
+            shown = np.where(np.isfinite(z), np.maximum(z, levels[0]), np.nan)
+            cs = ax.contourf(xs, ys, shown, levels=levels, norm=LogNorm(levels[0], levels[-1]), cmap="viridis")
+        else:
+            width = np.ptp(finite) if np.ptp(finite) > 0 else max(abs(finite[0]), 1.0) * 1e-3
+            levels = np.linspace(finite.min(), finite.min() + width, 11)
+            cs = ax.contourf(xs, ys, z, levels=levels, cmap="viridis")
+        ax.contour(cs, colors="k", linewidths=0.4, alpha=0.5)
+        if own:
+            bar = fig.colorbar(cs, ax=ax)
+            bar.set_label(f"CFU ({surface.predictor} predictor)" + (", log scale" if log else ""), fontsize=9)
+            bar.ax.tick_params(labelsize=_FONT)
+    # Not positive definite (with the margin): below min_eig, the contour of the smallest eigenvalue.
+    eig = np.array([[np.linalg.eigvalsh(surface.correlation(i, j))[0] for j in range(len(xs))]
+                    for i in range(len(ys))])
+    infeasible = ~np.asarray(surface.feasible, bool)
+    if infeasible.any():
+        ax.contourf(xs, ys, eig, levels=[min(eig.min(), surface.min_eig) - 1.0, surface.min_eig],
+                    colors=["0.82"], hatches=["///"])
+        handles.append(Patch(facecolor="0.82", hatch="///", edgecolor="0.3",
+                             label=f"not positive definite (smallest eigenvalue < {surface.min_eig:g}): not evaluated"))
+    for label, (px, py) in points.items():
+        ax.plot([px], [py], marker="D", ms=6, color="C3", mec="k", ls="none", label=f"_benchmark {label}")
+        ax.annotate(label, xy=(px, py), xytext=(4, 4), textcoords="offset points", fontsize=_FONT, color="k")
+    if points:
+        handles.append(ax.plot([], [], marker="D", ms=6, color="C3", mec="k", ls="none", label="benchmarks")[0])
+    if path:
+        px, py = np.array([p[1] for p in path]), np.array([p[2] for p in path])
+        (line,) = ax.plot(px, py, "-", marker="*", ms=10, color="C1", mec="k", lw=1.0,
+                          label="worst case" + (" (by budget)" if len(path) > 1 else ""))
+        handles.append(line)
+        for label, qx, qy in path:
+            if label:
+                ax.annotate(label, xy=(qx, qy), xytext=(5, -9), textcoords="offset points", fontsize=_FONT)
+    ax.set_xlim(xs.min(), xs.max())
+    ax.set_ylim(ys.min(), ys.max())
+    ax.set_xlabel(f"error correlation P[{a}, {b}]", fontsize=9)
+    ax.set_ylabel(f"error correlation P[{c}, {d}]", fontsize=9)
+    ax.tick_params(labelsize=_FONT)
+    ax.set_title(title or f"CFU of the {surface.predictor} predictor", fontsize=10)
+    if handles:
+        if own:
+            fig.legend(handles=handles, fontsize=_FONT, loc="outside lower center", frameon=False, ncols=1)
+        else:
+            ax.legend(handles=handles, fontsize=_FONT, loc="best", framealpha=0.85)
+    return fig
+
+
+def _read_pair(label, value, index, m) -> tuple[float, float]:
+    """``(x, y)`` of a benchmark: a pair, or the two entries of an ``(m, m)`` matrix."""
+    try:
+        v = np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        v = np.asarray([np.nan])
+    if v.shape == (m, m):
+        (a, b), (c, d) = index
+        v = np.asarray([v[a, b], v[c, d]])
+    if v.shape != (2,) or not np.isfinite(v).all():
+        _checks.fail("benchmarks", f"label -> (x, y) finite numbers or an ({m}, {m}) correlation matrix", f"{label!r}: {value!r}")
+    return float(v[0]), float(v[1])
+
+
+def _worst_points(worst, budgets, index, m) -> list[tuple[str, float, float]]:
+    """``(label, x, y)`` per budget of plot_contour's ``worst``, in order of budget."""
+    from cfjax.sensitivity.search import WorstCase
+
+    if worst is None:
+        if budgets is not None:
+            _checks.fail("budgets", "None without a WorstCase", repr(budgets))
+        return []
+    (a, b), (c, d) = index
+    if isinstance(worst, WorstCase):
+        P, p = np.asarray(worst.P, np.float64), np.asarray(worst.p_max, np.float64).reshape(-1)
+        if P.shape[-2:] != (m, m):
+            _checks.fail("worst", f"a WorstCase over {m} features", f"P of shape {P.shape}")
+        keep = np.arange(p.size)
+        if budgets is not None:
+            want = np.atleast_1d(np.asarray(budgets, np.float64))
+            keep = [int(np.argmin(np.abs(p - q))) for q in want]
+            missing = [float(q) for q, k in zip(want, keep) if not np.isclose(p[k], q, rtol=0, atol=1e-9)]
+            if missing or want.ndim != 1:
+                _checks.fail("budgets", f"budgets among the WorstCase's p_max {p.tolist()}", repr(budgets))
+        keep = sorted(set(keep), key=lambda k: p[k])
+        rows = [(f"p_max = {p[k]:.3g}", P[k, a, b], P[k, c, d]) for k in keep]
+        return [(s, float(x), float(y)) for s, x, y in rows if np.isfinite(x) and np.isfinite(y)]
+    if budgets is not None:
+        _checks.fail("budgets", "None unless worst is a WorstCase", repr(budgets))
+    try:
+        P = np.asarray(worst, np.float64)
+    except (TypeError, ValueError):
+        P = np.zeros(0)
+    if P.shape == (m, m):
+        P = P[None]
+    if P.ndim != 3 or P.shape[1:] != (m, m) or not np.isfinite(P).all():
+        _checks.fail("worst", f"a WorstCase, an ({m}, {m}) correlation matrix or a stack (B, {m}, {m})",
+                     f"shape {P.shape}" if P.size else repr(worst))
+    return [("", float(Pk[a, b]), float(Pk[c, d])) for Pk in P]
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -270,7 +481,31 @@ def _inputs(x, cfu, floor, model, baselines, label, xlabel):
 
     name = label or ("worst-case CFU" if xlabel == "p_max" else "CFU")
     why = "CFU at P = I"
-    if isinstance(x, WorstCase):
+    labels = None
+    if isinstance(x, Mapping):  # predictor name -> WorstCase: every predictor's curve
+        if cfu is not None:
+            _checks.fail("cfu", "None with a mapping of WorstCases (their cfu are drawn)", type(cfu).__name__)
+        if label is not None:
+            _checks.fail("label", "None with a mapping of WorstCases (each curve is named by its key)", repr(label))
+        if not x or not all(isinstance(v, WorstCase) for v in x.values()):
+            _checks.fail("x", "a non-empty mapping predictor name -> WorstCase",
+                         repr({str(k): type(v).__name__ for k, v in x.items()}))
+        order = sorted(x, key=lambda k: (k != "fair", [str(j) for j in x].index(str(k))))  # the fair one first
+        cases = {str(k): x[k] for k in order}
+        p = np.asarray(next(iter(cases.values())).p_max, np.float64)
+        for k, wc in cases.items():
+            q = np.asarray(wc.p_max, np.float64)
+            if q.shape != p.shape or not np.allclose(q, p, rtol=0, atol=1e-9):
+                _checks.fail(f"x[{k!r}]", f"the same budgets as the others {p.tolist()}", f"p_max {q.tolist()}")
+        zero = {k: float(wc.cfu_at_zero_correlation) for k, wc in cases.items()
+                if wc.cfu_at_zero_correlation is not None and np.isfinite(wc.cfu_at_zero_correlation)}
+        if floor is None and zero:
+            low = min(zero, key=zero.get)
+            floor, why = zero[low], f"{low}: CFU at P = I" if len(cases) > 1 else why
+        x, cfu = p, {k: wc.cfu for k, wc in cases.items()}
+        labels = {k: f"{k} predictor" for k in cases}
+        baselines = {} if baselines is None else baselines  # not the model's: a different quantity
+    elif isinstance(x, WorstCase):
         if cfu is not None:
             _checks.fail("cfu", "None with a WorstCase (its cfu is drawn)", type(cfu).__name__)
         if floor is None:
@@ -290,6 +525,7 @@ def _inputs(x, cfu, floor, model, baselines, label, xlabel):
         if arr.shape != xs.shape:
             _checks.fail("cfu" if len(raw) == 1 else f"cfu[{k!r}]", f"shape {xs.shape} like x", f"shape {arr.shape}")
         curves[str(k)] = arr
+    labels = labels or {k: k for k in curves}
     if floor is not None:
         if isinstance(floor, bool) or not isinstance(floor, (int, float, np.floating, np.integer)) \
                 or not np.isfinite(floor) or floor < 0:
@@ -303,7 +539,23 @@ def _inputs(x, cfu, floor, model, baselines, label, xlabel):
             floor, why = rounding, "rounding" if floor is None else f"rounding; CFU at P = I {_num(floor)}"
         if baselines is None:
             baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
-    return xs, curves, floor, why, baselines
+    return xs, curves, labels, floor, why, baselines
+
+
+def _benchmarks(benchmarks) -> dict:
+    """label → ``(p_max, cfu or None)`` of plot_curve's ``benchmarks``."""
+    if benchmarks is None:
+        return {}
+    if not isinstance(benchmarks, Mapping):
+        _checks.fail("benchmarks", "a mapping label -> p_max or (p_max, cfu)", type(benchmarks).__name__)
+    out = {}
+    for k, v in benchmarks.items():
+        arr = np.asarray(v, np.float64) if not isinstance(v, (str, bool)) else np.asarray([np.nan])
+        if arr.shape not in ((), (2,)) or not np.isfinite(arr).all():
+            _checks.fail("benchmarks", "label -> a finite p_max or a pair (p_max, cfu) of finite numbers",
+                         f"{k!r}: {v!r}")
+        out[str(k)] = (float(arr), None) if arr.shape == () else (float(arr[0]), float(arr[1]))
+    return out
 
 
 def _bands(lower, upper, curves, shape):
@@ -362,6 +614,31 @@ def _baselines(baselines, bands, shape):
 # ----------------------------------------------------------------------------- drawing
 def _num(v: float) -> str:
     return f"{v:.2g}" if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e4) else f"{v:.3g}"
+
+
+def _curve_style(i, name, labels) -> tuple[str, str]:
+    """A curve's colour and marker: a predictor's curve (a mapping of WorstCases) in its own
+    colour (the fair predictor's C0, a baseline's that of its flat line), others in turn."""
+    from cfjax.sensitivity.problem import PREDICTORS
+
+    if labels[name] == f"{name} predictor" and name in PREDICTORS:
+        j = PREDICTORS.index(name)  # fair: C0 and circles; baselines: C1, C2 and their flat lines' markers
+        return f"C{j}", "o" if j == 0 else _STYLES[(j - 1) % len(_STYLES)][1]
+    return f"C{[0, 4, 5, 6, 7, 8][i % 6]}", _CURVE_MARKERS[i % len(_CURVE_MARKERS)]
+
+
+def _draw_benchmarks(ax, marks, floor, log) -> None:
+    """Each benchmark a labelled vertical line across the axes, and its CFU (if given) as a
+    marker on it, at the floor when below (none on a log scale without a positive value)."""
+    for label, (p, c) in marks.items():
+        ax.axvline(p, color="0.35", ls=(0, (1, 2)), lw=1.0, label=f"_benchmark {label}")
+        ax.annotate(label, xy=(p, 1.0), xycoords=ax.get_xaxis_transform(), xytext=(2, -3),
+                    textcoords="offset points", rotation=90, ha="left", va="top", fontsize=_FONT, color="0.2")
+        if c is not None:
+            y = c if floor is None else max(c, floor)
+            if y > 0 or not log:
+                ax.plot([p], [y], marker="o", ms=5, mfc="white", mec="0.2", mew=1.2, ls="none",
+                        label=f"_benchmark {label}: CFU")
 
 
 def _clip(v, floor):
