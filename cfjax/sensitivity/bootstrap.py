@@ -235,7 +235,7 @@ def _analysis(cfg: _Config, model: FairModel, lams: dict, idx: jax.Array, p: jax
         from cfjax.sensitivity.benchmarks import benchmark_cfu, benchmark_correlations
 
         _, _, P_abs = benchmark_correlations(fitted, cfg.benchmarks)
-        out["benchmark_budget"] = jnp.max(jnp.abs(P_abs) * (1 - eye), axis=(-2, -1))  # NaN: infeasible
+        out["benchmark_budget"] = jnp.max(jnp.abs(P_abs) * (1 - eye)[None, None], axis=(-2, -1))  # NaN: infeasible
         out["benchmark_cfu"] = benchmark_cfu(fitted, P_abs)[0]
 
     for i, kind in enumerate(cfg.level_kinds):
