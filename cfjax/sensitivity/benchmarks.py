@@ -218,9 +218,10 @@ def benchmark_cfu(model: FairModel, P_abs: jax.Array) -> tuple[jax.Array, jax.Ar
     """
     g, d = model.graph, model.design
     dtype = d.X.dtype
-    if tuple(np.shape(P_abs)[-3:]) != (np.shape(P_abs)[-3], g.m, g.m) or np.shape(P_abs)[0] != len(yardsticks(g)):
+    shape = tuple(np.shape(P_abs))
+    if len(shape) != 4 or shape[0] != len(yardsticks(g)) or shape[2:] != (g.m, g.m):
         _checks.fail("P_abs", f"shape (V={len(yardsticks(g))}, K, {g.m}, {g.m}) from benchmark_correlations",
-                     f"shape {tuple(np.shape(P_abs))}")
+                     f"shape {shape}")
     unpenalised = _unpenalised(model.lam)
     lam = None if unpenalised else jnp.asarray(model.lam, dtype)
     eye = jnp.eye(g.m, dtype=dtype)
