@@ -456,6 +456,13 @@ def test_contour_on_a_linear_scale_in_given_axes(rng):
     assert np.isclose(cfu_set.levels[0], finite.min()) and np.isclose(cfu_set.levels[-1], finite.max())
     assert ax.get_legend() is not None
     plt.close(fig)
+    # every value rounding: one level from 0 to the rounding level, said so on the colour bar
+    noise = surface.replace(cfu=np.where(np.isfinite(z), 1e-22, np.nan), rounding=1e-20)
+    fig = S.plot_contour(noise)
+    (cfu_set,) = [c for c in fig.axes[0].collections
+                  if isinstance(c, QuadContourSet) and c.filled and tuple(c.hatches) == (None,)]
+    np.testing.assert_array_equal(cfu_set.levels, [0.0, 1e-20])
+    assert fig.axes[1].get_ylabel().endswith("all rounding (<= 1e-20)")
 
 
 CONTOUR_BAD = {

@@ -15,7 +15,15 @@ The baselines (the unconstrained and blind predictors) are compared with the fai
 the factual data (:class:`~cfjax.sensitivity.FairModel`): their unfairness does not depend on
 the error correlation P, so they are flat lines over ``p_max``. Where they lie too close to tell
 apart on the curve's scale, they are drawn there as one labelled band, and again in a panel of
-their own on a linear scale zoomed on them.
+their own on a linear scale zoomed on them. Given every predictor's worst case (a mapping of
+:class:`~cfjax.sensitivity.WorstCase`, each of ``model.scoring(name)``), the baselines' own
+worst-case CFU under the same Model B counterfactuals is drawn beside the fair predictor's: what
+the fair predictor buys at each budget. Benchmarks (budgets that stand for an observed strength
+of confounding) are labelled vertical lines.
+
+:func:`plot_contour` draws a :func:`~cfjax.sensitivity.cfu_surface`: CFU over two error
+correlations as filled contours, the region where P is not usable hatched, benchmarks and worst
+cases marked.
 """
 
 from __future__ import annotations
@@ -289,8 +297,9 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
         text = f"The {other} predictor's worst-case CFU is " + (f"about {low}" if low == high else f"{low} to {high}")
         if both.any():
             r = v[both] / ref[both]
-            text += (f", {_num(float(r.min()))} to {_num(float(r.max()))} times the {name} predictor's at the same "
-                     f"budgets" + (f" (the {name} predictor's values at or below the floor taken at it)"
+            low, high = _num(float(r.min())), _num(float(r.max()))
+            text += (", " + (f"about {low}" if low == high else f"{low} to {high}") + f" times the {name} "
+                     f"predictor's at the same budgets" + (f" (the {name} predictor's values at or below the floor taken at it)"
                                    if floor is not None and (ok & (y <= floor * _AT)).any() else ""))
         parts.append(text + ".")
     if marks:
@@ -300,8 +309,10 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
             if c is not None:
                 said.append(f"{label} at {xlabel} = {p:.3g} (CFU {_num(c)})")
             elif xs[ok].min() <= p <= xs[ok].max():
-                said.append(f"{label} at {xlabel} = {p:.3g} ({who[4:] if several else name} about "
-                            f"{_num(float(np.interp(p, xs[order], y[order])))}, interpolated)")
+                at = float(np.interp(p, xs[order], y[order]))
+                said.append(f"{label} at {xlabel} = {p:.3g} ({who[4:] if several else name} " +
+                            ("at or below the floor)" if floor is not None and at <= floor * _AT
+                             else f"about {_num(at)}, interpolated)"))
             else:
                 said.append(f"{label} at {xlabel} = {p:.3g} (outside the budgets evaluated)")
         parts.append("Benchmarks: " + "; ".join(said) + ".")
@@ -320,7 +331,9 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
     lowest level, which starts at it. The region
     where P is not positive definite with smallest eigenvalue ≥ the surface's ``min_eig`` (not
     evaluated) is hatched in grey and named in the legend; its edge is the contour of P's
-    smallest eigenvalue at ``min_eig``, interpolated between grid points.
+    smallest eigenvalue at ``min_eig``, interpolated between grid points; the cells between an
+    evaluated and a not evaluated grid point are left blank (nothing is extrapolated). A surface
+    whose values are all rounding is one level, and its colour bar says so.
 
     Args:
       surface: a :class:`~cfjax.sensitivity.Surface`.
@@ -367,9 +380,14 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
     handles = []
     finite = z[np.isfinite(z)]
     if finite.size:
-        positive = finite[finite > max(surface.rounding, 0.0)]
+        rounding = max(float(surface.rounding), 0.0)
+        positive = finite[finite > rounding]
         log = positive.size > 0 and np.log10(positive.max() / positive.min()) >= _DECADES
-        if log:
+        noise = positive.size == 0 and rounding > 0  # every value is rounding: one level, said so
+        if noise:
+            levels = [min(float(finite.min()), 0.0), rounding]
+            cs = ax.contourf(xs, ys, np.clip(z, levels[0], rounding), levels=levels, cmap="viridis")
+        elif log:
             lo, hi = np.log10(positive.min()), np.ceil(np.log10(positive.max()))
             step = 1.0 if hi - lo >= 6 else 1.0 / 3.0
             lo = np.floor(lo / step) * step
@@ -383,7 +401,8 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
         ax.contour(cs, colors="k", linewidths=0.4, alpha=0.5)
         if own:
             bar = fig.colorbar(cs, ax=ax)
-            bar.set_label(f"CFU ({surface.predictor} predictor)" + (", log scale" if log else ""), fontsize=9)
+            bar.set_label(f"CFU ({surface.predictor} predictor)" + (", log scale" if log else "") +
+                          (f": all rounding (<= {_num(rounding)})" if noise else ""), fontsize=9)
             bar.ax.tick_params(labelsize=_FONT)
     # Not positive definite (with the margin): below min_eig, the contour of the smallest eigenvalue.
     eig = np.array([[np.linalg.eigvalsh(surface.correlation(i, j))[0] for j in range(len(xs))]
@@ -404,9 +423,10 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
         (line,) = ax.plot(px, py, "-", marker="*", ms=10, color="C1", mec="k", lw=1.0,
                           label="worst case" + (" (by budget)" if len(path) > 1 else ""))
         handles.append(line)
-        for label, qx, qy in path:
-            if label:
-                ax.annotate(label, xy=(qx, qy), xytext=(5, -9), textcoords="offset points", fontsize=_FONT)
+        for i, (label, qx, qy) in enumerate(path):
+            if label:  # above and below in turn: neighbouring budgets' labels do not overlap
+                ax.annotate(label, xy=(qx, qy), xytext=(5, -9 if i % 2 == 0 else 5), textcoords="offset points",
+                            fontsize=_FONT)
     ax.set_xlim(xs.min(), xs.max())
     ax.set_ylim(ys.min(), ys.max())
     ax.set_xlabel(f"error correlation P[{a}, {b}]", fontsize=9)
