@@ -530,8 +530,13 @@ def _starts(worst: Any, budgets: np.ndarray, dtype) -> tuple[np.ndarray, float]:
     min_eig = float(worst.min_eig)
     K = budgets.size
     below, above = P[np.maximum(np.arange(K) - 1, 0)], P[np.minimum(np.arange(K) + 1, K - 1)]
-    project = jax.jit(jax.vmap(lambda P, p: _project_usable(P, p, min_eig)))
     p = jnp.asarray(budgets, dtype)
-    starts = np.stack([P, np.asarray(project(jnp.asarray(below, dtype), p)),
-                       np.asarray(project(jnp.asarray(above, dtype), p))], axis=1)
+    starts = np.stack([P, np.asarray(_project_all(jnp.asarray(below, dtype), p, min_eig)),
+                       np.asarray(_project_all(jnp.asarray(above, dtype), p, min_eig))], axis=1)
     return starts, min_eig
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _project_all(P: jax.Array, p: jax.Array, min_eig: float) -> jax.Array:
+    """:func:`~cfjax.sensitivity.projection._project_usable` of each ``P (K, m, m)`` into its budget ``p (K,)``."""
+    return jax.vmap(lambda P, p: _project_usable(P, p, min_eig))(P, p)

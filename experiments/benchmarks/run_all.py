@@ -36,6 +36,9 @@ BENCHMARKS = [
      "experiments.benchmarks.bench_representations", [], ["--repeats", "2"]),
     ("cfjax.sensitivity NHS worst-case curve vs paper 001's sequential recipe",
      "experiments.benchmarks.bench_sensitivity", [], ["--reference-restarts", "1", "--repeats", "1"]),
+    ("cfjax.sensitivity.bootstrap: 200 resamples of the whole analysis as one vmapped program vs a loop of jitted "
+     "per-resample calls; law school timing", "experiments.benchmarks.bench_bootstrap", [],
+     ["--resamples", "20", "--law-resamples", "4"]),
     ("cfjax.predictors ensemble training (vmap) vs a sequential loop, inference on N × K", "experiments.benchmarks.bench_predictors", [], ["--members", "4", "--steps", "20", "--units", "64", "--repeats", "1"]),
     ("shape buckets: cfjax.predictors.predict over 20 N, compilations and time with buckets vs without",
      "experiments.benchmarks.bench_buckets", [], ["--sizes", "6", "--repeats", "3"]),

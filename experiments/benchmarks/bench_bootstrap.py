@@ -1,0 +1,119 @@
+"""Benchmark: bootstrap intervals of the sensitivity analysis, B resamples of the whole analysis
+(refit of Models A/B, the fair predictor and the baselines; the worst case at each budget by a
+local search from the full data's maximisers; the benchmarks' CFU; an inverse budget by
+bisection) as one vmapped program (:func:`cfjax.sensitivity.bootstrap`) against a Python loop of
+B calls of the same per-resample function, jitted once and called per resample (the best a
+skilled user would write without vmap).
+
+Both are timed including compilation (the first call) and warm (the median of ``--repeats``
+further calls); the ratio loop ÷ vmapped is printed for both. The problem: the built-in
+synthetic SCM (``--n`` units), ``--budgets`` budgets in [0.3, 0.9], float64.
+
+``--law`` (a path to lawschool.csv, default ``../shared/data/lawschool.csv`` when it exists;
+``--law ''`` skips it): ``bootstrap`` on the law school data with paper 001's settings at the
+demo's 16 budgets (``experiments/sensitivity.py``), ``--law-resamples`` resamples, timed once
+(compilation included) and then the time per resample of a warm call, from which the cost for
+the NHS survey (209,112 units, 3 features) is estimated by the units' ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import cfjax.sensitivity as S  # noqa: E402
+from cfjax.sensitivity.bootstrap import _Config, _one, _penalties, _starts  # noqa: E402
+from experiments.benchmarks.timing import conditions, first_time, median_time  # noqa: E402
+
+SETTINGS = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0), predictor_degrees=(2,))
+LAW_BUDGETS = np.linspace(0.0, 0.99, 16)  # the demo's (experiments/sensitivity.py)
+NHS_UNITS = 209_112
+
+
+def vmapped_against_loop(n: int, resamples: int, budgets: int, steps: int, bisect: int, repeats: int) -> None:
+    prob = S.synthetic(n, key=0)
+    model = S.fit(prob.graph, prob.data, SETTINGS)
+    p = np.linspace(0.3, 0.9, budgets)
+    wc = S.worst_case(model, p, key=0, warn_ratio=None)
+    level = float(np.sqrt(wc.cfu[0] * wc.cfu[-1]))
+    opts = dict(key=1, resamples=resamples, worst=wc, levels={"mid": level}, steps=steps, bisect=bisect)
+
+    def vmapped():
+        return S.bootstrap(model, p, **opts).values["worst_case"]
+
+    starts, min_eig = _starts(wc, p, jnp.float64)
+    cfg = _Config("paper", min_eig, steps, bisect, ("",), (1.0, 2.0, 3.0))
+    one = jax.jit(_one, static_argnums=0)
+    keys = jax.random.split(jax.random.key(1), resamples)
+    shared = (model.replace(selection={}), _penalties(model), jnp.asarray(p), jnp.asarray(starts),
+              jnp.asarray([level]))
+
+    def loop():
+        out = [one(cfg, shared[0], shared[1], keys[b], jnp.asarray(False), *shared[2:])["worst_case"]
+               for b in range(resamples)]
+        return jnp.stack(out)
+
+    t_vmap_first = first_time(vmapped)
+    t_loop_first = first_time(loop)
+    t_vmap = median_time(vmapped, repeats, warmup=0)
+    t_loop = median_time(loop, repeats, warmup=0)
+    same = np.allclose(np.asarray(vmapped()), np.asarray(loop()), rtol=1e-9, atol=0)
+    print(f"synthetic SCM, n = {n}, {budgets} budgets, {resamples} resamples, {steps} local steps x 3 starts, "
+          f"benchmarks k = 1, 2, 3, one inverse budget ({bisect} bisections); the two agree: {same}")
+    print(f"  including compilation: vmapped {t_vmap_first:.1f} s, loop {t_loop_first:.1f} s, "
+          f"ratio {t_loop_first / t_vmap_first:.2f}x")
+    print(f"  warm (median of {repeats}):  vmapped {t_vmap:.1f} s, loop {t_loop:.1f} s, ratio {t_loop / t_vmap:.2f}x")
+
+
+def law_school(path: str, resamples: int, steps: int, bisect: int) -> None:
+    prob = S.load_law_school(path)
+    t0 = time.perf_counter()
+    model = S.fit(prob.graph, prob.data, S.Settings())
+    t_fit = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    wc = S.worst_case(model, LAW_BUDGETS, key=0, restarts=4, warn_ratio=None)
+    t_wc = time.perf_counter() - t0
+    opts = dict(key=1, worst=wc, levels={"blind": "blind"}, steps=steps, bisect=bisect)
+    t_first = first_time(lambda: S.bootstrap(model, LAW_BUDGETS, resamples=resamples, **opts).p_max)
+    t0 = time.perf_counter()
+    iv = S.bootstrap(model, LAW_BUDGETS, resamples=resamples, **opts)
+    t_warm = time.perf_counter() - t0
+    per = t_warm / (resamples + 1)
+    print(f"law school, n = {prob.data.n}: fit {t_fit:.1f} s, worst_case (16 budgets x 4 restarts) {t_wc:.1f} s")
+    print(f"  bootstrap, {resamples} resamples x 16 budgets ({steps} local steps x 3 starts), benchmarks, the blind "
+          f"level's inverse budget: first call {t_first:.1f} s (compilation included), warm {t_warm:.1f} s "
+          f"({per:.2f} s per resample)")
+    print(f"  {iv!r}")
+    print(f"  NHS estimate ({NHS_UNITS} units; the cost per resample scales with the units, and 3 features "
+          f"cost more per unit than 2): at least {per * NHS_UNITS / prob.data.n * 200 / 60:.0f} min for 200 "
+          "resamples on this machine")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--resamples", type=int, default=200)
+    ap.add_argument("--budgets", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--bisect", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=1)
+    default_law = os.path.join("..", "shared", "data", "lawschool.csv")
+    ap.add_argument("--law", default=default_law if os.path.isfile(default_law) else "")
+    ap.add_argument("--law-resamples", type=int, default=200)
+    ap.add_argument("--law-steps", type=int, default=10)
+    args = ap.parse_args(argv)
+    print(conditions())
+    vmapped_against_loop(args.n, args.resamples, args.budgets, args.steps, args.bisect, args.repeats)
+    if args.law:
+        law_school(args.law, args.law_resamples, args.law_steps, 6)
+
+
+if __name__ == "__main__":
+    main()
