@@ -450,7 +450,8 @@ def test_contour_on_a_linear_scale_in_given_axes(rng):
     assert S.plot_contour(flat, ax=ax) is fig and fig.axes == [ax]  # no colour bar in given axes
     from matplotlib.contour import QuadContourSet
 
-    (cfu_set,) = [c for c in ax.collections if isinstance(c, QuadContourSet) and c.filled and tuple(c.hatches) == (None,)]
+    (cfu_set,) = [c for c in ax.collections
+                  if isinstance(c, QuadContourSet) and c.filled and tuple(c.hatches) == (None,)]
     finite = np.asarray(flat.cfu)[np.isfinite(flat.cfu)]
     assert type(cfu_set.norm).__name__ == "Normalize"  # linear: the data span less than two decades
     assert np.isclose(cfu_set.levels[0], finite.min()) and np.isclose(cfu_set.levels[-1], finite.max())

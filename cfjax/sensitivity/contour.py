@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -245,3 +245,67 @@ def _check_base(base: Any, features: Sequence[str]) -> np.ndarray:
     if off >= 1:
         _checks.fail("base", "off-diagonal correlations in (-1, 1)", f"|P_jk| up to {off:.6g}")
     return B
+
+
+# ----------------------------------------------------------------------------- marks on a surface (plot_contour)
+def _benchmark_points(surface: Surface, benchmarks: Any) -> dict[str, tuple[float, float]]:
+    """label → ``(x, y)`` of :func:`~cfjax.sensitivity.plot_contour`'s ``benchmarks``."""
+    if benchmarks is not None and not isinstance(benchmarks, Mapping):
+        _checks.fail("benchmarks", "a mapping label -> (x, y) or an (m, m) correlation matrix",
+                     type(benchmarks).__name__)
+    index, m = surface._index(), len(surface.features)
+    return {str(k): _read_pair(k, v, index, m) for k, v in (benchmarks or {}).items()}
+
+
+def _read_pair(label, value, index, m) -> tuple[float, float]:
+    """``(x, y)`` of a benchmark: a pair, or the two entries of an ``(m, m)`` matrix."""
+    try:
+        v = np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        v = np.asarray([np.nan])
+    if v.shape == (m, m):
+        (a, b), (c, d) = index
+        v = np.asarray([v[a, b], v[c, d]])
+    if v.shape != (2,) or not np.isfinite(v).all():
+        _checks.fail("benchmarks", f"label -> (x, y) finite numbers or an ({m}, {m}) correlation matrix",
+                     f"{label!r}: {value!r}")
+    return float(v[0]), float(v[1])
+
+
+def _worst_points(surface: Surface, worst: Any, budgets: Any) -> list[tuple[str, float, float]]:
+    """``(label, x, y)`` per budget of :func:`~cfjax.sensitivity.plot_contour`'s ``worst``, in
+    order of budget."""
+    from cfjax.sensitivity.search import WorstCase
+
+    index, m = surface._index(), len(surface.features)
+    if worst is None:
+        if budgets is not None:
+            _checks.fail("budgets", "None without a WorstCase", repr(budgets))
+        return []
+    (a, b), (c, d) = index
+    if isinstance(worst, WorstCase):
+        P, p = np.asarray(worst.P, np.float64), np.asarray(worst.p_max, np.float64).reshape(-1)
+        if P.shape[-2:] != (m, m):
+            _checks.fail("worst", f"a WorstCase over {m} features", f"P of shape {P.shape}")
+        keep = np.arange(p.size)
+        if budgets is not None:
+            want = np.atleast_1d(np.asarray(budgets, np.float64))
+            keep = [int(np.argmin(np.abs(p - q))) for q in want]
+            missing = [float(q) for q, k in zip(want, keep) if not np.isclose(p[k], q, rtol=0, atol=1e-9)]
+            if missing or want.ndim != 1:
+                _checks.fail("budgets", f"budgets among the WorstCase's p_max {p.tolist()}", repr(budgets))
+        keep = sorted(set(keep), key=lambda k: p[k])
+        rows = [(f"p_max = {p[k]:.3g}", P[k, a, b], P[k, c, d]) for k in keep]
+        return [(s, float(x), float(y)) for s, x, y in rows if np.isfinite(x) and np.isfinite(y)]
+    if budgets is not None:
+        _checks.fail("budgets", "None unless worst is a WorstCase", repr(budgets))
+    try:
+        P = np.asarray(worst, np.float64)
+    except (TypeError, ValueError):
+        P = np.zeros(0)
+    if P.shape == (m, m):
+        P = P[None]
+    if P.ndim != 3 or P.shape[1:] != (m, m) or not np.isfinite(P).all():
+        _checks.fail("worst", f"a WorstCase, an ({m}, {m}) correlation matrix or a stack (B, {m}, {m})",
+                     f"shape {P.shape}" if P.size else repr(worst))
+    return [("", float(Pk[a, b]), float(Pk[c, d])) for Pk in P]

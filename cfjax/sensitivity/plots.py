@@ -298,9 +298,10 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
         if both.any():
             r = v[both] / ref[both]
             low, high = _num(float(r.min())), _num(float(r.max()))
+            clipped = floor is not None and (ok & (y <= floor * _AT)).any()
             text += (", " + (f"about {low}" if low == high else f"{low} to {high}") + f" times the {name} "
-                     f"predictor's at the same budgets" + (f" (the {name} predictor's values at or below the floor taken at it)"
-                                   if floor is not None and (ok & (y <= floor * _AT)).any() else ""))
+                     "predictor's at the same budgets"
+                     + (f" (the {name} predictor's values at or below the floor taken at it)" if clipped else ""))
         parts.append(text + ".")
     if marks:
         order = np.argsort(np.where(ok, xs, np.inf))[: int(ok.sum())]
@@ -354,7 +355,7 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
       The matplotlib Figure; ``fig.axes[0]`` holds the contours.
     """
     from cfjax import figures
-    from cfjax.sensitivity.contour import Surface
+    from cfjax.sensitivity.contour import Surface, _benchmark_points, _worst_points
 
     if not isinstance(surface, Surface):
         _checks.fail("surface", "a Surface from cfu_surface", type(surface).__name__)
@@ -362,11 +363,7 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
         _checks.fail("ax", "a matplotlib Axes or None", type(ax).__name__)
     xs, ys = np.asarray(surface.x, np.float64), np.asarray(surface.y, np.float64)
     z = np.asarray(surface.cfu, np.float64)
-    index = surface._index()
-    if benchmarks is not None and not isinstance(benchmarks, Mapping):
-        _checks.fail("benchmarks", "a mapping label -> (x, y) or an (m, m) correlation matrix", type(benchmarks).__name__)
-    points = {str(k): _read_pair(k, v, index, len(surface.features)) for k, v in (benchmarks or {}).items()}
-    path = _worst_points(worst, budgets, index, len(surface.features))
+    points, path = _benchmark_points(surface, benchmarks), _worst_points(surface, worst, budgets)
     plt = figures.pyplot()
     from matplotlib.colors import LogNorm
     from matplotlib.patches import Patch
@@ -439,57 +436,6 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
         else:
             ax.legend(handles=handles, fontsize=_FONT, loc="best", framealpha=0.85)
     return fig
-
-
-def _read_pair(label, value, index, m) -> tuple[float, float]:
-    """``(x, y)`` of a benchmark: a pair, or the two entries of an ``(m, m)`` matrix."""
-    try:
-        v = np.asarray(value, np.float64)
-    except (TypeError, ValueError):
-        v = np.asarray([np.nan])
-    if v.shape == (m, m):
-        (a, b), (c, d) = index
-        v = np.asarray([v[a, b], v[c, d]])
-    if v.shape != (2,) or not np.isfinite(v).all():
-        _checks.fail("benchmarks", f"label -> (x, y) finite numbers or an ({m}, {m}) correlation matrix", f"{label!r}: {value!r}")
-    return float(v[0]), float(v[1])
-
-
-def _worst_points(worst, budgets, index, m) -> list[tuple[str, float, float]]:
-    """``(label, x, y)`` per budget of plot_contour's ``worst``, in order of budget."""
-    from cfjax.sensitivity.search import WorstCase
-
-    if worst is None:
-        if budgets is not None:
-            _checks.fail("budgets", "None without a WorstCase", repr(budgets))
-        return []
-    (a, b), (c, d) = index
-    if isinstance(worst, WorstCase):
-        P, p = np.asarray(worst.P, np.float64), np.asarray(worst.p_max, np.float64).reshape(-1)
-        if P.shape[-2:] != (m, m):
-            _checks.fail("worst", f"a WorstCase over {m} features", f"P of shape {P.shape}")
-        keep = np.arange(p.size)
-        if budgets is not None:
-            want = np.atleast_1d(np.asarray(budgets, np.float64))
-            keep = [int(np.argmin(np.abs(p - q))) for q in want]
-            missing = [float(q) for q, k in zip(want, keep) if not np.isclose(p[k], q, rtol=0, atol=1e-9)]
-            if missing or want.ndim != 1:
-                _checks.fail("budgets", f"budgets among the WorstCase's p_max {p.tolist()}", repr(budgets))
-        keep = sorted(set(keep), key=lambda k: p[k])
-        rows = [(f"p_max = {p[k]:.3g}", P[k, a, b], P[k, c, d]) for k in keep]
-        return [(s, float(x), float(y)) for s, x, y in rows if np.isfinite(x) and np.isfinite(y)]
-    if budgets is not None:
-        _checks.fail("budgets", "None unless worst is a WorstCase", repr(budgets))
-    try:
-        P = np.asarray(worst, np.float64)
-    except (TypeError, ValueError):
-        P = np.zeros(0)
-    if P.shape == (m, m):
-        P = P[None]
-    if P.ndim != 3 or P.shape[1:] != (m, m) or not np.isfinite(P).all():
-        _checks.fail("worst", f"a WorstCase, an ({m}, {m}) correlation matrix or a stack (B, {m}, {m})",
-                     f"shape {P.shape}" if P.size else repr(worst))
-    return [("", float(Pk[a, b]), float(Pk[c, d])) for Pk in P]
 
 
 # ----------------------------------------------------------------------------- inputs
