@@ -27,9 +27,13 @@ P itself: projected gradient ascent along the boundary on the full-data CFU (the
 :mod:`cfjax.sensitivity.projection`). The ascent, the evaluation of each run's answer, its
 snapping and the polish are phases of one loop that calls CFU and its gradient once per
 iteration (:func:`_runs`), so CFU and Model B's fit are traced and compiled once. The answer for
-each budget is the best restart's, with that P and its eigenvalues; how far the best two
-restarts' answers are apart is reported (and warned about beyond a factor), as a check on the
-search's convergence. The parameterisations of P by L are in
+each budget is the best restart's, with that P and its eigenvalues. Restarts from different
+starts often end at different local maxima, so a budget's worst case counts as *confirmed* when
+a second restart agrees with the best to a relative ``confirm`` (1e-3); where the first round
+leaves a budget unconfirmed, adaptive rounds add restarts there (next-best screened starts, and
+near the best answer), one call of the same compiled program per round with those budgets as
+data, until it is confirmed or ``max_rounds`` are spent; only then does the search warn
+(:func:`_rounds`). The parameterisations of P by L are in
 :mod:`cfjax.sensitivity.parameterisation`, the inverse question in :mod:`cfjax.sensitivity.inverse`.
 """
 
