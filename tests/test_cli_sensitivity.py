@@ -88,6 +88,10 @@ def _library(frame, res):
     return model, wc, inv, sweep
 
 
+def st_budgets(res):
+    return res["settings"]["budgets"]
+
+
 def _close(a, b):
     a, b = (np.asarray([np.nan if v is None else v for v in np.ravel(x)], np.float64) for x in (a, b))
     np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-15)
@@ -107,7 +111,21 @@ def test_matches_library_column_order_graph_format_bytes(rng, tmp_path, capsys, 
     model, wc, inv, sweep = _library(frame, res)
     _close(res["worst_case"]["cfu"], wc.cfu)
     _close(res["worst_case"]["P"], wc.P)
-    assert res["worst_case"]["p_max"] == pytest.approx(np.linspace(0.0, 0.99, 4).tolist())
+    # the curve's budgets: the even grid and every benchmark's (the worst case at a benchmark is on the curve)
+    bench = S.benchmarks(model, k=tuple(res["settings"]["benchmarks"]))
+    assert res["benchmarks"] == json.loads(json.dumps(bench.to_dict()))
+    implied = np.asarray(bench.p_max)[np.asarray(bench.feasible) & (np.asarray(bench.p_max) > 0)]
+    np.testing.assert_allclose(res["worst_case"]["p_max"], np.unique(np.concatenate([np.linspace(0.0, 0.99, 4), implied])))
+    assert implied.size >= 1  # race is a parent of both features
+    for name in ("unconstrained", "blind"):  # each baseline's own worst case, over the same budgets
+        other = S.worst_case(model.scoring(name), np.asarray(st_budgets(res)), key=jax.random.key(res["seed"]),
+                             **res["settings"]["search"])
+        _close(res["predictors"][name]["cfu"], other.cfu)
+        assert np.all(np.asarray(other.cfu) > np.asarray(wc.cfu))  # the fair predictor buys something
+    iv = res["intervals"]
+    assert iv["resamples"] == 20 and len(iv["lower"]["worst_case"]) == len(wc.cfu)
+    lo, hi = (np.asarray([np.nan if v is None else v for v in iv[s]["worst_case"]]) for s in ("lower", "upper"))
+    assert np.all(lo[1:] <= hi[1:]) and np.all(lo[1:] > 0)
     for k, v in model.baseline_unfairness.items():
         _close(res["baselines"][k], v)
         _close(res["model"]["baseline_unfairness"][k], v)
@@ -241,8 +259,10 @@ def test_help_example_runs(tmp_path, monkeypatch, capsys, x64):
     args = _run_example(command, capsys)
     out_dir = tmp_path / args[args.index("--out") + 1]
     res = json.loads((out_dir / "results.json").read_text())
-    assert res["inputs"]["sensitive"] == "race" and len(res["worst_case"]["cfu"]) == 4
-    assert "Inverse question" in (out_dir / "report.md").read_text()
+    assert res["inputs"]["sensitive"] == "race" and len(res["worst_case"]["cfu"]) >= 4  # with the benchmarks'
+    report = (out_dir / "report.md").read_text()
+    assert "Inverse question" in report and "## Benchmarks" in report and "| race | 1 |" in report
+    assert {"curve.png", "curve.pdf"} <= {p.name for p in out_dir.iterdir()}
 
 
 def test_demo_warning_bullets_quote_the_budgets_of_its_table(rng):

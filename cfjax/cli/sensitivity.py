@@ -8,10 +8,16 @@ predictor and the two baselines (unconstrained, blind); :func:`cfjax.sensitivity
 draws the worst-case counterfactual unfairness (CFU) over correlation budgets p_max;
 :func:`cfjax.sensitivity.inverse_budget` answers the inverse question for the blind baseline's
 unfairness; and a λ sweep (degrees fixed at the CV choice) shows how much of the curve the
-ridge penalty carries. Everything runs in float64.
+ridge penalty carries. A reviewer's questions get answers too: how strong the confounding of a
+budget is, against the data (:func:`cfjax.sensitivity.benchmarks`: a confounder k times as strong
+as an observed parent), the unconstrained and blind baselines' own worst cases over the same
+budgets, percentile bootstrap intervals (:func:`cfjax.sensitivity.bootstrap`) and, with
+``--contour``, CFU over two error correlations (:func:`cfjax.sensitivity.cfu_surface`).
+Everything runs in float64.
 
 Outputs in ``--out``: ``report.md``, ``results.json`` (byte-identical for the same inputs and
-seed) and ``curve.png`` and ``curve.pdf`` (when matplotlib is installed).
+seed) and ``curve.png`` and ``curve.pdf`` (when matplotlib is installed), ``contour.png`` and
+``contour.pdf`` with ``--contour``.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from cfjax._errors import ValidationError
 from cfjax._results import plain
 from cfjax.cli import common
 
-__all__ = ["command", "read_graph", "parse_categories", "search_options"]
+__all__ = ["command", "read_graph", "parse_categories", "parse_multiples", "parse_pairs", "search_options"]
 
 EXAMPLE = """\b
 Example (a CSV with columns race, gpa, lsat, fya, and its graph):
@@ -98,6 +104,31 @@ def parse_categories(values: tuple[str, ...]) -> dict[str, list[str]]:
             raise common.UserError(f"--categories: column {col!r} given twice")
         out[col] = parts
     return out
+
+
+def parse_multiples(value: str) -> tuple[float, ...]:
+    """``--benchmarks`` ``"1,2,3"`` → ``(1.0, 2.0, 3.0)``; ``"none"`` → ``()``."""
+    if value.strip().lower() == "none":
+        return ()
+    try:
+        ks = tuple(float(v) for v in value.split(","))
+    except ValueError:
+        ks = ()
+    if not ks or not all(np.isfinite(k) and k > 0 for k in ks):
+        raise common.UserError(f"--benchmarks {value!r}: expected positive multiples separated by commas "
+                               "(e.g. 1,2,3), or none")
+    return ks
+
+
+def parse_pairs(value: str | None) -> tuple[tuple[str, str], tuple[str, str]] | None:
+    """``--contour`` ``"O:M,M:J"`` → ``(("O", "M"), ("M", "J"))`` (the features are checked
+    against the graph by :func:`cfjax.sensitivity.cfu_surface`)."""
+    if value is None:
+        return None
+    pairs = [tuple(s.strip() for s in part.split(":")) for part in value.split(",")]
+    if len(pairs) != 2 or any(len(p) != 2 or not all(p) for p in pairs):
+        raise common.UserError(f"--contour {value!r}: expected two feature pairs, e.g. O:M,M:J")
+    return pairs[0], pairs[1]
 
 
 def search_options(quick: bool, restarts: int) -> dict[str, Any]:
@@ -275,14 +306,33 @@ def _report(res: dict[str, Any], figure: bool | str | None) -> str:
         lines += ["![worst-case CFU](curve.png)", ""]
         if isinstance(figure, str):  # the figure's caption: what to conclude from it
             lines += [f"*Figure: {figure}* (vector: `curve.pdf`)", ""]
-    lines += ["| p_max | worst-case CFU | above the floor | restart ratio |", "|---|---|---|---|"]
-    lines += [f"| {p:.3f} | {_fmt(c)} | {_fmt(None if c is None or floor is None else c - floor)} | {_fmt(r)} |"
-              for p, c, r in zip(wc["p_max"], wc["cfu"], wc["restart_ratio"])]
+    iv, others = res.get("intervals"), res.get("predictors") or {}
+    marks = _marks_at(res)
+    head = "| p_max | worst-case CFU" + (f" [{iv['level']:.0%} interval]" if iv else "") + " | above the floor | "
+    head += " | ".join(f"{p}: worst-case CFU" for p in others) + (" | " if others else "") + "restart ratio |"
+    lines += [head, "|---|---|---|" + "---|" * len(others) + "---|"]
+    for i, (p, c, r) in enumerate(zip(wc["p_max"], wc["cfu"], wc["restart_ratio"])):
+        cell = _fmt(c) + (f" [{_fmt(iv['lower']['worst_case'][i])}, {_fmt(iv['upper']['worst_case'][i])}]" if iv else "")
+        where = f" ({', '.join(marks[i])})" if marks.get(i) else ""
+        lines.append(f"| {p:.3f}{where} | {cell} | {_fmt(None if c is None or floor is None else c - floor)} | "
+                     + "".join(f"{_fmt(w['cfu'][i])} | " for w in others.values()) + f"{_fmt(r)} |")
+    if others:
+        lines += ["", "Each baseline's column is its own worst case (CFU scored on that predictor: how much its output "
+                  "moves between a unit's factual and counterfactual worlds); the unconstrained predictor sees the "
+                  "sensitive attribute itself, so its CFU is large at every budget. The gap to the fair predictor's "
+                  "column is what the fair predictor buys."]
+    lines += _benchmark_lines(res)
     if inv["reached"]:
         ans = f"p_max = {_fmt(inv['p_max'])} (bracket ({_fmt(inv['lo'])}, {_fmt(inv['hi'])}])"
     else:
         ans = (f"not reached within p_max <= {_fmt(inv['lo'])}; the largest worst-case CFU found is "
                f"{_fmt(inv['max_cfu'])} at p_max = {_fmt(inv['max_cfu_p_max'])}")
+    if iv and "inverse/blind" in iv["estimate"]:
+        missed = iv["not_reached"].get("inverse/blind")
+        ans += (f". Bootstrap ({iv['resamples']} resamples, each with its own blind unfairness, bisected to within "
+                f"{_fmt(iv['resolution'])}): {_fmt(iv['estimate']['inverse/blind'])} "
+                f"[{_fmt(iv['lower']['inverse/blind'])}, {_fmt(iv['upper']['inverse/blind'])}]"
+                + (f", not reached in {missed} of them" if missed else ""))
     lines += ["", "## Inverse question", "",
               f"The smallest budget whose worst-case CFU reaches the blind baseline's unfairness "
               f"({_fmt(inv['level'])}): {ans}.", "",
@@ -312,16 +362,81 @@ def _report(res: dict[str, Any], figure: bool | str | None) -> str:
         lines.append(f"| {_fmt(row['lam'])} | {floor_cell} | " + " | ".join(cells) + f" | {_fmt(row['blind'])} |")
     if notes:
         lines += [""] + notes
+    if res.get("contour"):
+        lines += ["", "## Two error correlations", "", "![contour](contour.png)", "",
+                  f"CFU over the correlations of {' and '.join('-'.join(p) for p in res['contour']['pairs'])} (the other "
+                  "correlations at 0); hatched: P not positive definite with the margin; markers: the benchmarks and "
+                  "the worst cases of the curve."]
     if res["warnings"]:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in res["warnings"]]
-    lines += ["", "Numbers in `results.json` (`model`, `worst_case`, `inverse`, `baselines`, `lambda_sweep`, "
-              "`settings`).", ""]
+    lines += ["", "Numbers in `results.json` (`model`, `worst_case`, `predictors`, `benchmarks`, `intervals`, "
+              "`inverse`, `baselines`, `lambda_sweep`, `contour`, `settings`).", ""]
     return "\n".join(lines)
 
 
-def _save_curve(path: str, wc, baselines: dict[str, float]) -> str | None:
-    """Draw the worst-case curve into ``path`` (PNG) and beside it as PDF; returns the figure's
-    caption (what to conclude), or None when matplotlib is not installed."""
+def _marks_at(res: dict[str, Any]) -> dict[int, list[str]]:
+    """The curve's budgets that are benchmarks: row index → ``["Z ×k", ...]``."""
+    b, p = res.get("benchmarks"), res["worst_case"]["p_max"]
+    out: dict[int, list[str]] = {}
+    if not b:
+        return out
+    for v, z in enumerate(b["yardsticks"]):
+        for i, k in enumerate(b["k"]):
+            q = b["p_max"][v][i]
+            if b["feasible"][v][i] and q and q < 1:
+                out.setdefault(_nearest(p, q), []).append(f"{z} ×{k:g}")
+    return out
+
+
+def _benchmark_lines(res: dict[str, Any]) -> list[str]:
+    """The report's benchmarks: per yardstick and multiple, the budget it implies, the CFU at that
+    correlation and the worst case within the budget, with intervals when bootstrapped."""
+    b, iv, wc = res.get("benchmarks"), res.get("intervals"), res["worst_case"]
+    if not b:
+        return []
+    lines = ["", "## Benchmarks", "",
+             "How strong is a budget? A confounder that explains k times as much of each feature's variance as an "
+             "observed parent does (its partial R² in the feature's equation, given the other parents) induces the "
+             "error correlation below (definitions §3.9); its budget reading is the largest |P_jk|. The CFU at it is "
+             "the largest over the unknown signs; the worst case within its budget is the curve's value there.", "",
+             "| yardstick | k | partial R² per child | budget | CFU at the benchmark | worst case within the budget |",
+             "|---|---|---|---|---|---|"]
+
+    def cell(name, v, i, value):
+        if not iv or name not in iv["estimate"]:
+            return _fmt(value)
+        return f"{_fmt(value)} [{_fmt(iv['lower'][name][v][i])}, {_fmt(iv['upper'][name][v][i])}]"
+
+    for v, z in enumerate(b["yardsticks"]):
+        r2 = ", ".join(f"{f} {_fmt(x)}" for f, x in zip(b["features"], b["r2"][v]) if x is not None) or "—"
+        for i, k in enumerate(b["k"]):
+            q = b["p_max"][v][i]
+            if not b["feasible"][v][i] or not q:
+                lines.append(f"| {z} | {k:g} | {r2} | — | — | {b['reasons'][v][i]} |")
+                continue
+            j = _nearest(wc["p_max"], q)
+            lines.append(f"| {z} | {k:g} | {r2} | {cell('benchmark_budget', v, i, q)} | "
+                         f"{cell('benchmark_cfu', v, i, b['cfu'][v][i])} | {_fmt(wc['cfu'][j])} |")
+    for (f, g), rho in zip(b["pairs"], b["pair_correlation"]):
+        lines.append(f"| identified: {f}, {g} | — | — | {_fmt(abs(rho) if rho is not None else None)} "
+                     f"(residual correlation {_fmt(rho)}) | — | — |")
+    return lines
+
+
+def benchmark_marks(bench: Any) -> dict[str, tuple[float, float]]:
+    """The benchmarks a figure marks: ``"Z ×k"`` → (its budget, the CFU there), for every
+    feasible benchmark that induces a correlation."""
+    if bench is None:
+        return {}
+    p, c, ok = (np.asarray(x) for x in (bench.p_max, bench.cfu, bench.feasible))
+    return {f"{z} ×{k:g}": (float(p[v, i]), float(c[v, i])) for v, z in enumerate(bench.yardsticks)
+            for i, k in enumerate(bench.k) if ok[v, i] and 0 < p[v, i] < 1}
+
+
+def _save_figures(folder: str, figures_: dict[str, Any]) -> str | None:
+    """Draw the worst-case curves (every predictor; the fair one's bootstrap band; the benchmarks
+    marked) into ``curve.png`` (and ``.pdf``), and the contour when there is one; returns the
+    curve's caption (what to conclude), or None when matplotlib is not installed."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -330,20 +445,45 @@ def _save_curve(path: str, wc, baselines: dict[str, float]) -> str | None:
     import cfjax.sensitivity as S
     from cfjax import figures
 
-    # The floor: the WorstCase's CFU at zero correlation (values at or below it drawn at it).
-    fig = S.plot_curve(wc, baselines=baselines, title="Worst-case counterfactual unfairness")
-    figures.save_figure(fig, path)  # curve.png and curve.pdf
-    return S.curve_caption(wc, baselines=baselines)
+    curves, iv = figures_["worst_case"], figures_["intervals"]
+    marks = benchmark_marks(figures_["benchmarks"])
+    bands = {} if iv is None else dict(lower={"fair": np.asarray(iv.lower["worst_case"])},
+                                       upper={"fair": np.asarray(iv.upper["worst_case"])})
+    fig = S.plot_curve(curves, benchmarks=marks or None, title="Worst-case counterfactual unfairness", **bands)
+    figures.save_figure(fig, os.path.join(folder, "curve.png"))  # curve.png and curve.pdf
+    if figures_["surface"] is not None:
+        bench = figures_["benchmarks"]
+        points = {} if bench is None else {label: np.asarray(bench.P)[v, i] for (label, _), (v, i) in zip(
+            benchmark_marks(bench).items(), _mark_index(bench))}
+        fig = S.plot_contour(figures_["surface"], benchmarks=points or None, worst=curves["fair"],
+                             title="Counterfactual unfairness over two error correlations")
+        figures.save_figure(fig, os.path.join(folder, "contour.png"))
+    return S.curve_caption(curves, benchmarks=marks or None)
+
+
+def _mark_index(bench: Any) -> list[tuple[int, int]]:
+    """The (yardstick, k) index of each of :func:`benchmark_marks`' entries, in its order."""
+    p, ok = np.asarray(bench.p_max), np.asarray(bench.feasible)
+    return [(v, i) for v in range(len(bench.yardsticks)) for i in range(len(bench.k)) if ok[v, i] and 0 < p[v, i] < 1]
 
 
 def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict[str, list[str]], budgets: int,
             restarts: int, quick: bool, seed: int, mesh: Any = None,
-            log: Any = lambda message: None) -> tuple[dict[str, Any], Any]:
-    """Everything the command computes, as plain Python (``results.json``), and the worst case
-    (for the figure). Assumes float64 is on. ``seed``: the searches' key (an int seed);
+            log: Any = lambda message: None, multiples: tuple[float, ...] = (1.0, 2.0, 3.0), resamples: int = 0,
+            contour: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Everything the command computes, as plain Python (``results.json``), and what its figures
+    draw (``figures``: each predictor's worst case, the intervals, the benchmarks, the contour).
+    Assumes float64 is on. ``seed``: the searches' key (an int seed);
     ``mesh``: the devices their runs are split over (``mesh=`` of
     :func:`cfjax.sensitivity.worst_case`; None: one). ``log`` receives a line as each stage
-    starts (once the inputs are read and checked: a user mistake stays one line)."""
+    starts (once the inputs are read and checked: a user mistake stays one line).
+    ``multiples``: the benchmarks' k (``()``: none); ``resamples``: bootstrap resamples (0:
+    no intervals); ``contour``: two feature pairs for a CFU surface, or None.
+
+    The curve's budgets are the evenly spaced grid and every benchmark's budget, so that the
+    worst case at each benchmark is on the curve."""
+    import jax
+
     import cfjax.sensitivity as S
     from cfjax._core.keys import as_key
 
@@ -369,9 +509,17 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
         log(f"fitting the working model, the fair predictor and the baselines on {prob.data.X.shape[0]} rows "
             "(degrees and λ by cross-validation)")
         model = S.fit(prob.graph, prob.data, settings)
-        log(f"worst-case CFU: {budgets} budgets × {restarts} restart(s), {search['steps']} steps each "
-            "(the first search compiles)")
+        bench = None
+        if multiples:
+            log(f"benchmarks: confounders {', '.join(f'{k:g}' for k in multiples)} times as strong as each observed parent")
+            bench = S.benchmarks(model, k=multiples)
+            p_bench = np.asarray(bench.p_max)[np.asarray(bench.feasible)]
+            grid = np.unique(np.concatenate([grid, p_bench[(p_bench > 0) & (p_bench < 1)]]))
+        log(f"worst-case CFU: {grid.size} budgets × {restarts} restart(s), {search['steps']} steps each, for the fair "
+            "predictor and the two baselines (the first search compiles)")
         wc = S.worst_case(model, grid, key=key, mesh=mesh, **search)
+        others = {p: S.worst_case(model.scoring(p), grid, key=key, mesh=mesh, **search)
+                  for p in S.PREDICTORS if p != "fair"}
         baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
         # the coarse curve has as many budgets as the main one (one compilation for both)
         inverse_opts = dict(grid=budgets, hi=0.99, tol=0.1 if quick else 1e-3)
@@ -381,6 +529,18 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
         lams = sorted({*(QUICK_SWEEP_LAMBDAS if quick else SWEEP_LAMBDAS), float(lam)})
         log(f"λ sweep: the model refitted at {len(lams)} ridge penalties")
         sweep = _sweep(prob, settings, model, lams, wc)
+        intervals = None
+        if resamples:
+            log(f"bootstrap: {resamples} resamples of the units, every model refitted (one vmapped program)")
+            intervals = S.bootstrap(model, grid, key=jax.random.fold_in(key, 7), resamples=resamples, worst=wc,
+                                    benchmarks=multiples, levels={"blind": "blind"}, mesh=mesh)
+        surface = None
+        if contour is not None:
+            log(f"contour: CFU over the correlations of {contour[0]} and {contour[1]}")
+            try:
+                surface = S.cfu_surface(model, contour, 15 if quick else 39)
+            except ValidationError as e:
+                raise common.UserError(f"--contour: {e}") from None
     from cfjax.sensitivity.cfu import negligible_cfu
     from cfjax.sensitivity.diagnostics import floor_dominates
 
@@ -397,8 +557,15 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
            "settings": {"fit": _settings_dict(settings), "budgets": grid.tolist(), "search": search,
                         "inverse": inverse_opts, "sweep_lambdas": lams},
            "model": model.to_dict(), "worst_case": worst, "inverse": inv.to_dict(),
-           "baselines": baselines, "lambda_sweep": sweep, "warnings": seen}
-    return plain(res, strict=True, shortest=True), wc
+           "baselines": baselines, "lambda_sweep": sweep, "warnings": seen,
+           "predictors": {p: w.to_dict() for p, w in others.items()},
+           "benchmarks": None if bench is None else bench.to_dict(),
+           "intervals": None if intervals is None else intervals.to_dict(),
+           "contour": None if surface is None else surface.to_dict()}
+    res["settings"].update(benchmarks=list(multiples), resamples=resamples,
+                           contour=None if contour is None else [list(p) for p in contour])
+    figures = {"worst_case": {"fair": wc, **others}, "benchmarks": bench, "intervals": intervals, "surface": surface}
+    return plain(res, strict=True, shortest=True), figures
 
 
 @click.command(epilog=EXAMPLE)
@@ -416,23 +583,37 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
               help="optimiser restarts per budget  [default: 4; 1 with --quick]")
 @click.option("--quick", is_flag=True,
               help="degree 2 only, λ among 0.01, 1, 100, few budgets and short searches (seconds on small data)")
+@click.option("--benchmarks", "benchmarks", default="1,2,3", show_default=True, metavar="K,K,...",
+              help="benchmark the budget: the error correlation a confounder K times as strong as each observed "
+                   "parent would induce (its partial R² in each feature's equation), marked on the curve; none: skip")
+@click.option("--bootstrap", "bootstrap", type=click.IntRange(min=0), default=None, metavar="B",
+              help="bootstrap resamples of the units for percentile intervals (every model refitted); 0: none  "
+                   "[default: 200; 20 with --quick]")
+@click.option("--contour", "contour", default=None, metavar="F:G,G:H",
+              help="CFU over the error correlations of two feature pairs (three features or more), the region "
+                   "where P is not positive definite shaded: contour.png")
 @common.out_option("results/sensitivity")
 @common.force_option
 @common.seed_option
 @common.devices_option
 def command(data: str, graph: str, sensitive: str, target: str, categories: tuple[str, ...], budgets: int | None,
-            restarts: int | None, quick: bool, out: str, force: bool, seed: int, devices: int | None) -> None:
+            restarts: int | None, quick: bool, benchmarks: str, bootstrap: int | None, contour: str | None, out: str,
+            force: bool, seed: int, devices: int | None) -> None:
     """Worst-case counterfactual unfairness of DATA (a CSV) under unmeasured confounding.
 
     Fits the causal working model on the columns named in GRAPH, the counterfactually fair
-    predictor and two baselines, then reports the worst-case CFU over correlation budgets
-    p_max, the smallest budget reaching the blind baseline's unfairness, and a ridge-penalty
+    predictor and two baselines, then reports the worst-case CFU of each over correlation
+    budgets p_max, benchmarks of those budgets against the observed parents, the smallest
+    budget reaching the blind baseline's unfairness, bootstrap intervals and a ridge-penalty
     sweep. Writes report.md, results.json and curve.png (and .pdf) into --out.
     """
     devices = common.use_devices(devices)  # before anything starts JAX
     import jax
 
     cats = parse_categories(categories)
+    multiples = parse_multiples(benchmarks)
+    pairs = parse_pairs(contour)
+    resamples = bootstrap if bootstrap is not None else (20 if quick else 200)
     budgets = budgets if budgets is not None else (4 if quick else 16)
     restarts = restarts if restarts is not None else (1 if quick else 4)
     if not os.path.isfile(data):
@@ -442,10 +623,11 @@ def command(data: str, graph: str, sensitive: str, target: str, categories: tupl
     common.check_out(out, force)
     with jax.enable_x64(True):  # float64 for the command only, restored after
         say = common.progress("sensitivity")
-        res, wc = analyse(data, graph, sensitive, target, cats, budgets, restarts, quick, seed, devices, log=say)
-        say("writing the report and the figure")
+        res, drawn = analyse(data, graph, sensitive, target, cats, budgets, restarts, quick, seed, devices, log=say,
+                             multiples=multiples, resamples=resamples, contour=pairs)
+        say("writing the report and the figures")
         folder = common.prepare_out(out, force)
-        figure = _save_curve(os.path.join(folder, "curve.png"), wc, res["baselines"])
+        figure = _save_figures(folder, drawn)
     common.write_json(os.path.join(out, "results.json"), res)
     common.write_text(os.path.join(out, "report.md"), _report(res, figure))
     click.echo(f"cfjax sensitivity: wrote {os.path.join(out, 'report.md')} and results.json")
