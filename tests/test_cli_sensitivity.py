@@ -235,6 +235,11 @@ def test_user_mistakes_one_line(rng, tmp_path, capsys):
         (["sensitivity", data, "--graph", graph, *ARGS, "--budgets", "1"], "--budgets"),
         (["sensitivity", data, "--graph", graph, *ARGS, "--bogus"], "--bogus"),
         (["sensitivity", data, *ARGS], "--graph"),
+        (["sensitivity", data, "--graph", graph, *ARGS, "--benchmarks", "1,-2"], "--benchmarks"),
+        (["sensitivity", data, "--graph", graph, *ARGS, "--benchmarks", "two"], "--benchmarks"),
+        (["sensitivity", data, "--graph", graph, *ARGS, "--bootstrap", "-1"], "--bootstrap"),
+        (["sensitivity", data, "--graph", graph, *ARGS, "--contour", "gpa:lsat"], "--contour"),
+        (["sensitivity", data, "--graph", graph, *ARGS, "--contour", "gpa:lsat,lsat:gpa"], ("--contour", "one error")),
     ]
     for args, name in cases:
         code, _, err = _run([*args, "--out", str(tmp_path / "never")], capsys)
@@ -295,3 +300,28 @@ def test_demo_warning_bullets_quote_the_budgets_of_its_table(rng):
     assert len(budgets_quoted) == 3 and budgets_quoted <= in_table, (budgets_quoted, in_table)
     assert "warned 3 time(s)" in bullets and "inverse" in bullets
     assert f"CFU at zero correlation (P = I), is {floor:.3g}" in text
+
+
+def test_contour_of_three_features_equals_the_library(rng, tmp_path, capsys, x64):
+    n = 200
+    a = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    e = rng.multivariate_normal(np.zeros(3), [[1, 0.3, 0.1], [0.3, 1, -0.2], [0.1, -0.2, 1]], size=n)
+    o = 0.5 * a + e[:, 0]
+    m = 0.3 * a + 0.6 * o + 0.2 * o**2 + e[:, 1]
+    j = -0.2 * a + 0.4 * o + 0.3 * m + e[:, 2]
+    frame = pd.DataFrame({"sex": np.where(a > 0, "f", "m"), "O": o, "M": m, "J": j, "y": o + m + j})
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    (tmp_path / "g.yaml").write_text("O: [sex]\nM: [sex, O]\nJ: [sex, O, M]\n")
+    code, _, err = _run(["sensitivity", str(tmp_path / "d.csv"), "--graph", str(tmp_path / "g.yaml"), "--sensitive",
+                         "sex", "--target", "y", "--categories", "sex=m,f", "--quick", "--bootstrap", "0",
+                         "--contour", "O:M,M:J", "--out", str(tmp_path / "out")], capsys)
+    assert code == 0, err
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert res["intervals"] is None and res["contour"]["pairs"] == [["O", "M"], ["M", "J"]]
+    prob = S.from_frame(frame, {"O": ["sex"], "M": ["sex", "O"], "J": ["sex", "O", "M"]}, sensitive="sex",
+                        target="y", categories={"sex": ["m", "f"]})
+    settings = S.Settings(**{k: tuple(v) if isinstance(v, list) else v for k, v in res["settings"]["fit"].items()})
+    surface = S.cfu_surface(S.fit(prob.graph, prob.data, settings), (("O", "M"), ("M", "J")), 15)
+    _close(res["contour"]["cfu"], surface.cfu)
+    assert {"contour.png", "contour.pdf"} <= {p.name for p in (tmp_path / "out").iterdir()}
+    assert "![contour](contour.png)" in (tmp_path / "out" / "report.md").read_text()

@@ -131,6 +131,20 @@ def parse_pairs(value: str | None) -> tuple[tuple[str, str], tuple[str, str]] | 
     return pairs[0], pairs[1]
 
 
+def _check_contour(pairs: Any, features: tuple[str, ...]) -> None:
+    """``--contour``'s pairs against the graph, before any fitting (a mistake stays one line)."""
+    if len(features) < 3:
+        raise common.UserError(f"--contour: the graph has {len(features)} features ({', '.join(features)}), one "
+                               "error correlation only; a contour needs three features or more (the curve is its "
+                               "worst case)")
+    for f in (f for p in pairs for f in p):
+        if f not in features:
+            raise common.UserError(f"--contour: {f!r} is not a feature of the graph ({', '.join(features)})")
+    if any(a == b for a, b in pairs) or {*pairs[0]} == {*pairs[1]}:
+        raise common.UserError(f"--contour: expected two different pairs of two different features, got "
+                               f"{pairs[0][0]}:{pairs[0][1]},{pairs[1][0]}:{pairs[1][1]}")
+
+
 def search_options(quick: bool, restarts: int) -> dict[str, Any]:
     """The options of :func:`cfjax.sensitivity.worst_case` the command uses (``--quick``: a
     small search that runs in seconds on small data)."""
@@ -498,6 +512,8 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
         about_graph = msg.startswith(("`graph", "`parents", "`fair", "`sensitive"))
         where = f"--graph {graph!r}" if about_graph else f"DATA {data!r}"
         raise common.UserError(f"{where}: {msg}") from None
+    if contour is not None:
+        _check_contour(contour, prob.graph.features)
     settings = _settings(quick)
     search = search_options(quick, restarts)
     key = as_key(seed, "seed")
