@@ -8,6 +8,14 @@ counterfactual propagation; differentiable in P) → :func:`cfu_grid` (two featu
 :func:`worst_case` (any number: one vmapped optax program over budgets × restarts) →
 :func:`inverse_budget`; :func:`plot_curve` draws a curve beside the baselines (readable scales,
 intervals as bands) and :func:`curve_caption` says what to conclude from it.
+
+What a reviewer asks next: how strong is a budget's confounding, against the data
+(:func:`benchmarks`: the correlation a confounder k times as strong as an observed parent would
+induce, definitions §3.9); what does the fair predictor buy (:meth:`FairModel.scoring` scores
+CFU on the unconstrained or blind baseline instead, so every predictor's worst case goes on one
+curve); how sure are the numbers (:func:`bootstrap`: percentile intervals over resamples of the
+units, every model refitted by :func:`refit`, one vmapped program); and what does CFU look like
+over two correlations (:func:`cfu_surface`, :func:`plot_contour`).
 :func:`cfu_at_zero_correlation` is every curve's floor (0 without a ridge penalty); the warnings
 (:class:`ConvergenceWarning`, :class:`ShrinkageWarning`, :class:`DegenerateProblemWarning`) say
 when a number is not what it seems.
