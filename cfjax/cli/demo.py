@@ -238,10 +238,11 @@ def _search_notes(wc: Any, model: Any, inverse_warnings: int) -> list[str]:
         notes.append("no restart ended with a finite CFU at p_max = " + ", ".join(_budget(p[i]) for i in none)
                      + " (n/a in the table)")
     # worst_case's own test: two restarts agree on the worst case (its adaptive rounds add restarts until they do)
-    confirmed = np.asarray(wc.confirmed, bool) if wc.confirmed is not None else ~(ratio > 10)
+    confirmed, rounds = getattr(wc, "confirmed", None), getattr(wc, "rounds", None)
+    confirmed = ~(ratio > 10) if confirmed is None else np.asarray(confirmed, bool)  # without rounds: the old test
     apart = np.flatnonzero(~confirmed & np.isfinite(cfu))
     if apart.size:
-        rounds = np.zeros(p.shape, int) if wc.rounds is None else np.asarray(wc.rounds)
+        rounds = np.zeros(p.shape, int) if rounds is None else np.asarray(rounds)
         notes.append("the worst case at p_max = " + ", ".join(f"{_budget(p[i])} ({ratio[i]:.3g}x)" for i in apart)
                      + " rests on one restart (the best restart's CFU over the second best's), after "
                      + ", ".join(str(int(rounds[i])) for i in apart) + " adaptive round(s) of more restarts there: "
