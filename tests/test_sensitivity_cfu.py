@@ -193,6 +193,11 @@ def test_a_baselines_cfu_equals_the_brute_force_recipe(rng, x64, predictor):
     assert ours > 10 * float(S.cfu(model, P))  # a baseline moves with A; the fair predictor barely
     with pytest.raises(ValueError, match="predictor"):
         model.scoring("oracle")
+    with warnings.catch_warnings():  # a baseline's CFU at P = I is real unfairness, not the ridge's floor
+        warnings.simplefilter("error", S.ShrinkageWarning)
+        wc = S.worst_case(scored, [0.0, 0.5], key=jax.random.key(0), restarts=1, steps=5, boundary_starts=1, polish=2)
+    assert float(wc.cfu[0]) == pytest.approx(float(S.cfu(scored, np.eye(3))), rel=1e-9)
+    assert float(wc.cfu[1]) >= float(wc.cfu[0])
 
 
 def test_cfu_is_zero_at_the_identity_and_positive_elsewhere(bivariate, x64):

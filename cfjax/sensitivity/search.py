@@ -418,7 +418,11 @@ def _warn_if_none_finite(out: WorstCase) -> None:
 
 def _warn_if_floor(out: WorstCase, model: FairModel) -> None:
     """:class:`ShrinkageWarning` when the CFU at zero correlation is more than a tenth of the
-    curve's range: the ridge's floor, not confounding, then carries the curve."""
+    curve's range: the ridge's floor, not confounding, then carries the curve. Only for the fair
+    predictor: a baseline's CFU at P = I is its real counterfactual unfairness (it sees A, or the
+    features A causes), not a shrinkage artefact."""
+    if model.scored != "fair":
+        return
     floor = out.cfu_at_zero_correlation
     curve = np.asarray(out.cfu, np.float64)
     if floor_dominates(floor, curve, negligible_cfu(model)):
