@@ -61,6 +61,7 @@ class Scale:
     restarts: int | None = None  # None: worst_case's default search (restarts until two agree to 1e-3)
     search_steps: int | None = None  # None: worst_case's default
     inverse_tol: float = 0.05
+    sensitivity_resamples: int = 100
     embeddings_n: int = 4000
     embeddings_d: int = 32
     draws: int = 16
@@ -98,7 +99,7 @@ def _scales() -> tuple[Scale, Scale]:
             GeneratorConfig(hvae=HVAEConfig(image_size=32, channels=(4, 4, 4), latent_dims=(0, 2, 2)), steps=20,
                             warmup=2, kl_warmup=5, ema_decay=0.9, chunk_steps=10, cf_weight=0.0, cf_warmup=500),
             chunk=64),
-        sensitivity_n=600, budgets=4, inverse_tol=0.3, embeddings_n=1000,
+        sensitivity_n=600, budgets=4, sensitivity_resamples=10, inverse_tol=0.3, embeddings_n=1000,
         embeddings_d=16, draws=4, arm=arm)
     return demo, quick
 
@@ -203,18 +204,31 @@ def sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None] = 
             inverse = {name: S.inverse_budget(model, level, key=key, grid=len(budgets), hi=0.99,
                                               tol=scale.inverse_tol, **search).to_dict()
                        for name, level in (("true_correlation_cfu", true_cfu), ("blind_baseline", baselines["blind"]))}
+            log("    benchmarks (a confounder 1, 2, 3 times as strong as A) and the baselines' own worst cases")
+            bench = S.benchmarks(model, k=(1.0, 2.0, 3.0))
+            others = {p: S.worst_case(model.scoring(p), budgets, key=key, **search) for p in S.PREDICTORS if p != "fair"}
+            log(f"    bootstrap: {scale.sensitivity_resamples} resamples of the units, every model refitted")
+            intervals = S.bootstrap(model, budgets, key=jax.random.fold_in(key, 7), resamples=scale.sensitivity_resamples,
+                                    worst=wc, levels={"blind": "blind"})
         seen = _search_notes(wc, model, sum(issubclass(w.category, S.ConvergenceWarning) for w in caught[main_warnings:]))
         from cfjax import figures
+        from cfjax.cli.sensitivity import benchmark_marks
 
-        # The floor: the CFU at zero correlation, raised to rounding (model=); baselines from the model.
-        fig = S.plot_curve(wc, model=model, true_value=(0.5, true_cfu), title="Worst-case CFU (true correlation 0.5)")
+        # Every predictor's worst case, the fair one's bootstrap band, the benchmarks' budgets marked.
+        curves, marks = {"fair": wc, **others}, benchmark_marks(bench)
+        bands = dict(lower={"fair": np.asarray(intervals.lower["worst_case"])},
+                     upper={"fair": np.asarray(intervals.upper["worst_case"])})
+        fig = S.plot_curve(curves, model=model, true_value=(0.5, true_cfu), benchmarks=marks or None,
+                           title="Worst-case CFU (true correlation 0.5)", **bands)
         figures.save_figure(fig, os.path.join(out, "cfu_curve.png"))  # and cfu_curve.pdf
-        caption = S.curve_caption(wc, model=model)
+        caption = S.curve_caption(curves, model=model, benchmarks=marks or None)
         return plain({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu, "caption": caption,
                       "settings": {"degrees": [2], "lambdas": [1e-2, 1.0, 1e2], "search": search,
-                                   "inverse_tol": scale.inverse_tol},
+                                   "inverse_tol": scale.inverse_tol, "resamples": scale.sensitivity_resamples},
                       "model": model.to_dict(), "baselines": baselines, "worst_case": wc.to_dict(),
-                      "inverse": inverse, "warnings": seen}, strict=True, shortest=True)
+                      "predictors": {p: w.to_dict() for p, w in others.items()}, "benchmarks": bench.to_dict(),
+                      "intervals": intervals.to_dict(), "inverse": inverse, "warnings": seen},
+                     strict=True, shortest=True)
 
 
 def _budget(p: float) -> str:
@@ -421,21 +435,54 @@ def _sensitivity_section(s: dict[str, Any]) -> list[str]:
              f"{_g(s['model']['lam'])}) the penalty's shrinkage artefact, not unfairness caused by confounding.", "",
              "| p_max | " + " | ".join(_budget(p) for p in wc["p_max"]) + " |",
              "|---|" + "---|" * len(wc["p_max"]),
-             "| worst-case CFU | " + " | ".join(_g(v) for v in wc["cfu"]) + " |", "",
+             "| worst-case CFU | " + " | ".join(_g(v) for v in wc["cfu"]) + " |"]
+    iv = s.get("intervals")
+    if iv:
+        lines.append(f"| {iv['level']:.0%} interval ({iv['resamples']} resamples) | " + " | ".join(
+            f"[{_g(a)}, {_g(b)}]" for a, b in zip(iv["lower"]["worst_case"], iv["upper"]["worst_case"])) + " |")
+    for name, other in (s.get("predictors") or {}).items():
+        lines.append(f"| {name} predictor's worst case | " + " | ".join(_g(v) for v in other["cfu"]) + " |")
+    lines += ["",
              f"- CFU at the true correlation (0.5): {_g(s['true_cfu'])}; the worst case within p_max = 0.5 is "
              f"{_g(_at(wc, 0.5))} (a search over every correlation matrix within the budget, so at least as large)."
              if _at(wc, 0.5) is not None else f"- CFU at the true correlation (0.5): {_g(s['true_cfu'])}.",
              "- Baselines' unfairness (mean squared difference from the fair predictor): "
              + ", ".join(f"{k} {_g(v)}" for k, v in s["baselines"].items()) + ".",
              "- Inverse question, the smallest budget whose worst case reaches a level: "
-             + "; ".join(_inverse_line(name, v) for name, v in inv.items()) + ".", "",
-             "![worst-case CFU curve](cfu_curve.png)"]
+             + "; ".join(_inverse_line(name, v) for name, v in inv.items()) + "."]
+    if s.get("benchmarks"):
+        lines.append("- " + _benchmark_line(s["benchmarks"], iv))
+    if s.get("predictors"):
+        lines.append("- The baselines' own worst-case CFU (how much their output moves between a unit's factual and "
+                     "counterfactual worlds) stays near " + " and ".join(
+                         f"{_g(min(v['cfu']))} ({k})" for k, v in s["predictors"].items())
+                     + " at every budget: what the fair predictor buys.")
+    lines += ["", "![worst-case CFU curve](cfu_curve.png)"]
     if s.get("caption"):  # what to conclude from the figure (cfu_curve.pdf: the same, vector)
         lines += ["", f"*Figure: {s['caption']}*"]
     if s.get("warnings"):
         lines += ["", "The search warned (a small demo search; `cfjax sensitivity` and `worst_case` take more "
                   "restarts and steps):", ""] + [f"- {w}" for w in s["warnings"]]
     return lines
+
+
+def _benchmark_line(b: dict[str, Any], iv: dict[str, Any] | None) -> str:
+    """The demo's benchmarks in words: the budget each multiple of each yardstick implies (with
+    its interval), the CFU there, or why no such confounder exists."""
+    parts = []
+    for v, z in enumerate(b["yardsticks"]):
+        for i, k in enumerate(b["k"]):
+            if not b["feasible"][v][i] or not b["p_max"][v][i]:
+                short = "impossible (it would explain all of a feature's error variance)" if not b["feasible"][v][i] \
+                    else "no correlation (it causes one feature)"
+                parts.append(f"{k:g} × {z}: {short}")
+                continue
+            ci = ""
+            if iv and "benchmark_budget" in iv["lower"]:
+                ci = f" [{_f(iv['lower']['benchmark_budget'][v][i], 3)}, {_f(iv['upper']['benchmark_budget'][v][i], 3)}]"
+            parts.append(f"{k:g} × {z}: p_max {_f(b['p_max'][v][i], 3)}{ci}, CFU there {_g(b['cfu'][v][i])}")
+    return ("Benchmarks, a confounder k times as strong as an observed parent (its partial R² in each feature's "
+            "equation; definitions §3.9): " + "; ".join(parts) + ".")
 
 
 def _representations_section(r: dict[str, Any]) -> list[str]:
