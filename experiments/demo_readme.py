@@ -69,6 +69,14 @@ def summary(results: Mapping[str, Any]) -> dict[str, Any]:
                    "inverse_tol": s["settings"]["inverse_tol"], "baselines": s["baselines"],
                    "inverse": {k: {"reached": v["reached"], "p_max": v["p_max"], "level": v["level"]}
                                for k, v in inv.items()}}
+    if "benchmarks" in s:  # a confounder k times as strong as A, and the fair curve's bootstrap interval
+        b, iv = s["benchmarks"], s["intervals"]
+        a = 0  # the sensitive attribute, the first yardstick
+        sensitivity["benchmarks"] = {"yardstick": b["yardsticks"][a], "k": b["k"], "p_max": b["p_max"][a],
+                                     "cfu": b["cfu"][a], "feasible": b["feasible"][a]}
+        sensitivity["interval"] = {"resamples": iv["resamples"], "lower": iv["lower"]["worst_case"],
+                                   "upper": iv["upper"]["worst_case"]}
+        sensitivity["predictors"] = {k: min(v["cfu"]) for k, v in s["predictors"].items()}
     reps = {split: {"tpr_gap": v["tpr_gap"]["1"], **{k: v["scores"][k] for k in ("pip", "pip_baseline", "atv",
                                                                                    "atv_baseline")}}
             for split, v in results["representations"]["splits"].items()}
@@ -178,6 +186,20 @@ def _sensitivity(s: Mapping[str, Any]) -> list[str]:
     text += (f" The baselines' unfairness ({_range(b, 1)}) "
              + (f"is reached from p_max = {inv_b['p_max']:.2f}." if inv_b["reached"] else
                 f"is not reached within p_max ≤ {p[-1]:g}."))
+    if "benchmarks" in s:
+        bm, iv = s["benchmarks"], s["interval"]
+        ok = [(k, q) for k, q, f in zip(bm["k"], bm["p_max"], bm["feasible"]) if f and q]
+        if round(true_rho, 9) in at:
+            i = [round(q, 9) for q in p].index(round(true_rho, 9))
+            text += (f" Its 95% bootstrap interval at {true_rho:g} ({iv['resamples']} resamples, every model refitted) "
+                     f"is [{g(iv['lower'][i])}, {g(iv['upper'][i])}].")
+        if ok:
+            text += (f" A confounder as strong as {bm['yardstick']} (its partial R² in each feature's equation) "
+                     "implies a budget of " + ", ".join(f"{q:.2f} at {k:g}×" for k, q in ok)
+                     + (f"; at {', '.join(f'{k:g}×' for k, f in zip(bm['k'], bm['feasible']) if not f)} no such "
+                        "confounder exists" if not all(bm["feasible"]) else "") + ".")
+        text += (" The baselines' own worst-case CFU stays at "
+                 + " and ".join(f"{v:.2g} ({k})" for k, v in s["predictors"].items()) + " at every budget.")
     return [text]
 
 
