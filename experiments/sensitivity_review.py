@@ -35,12 +35,26 @@ jax.config.update("jax_enable_x64", True)
 
 import cfjax as cf  # noqa: E402
 import cfjax.sensitivity as S  # noqa: E402
-from cfjax._results import strict_plain  # noqa: E402
 from cfjax.io import atomic_write_bytes  # noqa: E402
 from experiments.sensitivity import LAW_SETTINGS, NHS_SETTINGS  # noqa: E402
 
 K = (1.0, 2.0, 3.0)
 PAIRS = {"nhs": (("O", "M"), ("M", "J"))}
+
+
+def strict_plain(x):
+    """``x`` as JSON-ready Python: arrays as lists, numbers as floats, NaN and infinities as None."""
+    if isinstance(x, dict):
+        return {str(k): strict_plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict_plain(v) for v in x]
+    if isinstance(x, (str, bool, type(None))):
+        return x
+    a = np.asarray(x)
+    if a.ndim:
+        return [strict_plain(v) for v in a]
+    v = a.item()
+    return v if not isinstance(v, float) or np.isfinite(v) else None
 
 
 def _fmt(x) -> str:

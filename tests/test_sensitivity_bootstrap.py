@@ -88,18 +88,17 @@ def test_identity_resample_reproduces_the_worst_case(run, x64):
 
 def test_vmapped_program_equals_a_loop_of_resamples(run, x64):
     model, wc, iv, levels = run
-    budgets = np.asarray(BUDGETS)
-    starts, min_eig = _starts(wc, budgets, jnp.float64)
-    cfg = _Config("paper", min_eig, 4, 3, ("", "blind"), (1.0, 2.0, 3.0))
-    one = jax.jit(_one, static_argnums=0)
     keys = jax.random.split(jax.random.key(7), 40)
-    bare = model.replace(selection={})
-    for b in (0, 1, 39):
-        out = one(cfg, bare, _penalties(model), keys[b], jnp.asarray(False), jnp.asarray(budgets),
-                  jnp.asarray(starts), jnp.asarray([levels["mid"], np.nan]))
+    n = model.data.n
+    for b in (0, 1, 39):  # resample b draws its units with split(key, resamples)[b]
+        idx = jax.random.randint(keys[b], (n,), 0, n, jnp.int32)
+        out = S.resample_analysis(model, BUDGETS, idx, worst=wc, levels=levels, steps=4, bisect=3)
+        assert set(out) == set(iv.values)
         for k, v in out.items():
-            k = k.replace("/0", "/mid").replace("/1", "/blind")
             np.testing.assert_allclose(iv.values[k][b], np.asarray(v), rtol=1e-9, atol=0, err_msg=k)
+    whole = S.resample_analysis(model, BUDGETS, np.arange(n), worst=wc, levels=levels, steps=4, bisect=3)
+    for k, v in whole.items():  # the identity resample: the estimate
+        np.testing.assert_allclose(iv.estimate[k], np.asarray(v), rtol=1e-9, atol=0, err_msg=k)
 
 
 def test_each_resample_is_a_local_search_from_the_full_data_maximisers(run, x64):

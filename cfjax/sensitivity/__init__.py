@@ -33,6 +33,7 @@ from cfjax.sensitivity.benchmarks import yardsticks as yardsticks
 from cfjax.sensitivity.bootstrap import Intervals as Intervals
 from cfjax.sensitivity.bootstrap import bootstrap as bootstrap
 from cfjax.sensitivity.bootstrap import refit as refit
+from cfjax.sensitivity.bootstrap import resample_analysis as resample_analysis
 from cfjax.sensitivity.cfu import bivariate_correlation as bivariate_correlation
 from cfjax.sensitivity.cfu import cfu as cfu
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation as cfu_at_zero_correlation
@@ -150,6 +151,7 @@ __all__ = [
     "profile_objective",
     "refit",
     "residual_correlations",
+    "resample_analysis",
     "residual_products",
     "ridge_cv",
     "sign_corners",

@@ -49,7 +49,7 @@ from cfjax.sensitivity.linear import ModelA, _model_b, _start_log_sigma, _unpena
 from cfjax.sensitivity.problem import FairModel, FairnessData, embeddings, predictor_inputs
 from cfjax.sensitivity.projection import _along_boundary, _project_usable
 
-__all__ = ["Intervals", "bootstrap", "refit"]
+__all__ = ["Intervals", "bootstrap", "refit", "resample_analysis"]
 
 _STEP_START, _STEP_STOP = 1e-2, 1e-5  # the local search's first and smallest step, in units of p_max (the polish's)
 _NEWTON = 30  # Model B's Newton steps from scratch at every evaluation (as cfu() and the polish take)
@@ -416,37 +416,15 @@ def bootstrap(model: FairModel, p_max: Any, *, key: Any, resamples: int = 200, w
     Returns:
       :class:`Intervals`.
     """
-    if not isinstance(model, FairModel):
-        _checks.fail("model", "a FairModel from cfjax.sensitivity.fit", type(model).__name__)
-    budgets = np.atleast_1d(np.asarray(p_max, np.float64))
-    if budgets.ndim != 1 or budgets.size == 0:
-        _checks.fail("p_max", "a budget or a non-empty 1-d grid", f"shape {np.shape(p_max)}")
-    for b in budgets:
-        check_budget(b)
-    budgets = np.unique(budgets)
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        _checks.fail("level", "a coverage in (0, 1)", repr(level))
     resamples = _checks.check_positive_int("resamples", resamples)
     if resamples < 2:
         _checks.fail("resamples", "at least 2 resamples", repr(resamples))
-    if not (isinstance(level, (int, float)) and 0 < level < 1):
-        _checks.fail("level", "a coverage in (0, 1)", repr(level))
-    steps = _checks.check_positive_int("steps", steps)
-    bisect = _checks.check_positive_int("bisect", bisect)
-    if model_a not in ("paper", "ml"):
-        _checks.fail("model_a", "'paper' or 'ml'", repr(model_a))
-    if isinstance(benchmarks, (str, bytes)) or not hasattr(benchmarks, "__iter__"):
-        _checks.fail("benchmarks", "a sequence of positive multiples (or () for none)", repr(benchmarks))
-    benchmarks = tuple(float(k) for k in benchmarks)
-    if any(not (np.isfinite(k) and k > 0) for k in benchmarks):
-        _checks.fail("benchmarks", "positive multiples", repr(benchmarks))
-    names, kinds, fixed = _levels(levels, model)
     key = as_key(key)
-    lams = _penalties(model)
-    dtype = model.data.X.dtype
-    if worst is None:
-        from cfjax.sensitivity.search import worst_case
-
-        worst = worst_case(model, budgets, key=jax.random.fold_in(key, 1), **dict(search or {}))
-    starts, min_eig = _starts(worst, budgets, dtype)
+    cfg, names, budgets, shared = _prepare(model, p_max, worst, benchmarks, levels, steps, bisect, model_a,
+                                          jax.random.fold_in(key, 1), search)
+    kinds, fixed = cfg.level_kinds, np.asarray(shared[-1])
     n, D = model.data.n, sum(model.design.sizes)
     if chunk is None:
         per = 8 * (n * (D + 3 * model.graph.m + 4) + 3 * budgets.size * min(n, 8192) * 12 * model.graph.m)
@@ -454,13 +432,11 @@ def bootstrap(model: FairModel, p_max: Any, *, key: Any, resamples: int = 200, w
         if platform.run_group(8) is not None:
             chunk = min(chunk, platform.RUN_GROUP)
     chunk = _checks.check_positive_int("chunk", chunk)
-    cfg = _Config(model_a, min_eig, steps, bisect, kinds, benchmarks)
     keys = jax.random.split(key, resamples)
     keys = jnp.concatenate([keys[:1], keys])  # entry 0: the identity resample (its key unused)
     identity = jnp.asarray(np.arange(resamples + 1) == 0)
     out = distributed.map_batch(_Resamples(cfg), keys, identity,
-                                shared=(model.replace(selection={}), lams, jnp.asarray(budgets, dtype),
-                                        jnp.asarray(starts, dtype), jnp.asarray(fixed, dtype)),
+                                shared=shared,
                                 mesh=mesh, chunk_size=chunk,
                                 compiler_options=platform.small_kernel_options(
                                     None if mesh is None else list(distributed.as_mesh(mesh).devices.flat)))
@@ -478,6 +454,66 @@ def bootstrap(model: FairModel, p_max: Any, *, key: Any, resamples: int = 200, w
     resolution = float(gaps.max() / 2**bisect)
     return Intervals(budgets, estimate, lower, upper, values, not_finite, not_reached, resamples, float(level),
                      resolution, tuple(zip(names, [k or float(v) for k, v in zip(kinds, fixed)])))
+
+
+def _prepare(model: FairModel, p_max: Any, worst: Any, benchmarks: Any, levels: Any, steps: int, bisect: int,
+             model_a: str, search_key: Any, search: Mapping[str, Any] | None):
+    """The validated static settings and shared arrays of a bootstrap program: ``(cfg, level
+    names, sorted budgets, (model, penalties, budgets, starts, fixed levels))``."""
+    if not isinstance(model, FairModel):
+        _checks.fail("model", "a FairModel from cfjax.sensitivity.fit", type(model).__name__)
+    budgets = np.atleast_1d(np.asarray(p_max, np.float64))
+    if budgets.ndim != 1 or budgets.size == 0:
+        _checks.fail("p_max", "a budget or a non-empty 1-d grid", f"shape {np.shape(p_max)}")
+    for b in budgets:
+        check_budget(b)
+    budgets = np.unique(budgets)
+    steps = _checks.check_positive_int("steps", steps)
+    bisect = _checks.check_positive_int("bisect", bisect)
+    if model_a not in ("paper", "ml"):
+        _checks.fail("model_a", "'paper' or 'ml'", repr(model_a))
+    if isinstance(benchmarks, (str, bytes)) or not hasattr(benchmarks, "__iter__"):
+        _checks.fail("benchmarks", "a sequence of positive multiples (or () for none)", repr(benchmarks))
+    benchmarks = tuple(float(k) for k in benchmarks)
+    if any(not (np.isfinite(k) and k > 0) for k in benchmarks):
+        _checks.fail("benchmarks", "positive multiples", repr(benchmarks))
+    names, kinds, fixed = _levels(levels, model)
+    lams = _penalties(model)
+    dtype = model.data.X.dtype
+    if worst is None:
+        from cfjax.sensitivity.search import worst_case
+
+        worst = worst_case(model, budgets, key=search_key, **dict(search or {}))
+    starts, min_eig = _starts(worst, budgets, dtype)
+    cfg = _Config(model_a, min_eig, steps, bisect, kinds, benchmarks)
+    shared = (model.replace(selection={}), lams, jnp.asarray(budgets, dtype), jnp.asarray(starts, dtype),
+              jnp.asarray(fixed, dtype))
+    return cfg, names, budgets, shared
+
+
+def resample_analysis(model: FairModel, p_max: Any, idx: Any, *, worst: Any, benchmarks: Any = (1, 2, 3),
+                      levels: Mapping[str, Any] | None = None, steps: int = 10, bisect: int = 6,
+                      model_a: str = "paper") -> dict:
+    """One resample's numbers, as :func:`bootstrap` computes them for each: the analysis refitted on
+    the units ``idx (n,)`` (:func:`refit`), its worst case at each budget of ``p_max`` by the local
+    search from ``worst``'s maximisers, the benchmarks' budgets and CFU, and each level's inverse
+    budget; keys as :class:`Intervals`'. One compiled program per settings (cached): a loop of
+    these over resamples is what :func:`bootstrap` vmaps.
+
+    Example::
+
+        one = S.resample_analysis(model, budgets, np.arange(model.data.n), worst=wc)
+        one["worst_case"]  # the full data's worst case again (the identity resample)
+    """
+    cfg, names, _, shared = _prepare(model, p_max, worst, benchmarks, levels, steps, bisect, model_a, None, None)
+    idx = _check_indices(idx, model.data.n)
+    out = _analysis_jit(cfg, shared[0], shared[1], idx, *shared[2:])
+    rename = {f"inverse/{i}": f"inverse/{name}" for i, name in enumerate(names)}
+    rename.update({f"level/{i}": f"level/{name}" for i, name in enumerate(names)})
+    return {rename.get(k, k): v for k, v in out.items()}
+
+
+_analysis_jit = jax.jit(_analysis, static_argnums=0)
 
 
 def _levels(levels: Any, model: FairModel) -> tuple[tuple, tuple, np.ndarray]:

@@ -29,7 +29,6 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import cfjax.sensitivity as S  # noqa: E402
-from cfjax.sensitivity.bootstrap import _Config, _one, _penalties, _starts  # noqa: E402
 from experiments.benchmarks.timing import conditions, first_time, median_time  # noqa: E402
 
 SETTINGS = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0), predictor_degrees=(2,))
@@ -48,17 +47,14 @@ def vmapped_against_loop(n: int, resamples: int, budgets: int, steps: int, bisec
     def vmapped():
         return S.bootstrap(model, p, **opts).values["worst_case"]
 
-    starts, min_eig = _starts(wc, p, jnp.float64)
-    cfg = _Config("paper", min_eig, steps, bisect, ("",), (1.0, 2.0, 3.0))
-    one = jax.jit(_one, static_argnums=0)
+    # The loop: the same per-resample program (one compilation, cached), called once per resample
+    # with the same units bootstrap draws (its resample b: randint(split(key, B)[b], (n,), 0, n)).
     keys = jax.random.split(jax.random.key(1), resamples)
-    shared = (model.replace(selection={}), _penalties(model), jnp.asarray(p), jnp.asarray(starts),
-              jnp.asarray([level]))
+    draws = [jax.random.randint(keys[b], (n,), 0, n, jnp.int32) for b in range(resamples)]
+    per = {k: v for k, v in opts.items() if k not in ("key", "resamples")}
 
     def loop():
-        out = [one(cfg, shared[0], shared[1], keys[b], jnp.asarray(False), *shared[2:])["worst_case"]
-               for b in range(resamples)]
-        return jnp.stack(out)
+        return jnp.stack([S.resample_analysis(model, p, idx, **per)["worst_case"] for idx in draws])
 
     t_vmap_first = first_time(vmapped)
     t_loop_first = first_time(loop)
