@@ -275,7 +275,10 @@ def report(res) -> str:
              "Model A's equations are one estimator with a shared λ, scored by the R² of all equations' "
              "held-out targets stacked together; the fair predictor and the baselines by the R² of their own "
              "target. Each section also shows the choice and the curve under held-out MSE "
-             "(`Settings(cv_score=\"mse\")`, what this report used before).", ""]
+             "(`Settings(cv_score=\"mse\")`, what this report used before).", "",
+             "Benchmarked budgets (a confounder k times as strong as an observed parent), every predictor's worst "
+             "case and bootstrap intervals: [review.md](review.md) (`python -m experiments.sensitivity_review`); the "
+             "default search against a 10× larger one: [search_check.md](search_check.md).", ""]
     for name in ("law_school", "nhs", "synthetic"):
         if name not in res:
             continue

@@ -71,28 +71,30 @@ def _interval(est, lo, hi) -> str:
 
 
 def analyse(name: str, prob, settings, budgets, key, resamples: int, search: dict, out: str,
-            boot: dict | None = None) -> dict:
-    """One data set's review: benchmarks, every predictor's curve, intervals, contour."""
+            boot: dict | None = None, light: bool = False) -> dict:
+    """One data set's review: benchmarks, every predictor's curve, intervals, contour; ``light``:
+    the benchmarks and the fair predictor's worst case at their budgets only (with intervals
+    when ``resamples``)."""
     t0 = time.perf_counter()
     model = S.fit(prob.graph, prob.data, settings)
     t_fit = time.perf_counter() - t0
     bench = S.benchmarks(model, k=K)
     bench_budgets = np.unique(np.asarray(bench.p_max)[np.asarray(bench.feasible) & (np.asarray(bench.p_max) > 0)])
     grid = np.unique(np.concatenate([budgets, bench_budgets]))
-    if not resamples:  # light: the benchmarks and the fair predictor's worst case at their budgets only
+    if light:  # the benchmarks and the fair predictor's worst case at their budgets only
         grid = bench_budgets
     t1 = time.perf_counter()
-    curves = {p: S.worst_case(model.scoring(p), grid, key=key, **search) for p in (S.PREDICTORS if resamples else ("fair",))}
+    curves = {p: S.worst_case(model.scoring(p), grid, key=key, **search) for p in (("fair",) if light else S.PREDICTORS)}
     t_curves = time.perf_counter() - t1
     blind = float(model.baseline_unfairness["blind"])
     t2 = time.perf_counter()
-    inverse = S.inverse_budget(model, blind, key=key, **search) if resamples else None
+    inverse = None if light else S.inverse_budget(model, blind, key=key, **search)
     t_inverse = time.perf_counter() - t2
     t3 = time.perf_counter()
     intervals = None
     if resamples:
         intervals = S.bootstrap(model, grid, key=jax.random.fold_in(key, 7), resamples=resamples, worst=curves["fair"],
-                                benchmarks=K, levels={"blind": "blind"}, **(boot or {}))
+                                benchmarks=K, levels=None if light else {"blind": "blind"}, **(boot or {}))
     t_boot = time.perf_counter() - t3
     marks = {f"{z} ×{k:g}": float(bench.p_max[v, i]) for v, z in enumerate(bench.yardsticks)
              for i, k in enumerate(bench.k) if bool(bench.feasible[v, i]) and float(bench.p_max[v, i]) > 0}
@@ -101,8 +103,9 @@ def analyse(name: str, prob, settings, budgets, key, resamples: int, search: dic
               "degrees": list(model.degrees), "lam": model.lam, "baseline_unfairness": model.baseline_unfairness,
               "benchmarks": bench.to_dict(), "worst_case_at_benchmarks": at_bench, "search": search,
               "resamples": resamples, "curves": {p: w.to_dict() for p, w in curves.items()}}
-    if not resamples:
-        return strict_plain({**common, "light": True, "seconds": {"fit": t_fit, "curves": t_curves}})
+    if light:
+        return strict_plain({**common, "light": True, "intervals": None if intervals is None else intervals.to_dict(),
+                             "seconds": {"fit": t_fit, "curves": t_curves, "bootstrap": t_boot}})
     fig = S.plot_curve({p: curves[p] for p in S.PREDICTORS}, model=model, benchmarks=marks,
                        lower={"fair": intervals.lower["worst_case"]}, upper={"fair": intervals.upper["worst_case"]},
                        title=f"{name}: worst-case CFU of each predictor (fair: 95% bootstrap band)")
@@ -132,21 +135,36 @@ def _at(wc, p: float) -> float:
 
 def light_section(title: str, r: dict) -> list[str]:
     """The benchmarks and the fair predictor's worst case at their budgets (no intervals)."""
-    b = r["benchmarks"]
-    lines = [f"## {title}", "", f"{r['n']:,} units; equation degrees {r['degrees']}, λ = {_fmt(r['lam'])}. Benchmarks "
-             "only (no bootstrap, no baselines' curves: at this size they cost hours on 2 CPU cores).", "",
+    b, iv = r["benchmarks"], r.get("intervals")
+    what = (f"with {iv['resamples']} bootstrap resamples ({iv['level']:.0%} percentile intervals)" if iv else
+            "no intervals")
+    lines = [f"## {title}", "", f"{r['n']:,} units; equation degrees {r['degrees']}, λ = {_fmt(r['lam'])}. The "
+             f"benchmarks and the fair predictor's worst case at their budgets, {what}; no baselines' curves and no "
+             "inverse question here (at this size the full review costs hours on 2 CPU cores).", "",
              "| yardstick | k | partial R² per child | budget p_max | CFU at the benchmark | worst-case CFU within "
              "that budget |", "|---|---|---|---|---|---|"]
+
+    def cell(name, v, i, value):
+        if not iv or name not in iv["estimate"]:
+            return _fmt(value)
+        return _interval(value, iv["lower"][name][v][i], iv["upper"][name][v][i])
+
+    grid = r["curves"]["fair"]["p_max"]
     for v, z in enumerate(b["yardsticks"]):
         r2 = ", ".join(f"{f} {x:.3g}" for f, x in zip(b["features"], b["r2"][v]) if x is not None)
         for i, k in enumerate(b["k"]):
             if not b["feasible"][v][i] or not b["p_max"][v][i]:
                 lines.append(f"| {z} | {k:g} | {r2} | — | — | {b['reasons'][v][i]} |")
                 continue
-            lines.append(f"| {z} | {k:g} | {r2} | {_fmt(b['p_max'][v][i])} | {_fmt(b['cfu'][v][i])} | "
-                         f"{_fmt(r['worst_case_at_benchmarks'].get(f'{z} ×{k:g}'))} |")
+            worst = _fmt(r['worst_case_at_benchmarks'].get(f'{z} ×{k:g}'))
+            if iv:
+                j = int(np.argmin(np.abs(np.asarray(grid) - b["p_max"][v][i])))
+                worst = _interval(r["curves"]["fair"]["cfu"][j], iv["lower"]["worst_case"][j], iv["upper"]["worst_case"][j])
+            lines.append(f"| {z} | {k:g} | {r2} | {cell('benchmark_budget', v, i, b['p_max'][v][i])} | "
+                         f"{cell('benchmark_cfu', v, i, b['cfu'][v][i])} | {worst} |")
     s = r["seconds"]
-    return lines + ["", f"Run times: fit {s['fit']:.0f} s, worst cases at the benchmarks {s['curves']:.0f} s.", ""]
+    return lines + ["", f"Run times: fit {s['fit']:.0f} s, worst cases at the benchmarks {s['curves']:.0f} s"
+                    + (f", bootstrap {s['bootstrap']:.0f} s" if iv else "") + ".", ""]
 
 
 def section(name: str, title: str, r: dict) -> list[str]:
@@ -227,8 +245,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--data-dir", default=os.path.join("..", "shared", "data"))
     ap.add_argument("--out", default=os.path.join("experiments", "reports", "sensitivity"))
     ap.add_argument("--resamples", type=int, default=200)
-    ap.add_argument("--nhs-resamples", type=int, default=None,
-                    help="default: --resamples; 0: the benchmarks and the worst case at them only")
+    ap.add_argument("--nhs-resamples", type=int, default=50,
+                    help="bootstrap resamples of the NHS benchmarks (0: none)")
     ap.add_argument("--quick", action="store_true", help="few budgets and resamples")
     ap.add_argument("--only", choices=list(TITLES), nargs="*")
     args = ap.parse_args(argv)
@@ -253,8 +271,7 @@ def main(argv=None) -> dict:
     nhs = os.path.join(args.data_dir, "nhs.npz")
     if "nhs" in only and os.path.isfile(nhs):
         res["nhs"] = analyse("nhs", S.load_nhs(nhs), NHS_SETTINGS, budgets, key,
-                             resamples if args.nhs_resamples is None else args.nhs_resamples,
-                             dict(batch_size=4096, steps=200), args.out)
+                             args.nhs_resamples, dict(batch_size=4096, steps=200), args.out, light=True)
     atomic_write_bytes(path, json.dumps(res, indent=1).encode())
     atomic_write_bytes(os.path.join(args.out, "review.md"), report(res).encode())
     print(report(res))
