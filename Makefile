@@ -58,6 +58,7 @@ demo: $(DEMO_STAMP)
 
 experiments: $(EXPERIMENTS_STAMP)
 	$(PY) -m experiments.sensitivity
+	$(PY) -m experiments.sensitivity_review
 	$(PY) -m experiments.representations
 	$(PY) -m experiments.marginalisation --quick --learned
 	$(PY) -m experiments.generator --quick --out experiments/reports/generator
