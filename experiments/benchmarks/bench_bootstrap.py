@@ -102,7 +102,7 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=1)
     default_law = os.path.join("..", "shared", "data", "lawschool.csv")
     ap.add_argument("--law", default=default_law if os.path.isfile(default_law) else "")
-    ap.add_argument("--law-resamples", type=int, default=200)
+    ap.add_argument("--law-resamples", type=int, default=20)
     ap.add_argument("--law-steps", type=int, default=10)
     args = ap.parse_args(argv)
     print(conditions())
