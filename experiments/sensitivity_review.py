@@ -108,7 +108,7 @@ def analyse(name: str, prob, settings, budgets, key, resamples: int, search: dic
                              "seconds": {"fit": t_fit, "curves": t_curves, "bootstrap": t_boot}})
     fig = S.plot_curve({p: curves[p] for p in S.PREDICTORS}, model=model, benchmarks=marks,
                        lower={"fair": intervals.lower["worst_case"]}, upper={"fair": intervals.upper["worst_case"]},
-                       title=f"{name}: worst-case CFU of each predictor (fair: 95% bootstrap band)")
+                       title=f"{TITLES[name].split(' (')[0]}: worst-case CFU of each predictor (fair: 95% bootstrap band)")
     cf.figures.save_figure(fig, os.path.join(out, f"review_{name}_curve.png"))
     contour = None
     if name in PAIRS:
@@ -117,7 +117,7 @@ def analyse(name: str, prob, settings, budgets, key, resamples: int, search: dic
         P_bench = {f"{z} ×{k:g}": np.asarray(bench.P[v, i]) for v, z in enumerate(bench.yardsticks)
                    for i, k in enumerate(bench.k) if bool(bench.feasible[v, i]) and float(bench.p_max[v, i]) > 0}
         fig = S.plot_contour(surface, benchmarks=P_bench, worst=curves["fair"],
-                             title=f"{name}: CFU over two error correlations (others 0)")
+                             title=f"{TITLES[name].split(' (')[0]}: CFU over two error correlations (others 0)")
         cf.figures.save_figure(fig, os.path.join(out, f"review_{name}_contour.png"))
         contour = {"pairs": [list(p) for p in PAIRS[name]], "seconds": time.perf_counter() - t4}
     true = getattr(prob, "true_correlation", None)

@@ -63,7 +63,19 @@ def numpy_model_b(F, X, block, P, lam):
     """σ by BFGS from the same start as cfjax (the ridge residuals' log standard deviations),
     then the GLS: ``(log σ, w, objective)``."""
     s0 = 0.5 * np.log(numpy_residuals(F, X, block, numpy_gls(F, X, block, np.eye(X.shape[1]), lam)).var(0))
-    ref = minimize(lambda s: numpy_profile(F, X, block, P, lam, s), s0, method="BFGS", options=dict(gtol=1e-8))
+
+    def objective(s):  # a line search's trial far out (σ over- or underflowing) is refused, not an error
+        try:
+            value = numpy_profile(F, X, block, P, lam, s)
+        except np.linalg.LinAlgError:
+            return np.inf
+        return value if np.isfinite(value) else np.inf
+
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        ref = minimize(objective, s0, method="BFGS", options=dict(gtol=1e-8))
+        if not ref.success:  # BFGS's line search gave up at a refused trial: finish derivative-free
+            ref = minimize(objective, ref.x, method="Nelder-Mead",
+                           options=dict(xatol=1e-12, fatol=1e-12, maxiter=20000))
     sigma = np.exp(ref.x)
     w = numpy_gls(F, X, block, np.linalg.inv(sigma[:, None] * P * sigma[None, :]), lam)
     return ref.x, w, ref.fun
