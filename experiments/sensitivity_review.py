@@ -17,7 +17,9 @@ staff survey, with the paper's recipe (the settings of :mod:`experiments.sensiti
   not positive definite shaded and the benchmarks and worst cases marked.
 
 Run: ``python -m experiments.sensitivity_review [--data-dir ../shared/data] [--resamples 200]
-[--only synthetic law_school nhs] [--quick]`` (float64). Writes ``review.md``, ``review.json`` and
+[--only synthetic law_school nhs] [--quick]`` (float64). On a CPU, set
+``XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false`` for the NHS section: with
+XLA:CPU's concurrency-optimised scheduler on, its bootstrap program stalled. Writes ``review.md``, ``review.json`` and
 the figures into ``experiments/reports/sensitivity``.
 """
 
@@ -140,7 +142,9 @@ def light_section(title: str, r: dict) -> list[str]:
             "no intervals")
     lines = [f"## {title}", "", f"{r['n']:,} units; equation degrees {r['degrees']}, λ = {_fmt(r['lam'])}. The "
              f"benchmarks and the fair predictor's worst case at their budgets, {what}; no baselines' curves and no "
-             "inverse question here (at this size the full review costs hours on 2 CPU cores).", "",
+             "inverse question here (at this size the full review costs hours on 2 CPU cores). On a CPU, run it with "
+             "`XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false` (set before JAX starts): with XLA:CPU's "
+             "concurrency-optimised scheduler on, the bootstrap program stalled at this size.", "",
              "| yardstick | k | partial R² per child | budget p_max | CFU at the benchmark | worst-case CFU within "
              "that budget |", "|---|---|---|---|---|---|"]
 
