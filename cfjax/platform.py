@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 __all__ = ["full_precision", "on_cpu", "default_conv", "default_member_chunk", "default_resample_batch",
-           "default_predictor_batch", "run_group", "small_kernel_options", "RUN_GROUP", "CPU_SCHEDULER_OFF", "use_compilation_cache",
+           "default_predictor_batch", "run_group", "map_runs", "small_kernel_options", "RUN_GROUP", "CPU_SCHEDULER_OFF", "use_compilation_cache",
            "compilation_cache_dir", "CACHE_ENV", "CACHE_MIN_COMPILE_SECS"]
 
 #: runs vmapped together per optimiser step of the sensitivity search on XLA:CPU
@@ -85,10 +85,25 @@ def run_group(runs: int) -> int | None:
     minibatches, finished with 64 runs at once, but steps on the full data are the same kind
     of program. So on CPU with that scheduler on the runs go in vmapped groups of 4, one group
     after another; otherwise (the scheduler off, other backends) every run is vmapped at once.
+    The same holds for the sensitivity benchmarks' 36 Model B fits on the NHS survey in float64
+    (``--search benchmarks --degree 0 --x64`` in the reproducer), which stalled the bootstrap
+    there: :func:`map_runs` groups such vmaps by this rule.
     """
     if not on_cpu() or CPU_SCHEDULER_OFF in os.environ.get("XLA_FLAGS", ""):
         return None
     return RUN_GROUP if runs > RUN_GROUP else None
+
+
+def map_runs(fn: Any, args: Any) -> Any:
+    """``jax.vmap(fn)(args)``, or, where :func:`run_group` groups runs (XLA:CPU with its
+    concurrency-optimised scheduler on), ``jax.lax.map`` over vmapped groups of that many runs:
+    the same values, without the stall. For vmaps over runs of a full-data fit (the
+    sensitivity benchmarks' Model B fits, the bootstrap's local searches). Traceable."""
+    n = jax.tree.leaves(args)[0].shape[0]
+    group = run_group(n)
+    if group is None:
+        return jax.vmap(fn)(args)
+    return jax.lax.map(fn, args, batch_size=group)
 
 
 def small_kernel_options(devices: Sequence[Any] | None = None) -> dict[str, Any]:

@@ -376,3 +376,20 @@ def test_runs_are_grouped_only_where_xla_cpu_needs_it(monkeypatch):
     assert platform.run_group(4) is None
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_concurrency_optimized_scheduler=false")
     assert platform.run_group(64) is None
+
+
+@pytest.mark.parametrize("group", [None, 4])
+def test_map_runs_equals_a_vmap_grouped_or_not(monkeypatch, group, rng):
+    from cfjax import platform
+
+    monkeypatch.setattr(platform, "run_group", lambda n: group if group and n > group else None)
+    a, b = rng.normal(size=(11, 3, 3)), rng.normal(size=(11,))
+
+    def fn(args):
+        x, y = args
+        return x @ x.T * y, {"trace": jax.numpy.trace(x) + y}
+
+    got = jax.jit(lambda a, b: platform.map_runs(fn, (a, b)))(a, b)
+    want = [fn((a[i], b[i])) for i in range(11)]
+    np.testing.assert_allclose(got[0], np.stack([w[0] for w in want]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1]["trace"], np.array([w[1]["trace"] for w in want]), rtol=1e-5, atol=1e-5)

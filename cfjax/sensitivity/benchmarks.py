@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from cfjax import _checks
+from cfjax import _checks, platform
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation, cfu_of
 from cfjax.sensitivity.linear import _exponents, _model_b, _unpenalised
@@ -239,7 +239,7 @@ def benchmark_cfu(model: FairModel, P_abs: jax.Array) -> tuple[jax.Array, jax.Ar
     outer = jnp.asarray(signs[..., :, None] * signs[..., None, :], dtype)  # (V, S, m, m)
     Ps = P_abs[:, :, None] * outer[:, None]  # (V, K, S, m, m)
     V, K, S = Ps.shape[:3]
-    cf = jax.vmap(value)(Ps.reshape(V * K * S, g.m, g.m)).reshape(V, K, S)
+    cf = platform.map_runs(value, Ps.reshape(V * K * S, g.m, g.m)).reshape(V, K, S)
     best = jnp.argmax(cf, axis=-1)  # a NaN (a failed fit) wins, as in jnp.max
     worst = jnp.take_along_axis(Ps, best[:, :, None, None, None], axis=2)[:, :, 0]
     return jnp.max(cf, axis=-1), worst

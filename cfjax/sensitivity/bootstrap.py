@@ -216,7 +216,9 @@ def _analysis(cfg: _Config, model: FairModel, lams: dict, idx: jax.Array, p: jax
     local = functools.partial(_local, fitted, fresh, min_eig=cfg.min_eig, steps=cfg.steps)
 
     K, S = starts.shape[:2]
-    values, Ps = jax.vmap(jax.vmap(local, (0, None)), (0, 0))(starts, p)  # (K, S), (K, S, m, m)
+    runs = (starts.reshape((K * S,) + starts.shape[2:]), jnp.repeat(p, S))
+    values, Ps = platform.map_runs(lambda r: local(*r), runs)  # every (budget, start) pair: a run
+    values, Ps = values.reshape(K, S), Ps.reshape(K, S, m, m)
     values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
     best = jnp.argmax(values, axis=1)
     curve = jnp.take_along_axis(values, best[:, None], axis=1)[:, 0]
@@ -407,7 +409,9 @@ def bootstrap(model: FairModel, p_max: Any, *, key: Any, resamples: int = 200, w
       bisect: bisection steps per inverse budget.
       chunk: resamples vmapped at once (``lax.map`` over chunks; memory is one chunk's); None:
         as many as fit in about 512 MB of per-unit arrays, at most 4 on CPU with XLA's
-        concurrency-optimised scheduler on (:func:`cfjax.platform.run_group`).
+        concurrency-optimised scheduler on (:func:`cfjax.platform.run_group`; there, too, each
+        resample's local searches and benchmark fits go in vmapped groups of 4:
+        :func:`cfjax.platform.map_runs`).
       mesh: devices to split the resamples over (:func:`cfjax.distributed.map_batch`): None
         (one device), a count, devices or a one-axis Mesh.
       model_a: how ``model``'s Model A was fitted (``Settings.model_a``).

@@ -8,7 +8,10 @@ grouping switched off), on data of the NHS staff survey's size (209,112 rows), w
 ``--xla_cpu_enable_concurrency_optimized_scheduler`` left on (XLA's default) and switched
 off, and, as a control, the runs in vmapped groups of 4 (the search's default on CPU) with
 the scheduler on. ``--search`` picks the parts: ``full`` (corner screening, snapping and the
-polish), ``polish`` (the steps and the polish) or ``steps`` (the optimiser steps only). It
+polish), ``polish`` (the steps and the polish), ``steps`` (the optimiser steps only) or,
+instead of a search, ``benchmarks``: one program that computes the benchmark correlations
+(:func:`cfjax.sensitivity.benchmark_correlations`) and fits Model B at each of them, every
+sign pattern (:func:`cfjax.sensitivity.benchmark_cfu`), as the bootstrap does per resample. It
 prints for each case whether it finished and in how long (compilation included), and for a
 case that timed out how much CPU time the child used in its last 30 s (none: a stall, idle;
 some: merely slow).
@@ -35,6 +38,20 @@ compilation)::
     steps    64    all runs vmapped, scheduler on    finished in 33 s (10 steps)
     steps    64    all runs vmapped, scheduler off   finished in 22 s (10 steps)
     steps    8     every case (degree 2, full batch) finished in 51-55 s (20 steps)
+
+The benchmarks (``--search benchmarks --degree 0 --x64``: the NHS experiment's cross-validated
+model, in float64 as the review runs it; 9 benchmarks × 4 sign patterns = 36 Model B fits)::
+
+    benchmarks  36   all fits vmapped, scheduler on    no end in 120 s: 0.0 s of CPU time in
+                                                       its last 30 s
+    benchmarks  36   all fits vmapped, scheduler off   finished in 18 s (fits 5.0 s)
+    benchmarks  36   groups of 4, scheduler on         finished in 17 s (fits 4.3 s)
+
+The same fits with a fixed degree-3 model, or in float32, finished in every case: like the
+polish's, this stall depends on the program's shapes. It is what stalled the bootstrap
+(:func:`cfjax.sensitivity.bootstrap`) on the NHS survey, whose every resample runs this
+program; :func:`cfjax.platform.map_runs` now puts both the benchmarks' fits and the
+bootstrap's local searches in vmapped groups of 4 where the search's runs are grouped.
 
 On the synthetic SCM (``--synthetic``, 209,112 rows, two features) the full search's 8 runs
 vmapped with the scheduler on finished (31 s): the stall depends on the program's shapes (the
@@ -74,12 +91,23 @@ from cfjax import platform
 data, runs, steps, group, batch, degree, parts = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
                                                   sys.argv[5], int(sys.argv[6]), sys.argv[7])
 prob = S.load_nhs(data) if data.endswith(".npz") else S.synthetic(int(data), key=0)
-settings = S.Settings(degrees=(degree,), lambdas=(1.0,), predictor_degrees=(degree,), predictor_lambdas=(1.0,))
+if degree:
+    settings = S.Settings(degrees=(degree,), lambdas=(1.0,), predictor_degrees=(degree,), predictor_lambdas=(1.0,))
+else:  # the NHS experiment's cross-validated choices
+    from experiments.sensitivity import NHS_SETTINGS as settings
 model = S.fit(prob.graph, prob.data, settings)
 platform.run_group = (lambda n: None) if group == 0 else (lambda n: group if n > group else None)
 restarts = 2
 budgets = np.linspace(0.1, 0.9, max(runs // restarts, 1))
 t1 = time.perf_counter()
+if parts == "benchmarks":  # one program, as inside the bootstrap: benchmark correlations, then CFU there
+    cfu, P = jax.jit(lambda m: S.benchmark_cfu(m, S.benchmark_correlations(m, (1.0, 2.0, 3.0))[2]))(model)
+    jax.block_until_ready(cfu)
+    patterns = max(2 ** max(len(c) - 1, 0) for c in S.yardstick_children(model.graph))  # Model B fits each
+    print(json.dumps({"n": prob.data.n, "m": prob.graph.m, "runs": int(np.size(P) // prob.graph.m ** 2) * patterns,
+                      "fit_s": t1 - t0, "search_s": time.perf_counter() - t1, "jax": jax.__version__,
+                      "max_cfu": float(np.nanmax(np.asarray(cfu)))}))
+    sys.exit(0)
 wc = S.worst_case(model, budgets, key=jax.random.key(0), restarts=restarts, steps=steps, patience=steps,
                   batch_size=None if batch == "full" else int(batch), warn_ratio=None,
                   **{"full": {}, "polish": dict(screen_corners=False, snap=None),
@@ -102,7 +130,7 @@ def _cpu_seconds(pid: int) -> float | None:
 
 
 def run_case(data: str, runs: int, steps: int, group: int, scheduler: bool, timeout: float,
-             batch: str, degree: int = 3, parts: str = "full") -> dict:
+             batch: str, degree: int = 3, parts: str = "full", x64: bool = False) -> dict:
     """One child process: ``{"finished": bool, "seconds": wall time, ...child's report}``."""
     env = dict(os.environ)
     flags = [f for f in env.get("XLA_FLAGS", "").split() if "concurrency_optimized_scheduler" not in f]
@@ -110,6 +138,7 @@ def run_case(data: str, runs: int, steps: int, group: int, scheduler: bool, time
         flags.append(SCHEDULER_OFF)
     env["XLA_FLAGS"] = " ".join(flags)
     env["JAX_PLATFORMS"] = "cpu"
+    env["JAX_ENABLE_X64"] = "1" if x64 else "0"
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     t0 = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", CHILD, data, str(runs), str(steps), str(group), batch,
@@ -142,10 +171,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--runs", type=int, default=8, help="runs vmapped together (budgets × 2 restarts)")
     ap.add_argument("--steps", type=int, default=5, help="optimiser steps per run")
     ap.add_argument("--batch", default="4096", help="'full' or a minibatch size")
-    ap.add_argument("--degree", type=int, default=3, help="polynomial degree of the models")
-    ap.add_argument("--search", choices=["full", "polish", "steps"], default="full",
+    ap.add_argument("--degree", type=int, default=3, help="polynomial degree of the models (0: cross-validated as the NHS experiment does)")
+    ap.add_argument("--search", choices=["full", "polish", "steps", "benchmarks"], default="full",
                     help="the whole search (corner screening, snapping, polish), the optimiser steps and "
-                         "the polish, or the optimiser steps only")
+                         "the polish, the optimiser steps only, or instead of a search the benchmarks "
+                         "(cfjax.sensitivity.benchmarks: Model B fitted at every benchmark correlation)")
+    ap.add_argument("--x64", action="store_true", help="in float64 (JAX_ENABLE_X64=1)")
     ap.add_argument("--cases", default="on,off,groups", help="which of on, off, groups to run")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
     args = ap.parse_args(argv)
@@ -153,14 +184,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     data = nhs if os.path.isfile(nhs) and not args.synthetic else str(args.rows)
     label = "NHS survey" if data == nhs else f"synthetic SCM, {args.rows} rows"
     print(f"data: {label}; search: {args.search}; {args.runs} runs, {args.steps} steps, batch {args.batch}, "
-          f"degree {args.degree}, timeout {args.timeout:g} s")
+          f"degree {args.degree}, {'float64' if args.x64 else 'float32'}, timeout {args.timeout:g} s")
     every = {"on": ("all runs vmapped, scheduler on", 0, True), "off": ("all runs vmapped, scheduler off", 0, False),
              "groups": ("groups of 4, scheduler on", 4, True)}
     cases = [every[c] for c in args.cases.split(",")]
     out = []
     for name, group, scheduler in cases:
         res = run_case(data, args.runs, args.steps, group, scheduler, args.timeout, args.batch, args.degree,
-                       args.search)
+                       args.search, args.x64)
         res["case"] = name
         out.append(res)
         if res["finished"]:
