@@ -17,10 +17,9 @@ staff survey, with the paper's recipe (the settings of :mod:`experiments.sensiti
   not positive definite shaded and the benchmarks and worst cases marked.
 
 Run: ``python -m experiments.sensitivity_review [--data-dir ../shared/data] [--resamples 200]
-[--only synthetic law_school nhs] [--quick]`` (float64). On a CPU, set
-``XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false`` for the NHS section: with
-XLA:CPU's concurrency-optimised scheduler on, its bootstrap program stalled. Writes ``review.md``, ``review.json`` and
-the figures into ``experiments/reports/sensitivity``.
+[--only synthetic law_school nhs] [--quick]`` (float64). Writes ``review.md``, ``review.json`` and
+the figures into ``experiments/reports/sensitivity``; ``--only`` rewrites those sections and
+keeps the others.
 """
 
 from __future__ import annotations
@@ -107,7 +106,8 @@ def analyse(name: str, prob, settings, budgets, key, resamples: int, search: dic
               "resamples": resamples, "curves": {p: w.to_dict() for p, w in curves.items()}}
     if light:
         return strict_plain({**common, "light": True, "intervals": None if intervals is None else intervals.to_dict(),
-                             "seconds": {"fit": t_fit, "curves": t_curves, "bootstrap": t_boot}})
+                             "seconds": {"fit": t_fit, "curves": t_curves, "bootstrap": t_boot},
+                             "backend": jax.default_backend(), "xla_flags": os.environ.get("XLA_FLAGS", "")})
     fig = S.plot_curve({p: curves[p] for p in S.PREDICTORS}, model=model, benchmarks=marks,
                        lower={"fair": intervals.lower["worst_case"]}, upper={"fair": intervals.upper["worst_case"]},
                        title=f"{TITLES[name].split(' (')[0]}: worst-case CFU of each predictor (fair: 95% bootstrap band)")
@@ -142,9 +142,7 @@ def light_section(title: str, r: dict) -> list[str]:
             "no intervals")
     lines = [f"## {title}", "", f"{r['n']:,} units; equation degrees {r['degrees']}, λ = {_fmt(r['lam'])}. The "
              f"benchmarks and the fair predictor's worst case at their budgets, {what}; no baselines' curves and no "
-             "inverse question here (at this size the full review costs hours on 2 CPU cores). On a CPU, run it with "
-             "`XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false` (set before JAX starts): with XLA:CPU's "
-             "concurrency-optimised scheduler on, the bootstrap program stalled at this size.", "",
+             "inverse question here (at this size the full review costs hours on 2 CPU cores).", "",
              "| yardstick | k | partial R² per child | budget p_max | CFU at the benchmark | worst-case CFU within "
              "that budget |", "|---|---|---|---|---|---|"]
 
@@ -168,7 +166,15 @@ def light_section(title: str, r: dict) -> list[str]:
                          f"{cell('benchmark_cfu', v, i, b['cfu'][v][i])} | {worst} |")
     s = r["seconds"]
     return lines + ["", f"Run times: fit {s['fit']:.0f} s, worst cases at the benchmarks {s['curves']:.0f} s"
-                    + (f", bootstrap {s['bootstrap']:.0f} s" if iv else "") + ".", ""]
+                    + (f", bootstrap {s['bootstrap']:.0f} s" if iv else "") + _where(r), ""]
+
+
+def _where(r: dict) -> str:
+    """Where a light section ran: its backend and XLA flags, if recorded."""
+    if "backend" not in r:
+        return "."
+    flags = f"XLA_FLAGS `{r['xla_flags']}`" if r.get("xla_flags") else "XLA's default flags"
+    return f" ({r['backend']}, {flags})."
 
 
 def section(name: str, title: str, r: dict) -> list[str]:

@@ -298,14 +298,17 @@ def test_minibatch_and_warm_start_options_agree_with_full_batch(bivariate, x64):
 def test_inverse_budget_recovers_the_budget_of_a_level(bivariate, x64):
     model, _ = bivariate
     level = float(np.nanmax(np.asarray(S.cfu_grid(model, [-0.55, 0.55]))))
-    # Two restarts sit at the two sign corners, whose CFU differ by 20-30x here: no warning wanted.
+    # Two restarts sit at the two sign corners, whose CFU differ by 20-30x here: no warning wanted,
+    # and no adaptive rounds (max_rounds=0), which would add restarts at every probe without
+    # moving the bracket: the bisection is what this test is about (the rounds: test_sensitivity_search).
     # A coarse curve of two budgets (0.495, 0.99) and probes of two (0.495 and the midpoint): the
     # same two-budget search as the tests above, compiled once.
-    inv = S.inverse_budget(model, level, key=jax.random.key(0), grid=2, tol=2e-3, warn_ratio=None, **BIV)
+    opts = dict(BIV, warn_ratio=None, max_rounds=0)
+    inv = S.inverse_budget(model, level, key=jax.random.key(0), grid=2, tol=2e-3, **opts)
     assert inv.lo <= 0.55 + 1e-3 and inv.p_max == pytest.approx(0.55, abs=3e-3)
     assert inv.lo < inv.p_max == inv.hi <= inv.lo + 2e-3 and len(inv.evaluated) > 2
     assert all((c >= level) == (p >= inv.hi) for p, c in inv.evaluated)  # the bracket splits the probes
-    huge = S.inverse_budget(model, 1e6, key=jax.random.key(0), grid=2, warn_ratio=None, **BIV)
+    huge = S.inverse_budget(model, 1e6, key=jax.random.key(0), grid=2, **opts)
     assert huge.reached is False and huge.p_max is None and huge.lo == pytest.approx(0.99)
     assert 0.0 <= huge.max_cfu < 1e6 and huge.to_dict()["p_max"] is None
 
