@@ -345,7 +345,7 @@ def test_the_search_program_screens_points_and_falls_back_to_random_starts(bivar
     """Screening is the search's own program in its screening phase: the values are cfu()'s at
     the points given. A start that is not usable (here NaN) runs from its random fallback, as if
     that had been its start."""
-    from cfjax.sensitivity import search
+    from cfjax.sensitivity import runs as program
 
     cfg = _small_config(2)
     key = jax.random.key(0)
@@ -353,7 +353,7 @@ def test_the_search_program_screens_points_and_falls_back_to_random_starts(bivar
     points = jnp.asarray(np.stack([np.array([[1.0, r], [r, 1.0]]) for r in rho]))
     p = jnp.full((4,), 0.9)
     used = jnp.asarray([True, True, True, False])
-    compiled = jax.jit(functools.partial(search._cold_runs, cfg))
+    compiled = jax.jit(functools.partial(program._cold_runs, cfg))
 
     def runs(*args):
         with jax.numpy_dtype_promotion("standard"):  # as worst_case calls it (optax mixes types)
@@ -374,14 +374,14 @@ def test_the_search_program_screens_points_and_falls_back_to_random_starts(bivar
 
 
 def test_the_probe_takes_the_gradient_only_when_asked(bivariate, x64):
-    from cfjax.sensitivity import search
+    from cfjax.sensitivity import runs as program
 
     P = jnp.asarray([[1.0, 0.35], [0.35, 1.0]])
     s0 = jnp.log(bivariate.model_a.sigma)
-    probe = jax.jit(lambda P, flag: search._probe(bivariate, P, s0, 30, None, flag))
+    probe = jax.jit(lambda P, flag: program._probe(bivariate, P, s0, 30, None, flag))
     v_on, g_on, s_on = probe(P, jnp.asarray(True))
     v_off, g_off, s_off = probe(P, jnp.asarray(False))
-    v, g, s = search._probe(bivariate, P, s0, 30)  # a Python True: no branch
+    v, g, s = program._probe(bivariate, P, s0, 30)  # a Python True: no branch
     assert float(v_on) == float(v_off) == pytest.approx(float(S.cfu(bivariate, P)), rel=1e-9)
     np.testing.assert_array_equal(np.asarray(g_off), 0.0)
     np.testing.assert_allclose(g_on, g, rtol=1e-12)
