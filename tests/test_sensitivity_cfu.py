@@ -1,6 +1,7 @@
 """Counterfactual unfairness, the bivariate grid, the worst-case search and the inverse question
 against brute-force references (numpy, scipy, scikit-learn) and the invariants of definitions §3."""
 
+import sys
 import warnings
 
 import jax
@@ -95,8 +96,9 @@ def reference_cfu(model, P, predictor="fair"):
     return np.mean(total / (len(codes) - 1))
 
 
-def three_feature_problem(rng, n=1500, categorical=False, fair=()):
-    """A → O, (A, O) → M, (A, O, M) → J with correlated, non-linear equations."""
+def three_feature_problem(rng, n=1500, categorical=False, fair=(), grid=None):
+    """A → O, (A, O) → M, (A, O, M) → J with correlated, non-linear equations; ``grid``: the
+    features rounded to multiples of it (a survey's discrete scores: units share rows)."""
     c = 3 if categorical else 2
     group = rng.integers(0, c, n)
     a = np.array([-1.0, 0.5, 1.0])[group] if categorical else np.where(group == 1, 1.0, -1.0)
@@ -105,9 +107,10 @@ def three_feature_problem(rng, n=1500, categorical=False, fair=()):
     mm = 0.3 * a + 0.6 * o + 0.2 * o**2 + e[:, 1]
     j = -0.2 * a + 0.4 * o + 0.3 * mm - 0.15 * mm**2 + e[:, 2]
     y = o + mm + 0.5 * j + 0.2 * o * mm + rng.normal(size=n)
+    X = np.stack([o, mm, j], 1) if grid is None else np.round(np.stack([o, mm, j], 1) / grid) * grid
     graph = S.FairnessGraph({"O": ["A"], "M": ["A", "O"], "J": ["A", "O", "M"]}, fair=fair)
     codes = "one_hot" if categorical else None
-    return graph, S.make_data(group if categorical else a, np.stack([o, mm, j], 1), y, codes=codes)
+    return graph, S.make_data(group if categorical else a, X, y, codes=codes)
 
 
 SMALL = S.Settings(degrees=(1, 2), lambdas=(0.1, 10.0), predictor_degrees=(1, 2), predictor_lambdas=(0.1, 10.0))
@@ -180,6 +183,42 @@ def test_cfu_equals_the_brute_force_recipe(rng, x64, case):
     ours = float(S.cfu(model, P))
     assert ours > 0
     assert ours == pytest.approx(reference_cfu(model, P), rel=2e-5)
+
+
+def random_correlation(rng, m):
+    C = rng.normal(size=(m, m))
+    C = C @ C.T + 0.5 * np.eye(m)
+    d = 1 / np.sqrt(np.diag(C))
+    return d[:, None] * C * d[None, :]
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_cfu_over_the_distinct_rows_equals_the_mean_over_every_unit(rng, x64, categorical, monkeypatch):
+    graph, data = three_feature_problem(rng, n=300, categorical=categorical, grid=1.0)
+    model = S.fit(graph, data, SMALL)
+    group, X = np.asarray(data.group), np.asarray(data.X)
+    counts = {}
+    for i in range(data.n):  # brute force: each row's multiplicity
+        counts[(group[i], *X[i])] = counts.get((group[i], *X[i]), 0) + 1
+    u = model.distinct
+    assert u is not None and u.index.shape == (len(counts),) < (data.n,)
+    rows = [(group[i], *X[i]) for i in np.asarray(u.index)]
+    assert sorted(rows) == sorted(counts) and [counts[r] for r in rows] == np.asarray(u.count).tolist()
+    every_unit = model.replace(distinct=None)
+    P = random_correlation(rng, 3)
+    ours = float(S.cfu(model, P))
+    assert ours == pytest.approx(reference_cfu(model, P), rel=2e-5)
+    assert ours == pytest.approx(float(S.cfu(every_unit, P)), rel=1e-12)
+    for predictor in ("unconstrained", "blind"):
+        assert float(S.cfu(model.scoring(predictor), P)) == pytest.approx(
+            float(S.cfu(every_unit.scoring(predictor), P)), rel=1e-12)
+    grad = jax.grad(lambda Q, mod: S.cfu(mod, Q))
+    np.testing.assert_allclose(grad(P, model), grad(P, every_unit), rtol=1e-9, atol=1e-15)
+    monkeypatch.setattr(sys.modules["cfjax.sensitivity.cfu"], "_CHUNK", 16)  # chunks (lax.map): the same weights
+    assert float(S.cfu(model, P)) == pytest.approx(ours, rel=1e-12)
+    # Continuous features: every row is distinct, and the model keeps no index.
+    graph, data = three_feature_problem(rng, n=200)
+    assert S.distinct_units(data) is None and S.fit(graph, data, SMALL).distinct is None
 
 
 @pytest.mark.parametrize("predictor", ["unconstrained", "blind"])

@@ -73,6 +73,8 @@ from cfjax.sensitivity.plots import plot_contour as plot_contour
 from cfjax.sensitivity.plots import plot_curve as plot_curve
 from cfjax.sensitivity.problem import PREDICTORS as PREDICTORS
 from cfjax.sensitivity.problem import FairModel as FairModel
+from cfjax.sensitivity.problem import DistinctUnits as DistinctUnits
+from cfjax.sensitivity.problem import distinct_units as distinct_units
 from cfjax.sensitivity.problem import FairnessData as FairnessData
 from cfjax.sensitivity.problem import FairnessGraph as FairnessGraph
 from cfjax.sensitivity.problem import Settings as Settings
@@ -96,6 +98,7 @@ __all__ = [
     "ConvergenceWarning",
     "DegenerateProblemWarning",
     "Design",
+    "DistinctUnits",
     "FairModel",
     "FairnessData",
     "FairnessGraph",
@@ -129,6 +132,7 @@ __all__ = [
     "curve_caption",
     "cv_scores",
     "design",
+    "distinct_units",
     "embeddings",
     "fit",
     "fit_model_a",

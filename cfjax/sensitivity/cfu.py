@@ -63,14 +63,19 @@ def counterfactual_features(model: FairModel, model_b: ModelB, level: Any) -> tu
 
 def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) -> jax.Array:
     """CFU given a fitted Model B: ``mean_i mean_{a' ≠ a_i} (f_θ(ε̂_i) − f_θ(ε̂'_i))²``, over all
-    units or the index array ``units`` (a minibatch). For a baseline
+    units or the index array ``units`` (a minibatch). Over all units it is computed on the
+    model's distinct rows (A, x), weighted by their counts (``FairModel.distinct``): the same
+    mean, since every term depends on a unit's A and x only. For a baseline
     (:meth:`~cfjax.sensitivity.FairModel.scoring`) the same mean of ``(f_b(a_i, x_i) −
     f_b(a', x'_i))²`` (the blind baseline sees x only)."""
     data = model.data
     c = data.codes.shape[0]
     w_star = model.design.blocks(model_b.w)
     group, X, F, fair_pred = data.group, data.X, model.design.F, model.scored_pred
-    if units is not None:  # only the batch's residuals are computed
+    count = None
+    if units is None and model.distinct is not None:  # the distinct rows, weighted: the same mean
+        units, count = model.distinct.index, model.distinct.count
+    if units is not None:  # only these units' residuals are computed
         group, X, F, fair_pred = group[units], X[units], F[units], fair_pred[units]
     delta = X - F @ _layout(model.design, model_b.w)
 
@@ -89,7 +94,7 @@ def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) ->
     else:
         per_unit = jax.lax.map(lambda args: jax.checkpoint(unit)(*args), (group, X, delta, fair_pred),
                                batch_size=_CHUNK)
-    return jnp.mean(per_unit)
+    return jnp.mean(per_unit) if count is None else jnp.sum(count * per_unit) / jnp.sum(count)
 
 
 def cfu(model: FairModel, P: Any, *, units: jax.Array | None = None, log_sigma0: Any = None,

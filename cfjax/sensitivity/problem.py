@@ -26,7 +26,7 @@ from cfjax.sensitivity.diagnostics import ConvergenceWarning, DegenerateProblemW
 from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, fit_model_b, polynomial_features
 
 __all__ = ["FairnessGraph", "FairnessData", "make_data", "Settings", "FairModel", "fit", "embeddings",
-           "predictor_inputs", "PREDICTORS"]
+           "predictor_inputs", "PREDICTORS", "DistinctUnits", "distinct_units"]
 
 PREDICTORS = ("fair", "unconstrained", "blind")
 """The predictors whose counterfactual unfairness cfjax scores: the counterfactually fair one
@@ -142,6 +142,40 @@ class FairnessData:
     @property
     def n(self) -> int:
         return self.X.shape[0]
+
+
+@struct.dataclass
+class DistinctUnits:
+    """The distinct units of a data set: ``index (u,)``, one unit of each distinct row
+    ``(A, x)``, and ``count (u,)``, how many units share it (summing to n).
+
+    Every per-unit term of CFU depends on a unit's A and x only (its residuals, its counterfactual
+    features and its predictions are functions of them), so a mean over all units is the mean
+    over the distinct ones weighted by ``count``: exactly, not an approximation. Surveys with
+    discrete scores repeat rows (the NHS survey's 209,112 units hold 39,373 distinct rows, the
+    law school's 21,791 hold 1,820), and :func:`~cfjax.sensitivity.cfu_of` then costs a fraction.
+    """
+
+    index: jax.Array
+    count: jax.Array
+
+
+def distinct_units(data: FairnessData) -> DistinctUnits | None:
+    """The distinct rows ``(A, x)`` of ``data`` and their multiplicities (concrete data), or
+    None when no two units share a row. :func:`fit` stores it on the model
+    (``FairModel.distinct``); ``y`` does not enter CFU and is not compared.
+
+    Example:
+      >>> d = make_data([0, 0, 1, 0], [[1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [0.5, 3.0]], [0.0, 1.0, 2.0, 3.0])
+      >>> u = distinct_units(d)
+      >>> u.index.tolist(), u.count.tolist()
+      ([3, 0, 2], [1.0, 2.0, 1.0])
+    """
+    rows = np.column_stack([np.asarray(data.group, np.float64), np.asarray(data.X, np.float64)])
+    _, index, count = np.unique(rows, axis=0, return_index=True, return_counts=True)
+    if index.size == data.n:
+        return None
+    return DistinctUnits(jnp.asarray(index, jnp.int32), jnp.asarray(count, data.X.dtype))
 
 
 def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str] | None = None) -> FairnessData:
@@ -276,7 +310,10 @@ class FairModel:
     (``w`` is w†, ``residuals`` ε̂); ``theta``: the fair predictor's coefficients on
     :func:`predictor_inputs`; ``fair_pred``: its predictions ``(n,)``; ``baselines``: name →
     predictions of the unconstrained (A, X) and blind (X) predictors; ``baseline_unfairness``:
-    name → ``mean_i (f_θ(ε̂_i) − ŷ^b_i)²`` (floats); ``selection``: the CV choices and tables.
+    name → ``mean_i (f_θ(ε̂_i) − ŷ^b_i)²`` (floats); ``selection``: the CV choices and tables;
+    ``distinct``: the data's distinct rows (A, x) and their counts (:func:`distinct_units`;
+    None when every row is distinct, and in a bootstrap's refits), over which CFU's mean is
+    taken, weighted, with the same value as over all units.
 
     **Baseline unfairness and CFU measure different things.** Both are mean squared
     differences of predictions, in squared units of the target y, but:
@@ -324,6 +361,7 @@ class FairModel:
     baseline_theta: dict = None  # name -> coefficients on the baseline's polynomial inputs
     baseline_degrees: tuple = struct.field(pytree_node=False, default=())  # ((name, degree), ...)
     scored: str = struct.field(pytree_node=False, default="fair")
+    distinct: DistinctUnits | None = None  # the distinct rows (A, x): CFU's mean is taken over them
 
     def scoring(self, predictor: str) -> "FairModel":
         """The same model with CFU scored on ``predictor`` (one of :data:`PREDICTORS`):
@@ -507,7 +545,7 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     selection = {"degrees": degrees, "lam": lam_choice.tolist(), "equation_cv": table,
                  "lambda_cv": lambda_cv, "predictor": _choice(fair), "baselines": chosen}
     return FairModel(graph, degrees, fair.degree, data, d, lam, model_a, fair.theta, fair_pred, baselines,
-                     unfairness, selection, thetas, tuple(b_degrees))
+                     unfairness, selection, thetas, tuple(b_degrees), distinct=distinct_units(data))
 
 
 def _warn_if_model_a_not_finite(graph: FairnessGraph, d: Design, model_a: ModelA, lam: Any) -> None:

@@ -36,6 +36,8 @@ BENCHMARKS = [
      "experiments.benchmarks.bench_representations", [], ["--repeats", "2"]),
     ("cfjax.sensitivity NHS worst-case curve vs paper 001's sequential recipe",
      "experiments.benchmarks.bench_sensitivity", [], ["--reference-restarts", "1", "--repeats", "1"]),
+    ("cfjax.sensitivity CFU over the distinct rows (A, x), weighted, vs over every unit: law school and NHS",
+     "experiments.benchmarks.bench_distinct", [], ["--quick"]),
     ("cfjax.sensitivity.bootstrap: 200 resamples of the whole analysis as one vmapped program vs a loop of jitted "
      "per-resample calls; law school timing", "experiments.benchmarks.bench_bootstrap", [],
      ["--resamples", "20", "--law-resamples", "4"]),
