@@ -88,24 +88,29 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--quick", action="store_true", help="3 repeats; the NHS survey on a 20,000-unit subsample")
     ap.add_argument("--nhs-search", action="store_true", help="also the NHS worst case (one call each way)")
+    ap.add_argument("--only", choices=["law_school", "nhs"], default=None, help="one data set")
     args = ap.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
     print(conditions() + "; float64", flush=True)
     law = os.path.join(args.data_dir, "lawschool.csv")
-    if os.path.isfile(law):
+    if args.only == "nhs":
+        pass
+    elif os.path.isfile(law):
         prob = S.load_law_school(law)
         bench("law school", S.fit(prob.graph, prob.data, LAW_SETTINGS), repeats, search=True, search_warm=True)
     else:
         print(f"law school data not found under {args.data_dir}: skipped")
     nhs = os.path.join(args.data_dir, "nhs.npz")
-    if os.path.isfile(nhs):
+    if args.only == "law_school":
+        pass
+    elif os.path.isfile(nhs):
         prob = S.load_nhs(nhs)
         if args.quick:
             idx = np.sort(np.random.default_rng(0).choice(prob.data.n, 20_000, replace=False))
             d = prob.data
             prob = prob._replace(data=S.make_data(np.asarray(d.a)[idx, 0], np.asarray(d.X)[idx], np.asarray(d.y)[idx]))
         bench("NHS survey" + (" (20,000-unit subsample)" if args.quick else ""),
-              S.fit(prob.graph, prob.data, NHS_SETTINGS), repeats, search=args.nhs_search, search_warm=False)
+              S.fit(prob.graph, prob.data, NHS_SETTINGS), min(repeats, 3), search=args.nhs_search, search_warm=False)
     else:
         print(f"NHS data not found under {args.data_dir}: skipped")
 
