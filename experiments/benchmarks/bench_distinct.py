@@ -7,8 +7,9 @@ same model with ``distinct=None``, the mean over all n units, which is what cfja
 and what a user without the weighting computes. Both are the same jitted program apart from the
 rows it reads. Timed on paper 001's data (float64, the recipes of ``experiments/sensitivity.py``):
 
-- CFU and its gradient in P at 64 random correlations, vmapped and jitted (one step of the
-  search, whose runs, budgets x restarts, fill slots of 64 at least): first call (compilation
+- CFU and its gradient in P at 64 random correlations, jitted and mapped over them as the search
+  maps its runs (``cfjax.platform.map_runs``: vmapped, in groups of 4 on XLA:CPU): one step of the
+  search, whose runs (budgets x restarts) fill slots of 64 at least; first call (compilation
   included) and the median of ``--repeats`` warm calls;
 - ``worst_case`` with its default settings over 16 budgets, first call and warm (law school; on
   the NHS survey with ``--nhs-search``: one call each way, minutes over all units on 2 cores).
@@ -30,6 +31,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import cfjax.sensitivity as S  # noqa: E402
+from cfjax import platform  # noqa: E402
 from experiments.benchmarks.timing import conditions, first_time, median_time  # noqa: E402
 
 LAW_SETTINGS = S.Settings()
@@ -71,9 +73,11 @@ def bench(name: str, model, repeats: int, search: bool, search_warm: bool) -> No
     print(f"{name}: n = {model.data.n}, {u} distinct rows (A, x) ({model.data.n / u:.1f}x fewer), "
           f"m = {model.graph.m}, degrees {model.degrees}", flush=True)
     P = _correlations(RUNS, model.graph.m)
-    step = jax.jit(jax.vmap(jax.value_and_grad(lambda Q, mod: S.cfu(mod, Q)), in_axes=(0, None)))
-    _pair(f"CFU and its gradient at {RUNS} correlations, vmapped", lambda: step(P, model), lambda: step(P, every),
-          repeats)
+    # The runs as the search maps them (cfjax.platform.map_runs: vmapped, in groups of 4 on XLA:CPU,
+    # whose concurrency-optimised scheduler stalls on 64 Model B fits vmapped over the NHS survey).
+    step = jax.jit(lambda Ps, mod: platform.map_runs(jax.value_and_grad(lambda Q: S.cfu(mod, Q)), Ps))
+    _pair(f"CFU and its gradient at {RUNS} correlations, mapped as the search's runs", lambda: step(P, model),
+          lambda: step(P, every), repeats)
     if search:
         def curve(mod):
             return lambda: S.worst_case(mod, BUDGETS, key=jax.random.key(0)).cfu
