@@ -5,9 +5,14 @@ One pipeline serves :func:`~cfjax.metrics.evaluate`, :func:`~cfjax.metrics.evalu
 
 1. the unit stage (:func:`unit_stage`): one unit's K counterfactual predictions reduced to its
    marginalised prediction ``p_bar``, the soft counterfactual label ``y_bar`` and its
-   contributions to the sums over units (:class:`UnitSums`); written for one unit and lifted
-   with ``vmap`` over the units of ``p_obs (N,)``, ``p_cf (N, K)`` (classes ``(N, C)``,
-   ``(N, K, C)``), ``y (N,)``, ``y_cf (N, K)``, on the layout they come in;
+   contributions to the sums over units (:class:`UnitSums`), for all units at once. It takes
+   the contract's layout, ``p_obs (N,)``, ``p_cf (N, K)`` (classes ``(N, C)``, ``(N, K, C)``),
+   ``y (N,)``, ``y_cf (N, K)``, and returns per-unit results with a leading N, but it is *not*
+   a one-unit function lifted with ``vmap``: inside, the scores are laid out intervention-major,
+   ``(K, N)``, and every reduction over K is written on that layout with the units riding along
+   the trailing axis. XLA:CPU turns a reduction over a leading K into one vectorised loop across
+   the units, while ``vmap`` of a per-unit reduction becomes batched products it does not
+   vectorise; the transpose is fused into the first consumer and never leaves the stage;
 2. the finish (:func:`finish`): the report from the per-unit vectors (``p_obs``, ``p_bar``,
    ``y``, ``y_bar``) and the summed statistics (rank metrics, calibration, risks).
 
