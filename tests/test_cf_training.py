@@ -21,9 +21,10 @@ import cfjax as cf
 from cfjax import predictors as cp
 from cfjax.generative import HVAEConfig, ImageHVAE, decoded_counterfactuals
 from cfjax.predictors import Objective
-from cfjax.predictors.ensemble import _plan, _sample
+from cfjax.predictors.ensemble import _plan
 from cfjax.predictors.objectives import draw_interventions
 from cfjax.predictors.sources import StoredCounterfactuals, check_source
+from cfjax.predictors.step import _sample
 from cfjax.study.learned import learned_images
 
 SIZE = 32
@@ -115,10 +116,10 @@ def test_decoded_source_equals_learned_images(rng):
     params = jax.jit(mech.init, static_argnums=1)(jax.random.key(int(rng.integers(2**31))), p)
     x = jnp.asarray(rng.uniform(size=(n, 16, 16)), jnp.float32)
     pa = jnp.asarray(rng.uniform(size=(n, p)), jnp.float32)
-    pa_cf = jnp.asarray(rng.uniform(size=(k, n, p)), jnp.float32)  # learned_images' (K, N, P)
+    pa_cf = jnp.asarray(rng.uniform(size=(n, k, p)), jnp.float32)  # (N, K, P), as both take it
     seed = int(rng.integers(2**31))
-    want = np.asarray(learned_images(mech, params, x, pa, pa_cf, jax.random.key(seed), 2)).swapaxes(0, 1)
-    src = decoded_counterfactuals(mech, params, x, pa, jnp.swapaxes(pa_cf, 0, 1), key=seed, chunk=2)
+    want = np.asarray(learned_images(mech, params, x, pa, pa_cf, key=jax.random.key(seed), chunk=2))
+    src = decoded_counterfactuals(mech, params, x, pa, pa_cf, key=seed, chunk=2)
     assert src.num_units == n
     np.testing.assert_allclose(np.asarray(src.weights), np.full(k, 1 / k), rtol=1e-6)
     idx = rng.integers(0, n, 4)
@@ -130,11 +131,11 @@ def test_decoded_source_equals_learned_images(rng):
         check_source(src, n + 1, (16, 16))
     bad = {"mechanism": lambda: decoded_counterfactuals("hvae", params, x, pa, pa_cf, key=0),
            "images": lambda: decoded_counterfactuals(mech, params, x[0], pa, pa_cf, key=0),
-           "parents": lambda: decoded_counterfactuals(mech, params, x, pa[:-1], jnp.swapaxes(pa_cf, 0, 1), key=0),
-           "parents_cf": lambda: decoded_counterfactuals(mech, params, x, pa, pa_cf, key=0),  # (K, N, P)
-           "weights": lambda: decoded_counterfactuals(mech, params, x, pa, jnp.swapaxes(pa_cf, 0, 1), key=0,
-                                                      weights=np.ones(k)),
-           "chunk": lambda: decoded_counterfactuals(mech, params, x, pa, jnp.swapaxes(pa_cf, 0, 1), key=0, chunk=0)}
+           "parents": lambda: decoded_counterfactuals(mech, params, x, pa[:-1], pa_cf, key=0),
+           "parents_cf": lambda: decoded_counterfactuals(mech, params, x, pa, jnp.swapaxes(pa_cf, 0, 1),
+                                                         key=0),  # (K, N, P)
+           "weights": lambda: decoded_counterfactuals(mech, params, x, pa, pa_cf, key=0, weights=np.ones(k)),
+           "chunk": lambda: decoded_counterfactuals(mech, params, x, pa, pa_cf, key=0, chunk=0)}
     for name, call in bad.items():
         with pytest.raises(ValueError, match=f"`{name}`"):
             call()
@@ -480,8 +481,8 @@ def test_a_stability_penalty_removes_a_sex_shortcut(rng):
     data = cf.study.datasets(chest, key=seed, n_train=1500, n_val=200, test_per_cell=20, test_prevalence=0.5)
     train, val, test = data["train"], data["validation"], data["test"]
     p = train["parents"]
-    keep = np.asarray(cf.study.biased_training_mask(jax.random.key(seed + 1), "sex", 0.95, p["sex"], p["age"],
-                                                    p["effusion"]))
+    keep = np.asarray(cf.study.biased_training_mask("sex", 0.95, p["sex"], p["age"], p["effusion"],
+                                                    key=jax.random.key(seed + 1)))
     do_train, q = cf.scm.intervention_grid({"sex": [0, 1], "age": [30.0, 70.0]})
     src = chest.counterfactual_source(train, do_train, key=seed + 2, weights=q)
     do, _ = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20.0, 90.0, 8)})

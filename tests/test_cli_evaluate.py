@@ -243,16 +243,18 @@ def _mistakes(tmp_path, d):
 
 
 def _several(d, predictors=("basic", "sex0.80", "age0.90"), seeds=(0, 1)):
-    """``d``'s units in the layout cfjax.study.run (cfjax demo) writes its predictions in:
-    ``p_obs (P, S, n)``, ``p_cf (P, S, n, K)``, ``y_cf (K, n)``, attributes without a prefix."""
+    """``d``'s units in the layout cfjax.study.run (cfjax demo) writes its predictions in
+    (format 2): ``p_obs (P, S, n)``, ``p_cf (P, S, n, K)``, ``y_cf (n, K)``, attributes without
+    a prefix."""
     P, S = len(predictors), len(seeds)
     shift = np.linspace(-0.05, 0.05, P * S, dtype=np.float32).reshape(P, S, 1)
     p_obs = np.clip(d["p_obs"][None, None] + shift, 0, 1).astype(np.float32)
     p_cf = np.clip(d["p_cf"][None, None] - shift[..., None], 0, 1).astype(np.float32)
-    y_cf = np.repeat(d["y"][None], K, 0)
-    y_cf[1::2, ::3] = 1 - y_cf[1::2, ::3]  # some labels change under the interventions
+    y_cf = np.repeat(d["y"][:, None], K, 1)
+    y_cf[::3, 1::2] = 1 - y_cf[::3, 1::2]  # some labels change under the interventions
     race = np.arange(N) % 3
-    return {"names": np.array(predictors), "seeds": np.array(seeds), "p_obs": p_obs, "p_cf": p_cf,
+    return {"format_version": np.int32(2), "names": np.array(predictors), "seeds": np.array(seeds),
+            "p_obs": p_obs, "p_cf": p_cf,
             "p_race": np.repeat(p_obs[..., None], 3, -1), "y": d["y"], "y_cf": y_cf, "sex": d["group_sex"],
             "age": np.linspace(20, 90, N), "race": race, "weights": d["weights"].astype(np.float64)}
 
@@ -386,7 +388,7 @@ def test_counterfactual_labels(rng, tmp_path, capsys):
 def test_a_file_of_several_predictors_round_trips(rng, tmp_path, capsys):
     """A predictions file as cfjax demo writes it (10 predictors × seeds × n; here 3 × 2) through
     `cfjax evaluate --predictor NAME --predictor-seed S`: the numbers of that predictor alone
-    (cfjax.metrics.evaluate with y_cf transposed to (n, K)), ΔAUC over the attribute named with
+    (cfjax.metrics.evaluate with the file's y_cf (n, K) as it is), ΔAUC over the attribute named with
     --group against a pair count, and the same results.json numbers as a one-predictor file."""
     d = _data(rng)
     several = _several(d)
@@ -397,7 +399,7 @@ def test_a_file_of_several_predictors_round_trips(rng, tmp_path, capsys):
                            "--resamples", 20, "--out", tmp_path / "a"], capsys)
     assert code == 0, err
     res = json.loads((tmp_path / "a" / "results.json").read_text())
-    p_obs, p_cf, y_cf = several["p_obs"][i, j], several["p_cf"][i, j], several["y_cf"].T
+    p_obs, p_cf, y_cf = several["p_obs"][i, j], several["p_cf"][i, j], several["y_cf"]
     direct = evaluate(p_obs, p_cf, d["y"], y_cf=y_cf, weights=several["weights"].astype(np.float32)).to_dict()
     for name, value in direct.items():
         if name == "labels":
@@ -462,3 +464,60 @@ def test_group_columns_follow_one_rule_in_every_format(rng, tmp_path, capsys, na
     assert a["groups"].keys() == b["groups"].keys()
     for g in a["groups"]:
         assert a["groups"][g]["delta_auc_obs"] == pytest.approx(b["groups"][g]["delta_auc_obs"], abs=1e-6)
+
+
+def test_the_study_predictions_file_round_trips(rng, tmp_path):
+    """cfjax.study.save_predictions (what the study and cfjax demo write) stores y_cf (n, K), units
+    first, with format_version 2, and load_predictions gives back each predictor's arrays as they
+    were written, with no transpose."""
+    from cfjax import study
+    from cfjax.cli import predictions as cli_predictions
+    from cfjax.study import predictions as study_predictions
+
+    assert cli_predictions.FORMAT_VERSION == study_predictions.FORMAT_VERSION == 2
+    d = _data(rng)
+    several = _several(d)
+    path = tmp_path / "predictions_A.npz"
+    study.save_predictions(str(path), **{k: v for k, v in several.items() if k != "format_version"})
+    with np.load(path) as z:
+        assert int(z["format_version"]) == 2 and z["y_cf"].shape == (N, K)
+        np.testing.assert_array_equal(z["y_cf"], several["y_cf"])
+    for i, name in enumerate(several["names"]):
+        for j, seed in enumerate(several["seeds"]):
+            got = load_predictions(str(path), predictor=str(name), predictor_seed=int(seed))
+            np.testing.assert_array_equal(got["p_obs"], several["p_obs"][i, j])
+            np.testing.assert_array_equal(got["p_cf"], several["p_cf"][i, j])
+            np.testing.assert_array_equal(got["y_cf"], several["y_cf"])
+            np.testing.assert_array_equal(got["y"], d["y"])
+            assert "array 'format_version'" not in got["unused"]
+    with pytest.raises(ValueError, match="`y_cf`"):  # the old layout is refused at writing too
+        study.save_predictions(str(tmp_path / "old.npz"), **{**{k: v for k, v in several.items()
+                                                                if k != "format_version"},
+                                                             "y_cf": several["y_cf"].T})
+
+
+def test_a_format_1_predictions_file_is_refused_with_its_conversion(rng, tmp_path, capsys):
+    """A file of several predictors written before y_cf became (n, K) (no format_version, y_cf
+    (K, n)) is refused in one line that says how to convert it; converted as it says, it reads
+    as the format 2 file; a format_version other than 2 is refused."""
+    d = _data(rng)
+    several = _several(d)
+    old = {k: v for k, v in several.items() if k != "format_version"}
+    old["y_cf"] = several["y_cf"].T  # format 1: one row per intervention
+    path = tmp_path / "predictions_old.npz"
+    np.savez(path, **old)
+    code, out, err = _run([path, "--predictor", "basic", "--out", tmp_path / "never"], capsys)
+    assert code == 2 and "Traceback" not in out + err and len(err.strip().splitlines()) == 1
+    for words in ("predictions_old.npz", "format_version", "(K, n)", "(n, K)", "d['y_cf'] = d['y_cf'].T"):
+        assert words in err, (words, err)
+    assert not (tmp_path / "never").exists()
+    converted = dict(np.load(path))  # the conversion the message gives
+    converted["y_cf"] = converted["y_cf"].T
+    converted["format_version"] = 2
+    np.savez(path, **converted)
+    got = load_predictions(str(path), predictor="sex0.80", predictor_seed=1)
+    np.testing.assert_array_equal(got["y_cf"], several["y_cf"])
+    for bad in (3, 1):
+        np.savez(path, **{**several, "format_version": np.int32(bad)})
+        code, _, err = _run([path, "--predictor", "basic", "--out", tmp_path / "never"], capsys)
+        assert code == 2 and f"'format_version' is {bad}" in err, err

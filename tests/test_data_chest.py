@@ -141,8 +141,8 @@ def test_study_splits_take_keys_and_int_seeds_alike():
     for key in (jax.random.key(3), jax.random.PRNGKey(3)):
         np.testing.assert_array_equal(cf.study.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5,
                                                                    key=key), by_int)
-        np.testing.assert_array_equal(jax.random.key_data(cf.study.datasets_bias_key(key)),
-                                      jax.random.key_data(cf.study.datasets_bias_key(3)))
+        np.testing.assert_array_equal(jax.random.key_data(cf.study.datasets_bias_key(key=key)),
+                                      jax.random.key_data(cf.study.datasets_bias_key(key=3)))
     with pytest.raises(cf.ValidationError, match="`key`"):
         cf.study.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5, key=-3)
 
@@ -156,7 +156,7 @@ def test_biased_training_sets_drop_with_the_spec_probabilities(kind):
     n = 200_000
     rng = np.random.default_rng(0)
     sex, age, y = rng.integers(0, 2, n), rng.uniform(20, 90, n), rng.integers(0, 2, n)
-    keep = np.asarray(cf.study.biased_training_mask(jax.random.key(0), kind, 0.9, sex, age, y))
+    keep = np.asarray(cf.study.biased_training_mask(kind, 0.9, sex, age, y, key=jax.random.key(0)))
     if kind == "sex":
         drop = 0.9 * (((sex == 0) & (y == 1)) | ((sex == 1) & (y == 0)))
     else:
@@ -168,7 +168,7 @@ def test_biased_training_sets_drop_with_the_spec_probabilities(kind):
         members = bins == b
         assert keep[members].mean() == pytest.approx(1 - drop[members].mean(), abs=0.02)
     with pytest.raises(ValueError, match="kind"):
-        cf.study.biased_training_mask(jax.random.key(0), "race", 0.9, sex, age, y)
+        cf.study.biased_training_mask("race", 0.9, sex, age, y, key=jax.random.key(0))
 
 
 def test_datasets_are_seeded_balanced_and_biased():
@@ -279,7 +279,8 @@ def full_pool_datasets(chest, seed, n_train, n_val, test_per_cell, bias, pool_fa
     out = {"train": train, "validation": val, "test": take(pool, idx)}
     if bias is not None:
         t = train["parents"]
-        keep = np.asarray(cf.study.biased_training_mask(keys[3], bias[0], bias[1], t["sex"], t["age"], t["effusion"]))
+        keep = np.asarray(cf.study.biased_training_mask(bias[0], bias[1], t["sex"], t["age"], t["effusion"],
+                                                        key=keys[3]))
         out["train"] = take(train, np.flatnonzero(keep))
     return out
 

@@ -83,7 +83,7 @@ def test_minibatches_respect_masks(rng):
     w[0] = 1.0
     cdf = jnp.cumsum(jnp.asarray(w))
     keys = jax.random.split(jax.random.key(int(rng.integers(2**31))), 400)
-    from cfjax.predictors.ensemble import _sample
+    from cfjax.predictors.step import _sample
     idx = np.asarray(jax.vmap(lambda k: _sample(k, cdf, 64))(keys)).ravel()
     assert (w[idx] > 0).all()
     freq = np.bincount(idx, minlength=n) / idx.size
@@ -159,7 +159,7 @@ def test_nonfinite_loss_names_member_and_step(rng):
     state = pr.init_state(MODEL, CONFIG, (16, 16), seeds=seeds)
     cdf = jnp.cumsum(jnp.asarray(masks[1]))
     key = jax.random.wrap_key_data(state.data_keys[1])
-    from cfjax.predictors.ensemble import _sample
+    from cfjax.predictors.step import _sample
     drawn = [int(t) for t in range(CONFIG.steps)
              if 0 in np.asarray(_sample(jax.random.fold_in(key, t), cdf, CONFIG.batch_size))]
     names = ["basic", "sex0.80", "age0.95"]
@@ -232,7 +232,8 @@ def test_paper_family_masks_are_the_corrupted_training_sets():
     seed = 3
     kw = dict(n_train=8, n_val=4, test_per_cell=1, pool_factor=40)  # every render in one chunk size
     full = cf.study.datasets(chest, key=seed, **kw)["train"]["parents"]
-    fam = cf.study.paper_family(full["sex"], full["age"], full["effusion"], key=cf.study.datasets_bias_key(seed), seeds=(0, 1))
+    fam = cf.study.paper_family(full["sex"], full["age"], full["effusion"], key=cf.study.datasets_bias_key(key=seed),
+                                seeds=(0, 1))
     assert fam.names == tuple(n for n in cf.study.TRAINED_NAMES for _ in (0, 1))
     np.testing.assert_array_equal(fam.seeds, [0, 1] * 7)
     assert np.asarray(fam.masks[0]).all()
@@ -292,7 +293,7 @@ def test_validation_errors():
         ("seeds", lambda: cf.study.paper_family(y, np.full(8, 50.0), y, key=jax.random.key(0), seeds=(1, 1))),
         ("age", lambda: cf.study.paper_family(y, np.full(7, 50.0), y, key=jax.random.key(0))),
         ("effusion", lambda: cf.study.paper_family(y, np.full(8, 50.0), y + 1, key=jax.random.key(0))),
-        ("key", lambda: cf.study.datasets_bias_key(-1)),
+        ("key", lambda: cf.study.datasets_bias_key(key=-1)),
         ("names", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(3, int))),
         ("logits", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((2, 3), np.float32), np.zeros(3, int))),
         ("sex", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(4, int))),

@@ -13,7 +13,7 @@ import pytest
 import cfjax as cf
 from cfjax._checks import ValidationError
 from cfjax.generative import quality as q
-from cfjax.predictors import ensemble as E
+from cfjax import predictors as E
 from cfjax.study import families as F
 
 

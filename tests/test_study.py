@@ -177,6 +177,8 @@ def test_numbers_equal_metrics_on_saved_predictions(run):
         p_obs, p_cf, y = data["p_obs"], data["p_cf"], data["y"]
         assert names == list(cf.study.PAPER_NAMES)
         assert p_cf.shape == p_obs.shape + (16,)
+        assert int(data["format_version"]) == 2 and data["y_cf"].shape == (len(y), 16)  # units first
+        np.testing.assert_array_equal(data["y_cf"], np.broadcast_to(y[:, None], (len(y), 16)))  # label held
         per_seed = np.zeros((len(names), 2))
         for i, name in enumerate(names):
             for s in range(2):

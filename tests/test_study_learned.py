@@ -34,13 +34,13 @@ def test_learned_source_against_unit_loop(rng):
     do = {"sex": jnp.stack([obs["sex"], jnp.zeros(n, jnp.int32), jnp.ones(n, jnp.int32)], axis=1),  # per unit: (N, K)
           "age": jnp.stack([obs["age"], jnp.full(n, 25.0, jnp.float32), jnp.full(n, 85.0, jnp.float32)], axis=1)}
     key = jax.random.key(int(rng.integers(2**31)))
-    out = source(chest, rec, do, key, "fixed")
-    exact = study.exact_counterfactuals(chest, rec, do, key, "fixed")
+    out = source(chest, rec, do, key=key, label="fixed")
+    exact = study.exact_counterfactuals(chest, rec, do, key=key, label="fixed")
     for v, x in exact["parents"].items():
         np.testing.assert_array_equal(np.asarray(out["parents"][v]), np.asarray(x))
     # effusion held at its observed value
     np.testing.assert_array_equal(np.asarray(out["parents"]["effusion"]),
-                                  np.broadcast_to(np.asarray(obs["effusion"]), (3, n)))
+                                  np.broadcast_to(np.asarray(obs["effusion"])[:, None], (n, 3)))
 
     def encode(par):  # numpy encoding of the image's parents, in IMAGE_PARENTS order (age on [20, 90] -> [0, 1])
         race = np.eye(3, dtype=np.float32)[np.asarray(par["race"])]
@@ -54,24 +54,24 @@ def test_learned_source_against_unit_loop(rng):
     pa, pa_cf = encode(obs), encode(exact["parents"])
     keys = jax.random.split(jax.random.fold_in(key, 1), n)
     abduct, forward = jax.jit(mech.abduct), jax.jit(mech.forward)
-    ref = np.zeros((3, n, 32, 32), np.float32)
+    ref = np.zeros((n, 3, 32, 32), np.float32)  # units before interventions
     for i in range(n):
         u = abduct(params, jnp.asarray(rec["image"][i]), pa[i], keys[i])
         for j in range(3):
-            ref[j, i] = np.asarray(forward(params, u, pa_cf[j, i]))
-    assert out["image"].shape == (3, n, 32, 32)
+            ref[i, j] = np.asarray(forward(params, u, pa_cf[i, j]))
+    assert out["image"].shape == (n, 3, 32, 32)
     np.testing.assert_allclose(np.asarray(out["image"]), ref, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(out["image"][0]), np.asarray(rec["image"]), atol=1e-4)
+    np.testing.assert_allclose(np.asarray(out["image"][:, 0]), np.asarray(rec["image"]), atol=1e-4)
     assert source.calls[-1]["k"] == 3 and source.calls[-1]["n"] == n
     np.testing.assert_allclose(source.calls[-1]["pixel_mae"], np.abs(ref - np.asarray(exact["image"])).mean(),
                                rtol=1e-4)
-    factual = np.asarray(rec["image"])[None]
+    factual = np.asarray(rec["image"])[:, None]
     np.testing.assert_allclose(source.calls[-1]["change_learned"], np.abs(ref - factual).mean(), rtol=1e-4)
     np.testing.assert_allclose(source.calls[-1]["change_exact"], np.abs(np.asarray(exact["image"]) - factual).mean(),
                                rtol=1e-4)
     other = cf.data.ChestSCM(size=32, site=P.SITE_B)
     with pytest.raises(ValidationError, match="chest"):
-        source(other, rec, do, key, "fixed")
+        source(other, rec, do, key=key, label="fixed")
 
 
 def test_learned_images_do_not_depend_on_the_batching(rng):
@@ -86,15 +86,15 @@ def test_learned_images_do_not_depend_on_the_batching(rng):
         for n in (1, 5, 8):
             x = jnp.asarray(rng.uniform(size=(n, 16, 16)), jnp.float32)
             pa = jnp.asarray(rng.uniform(size=(n, 3)), jnp.float32)
-            pa_cf = jnp.asarray(rng.uniform(size=(k, n, 3)), jnp.float32)
+            pa_cf = jnp.asarray(rng.uniform(size=(n, k, 3)), jnp.float32)
             key = jax.random.key(int(rng.integers(2**31)))
-            got = np.asarray(ls.learned_images(mech, params, x, pa, pa_cf, key, chunk=2))
-            assert got.shape == (k, n, 16, 16)
+            got = np.asarray(ls.learned_images(mech, params, x, pa, pa_cf, key=key, chunk=2))
+            assert got.shape == (n, k, 16, 16)
             keys = jax.random.split(key, n)
             for i in range(n):
                 u = abduct(params, x[i], pa[i], keys[i])
                 for j in range(k):
-                    np.testing.assert_allclose(got[j, i], np.asarray(forward(params, u, pa_cf[j, i])), atol=1e-5)
+                    np.testing.assert_allclose(got[i, j], np.asarray(forward(params, u, pa_cf[i, j])), atol=1e-5)
     assert names.count("jit(_learned_images)") <= 2, names  # buckets 1 and 8
 
 

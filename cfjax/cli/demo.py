@@ -146,8 +146,8 @@ def image_grid(res: dict[str, Any], path: str, units: int, seed: int) -> dict[st
     factual = np.asarray(sub["image"], np.float64)
     groups = {"exact": np.asarray(chest.counterfactuals(sub, do, key=key, label="fixed")["image"], np.float64)}
     if "_learned_source" in res:
-        learned = res["_learned_source"](chest, sub, do, key, "fixed")  # (K, N, H, W)
-        groups["learned"] = np.swapaxes(np.asarray(learned["image"], np.float64), 0, 1)
+        learned = res["_learned_source"](chest, sub, do, key=key, label="fixed")  # (N, K, H, W)
+        groups["learned"] = np.asarray(learned["image"], np.float64)
     labels = [f"unit {i + 1}\n{'effusion' if e else 'no effusion'}" for i, e in enumerate(effusion[idx])]
     fig = counterfactual_grid(factual, groups, axis, unit_labels=labels, tile_inches=0.5, image_limits=(0.0, 1.0))
     figures.save_figure(fig, path)

@@ -6,10 +6,13 @@ File layouts:
   ``weights (K,)`` and ``group_<name> (n,)``. Class probabilities: ``p_obs (n, C)``,
   ``p_cf (n, K, C)``, integer labels ``y`` and ``y_cf`` in ``0..C-1``.
 - ``.npz`` of several predictors, as :func:`cfjax.study.run` and ``cfjax demo`` write them
-  (``marginalisation/predictions_<setting>.npz``): arrays ``names (P,)``, ``seeds (S,)``,
-  ``p_obs (P, S, n)``, ``p_cf (P, S, n, K)``, ``y (n,)``, ``y_cf (K, n)`` (one row per
-  intervention), ``weights (K,)`` and attribute arrays (``sex``, ``age``, ``race``);
-  ``--predictor NAME`` (and ``--predictor-seed``) chooses the one to evaluate.
+  (``marginalisation/predictions_<setting>.npz``, :mod:`cfjax.study.predictions`): arrays
+  ``format_version`` (2), ``names (P,)``, ``seeds (S,)``, ``p_obs (P, S, n)``, ``p_cf (P, S,
+  n, K)``, ``y (n,)``, ``y_cf (n, K)`` (units before interventions, as everywhere),
+  ``weights (K,)`` and attribute arrays (``sex``, ``age``, ``race``); ``--predictor NAME``
+  (and ``--predictor-seed``) chooses the one to evaluate. A file of several predictors with
+  ``y_cf`` but no ``format_version`` is format 1, written by an older cfjax with ``y_cf (K,
+  n)``: it is refused, with the line of Python that converts it.
 - ``.csv`` / ``.parquet``: columns ``p_obs``, ``p_cf_0`` … ``p_cf_{K-1}``, optional ``y``,
   ``y_cf_0`` … ``y_cf_{K-1}`` and group columns; weights with ``--weights``. Parquet is read
   with pandas (and pyarrow or fastparquet).
@@ -35,6 +38,10 @@ from cfjax.cli.common import UserError
 from cfjax.io import atomic_write_bytes, plain_floats
 
 __all__ = ["load_predictions", "write_example"]
+
+#: the format of a file of several predictors read here: ``cfjax.study.predictions.FORMAT_VERSION``
+#: (not imported: reading a file must not load the study); format 1, unmarked, held y_cf (K, n)
+FORMAT_VERSION = 2
 
 
 def _read_table(path: str, kind: str) -> dict[str, np.ndarray]:
@@ -185,8 +192,16 @@ def _from_npz(path: str, groups: tuple[str, ...], predictor: str | None = None,
     for k, a in arrays.items():
         if k in ("p_obs", "p_cf", "y", "y_cf", "weights") and a.dtype.kind not in "biuf":
             raise UserError(f"{path}: array {k!r} must hold numbers; found dtype {a.dtype}")
+    version = _format_version(path, arrays)
     chosen = None
     if "names" in arrays and "seeds" in arrays:
+        if version is None and "y_cf" in arrays:
+            raise UserError(
+                f"{path}: a file of several predictors without 'format_version' is format 1, written by an older "
+                f"cfjax with y_cf ({arrays['y_cf'].shape}) as (K, n), one row per intervention; this cfjax reads "
+                f"format {FORMAT_VERSION}, y_cf (n, K), units first. Run the study again, or convert the file in "
+                f"Python: d = dict(np.load(path)); d['y_cf'] = d['y_cf'].T; d['format_version'] = {FORMAT_VERSION}; "
+                "np.savez(path, **d)")
         arrays, chosen = _one_predictor(path, arrays, predictor, predictor_seed)
     elif predictor is not None or predictor_seed is not None:
         raise UserError(f"{path}: --predictor and --predictor-seed choose one predictor of a file that holds "
@@ -204,7 +219,7 @@ def _from_npz(path: str, groups: tuple[str, ...], predictor: str | None = None,
     if "weights" in arrays:
         data["weights"] = arrays["weights"] if arrays["weights"].dtype.kind == "f" else \
             arrays["weights"].astype(np.float64)
-    reserved = {"p_obs", "p_cf", "y", "y_cf", "weights", "names", "seeds"}
+    reserved = {"p_obs", "p_cf", "y", "y_cf", "weights", "names", "seeds", "format_version"}
     data["groups"] = _groups(path, arrays, groups, reserved, "array")
     used = reserved | {_group_key(arrays, g, reserved) for g in data["groups"]}
     data["unused"] = [f"array {k!r}" for k in arrays if k not in used]
@@ -212,13 +227,29 @@ def _from_npz(path: str, groups: tuple[str, ...], predictor: str | None = None,
     return data
 
 
+def _format_version(path: str, arrays: dict[str, np.ndarray]) -> int | None:
+    """The file's ``format_version`` (None when it has none); any other than
+    :data:`FORMAT_VERSION` is refused."""
+    if "format_version" not in arrays:
+        return None
+    v = arrays["format_version"]
+    if v.shape != () or v.dtype.kind not in "iu":
+        raise UserError(f"{path}: array 'format_version' must be one integer; found dtype {v.dtype} "
+                        f"and shape {v.shape}")
+    if int(v) != FORMAT_VERSION:
+        raise UserError(f"{path}: array 'format_version' is {int(v)}; this cfjax reads format {FORMAT_VERSION} "
+                        "(y_cf (n, K), units first)" + ("; upgrade cfjax to read it" if int(v) > FORMAT_VERSION
+                                                         else ""))
+    return int(v)
+
+
 def _one_predictor(path: str, arrays: dict[str, np.ndarray], predictor: str | None,
                    seed: int | None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """One predictor of a file holding several, as :func:`cfjax.study.run` (``cfjax demo``)
-    writes them: ``names (P,)``, ``seeds (S,)``, ``p_obs (P, S, n)``, ``p_cf (P, S, n, K)``,
-    ``y (n,)``, ``y_cf (K, n)`` (one row per intervention, as ``cfjax.scm`` returns
-    counterfactuals), ``weights (K,)`` and attribute arrays. Returns the arrays in this
-    command's layout (``p_obs (n,)``, ``p_cf (n, K)``, ``y_cf (n, K)``) and which predictor."""
+    writes them (:func:`cfjax.study.save_predictions`): ``names (P,)``, ``seeds (S,)``,
+    ``p_obs (P, S, n)``, ``p_cf (P, S, n, K)``, ``y (n,)``, ``y_cf (n, K)``, ``weights (K,)``
+    and attribute arrays. Returns the arrays of the chosen one (``p_obs (n,)``, ``p_cf (n,
+    K)``, the rest as they are) and which predictor."""
     names = [str(v) for v in arrays["names"].reshape(-1)]
     seeds = [int(v) for v in arrays["seeds"].reshape(-1)]
     p_obs, p_cf = arrays["p_obs"], arrays["p_cf"]
@@ -241,12 +272,6 @@ def _one_predictor(path: str, arrays: dict[str, np.ndarray], predictor: str | No
     i, j = names.index(predictor), seeds.index(seed)
     out = {k: v for k, v in arrays.items()}
     out["p_obs"], out["p_cf"] = p_obs[i, j], p_cf[i, j]
-    n, k = p_cf.shape[2], p_cf.shape[3]
-    if "y_cf" in out:
-        if out["y_cf"].shape != (k, n):
-            raise UserError(f"{path}: array 'y_cf' has shape {out['y_cf'].shape}; a file of several predictors "
-                            f"holds it as ({k}, {n}): one row of labels per intervention")
-        out["y_cf"] = out["y_cf"].T
     return out, {"name": predictor, "seed": seed, "predictors": len(names), "seeds": len(seeds)}
 
 

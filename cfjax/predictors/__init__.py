@@ -1,7 +1,13 @@
 """Image classifiers for paper 000's study: a CNN effusion classifier, ensembles of members
 (training-data masks × keys) trained as one jitted program (:func:`cfjax._core.training.run`)
 with per-member early stopping and orbax checkpoints, and chunked inference on factual and counterfactual images. Paper 000's ten
-predictors (basic, logit offsets, sex- and age-biased) are ``cfjax.study``'s."""
+predictors (basic, logit offsets, sex- and age-biased) are ``cfjax.study``'s.
+
+The ensemble trainer, a module per concept: :mod:`~cfjax.predictors.config` (the settings),
+:mod:`~cfjax.predictors.data` (each member's view of the training set),
+:mod:`~cfjax.predictors.step` (one member's step), :mod:`~cfjax.predictors.state` (the state
+stacked over members, its padding and placement on devices), :mod:`~cfjax.predictors.rounds`
+(one evaluation round of the ensemble) and :mod:`~cfjax.predictors.ensemble` (:func:`train`)."""
 
 from cfjax._core.checkpoint import FORMAT_VERSION as FORMAT_VERSION
 from cfjax._core.checkpoint import CheckpointStore as CheckpointStore
@@ -11,15 +17,15 @@ from cfjax._core.checkpoint import save_checkpoint as save_checkpoint
 from cfjax.predictors.cnn import Conv3x3 as Conv3x3
 from cfjax.predictors.cnn import EffusionCNN as EffusionCNN
 from cfjax.predictors.cnn import default_conv as default_conv
-from cfjax.predictors.ensemble import EnsembleConfig as EnsembleConfig
-from cfjax.predictors.ensemble import EnsembleState as EnsembleState
-from cfjax.predictors.ensemble import EnsembleRound as EnsembleRound
-from cfjax.predictors.ensemble import MemberData as MemberData
-from cfjax.predictors.ensemble import TrainingError as TrainingError
-from cfjax.predictors.ensemble import init_state as init_state
-from cfjax.predictors.ensemble import member_data as member_data
-from cfjax.predictors.ensemble import member_step as member_step
+from cfjax._errors import TrainingError as TrainingError
+from cfjax.predictors.config import EnsembleConfig as EnsembleConfig
+from cfjax.predictors.data import MemberData as MemberData
+from cfjax.predictors.data import member_data as member_data
 from cfjax.predictors.ensemble import train as train
+from cfjax.predictors.rounds import EnsembleRound as EnsembleRound
+from cfjax.predictors.state import EnsembleState as EnsembleState
+from cfjax.predictors.state import init_state as init_state
+from cfjax.predictors.step import member_step as member_step
 from cfjax.platform import default_member_chunk as default_member_chunk
 from cfjax.predictors import objectives as objectives
 from cfjax.predictors.objectives import Objective as Objective

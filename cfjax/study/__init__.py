@@ -34,6 +34,7 @@ from cfjax.study.marginalisation import (FULL, QUICK, Config, CounterfactualSour
                                          exact_counterfactuals, fit_site_generators, run,
                                          train_site)
 from cfjax.study.paper import SETTINGS, SITE_A, SITE_B
+from cfjax.study.predictions import save_predictions
 from cfjax.study.report import compare_settings, reliability_figure, scatter_caption, scatter_figure, write_report
 from cfjax.study.correlations import correlation, delta_auc_interval
 from cfjax.study.plots import MAIN_PANELS, SUPPLEMENTARY_PANELS, delta_auc_figure
@@ -49,5 +50,5 @@ __all__ = [
     "PAPER_NAMES", "PAPER_CHAINS", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",
     "datasets_bias_key", "logit_offset", "paper_predictions",
     "age_group", "balanced_test_split", "biased_training_mask", "datasets",
-    "ArmConfig", "ARM_QUICK", "ARM_FULL", "run_arm", "independence_weights",
+    "ArmConfig", "ARM_QUICK", "ARM_FULL", "run_arm", "independence_weights", "save_predictions",
 ]

@@ -175,7 +175,7 @@ def arm_members(config: ArmConfig, sex: Any, age: Any, y: Any, *, key: Any, lear
     if not learned:
         add("unbiased", 0.0, Objective(), np.ones(n))
     for alpha in config.biases:
-        mask = np.asarray(splits.biased_training_mask(key, "sex", float(alpha), sex, age, y), np.float64)
+        mask = np.asarray(splits.biased_training_mask("sex", float(alpha), sex, age, y, key=key), np.float64)
         if not learned:
             add("basic", alpha, Objective(), mask)
             if config.baselines:

@@ -68,14 +68,15 @@ class Family(NamedTuple):
                 f"masks={_results.spec(self.masks)})")
 
 
-def datasets_bias_key(key: Any) -> jax.Array:
+def datasets_bias_key(*, key: Any) -> jax.Array:
     """The key with which :func:`cfjax.study.datasets` ``(chest, key=key, bias=...)`` draws its
     corruption: with it, :func:`paper_family`'s masks over ``datasets(chest, key=key)``'s
     unbiased training set keep exactly the units of ``datasets(chest, key=key, bias=...)``'s
     training set (checked in the tests).
 
     Args:
-      key: the key given to :func:`cfjax.study.datasets`: a PRNG key, raw key data or an int seed.
+      key: the key given to :func:`cfjax.study.datasets`: a PRNG key, raw key data or an int seed
+        (keyword-only).
 
     Returns:
       One typed PRNG key (shape ``()``).
@@ -84,7 +85,7 @@ def datasets_bias_key(key: Any) -> jax.Array:
       ValidationError: a bad ``key``.
 
     Example:
-      >>> datasets_bias_key(0).shape
+      >>> datasets_bias_key(key=0).shape
       ()
     """
     return jax.random.split(as_key(key), 4)[3]
@@ -96,14 +97,14 @@ def paper_family(sex: Any, age: Any, effusion: Any, *, key: Any,
 
     Member order is predictor-major: ``TRAINED_NAMES[i]`` with ``seeds[j]`` is member
     ``i · S + j``. ``basic`` keeps every unit; ``sex{α}`` and ``age{β}`` keep the units of
-    :func:`~cfjax.study.splits.biased_training_mask` ``(key, kind, strength, sex, age, effusion)``. One
+    :func:`~cfjax.study.splits.biased_training_mask` ``(kind, strength, sex, age, effusion, key=key)``. One
     ``key`` serves every strength and seed (as in :func:`cfjax.study.datasets`, where a stronger
     corruption drops a superset of the units of a weaker one); the seeds differ in
     initialisation and minibatch order only.
 
     Args:
       sex, age, effusion: ``(N,)`` parents of the training pool (sex 1 = female).
-      key: the corruption key; :func:`datasets_bias_key` ``(seed)`` reproduces the training
+      key: the corruption key; :func:`datasets_bias_key` ``(key=seed)`` reproduces the training
         sets of ``cfjax.study.datasets(chest, key=key, bias=...)``.
       seeds: member seeds (S of them).
 
@@ -135,7 +136,7 @@ def paper_family(sex: Any, age: Any, effusion: Any, *, key: Any,
     rows = [jnp.ones((n,), bool)]
     for kind in ("sex", "age"):
         for a in BIAS_STRENGTHS:
-            rows.append(biased_training_mask(key, kind, a, sex, age, effusion))
+            rows.append(biased_training_mask(kind, a, sex, age, effusion, key=key))
     masks = jnp.repeat(jnp.stack(rows), len(s), axis=0)
     names = tuple(name for name in TRAINED_NAMES for _ in s)
     return Family(names, np.tile(s, len(TRAINED_NAMES)), masks)

@@ -131,21 +131,32 @@ def fit_site_generator(chest: cf.data.ChestSCM, records: Mapping[str, Any], sett
                     checkpoint_dir=checkpoint_dir, progress=progress)
 
 
-def learned_images(mechanism: ImageHVAE, params: Any, images: jax.Array, pa: jax.Array, pa_cf: jax.Array,
-                   key: jax.Array, chunk: int) -> jax.Array:
+def learned_images(mechanism: ImageHVAE, params: Any, images: jax.Array, pa: jax.Array, pa_cf: jax.Array, *,
+                   key: Any, chunk: int) -> jax.Array:
     """Counterfactual images of ``N`` units under ``K`` parent vectors each.
 
     Unit ``n``'s noise is abducted once, ``u_n = abduct(params, images[n], pa[n], k_n)`` with
-    ``k_n = split(key, N)[n]``, and decoded under every counterfactual parent vector,
-    ``forward(params, u_n, pa_cf[k, n])``; at most ``chunk`` units at a time (a unit's result
+    ``k_n = split(key, N)[n]``, and decoded under each of its counterfactual parent vectors,
+    ``forward(params, u_n, pa_cf[n, k])``; at most ``chunk`` units at a time (a unit's result
     does not depend on its batch). The units are padded to their shape bucket
     (:func:`cfjax.distributed.bucket`: a power of two of whole chunks, repeating the last unit,
     the padding dropped), so a sweep over many N compiles a handful of programs.
 
-    Shapes: ``images (N, H, W)``, ``pa (N, P)``, ``pa_cf (K, N, P)`` → ``(K, N, H, W)``.
+    Shapes: ``images (N, H, W)``, ``pa (N, P)``, ``pa_cf (N, K, P)`` → ``(N, K, H, W)``, units
+    before interventions (``docs/contract.md``).
+
+    Args:
+      mechanism, params: the image mechanism and its parameters.
+      images, pa, pa_cf: the factual images, their parent vectors and the counterfactual ones.
+      key: a PRNG key, raw key data or an int seed (keyword-only).
+      chunk: units per compiled batch.
     """
     chunk = _checks.check_positive_int("chunk", chunk)
+    key = as_key(key)
     n = int(np.shape(images)[0])
+    if np.ndim(pa_cf) != 3 or np.shape(pa_cf)[0] != n:
+        _checks.fail("pa_cf", f"shape (N, K, P) with N = {n} (units before interventions)",
+                     f"shape {np.shape(pa_cf)}")
     size = cf.distributed.bucket(n, chunk)
     out = _learned_images(mechanism, params, *_units_in_bucket(images, pa, pa_cf, key, size),
                           chunk=min(chunk, size))
@@ -154,15 +165,15 @@ def learned_images(mechanism: ImageHVAE, params: Any, images: jax.Array, pa: jax
 
 @functools.partial(jax.jit, static_argnums=4)
 def _units_in_bucket(images, pa, pa_cf, key, size):
-    """Unit-first inputs with their keys ``split(key, N)``, padded to ``size`` units (one small
-    program per N, rather than one per array operation)."""
-    units = (images, pa, jnp.swapaxes(pa_cf, 0, 1), jax.random.split(key, images.shape[0]))
+    """The units with their keys ``split(key, N)``, padded to ``size`` units (one small program
+    per N, rather than one per array operation)."""
+    units = (images, pa, pa_cf, jax.random.split(key, images.shape[0]))
     return cf.distributed.pad_axis(units, size)
 
 
 @functools.partial(jax.jit, static_argnums=1)
 def _drop_padding(out, n):
-    return jnp.swapaxes(out[:n], 0, 1)  # (K, N, H, W)
+    return out[:n]  # (N, K, H, W)
 
 
 @functools.partial(jax.jit, static_argnames=("mechanism", "chunk"))
@@ -180,8 +191,9 @@ def _learned_images(mechanism: ImageHVAE, params: Any, images: jax.Array, pa: ja
 
 
 class LearnedSource:
-    """A counterfactual source ``(chest, records, interventions, key, label) -> {"parents":
-    {node: (K, N)}, "image": (K, N, H, W)}`` whose images come from the generator trained for
+    """A counterfactual source (:class:`cfjax.study.CounterfactualSource`): ``source(chest,
+    records, interventions, key=key, label=label) -> {"parents": {node: (N, K)}, "image": (N, K,
+    H, W)}``, units before interventions, whose images come from the generator trained for
     ``chest.site``.
 
     Args:
@@ -200,25 +212,27 @@ class LearnedSource:
         self.chunk = _checks.check_positive_int("chunk", chunk)
         self.calls: list[dict[str, Any]] = []
 
-    def __call__(self, chest: cf.data.ChestSCM, records: Mapping[str, Any], interventions: Mapping[str, Any],
-                 key: jax.Array, label: str) -> dict[str, Any]:
+    def __call__(self, chest: cf.data.ChestSCM, records: Mapping[str, Any], interventions: Mapping[str, Any], *,
+                 key: Any, label: str = "fixed") -> dict[str, Any]:
+        """The learned counterfactuals of ``records`` under ``interventions`` (``key`` a PRNG
+        key, raw key data or an int seed; ``label`` as :meth:`cfjax.data.ChestSCM.counterfactuals`)."""
         if chest.site not in self.fits:
             _checks.fail("chest", f"a site with a trained generator ({list(self.fits)})", repr(chest.site))
+        key = as_key(key)
         t0 = time.perf_counter()
         fit = self.fits[chest.site]
         # the true parent mechanisms: the exact source's counterfactual parents (same key, same label mode)
         exact = chest.counterfactuals(records, interventions, key=key, label=label)  # (N, K, ...)
-        exact = jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), exact)  # this source's (K, N, ...)
         parents = exact["parents"]
         scm = learned_scm(chest, fit.mechanism)
-        k, n = np.shape(parents["sex"])
+        n, k = np.shape(parents["sex"])
         pa = gt.parent_inputs(scm, "image", records["parents"])  # (N, P)
-        pa_cf = gt.parent_inputs(scm, "image", {v: jnp.reshape(x, (k * n,)) for v, x in parents.items()})
+        pa_cf = gt.parent_inputs(scm, "image", {v: jnp.reshape(x, (n * k,)) for v, x in parents.items()})
         images = learned_images(fit.mechanism, fit.params, jnp.asarray(records["image"]), pa,
-                                pa_cf.reshape(k, n, -1), jax.random.fold_in(key, 1), self.chunk)
-        images = jax.block_until_ready(images)
-        mae_k = np.asarray(jnp.mean(jnp.abs(images - exact["image"]), axis=(1, 2, 3)), np.float64)
-        factual = jnp.asarray(records["image"])[None]
+                                pa_cf.reshape(n, k, -1), key=jax.random.fold_in(key, 1), chunk=self.chunk)
+        images = jax.block_until_ready(images)  # (N, K, H, W)
+        mae_k = np.asarray(jnp.mean(jnp.abs(images - exact["image"]), axis=(0, 2, 3)), np.float64)
+        factual = jnp.asarray(records["image"])[:, None]
         self.calls.append({"site": chest.site, "k": int(k), "n": int(n), "seconds": time.perf_counter() - t0,
                            "pixel_mae": float(mae_k.mean()), "mae_by_k": mae_k.tolist(),
                            "change_learned": float(jnp.mean(jnp.abs(images - factual))),

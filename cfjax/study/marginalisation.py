@@ -38,7 +38,7 @@ Outputs under ``out``: ``report.md`` (tables, figures, findings measured from th
 numbers, paper 000's values beside ours), ``results.json`` (every number), reliability
 diagrams and ΔAUC-vs-stability figures (PNG and PDF; :mod:`cfjax.study.plots`: main and
 supplementary, every point with its bootstrap interval, r with its interval), the saved predictions
-(``predictions_<setting>.npz``) and the trained ensembles' orbax checkpoints
+(``predictions_<setting>.npz``, :mod:`cfjax.study.predictions`) and the trained ensembles' orbax checkpoints
 (``checkpoints/site_A``, ``checkpoints/site_B``; a rerun with the same config resumes or
 reuses them).
 """
@@ -46,12 +46,11 @@ reuses them).
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import time
 import warnings
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -62,12 +61,13 @@ import cfjax as cf
 from cfjax import metrics as cm
 from cfjax import _checks
 from cfjax import predictors as cp
-from cfjax._core.keys import seed_of
+from cfjax._core.keys import as_key, seed_of
 from cfjax._results import plain
 from cfjax.io import atomic_write_bytes
 from cfjax.study import correlations as sc
 from cfjax.study import families, splits
 from cfjax.study import learned as ls
+from cfjax.study.predictions import save_predictions
 from cfjax.study.diagnostics import WeakClassifierWarning, classifier_checks
 from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, RISKS, CALIBRATION, SETTINGS, SITE_A, SITE_B, STABILITY
 from cfjax.study.report import (_by_name, _slug, compare_settings, reliability_figure, scatter_figure,
@@ -132,16 +132,30 @@ QUICK = Config(size=32, n_train=3000, n_val=500, test_per_cell=50, n_natural=600
                                            eval_every=100, patience=3),
                bootstrap=200, prop1_resamples=1000, effusion_size=0.4)
 
-#: a counterfactual source: (scm, records, interventions, key, label) -> {"parents", "image"}
-CounterfactualSource = Callable[[Any, Mapping[str, Any], Mapping[str, Any], jax.Array, str], Mapping[str, Any]]
+class CounterfactualSource(Protocol):
+    """Where the study's counterfactuals come from: ``source(chest, records, interventions, *,
+    key, label) -> {"parents": {node: (N, K)}, "image": (N, K, H, W)}``, units before
+    interventions (``docs/contract.md``), ``key`` keyword-only (a PRNG key, raw key data or an int
+    seed). :func:`exact_counterfactuals` and :class:`cfjax.study.LearnedSource` are two."""
+
+    def __call__(self, chest: Any, records: Mapping[str, Any], interventions: Mapping[str, Any], *, key: Any,
+                 label: str = "fixed") -> Mapping[str, Any]: ...
 
 
-def exact_counterfactuals(chest: cf.data.ChestSCM, records: Mapping[str, Any], interventions: Mapping[str, Any],
-                          key: jax.Array, label: str) -> Mapping[str, Any]:
-    """The SCM's exact counterfactuals: ``{"parents": {node: (K, N)}, "image": (K, N, H, W)}``."""
-    out = chest.counterfactuals(records, interventions, key=key, label=label)  # (N, K, ...)
-    return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), out)
+def exact_counterfactuals(chest: cf.data.ChestSCM, records: Mapping[str, Any], interventions: Mapping[str, Any], *,
+                          key: Any, label: str = "fixed") -> Mapping[str, Any]:
+    """The SCM's exact counterfactuals, :meth:`cfjax.data.ChestSCM.counterfactuals` as they come:
+    ``{"parents": {node: (N, K)}, "image": (N, K, H, W)}``, unit ``i`` under intervention ``k``
+    at ``[i, k]``.
 
+    Args:
+      chest: the site's SCM.
+      records: the units (``"parents"``, ``"noise"``, ``"image"``), ``N`` of them.
+      interventions: ``{node: (K,) or (N, K)}``.
+      key: a PRNG key, raw key data or an int seed (keyword-only).
+      label: ``"fixed"`` (effusion held at its observed value) or ``"follows"``.
+    """
+    return chest.counterfactuals(records, interventions, key=as_key(key), label=label)
 
 
 # ------------------------------------------------------------------------- helpers
@@ -186,16 +200,17 @@ def _pairs_same_order(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]) > 0))
 
 
-def auc_interval(p_obs: Any, y: Any, key: jax.Array, resamples: int, level: float = 0.95) -> np.ndarray:
+def auc_interval(p_obs: Any, y: Any, *, key: Any, resamples: int, level: float = 0.95) -> np.ndarray:
     """Percentile bootstrap interval of the seed-mean AUC of each predictor.
 
     ``p_obs``: ``(P, S, N)`` scores of P predictors × S seeds on the same N units; ``y``: ``(N,)``.
-    Resample ``b`` draws the units of :func:`cfjax.metrics.bootstrap_indices` (``key``), the
-    resamples :func:`cfjax.metrics.evaluate_bootstrap` draws with the same key, so the
-    intervals are paired with the reports'. Returns ``(P, 2)``: the ``100(1 − level)/2`` and
-    ``100(1 + level)/2`` percentiles of the seed mean over the resamples (NaN when a resample
-    has a single class).
+    Resample ``b`` draws the units of :func:`cfjax.metrics.bootstrap_indices` (``key``: a PRNG
+    key, raw key data or an int seed, keyword-only), the resamples
+    :func:`cfjax.metrics.evaluate_bootstrap` draws with the same key, so the intervals are paired
+    with the reports'. Returns ``(P, 2)``: the ``100(1 − level)/2`` and ``100(1 + level)/2``
+    percentiles of the seed mean over the resamples (NaN when a resample has a single class).
     """
+    key = as_key(key)
     p = jnp.asarray(p_obs)
     n_pred, n_seeds, n = p.shape
     flat = p.reshape(n_pred * n_seeds, n)
@@ -220,7 +235,7 @@ def train_site(chest: cf.data.ChestSCM, seeds: tuple[int, ...], config: Config, 
                           test_per_cell=config.test_per_cell, test_prevalence=config.test_prevalence)
     tr, va = data["train"], data["validation"]
     p = tr["parents"]
-    fam = families.paper_family(p["sex"], p["age"], p["effusion"], key=families.datasets_bias_key(key), seeds=seeds)
+    fam = families.paper_family(p["sex"], p["age"], p["effusion"], key=families.datasets_bias_key(key=key), seeds=seeds)
     log(f"  training {len(fam.names)} members as one ensemble on {config.n_train} images "
         f"({config.size}x{config.size}), kept per member: "
         + ", ".join(f"{n}={int(k)}" for n, k in zip(fam.names[::len(seeds)],
@@ -250,12 +265,18 @@ def chest_site_name(chest: cf.data.ChestSCM) -> str:
 
 # ------------------------------------------------------------------------- one setting
 def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: cf.data.ChestSCM,
-                     test: Mapping[str, Any], config: Config, key: jax.Array, label: str,
+                     test: Mapping[str, Any], config: Config, *, key: Any, label: str,
                      source: CounterfactualSource, out: str, log: Callable[[str], None],
                      tag: str = "") -> dict[str, Any]:
     """Every table of one setting: predictions, reports with bootstrap intervals, ΔAUC,
-    correlations, Proposition 1, ranking agreement; saves the predictions as an npz
-    (``predictions_<setting><tag>.npz``)."""
+    correlations, Proposition 1, ranking agreement; saves the predictions
+    (``predictions_<setting><tag>.npz``, :func:`cfjax.study.save_predictions`).
+
+    ``key`` (keyword-only, like everything after ``config``) is a PRNG key, raw key data or an
+    int seed; the source is called as ``source(chest, test, interventions, key=..., label=label)``
+    and its counterfactuals are held ``(N, K, ...)`` throughout, as the predictors and the metrics
+    take them."""
+    key = as_key(key)
     fam, params = trained["family"], trained["params"]
     seeds = [int(s) for n, s in zip(fam.names, fam.seeds) if n == "basic"]
     n_seeds = len(seeds)
@@ -269,22 +290,23 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
 
     do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20.0, 90.0, 8)})
     t0 = time.perf_counter()
-    cfo = source(chest, test, do, k_cf, label)
-    images_cf = cfo["image"]
-    sex_cf = jnp.asarray(cfo["parents"]["sex"]).astype(jnp.int32)
-    y_cf = np.asarray(cfo["parents"]["effusion"]).astype(np.int32)  # (K, N)
+    cfo = source(chest, test, do, key=k_cf, label=label)
+    images_cf = cfo["image"]  # (N, K, H, W)
+    sex_cf = jnp.asarray(cfo["parents"]["sex"]).astype(jnp.int32)  # (N, K)
+    y_cf = np.asarray(cfo["parents"]["effusion"]).astype(np.int32)  # (N, K)
     log(f"  {name}: {n} test units x K = {len(q)} counterfactual images ({time.perf_counter() - t0:.1f} s); "
-        f"label {label}: effusion changed in {np.mean(y_cf != y[None, :]):.1%} of them")
+        f"label {label}: effusion changed in {np.mean(y_cf != y[:, None]):.1%} of them")
     # do(race) alone, for Proposition 1 (race: 0.60 / 0.25 / 0.15)
-    race_cf = source(chest, test, {"race": jnp.arange(3, dtype=jnp.int32)}, k_race, label)
+    race_cf = source(chest, test, {"race": jnp.arange(3, dtype=jnp.int32)}, key=k_race, label=label)
     t0 = time.perf_counter()
     # one inference call on every image of the setting: factual, K counterfactual, 3 do(race)
-    images = jnp.concatenate([jnp.asarray(test["image"])[None], jnp.asarray(images_cf),
-                              jnp.asarray(race_cf["image"])])  # (1 + K + 3, N, H, W): the sources' (K, N)
-    logits = cp.predict(model, params, jnp.swapaxes(images, 0, 1), logits=True, chunk=config.chunk,
+    images = jnp.concatenate([jnp.asarray(test["image"])[:, None], jnp.asarray(images_cf),
+                              jnp.asarray(race_cf["image"])], axis=1)  # (N, 1 + K + 3, H, W)
+    logits = cp.predict(model, params, images, logits=True, chunk=config.chunk,
                         mesh=_every_device())  # (M, N, 1 + K + 3)
     k = len(q)
-    sex_all = jnp.concatenate([jnp.asarray(sex)[None], sex_cf, jnp.broadcast_to(jnp.asarray(sex), (3, n))]).T
+    sex_j = jnp.asarray(sex)
+    sex_all = jnp.concatenate([sex_j[:, None], sex_cf, jnp.broadcast_to(sex_j[:, None], (n, 3))], axis=1)
     names, p_all = families.paper_predictions(fam.names, fam.seeds, logits, sex_all)  # (10, S, N, 1 + K + 3)
     p_obs, p_cf, p_race = p_all[..., 0], p_all[..., 1:1 + k], p_all[..., 1 + k:]
     log(f"  {name}: inference of {len(fam.names)} members on {n * (1 + k + 3)} images "
@@ -294,11 +316,9 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     p_obs_np = np.asarray(p_obs, np.float32)
     p_cf_np = np.asarray(p_cf, np.float32)  # (10, S, N, K): evaluate's layout
     p_race_np = np.asarray(p_race, np.float32)  # (10, S, N, 3)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, names=np.array(names), seeds=np.array(seeds), p_obs=p_obs_np, p_cf=p_cf_np,
-                        p_race=p_race_np, y=y, y_cf=y_cf, sex=sex, age=age, race=race,
-                        weights=np.asarray(q, np.float64))
-    atomic_write_bytes(os.path.join(out, f"predictions_{_slug(name)}{tag}.npz"), buf.getvalue())
+    save_predictions(os.path.join(out, f"predictions_{_slug(name)}{tag}.npz"), names=np.array(names),
+                     seeds=np.array(seeds), p_obs=p_obs_np, p_cf=p_cf_np, y=y, y_cf=y_cf,
+                     weights=np.asarray(q, np.float64), p_race=p_race_np, sex=sex, age=age, race=race)
 
     # ---- reports, every predictor × seed at once, and paired bootstrap intervals
     t0 = time.perf_counter()
@@ -315,8 +335,8 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     log(f"  {name}: reports ({t1 - t0:.1f} s) and {config.bootstrap} bootstrap resamples of "
         f"{n_pred * n_seeds} predictors ({time.perf_counter() - t1:.1f} s)")
     if label == "follows":
-        bce = -(y_cf.T * np.log(np.clip(p_cf_np, 1e-7, 1 - 1e-7))
-                + (1 - y_cf.T) * np.log(np.clip(1 - p_cf_np, 1e-7, 1 - 1e-7)))
+        bce = -(y_cf * np.log(np.clip(p_cf_np, 1e-7, 1 - 1e-7))
+                + (1 - y_cf) * np.log(np.clip(1 - p_cf_np, 1e-7, 1 - 1e-7)))
         per_seed["risk_ie_cf_labels"] = np.einsum("psnk,k->psn", bce, np.asarray(q, np.float64)).mean(axis=-1)
 
     chains = [[names.index(p) for p in chain] for chain in families.PAPER_CHAINS]
@@ -327,7 +347,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     # ---- AUC, stratified AUC and ΔAUC per attribute
     groups = {"sex": (sex, 2), "age_group": (splits.age_group(age), 3), "race": (race, 3)}
     auc = np.asarray(jax.vmap(cm.auc, in_axes=(0, None))(flat_obs, jnp.asarray(y)), np.float64).reshape(n_pred, n_seeds)
-    auc_ci = auc_interval(p_obs_np, y, k_boot, config.bootstrap)  # the reports' resamples: (10, 2)
+    auc_ci = auc_interval(p_obs_np, y, key=k_boot, resamples=config.bootstrap)  # the reports' resamples: (10, 2)
     strat, delta = {}, {}
     for attr, (codes, g) in groups.items():
         codes = jnp.asarray(codes.astype(np.int32))
@@ -383,7 +403,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
             "stratified_auc": strat,
             "delta_auc": delta, "delta_auc_ci95_seed_mean": delta_ci, "cf_sex_effect": cf_sex_effect, "cf_age_effect": cf_age_effect,
             "correlations": correlations, "proposition1": prop1, "ranking_agreement": agreement,
-            "label_changed": float(np.mean(y_cf != y[None, :])),
+            "label_changed": float(np.mean(y_cf != y[:, None])),
             "_plots": {"p_obs": p_obs_np[:, 0], "p_bar": p_cf_np[:, 0] @ np.asarray(q, np.float32), "y": y}}
 
 
@@ -480,7 +500,8 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
     for i, (name, train_on, desc) in enumerate(SETTINGS):
         log(f"setting {name}: trained on site {train_on}, tested on the {desc}")
         res = evaluate_setting(name, model, trained[train_on], chests["B" if name != "A" else "A"], tests[name],
-                               config, jax.random.key(_int_key(1000 + i + _SEED_STRIDE * seed)), label, source, out, log)
+                               config, key=_int_key(1000 + i + _SEED_STRIDE * seed), label=label, source=source,
+                               out=out, log=log)
         reliability_figure(res, os.path.join(out, f"reliability_{_slug(name)}.png"),
                            f"Setting {name}: smoothed reliability, seed {res['seeds'][0]}")
         scatter_figure(res, os.path.join(out, f"scatter_{_slug(name)}.png"), f"Setting {name}: ΔAUC vs stability")
@@ -491,7 +512,8 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
             log(f"setting {name}: again with learned counterfactuals")
             first = len(learned_source.calls)
             res_l = evaluate_setting(name, model, trained[train_on], chests["B" if name != "A" else "A"], tests[name],
-                                     config, jax.random.key(_int_key(1000 + i + _SEED_STRIDE * seed)), label, learned_source, out, log, tag="_learned")
+                                     config, key=_int_key(1000 + i + _SEED_STRIDE * seed), label=label,
+                                     source=learned_source, out=out, log=log, tag="_learned")
             calls = learned_source.calls[first:]
             res_l["generator"] = {"pixel_mae": calls[0]["pixel_mae"], "pixel_mae_by_k": calls[0]["mae_by_k"],
                                   "pixel_mae_race": calls[1]["pixel_mae"], "change_learned": calls[0]["change_learned"],

@@ -69,8 +69,7 @@ def balanced_test_split(sex: Any, age: Any, label: Any, per_cell: int, prevalenc
     return rng.permutation(np.concatenate(chosen))
 
 
-def biased_training_mask(key: jax.Array, kind: str, strength: float, sex: Any, age: Any,
-                         label: Any) -> jax.Array:
+def biased_training_mask(kind: str, strength: float, sex: Any, age: Any, label: Any, *, key: Any) -> jax.Array:
     """Which training units to keep for paper 000's corrupted training sets.
 
     - ``kind="sex"``: drop male-with-disease and female-healthy units with probability
@@ -78,8 +77,15 @@ def biased_training_mask(key: jax.Array, kind: str, strength: float, sex: Any, a
     - ``kind="age"``: drop a unit with probability ``strength · (1 − c)``,
       ``c = a·y + (1 − a)(1 − y)``, ``a`` the age rescaled from [20, 90] to [0, 1].
 
-    Returns a boolean mask of shape ``(n,)``.
+    ``key`` (keyword-only) is a PRNG key, raw key data or an int seed (``key=s`` and
+    ``key=jax.random.key(s)`` keep the same units). Returns a boolean mask of shape ``(n,)``.
+
+    Example:
+      >>> keep = biased_training_mask("sex", 0.9, [0, 0, 1, 1], [30.0, 60.0, 40.0, 80.0], [1, 0, 1, 0], key=0)
+      >>> keep.shape, keep.dtype
+      ((4,), dtype('bool'))
     """
+    key = as_key(key)
     if kind not in ("sex", "age"):
         _checks.fail("kind", "'sex' or 'age'", repr(kind))
     if not (0 <= strength <= 1):
@@ -144,7 +150,7 @@ def datasets(chest: Any, *, key: Any, n_train: int, n_val: int, test_per_cell: i
     if bias is not None:
         kind, strength = bias
         t = train_parents
-        keep = np.asarray(biased_training_mask(keys[3], kind, strength, t["sex"], t["age"], t["effusion"]))
+        keep = np.asarray(biased_training_mask(kind, strength, t["sex"], t["age"], t["effusion"], key=keys[3]))
     train = chest.records(train_parents, train_keys, None if keep is None else np.flatnonzero(keep))
     if keep is not None:
         train["dropped"] = int((~keep).sum())
