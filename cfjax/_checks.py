@@ -42,6 +42,24 @@ def check_ndim(name: str, x: Any, ndim: int, what: str) -> None:
         fail(name, f"{ndim}-d array {what}", f"shape {shape}")
 
 
+def check_shape(name: str, x: Any, shape: tuple[int, ...], what: str, why: str = "") -> None:
+    """``x`` of exactly ``shape`` (static: checked under ``jit`` and ``vmap`` too); ``what``
+    says what the array holds, ``why`` what fixes its shape (e.g. "one per unit of logits_cf")."""
+    found = shape_of(x)
+    if found != tuple(shape):
+        fail(name, f"{what} of shape {tuple(shape)}" + (f", {why}" if why else ""), f"shape {found}")
+
+
+def as_array(name: str, x: Any, dtype: Any = None) -> np.ndarray:
+    """``np.asarray(x, dtype)``, failing with the argument's name where numpy cannot make one
+    rectangular array of it (ragged rows, values not convertible to ``dtype``)."""
+    try:
+        return np.asarray(x, dtype)
+    except (TypeError, ValueError) as error:
+        want = "a rectangular array" + ("" if dtype is None else f" of {np.dtype(dtype).name}")
+        fail(name, want, f"values numpy cannot convert ({str(error).split('. ')[0]})")
+
+
 def check_nonempty(name: str, x: Any) -> None:
     shape = shape_of(x)
     if any(s == 0 for s in shape):

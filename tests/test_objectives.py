@@ -150,3 +150,154 @@ def test_bad_objectives_and_inputs_are_named():
     with pytest.raises(ValueError, match=r"`key`: expected a key for the augmentation's draws"):
         Objective("augment")(jnp.zeros(2), jnp.zeros((2, 3)), jnp.zeros(2))
     assert hash(Objective("cvar", alpha=0.5)) == hash(Objective("cvar", alpha=0.5))
+
+
+# --- validation at the boundary: shapes against each other, labels, weights, strengths ---------------------------
+
+N, K = 4, 3
+NAMES = ["basic", "variance", "flip", "cf_risk", "cvar", "augment"]
+PENALTIES = ("variance", "flip")
+# (what is wrong, the argument named, (logits_obs, logits_cf, y) of the batch)
+SHAPE_CASES = [
+    ("labels of N + 1 units", "y", (np.zeros(N), np.zeros((N, K)), np.zeros(N + 1))),
+    ("labels of shape (1,)", "y", (np.zeros(N), np.zeros((N, K)), np.zeros(1))),
+    ("labels of shape (N, 1)", "y", (np.zeros(N), np.zeros((N, K)), np.zeros((N, 1)))),
+    ("factual logits of N + 1 units", "logits_obs", (np.zeros(N + 1), np.zeros((N, K)), np.zeros(N))),
+    ("factual logits of shape (N, 1)", "logits_obs", (np.zeros((N, 1)), np.zeros((N, K)), np.zeros(N))),
+    ("factual logits of shape (1,)", "logits_obs", (np.zeros(1), np.zeros((N, K)), np.zeros(N))),
+    ("counterfactual logits of N - 1 units", "logits_cf", (np.zeros(N), np.zeros((N - 1, K)), np.zeros(N))),
+    ("counterfactual logits of N + 1 units", "logits_cf", (np.zeros(N), np.zeros((N + 1, K)), np.zeros(N))),
+]
+
+
+def objective(name, strength=0.5):
+    return cf.predictors.Objective(name, strength=strength if name in ("variance", "flip") else 0.0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("what, arg, batch", SHAPE_CASES, ids=[c[0] for c in SHAPE_CASES])
+def test_objective_compares_the_shapes_of_its_arrays(name, what, arg, batch):
+    o, c, y = (jnp.asarray(v, jnp.float32) for v in batch)
+    with pytest.raises(cf._checks.ValidationError, match=f"`{arg}`: expected"):
+        objective(name)(o, c, y, key=0)
+    # Shapes are static: the same check holds inside a compiled step, with every array traced.
+    with pytest.raises(cf._checks.ValidationError, match=f"`{arg}`: expected"):
+        jax.jit(lambda o, c, y: objective(name).loss(o, c, y, strength=jnp.float32(0.5), key=0))(o, c, y)
+
+
+def test_a_penalty_without_counterfactuals_still_compares_factual_logits_and_labels():
+    obj = objective("variance", 0.0)  # strength 0: the basic objective, logits_cf unused
+    with pytest.raises(cf._checks.ValidationError, match=r"`y`: expected labels of shape \(4,\), one per unit of "
+                                                         r"logits_obs, got shape \(1,\)"):
+        obj(jnp.zeros(N), None, jnp.zeros(1))
+    with pytest.raises(cf._checks.ValidationError, match=r"`logits_obs`: expected 1-d array of factual logits"):
+        obj(jnp.zeros((N, 1)), None, jnp.zeros((N, 1)))
+
+
+@pytest.mark.parametrize("bad", [2.0, -1.0, 0.5, float("nan")])
+def test_labels_outside_zero_one_are_refused_by_every_objective(bad):
+    o, c = jnp.zeros(N), jnp.zeros((N, K))
+    y = jnp.array([0.0, 1.0, bad, 0.0])
+    calls = [lambda: objective(name)(o, c, y, key=0) for name in NAMES] + [
+        lambda: O.cf_risk(c, y), lambda: O.cf_cvar(c, y, 0.5), lambda: O.cf_augmented(c, y, key=0),
+        lambda: O.group_dro(o, y, jnp.array([0, 1, 0, 1]), jnp.array([0.5, 0.5]), 0.1),
+        lambda: cf.predictors.Objective("group_dro", 0.1)(o, None, y, groups=jnp.array([0, 1, 0, 1]),
+                                                        group_weights=jnp.array([0.5, 0.5]))]
+    for call in calls:
+        with pytest.raises(cf._checks.ValidationError, match=r"`y`: expected labels in \{0, 1\}"):
+            call()
+
+
+def test_traced_labels_pass_through_unchecked(rng, x64):
+    # Inside a compiled step the labels are data: no host check, the loss of a soft label is
+    # the cross-entropy's own value.
+    o, c, _, q = random_batch(rng)
+    y = rng.uniform(size=o.size)
+    for name in ("basic", "variance", "flip", "cf_risk", "cvar"):
+        obj = cf.predictors.Objective(name, strength=0.7 if name in PENALTIES else 0.0, alpha=0.4)
+        got = jax.jit(lambda o, c, y: obj(o, c, y, weights=jnp.asarray(q)))(jnp.asarray(o), jnp.asarray(c),
+                                                                             jnp.asarray(y))
+        assert float(got) == pytest.approx(references(o, c, y, q, 0.4, 0.7)[name], rel=1e-12)
+
+
+@pytest.mark.parametrize("weights, match", [
+    (np.full(3, 0.3), "weights summing to 1"),
+    (np.array([-0.1, 0.6, 0.5]), "non-negative weights"),
+    (np.array([np.nan, 0.5, 0.5]), "weights without NaN"),
+    (np.array([[0.2, 0.4, 0.4]]), r"intervention weights of shape \(K,\)"),
+    (np.zeros(0), r"intervention weights of shape \(K,\)"),
+], ids=["sum 0.9", "negative", "NaN", "shape (1, K)", "empty"])
+def test_draw_interventions_refuses_bad_weights(weights, match):
+    with pytest.raises(cf._checks.ValidationError, match=f"`weights`: expected {match}"):
+        O.draw_interventions(5, jnp.asarray(weights, jnp.float32), key=0)
+
+
+@pytest.mark.parametrize("n", [0, -1, 2.0, True, None])
+def test_draw_interventions_refuses_a_bad_unit_count(n):
+    with pytest.raises(cf._checks.ValidationError, match=r"`n`: expected an integer >= 1"):
+        O.draw_interventions(n, jnp.full(3, 1 / 3), key=0)
+
+
+def test_draw_interventions_takes_integer_one_hot_weights():
+    assert O.draw_interventions(6, np.array([0, 0, 1]), key=3).tolist() == [2] * 6
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("strength", [-1.0, -1e-9, float("nan"), float("inf"), np.float32(-2.0),
+                                      jnp.asarray(-0.5), jnp.ones(2)], ids=lambda s: repr(s)[:20])
+def test_loss_refuses_a_concrete_bad_strength(name, strength):
+    o, c, y = jnp.zeros(N), jnp.zeros((N, K)), jnp.array([0.0, 1.0, 1.0, 0.0])
+    with pytest.raises(cf._checks.ValidationError, match=r"`strength`: expected a (finite|scalar) penalty strength"):
+        objective(name).loss(o, c, y, strength=strength, key=0)
+
+
+def test_a_traced_strength_is_data(rng, x64):
+    # The trainer vmaps the members of one objective over their strengths: the strengths are
+    # traced and each member's loss is its own objective's.
+    o, c, y, q = random_batch(rng)
+    strengths = np.array([0.0, 0.3, 2.5])
+    for name in PENALTIES:
+        kind = cf.predictors.Objective(name, strength=1.0)
+        got = jax.vmap(lambda s: kind.loss(jnp.asarray(o), jnp.asarray(c), jnp.asarray(y), strength=s,
+                                           weights=jnp.asarray(q)))(jnp.asarray(strengths))
+        want = [references(o, c, y, q, 1.0, s)[name] for s in strengths]
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("arg, batch", [
+    ("logits_obs", (np.array([0.0, np.nan, 1.0, 0.0]), np.zeros((N, K)))),
+    ("logits_obs", (np.array([0.0, np.inf, 1.0, 0.0]), np.zeros((N, K)))),
+    ("logits_cf", (np.zeros(N), np.where(np.eye(N, K) > 0, np.nan, 0.0))),
+    ("logits_cf", (np.zeros(N), np.where(np.eye(N, K) > 0, -np.inf, 0.0))),
+    ("logits_cf", (np.zeros(0), np.zeros((0, K)))),
+    ("logits_cf", (np.zeros(N), np.zeros((N, 0)))),
+], ids=["NaN factual", "inf factual", "NaN counterfactual", "inf counterfactual", "no units", "no interventions"])
+def test_non_finite_or_empty_logits_are_named(arg, batch):
+    o, c = (jnp.asarray(v, jnp.float32) for v in batch)
+    y = jnp.zeros(o.shape[0])
+    for name in ("variance", "flip"):
+        with pytest.raises(cf._checks.ValidationError, match=f"`{arg}`: expected"):
+            objective(name)(o, c, y)
+    with pytest.raises(cf._checks.ValidationError, match=f"`{arg}`: expected"):
+        O.flip_probability(o, c)
+
+
+@pytest.mark.parametrize("kwargs, arg", [
+    (dict(groups=jnp.array([0, 1, 2, 0])), "groups"),
+    (dict(groups=jnp.array([0, -1, 1, 0])), "groups"),
+    (dict(groups=jnp.array([0.0, 1.0, 1.0, 0.0])), "groups"),
+    (dict(groups=jnp.array([0, 1, 1])), "groups"),
+    (dict(group_weights=jnp.array([0.6, 0.6])), "group_weights"),
+    (dict(group_weights=jnp.array([-0.5, 1.5])), "group_weights"),
+    (dict(group_weights=jnp.array([[0.5, 0.5]])), "group_weights"),
+    (dict(step_size=-0.1), "step_size"),
+    (dict(step_size=float("nan")), "step_size"),
+    (dict(y=jnp.zeros(5)), "y"),
+    (dict(y=None), "y"),
+], ids=["group past G", "negative group", "float groups", "N - 1 groups", "weights sum 1.2", "negative weight",
+        "weights (1, G)", "negative step", "NaN step", "N + 1 labels", "no labels"])
+def test_group_dro_refuses_bad_inputs(kwargs, arg):
+    args = dict(logits_obs=jnp.zeros(N), y=jnp.array([0.0, 1.0, 1.0, 0.0]), groups=jnp.array([0, 1, 1, 0]),
+                group_weights=jnp.array([0.5, 0.5]), step_size=0.1) | kwargs
+    with pytest.raises(cf._checks.ValidationError, match=f"`{arg}`: expected"):
+        O.group_dro(**args)

@@ -92,3 +92,77 @@ def test_synthetic_scm_has_the_requested_error_correlation():
     np.testing.assert_allclose(prob.true_correlation, [[1, -0.3], [-0.3, 1]])
     with pytest.raises(ValueError, match="correlation"):
         S.synthetic(10, correlation=1.5)
+
+
+# --- make_data and from_frame: every bad input names its argument ----------------------------------------------
+
+def small_problem(rng, n=8):
+    a = np.tile([0.0, 1.0], n // 2)
+    X = rng.normal(size=(n, 2))
+    return a, X, X.sum(1) + rng.normal(size=n)
+
+
+MAKE_DATA_CASES = [
+    # (what is wrong, the argument named, a change to (a, X, y, keyword arguments))
+    ("NaN in a", "a", lambda a, X, y: (np.where(np.arange(a.size) == 2, np.nan, a), X, y, {})),
+    ("inf in a", "a", lambda a, X, y: (np.where(np.arange(a.size) == 5, np.inf, a), X, y, {})),
+    ("None in a", "a", lambda a, X, y: (np.array(["x", None] + ["x", "y"] * 3, object), X, y, {"codes": "one_hot"})),
+    ("NaN in an object a", "a", lambda a, X, y: (np.array([0, 1, float("nan")] + [0, 1] * 2 + [0], object), X, y,
+                                                 {})),
+    ("numbers and text in a", "a", lambda a, X, y: (np.array(["x", 1] * 4, object), X, y, {"codes": "one_hot"})),
+    ("complex a", "a", lambda a, X, y: (a + 1j, X, y, {})),
+    ("ragged a", "a", lambda a, X, y: ([[0.0], [1.0, 2.0]] + [[0.0]] * 6, X, y, {})),
+    ("a of shape (n, 1)", "a", lambda a, X, y: (a[:, None], X, y, {})),
+    ("empty a", "a", lambda a, X, y: (a[:0], X, y, {})),
+    ("NaN in X", "X", lambda a, X, y: (a, np.where(np.arange(X.size).reshape(X.shape) == 3, np.nan, X), y, {})),
+    ("X of n - 1 rows", "X", lambda a, X, y: (a, X[:-1], y, {})),
+    ("1-d X", "X", lambda a, X, y: (a, X[:, 0], y, {})),
+    ("ragged X", "X", lambda a, X, y: (a, [list(r) for r in X[:-1]] + [[1.0]], y, {})),
+    ("complex X", "X", lambda a, X, y: (a, X + 1j, y, {})),
+    ("NaN in y", "y", lambda a, X, y: (a, X, np.where(np.arange(y.size) == 0, np.nan, y), {})),
+    ("inf in y", "y", lambda a, X, y: (a, X, np.where(np.arange(y.size) == 7, -np.inf, y), {})),
+    ("y of n + 1 units", "y", lambda a, X, y: (a, X, np.append(y, 0.0), {})),
+    ("y of shape (n, 1)", "y", lambda a, X, y: (a, X, y[:, None], {})),
+    ("text y", "y", lambda a, X, y: (a, X, np.array(list("abcdefgh")), {})),
+    ("complex y", "y", lambda a, X, y: (a, X, y + 1j, {})),
+    ("NaN code", "codes", lambda a, X, y: (a, X, y, {"codes": [0.0, np.nan]})),
+    ("text codes", "codes", lambda a, X, y: (a, X, y, {"codes": ["low", "high"]})),
+    ("three codes for two groups", "codes", lambda a, X, y: (a, X, y, {"codes": [0.0, 1.0, 2.0]})),
+    ("one name for two columns", "names", lambda a, X, y: (a, X, y, {"names": ["G"]})),
+]
+
+
+@pytest.mark.parametrize("what, arg, change", MAKE_DATA_CASES, ids=[c[0] for c in MAKE_DATA_CASES])
+def test_make_data_names_each_bad_argument(rng, what, arg, change):
+    a, X, y, kwargs = change(*small_problem(rng))
+    with pytest.raises(cf._checks.ValidationError, match=f"`{arg}`: expected"):
+        S.make_data(a, X, y, **kwargs)
+
+
+def test_a_nan_sensitive_value_is_named_with_its_row_not_made_a_group(rng):
+    a, X, y = small_problem(rng)
+    a[4] = np.nan
+    with pytest.raises(cf._checks.ValidationError, match=r"`a`: expected a finite group label for every unit, "
+                                                         r"got 1 NaN or infinite value\(s\), the first at row 5 "
+                                                         r"\(1-based; a\[4\]\)"):
+        S.make_data(a, X, y)
+
+
+def test_an_object_array_of_numbers_is_the_same_sensitive_attribute(rng):
+    a, X, y = small_problem(rng)
+    numbers = S.make_data(a, X, y)
+    objects = S.make_data(np.array([int(v) for v in a], object), X, y)
+    np.testing.assert_array_equal(objects.group, numbers.group)
+    np.testing.assert_array_equal(objects.codes, numbers.codes)
+
+
+class Table(dict):
+    """A table as from_frame reads one (a pandas DataFrame works the same)."""
+    columns = property(lambda self: list(self))
+
+
+def test_from_frame_names_an_empty_table(rng):
+    table = Table(race=np.zeros(0), gpa=np.zeros(0), lsat=np.zeros(0), fya=np.zeros(0))
+    with pytest.raises(cf._checks.ValidationError, match=r"`frame`: expected a table with at least one row, "
+                                                         r"got 0 rows"):
+        S.from_frame(table, {"lsat": ["race", "gpa"], "gpa": ["race"]}, sensitive="race", target="fya")

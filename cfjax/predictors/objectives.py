@@ -24,6 +24,11 @@ it needs no counterfactuals, only a group label per unit (e.g. sex × label).
 ℓ is the binary cross-entropy of a logit (``optax.sigmoid_binary_cross_entropy``). An
 :class:`Objective` (hashable: a static argument of a compiled training step) names one of them,
 with its strength and level, and gives the loss of a batch.
+
+Every function here and :class:`Objective` check a batch the same way: the shapes of the factual
+logits, the counterfactual logits and the labels against each other always (even traced), and
+when the values are concrete, finite logits, labels in {0, 1}, weights summing to 1 and a
+strength >= 0. A traced value (inside a compiled training step) is not inspected.
 """
 
 from __future__ import annotations
@@ -50,30 +55,107 @@ OBJECTIVES = ("basic", "augment", "cf_risk", "cvar", "variance", "flip", "group_
 PENALTIES = ("variance", "flip")
 
 
-def _prepare(logits_cf: Any, y: Any = None, weights: Any = None) -> tuple[jax.Array, jax.Array | None, jax.Array]:
-    """``(logits_cf (N, K), y (N,) or None, q (K,))`` checked; q uniform when None."""
-    c = jnp.asarray(logits_cf)
-    if c.ndim != 2:
-        _checks.fail("logits_cf", "counterfactual logits of shape (N, K)", f"shape {c.shape}")
-    if not jnp.issubdtype(c.dtype, jnp.floating):
-        c = c.astype(jnp.result_type(float))
-    n, k = c.shape
+def _batch(logits_obs: Any = None, logits_cf: Any = None, y: Any = None,
+           weights: Any = None) -> tuple[jax.Array | None, jax.Array | None, jax.Array | None, jax.Array | None]:
+    """One batch's arrays checked against each other, the one check every objective shares:
+    factual logits ``o (N,)``, counterfactual logits ``c (N, K)``, labels ``y (N,)`` and the
+    intervention weights ``q (K,)`` (uniform when None). Shapes are checked always (they are
+    static, even under ``jit``), values when concrete: finite logits, labels in {0, 1}, weights
+    summing to 1. N is the unit count most of the given arrays agree on (``logits_cf``'s on a
+    tie), so the error names the odd one out. Returns ``(o, c, y, q)``, each None where not
+    given (``q`` where ``logits_cf`` is not)."""
+    c = None if logits_cf is None else _logits("logits_cf", logits_cf)
+    o = None if logits_obs is None else _logits("logits_obs", logits_obs)
+    y = None if y is None else jnp.asarray(y)
+    given = [(name, x) for name, x, rank in (("logits_cf", c, 2), ("logits_obs", o, 1), ("y", y, 1))
+             if x is not None and x.ndim == rank]
+    sizes = [x.shape[0] for _, x in given]
+    n = max(sizes, key=lambda s: (sizes.count(s), -sizes.index(s))) if sizes else None
+    ref = next((name for name, x in given if x.shape[0] == n), None)
+    if c is not None:
+        if c.ndim != 2:
+            _checks.fail("logits_cf", "counterfactual logits of shape (N, K)", f"shape {c.shape}")
+        if c.shape[0] != n:
+            _checks.fail("logits_cf", f"counterfactual logits of shape ({n}, K), one row per unit of {ref}",
+                         f"shape {c.shape}")
+        _checks.check_nonempty("logits_cf", c)
+    for name, x, what in (("logits_obs", o, "factual logits"), ("y", y, "labels")):
+        if x is None:
+            continue
+        if n is None or (x.ndim == 1 and ref == name):
+            _checks.check_ndim(name, x, 1, f"of {what}, shape (N,)")
+            _checks.check_nonempty(name, x)
+        else:
+            _checks.check_shape(name, x, (n,), what, f"one per unit of {ref}")
     if y is not None:
-        y = jnp.asarray(y)
-        if y.shape != (n,):
-            _checks.fail("y", f"labels of shape ({n},), one per unit of logits_cf", f"shape {y.shape}")
-        y = y.astype(c.dtype)
-    if weights is None:
-        q = jnp.full((k,), 1.0 / k, c.dtype)
-    else:
-        _checks.check_weights("weights", weights, k)
-        q = jnp.asarray(weights, c.dtype)
-    return c, y, q
+        _checks.check_binary_labels("y", y)
+    q = None
+    if c is not None:
+        k = c.shape[1]
+        if weights is None:
+            q = jnp.full((k,), 1.0 / k, c.dtype)
+        else:
+            _checks.check_weights("weights", weights, k)
+            q = jnp.asarray(weights, c.dtype)
+    return o, c, y, q
+
+
+def _logits(name: str, logits: Any) -> jax.Array:
+    """``logits`` as a floating array, checked finite when concrete (an infinite logit's loss is NaN)."""
+    _checks.check_finite(name, logits)
+    x = jnp.asarray(logits)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
+
+
+def _check_strength(name: str, strength: Any) -> None:
+    """A scalar ``strength`` (always); finite and >= 0 when concrete (a traced strength, data of
+    a compiled training step, is left alone)."""
+    shape = _checks.shape_of(strength)
+    if shape != ():
+        _checks.fail(name, "a scalar penalty strength >= 0", f"shape {shape}")
+    if not _checks.is_concrete(strength):
+        return
+    v = np.asarray(strength)
+    if v.dtype.kind not in "iuf" or not np.isfinite(v) or v < 0:
+        _checks.fail(name, "a finite penalty strength >= 0", repr(strength))
 
 
 def _losses(c: jax.Array, y: jax.Array) -> jax.Array:
     """``ℓ(c_ik, y_i)``, ``(N, K)``."""
-    return optax.sigmoid_binary_cross_entropy(c, jnp.broadcast_to(y[:, None], c.shape))
+    return optax.sigmoid_binary_cross_entropy(c, jnp.broadcast_to(y.astype(c.dtype)[:, None], c.shape))
+
+
+def _risk(o: jax.Array, y: jax.Array) -> jax.Array:
+    """The factual risk ``mean_i ℓ(o_i, y_i)``."""
+    return jnp.mean(optax.sigmoid_binary_cross_entropy(o, y.astype(o.dtype)))
+
+
+def _cf_risk(c: jax.Array, y: jax.Array, q: jax.Array) -> jax.Array:
+    return jnp.mean(_losses(c, y) @ q)
+
+
+def _cf_cvar(c: jax.Array, y: jax.Array, q: jax.Array, alpha: float) -> jax.Array:
+    return jnp.mean(jax.vmap(lambda losses: _cvar(losses, q, alpha))(_losses(c, y)))
+
+
+def _logit_variance(c: jax.Array, q: jax.Array) -> jax.Array:
+    centred = c - (c @ q)[:, None]
+    return jnp.mean(centred**2 @ q)
+
+
+def _flip_probability(o: jax.Array, c: jax.Array, q: jax.Array) -> jax.Array:
+    p, p_cf = jax.nn.sigmoid(o.astype(c.dtype))[:, None], jax.nn.sigmoid(c)
+    return jnp.mean((p_cf * (1 - p) + (1 - p_cf) * p) @ q)
+
+
+def _cf_augmented(c: jax.Array, y: jax.Array, q: jax.Array, key: Any) -> jax.Array:
+    k = _draw(c.shape[0], q, key)
+    chosen = jnp.take_along_axis(c, k[:, None], axis=1)[:, 0]
+    return jnp.mean(optax.sigmoid_binary_cross_entropy(chosen, y.astype(c.dtype)))
+
+
+def _draw(n: int, q: jax.Array, key: Any) -> jax.Array:
+    return jax.random.choice(as_key(key), q.shape[0], (n,), p=q)
 
 
 def cf_risk(logits_cf: Any, y: Any, weights: Any = None) -> jax.Array:
@@ -83,8 +165,8 @@ def cf_risk(logits_cf: Any, y: Any, weights: Any = None) -> jax.Array:
       >>> round(float(cf_risk(jnp.zeros((3, 4)), jnp.array([0, 1, 1]))), 4)  # log 2
       0.6931
     """
-    c, y, q = _prepare(logits_cf, y, weights)
-    return jnp.mean(_losses(c, y) @ q)
+    _, c, y, q = _batch(None, logits_cf, y, weights)
+    return _cf_risk(c, y, q)
 
 
 def cf_cvar(logits_cf: Any, y: Any, alpha: float, weights: Any = None) -> jax.Array:
@@ -98,45 +180,48 @@ def cf_cvar(logits_cf: Any, y: Any, alpha: float, weights: Any = None) -> jax.Ar
       10.0
     """
     alpha = _check_alpha(alpha)
-    c, y, q = _prepare(logits_cf, y, weights)
-    return jnp.mean(jax.vmap(lambda losses: _cvar(losses, q, alpha))(_losses(c, y)))
+    _, c, y, q = _batch(None, logits_cf, y, weights)
+    return _cf_cvar(c, y, q, alpha)
 
 
 def logit_variance(logits_cf: Any, weights: Any = None) -> jax.Array:
     """The stability penalty ``mean_i Σ_k q_k (c_ik − c̄_i)²``, ``c̄_i = Σ_k q_k c_ik``: how much
     a unit's logit moves under the interventions (0 for a predictor blind to them)."""
-    c, _, q = _prepare(logits_cf, None, weights)
-    centred = c - (c @ q)[:, None]
-    return jnp.mean(centred**2 @ q)
+    _, c, _, q = _batch(None, logits_cf, None, weights)
+    return _logit_variance(c, q)
 
 
 def flip_probability(logits_obs: Any, logits_cf: Any, weights: Any = None) -> jax.Array:
     """The expected flip probability ``mean_i Σ_k q_k [p_ik (1 − p_i) + (1 − p_ik) p_i]``,
     ``p_i = σ(o_i)``, ``p_ik = σ(c_ik)``: the chance that decisions drawn from the factual and a
     counterfactual prediction differ (a smooth version of s_flip)."""
-    c, _, q = _prepare(logits_cf, None, weights)
-    o = jnp.asarray(logits_obs, c.dtype)
-    if o.shape != c.shape[:1]:
-        _checks.fail("logits_obs", f"factual logits of shape ({c.shape[0]},), one per unit of logits_cf",
-                     f"shape {o.shape}")
-    p, p_cf = jax.nn.sigmoid(o)[:, None], jax.nn.sigmoid(c)
-    return jnp.mean((p_cf * (1 - p) + (1 - p_cf) * p) @ q)
+    o, c, _, q = _batch(logits_obs, logits_cf, None, weights)
+    return _flip_probability(o, c, q)
 
 
 def cf_augmented(logits_cf: Any, y: Any, *, key: Any, weights: Any = None) -> jax.Array:
     """Counterfactual data augmentation: ``mean_i ℓ(c_{i k_i}, y_i)`` with each ``k_i`` drawn
     from q (with ``key``). Its expectation over the draws is :func:`cf_risk`. A training step
     that renders only the drawn counterfactual calls :func:`draw_interventions` and gathers."""
-    c, y, q = _prepare(logits_cf, y, weights)
-    k = draw_interventions(c.shape[0], q, key=key)
-    chosen = jnp.take_along_axis(c, k[:, None], axis=1)[:, 0]
-    return jnp.mean(optax.sigmoid_binary_cross_entropy(chosen, y))
+    _, c, y, q = _batch(None, logits_cf, y, weights)
+    return _cf_augmented(c, y, q, key)
 
 
 def draw_interventions(n: int, weights: Any, *, key: Any) -> jax.Array:
-    """One intervention index per unit, ``(n,)`` drawn from the weights ``q (K,)``."""
+    """One intervention index per unit, ``(n,)`` drawn from the weights ``q (K,)``
+    (non-negative, summing to 1).
+
+    Example:
+      >>> draw_interventions(4, jnp.array([0.0, 1.0, 0.0]), key=0).tolist()
+      [1, 1, 1, 1]
+    """
+    n = _checks.check_positive_int("n", n)
+    shape = _checks.shape_of(weights)
+    if len(shape) != 1 or shape[0] == 0:
+        _checks.fail("weights", "intervention weights of shape (K,), K >= 1", f"shape {shape}")
+    _checks.check_weights("weights", weights, shape[0])
     q = jnp.asarray(weights)
-    return jax.random.choice(as_key(key), q.shape[0], (n,), p=q)
+    return _draw(n, q if jnp.issubdtype(q.dtype, jnp.floating) else q.astype(jnp.result_type(float)), key)
 
 
 def group_dro(logits_obs: Any, y: Any, groups: Any, group_weights: Any, step_size: Any) -> tuple[jax.Array, jax.Array]:
@@ -147,9 +232,10 @@ def group_dro(logits_obs: Any, y: Any, groups: Any, group_weights: Any, step_siz
     normalised; the loss is ``Σ_g q_g L_g`` with the new ``q`` held constant in the gradient.
 
     Args:
-      logits_obs: ``(N,)`` factual logits; ``y``: ``(N,)`` labels.
+      logits_obs: ``(N,)`` factual logits; ``y``: ``(N,)`` labels in {0, 1}.
       groups: ``(N,)`` integer group of each unit in ``[0, G)``.
-      group_weights: ``(G,)`` the adversary's current weights (start uniform).
+      group_weights: ``(G,)`` the adversary's current weights, non-negative and summing to 1
+        (start uniform).
       step_size: η ≥ 0 (0: the weights stay where they are).
 
     Returns:
@@ -161,20 +247,25 @@ def group_dro(logits_obs: Any, y: Any, groups: Any, group_weights: Any, step_siz
       >>> round(float(loss), 4), q.tolist()
       (0.6931, [0.5, 0.5])
     """
-    o = jnp.asarray(logits_obs)
-    if o.ndim != 1:
-        _checks.fail("logits_obs", "factual logits of shape (N,)", f"shape {o.shape}")
-    if not jnp.issubdtype(o.dtype, jnp.floating):
-        o = o.astype(jnp.result_type(float))
+    for name, value in (("logits_obs", logits_obs), ("y", y)):
+        if value is None:
+            _checks.fail(name, f"{'factual logits' if name == 'logits_obs' else 'labels'} of shape (N,)", "None")
+    o, _, y, _ = _batch(logits_obs, None, y)
+    shape = _checks.shape_of(group_weights)
+    if len(shape) != 1 or shape[0] == 0:
+        _checks.fail("group_weights", "weights of shape (G,), G >= 1", f"shape {shape}")
+    _checks.check_weights("group_weights", group_weights, shape[0])
     q = jnp.asarray(group_weights, o.dtype)
-    if q.ndim != 1 or q.shape[0] == 0:
-        _checks.fail("group_weights", "weights of shape (G,), G >= 1", f"shape {q.shape}")
     g = jnp.asarray(groups)
-    if g.shape != o.shape:
-        _checks.fail("groups", f"one integer group per unit, shape {o.shape}", f"shape {g.shape}")
-    y = jnp.asarray(y)
-    if y.shape != o.shape:
-        _checks.fail("y", f"labels of shape {o.shape}", f"shape {y.shape}")
+    _checks.check_shape("groups", g, o.shape, "integer groups", "one per unit of logits_obs")
+    if not jnp.issubdtype(g.dtype, jnp.integer):
+        _checks.fail("groups", "integer groups", f"dtype {g.dtype}")
+    if _checks.is_concrete(groups) and g.size:
+        lo, hi = int(g.min()), int(g.max())
+        if lo < 0 or hi >= q.shape[0]:
+            _checks.fail("groups", f"groups in [0, {q.shape[0]}), one weight each in group_weights",
+                         f"values in [{lo}, {hi}]")
+    _check_strength("step_size", step_size)
     losses = optax.sigmoid_binary_cross_entropy(o, y.astype(o.dtype))
     member = jax.nn.one_hot(g, q.shape[0], dtype=o.dtype)  # (N, G)
     group_loss = (losses @ member) / jnp.maximum(member.sum(axis=0), 1)
@@ -256,29 +347,33 @@ class Objective:
 
     def loss(self, logits_obs: Any, logits_cf: Any, y: Any, *, strength: Any, key: Any = None, weights: Any = None,
              groups: Any = None, group_weights: Any = None) -> jax.Array:
-        """:meth:`__call__` with the strength given (an array: traced in a compiled step)."""
+        """:meth:`__call__` with the strength given (an array: traced in a compiled step; a
+        concrete one must be finite and >= 0, as the constructor's)."""
+        _check_strength("strength", strength)
         if self.name == "group_dro":
             if groups is None or group_weights is None:
                 _checks.fail("groups", "each unit's group and the group weights for 'group_dro'", "None")
             return group_dro(logits_obs, y, groups, group_weights, strength)[0]
-        if self.name in ("basic",) + PENALTIES:  # the factual risk
-            if logits_obs is None:
-                _checks.fail("logits_obs", f"factual logits (N,) for the objective {self.name!r}", "None")
-            o = jnp.asarray(logits_obs)
-            basic = jnp.mean(optax.sigmoid_binary_cross_entropy(o, jnp.asarray(y, o.dtype)))
-            if self.name == "basic" or (_checks.is_concrete(strength) and float(strength) == 0):
-                return basic
-        if logits_cf is None:
+        if y is None:
+            _checks.fail("y", "labels (N,), one per unit", "None")
+        factual = self.name in ("basic",) + PENALTIES
+        if factual and logits_obs is None:
+            _checks.fail("logits_obs", f"factual logits (N,) for the objective {self.name!r}", "None")
+        unpenalised = self.name == "basic" or (factual and _checks.is_concrete(strength) and float(strength) == 0)
+        if logits_cf is None and not unpenalised:
             _checks.fail("logits_cf", f"counterfactual logits (N, K) for the objective {self.name!r}", "None")
+        if self.name == "augment" and key is None:
+            _checks.fail("key", "a key for the augmentation's draws", "None")
+        o, c, y, q = _batch(logits_obs, logits_cf, y, weights)
+        if unpenalised:
+            return _risk(o, y)
         if self.name == "augment":
-            if key is None:
-                _checks.fail("key", "a key for the augmentation's draws", "None")
-            return cf_augmented(logits_cf, y, key=key, weights=weights)
+            return _cf_augmented(c, y, q, key)
         if self.name == "cf_risk":
-            return cf_risk(logits_cf, y, weights)
+            return _cf_risk(c, y, q)
         if self.name == "cvar":
-            return cf_cvar(logits_cf, y, self.alpha, weights)
+            return _cf_cvar(c, y, q, self.alpha)
         lam = jnp.asarray(strength, o.dtype)
         if self.name == "variance":
-            return basic + lam * logit_variance(logits_cf, weights)
-        return basic + lam * flip_probability(o, logits_cf, weights)
+            return _risk(o, y) + lam * _logit_variance(c, q)
+        return _risk(o, y) + lam * _flip_probability(o, c, q)

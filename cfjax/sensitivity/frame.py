@@ -176,6 +176,8 @@ def from_frame(frame: Any, graph: Mapping[str, Sequence[str]] | FairnessGraph, *
     if extra:
         _checks.fail("categories", f"codings for columns among {needed}", f"unused column(s) {extra}")
     a = _column(frame, sensitive, categories.get(sensitive))
+    if a.size == 0:
+        _checks.fail("frame", "a table with at least one row", "0 rows")
     if sensitive in categories:
         coding = categories[sensitive]
         names = list(coding.keys()) if isinstance(coding, Mapping) else list(coding)

@@ -182,7 +182,8 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str]
     """Validated :class:`FairnessData`.
 
     Args:
-      a: ``(n,)`` the sensitive attribute's value per unit (any labels; at least two groups).
+      a: ``(n,)`` the sensitive attribute's value per unit (any labels; at least two groups;
+        no missing value: a NaN, infinite or None label raises, naming its row).
       X: ``(n, m)`` features in the graph's order (``FairnessGraph.features``, a topological
         order), none constant. A table with ``.columns`` (a pandas DataFrame) brings its
         column names along, and :func:`fit` then refuses a column order that differs from the
@@ -199,13 +200,14 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str]
     """
     if names is None and hasattr(X, "columns"):
         names = [str(c) for c in X.columns]
-    a = np.asarray(a)
-    X = np.asarray(X)
-    y = np.asarray(y)
+    a = _checks.as_array("a", a)
+    X = _checks.as_array("X", X)
+    y = _checks.as_array("y", y)
     for name, v in (("X", X), ("y", y)):  # CFU is often 1e-10..1e-4: float32 is rarely enough
         _checks.warn_if_downcast(name, v)
     if a.ndim != 1 or a.size == 0:
         _checks.fail("a", "a non-empty 1-d array", f"shape {a.shape}")
+    a = _sensitive_values(a)
     n = a.shape[0]
     if X.ndim != 2 or X.shape[0] != n or X.shape[1] == 0:
         _checks.fail("X", f"shape ({n}, m) with m >= 1", f"shape {X.shape}")
@@ -218,6 +220,8 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str]
         if len(names) != X.shape[1] or len(set(names)) != len(names):
             _checks.fail("names", f"{X.shape[1]} distinct names, one per column of X", repr(list(names)))
     for name, v in (("X", X), ("y", y)):
+        if np.issubdtype(v.dtype, np.complexfloating):
+            _checks.fail(name, "real numbers", f"complex values (dtype {v.dtype})")
         if not np.issubdtype(v.dtype, np.number):
             _checks.fail(name, "finite numbers", f"non-numeric values (dtype {v.dtype})")
         bad = ~np.isfinite(v)
@@ -242,13 +246,45 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str]
             _checks.fail("codes", "None, 'one_hot' or an array", repr(codes))
         codes = np.eye(levels.size)[:, 1:]
     else:
-        codes = np.asarray(codes, np.float64)
+        codes = _checks.as_array("codes", codes, np.float64)
         codes = codes[:, None] if codes.ndim == 1 else codes
-        if codes.ndim != 2 or codes.shape[0] != levels.size or not np.isfinite(codes).all():
+        if codes.ndim != 2 or codes.shape[0] != levels.size:
             _checks.fail("codes", f"{levels.size} finite rows, one per group {levels.tolist()}", f"shape {codes.shape}")
+        if not np.isfinite(codes).all():
+            _checks.fail("codes", "finite numbers", f"{int((~np.isfinite(codes)).sum())} NaN or infinite value(s)")
     dtype = jnp.result_type(float)
     return FairnessData(jnp.asarray(group, jnp.int32), jnp.asarray(codes, dtype), jnp.asarray(X, dtype),
                         jnp.asarray(y, dtype), names)
+
+
+def _sensitive_values(a: np.ndarray) -> np.ndarray:
+    """The sensitive attribute's values checked: no missing (None, NaN) or infinite value, which
+    ``np.unique`` would make a group of its own, and labels of one sortable kind. An object array
+    of real numbers comes back as float64."""
+    if a.dtype == object:
+        missing = [i for i, v in enumerate(a.tolist()) if v is None or (isinstance(v, float) and np.isnan(v))
+                   or type(v).__name__ in ("NAType", "NaTType")]
+        if missing:
+            _checks.fail("a", "a group label for every unit", f"{len(missing)} missing (None/NaN) value(s), "
+                         f"the first at row {missing[0] + 1} (1-based; a[{missing[0]}])")
+        if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+               for v in a.tolist()):
+            a = a.astype(np.float64)
+        else:
+            try:
+                np.unique(a)
+            except TypeError:
+                kinds = sorted({type(v).__name__ for v in a.tolist()})
+                _checks.fail("a", "group labels of one sortable kind (all numbers or all text)",
+                             f"values of type {kinds}")
+    if np.issubdtype(a.dtype, np.complexfloating):
+        _checks.fail("a", "real numbers or text labels", f"complex values (dtype {a.dtype})")
+    if np.issubdtype(a.dtype, np.floating):
+        bad = np.flatnonzero(~np.isfinite(a))
+        if bad.size:
+            _checks.fail("a", "a finite group label for every unit", f"{bad.size} NaN or infinite value(s), "
+                         f"the first at row {bad[0] + 1} (1-based; a[{bad[0]}])")
+    return a
 
 
 def _column_label(names: Sequence[str] | None, j: int) -> str:
