@@ -76,12 +76,12 @@ def orth_vs_leace(X, z):
     with jax.enable_x64(True):
         X = np.asarray(X, np.float64)
         k = int(np.max(z)) + 1
-        other = np.arange(k)[:, None] != np.asarray(z)[None, :]  # (k, n)
+        other = np.asarray(z)[:, None] != np.arange(k)[None, :]  # (n, k)
         for ridge in RIDGES:
-            a = np.asarray(R.counterfactuals(R.fit_cfr(X, z, ridge=ridge), X))
+            a = np.asarray(R.counterfactuals(R.fit_cfr(X, z, ridge=ridge), X))  # (n, k, d)
             b = np.asarray(R.counterfactuals(R.fit_cfr(X, z, ridge=ridge, method="leace"), X))
             diff = np.linalg.norm(a - b, axis=-1)[other]
-            move = np.linalg.norm(a - X[None], axis=-1)[other]
+            move = np.linalg.norm(a - X[:, None], axis=-1)[other]
             out[str(ridge)] = {"max_rel": float(np.abs(a - b).max() / np.abs(a).max()),
                                "mean_rel_move": float(diff.mean() / move.mean())}
     return out

@@ -124,6 +124,32 @@ def test_label_free_and_byte_identical(files, capsys):
     assert "No true counterfactual" in (path / "c" / "report.md").read_text()
 
 
+def test_three_valued_concept_sends_every_unit_to_each_value(rng, tmp_path, capsys):
+    # No target per unit (k = 3, no --counterfactual-concept): every unit sent to each value v,
+    # scored against the library's CFRs to v computed unit by unit with per-unit targets.
+    n = 150
+    z = np.arange(n) % 3
+    y = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, 5))
+    X[:, 0] += 2.0 * (z == 1)
+    X[:, 1] += 2.0 * (z == 2) + 1.5 * y
+    X = X.astype(np.float32)
+    np.savez(tmp_path / "emb3.npz", X=X, z=z, y=y)
+    code, _, err = _run(["cfr", str(tmp_path / "emb3.npz"), "--concept", "z", "--labels", "y", "--draws", "0",
+                         "--out", str(tmp_path / "k3")], capsys)
+    assert code == 0, err
+    res = json.loads((tmp_path / "k3" / "results.json").read_text())["results"]
+    model = R.fit_cfr(X, z, n_values=3)
+    clf = R.fit_logistic(X, y, n_classes=2)
+    p_obs = clf(jnp.asarray(X))
+    assert sorted(res["label_free_by_target_value"]) == ["0", "1", "2"]
+    for v in range(3):
+        p_v = clf(R.counterfactuals(model, X, np.full(n, v, np.int32)))
+        got = res["label_free_by_target_value"][str(v)]
+        np.testing.assert_allclose(got["ate_cfr"], float(R.ate(p_obs, p_v)), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(got["mean_effect_cfr"], np.asarray(R.mean_effect(p_obs, p_v)), atol=1e-6)
+
+
 def test_user_mistakes_one_line(files, capsys):
     path, (X, z, y, X_cf) = files
     bad = X.copy()

@@ -263,18 +263,59 @@ def test_counterfactuals_layout_and_per_unit_targets(rng):
     data = R.synthetic_embeddings(800, d=10, n_values=3, key=int(rng.integers(1 << 30)))
     model = R.fit_cfr(data.X, data.z)
     every = np.asarray(R.counterfactuals(model, data.X))
-    assert every.shape == (3, 800, 10)
+    assert every.shape == (800, 3, 10)
     chosen = np.asarray(R.counterfactuals(model, data.X, data.z_cf))
     # float32, products batched differently by the two calls: a few ulps of the largest entry.
-    np.testing.assert_allclose(chosen, every[data.z_cf, np.arange(800)], atol=1e-6 * np.abs(every).max())
-    # Brute-force loop for a few units: x⊥ + Eᵀ ν_z'(x⊥).
+    np.testing.assert_allclose(chosen, every[np.arange(800), data.z_cf], atol=1e-6 * np.abs(every).max())
+
+
+def test_units_before_interventions_against_a_loop_one_unit_and_target_at_a_time(rng, x64):
+    # The contract's (N, K, ...) layout: result[i, t] is unit i's CFR for target value t, built
+    # here one unit, one target (and one draw) at a time. n = 7 units and k = 3 values, so a
+    # (k, n, ...) result can match neither the shape nor the values.
+    n, k, S = 7, 3, 4
+    data = R.synthetic_embeddings(900, d=6, n_values=k, key=int(rng.integers(1 << 30)), dtype=np.float64)
+    model = R.fit_cfr(data.X, data.z)
+    X = data.X[:n]
     E = np.asarray(model.subspace.coord)
-    for i in range(5):
-        x = data.X[i]
+    coef, icpt, L = (np.asarray(a) for a in (model.coef, model.intercept, model.resid_chol))
+
+    def closed_form(x, t, eps=None):  # x⊥ + Eᵀ (ν_t(x⊥) + L_t ε), in numpy
         xp = x - E.T @ (E @ x)
-        for t in range(3):
-            c = xp @ np.asarray(model.coef[t]) + np.asarray(model.intercept[t])
-            np.testing.assert_allclose(every[t, i], xp + E.T @ c, atol=1e-5)
+        c = xp @ coef[t] + icpt[t] + (0.0 if eps is None else L[t] @ eps)
+        return xp + E.T @ c
+
+    det = np.asarray(R.counterfactuals(model, X))
+    ref = np.array([[closed_form(X[i], t) for t in range(k)] for i in range(n)])
+    assert det.shape == ref.shape == (n, k, 6)
+    np.testing.assert_allclose(det, ref, atol=1e-10)
+
+    key = jax.random.key(int(rng.integers(1 << 30)))
+    sampled = np.asarray(R.sample_counterfactuals(model, X, None, key=key, draws=S))
+    eps = np.asarray(jax.random.normal(key, (n, S, model.subspace.rank), jnp.float64))  # ε (n, draws, r)
+    ref = np.array([[[closed_form(X[i], t, eps[i, s]) for s in range(S)] for t in range(k)] for i in range(n)])
+    assert sampled.shape == ref.shape == (n, k, S, 6)
+    np.testing.assert_allclose(sampled, ref, atol=1e-10)
+    to_one = np.asarray(R.sample_counterfactuals(model, X, np.full(n, 2, np.int32), key=key, draws=S))
+    assert to_one.shape == (n, S, 6)
+    np.testing.assert_allclose(to_one, ref[:, 2], atol=1e-10)
+
+    clf = R.fit_logistic(data.X, data.y)
+    W, b = np.asarray(clf.W), np.asarray(clf.b)
+
+    def softmax(v):
+        e = np.exp(v - v.max())
+        return e / e.sum()
+
+    noise = [np.asarray(jax.random.normal(kd, (n, model.subspace.rank), jnp.float64))  # one ε (n, r) per draw
+             for kd in jax.random.split(key, S)]
+    proba = np.asarray(R.stochastic_proba(model, clf, X, None, key=key, draws=S))
+    ref = np.array([[np.mean([softmax(closed_form(X[i], t, noise[s][i]) @ W + b) for s in range(S)], axis=0)
+                     for t in range(k)] for i in range(n)])
+    assert proba.shape == ref.shape == (n, k, 2)
+    np.testing.assert_allclose(proba, ref, atol=1e-10)
+    host = np.asarray(R.stochastic_proba(model, lambda x: np.asarray(clf(x)), X, None, key=key, draws=S, jit=False))
+    np.testing.assert_allclose(host, ref, atol=1e-10)
 
 
 def test_stochastic_cfrs_have_the_class_residual_distribution(rng):
@@ -282,7 +323,7 @@ def test_stochastic_cfrs_have_the_class_residual_distribution(rng):
     model = R.fit_cfr(data.X, data.z)
     x = np.repeat(data.X[:1], 4000, axis=0)
     t = np.ones(4000, np.int32)
-    draws = np.asarray(R.sample_counterfactuals(model, x, t, key=jax.random.key(int(rng.integers(1 << 30)))))[0]
+    draws = np.asarray(R.sample_counterfactuals(model, x, t, key=jax.random.key(int(rng.integers(1 << 30)))))[:, 0]
     det = np.asarray(R.counterfactuals(model, x[:1], t[:1]))[0]
     c = draws @ np.asarray(model.subspace.coord).T
     c_det = det @ np.asarray(model.subspace.coord).T
@@ -318,18 +359,21 @@ def test_stochastic_cfrs_for_every_value_in_one_call(rng, x64, k):
     key = jax.random.key(int(rng.integers(1 << 30)))
     every = np.asarray(R.sample_counterfactuals(model, data.X, None, key=key, draws=3))
     proba = np.asarray(R.stochastic_proba(model, clf, data.X, None, key=key, draws=4))
-    assert every.shape == (k, 3, 700, 10) and proba.shape == (k, 700, 2)
+    assert every.shape == (700, k, 3, 10) and proba.shape == (700, k, 2)
     scale = np.abs(every).max()
     for t in range(k):
         to_t = np.full(700, t, np.int32)
-        np.testing.assert_allclose(every[t], np.asarray(R.sample_counterfactuals(model, data.X, to_t, key=key, draws=3)),
+        np.testing.assert_allclose(every[:, t],
+                                   np.asarray(R.sample_counterfactuals(model, data.X, to_t, key=key, draws=3)),
                                    atol=1e-12 * scale)
-        np.testing.assert_allclose(proba[t], np.asarray(R.stochastic_proba(model, clf, data.X, to_t, key=key, draws=4)),
+        np.testing.assert_allclose(proba[:, t],
+                                   np.asarray(R.stochastic_proba(model, clf, data.X, to_t, key=key, draws=4)),
                                    atol=1e-12)
     # The draws differ from the deterministic CFRs by basis @ L_t ε, with the same ε for every t.
-    det = np.asarray(R.counterfactuals(model, data.X))
+    det = np.asarray(R.counterfactuals(model, data.X))  # (n, k, d)
     coord = np.asarray(model.subspace.coord)
-    eps = [np.linalg.solve(np.asarray(model.resid_chol[t]), ((every[t] - det[t]) @ coord.T)[..., None])[..., 0]
+    eps = [np.linalg.solve(np.asarray(model.resid_chol[t]),
+                           ((every[:, t] - det[:, t, None]) @ coord.T)[..., None])[..., 0]
            for t in range(k)]
     for t in range(1, k):
         np.testing.assert_allclose(eps[t], eps[0], atol=1e-8)
@@ -405,15 +449,36 @@ def test_augmentation_adds_every_other_value_and_narrows_gaps():
     balanced = R.synthetic_embeddings(6000, d=32, n_labels=2, split="balanced", key=5, sample_key=77)
     model = R.fit_cfr(balanced.X, balanced.z)
     X_aug, y_aug, z_aug = R.augment(model, data.X[:10], data.y[:10], data.z[:10])
-    assert X_aug.shape == (20, 32)
-    np.testing.assert_allclose(np.asarray(X_aug[:10]), data.X[:10])
-    np.testing.assert_array_equal(np.asarray(z_aug[10:]), 1 - data.z[:10])
-    np.testing.assert_allclose(np.asarray(X_aug[10:]), np.asarray(R.counterfactuals(model, data.X[:10], 1 - data.z[:10])),
-                               atol=1e-6)
+    assert X_aug.shape == (20, 32)  # unit by unit: the original, then its CFR
+    np.testing.assert_allclose(np.asarray(X_aug[0::2]), data.X[:10])
+    np.testing.assert_array_equal(np.asarray(z_aug[1::2]), 1 - data.z[:10])
+    np.testing.assert_array_equal(np.asarray(y_aug).reshape(10, 2), np.repeat(data.y[:10, None], 2, axis=1))
+    np.testing.assert_allclose(np.asarray(X_aug[1::2]),
+                               np.asarray(R.counterfactuals(model, data.X[:10], 1 - data.z[:10])), atol=1e-6)
     res = R.augmentation_effect(model, (data.X, data.y, data.z), (test.X, test.y, test.z))
     assert np.abs(res.tpr_gap).sum() > 0.5  # the plain classifier reads the concept
     assert np.abs(res.tpr_gap_augmented).sum() < 0.2 * np.abs(res.tpr_gap).sum()
     assert res.accuracy_augmented > res.accuracy
+
+
+def test_augment_and_other_values_unit_by_unit_against_a_loop(rng, x64):
+    data = R.synthetic_embeddings(600, d=8, n_values=3, key=int(rng.integers(1 << 30)), dtype=np.float64)
+    model = R.fit_cfr(data.X, data.z)
+    n = 5
+    X, y, z = data.X[:n], data.y[:n], data.z[:n]
+    others = np.asarray(R.other_values(jnp.asarray(z), 3))
+    assert others.shape == (n, 2)
+    X_aug, y_aug, z_aug = (np.asarray(a) for a in R.augment(model, X, y, z))
+    rows, ys, zs = [], [], []
+    for i in range(n):  # unit i: its original, then its CFRs to z_i + 1 and z_i + 2 (mod 3)
+        targets = [(z[i] + j) % 3 for j in (1, 2)]
+        assert others[i].tolist() == targets
+        rows += [X[i]] + [np.asarray(R.counterfactual(model, jnp.asarray(X[i]), t)) for t in targets]
+        ys += [y[i]] * 3
+        zs += [z[i]] + targets
+    np.testing.assert_allclose(X_aug, np.array(rows), atol=1e-10)
+    np.testing.assert_array_equal(y_aug, ys)
+    np.testing.assert_array_equal(z_aug, zs)
 
 
 # --- data -------------------------------------------------------------------------------------

@@ -124,7 +124,7 @@ def test_stochastic_proba_accepts_sklearn_predict_proba(rng, per_unit):
     key = jax.random.key(int(rng.integers(1 << 30)))
     host = R.stochastic_proba(model, sk.predict_proba, X, targets, key=key, draws=5)
     traced = R.stochastic_proba(model, same, X, targets, key=key, draws=5)
-    shape = (len(X), 3) if per_unit else (2, len(X), 3)
+    shape = (len(X), 3) if per_unit else (len(X), 2, 3)
     assert host.shape == traced.shape == shape and host.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(host), np.asarray(traced), atol=2e-5)
     # reference: predict_proba of each draw's stochastic CFRs (same noise: key split per draw)
@@ -143,7 +143,7 @@ def test_stochastic_proba_accepts_sklearn_predict_proba(rng, per_unit):
             if per_unit:
                 ref += p
             else:
-                ref[i] += p
+                ref[:, i] += p
     np.testing.assert_allclose(np.asarray(host), ref / 5, atol=2e-4)
 
 

@@ -187,10 +187,10 @@ def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *
     key = jax.random.key(seed)
     log("scoring the counterfactual representations" + (f" ({draws} stochastic draws per unit)" if draws else ""))
     if z_cf is None:  # a concept with more than two values and no target given: every other value
-        cfr_all = R.counterfactuals(model, Xj)  # (k, n, d)
+        cfr_all = R.counterfactuals(model, Xj)  # (n, k, d)
         per_value = {}
         for v in range(k):
-            p_v = clf(cfr_all[v])
+            p_v = clf(cfr_all[:, v])
             per_value[str(v)] = {"ate_cfr": R.ate(p_obs, p_v), "mean_effect_cfr": R.mean_effect(p_obs, p_v),
                                  "decision_change_cfr": 1.0 - R.pip(p_v, p_obs)}
         res["label_free_by_target_value"] = per_value

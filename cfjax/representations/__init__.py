@@ -3,13 +3,14 @@ definitions §4).
 
 Embeddings and concept codes → :func:`concept_subspace` (``orth`` or LEACE) → :func:`fit_cfr`
 (per-concept-value regressions from the orthogonal part to the concept coordinates) →
-:func:`counterfactuals` ``(k, n, d)`` (deterministic), :func:`sample_counterfactuals`
-``(k, draws, n, d)`` or :func:`stochastic_proba` ``(k, n, C)`` (Gaussian residuals,
-probabilities averaged over draws; per-unit targets give ``(draws, n, d)`` and ``(n, C)``) → a classifier (:func:`fit_logistic` or any
-callable ``(n, d) -> (n, C)``) → :func:`score` (PIP, ATV, the paper's per-unit ATE and its CFR
-estimate, with the no-intervention baseline; the aggregate :func:`mean_effect`) and
-:func:`tpr_gap`; :func:`augmentation_effect` retrains on data
-plus CFRs. Data: :func:`synthetic_embeddings` (exact counterfactual embeddings),
+:func:`counterfactuals` ``(n, k, d)`` (deterministic), :func:`sample_counterfactuals`
+``(n, k, draws, d)`` or :func:`stochastic_proba` ``(n, k, C)`` (Gaussian residuals,
+probabilities averaged over draws; per-unit targets give ``(n, d)``, ``(n, draws, d)`` and
+``(n, C)``): units first, as everywhere in cfjax (docs/contract.md) → a classifier
+(:func:`fit_logistic` or any callable ``(n, d) -> (n, C)``) → :func:`score` (PIP, ATV, the
+paper's per-unit ATE and its CFR estimate, with the no-intervention baseline; the aggregate
+:func:`mean_effect`) and :func:`tpr_gap`; :func:`augmentation_effect` retrains on data plus CFRs.
+Data: :func:`synthetic_embeddings` (exact counterfactual embeddings),
 :func:`template_corpus` (sentences with true counterfactual sentences), :func:`embed_texts`
 (all-MiniLM-L6-v2, optional extra ``text``), :func:`load_bios`.
 """

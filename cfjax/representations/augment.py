@@ -19,15 +19,17 @@ __all__ = ["AugmentationResult", "augment", "augmentation_effect", "other_values
 
 
 def other_values(z: jax.Array, k: int) -> jax.Array:
-    """Every concept value but each unit's own: ``(k - 1, n)``."""
-    return (z[None, :] + 1 + jnp.arange(k - 1, dtype=z.dtype)[:, None]) % k
+    """Every concept value but each unit's own: ``(n, k - 1)``, row i the values after ``z_i``
+    in cyclic order (``z_i + 1, ..., z_i + k - 1`` modulo k)."""
+    return (z[:, None] + 1 + jnp.arange(k - 1, dtype=z.dtype)[None, :]) % k
 
 
 def augment(model: CFRModel, X: Any, y: Any, z: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Data plus CFRs: ``(X_aug (k n, d), y_aug (k n,), z_aug (k n,))``, the originals first.
+    """Data plus CFRs: ``(X_aug (n k, d), y_aug (n k,), z_aug (n k,))``, unit by unit.
 
-    The CFRs of all k values are generated in one call and the k − 1 others gathered, so each
-    unit contributes its k − 1 counterfactual versions with its own label.
+    Rows ``i k, ..., i k + k - 1`` are unit i: its original embedding, then its CFRs to the
+    k − 1 other values (:func:`other_values`' order), each with the unit's own label. The CFRs
+    of all k values are generated in one call (``(n, k, d)``) and the k − 1 others gathered.
     """
     _checks.warn_if_downcast("X", X)
     X = jnp.asarray(X)
@@ -35,12 +37,12 @@ def augment(model: CFRModel, X: Any, y: Any, z: Any) -> tuple[jax.Array, jax.Arr
     _checks.check_same_len("X", X, "y", y)
     _checks.check_same_len("X", X, "z", z)
     k = model.n_values
-    every = counterfactuals(model, X)  # (k, n, d)
-    others = other_values(z, k)  # (k - 1, n)
-    cfr = jnp.take_along_axis(every, others[:, :, None], axis=0)  # (k - 1, n, d)
-    X_aug = jnp.concatenate([X[None], cfr]).reshape(-1, X.shape[1])
-    y_aug = jnp.tile(y, k)
-    z_aug = jnp.concatenate([z[None], others]).reshape(-1)
+    every = counterfactuals(model, X)  # (n, k, d)
+    others = other_values(z, k)  # (n, k - 1)
+    cfr = jnp.take_along_axis(every, others[:, :, None], axis=1)  # (n, k - 1, d)
+    X_aug = jnp.concatenate([X[:, None], cfr], axis=1).reshape(-1, X.shape[1])
+    y_aug = jnp.repeat(y, k)
+    z_aug = jnp.concatenate([z[:, None], others], axis=1).reshape(-1)
     return X_aug, y_aug, z_aug
 
 

@@ -9,10 +9,12 @@ coordinates by the prediction of the target class's regression:
 
 the stochastic CFR adds ``basis @ ε``, ``ε ~ N(0, Σ_{z'})`` (the class-z' residual covariance).
 
-Everything is written for one unit and lifted with ``vmap``: :func:`counterfactuals` returns
-``(k, n, d)``, every target value for every unit in one call (the cfjax ``(K, N, ...)`` layout);
-so do :func:`sample_counterfactuals` (``(k, draws, n, d)``) and :func:`stochastic_proba`
-(``(k, n, C)``) when no targets are given, with the same noise draws for every target value.
+Everything is written for one unit and lifted with ``vmap`` over units, so the unit axis comes
+first (the contract's ``(N, K, ...)``, docs/contract.md): one unit's CFRs to the k target values
+are ``(k, d)``, and :func:`counterfactuals` returns ``(n, k, d)``, every target value for every
+unit in one call; :func:`sample_counterfactuals` returns ``(n, k, draws, d)`` (a unit's draws of
+each target value's CFR, after the target axis) and :func:`stochastic_proba` ``(n, k, C)`` when
+no targets are given, with the same noise draws for every target value.
 """
 
 from __future__ import annotations
@@ -268,11 +270,11 @@ def fit_cfr(X: Any, z: Any, *, n_values: int | None = None, method: str = "orth"
         >>> z = rng.integers(0, 2, 2000); h = rng.normal(size=(2000, 4))
         >>> X = np.c_[2.0 * z + h[:, 0], h].astype(np.float32)  # concept shifts column 0
         >>> model = fit_cfr(X, z)
-        >>> cfr = counterfactuals(model, X)  # (k, n, d): every unit sent to both values
+        >>> cfr = counterfactuals(model, X)  # (n, k, d): every unit sent to both values
         >>> cfr.shape
-        (2, 2000, 5)
+        (2000, 2, 5)
         >>> X_true = X.copy(); X_true[:, 0] += 2.0 * (1 - 2 * z)  # the exact counterfactuals
-        >>> bool(np.abs(np.asarray(cfr[1 - z, np.arange(2000)]) - X_true).max() < 0.1)
+        >>> bool(np.abs(np.asarray(cfr[np.arange(2000), 1 - z]) - X_true).max() < 0.1)
         True
     """
     ridge = float(ridge)
@@ -326,15 +328,21 @@ def _check_targets(model: CFRModel, targets: Any, n: int) -> jax.Array:
     return t
 
 
-# One unit → its units → (draws) → every target value: the deterministic and the noisy lifts.
-_per_unit = jax.vmap(counterfactual, in_axes=(None, 0, 0))
-_per_unit_noisy = jax.vmap(counterfactual, in_axes=(None, 0, 0, 0))
-_one_target_noisy = jax.vmap(counterfactual, in_axes=(None, 0, None, 0))  # (n, d) for target t
+# Written for one unit; the vmap over units is the outermost, so units come first (docs/contract.md).
+# One unit: its CFR for each target (k, d), one noise draw shared by every target.
+_unit_targets = jax.vmap(counterfactual, in_axes=(None, None, 0))
+_unit_targets_noisy = jax.vmap(counterfactual, in_axes=(None, None, 0, None))
+# One unit and one target: its draws (draws, d) from noise (draws, r); then every target (k, draws, d).
+_unit_draws = jax.vmap(counterfactual, in_axes=(None, None, None, 0))
+_unit_targets_draws = jax.vmap(_unit_draws, in_axes=(None, None, 0, None))
+# Lifted over units: X (n, d), per-unit targets t (n,) or every target (k,), noise (n, r) or (n, draws, r).
+_per_unit = jax.vmap(counterfactual, in_axes=(None, 0, 0))  # (n, d)
+_per_unit_noisy = jax.vmap(counterfactual, in_axes=(None, 0, 0, 0))  # (n, d)
+_all_targets_noisy = jax.vmap(_unit_targets_noisy, in_axes=(None, 0, None, 0))  # (n, k, d)
 _to_targets = jax.jit(_per_unit)
-_all_targets = jax.jit(jax.vmap(jax.vmap(counterfactual, in_axes=(None, 0, None)), in_axes=(None, None, 0)))
-_sample_to_targets = jax.jit(jax.vmap(_per_unit_noisy, in_axes=(None, None, None, 0)))  # over draws
-_all_targets_noisy = jax.vmap(_one_target_noisy, in_axes=(None, None, 0, None))  # over targets
-_sample_all_targets = jax.jit(jax.vmap(_all_targets_noisy, in_axes=(None, None, None, 0), out_axes=1))
+_all_targets = jax.jit(jax.vmap(_unit_targets, in_axes=(None, 0, None)))  # (n, k, d)
+_sample_to_targets = jax.jit(jax.vmap(_unit_draws, in_axes=(None, 0, 0, 0)))  # (n, draws, d)
+_sample_all_targets = jax.jit(jax.vmap(_unit_targets_draws, in_axes=(None, 0, None, 0)))  # (n, k, draws, d)
 
 
 def counterfactuals(model: CFRModel, X: Any, targets: Any = None) -> jax.Array:
@@ -342,8 +350,8 @@ def counterfactuals(model: CFRModel, X: Any, targets: Any = None) -> jax.Array:
 
     Args:
         X: embeddings ``(n, d)``.
-        targets: ``None`` for every concept value (returns ``(k, n, d)``), or per-unit target
-            codes ``(n,)`` (returns ``(n, d)``).
+        targets: ``None`` for every concept value (returns ``(n, k, d)``: ``result[i, t]`` is
+            unit i's CFR for value t), or per-unit target codes ``(n,)`` (returns ``(n, d)``).
     """
     X = _check_x(model, X)
     if targets is None:
@@ -356,10 +364,11 @@ def sample_counterfactuals(model: CFRModel, X: Any, targets: Any, *, key: Any, d
 
     Args:
         X: embeddings ``(n, d)``.
-        targets: ``None`` for every concept value (returns ``(k, draws, n, d)``), or per-unit
-            target codes ``(n,)`` (returns ``(draws, n, d)``).
-        key: a PRNG key or an int seed. The standard-normal draws ``ε (draws, n, r)`` come from it alone, so every
-            target value uses the same ones (common random numbers): ``result[t]`` of the
+        targets: ``None`` for every concept value (returns ``(n, k, draws, d)``: ``result[i, t]``
+            holds unit i's draws for value t), or per-unit target codes ``(n,)`` (returns
+            ``(n, draws, d)``).
+        key: a PRNG key or an int seed. The standard-normal draws ``ε (n, draws, r)`` come from it alone, so every
+            target value uses the same ones (common random numbers): ``result[:, t]`` of the
             all-values call equals the call with ``targets = t`` for every unit and the same key.
         draws: CFRs per unit and target value.
 
@@ -370,16 +379,18 @@ def sample_counterfactuals(model: CFRModel, X: Any, targets: Any, *, key: Any, d
         >>> X[:, 0] += 2 * z
         >>> model = fit_cfr(X, z)
         >>> every = sample_counterfactuals(model, X, None, key=0, draws=3)
-        >>> every.shape   # (k, draws, n, d)
-        (2, 3, 500, 4)
+        >>> every.shape   # (n, k, draws, d)
+        (500, 2, 3, 4)
         >>> to_one = sample_counterfactuals(model, X, np.ones(500, int), key=0, draws=3)
-        >>> bool(np.allclose(every[1], to_one, atol=1e-5))
+        >>> to_one.shape  # (n, draws, d)
+        (500, 3, 4)
+        >>> bool(np.allclose(every[:, 1], to_one, atol=1e-5))
         True
     """
     X = _check_x(model, X)
     t = None if targets is None else _check_targets(model, targets, X.shape[0])
     draws = _checks.check_positive_int("draws", draws)
-    noise = jax.random.normal(as_key(key), (draws, X.shape[0], model.subspace.rank), X.dtype)
+    noise = jax.random.normal(as_key(key), (X.shape[0], draws, model.subspace.rank), X.dtype)
     if t is None:
         return _sample_all_targets(model, X, jnp.arange(model.n_values), noise)
     return _sample_to_targets(model, X, t, noise)
@@ -395,14 +406,14 @@ def stochastic_proba(model: CFRModel, proba: Callable[[Any], Any], X: Any, targe
             callable, or a host (numpy) callable such as a fitted scikit-learn model's
             ``predict_proba``.
         X: embeddings ``(n, d)``.
-        targets: ``None`` for every concept value (returns ``(k, n, C)``), or per-unit target
+        targets: ``None`` for every concept value (returns ``(n, k, C)``), or per-unit target
             codes ``(n,)`` (returns ``(n, C)``).
         key: a PRNG key or an int seed, split into one key per draw; each draw's ``ε (n, r)`` is shared by every
-            target value, so ``result[t]`` of the all-values call equals the call with
+            target value, so ``result[:, t]`` of the all-values call equals the call with
             ``targets = t`` for every unit and the same key.
         draws: number of stochastic CFRs averaged.
         jit: ``True``: ``proba`` is traced into one compiled program with the CFRs (draws
-            scanned, so memory stays that of one batch of CFRs, ``(n, d)`` or ``(k n, d)``).
+            scanned, so memory stays that of one batch of CFRs, ``(n, d)`` or ``(n k, d)``).
             ``False``: the host path: each draw's CFRs are generated by a compiled program,
             copied to the host as a numpy array and passed to ``proba`` in one call (``draws``
             calls in all, each on every unit and target value at once); its outputs are
@@ -412,7 +423,7 @@ def stochastic_proba(model: CFRModel, proba: Callable[[Any], Any], X: Any, targe
             draw the same noise, so they agree to float rounding.
 
     Returns:
-        The mean probabilities, ``(k, n, C)`` or ``(n, C)``, a JAX array (float32 for a
+        The mean probabilities, ``(n, k, C)`` or ``(n, C)``, a JAX array (float32 for a
         float64 host callable when ``jax_enable_x64`` is off).
 
     Example:
@@ -429,7 +440,7 @@ def stochastic_proba(model: CFRModel, proba: Callable[[Any], Any], X: Any, targe
         >>> a = stochastic_proba(model, host, X, None, key=0, draws=4)
         >>> b = stochastic_proba(model, traced, X, None, key=0, draws=4)
         >>> a.shape, bool(np.allclose(a, b, atol=1e-5))
-        ((2, 300, 2), True)
+        ((300, 2, 2), True)
     """
     X = _check_x(model, X)
     t = None if targets is None else _check_targets(model, targets, X.shape[0])
@@ -456,7 +467,7 @@ _NOT_TRACEABLE = (jax.errors.TracerArrayConversionError, jax.errors.Concretizati
 
 @jax.jit
 def _cfr_draw(model: CFRModel, X: jax.Array, t: jax.Array | None, key: jax.Array) -> jax.Array:
-    """One draw's stochastic CFRs: ``(k, n, d)`` for every value (``t`` None) or ``(n, d)``."""
+    """One draw's stochastic CFRs: ``(n, k, d)`` for every value (``t`` None) or ``(n, d)``."""
     noise = jax.random.normal(key, (X.shape[0], model.subspace.rank), X.dtype)
     if t is None:
         return _all_targets_noisy(model, X, jnp.arange(model.coef.shape[0]), noise)
@@ -503,8 +514,8 @@ def _stochastic(model, arrays, static, X, t, keys):
     def step(acc, key):
         noise = jax.random.normal(key, (n, model.subspace.rank), X.dtype)
         if t is None:
-            cfr = _all_targets_noisy(model, X, jnp.arange(model.coef.shape[0]), noise)  # (k, n, d)
-            p = proba(cfr.reshape(-1, d)).reshape(cfr.shape[0], n, -1)
+            cfr = _all_targets_noisy(model, X, jnp.arange(model.coef.shape[0]), noise)  # (n, k, d)
+            p = proba(cfr.reshape(-1, d)).reshape(n, cfr.shape[1], -1)
         else:
             p = proba(_per_unit_noisy(model, X, t, noise))
         return acc + p, None
@@ -513,6 +524,6 @@ def _stochastic(model, arrays, static, X, t, keys):
     if len(first.shape) != 2 or first.shape[0] != n or not jnp.issubdtype(first.dtype, jnp.floating):
         _checks.fail("proba", f"floating-point probabilities of shape ({n}, C) for embeddings of shape {(n, d)}",
                      f"{first.dtype} of shape {first.shape}")
-    shape = first.shape if t is not None else (model.coef.shape[0],) + first.shape
+    shape = first.shape if t is not None else (n, model.coef.shape[0], first.shape[1])
     total, _ = jax.lax.scan(step, jnp.zeros(shape, first.dtype), keys)
     return total / keys.shape[0]

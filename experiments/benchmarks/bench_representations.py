@@ -11,7 +11,7 @@ one process.
   BLAS as a symmetric rank-k update), the cross-covariance from the class sums, the orth basis
   by SVD, each class's normal equations on x⊥ (the same ridge) solved, the residual
   covariances' Cholesky factors, and every unit's CFR for every value written into a
-  preallocated (k, n, d) array.
+  preallocated (n, k, d) array (cfjax's layout, units first).
 - paper 002's recipe: the cross-covariance with numpy, ``scipy.linalg.orth``, the orthogonal
   part, one ``sklearn.linear_model.LinearRegression`` (least squares by SVD) per concept
   value, then every unit's CFR for every value.
@@ -42,10 +42,10 @@ def paper_recipe(X, z, k):
     E = scipy.linalg.orth(cross).T  # (r, d)
     c = X @ E.T
     x_perp = X - c @ E
-    out = np.empty((k,) + X.shape, X.dtype)
+    out = np.empty((X.shape[0], k, X.shape[1]), X.dtype)  # (n, k, d), as cfjax
     for v in range(k):
         reg = LinearRegression().fit(x_perp[z == v], c[z == v])
-        out[v] = x_perp + reg.predict(x_perp) @ E
+        out[:, v] = x_perp + reg.predict(x_perp) @ E
     return out
 
 
@@ -93,11 +93,11 @@ def numpy_same_algorithm(X, z, k, ridge, jitter=1e-6):
         chol[v] = _cholesky(resid + (jitter * np.trace(resid) / r) * np.eye(r, dtype=X.dtype))
     # CFRs: x + (ν_v(x⊥) - c) Eᵀ with x⊥ @ coef = x @ coef - c @ (E coef), never forming x⊥.
     c = X @ E.T
-    out = np.empty((k, n, d), X.dtype)
+    out = np.empty((n, k, d), X.dtype)  # (n, k, d), as cfjax
     for v in range(k):
         shift = X @ coef[v] - c @ (E @ coef[v]) + (intercept[v] - c)
-        np.matmul(shift, E, out=out[v])
-        out[v] += X
+        np.matmul(shift, E, out=out[:, v])
+        out[:, v] += X
     return out, chol
 
 
