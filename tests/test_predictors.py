@@ -246,6 +246,23 @@ def test_paper_family_masks_are_the_corrupted_training_sets():
             np.testing.assert_array_equal(np.asarray(full[node])[mask], np.asarray(biased["parents"][node]))
 
 
+@pytest.mark.parametrize("bad", [2.0, -1.0, 0.5, np.nan, np.inf])
+@pytest.mark.parametrize("where", ["labels", "val_labels"])
+def test_train_refuses_labels_outside_0_1(rng, where, bad):
+    """Training and validation labels are checked at the boundary (cfjax._checks), the error
+    naming the argument, whatever the members' objectives."""
+    x = np.full((8, 16, 16), 0.5, np.float32)
+    y = np.array([0.0, 1.0] * 4, np.float32)
+    wrong = y.copy()
+    wrong[int(rng.integers(8))] = bad
+    labels, val_labels = (wrong, y) if where == "labels" else (y, wrong)
+    for objectives in (None, "flip"):
+        with pytest.raises(cf.ValidationError, match=rf"^`{where}`: expected labels in \{{0, 1\}}, got "
+                                                     + ("NaN" if np.isnan(bad) else "other values")):
+            pr.train(MODEL, x, labels, np.ones((1, 8), bool), x, val_labels, CONFIG, seeds=[0], objectives=objectives,
+                     progress=False)
+
+
 def test_validation_errors():
     x = np.full((8, 16, 16), 0.5, np.float32)
     y = np.array([0, 1] * 4)
