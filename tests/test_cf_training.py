@@ -237,32 +237,31 @@ def test_member_step_is_one_adamw_step_on_the_objectives_loss(rng, name):
     params = member(cp.init_params(MODEL, (SIZE, SIZE), seeds=[int(rng.integers(2**31))]), 0)
     opt = config.optimizer()
     key = jax.random.key(int(rng.integers(2**31)))
-    with jax.numpy_dtype_promotion("standard"):
-        # an optimiser state one step in (an update of the whole training set's basic gradient),
-        # so that the step's moments and learning rate are not those of a fresh state
-        g0 = jax.grad(lambda p: jnp.mean(bce(MODEL.apply(p, jnp.asarray(x)), jnp.asarray(y))))(params)
-        _, opt_state = opt.update(g0, opt.init(params), params)
-        step = jax.jit(cp.member_step, static_argnums=(0, 1), static_argnames="objective")
-        new, new_state, loss, new_q = step(MODEL, config, params, opt_state, data, key, objective=objective,
-                                           source=source, group_weights=jnp.asarray(group_weights))
+    # an optimiser state one step in (an update of the whole training set's basic gradient),
+    # so that the step's moments and learning rate are not those of a fresh state
+    g0 = jax.grad(lambda p: jnp.mean(bce(MODEL.apply(p, jnp.asarray(x)), jnp.asarray(y))))(params)
+    _, opt_state = opt.update(g0, opt.init(params), params)
+    step = jax.jit(cp.member_step, static_argnums=(0, 1), static_argnames="objective")
+    new, new_state, loss, new_q = step(MODEL, config, params, opt_state, data, key, objective=objective,
+                                       source=source, group_weights=jnp.asarray(group_weights))
 
-        idx = np.asarray(_sample(key, data.cdf, b))
-        assert (w[idx] > 0).all()
-        want_q = group_weights
-        if name == "group_dro":  # q·exp(η L_g), normalised, in numpy
-            o = np.asarray(MODEL.apply(params, jnp.asarray(x[idx])), np.float64)
-            losses, gb = np_bce(o, y[idx].astype(np.float64)), groups[idx]
-            group_loss = np.array([losses[gb == j].mean() if (gb == j).any() else 0.0 for j in range(g_count)])
-            want_q = group_weights * np.exp(strength * group_loss)
-            want_q /= want_q.sum()
-            np.testing.assert_allclose(np.asarray(new_q), want_q, rtol=1e-5)
-            assert not np.allclose(want_q, group_weights, rtol=1e-3)  # the step moved the weights
-        else:
-            np.testing.assert_array_equal(np.asarray(new_q), group_weights)  # untouched
-        ref, grads = jax.value_and_grad(reference_loss)(params, name, strength, alpha, x, y, x_cf, q, groups,
-                                                        want_q, idx, key)
-        updates, ref_state = opt.update(grads, opt_state, params)
-        want = optax.apply_updates(params, updates)
+    idx = np.asarray(_sample(key, data.cdf, b))
+    assert (w[idx] > 0).all()
+    want_q = group_weights
+    if name == "group_dro":  # q·exp(η L_g), normalised, in numpy
+        o = np.asarray(MODEL.apply(params, jnp.asarray(x[idx])), np.float64)
+        losses, gb = np_bce(o, y[idx].astype(np.float64)), groups[idx]
+        group_loss = np.array([losses[gb == j].mean() if (gb == j).any() else 0.0 for j in range(g_count)])
+        want_q = group_weights * np.exp(strength * group_loss)
+        want_q /= want_q.sum()
+        np.testing.assert_allclose(np.asarray(new_q), want_q, rtol=1e-5)
+        assert not np.allclose(want_q, group_weights, rtol=1e-3)  # the step moved the weights
+    else:
+        np.testing.assert_array_equal(np.asarray(new_q), group_weights)  # untouched
+    ref, grads = jax.value_and_grad(reference_loss)(params, name, strength, alpha, x, y, x_cf, q, groups,
+                                                    want_q, idx, key)
+    updates, ref_state = opt.update(grads, opt_state, params)
+    want = optax.apply_updates(params, updates)
     np.testing.assert_allclose(float(loss), float(ref), rtol=1e-5)
     moved = 0.0
     for u, v, p0 in zip(jax.tree.leaves(new), jax.tree.leaves(want), jax.tree.leaves(params), strict=True):
@@ -279,12 +278,11 @@ def test_member_step_errors_are_named(rng):
     data = cp.member_data(np.zeros((6, SIZE, SIZE), np.float32), np.array([0, 1] * 3), np.ones(6))
     params = member(cp.init_params(MODEL, (SIZE, SIZE), seeds=[0]), 0)
     state = config.optimizer().init(params)
-    with jax.numpy_dtype_promotion("standard"):
-        with pytest.raises(ValueError, match="`source`"):
-            cp.member_step(MODEL, config, params, state, data, jax.random.key(0), objective=Objective("cf_risk"))
-        with pytest.raises(ValueError, match="`group_weights`"):
-            cp.member_step(MODEL, config, params, state, data, jax.random.key(0),
-                           objective=Objective("group_dro", 0.1))
+    with pytest.raises(ValueError, match="`source`"):
+        cp.member_step(MODEL, config, params, state, data, jax.random.key(0), objective=Objective("cf_risk"))
+    with pytest.raises(ValueError, match="`group_weights`"):
+        cp.member_step(MODEL, config, params, state, data, jax.random.key(0),
+                       objective=Objective("group_dro", 0.1))
 
 
 # --- training ---------------------------------------------------------------------------------------------

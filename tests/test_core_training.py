@@ -12,9 +12,10 @@ import pytest
 from cfjax._core import training
 from cfjax._core.checkpoint import CheckpointStore
 from cfjax._core.keys import as_key, numpy_rng, seed_of
+from cfjax._core.optim import standard_promotion
 from cfjax._errors import TrainingError, ValidationError
 
-OPT = optax.adam(0.05)
+OPT = standard_promotion(optax.adam(0.05))  # as every cfjax trainer's optimiser: any dtype promotion
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +49,7 @@ def reference(step, state, data, key, steps):
     """A plain Python loop over the same step."""
     losses = []
     for t in range(steps):
-        with jax.numpy_dtype_promotion("standard"):  # optax's bias correction: float ** int32
-            state, metrics = step(state, data, jax.random.fold_in(key, t))
+        state, metrics = step(state, data, jax.random.fold_in(key, t))
         losses.append(float(metrics["loss"]))
     return state, np.asarray(losses)
 
@@ -152,7 +152,7 @@ class Strided:
 
         n = jnp.minimum(self.stride, self.total - t0)
         state, losses, bad = jax.lax.fori_loop(0, n, body, (state, jnp.zeros(self.stride), jnp.int32(-1)))
-        return state, {"loss": jnp.sum(losses) / n, "bad_step": bad}
+        return state, {"loss": jnp.sum(losses) / n.astype(losses.dtype), "bad_step": bad}
 
 
 def test_a_strided_step_counts_training_steps(rng, tmp_path):

@@ -116,11 +116,10 @@ def test_ema_is_the_recursion_of_the_raw_parameters(rng):
     state = gt.init_state(CONFIG, 2, key=init_key)
     raw = [_leaves(state.params)]
     losses = []
-    with jax.numpy_dtype_promotion("standard"):
-        for t in range(4):
-            state, metrics = _STEP(CONFIG, state, train_data, jax.random.fold_in(data_key, t))
-            raw.append(_leaves(state.params))
-            losses.append(float(metrics["loss"]))
+    for t in range(4):
+        state, metrics = _STEP(CONFIG, state, train_data, jax.random.fold_in(data_key, t))
+        raw.append(_leaves(state.params))
+        losses.append(float(metrics["loss"]))
     ema = [a.astype(np.float64) for a in raw[0]]
     for t, leaves in enumerate(raw[1:]):
         d = min(CONFIG.ema_decay, (1 + t) / (10 + t))  # the warmed-up decay
@@ -143,8 +142,7 @@ def test_loss_terms_are_linear_in_the_unit_weights(rng):
     key = _key(rng)
 
     def metrics(w, images=data["image"]):
-        with jax.numpy_dtype_promotion("standard"):
-            _, m = _STEP(CONFIG, state, gt.GeneratorData(jnp.asarray(images), pa, jnp.asarray(w, jnp.float32)), key)
+        _, m = _STEP(CONFIG, state, gt.GeneratorData(jnp.asarray(images), pa, jnp.asarray(w, jnp.float32)), key)
         return {k: float(v) for k, v in m.items()}
 
     w1, w2 = rng.uniform(size=N), rng.uniform(size=N)

@@ -331,13 +331,14 @@ def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, ca
 def _small_config(m, **kw):
     import optax
 
+    from cfjax._core.optim import standard_promotion
     from cfjax.sensitivity.parameterisation import _Tanh
     from cfjax.sensitivity.search_config import _Config
 
     base = dict(P_fn=_Tanh(), shape=(m, m), mask=tuple(map(tuple, np.tril(np.ones((m, m), bool)).tolist())),
-                optimizer=optax.adam(0.05), steps=3, batch_size=None, patience=50, tol=1e-4, min_eig=1e-3,
-                init_scale=0.1, newton_steps=8, warm_start=False, restart_slots=4, log_objective=True, snap=None,
-                corners=(), boundary_starts=0, polish_steps=0, margin_corners=())
+                optimizer=standard_promotion(optax.adam(0.05)), steps=3, batch_size=None, patience=50, tol=1e-4,
+                min_eig=1e-3, init_scale=0.1, newton_steps=8, warm_start=False, restart_slots=4, log_objective=True,
+                snap=None, corners=(), boundary_starts=0, polish_steps=0, margin_corners=())
     return _Config(**{**base, **kw})
 
 
@@ -353,12 +354,7 @@ def test_the_search_program_screens_points_and_falls_back_to_random_starts(bivar
     points = jnp.asarray(np.stack([np.array([[1.0, r], [r, 1.0]]) for r in rho]))
     p = jnp.full((4,), 0.9)
     used = jnp.asarray([True, True, True, False])
-    compiled = jax.jit(functools.partial(program._cold_runs, cfg))
-
-    def runs(*args):
-        with jax.numpy_dtype_promotion("standard"):  # as worst_case calls it (optax mixes types)
-            return compiled(*args)
-
+    runs = jax.jit(functools.partial(program._cold_runs, cfg))
     values = np.asarray(runs(bivariate, key, p, points, used, points, jnp.asarray(True))[0])
     want = [float(S.cfu(bivariate, P)) for P in np.asarray(points[:3])]
     np.testing.assert_allclose(values[:3], want, rtol=1e-8)

@@ -5,6 +5,8 @@
 - :mod:`cfjax._core.training`: the one training loop (pure step, compiled chunks, progress,
   NaN guard, held-out early stopping, checkpoints and resume).
 - :mod:`cfjax._core.checkpoint`: the orbax checkpoint store.
+- :mod:`cfjax._core.optim`: ``standard_promotion``, an optax transformation that works under
+  the caller's dtype promotion, strict or standard.
 
 :mod:`cfjax.distributed` (the only home of ``shard_map``), :mod:`cfjax.platform` (every
 backend-dependent choice: XLA:CPU workarounds, CPU defaults) and :mod:`cfjax.figures`

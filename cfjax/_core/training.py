@@ -8,8 +8,9 @@ predictors, the predictor ensembles) writes one pure step::
 (``state`` any pytree, ``data`` the pytree of training arrays, ``key`` the step's own key,
 ``metrics`` a dict of scalars or per-member vectors), and :func:`run` does the rest: ``lax.scan``
 over ``chunk_steps`` steps inside one compiled program, a tqdm bar between chunks, a NaN/inf
-guard that names the step, held-out early stopping, orbax checkpoints with resume, and JAX's
-standard dtype promotion around optax (its bias correction raises a float to an int32 count).
+guard that names the step, held-out early stopping, orbax checkpoints with resume. The loop
+runs under the caller's dtype promotion, strict or standard (a step's optax transformation
+goes through :func:`cfjax._core.optim.standard_promotion`).
 
 Step ``t`` (counted from 0 over the whole run) gets ``jax.random.fold_in(key, t)``, so a run
 split into chunks, stopped and resumed from a checkpoint, takes the same steps as one run.
@@ -111,14 +112,12 @@ def _chunk(loop: Loop, data: Any, key: jax.Array, *, step: Step, length: int, to
 
         return jax.lax.cond(live, advance, lambda c: c, carry), None
 
-    with jax.numpy_dtype_promotion("standard"):
-        loop, _ = jax.lax.scan(body, loop, None, length=length)
+    loop, _ = jax.lax.scan(body, loop, None, length=length)
     return loop
 
 
 def _history(step: Step, state: Any, data: Any, key: jax.Array, total: int) -> dict[str, jax.Array]:
-    with jax.numpy_dtype_promotion("standard"):
-        shapes = jax.eval_shape(step, state, data, key)[1]
+    shapes = jax.eval_shape(step, state, data, key)[1]
     return {name: jnp.full((total,) + s.shape, jnp.nan, s.dtype) for name, s in shapes.items()}
 
 
@@ -235,8 +234,7 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
                                  for name in postfix if name in loop.history})
             bar.update(trained(done) - trained(start))
             if validate_jit is not None:
-                with jax.numpy_dtype_promotion("standard"):
-                    value = float(validate_jit(loop.state))
+                value = float(validate_jit(loop.state))
                 curve.append(value)
                 curve_steps.append(trained(done))
                 if value < best_value:

@@ -31,6 +31,7 @@ from jax import lax
 from cfjax import _checks
 from cfjax._core import training as _training
 from cfjax._core.keys import as_key
+from cfjax._core.optim import standard_promotion
 from cfjax._core.nn import Conv3x3, mean_pool2
 
 __all__ = ["Head", "ParentSpec", "CHEST_SPEC", "chest_spec", "check_spec", "ParentPredictor", "AntiCausal",
@@ -317,7 +318,7 @@ class _Step:
     def optimizer(self) -> optax.GradientTransformation:
         schedule = optax.warmup_cosine_decay_schedule(0.0, self.learning_rate, self.warmup, self.steps,
                                                       self.learning_rate / 100)
-        return optax.adamw(schedule, weight_decay=self.weight_decay)
+        return standard_promotion(optax.adamw(schedule, weight_decay=self.weight_decay))
 
     def __call__(self, state: tuple[Any, Any], data: Mapping[str, Any],
                  key: jax.Array) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:

@@ -198,8 +198,8 @@ def train_step(config: GeneratorConfig, state: GeneratorState, data: GeneratorDa
     """One optimisation step with the step's own ``key`` (:func:`train` passes
     ``fold_in(data_key, t)`` at step ``t``): ``config.batch_size`` units drawn uniformly with
     replacement, :func:`generator_loss` with the step's KL weight, one clipped AdamW update,
-    the EMA. Pure (jit it with ``config`` static; optax's bias correction needs JAX's standard
-    dtype promotion, which :func:`cfjax._core.training.run` sets).
+    the EMA. Pure (jit it with ``config`` static); it runs under the caller's dtype promotion,
+    strict or standard.
 
     With ``config.cf_weight > 0`` the objective adds ``config.cf_weight_at(step)`` times
     :func:`counterfactual_loss` on the same posterior draw, each unit's intervention drawn by

@@ -12,6 +12,7 @@ import numpy as np
 import optax
 
 from cfjax import _checks
+from cfjax._core.optim import standard_promotion
 from cfjax.generative.hvae import HVAEConfig
 
 __all__ = ["GeneratorConfig"]
@@ -114,12 +115,13 @@ class GeneratorConfig:
         return -(-self.steps // self.chunk_length)
 
     def optimizer(self) -> optax.GradientTransformation:
-        """Global-norm clipping, then AdamW with linear warm-up and cosine decay."""
+        """Global-norm clipping, then AdamW with linear warm-up and cosine decay (under either dtype
+        promotion: :func:`cfjax._core.optim.standard_promotion`)."""
         schedule = optax.warmup_cosine_decay_schedule(
             0.0, self.learning_rate, self.warmup, self.steps, self.learning_rate / 100)
         clip = (optax.identity() if math.isinf(self.clip_norm)
                 else optax.clip_by_global_norm(self.clip_norm))
-        return optax.chain(clip, optax.adamw(schedule, weight_decay=self.weight_decay))
+        return standard_promotion(optax.chain(clip, optax.adamw(schedule, weight_decay=self.weight_decay)))
 
     def ema_decay_at(self, step: jax.Array) -> jax.Array:
         """The EMA decay of the update after ``step`` steps (traceable),

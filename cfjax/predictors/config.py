@@ -10,6 +10,7 @@ import numpy as np
 import optax
 
 from cfjax import _checks
+from cfjax._core.optim import standard_promotion
 from cfjax.predictors.inference import check_member_chunk
 
 __all__ = ["EnsembleConfig"]
@@ -76,7 +77,8 @@ class EnsembleConfig:
         return dataclasses.asdict(self)
 
     def optimizer(self) -> optax.GradientTransformation:
-        """AdamW with linear warm-up and cosine decay."""
+        """AdamW with linear warm-up and cosine decay (under either dtype promotion:
+        :func:`cfjax._core.optim.standard_promotion`)."""
         schedule = optax.warmup_cosine_decay_schedule(
             0.0, self.learning_rate, self.warmup, self.steps, self.learning_rate / 100)
-        return optax.adamw(schedule, weight_decay=self.weight_decay)
+        return standard_promotion(optax.adamw(schedule, weight_decay=self.weight_decay))

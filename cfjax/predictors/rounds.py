@@ -156,7 +156,8 @@ class EnsembleRound:
                    "active": n_active}
         new = s.replace(
             params=params, opt_state=opt_state, best_params=best_params, best_auc=best_auc, best_step=best_step,
-            since_best=since_best, active=active, step=s.step + jnp.where(live, left, 0), round=s.round + live,
+            since_best=since_best, active=active, step=s.step + jnp.where(live, left, 0),
+            round=s.round + live.astype(s.round.dtype),
             val_auc=s.val_auc.at[r].set(jnp.where(live, aucs, s.val_auc[r])),
             loss=s.loss.at[r].set(jnp.where(live, jnp.where(s.active, loss, jnp.nan), s.loss[r])),
             group_weights=group_weights)

@@ -58,10 +58,8 @@ def member_step(model: nn.Module, config: EnsembleConfig, params: Any, opt_state
                 group_weights: jax.Array | None = None) -> tuple[Any, ...]:
     """One optimisation step of one member: a minibatch of ``config.batch_size`` units drawn
     with ``key`` from the member's weights, the batch's loss, one AdamW update. Pure;
-    :func:`train` runs it for every member in every round of its loop.
-    Like every optax update it needs JAX's standard dtype promotion (optax's bias correction
-    raises a float to an int32 count), which :func:`cfjax._core.training.run` sets around the
-    loop; called on its own, wrap it in ``jax.numpy_dtype_promotion("standard")``.
+    :func:`cfjax.predictors.train` runs it for every member in every round of its loop. It
+    runs under the caller's dtype promotion, strict or standard, with the same result.
 
     The loss is ``objective``'s (:class:`cfjax.predictors.Objective`; default the basic mean
     binary cross-entropy of the factual logits) at the member's ``data.strength``. An objective
@@ -80,8 +78,7 @@ def member_step(model: nn.Module, config: EnsembleConfig, params: Any, opt_state
       >>> model, config = EffusionCNN(features=(4,)), EnsembleConfig(steps=10, batch_size=2, warmup=0)
       >>> p = jax.tree.map(lambda a: a[0], init_params(model, (16, 16), key=0, members=1))
       >>> d = member_data(jnp.zeros((4, 16, 16)), jnp.array([0, 1, 0, 1]), jnp.ones(4))
-      >>> with jax.numpy_dtype_promotion("standard"):
-      ...     p, o, loss = member_step(model, config, p, config.optimizer().init(p), d, jax.random.key(0))
+      >>> p, o, loss = member_step(model, config, p, config.optimizer().init(p), d, jax.random.key(0))
       >>> bool(jnp.isfinite(loss))
       True
     """

@@ -19,6 +19,7 @@ from flax import struct
 
 from cfjax import _checks
 from cfjax import _results
+from cfjax._core.optim import standard_promotion
 from cfjax.representations.subspace import _as_embeddings
 
 __all__ = ["LinearClassifier", "fit_logistic", "predict_classes"]
@@ -71,7 +72,7 @@ def _fit(X, y, weights, l2, tol, n_classes, max_steps):
         logp = jax.nn.log_softmax(X @ W + b[None, :], axis=-1)
         return -jnp.sum(weights * jnp.sum(onehot * logp, axis=-1)) / total + 0.5 * l2 * jnp.sum(W**2)
 
-    opt = optax.lbfgs()
+    opt = standard_promotion(optax.lbfgs())
     value_and_grad = optax.value_and_grad_from_state(loss)
     params = (jnp.zeros((d, n_classes), X.dtype), jnp.zeros((n_classes,), X.dtype))
 
@@ -135,7 +136,6 @@ def fit_logistic(X: Any, y: Any, *, n_classes: int | None = None, l2: float = 1e
                          f"shape {w.shape}")
         w = jnp.asarray(w, X.dtype)
     X = jnp.asarray(X)
-    with jax.numpy_dtype_promotion("standard"):  # optax's L-BFGS mixes weak and int types
-        (W, b), _, _ = _fit(X, jnp.asarray(y, jnp.int32), w, jnp.asarray(l2, X.dtype), jnp.asarray(tol, X.dtype),
-                            C, int(max_steps))
+    (W, b), _, _ = _fit(X, jnp.asarray(y, jnp.int32), w, jnp.asarray(l2, X.dtype), jnp.asarray(tol, X.dtype),
+                        C, int(max_steps))
     return LinearClassifier(W=W, b=b)

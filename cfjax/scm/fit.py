@@ -17,6 +17,7 @@ from cfjax import _checks
 from cfjax._checks import ValidationError
 from cfjax._core import training
 from cfjax._core.keys import as_key
+from cfjax._core.optim import standard_promotion
 from cfjax.scm import _validate as V
 
 __all__ = ["AUTO_BATCH", "AUTO_FULL_BATCH", "AUTO_FULL_TAIL", "AUTO_MAX_ROUNDS", "AUTO_STEPS", "AUTO_TOL", "Fit", "FitInfo", "default_optimizer", "fit"]
@@ -198,9 +199,8 @@ def fit(scm, data: Any, *, key: Any, steps: int | str = "auto", learning_rate: f
         keys = jax.random.split(step_key if r == 0 else jax.random.fold_in(step_key, r), steps)
         start = done
         for size, batch in phases:
-            opt = default_optimizer(float(learning_rate), size) if optimizer is None else optimizer
-            with jax.numpy_dtype_promotion("standard"):
-                state = (params, opt.init(params), jnp.zeros((), jnp.int32))
+            opt = standard_promotion(default_optimizer(float(learning_rate), size) if optimizer is None else optimizer)
+            state = (params, opt.init(params), jnp.zeros((), jnp.int32))
             offset = done - start
             run_data = {"train": data, "fixed": fixed, "keys": None if batch is None else keys[offset:offset + size]}
             result = training.run(

@@ -213,7 +213,7 @@ def _runs(cfg: _Config, model: FairModel, p_max: jax.Array, L0: jax.Array, key: 
         P, v, g = (jnp.where(ok.reshape((R,) + (1,) * (a.ndim - 1)), a, b)
                    for a, b in ((Q, s["P_best"]), (value, s["v_best"]), (grad, s["g_best"])))
         eta = jnp.where(on, jnp.where(ok, 2 * s["eta"], s["eta"] / 4), s["eta"])
-        t = s["polish_t"] + on
+        t = s["polish_t"] + on.astype(s["polish_t"].dtype)
         on = on & (t <= cfg.polish_steps) & (eta >= _POLISH_STOP)
         return dict(s, P_best=P, v_best=v, g_best=g, eta=eta, polish_t=t, polishing=on,
                     phase=jnp.where(on.any(), _POLISH, _DONE))
@@ -305,7 +305,7 @@ def _warm_runs(cfg: _Config, model: FairModel, budgets: jax.Array, count: jax.Ar
                                                       used, fallback, jnp.asarray(False)), skip, start)
         return out[2], (out[0], out[1], out[3], out[4])
 
-    _, out = jax.lax.scan(one_budget, L0, (budgets, jnp.arange(budgets.shape[0])))  # (B, r, ...)
+    _, out = jax.lax.scan(one_budget, L0, (budgets, jnp.arange(budgets.shape[0], dtype=jnp.int32)))  # (B, r, ...)
     return tuple(jnp.swapaxes(x, 0, 1) for x in out)
 
 

@@ -52,6 +52,7 @@ from jax.sharding import Mesh
 
 from cfjax import _checks, distributed
 from cfjax._core.keys import as_key
+from cfjax._core.optim import standard_promotion
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation, negligible_cfu
 from cfjax.sensitivity.correlation import check_budget
@@ -292,7 +293,7 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
     P_fn, shape, mask = _parameterisation(parameterisation, cliques, m, float(min_eig))
     screen = bool(screen_corners) and P_fn.seed is not None
     config = _Config(P_fn=P_fn, shape=shape, mask=tuple(map(tuple, mask.tolist())),
-                     optimizer=optimizer or _ADAM, steps=steps, batch_size=batch_size,
+                     optimizer=standard_promotion(optimizer or _ADAM), steps=steps, batch_size=batch_size,
                      patience=patience, tol=float(tol), min_eig=float(min_eig), init_scale=float(init_scale),
                      newton_steps=newton_steps, warm_start=bool(warm_start),
                      restart_slots=slots(restarts, _RESTART_SLOTS),
@@ -302,20 +303,18 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
                      polish_steps=polish if cliques is None and m > 1 else 0,
                      margin_corners=_margin_lines(m) if screen and m <= 3 else ())
     dtype = model.data.X.dtype
-    # optax mixes weak and integer types internally: scope the standard promotion rules.
-    with jax.numpy_dtype_promotion("standard"):
-        count = budgets.size  # the budgets in slots, padded with the last one: a count is data
-        batch_key = jax.random.fold_in(key, 1)
-        inits, fallback, zero, spares = starts.initial_L(config, budgets, restarts, key, dtype,
-                                                          _screening(config, where, model, batch_key, dtype),
-                                                          spare=_ROUND_RESTARTS // 2 * max_rounds)
-        slotted = slots(count, _BUDGET_SLOTS)
-        grid = np.pad(budgets, (0, slotted - count), mode="edge").astype(dtype)
-        inits = np.pad(inits, ((0, slotted - count),) + ((0, 0),) * (inits.ndim - 1), mode="edge")
-        values, Ps, t, hist = _search(config, where, model, grid, count, restarts, batch_key, inits, fallback)
-        budgets = grid[:count]
-        more, more_P, rounds = _rounds(config, where, model, budgets, values, Ps, spares, batch_key, key, fallback,
-                                       max_rounds, float(confirm), negligible_cfu(model))
+    count = budgets.size  # the budgets in slots, padded with the last one: a count is data
+    batch_key = jax.random.fold_in(key, 1)
+    inits, fallback, zero, spares = starts.initial_L(config, budgets, restarts, key, dtype,
+                                                      _screening(config, where, model, batch_key, dtype),
+                                                      spare=_ROUND_RESTARTS // 2 * max_rounds)
+    slotted = slots(count, _BUDGET_SLOTS)
+    grid = np.pad(budgets, (0, slotted - count), mode="edge").astype(dtype)
+    inits = np.pad(inits, ((0, slotted - count),) + ((0, 0),) * (inits.ndim - 1), mode="edge")
+    values, Ps, t, hist = _search(config, where, model, grid, count, restarts, batch_key, inits, fallback)
+    budgets = grid[:count]
+    more, more_P, rounds = _rounds(config, where, model, budgets, values, Ps, spares, batch_key, key, fallback,
+                                   max_rounds, float(confirm), negligible_cfu(model))
     every = np.concatenate([values, more], axis=1)
     cfu, P = _answer(budgets, every, np.concatenate([Ps, more_P], axis=1))
     fields = (budgets, cfu, P, np.linalg.eigvalsh(P), values, _restart_ratio(every), t, hist)

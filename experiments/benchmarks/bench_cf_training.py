@@ -89,13 +89,12 @@ def runner(model, config, objective, steps: int):
     """A jitted program of ``steps`` member steps with ``objective``: ``(params, opt_state, data,
     key, source) -> (params, opt_state, summed loss)``."""
     def run(params, opt_state, data, key, source):
-        with jax.numpy_dtype_promotion("standard"):  # optax's update (see member_step)
-            def body(i, carry):
-                p, o, total = carry
-                p, o, loss = pr.member_step(model, config, p, o, data, jax.random.fold_in(key, i),
-                                            objective=objective, source=source)
-                return p, o, total + loss
-            return jax.lax.fori_loop(0, steps, body, (params, opt_state, jnp.zeros((), data.images.dtype)))
+        def body(i, carry):
+            p, o, total = carry
+            p, o, loss = pr.member_step(model, config, p, o, data, jax.random.fold_in(key, i),
+                                        objective=objective, source=source)
+            return p, o, total + loss
+        return jax.lax.fori_loop(0, steps, body, (params, opt_state, jnp.zeros((), data.images.dtype)))
     return jax.jit(run)
 
 
