@@ -134,7 +134,7 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
         _checks.fail("config", "an EnsembleConfig", repr(config))
     _check_training_set(images, labels, masks, "masks")
     m = _checks.shape_of(masks)[0]
-    keys = member_keys(key, m if key is not None else None, seeds)
+    keys = member_keys(m if key is not None else None, key=key, seeds=seeds)
     if keys.shape[0] != m:
         _checks.fail("seeds", f"{m} seeds, one per row of `masks`", f"{keys.shape[0]}")
     image_shape = _checks.shape_of(images)[1:]

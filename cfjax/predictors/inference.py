@@ -38,7 +38,7 @@ def ensemble_size(params: Any) -> int:
     return int(sizes.pop())
 
 
-def member_keys(key: Any = None, members: int | None = None, seeds: Any = None) -> jax.Array:
+def member_keys(members: int | None = None, *, key: Any = None, seeds: Any = None) -> jax.Array:
     """The ``(M,)`` typed keys of M members: ``jax.random.split(key, members)``, or
     ``jax.random.key(seeds[m])`` for explicit per-member seeds (exactly one of ``key`` and
     ``seeds``; ``members``, when given with ``seeds``, must equal their number).
@@ -50,7 +50,7 @@ def member_keys(key: Any = None, members: int | None = None, seeds: Any = None) 
     alone (an ensemble of one) from its seed.
 
     Example:
-      >>> member_keys(0, 3).shape
+      >>> member_keys(3, key=0).shape
       (3,)
       >>> bool(jnp.all(jax.random.key_data(member_keys(seeds=[5])[0]) == jax.random.key_data(jax.random.key(5))))
       True
@@ -90,7 +90,7 @@ def init_params(model: nn.Module, image_shape: tuple[int, int], dtype: Any = jnp
       >>> ensemble_size(p)
       2
     """
-    keys = member_keys(key, members, seeds)
+    keys = member_keys(members, key=key, seeds=seeds)
     return _init(model, keys, _check_image_shape(image_shape), jnp.dtype(dtype))
 
 

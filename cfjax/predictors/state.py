@@ -107,7 +107,7 @@ def init_state(model: nn.Module, config: EnsembleConfig, image_shape: tuple[int,
     """
     if not isinstance(config, EnsembleConfig):
         _checks.fail("config", "an EnsembleConfig", repr(config))
-    keys = member_keys(key, members, seeds)
+    keys = member_keys(members, key=key, seeds=seeds)
     num_groups = _checks.check_positive_int("num_groups", num_groups)
     return _init_state(model, config, keys, _check_image_shape(image_shape), jnp.dtype(dtype), num_groups)
 
