@@ -26,7 +26,8 @@ KEY_NAMES = ("key", "rng", "rng_key", "seed_key")
 #: the per-unit methods of a mechanism (any subclass of cfjax.scm.Mechanism)
 MECHANISM_METHODS = ("init", "sample_noise", "abduct", "posterior", "elbo")
 #: the other per-unit functions the contract names: ``Module.qualname``
-PER_UNIT = ("SCM.abduct_unit", "SCM.sample_noise_unit", "gumbel_posterior", "sample_image_noise", "member_step")
+PER_UNIT = ("SCM.abduct_unit", "SCM.sample_noise_unit", "gumbel_posterior", "sample_image_noise", "member_step",
+            "EnsembleRound.__call__")
 
 
 def _public_callables():
