@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 EXPERIMENTS_STAMP := $(VENV)/.installed-experiments
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: install test slow seeds bench demo experiments clean
+.PHONY: install quick test slow seeds bench demo experiments clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,10 +33,16 @@ $(EXPERIMENTS_STAMP): $(STAMP)
 
 install: $(STAMP)
 
+# The quick tier, for iterating: unit tests only (no command runs, training or searches).
+quick: $(STAMP)
+	$(PY) -m pytest -m 'not slow and not heavy'
+
+# Everything but the replication studies: what CI runs (tests/README.md lists the tiers).
 test: $(STAMP)
 	$(PY) -m pytest
 
-# The slow statistical checks (e.g. bootstrap intervals' coverage over 100 simulated data sets).
+# The replication studies (e.g. bootstrap intervals' coverage over 100 simulated data sets, a
+# default fit or search against a 10x longer one).
 slow: $(STAMP)
 	$(PY) -m pytest -m slow
 

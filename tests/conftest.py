@@ -26,6 +26,10 @@ from hypothesis import HealthCheck, settings
 
 from cfjax import platform
 
+from tests import tiers
+
+_HEAVY = frozenset(tiers.read_heavy())
+
 # The suite's programs are tiny and each is compiled about once, so compilation dominates its
 # time. They are compiled for compile speed, not run speed: LLVM's optimisation off (XLA's
 # backend optimisation level 0), XLA:CPU's older loop emitters for fusions instead of its MLIR
@@ -94,6 +98,11 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_collection_modifyitems(config, items):
+    # The quick tier: the functions measured heavy (tests/heavy_tests.txt, written by tests/tiers.py)
+    # are marked `heavy`; `make quick` leaves them out.
+    for it in items:
+        if tiers.is_heavy(it.nodeid, _HEAVY):
+            it.add_marker(pytest.mark.heavy)
     if not _seeds(config):
         return
     randomized = [it for it in items if "cfjax_seed" in getattr(it, "fixturenames", ())]

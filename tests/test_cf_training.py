@@ -467,6 +467,9 @@ def test_mixed_objectives_on_two_devices_equal_one(rng, tmp_path):
 
 # --- the shortcut ---------------------------------------------------------------------------------------
 
+# slow: a replication study (two members trained 400 steps on 1,500 rendered images, scored on paper 000's
+# grid); every objective's loss, gradient and step are tested against references in `make test`.
+@pytest.mark.slow
 def test_a_stability_penalty_removes_a_sex_shortcut(rng):
     """Paper 000's sex corruption (α = 0.95: male-with-effusion and female-healthy units dropped)
     teaches the basic classifier sex as a shortcut: on a balanced test set, its mean

@@ -430,6 +430,9 @@ def test_the_rounds_stop_at_the_cap_and_then_it_warns(bivariate, x64):
                      warn_ratio=float(np.max(wc.restart_ratio)) * 1.01, **opts)
 
 
+# slow: a replication study of the default search against one with 10x its restarts, steps and rays (the
+# check experiments/search_check.py runs on the real data); the search's mechanics stay in `make test`.
+@pytest.mark.slow
 def test_the_default_search_matches_a_ten_times_larger_one(x64):
     """The demo's problem, small: at every budget of the demo's curve the default search's worst
     case is within 1e-3 (relative) of a search with 10x the restarts, steps, patience, polish and
