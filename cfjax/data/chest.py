@@ -458,8 +458,11 @@ def _chunked(fn, args: tuple, size: int, *static):
     if n == 0:  # nothing to render: empty outputs of the right shapes and dtypes
         shapes = jax.eval_shape(lambda *a: fn(*a, size, *static), *args)
         return jax.tree.map(lambda sd: jnp.zeros(sd.shape, sd.dtype), shapes)
+    # The inputs are a few numbers a unit: padded and cut into chunks on the host, so that no
+    # program is compiled per batch length (eager slices and concatenations would be).
+    args = jax.tree.map(np.asarray, args)
     if pad:
-        args = jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), args)
+        args = jax.tree.map(lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), args)
     if n + pad == b:
         return jax.tree.map(lambda a: a[:n], fn(*args, size, *static))
     chunks = [fn(*jax.tree.map(lambda a: a[i:i + b], args), size, *static) for i in range(0, n + pad, b)]

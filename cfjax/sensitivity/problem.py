@@ -10,6 +10,7 @@ correlation matrix, the worst-case search — is a pure function of it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from typing import Any, Mapping, Sequence
 
@@ -459,6 +460,12 @@ class FairModel:
 def embeddings(graph: FairnessGraph, degrees: Sequence[int], a: jax.Array, X: jax.Array) -> list[jax.Array]:
     """Each equation's polynomial embedding of its parents for every unit: ``[(n, F_j)]``.
     ``a (n, q)`` are A's codes."""
+    return _embeddings(graph, tuple(int(d) for d in degrees), a, X)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _embeddings(graph: FairnessGraph, degrees: tuple[int, ...], a: jax.Array, X: jax.Array) -> list[jax.Array]:
+    """:func:`embeddings` as one compiled program per graph, degrees and shapes."""
     return [jax.vmap(lambda ai, xi, j=j: _embed(graph, degrees, j, ai, xi))(a, X) for j in range(graph.m)]
 
 

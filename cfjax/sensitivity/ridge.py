@@ -19,6 +19,7 @@ Ties go to the first candidate in grid order, as ``GridSearchCV``'s ``best_index
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple, Sequence
 
 import jax
@@ -60,8 +61,10 @@ def fold_ids(n: int, folds: int = 5, shuffle: bool = False, *, key: Any = 0) -> 
     return ids
 
 
+@functools.partial(jax.jit, static_argnums=1)
 def embed(Z: jax.Array, degree: int) -> jax.Array:
-    """Polynomial features with intercept of every row of ``Z (n, p)``: ``(n, F)``."""
+    """Polynomial features with intercept of every row of ``Z (n, p)``: ``(n, F)`` (one compiled
+    program per shape and degree, not a dozen small ones)."""
     return jax.vmap(lambda z: polynomial_features(z, degree))(Z)
 
 
