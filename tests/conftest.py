@@ -33,21 +33,20 @@ _HEAVY = frozenset(tiers.read_heavy())
 
 # The suite's programs are tiny and each is compiled about once, so compilation dominates its
 # time. They are compiled for compile speed, not run speed: LLVM's optimisation off (XLA's
-# backend optimisation level 0) and XLA:CPU's older loop emitters for fusions instead of its MLIR
-# fusion emitters. Measured on one worker (2 cores, no cache), six files that compile a lot
-# (metrics, SCM mechanisms, chest images, promotion, counterfactual training and
-# tests/test_sensitivity_cfu.py) took 523 s with XLA's defaults and 375 s with these flags (and
-# the plain scheduler, below). No
-# fast math in any of them; only the order of vectorised sums and fused multiply-adds may
-# differ, so results move by float rounding: against XLA's defaults, the metrics report was
-# identical, a tiny ensemble's trained parameters moved by at most 1.2e-7 and rendered chest
-# images by 3.3e-7, inside every test's tolerance. XLA:CPU's scheduler is left as users run
-# it (concurrency-optimised): with the plain one, platform.run_group vmaps every run slot of
-# the sensitivity search at once, 64 of them where a test asks for 4, and the search tests paid
-# for the padding (the inverse-budget test 53 s in the suite, under 4 s with the scheduler as
-# users have it). A flag set in XLA_FLAGS is left as it is; the commands, experiments and
-# benchmarks keep XLA's defaults.
-_COMPILE_FAST = {"xla_backend_optimization_level": "0", "xla_cpu_use_fusion_emitters": "false"}
+# backend optimisation level 0), XLA:CPU's older loop emitters for fusions instead of its MLIR
+# fusion emitters, and its plain scheduler instead of the concurrency-optimised one. Measured on
+# one worker (2 cores, no cache), six files that compile a lot (metrics, SCM mechanisms, chest
+# images, promotion, counterfactual training and tests/test_sensitivity_cfu.py) took 523 s with
+# XLA's defaults and 375 s with these flags. The plain scheduler also keeps XLA:CPU from
+# stalling: with the concurrency-optimised one, a run of the suite sat idle for minutes inside
+# a cfjax.sensitivity.cfu_surface call (tests/test_cli_sensitivity.py's contour test), the
+# stall platform.run_group documents. No fast math in any of them; only the order of vectorised
+# sums and fused multiply-adds may differ, so results move by float rounding: against XLA's
+# defaults, the metrics report was identical, a tiny ensemble's trained parameters moved by at
+# most 1.2e-7 and rendered chest images by 3.3e-7, inside every test's tolerance. A flag set in
+# XLA_FLAGS is left as it is; the commands, experiments and benchmarks keep XLA's defaults.
+_COMPILE_FAST = {"xla_backend_optimization_level": "0", "xla_cpu_use_fusion_emitters": "false",
+                 "xla_cpu_enable_concurrency_optimized_scheduler": "false"}
 _flags = os.environ.get("XLA_FLAGS", "")
 os.environ["XLA_FLAGS"] = " ".join([_flags] + [f"--{k}={v}" for k, v in _COMPILE_FAST.items() if k not in _flags]).strip()
 
@@ -55,8 +54,7 @@ os.environ["XLA_FLAGS"] = " ".join([_flags] + [f"--{k}={v}" for k, v in _COMPILE
 # the bootstrap's) are loops of thousands of small steps, whose code at level 0 costs more run
 # time than it saves compile time. They keep XLA's optimisation level, per program: with it
 # tests/test_sensitivity_cfu.py ran in 92 s instead of 155 s on one worker (its inverse-budget
-# test in 21 s instead of 50 s; with the plain scheduler then, 81 s with the scheduler as
-# users have it), with the same results to float rounding.
+# test in 21 s instead of 50 s), with the same results to float rounding.
 @functools.wraps(platform.small_kernel_options)
 def _optimised_small_kernel_options(devices=None):
     options = _optimised_small_kernel_options.__wrapped__(devices)

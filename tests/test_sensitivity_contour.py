@@ -75,6 +75,21 @@ def test_surface_is_cfu_at_each_point_and_nan_exactly_where_not_positive_definit
         np.testing.assert_array_equal(surface.correlation(i, j), Ps[i][j])
 
 
+def test_grouped_fits_equal_one_vmap(model, x64, monkeypatch):
+    """Where platform.run_group groups the vmapped Model B fits (XLA:CPU with its
+    concurrency-optimised scheduler on, where wider vmaps stall), the surface is the same."""
+    from cfjax.sensitivity import contour
+
+    whole = np.asarray(S.cfu_surface(model, PAIRS, 7).cfu)
+    asked = []
+    monkeypatch.setattr(cf.platform, "run_group", lambda n: asked.append(n) or (3 if n > 3 else None))
+    contour._surface.clear_cache()  # the group is chosen when the program is traced
+    grouped = np.asarray(S.cfu_surface(model, PAIRS, 7).cfu)
+    assert asked == [49]  # 7 x 7 points in one chunk, mapped in groups of 3
+    np.testing.assert_array_equal(np.isnan(grouped), np.isnan(whole))
+    np.testing.assert_allclose(grouped, whole, rtol=1e-10)
+
+
 def test_a_baseline_scored_model_and_the_default_grid(model, x64):
     blind = model.scoring("blind")
     surface = S.cfu_surface(blind, PAIRS, 5)

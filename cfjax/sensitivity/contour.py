@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from cfjax import _checks
+from cfjax import _checks, platform
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.cfu import cfu_of
 from cfjax.sensitivity.correlation import check_correlation
@@ -175,7 +175,11 @@ def _surface(model, Ps, feasible, newton_steps, chunk):
     def one(P):
         return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=newton_steps))
 
-    values = jax.lax.map(one, safe, batch_size=chunk)
+    # Vmapped Model B fits, at most platform.run_group of them at once: with XLA:CPU's
+    # concurrency-optimised scheduler on, wider vmaps of such fits can stall it (a contour of
+    # 49 points sat idle for minutes).
+    group = platform.run_group(chunk)
+    values = jax.lax.map(one, safe, batch_size=chunk if group is None else group)
     return jnp.where(feasible, values, jnp.nan)
 
 
