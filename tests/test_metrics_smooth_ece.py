@@ -11,6 +11,7 @@ by the trapezoid rule; its relative error is about (h/σ)²/8, i.e. 2e-5 at σ =
 import jax
 import numpy as np
 import pytest
+from scipy import stats
 
 import cfjax as cf
 from tests import reference as ref
@@ -77,18 +78,25 @@ def test_smooth_ece_does_not_increase_with_the_bandwidth(rng):
 
 
 def test_reliability_curve_matches_the_direct_smoother(rng, x64):
-    # The kernel average of the labels (Σ K y / Σ K) and the density (1/n) Σ K with the fully
-    # reflected kernel: the curve's images beyond −f and 2 − f weigh exp(−1/(2σ²)) ≈ 1e-44 at
-    # σ* ~ 0.07, and its sums are exact (no grid).
+    # The kernel average of the labels (Σ K y / Σ K) and the density (1/n) Σ K with the kernel
+    # reflected once (images f, −f and 2 − f), summed directly: equal to rounding. Against the
+    # fully reflected kernel (images ±f + 2k) they differ by the images left out, each at least
+    # 1 from any t in [0, 1]: at most 4 φ(1/σ)/σ per unit (φ the standard normal density),
+    # about 1e-44 at σ* ~ 0.07, 2e-9 at σ* ~ 0.16 (CFJAX_TEST_SEED=930030375).
     f, y = miscalibrated(rng, 200)
     t = np.linspace(0, 1, 23)
     c = cf.metrics.reliability_curve(f, y, grid=t)
     sigma = float(c.bandwidth)
     assert sigma == pytest.approx(float(cf.metrics.smooth_ece_bandwidth(f, y)))
     assert float(c.smooth_ece) == pytest.approx(float(cf.metrics.smooth_ece(f, y)), rel=1e-12)
+    once = sum(stats.norm.pdf(t[:, None], image[None, :], sigma) for image in (f, -f, 2 - f))
+    np.testing.assert_allclose(c.density, once.mean(axis=1), rtol=1e-9)
+    np.testing.assert_allclose(c.mean_label, once @ y / once.sum(axis=1), rtol=1e-9, atol=1e-12)
     kern = ref.reflected_kernel(t, f, sigma)
-    np.testing.assert_allclose(c.density, kern.mean(axis=1), rtol=1e-9)
-    np.testing.assert_allclose(c.mean_label, kern @ y / kern.sum(axis=1), rtol=1e-9, atol=1e-12)
+    left_out = 4 * stats.norm.pdf(1 / sigma) / sigma
+    np.testing.assert_allclose(c.density, kern.mean(axis=1), rtol=1e-9, atol=left_out)
+    np.testing.assert_allclose(c.mean_label, kern @ y / kern.sum(axis=1), rtol=1e-9,
+                               atol=1e-12 + left_out / kern.mean(axis=1).min())
     np.testing.assert_allclose(c.t, t)
 
 

@@ -17,7 +17,8 @@ from cfjax import predictors as pr
 MODEL = pr.EffusionCNN(features=(4, 8))
 # One configuration, ensemble size and data shape for every training test, so that the round
 # program compiles once for M = 3 (and once for the single-member runs).
-CONFIG = pr.EnsembleConfig(steps=40, batch_size=8, learning_rate=1e-2, weight_decay=1e-4, warmup=3,
+LR = 1e-2
+CONFIG = pr.EnsembleConfig(steps=40, batch_size=8, learning_rate=LR, weight_decay=1e-4, warmup=3,
                         eval_every=5, patience=2, eval_chunk=16)
 N, V, M = 64, 32, 3
 
@@ -49,6 +50,12 @@ def tree_close(a, b, rtol=1e-4, atol=1e-5):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=atol)
 
 
+def tree_distance(a, b):
+    """The largest absolute difference between two pytrees' leaves."""
+    return max(float(np.max(np.abs(np.asarray(u) - np.asarray(v)))) for u, v in
+               zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+
+
 def tree_equal(a, b):
     for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
@@ -70,10 +77,18 @@ def test_ensemble_member_equals_member_trained_alone(rng):
         for m in range(M):
             # float tolerance: the batched and single-member programs round differently, and
             # Adam's m/√v turns a rounding difference in a near-zero gradient into up to a
-            # learning-rate-sized step (1e-2 here) — observed differences stay below 1e-4.
-            tree_close(member(ens.best_params, m), member(alone[m].best_params, 0), rtol=1e-3, atol=1e-4)
-            tree_close(member(ens.params, m), member(alone[m].params, 0), rtol=1e-3, atol=1e-4)
-            np.testing.assert_allclose(ens.best_auc[m], alone[m].best_auc[0], atol=1e-6)
+            # learning-rate-sized step (1e-2 here). Over seeds the differences are mostly ~1e-7,
+            # now and then 1e-5 to 6e-4 (CFJAX_TEST_SEED=668064635); two members trained apart
+            # differ by more than 1 (0.2 below): so a few steps' size, and each member nearest
+            # its own run.
+            tree_close(member(ens.best_params, m), member(alone[m].best_params, 0), rtol=0, atol=2 * LR)
+            tree_close(member(ens.params, m), member(alone[m].params, 0), rtol=0, atol=2 * LR)
+            for other in set(range(M)) - {m}:
+                assert tree_distance(member(ens.params, m), member(alone[other].params, 0)) > 0.2
+            # a rounding difference may at most reorder one pair of validation scores
+            positives = int(vy.sum())
+            np.testing.assert_allclose(ens.best_auc[m], alone[m].best_auc[0],
+                                       atol=1.01 / (positives * (V - positives)))
             assert int(ens.best_step[m]) == int(alone[m].best_step[0])
 
 
