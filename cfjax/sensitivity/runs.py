@@ -30,13 +30,22 @@ from cfjax.sensitivity.projection import _along_boundary, _project_usable
 from cfjax.sensitivity.search_config import _Config
 
 def _over_runs(fn: Callable, args: Any, active: jax.Array, skip: Callable) -> Any:
-    """``fn`` over the leading (run) axis of ``args``: every run in one vmap, or in vmapped
-    groups one after another on XLA:CPU (:func:`cfjax.platform.run_group`, which explains
-    why; with several devices the groups apply within each device's share), a group with no
-    ``active`` run skipped: its outputs ``skip(args)`` (placeholders of fn's output structure;
-    the caller keeps what it had for those runs)."""
+    """``fn`` over the leading (run) axis of ``args``: every run in one vmap, or, on CPU, in
+    vmapped groups of :data:`cfjax.platform.RUN_GROUP` one after another (with several devices,
+    within each device's share), a group with no ``active`` run skipped: its outputs
+    ``skip(args)`` (placeholders of fn's output structure; the caller keeps what it had for
+    those runs).
+
+    Groups on CPU whatever XLA:CPU's scheduler: with its concurrency-optimised scheduler they
+    avoid the stall :func:`cfjax.platform.run_group` documents, and with either they skip the
+    runs with nothing to do, which one vmap would compute in every iteration: the search
+    compiles for at least ``_RUN_SLOTS`` = 64 runs (padding beyond a call's own), and runs stop
+    at different iterations. With the plain scheduler on 2 cores, the ten small searches of
+    tests/test_sensitivity_cfu.py's inverse-budget test took 2 s grouped, 54 s in one vmap."""
     n = jax.tree.leaves(args)[0].shape[0]
     group = platform.run_group(n)
+    if group is None and platform.on_cpu() and n > platform.RUN_GROUP:
+        group = platform.RUN_GROUP
     if group is None:
         return jax.vmap(fn)(args)
     args, active = distributed.pad_axis((args, active), group)
