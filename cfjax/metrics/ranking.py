@@ -49,8 +49,7 @@ def rankdata(x: Any) -> jax.Array:
       [2.5, 1.0, 2.5]
     """
     _scores("x", x)
-    x = jnp.asarray(x, _arrays.float_dtype(x))
-    return _arrays.average_ranks_from_bounds(*_arrays.rank_bounds(x), x.dtype)
+    return _ranks_jit(jnp.asarray(x, _arrays.float_dtype(x)))
 
 
 def spearman(a: Any, b: Any) -> jax.Array:
@@ -61,8 +60,7 @@ def spearman(a: Any, b: Any) -> jax.Array:
       >>> round(float(spearman([1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 4.0])), 4)
       0.8
     """
-    a, b = _pair(a, b)
-    return _spearman(_ranks(a), _ranks(b))
+    return _spearman_jit(*_pair(a, b))
 
 
 def kendall_tau_b(a: Any, b: Any) -> jax.Array:
@@ -72,8 +70,7 @@ def kendall_tau_b(a: Any, b: Any) -> jax.Array:
       >>> round(float(kendall_tau_b([1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 4.0])), 4)
       0.6667
     """
-    a, b = _pair(a, b)
-    return _kendall_tau_b(_arrays.rank_bounds(a), _arrays.rank_bounds(b), a.dtype)
+    return _kendall_jit(*_pair(a, b))
 
 
 def rank_change(a: Any, b: Any) -> jax.Array:
@@ -83,8 +80,7 @@ def rank_change(a: Any, b: Any) -> jax.Array:
       >>> round(float(rank_change([1.0, 2.0, 3.0], [3.0, 2.0, 1.0])), 4)
       1.3333
     """
-    a, b = _pair(a, b)
-    return jnp.mean(jnp.abs(_ranks(a) - _ranks(b)))
+    return _rank_change_jit(*_pair(a, b))
 
 
 def auc(p: Any, y: Any) -> jax.Array:
@@ -106,7 +102,7 @@ def auc(p: Any, y: Any) -> jax.Array:
     dtype = _arrays.float_dtype(p)
     p = jnp.asarray(p).astype(dtype)
     y = jnp.asarray(y).astype(dtype)
-    return _masked_auc(p, y, jnp.ones(p.shape, bool))
+    return _auc_jit(p, y)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -229,3 +225,12 @@ def _masked_auc(p: jax.Array, y: jax.Array, mask: jax.Array) -> jax.Array:
     u = jnp.sum(jnp.where(pos, ranks, 0)) - n_pos * (n_pos + 1) / 2
     den = n_pos * n_neg
     return jnp.where(den > 0, u / jnp.where(den > 0, den, 1), jnp.nan)
+
+
+# One compiled program per public function and input shape (each is otherwise a few dozen
+# operations dispatched one by one, every one compiled on its first call per shape).
+_ranks_jit = jax.jit(_ranks)
+_spearman_jit = jax.jit(lambda a, b: _spearman(_ranks(a), _ranks(b)))
+_kendall_jit = jax.jit(lambda a, b: _kendall_tau_b(_arrays.rank_bounds(a), _arrays.rank_bounds(b), a.dtype))
+_rank_change_jit = jax.jit(lambda a, b: jnp.mean(jnp.abs(_ranks(a) - _ranks(b))))
+_auc_jit = jax.jit(lambda p, y: _masked_auc(p, y, jnp.ones(p.shape, bool)))
