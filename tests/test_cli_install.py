@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata as md
+import json
 import os
 import re
 import subprocess
@@ -207,8 +208,6 @@ def _cases():
 def test_each_help_example_runs_with_what_make_demo_installs(tmp_path, name):
     """(`cfjax demo` itself runs in test_study; its figures need matplotlib and Pillow, which
     the module scan above checks.)"""
-    import json
-
     hidden = _hidden_modules(_demo_distributions())
     assert "pytest" in hidden  # the test extra is hidden
     lines = _cases()[name]
@@ -219,3 +218,14 @@ def test_each_help_example_runs_with_what_make_demo_installs(tmp_path, name):
     assert "needs" not in said and "not installed" not in said, said[-3000:]
     # each stage said what it was doing, on stderr
     assert len(re.findall(rf"^cfjax {name} \[ *[0-9.]+ s\] \w", proc.stderr, re.M)) >= 2, proc.stderr[-3000:]
+    if name == "sensitivity":  # what the example wrote (test_cli_sensitivity checks the numbers)
+        _check_sensitivity_example(tmp_path)
+
+
+def _check_sensitivity_example(folder) -> None:
+    out = folder / "results" / "sensitivity"
+    res = json.loads((out / "results.json").read_text())
+    assert res["inputs"]["sensitive"] == "race" and len(res["worst_case"]["cfu"]) >= 4  # with the benchmarks'
+    report = (out / "report.md").read_text()
+    assert "Inverse question" in report and "## Benchmarks" in report and "| race | 1 |" in report
+    assert {"curve.png", "curve.pdf"} <= {p.name for p in out.iterdir()}

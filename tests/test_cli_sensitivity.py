@@ -25,30 +25,6 @@ def _run(args, capsys):
     return code, captured.out, captured.err
 
 
-def _run_example(command, capsys):
-    """Run the ``--help`` example of ``command`` in the current folder: its ``python -c`` lines
-    with exec, shell lines with bash, its ``cfjax`` line in-process; returns that line's args."""
-    import shlex
-    import subprocess
-
-    text = command.epilog.replace("\b", "").replace("\\\n", "")
-    lines = [ln.strip() for ln in text.split("Example", 1)[1].splitlines()[1:] if ln.strip()]
-    args = None
-    for line in lines:
-        tokens = shlex.split(line)
-        if tokens[0] == "python":
-            assert tokens[1] == "-c"
-            exec(tokens[2], {})
-        elif tokens[0] == "cfjax":
-            args = tokens[1:]
-            code, _, err = _run(args, capsys)
-            assert code == 0, err
-        else:
-            subprocess.run(["bash", "-c", line], check=True)
-    assert args is not None
-    return args
-
-
 def _frame(rng, n=300):
     """A law-school-shaped SCM with correlated errors and a text sensitive attribute."""
     a = np.where(rng.random(n) < 0.6, 1.0, -1.0)
@@ -255,19 +231,16 @@ def test_user_mistakes_one_line(rng, tmp_path, capsys):
     assert code != 0 and "--out" in err and len(err.strip().splitlines()) == 1
 
 
-def test_help_example_runs(tmp_path, monkeypatch, capsys, x64):
+def test_help_has_an_example(capsys):
+    """The example itself runs in tests/test_cli_install.py (in a fresh interpreter with only
+    what ``make demo`` installs), which also checks what it writes."""
     from cfjax.cli.sensitivity import command
 
     code, out, _ = _run(["sensitivity", "--help"], capsys)
     assert code == 0 and "Example" in out and "cfjax sensitivity" in out
-    monkeypatch.chdir(tmp_path)
-    args = _run_example(command, capsys)
-    out_dir = tmp_path / args[args.index("--out") + 1]
-    res = json.loads((out_dir / "results.json").read_text())
-    assert res["inputs"]["sensitive"] == "race" and len(res["worst_case"]["cfu"]) >= 4  # with the benchmarks'
-    report = (out_dir / "report.md").read_text()
-    assert "Inverse question" in report and "## Benchmarks" in report and "| race | 1 |" in report
-    assert {"curve.png", "curve.pdf"} <= {p.name for p in out_dir.iterdir()}
+    text = command.epilog.replace("\b", "").replace("\\\n", "")
+    lines = [ln.strip() for ln in text.split("Example", 1)[1].splitlines()[1:] if ln.strip()]
+    assert any(ln.startswith("cfjax sensitivity ") and "--out" in ln for ln in lines), lines
 
 
 def test_demo_warning_bullets_quote_the_budgets_of_its_table(rng):
