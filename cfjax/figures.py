@@ -46,13 +46,22 @@ def save_figure(fig: Any, path: str | os.PathLike, *, formats: Sequence[str] = F
     stem, ext = os.path.splitext(os.fspath(path))
     if ext.lstrip(".").lower() not in formats:
         stem = os.fspath(path)
+    # lay the figure out and find its tight bounding box once, not once per format (each
+    # ``bbox_inches="tight"`` save draws the figure twice, re-running its layout engine each time)
+    fig.draw_without_rendering()
+    bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)  # savefig's default pad_inches
+    engine = fig.get_layout_engine()
+    fig.set_layout_engine("none")
     written = []
-    for fmt in formats:
-        buf = io.BytesIO()
-        fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight")
-        target = f"{stem}.{fmt}"
-        atomic_write_bytes(target, buf.getvalue())
-        written.append(target)
+    try:
+        for fmt in formats:
+            buf = io.BytesIO()
+            fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches=bbox)
+            target = f"{stem}.{fmt}"
+            atomic_write_bytes(target, buf.getvalue())
+            written.append(target)
+    finally:
+        fig.set_layout_engine(engine)
     if close:
         pyplot().close(fig)
     return written

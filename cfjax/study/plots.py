@@ -109,6 +109,17 @@ def _interval_text(c: Mapping[str, Any]) -> str:
     return text
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _factor(formatter: Any) -> str:
+    """A ScalarFormatter's factor as text: ``×10⁻⁴`` for a power of ten alone, its own offset
+    string (``1e-08+2.5e-03``) when it also subtracts an offset, ``""`` for none."""
+    if not formatter.offset and formatter.orderOfMagnitude:
+        return "×10" + str(formatter.orderOfMagnitude).translate(_SUPERSCRIPT)
+    return formatter.get_offset()
+
+
 def _panel(ax: Any, res: Mapping[str, Any], attr: str, metric: str, pairs: bool) -> list[Any]:
     """Draw one panel; returns the predictors' marker artists (in DELTA_NAMES order)."""
     from matplotlib.ticker import MaxNLocator
@@ -132,14 +143,15 @@ def _panel(ax: Any, res: Mapping[str, Any], attr: str, metric: str, pairs: bool)
         handles.append(h)
     ax.set_title(_interval_text(res["correlations"][attr][metric]), fontsize=_FONT + 1)
     # tiny values (S_var ~ 1e-4) get a ×10^k factor instead of long decimals that collide; the
-    # factor goes into the axis label, where it cannot run into the label or the title
-    ax.ticklabel_format(style="sci", scilimits=(-2, 3), useMathText=True)
+    # factor goes into the axis label, where it cannot run into the label or the title. Plain
+    # text, not mathtext: parsing every tick label as mathtext was a sixth of drawing a figure.
+    ax.ticklabel_format(style="sci", scilimits=(-2, 3), useMathText=False)
     ax.tick_params(labelsize=_FONT)
     for axis, label in ((ax.xaxis, METRIC_LABELS[metric]), (ax.yaxis, f"ΔAUC over {_ATTRIBUTE_LABELS[attr]}")):
         axis.set_major_locator(MaxNLocator(nbins=4))
         formatter = axis.get_major_formatter()
         formatter.set_locs(axis.get_majorticklocs())
-        factor = formatter.get_offset()  # for these limits: a caller who changes them relabels the axis
+        factor = _factor(formatter)  # for these limits: a caller who changes them relabels the axis
         axis.get_offset_text().set_visible(False)
         axis.set_label_text(f"{label} [{factor}]" if factor else label, fontsize=_FONT + 1)
     ax.grid(True, color="0.9", linewidth=0.6, zorder=0)
