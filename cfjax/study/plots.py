@@ -17,6 +17,7 @@ matplotlib ``Figure``; save it with :func:`cfjax.figures.save_figure` (PNG and P
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -113,11 +114,14 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 def _factor(formatter: Any) -> str:
-    """A ScalarFormatter's factor as text: ``×10⁻⁴`` for a power of ten alone, its own offset
-    string (``1e-08+2.5e-03``) when it also subtracts an offset, ``""`` for none."""
-    if not formatter.offset and formatter.orderOfMagnitude:
-        return "×10" + str(formatter.orderOfMagnitude).translate(_SUPERSCRIPT)
-    return formatter.get_offset()
+    """A ScalarFormatter's factor as text: ``×10⁻⁴`` for a power of ten alone (its offset text
+    ``1e-4``), the offset text itself when it also subtracts an offset (``1e-08+2.5e-03``),
+    ``""`` for none."""
+    text = formatter.get_offset()
+    power = re.fullmatch(r"1e([−-]?)0*(\d+)", text)
+    if power:
+        return "×10" + ("-" if power.group(1) else "").translate(_SUPERSCRIPT) + power.group(2).translate(_SUPERSCRIPT)
+    return text
 
 
 def _panel(ax: Any, res: Mapping[str, Any], attr: str, metric: str, pairs: bool) -> list[Any]:
