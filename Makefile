@@ -7,8 +7,9 @@ BENCH_STAMP := $(VENV)/.installed-bench
 
 EXPERIMENTS_STAMP := $(VENV)/.installed-experiments
 DEMO_STAMP := $(VENV)/.installed-demo
+LINT_STAMP := $(VENV)/.installed-lint
 
-.PHONY: install quick test slow seeds bench demo experiments clean
+.PHONY: install lint format quick test slow seeds bench demo experiments clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +32,22 @@ $(EXPERIMENTS_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench,text]'
 	touch $(EXPERIMENTS_STAMP)
 
+$(LINT_STAMP): $(PY) pyproject.toml constraints.txt
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[lint]'
+	touch $(LINT_STAMP)
+
 install: $(STAMP)
+
+# Static checks: ruff's linter and formatter (check only) and mypy, on cfjax/.
+lint: $(LINT_STAMP)
+	$(PY) -m ruff check cfjax
+	$(PY) -m ruff format --check cfjax
+	$(PY) -m mypy
+
+# Rewrite cfjax/ in ruff's format and apply its safe fixes.
+format: $(LINT_STAMP)
+	$(PY) -m ruff check --fix cfjax
+	$(PY) -m ruff format cfjax
 
 # The quick tier, for iterating: unit tests only (no command runs, training or searches).
 quick: $(STAMP)
