@@ -12,18 +12,20 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 
 from cfjax._errors import PrecisionWarning, ValidationError
 
 __all__ = ["PrecisionWarning", "ValidationError"]
 
 
-def fail(name: str, expected: str, found: str) -> None:
+def fail(name: str, expected: str, found: str) -> NoReturn:
     raise ValidationError(f"`{name}`: expected {expected}, got {found}.")
 
 
@@ -50,7 +52,7 @@ def check_shape(name: str, x: Any, shape: tuple[int, ...], what: str, why: str =
         fail(name, f"{what} of shape {tuple(shape)}" + (f", {why}" if why else ""), f"shape {found}")
 
 
-def as_array(name: str, x: Any, dtype: Any = None) -> np.ndarray:
+def as_array(name: str, x: Any, dtype: DTypeLike | None = None) -> np.ndarray:
     """``np.asarray(x, dtype)``, failing with the argument's name where numpy cannot make one
     rectangular array of it (ragged rows, values not convertible to ``dtype``)."""
     try:
@@ -222,7 +224,8 @@ def _user_stacklevel() -> int:
     """The ``stacklevel`` for ``warnings.warn`` called right here that points at the first frame
     outside the cfjax package (the user's call), however deep the library's helpers nest."""
     root = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    frame, level = sys._getframe(2), 2  # the caller of warnings.warn's caller
+    frame: FrameType | None = sys._getframe(2)  # the caller of warnings.warn's caller
+    level = 2
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
         frame, level = frame.f_back, level + 1
     return level

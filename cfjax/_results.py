@@ -64,7 +64,7 @@ def plain(value: Any, *, strict: bool = False, shortest: bool = False, float32_v
         if strict and a.dtype.kind in "fc":
             a = a.astype(np.float64)
             return (float(a) if np.isfinite(a) else None) if a.ndim == 0 \
-                else np.where(np.isfinite(a), a, None).tolist()
+                else _finite_or_none(a.tolist())
         return a.tolist() if a.ndim else a.item()
     if hasattr(value, "to_dict") and not isinstance(value, type):
         return plain(value.to_dict(), **kw)

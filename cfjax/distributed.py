@@ -23,19 +23,24 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.typing import DTypeLike
 
 from cfjax import _checks
+from cfjax.typing import PyTree
 
 __all__ = ["UNITS", "initialize", "host_devices", "mesh", "process_block", "pad_axis", "bucket", "head",
            "valid_mask", "shard", "map_batch", "as_mesh", "global_units", "host_array", "is_initialized"]
 
 UNITS = "units"  # the default name of the mesh axis
+
+#: what a ``mesh=`` (or ``devices=``) argument may be before :func:`as_mesh` resolves it
+MeshSpec = Union[Mesh, int, Sequence[jax.Device], None]
 
 ENV_COORDINATOR = "CFJAX_COORDINATOR"
 ENV_NUM_PROCESSES = "CFJAX_NUM_PROCESSES"
@@ -100,7 +105,7 @@ def host_devices(n: int) -> int:
     started with fewer)."""
     n = _checks.check_positive_int("n", n)
     try:
-        if jax.config.jax_num_cpu_devices < n:
+        if jax.config.jax_num_cpu_devices < n:  # type: ignore[attr-defined]  # a run-time flag
             jax.config.update("jax_num_cpu_devices", n)
     except RuntimeError:  # the backends have started: what exists is what there is
         pass
@@ -127,7 +132,7 @@ def _env_int(name: str, value: int | None, env: str, minimum: int) -> int | None
     return int(value)
 
 
-def mesh(devices: Any = None, axis: str = UNITS) -> Mesh:
+def mesh(devices: MeshSpec = None, axis: str = UNITS) -> Mesh:
     """A one-axis mesh named ``axis`` over ``devices``.
 
     Args:
@@ -155,7 +160,7 @@ def mesh(devices: Any = None, axis: str = UNITS) -> Mesh:
         devs = every[:int(devices)]
     else:
         try:
-            devs = list(devices)
+            devs = list(devices)  # type: ignore[arg-type]  # a bool raises TypeError: refused
         except TypeError:
             _checks.fail("devices", "None, a device count, a sequence of jax devices or a "
                          "one-axis jax.sharding.Mesh", repr(devices))
@@ -190,7 +195,7 @@ def process_block(n: int, num_processes: int | None = None, process_id: int | No
     return slice(min(index * per, n), min((index + 1) * per, n))
 
 
-def pad_axis(x: Any, multiple: int, axis: int = 0) -> Any:
+def pad_axis(x: PyTree, multiple: int, axis: int = 0) -> PyTree:
     """``x`` (an array or a pytree of arrays with a common axis ``axis``) padded along
     ``axis`` to a multiple of ``multiple`` by repeating its last entry (a numpy array on the
     host with numpy, compiling nothing; a JAX array in one small compiled program per shape).
@@ -219,7 +224,7 @@ def _pad_last(a: jax.Array, pad: int, axis: int) -> jax.Array:
     return jnp.concatenate([a, jnp.repeat(last, pad, axis=axis)], axis=axis)
 
 
-def head(x: Any, n: int) -> Any:
+def head(x: PyTree, n: int) -> PyTree:
     """The first ``n`` entries along the leading axis of every leaf of ``x`` (e.g. the padding
     of a shape bucket dropped): one compiled program for the whole pytree (not one per leaf).
 
@@ -231,7 +236,7 @@ def head(x: Any, n: int) -> Any:
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def _head(x: Any, n: int) -> Any:
+def _head(x: PyTree, n: int) -> PyTree:
     return jax.tree.map(lambda a: a[:n], x)
 
 
@@ -262,19 +267,19 @@ def bucket(n: int, chunk: int | None = None) -> int:
     return chunk << (-(-n // chunk) - 1).bit_length()
 
 
-def valid_mask(n: int, padded: int, dtype: Any = jnp.float32) -> jax.Array:
+def valid_mask(n: int, padded: int, dtype: DTypeLike = jnp.float32) -> jax.Array:
     """``(padded,)`` weights: 1 for the first ``n`` entries, 0 for the padding."""
     return (jnp.arange(padded) < n).astype(dtype)
 
 
-def shard(x: Any, where: Mesh, axis: int = 0) -> Any:
+def shard(x: PyTree, where: Mesh, axis: int = 0) -> PyTree:
     """``x`` (a pytree) placed on ``where`` with axis ``axis`` split over the mesh axis (its
     length must already be a multiple of the mesh size: see :func:`pad_axis`)."""
     spec = PartitionSpec(*([None] * axis + [where.axis_names[0]]))
     return jax.device_put(x, NamedSharding(where, spec))
 
 
-def as_mesh(mesh: Any, axis: str = UNITS) -> Mesh | None:
+def as_mesh(mesh: MeshSpec, axis: str = UNITS) -> Mesh | None:
     """The ``mesh=`` argument of every cfjax function, resolved: None stays None (one device,
     the default placement); an int, a sequence of devices or a one-axis ``Mesh`` become a
     one-axis mesh (:func:`mesh`), the error naming ``mesh``."""
@@ -286,9 +291,9 @@ def as_mesh(mesh: Any, axis: str = UNITS) -> Mesh | None:
         raise _checks.ValidationError(str(error).replace("`devices`", "`mesh`", 1)) from None
 
 
-def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), mesh: Any = None,
-              chunk_size: int | None = None, buckets: bool = False,
-              compiler_options: Mapping[str, Any] | None = None) -> Any:
+def map_batch(fn: Callable[..., PyTree], *args: PyTree, shared: tuple[PyTree, ...] = (),
+              mesh: MeshSpec = None, chunk_size: int | None = None, buckets: bool = False,
+              compiler_options: Mapping[str, Any] | None = None) -> PyTree:
     """``fn`` applied along the leading (batch) axis of ``args``, split over ``mesh``: the one
     way cfjax spreads work over devices (units, members, resamples or runs).
 
@@ -363,8 +368,8 @@ def map_batch(fn: Callable[..., Any], *args: Any, shared: tuple[Any, ...] = (), 
 
 
 @functools.lru_cache(maxsize=64)
-def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int, n_split: int,
-            options: tuple[tuple[str, Any], ...] = ()) -> Callable[..., Any]:
+def _mapped(fn: Callable[..., PyTree], where: Mesh | None, chunk: int, n_split: int,
+            options: tuple[tuple[str, Any], ...] = ()) -> Callable[..., PyTree]:
     def local(*everything):
         args, shared = everything[:n_split], everything[n_split:]
         size = jax.tree.leaves(args)[0].shape[0]  # this device's block
@@ -392,7 +397,7 @@ def _mapped(fn: Callable[..., Any], where: Mesh | None, chunk: int, n_split: int
     return jax.jit(sharded, compiler_options=dict(options) or None)
 
 
-def global_units(local: Any, where: Mesh, n: int) -> Any:
+def global_units(local: PyTree, where: Mesh, n: int) -> tuple[PyTree, jax.Array]:
     """A global array over all processes from each process's block of units.
 
     Every process calls this with its own rows (``process_block(n)`` of the data, a pytree of

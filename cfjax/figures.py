@@ -8,10 +8,14 @@ from __future__ import annotations
 import io
 import os
 import sys
-from typing import Any, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Sequence
 
 from cfjax import _checks
 from cfjax.io import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["pyplot", "save_figure", "FORMATS"]
 
@@ -19,7 +23,7 @@ __all__ = ["pyplot", "save_figure", "FORMATS"]
 FORMATS = ("png", "pdf")
 
 
-def pyplot() -> Any:
+def pyplot() -> ModuleType:
     """``matplotlib.pyplot``, or a clear ImportError naming the extra that provides it. A
     process that has not chosen a backend gets Agg (no display needed)."""
     try:
@@ -33,8 +37,8 @@ def pyplot() -> Any:
     return plt
 
 
-def save_figure(fig: Any, path: str | os.PathLike, *, formats: Sequence[str] = FORMATS, dpi: int = 150,
-                close: bool = True) -> list[str]:
+def save_figure(fig: Figure, path: str | os.PathLike, *, formats: Sequence[str] = FORMATS,
+                dpi: int = 150, close: bool = True) -> list[str]:
     """Write ``fig`` once per format next to ``path`` (its extension, if one of ``formats``,
     replaced: ``out/curve.png`` → ``out/curve.png`` and ``out/curve.pdf``), each file
     atomically (a reader never sees a half-written figure). Returns the paths written; closes
@@ -49,7 +53,9 @@ def save_figure(fig: Any, path: str | os.PathLike, *, formats: Sequence[str] = F
     # lay the figure out and find its tight bounding box once, not once per format (each
     # ``bbox_inches="tight"`` save draws the figure twice, re-running its layout engine each time)
     fig.draw_without_rendering()
-    bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)  # savefig's default pad_inches
+    # the Agg (and every raster) canvas has get_renderer; FigureCanvasBase's stub does not
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    bbox = fig.get_tightbbox(renderer).padded(0.1)  # savefig's default pad_inches
     engine = fig.get_layout_engine()
     fig.set_layout_engine("none")
     written = []

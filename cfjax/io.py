@@ -9,6 +9,7 @@ import tempfile
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["atomic_write_bytes", "plain_floats", "write_png"]
 
@@ -36,7 +37,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def write_png(path: str | os.PathLike, image: Any) -> None:
+def write_png(path: str | os.PathLike, image: npt.ArrayLike) -> None:
     """Write a grayscale image with values in [0, 1], shape ``(H, W)``, as an 8-bit PNG
     (encoded by Pillow: ``pip install 'cfjax[images]'`` or ``'cfjax[plots]'``), atomically."""
     from cfjax import _checks  # imports JAX: not at module level (the command's --help imports this module)
@@ -55,7 +56,7 @@ def write_png(path: str | os.PathLike, image: Any) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def plain_floats(value: Any, float32_values: bool = False) -> Any:
+def plain_floats(value: npt.ArrayLike, float32_values: bool = False) -> Any:
     """Numbers of ``value`` (a float, a numpy float or a float array) as plain Python floats,
     nested lists for an array, each the shortest decimal that gives back the same number in
     its own dtype: a float32 0.836 becomes 0.836, not 0.8360000252723694 (its float64
@@ -65,6 +66,7 @@ def plain_floats(value: Any, float32_values: bool = False) -> Any:
 
     Example:
       >>> import numpy as np
+import numpy.typing as npt
       >>> plain_floats(np.float32(0.836)), plain_floats(np.asarray([0.1, 0.25], np.float32))
       (0.836, [0.1, 0.25])
       >>> x = float(np.float32(0.836))

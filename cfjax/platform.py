@@ -11,10 +11,12 @@ import functools
 import os
 import sys
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
+
+from cfjax.typing import PyTree
 
 __all__ = ["full_precision", "on_cpu", "default_conv", "default_member_chunk", "default_resample_batch",
            "default_predictor_batch", "run_group", "map_runs", "small_kernel_options", "RUN_GROUP", "CPU_SCHEDULER_OFF", "use_compilation_cache",
@@ -26,7 +28,7 @@ RUN_GROUP = 4
 CPU_SCHEDULER_OFF = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 
 
-def on_cpu(devices: Sequence[Any] | None = None) -> bool:
+def on_cpu(devices: Sequence[jax.Device] | None = None) -> bool:
     """Whether ``devices`` (default: the default backend's) are CPU devices."""
     if devices is None:
         return jax.default_backend() == "cpu"
@@ -63,7 +65,7 @@ def default_resample_batch(n_elements: int, resamples: int, chunk_elements: int)
     return max(1, min(resamples, chunk_elements // max(1, n_elements)))
 
 
-def default_predictor_batch(devices: Sequence[Any]) -> int | None:
+def default_predictor_batch(devices: Sequence[jax.Device]) -> int | None:
     """Predictors evaluated per vmapped step of a metric sweep: one at a time on CPU, all at
     once (None) elsewhere."""
     return 1 if on_cpu(devices) else None
@@ -94,7 +96,7 @@ def run_group(runs: int) -> int | None:
     return RUN_GROUP if runs > RUN_GROUP else None
 
 
-def map_runs(fn: Any, args: Any) -> Any:
+def map_runs(fn: Callable[[PyTree], PyTree], args: PyTree) -> PyTree:
     """``jax.vmap(fn)(args)``, or, where :func:`run_group` groups runs (XLA:CPU with its
     concurrency-optimised scheduler on), ``jax.lax.map`` over vmapped groups of that many runs:
     the same values, without the stall. For vmaps over runs of a full-data fit (the
@@ -106,7 +108,7 @@ def map_runs(fn: Any, args: Any) -> Any:
     return jax.lax.map(fn, args, batch_size=group)
 
 
-def small_kernel_options(devices: Sequence[Any] | None = None) -> dict[str, Any]:
+def small_kernel_options(devices: Sequence[jax.Device] | None = None) -> dict[str, Any]:
     """Per-program XLA options (``jax.jit(..., compiler_options=...)``, or
     :func:`cfjax.distributed.map_batch`'s ``compiler_options``) for programs made of many small
     kernels: loops over m × m matrices and solves of a few dozen coefficients, such as the
@@ -185,8 +187,9 @@ def compilation_cache_dir(directory: str | os.PathLike | bool | None = None) -> 
                 return None
             directory = value.strip()
         else:
-            directory = jax.config.jax_compilation_cache_dir or os.path.join(
-                _user_cache_home(), "cfjax", "compilation-cache")
+            # jax's Config declares its flags at run time, not in its type stubs
+            configured = jax.config.jax_compilation_cache_dir  # type: ignore[attr-defined]
+            directory = configured or os.path.join(_user_cache_home(), "cfjax", "compilation-cache")
     return os.path.abspath(os.path.expanduser(os.fspath(directory)))
 
 
@@ -232,7 +235,7 @@ def use_compilation_cache(directory: str | os.PathLike | bool | None = None) -> 
         except OSError as e:
             warnings.warn(f"compilation cache off: cannot create {path!r} ({e})", stacklevel=2)
             path = None
-    wanted = {"jax_enable_compilation_cache": path is not None}
+    wanted: dict[str, bool | int | float | str] = {"jax_enable_compilation_cache": path is not None}
     if path is not None:
         wanted.update(jax_compilation_cache_dir=path,
                       jax_persistent_cache_min_compile_time_secs=CACHE_MIN_COMPILE_SECS,

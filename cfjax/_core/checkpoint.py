@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
+from typing import Any, Mapping
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
 from cfjax import _checks
+from cfjax.typing import ArrayLike, PyTree
 
 __all__ = ["CheckpointStore", "FORMAT_VERSION", "digest", "latest_checkpoint_step", "restore_checkpoint",
            "save_checkpoint"]
@@ -52,7 +53,7 @@ class CheckpointStore:
         """The newest complete checkpoint's step, None when there is none."""
         return self._manager.latest_step()
 
-    def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+    def save(self, step: int, state: PyTree, meta: Mapping[str, Any]) -> None:
         """Write ``state`` (a pytree of arrays) and ``meta`` (JSON-serialisable) as ``step``."""
         step = int(step)
         meta = {**meta, "format": FORMAT_VERSION, "step": step}
@@ -68,12 +69,12 @@ class CheckpointStore:
                          repr(step))
         return step
 
-    def _checked(self, meta: Any, step: int) -> dict[str, Any]:
-        meta = dict(meta)
-        if meta.get("format") != FORMAT_VERSION:
+    def _checked(self, meta: Mapping[str, Any], step: int) -> dict[str, Any]:
+        out = dict(meta)
+        if out.get("format") != FORMAT_VERSION:
             _checks.fail("directory", f"checkpoints of format {FORMAT_VERSION}",
-                         f"format {meta.get('format')!r} at step {step}")
-        return meta
+                         f"format {out.get('format')!r} at step {step}")
+        return out
 
     def meta(self, step: int | None = None) -> dict[str, Any]:
         """The description saved with ``step`` (default: the latest), without loading its state:
@@ -82,7 +83,7 @@ class CheckpointStore:
         restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
         return self._checked(restored["meta"], step)
 
-    def restore(self, template: Any, step: int | None = None) -> tuple[Any, dict[str, Any]]:
+    def restore(self, template: PyTree, step: int | None = None) -> tuple[PyTree, dict[str, Any]]:
         """``(state, meta)`` of ``step`` (default: the latest), the state in the structure,
         shapes and dtypes of ``template`` and placed like its arrays (their shardings: a state
         saved from one device restores sharded over several, and back)."""
@@ -99,8 +100,8 @@ class CheckpointStore:
         self._manager.close()
 
 
-def save_checkpoint(directory: str | os.PathLike, step: int, state: Any, meta: dict[str, Any] | None = None,
-                    keep: int = 2) -> None:
+def save_checkpoint(directory: str | os.PathLike, step: int, state: PyTree,
+                    meta: Mapping[str, Any] | None = None, keep: int = 2) -> None:
     """Save ``state`` as checkpoint ``step`` in ``directory`` (see :class:`CheckpointStore`).
 
     Example:
@@ -117,8 +118,8 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: Any, meta: d
         store.close()
 
 
-def restore_checkpoint(directory: str | os.PathLike, template: Any,
-                       step: int | None = None) -> tuple[Any, dict[str, Any]]:
+def restore_checkpoint(directory: str | os.PathLike, template: PyTree,
+                       step: int | None = None) -> tuple[PyTree, dict[str, Any]]:
     """``(state, meta)`` of checkpoint ``step`` (default: latest) in ``directory``, restored into
     the structure of ``template`` (e.g. :func:`cfjax.predictors.init_state` of the same model,
     config and seeds).
@@ -151,12 +152,12 @@ def latest_checkpoint_step(directory: str | os.PathLike) -> int | None:
         store.close()
 
 
-def digest(*arrays: Any) -> str:
+def digest(*arrays: ArrayLike) -> str:
     """A short fingerprint of arrays (their shapes, dtypes and bytes), for a checkpoint's run
     description: a resumed run must see the same data."""
     h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(np.asarray(a))
+    for array in arrays:
+        a = np.ascontiguousarray(np.asarray(array))
         h.update(str((a.shape, a.dtype.str)).encode())
         h.update(a.tobytes())
     return h.hexdigest()[:16]

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from cfjax._errors import ValidationError
+from cfjax.typing import KeyLike
 
 __all__ = ["as_key", "numpy_rng", "seed_of"]
 
 
-def as_key(key: Any, name: str = "key") -> jax.Array:
+def as_key(key: KeyLike, name: str = "key") -> jax.Array:
     """``key`` as one typed PRNG key.
 
     Accepts a typed key (``jax.random.key(0)``), raw key data (``jax.random.PRNGKey(0)``, a
@@ -44,7 +43,7 @@ def as_key(key: Any, name: str = "key") -> jax.Array:
                           f"or an int seed, got an array of dtype {k.dtype} and shape {k.shape}.")
 
 
-def seed_of(key: Any, name: str = "key") -> int:
+def seed_of(key: KeyLike, name: str = "key") -> int:
     """One non-negative integer for ``key`` (anything :func:`as_key` takes), for code that
     needs an int seed (numpy generators, seeds offset by a count).
 
@@ -70,7 +69,7 @@ def seed_of(key: Any, name: str = "key") -> int:
     return seed
 
 
-def numpy_rng(key: Any, name: str = "key") -> np.random.Generator:
+def numpy_rng(key: KeyLike, name: str = "key") -> np.random.Generator:
     """A numpy ``Generator`` seeded by ``key`` (anything :func:`as_key` takes), for draws made
     on the host (synthetic data sets, fold assignments).
 

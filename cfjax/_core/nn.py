@@ -4,13 +4,12 @@ convolution with a fast CPU form, 2×2 mean pooling."""
 from __future__ import annotations
 
 import math
-from typing import Any
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import DTypeLike
 
 from cfjax.platform import default_conv
 
@@ -23,7 +22,7 @@ def fan_in_normal(scale: float) -> nn.initializers.Initializer:
     multi-dimensional threefry draw (its counters are built per dimension) and well under one
     for a flat one. Plain, not truncated, normals: the truncated sampler compiles to a much
     larger program, for no benefit at this size."""
-    def init(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
+    def init(key: jax.Array, shape: tuple[int, ...], dtype: DTypeLike = jnp.float32) -> jax.Array:
         fan_in = math.prod(shape[:-1])
         flat = jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
         return flat * jnp.sqrt(jnp.array(scale / fan_in, dtype))

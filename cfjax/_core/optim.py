@@ -29,7 +29,7 @@ class _Init:
 
     tx: optax.GradientTransformation
 
-    def __call__(self, params: Any) -> Any:
+    def __call__(self, params: optax.Params) -> optax.OptState:
         with jax.numpy_dtype_promotion("standard"):
             return self.tx.init(params)
 
@@ -40,7 +40,9 @@ class _Update:
 
     tx: optax.GradientTransformation
 
-    def __call__(self, updates: Any, state: Any, params: Any = None, **extra_args: Any) -> tuple[Any, Any]:
+    def __call__(self, updates: optax.Updates, state: optax.OptState,
+                 params: optax.Params | None = None,
+                 **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
         with jax.numpy_dtype_promotion("standard"):
             return self.tx.update(updates, state, params, **extra_args)
 

@@ -33,7 +33,8 @@ import os
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from types import ModuleType
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
@@ -44,6 +45,7 @@ __all__ = ["load_chexpert", "load_mimic_cxr"]
 EFFUSION = "Pleural Effusion"
 #: bump when the decoding changes, so that caches of the old decoding are not reused
 _DECODER_VERSION = "draft-bilinear-1"
+_T = TypeVar("_T")
 
 
 class _Table:
@@ -57,7 +59,7 @@ class _Table:
         return iter(self.rows)
 
     def value(self, where: tuple[int, int], row: dict[str, str], column: str,
-              parse: Callable[[str], Any], expected: str) -> Any:
+              parse: Callable[[str], _T], expected: str) -> _T:
         """``parse(row[column])``, or ValidationError naming the file, column and row."""
         raw = row[column]
         try:
@@ -139,7 +141,7 @@ def _check_policy(uncertain: str, blank: str, size: int) -> None:
         raise ValidationError(f"`size`: expected an integer >= 8, got {size!r}.")
 
 
-def _decode(image_module: Any, path: Path, size: int) -> np.ndarray:
+def _decode(image_module: ModuleType, path: Path, size: int) -> np.ndarray:
     """One image as ``(size, size)`` float32 in [0, 1]: decoded at the smallest scale Pillow's
     draft mode offers that is still at least ``size`` on each side, grayscale, resized
     bilinearly."""
@@ -195,7 +197,7 @@ def _load_images(paths: list[Path], size: int, cache_dir: str | os.PathLike | No
     return np.load(cache, mmap_mode="r")
 
 
-def _finish(rows: list[tuple[Path, int, float, int]], dropped: Counter, size: int,
+def _finish(rows: list[tuple[Path, int, float, int]], dropped: Counter[str], size: int,
             cache_dir: str | os.PathLike | None, tag: str, source: str) -> dict[str, Any]:
     if not rows:
         raise ValidationError(f"{source}: no usable frontal image left; dropped {dict(dropped)}.")
@@ -225,7 +227,9 @@ def load_chexpert(root: str | os.PathLike, split: str = "train", *, size: int = 
         raise ValidationError(f"`split`: expected 'train' or 'valid', got {split!r}.")
     root = Path(root)
     table = _read_csv(root / f"{split}.csv", ["Path", "Sex", "Age", "Frontal/Lateral", EFFUSION])
-    rows, dropped, seen = [], Counter(), set()
+    rows: list[tuple[Path, int, float, int]] = []
+    dropped: Counter[str] = Counter()
+    seen: set[str] = set()
     for where, row in table:
         if row["Frontal/Lateral"].strip() != "Frontal":
             dropped["not frontal"] += 1
@@ -248,6 +252,7 @@ def load_chexpert(root: str | os.PathLike, split: str = "train", *, size: int = 
         if reason:
             dropped[reason] += 1
             continue
+        assert label is not None  # _effusion gives a label whenever it gives no reason
         path = root / rel if (root / rel).exists() else root.parent / rel
         rows.append((path, sex, age, label))
     return _finish(rows, dropped, size, cache_dir, f"chexpert|{table.path}|{uncertain}|{blank}",
@@ -275,10 +280,10 @@ def load_mimic_cxr(root: str | os.PathLike, patients_csv: str | os.PathLike, *, 
     meta = _read_csv(root / "mimic-cxr-2.0.0-metadata.csv", ["dicom_id", "subject_id", "study_id", "ViewPosition"])
     labels = _read_csv(root / "mimic-cxr-2.0.0-chexpert.csv", ["subject_id", "study_id", EFFUSION])
     patients = _read_csv(Path(patients_csv), ["subject_id", "gender", "anchor_age"])
-    dropped = Counter()
+    dropped: Counter[str] = Counter()
     # Labels and patients: the first row of each key, duplicates counted, conflicts marked.
     study_label: dict[tuple[str, str], int | None] = {}
-    conflicting_studies = set()
+    conflicting_studies: set[tuple[str, str]] = set()
     for where, row in labels:
         key = (row["subject_id"].strip(), row["study_id"].strip())
         code = labels.value(where, row, EFFUSION, _effusion_code, _EFFUSION_EXPECTED)
@@ -289,7 +294,7 @@ def load_mimic_cxr(root: str | os.PathLike, patients_csv: str | os.PathLike, *, 
             continue
         study_label[key] = code
     person: dict[str, tuple[str, float]] = {}
-    conflicting_people = set()
+    conflicting_people: set[str] = set()
     for where, row in patients:
         subject = row["subject_id"].strip()
         record = (row["gender"].strip(), patients.value(where, row, "anchor_age", _number, "a number (years)"))
@@ -299,7 +304,8 @@ def load_mimic_cxr(root: str | os.PathLike, patients_csv: str | os.PathLike, *, 
                 conflicting_people.add(subject)
             continue
         person[subject] = record
-    rows, seen = [], set()
+    rows: list[tuple[Path, int, float, int]] = []
+    seen: set[str] = set()
     for where, row in meta:
         if row["ViewPosition"].strip() not in ("PA", "AP"):
             dropped["not frontal"] += 1
@@ -334,6 +340,7 @@ def load_mimic_cxr(root: str | os.PathLike, patients_csv: str | os.PathLike, *, 
         if reason:
             dropped[reason] += 1
             continue
+        assert label is not None  # _effusion gives a label whenever it gives no reason
         path = root / "files" / f"p{subject[:2]}" / f"p{subject}" / f"s{study}" / f"{dicom}.jpg"
         rows.append((path, sex, age, label))
     return _finish(rows, dropped, size, cache_dir, f"mimic|{root}|{patients.path}|{uncertain}|{blank}", str(root))

@@ -8,7 +8,7 @@ replaced by any callable ``(n, d) -> (n, C)`` wherever cfjax takes a classifier.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +21,7 @@ from cfjax import _checks
 from cfjax import _results
 from cfjax._core.optim import standard_promotion
 from cfjax.representations.subspace import _as_embeddings
+from cfjax.typing import ArrayLike
 
 __all__ = ["LinearClassifier", "fit_logistic", "predict_classes"]
 
@@ -56,7 +57,7 @@ class LinearClassifier(struct.PyTreeNode):
                 f"dtype={jnp.dtype(self.W.dtype).name}" + (f", batch={tuple(shape[:-2])}" if len(shape) > 2 else "") + ")")
 
 
-def predict_classes(proba: Any, X: jax.Array) -> jax.Array:
+def predict_classes(proba: Callable[[jax.Array], jax.Array], X: jax.Array) -> jax.Array:
     """Predicted classes ``(n,)``: the argmax of ``proba(X)``."""
     return jnp.argmax(proba(X), axis=-1)
 
@@ -92,8 +93,9 @@ def _fit(X, y, weights, l2, tol, n_classes, max_steps):
     return params, otu.tree_get(state, "count"), otu.tree_norm(otu.tree_get(state, "grad"))
 
 
-def fit_logistic(X: Any, y: Any, *, n_classes: int | None = None, l2: float = 1e-4, sample_weight: Any = None,
-                 tol: float = 1e-6, max_steps: int = 500) -> LinearClassifier:
+def fit_logistic(X: ArrayLike, y: ArrayLike, *, n_classes: int | None = None, l2: float = 1e-4,
+                 sample_weight: ArrayLike | None = None, tol: float = 1e-6,
+                 max_steps: int = 500) -> LinearClassifier:
     """Multinomial logistic regression by L-BFGS (optax), full batch, in one jitted loop.
 
     Minimises ``Σ_i w_i CE(y_i, softmax(x_i W + b)) / Σ_i w_i + (l2 / 2) ‖W‖²`` (b unpenalised).
@@ -115,10 +117,10 @@ def fit_logistic(X: Any, y: Any, *, n_classes: int | None = None, l2: float = 1e
         >>> float(np.mean(np.asarray(predict_classes(clf, X)) == y)) > 0.95
         True
     """
-    X = _as_embeddings(X)
+    emb: jax.Array | np.ndarray = _as_embeddings(X)
     y = np.asarray(y)
     _checks.check_ndim("y", y, 1, "of labels (n,)")
-    _checks.check_same_len("X", X, "y", y)
+    _checks.check_same_len("X", emb, "y", y)
     if not np.issubdtype(y.dtype, np.integer):
         _checks.fail("y", "integer class labels", f"dtype {y.dtype}")
     C = int(y.max()) + 1 if n_classes is None else int(n_classes)
@@ -127,15 +129,16 @@ def fit_logistic(X: Any, y: Any, *, n_classes: int | None = None, l2: float = 1e
     if not float(l2) >= 0:
         _checks.fail("l2", "a penalty >= 0", repr(l2))
     if sample_weight is None:
-        w = jnp.ones(len(y), X.dtype)
+        w = jnp.ones(len(y), emb.dtype)
     else:
-        w = np.asarray(sample_weight)
-        _checks.warn_if_downcast("sample_weight", w)
-        if w.shape != y.shape or not np.all(np.isfinite(w)) or (w < 0).any() or w.sum() <= 0:
+        w_host = np.asarray(sample_weight)
+        _checks.warn_if_downcast("sample_weight", w_host)
+        if w_host.shape != y.shape or not np.all(np.isfinite(w_host)) or (w_host < 0).any() \
+                or w_host.sum() <= 0:
             _checks.fail("sample_weight", f"non-negative finite weights of shape {y.shape}, not all 0",
-                         f"shape {w.shape}")
-        w = jnp.asarray(w, X.dtype)
-    X = jnp.asarray(X)
-    (W, b), _, _ = _fit(X, jnp.asarray(y, jnp.int32), w, jnp.asarray(l2, X.dtype), jnp.asarray(tol, X.dtype),
-                        C, int(max_steps))
+                         f"shape {w_host.shape}")
+        w = jnp.asarray(w_host, emb.dtype)
+    Xj = jnp.asarray(emb)
+    (W, b), _, _ = _fit(Xj, jnp.asarray(y, jnp.int32), w, jnp.asarray(l2, Xj.dtype),
+                        jnp.asarray(tol, Xj.dtype), C, int(max_steps))
     return LinearClassifier(W=W, b=b)

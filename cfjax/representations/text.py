@@ -14,7 +14,7 @@ import io
 import json
 import os
 import pickle
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -42,15 +42,15 @@ def _encoder():
     return _ENCODER[0]
 
 
-def _digest(texts: list[str]) -> str:
+def _digest(texts: Sequence[str]) -> str:
     h = hashlib.sha256(MODEL_NAME.encode())
     for t in texts:
         h.update(b"\x00" + t.encode("utf-8"))
     return h.hexdigest()[:20]
 
 
-def embed_texts(texts: Any, *, cache_dir: str | os.PathLike | None = None, batch_size: int = 128,
-                normalize: bool = True) -> np.ndarray:
+def embed_texts(texts: Sequence[str], *, cache_dir: str | os.PathLike | None = None,
+                batch_size: int = 128, normalize: bool = True) -> np.ndarray:
     """Sentence embeddings ``(n, 384)`` (float32) of ``texts`` with all-MiniLM-L6-v2.
 
     Args:
@@ -123,8 +123,8 @@ def load_bios(path: str | os.PathLike) -> BiosRecords:
         with open(path, encoding="utf-8", newline="") as f:
             rows = list(csv.DictReader(f))
     elif ext in (".pkl", ".pickle"):
-        with open(path, "rb") as f:
-            rows = pickle.load(f)  # noqa: S301 - the dataset's own format; documented above
+        with open(path, "rb") as fb:
+            rows = pickle.load(fb)  # noqa: S301 - the dataset's own format; documented above
     else:
         _checks.fail("path", "a .jsonl, .json, .csv or .pkl file", repr(ext))
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
