@@ -2,6 +2,7 @@
 chunk length, a NaN guard naming the step, held-out early stopping, resume from a checkpoint."""
 
 import dataclasses
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +15,8 @@ from cfjax._core.checkpoint import CheckpointStore
 from cfjax._core.keys import as_key, numpy_rng, seed_of
 from cfjax._core.optim import standard_promotion
 from cfjax._errors import TrainingError, ValidationError
+
+QUIET = training.Reporter(progress=False)
 
 OPT = standard_promotion(optax.adam(0.05))  # as every cfjax trainer's optimiser: any dtype promotion
 
@@ -59,7 +62,7 @@ def test_loop_equals_a_python_loop_for_any_chunk_length(rng, chunk):
     data, state = problem(rng)
     seed = int(rng.integers(1 << 30))
     step = Regression(batch=16)
-    out = training.run(step, state, data, key=seed, steps=23, chunk_steps=chunk, progress=False)
+    out = training.run(step, state, data, key=seed, steps=23, chunk_steps=chunk, reporter=QUIET)
     ref_state, ref_losses = reference(step, state, data, jax.random.key(seed), 23)
     assert out.steps == 23 and out.finished
     np.testing.assert_allclose(out.history["loss"], ref_losses, rtol=1e-5, atol=1e-6)
@@ -70,7 +73,7 @@ def test_nan_guard_names_the_step_and_keeps_the_last_good_state(rng):
     data, state = problem(rng)
     with pytest.raises(TrainingError, match=r"at step 12\b"):
         training.run(Regression(batch=8, poison_at=12), state, data, key=0, steps=30, chunk_steps=5,
-                     progress=False)
+                     reporter=QUIET)
 
 
 def test_held_out_early_stopping_returns_the_best_state(rng):
@@ -80,8 +83,8 @@ def test_held_out_early_stopping_returns_the_best_state(rng):
     def held_out(s):
         return jnp.mean((held["x"] @ s[0] - held["y"]) ** 2)
 
-    out = training.run(Regression(batch=16), state, data, key=1, steps=400, chunk_steps=10, progress=False,
-                       validate=held_out, patience=3)
+    out = training.run(Regression(batch=16), state, data, key=1, steps=400, chunk_steps=10, reporter=QUIET,
+                       validation=training.Validation(held_out, patience=3))
     curve = out.validation
     assert len(curve) == len(out.validation_steps) and out.validation_steps[-1] == out.steps
     best = int(np.argmin(curve))
@@ -93,18 +96,18 @@ def test_held_out_early_stopping_returns_the_best_state(rng):
 def test_resume_from_a_checkpoint_equals_one_run(rng, tmp_path):
     data, state = problem(rng)
     step = Regression(batch=16)
-    whole = training.run(step, state, data, key=5, steps=40, chunk_steps=10, progress=False)
+    whole = training.run(step, state, data, key=5, steps=40, chunk_steps=10, reporter=QUIET)
     store = CheckpointStore(tmp_path)
-    first = training.run(step, state, data, key=5, steps=40, chunk_steps=10, progress=False, store=store,
-                         meta={"run": "a"}, max_chunks=2)
+    first = training.run(step, state, data, key=5, steps=40, chunk_steps=10, reporter=QUIET,
+                         checkpoint=training.Checkpointing(store, {"run": "a"}), max_chunks=2)
     assert first.steps == 20 and not first.finished
-    rest = training.run(step, state, data, key=5, steps=40, chunk_steps=10, progress=False, store=store,
-                        meta={"run": "a"})
+    rest = training.run(step, state, data, key=5, steps=40, chunk_steps=10, reporter=QUIET,
+                        checkpoint=training.Checkpointing(store, {"run": "a"}))
     np.testing.assert_allclose(rest.history["loss"], whole.history["loss"], rtol=1e-6)
     np.testing.assert_allclose(rest.state[0], whole.state[0], rtol=1e-6)
     with pytest.raises(ValidationError, match="checkpoint"):
-        training.run(step, state, data, key=5, steps=40, chunk_steps=10, progress=False, store=store,
-                     meta={"run": "b"})
+        training.run(step, state, data, key=5, steps=40, chunk_steps=10, reporter=QUIET,
+                     checkpoint=training.Checkpointing(store, {"run": "b"}))
     store.close()
 
 
@@ -165,7 +168,7 @@ def test_a_strided_step_counts_training_steps(rng, tmp_path):
     inner = Regression(batch=16)
     strided = Strided(inner, stride, steps, seed)
     out = training.run(strided, state, data, key=0, steps=steps, chunk_steps=2 * stride, stride=stride,
-                       progress=False, validate=lambda s: jnp.sum(s[0] ** 2))
+                       reporter=QUIET, validation=training.Validation(lambda s: jnp.sum(s[0] ** 2)))
     ref_state, ref_losses = reference(inner, state, data, key, steps)
     calls = -(-steps // stride)
     assert out.steps == steps and out.finished and out.history["loss"].shape == (calls,)
@@ -176,19 +179,49 @@ def test_a_strided_step_counts_training_steps(rng, tmp_path):
     np.testing.assert_array_equal(out.validation_steps, ends + ([steps] if ends[-1] < steps else []))
     store = CheckpointStore(tmp_path)
     first = training.run(strided, state, data, key=0, steps=steps, chunk_steps=stride, stride=stride,
-                         progress=False, store=store, meta={"run": "s"}, max_chunks=2)
+                         reporter=QUIET, checkpoint=training.Checkpointing(store, {"run": "s"}), max_chunks=2)
     assert first.steps == 2 * stride and store.latest_step() == 2 * stride
     rest = training.run(strided, state, data, key=0, steps=steps, chunk_steps=stride, stride=stride,
-                        progress=False, store=store, meta={"run": "s"})
+                        reporter=QUIET, checkpoint=training.Checkpointing(store, {"run": "s"}))
     store.close()
     np.testing.assert_allclose(rest.state[0], out.state[0], rtol=1e-6)
     poison = int(rng.integers(stride, steps))
     with pytest.raises(TrainingError, match=rf"at step {poison}\b"):
         training.run(Strided(Regression(batch=8, poison_at=poison), stride, steps, seed), state, data, key=0,
-                     steps=steps, chunk_steps=stride, stride=stride, progress=False,
-                     locate=lambda metrics, i: f"at step {int(metrics['bad_step'])}")
+                     steps=steps, chunk_steps=stride, stride=stride, reporter=training.Reporter(progress=False,
+                                                      locate=lambda metrics, i: f"at step {int(metrics['bad_step'])}"))
     with pytest.raises(ValidationError, match="`chunk_steps`: expected a multiple of `stride`"):
         training.run(strided, state, data, key=0, steps=steps, chunk_steps=stride + 1, stride=stride,
-                     progress=False)
+                     reporter=QUIET)
     with pytest.raises(ValidationError, match="`stride`"):
-        training.run(strided, state, data, key=0, steps=steps, stride=0, progress=False)
+        training.run(strided, state, data, key=0, steps=steps, stride=0, reporter=QUIET)
+
+
+def test_the_old_keyword_arguments_still_work_with_a_warning_naming_the_new_spelling(rng, tmp_path):
+    """``progress=``, ``validate=``, ``patience=``, ``store=``, ``meta=`` … of earlier releases fold
+    into ``reporter``, ``validation`` and ``checkpoint``: the same run, and a DeprecationWarning."""
+    data, state = problem(rng)
+    step, seed = Regression(batch=16), int(rng.integers(1 << 30))
+
+    def held_out(s):
+        return jnp.sum(s[0] ** 2)
+
+    new = training.run(step, state, data, key=seed, steps=30, chunk_steps=10, reporter=QUIET,
+                       validation=training.Validation(held_out, patience=2))
+    with pytest.warns(DeprecationWarning, match=r"run\(progress=, validate=, patience=\).*"
+                                                r"reporter=Reporter\(progress=\.\.\.\).*validation=Validation"):
+        old = training.run(step, state, data, key=seed, steps=30, chunk_steps=10, progress=False,
+                           validate=held_out, patience=2)
+    np.testing.assert_array_equal(old.state[0], new.state[0])
+    np.testing.assert_array_equal(old.validation, new.validation)
+    with pytest.warns(DeprecationWarning, match="checkpoint=Checkpointing"):
+        store = CheckpointStore(tmp_path)
+        training.run(step, state, data, key=seed, steps=30, chunk_steps=10, progress=False, store=store,
+                     meta={"run": "a"}, max_chunks=1)
+    assert store.latest_step() == 10
+    store.close()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+        training.run(step, state, data, key=seed, steps=30, progress=False, nope=1)
+    assert list(inspect.signature(training.run).parameters) == [
+        "step", "state", "data", "key", "steps", "chunk_steps", "stride", "guard", "max_chunks", "reporter",
+        "validation", "checkpoint"]

@@ -8,7 +8,9 @@ predictors, the predictor ensembles) writes one pure step::
 (``state`` any pytree, ``data`` the pytree of training arrays, ``key`` the step's own key,
 ``metrics`` a dict of scalars or per-member vectors), and :func:`run` does the rest: ``lax.scan``
 over ``chunk_steps`` steps inside one compiled program, a tqdm bar between chunks, a NaN/inf
-guard that names the step, held-out early stopping, orbax checkpoints with resume. The loop
+guard that names the step, held-out early stopping, orbax checkpoints with resume; what it shows
+and says is a :class:`Reporter`'s, the held-out evaluation a :class:`Validation`'s, the checkpoints
+a :class:`Checkpointing`'s. The loop
 runs under the caller's dtype promotion, strict or standard (a step's optax transformation
 goes through :func:`cfjax._core.optim.standard_promotion`).
 
@@ -23,7 +25,10 @@ equal (a module-level function, or a frozen dataclass with ``__call__``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
+import warnings
 from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
@@ -35,8 +40,9 @@ from tqdm.auto import tqdm
 from cfjax._core.checkpoint import CheckpointStore
 from cfjax._core.keys import as_key
 from cfjax._errors import TrainingError, ValidationError
+from cfjax.typing import KeyLike
 
-__all__ = ["Loop", "LoopResult", "run"]
+__all__ = ["Checkpointing", "Loop", "LoopResult", "Reporter", "Validation", "run"]
 
 Step = Callable[[Any, Any, jax.Array], tuple[Any, Mapping[str, jax.Array]]]
 
@@ -121,13 +127,151 @@ def _history(step: Step, state: Any, data: Any, key: jax.Array, total: int) -> d
     return {name: jnp.full((total,) + s.shape, jnp.nan, s.dtype) for name, s in shapes.items()}
 
 
-def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps: int = 100,
-        guard: str | None = "loss", progress: bool | None = None, desc: str = "training",
-        postfix: tuple[str, ...] = ("loss",), validate: Callable[[Any], jax.Array] | None = None,
-        patience: int | None = None, store: CheckpointStore | None = None, meta: Mapping[str, Any] | None = None,
-        max_chunks: int | None = None, hint: str = "lower the learning rate or check the data",
-        member_names: tuple[str, ...] | None = None, best_value: float = np.inf, since: int = 0,
-        stride: int = 1, locate: Callable[[Mapping[str, np.ndarray], int], str] | None = None) -> LoopResult:
+@dataclasses.dataclass(frozen=True)
+class Reporter:
+    """What a run shows and says: its progress bar and the message of a diverged step.
+
+    Attributes:
+      progress: show a tqdm bar on stderr; None: only when stderr is a terminal.
+      desc: the bar's label and the error messages' subject.
+      postfix: metrics shown on the bar (their mean over the last chunk).
+      hint: what to try when the loss diverges, appended to the error.
+      member_names: names of the elements of a vector guarded metric (members), for the error.
+      locate: ``(metrics, element) -> "at step …"``: where in the failing call the guard failed,
+        for the error (``metrics`` that call's, as host arrays; ``element`` the non-finite one's
+        index, 0 for a scalar); default: the call's first step.
+    """
+
+    progress: bool | None = None
+    desc: str = "training"
+    postfix: tuple[str, ...] = ("loss",)
+    hint: str = "lower the learning rate or check the data"
+    member_names: tuple[str, ...] | None = None
+    locate: Callable[[Mapping[str, np.ndarray], int], str] | None = None
+
+    def bar(self, total: int, initial: int) -> tqdm:
+        """The run's progress bar over ``total`` training steps, ``initial`` of them already run."""
+        return tqdm(total=total, initial=initial, desc=self.desc, unit="step", dynamic_ncols=True,
+                    disable=None if self.progress is None else not self.progress)
+
+    def diverged(self, guard: str, metrics: Mapping[str, np.ndarray], element: int, vector: bool,
+                 first_step: int) -> TrainingError:
+        """The error of a call whose ``guard`` metric was not finite: ``metrics`` that call's,
+        ``element`` the non-finite one's index (of a ``vector`` metric), ``first_step`` the call's
+        first training step."""
+        where = ""
+        if self.member_names is not None:
+            where = f" of member {self.member_names[element]}"
+        elif vector:
+            where = f" of element {element}"
+        at = self.locate(metrics, element) if self.locate is not None else f"at step {first_step}"
+        return TrainingError(f"{self.desc} diverged: the {guard}{where} was NaN or infinite {at}; {self.hint}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Validation:
+    """Held-out evaluation after every chunk, the best state kept, and early stopping.
+
+    Attributes:
+      validate: ``state -> scalar``, lower is better (e.g. a held-out negative
+        log-likelihood), evaluated after every chunk; the best state is kept.
+      patience: stop after this many chunks without a lower value (None: run every step).
+      best_value, since: the early-stopping state carried over from an earlier run of the same
+        fit (its :class:`LoopResult`'s): this run's states are kept only below ``best_value``,
+        and ``patience`` counts on from ``since`` chunks.
+    """
+
+    validate: Callable[[Any], jax.Array]
+    patience: int | None = None
+    best_value: float = np.inf
+    since: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpointing:
+    """Where a run saves its loop after every chunk, and what identifies it on resume.
+
+    Attributes:
+      store: a :class:`CheckpointStore`: the loop is saved after every chunk, and a run whose
+        ``meta`` equals the saved one resumes from the latest checkpoint.
+      meta: JSON-serialisable description of the run, compared on resume.
+    """
+
+    store: CheckpointStore
+    meta: Mapping[str, Any] | None = None
+
+
+def legacy_keywords(fold: Callable[[dict[str, Any], dict[str, Any]], str]) -> Callable[[Callable], Callable]:
+    """A decorator: the keyword arguments a function no longer takes are handed to
+    ``fold(old, kwargs)``, which puts them into ``kwargs`` in their new form (raising TypeError
+    for a name it does not know) and returns that new spelling, named by a
+    ``DeprecationWarning``. The function's signature (``inspect.signature``) is its new one."""
+    def decorate(fn: Callable) -> Callable:
+        names = set(inspect.signature(fn).parameters)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            old = {k: kwargs.pop(k) for k in list(kwargs) if k not in names}
+            if old:
+                given = ", ".join(f"{k}=" for k in old)
+                new = fold(old, kwargs)
+                warnings.warn(f"{fn.__module__}.{fn.__name__}({given}) is deprecated and will be removed in the "
+                              f"next release: use {new}", DeprecationWarning, stacklevel=2)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def regroup(function: str, old: Mapping[str, Any], kwargs: dict[str, Any],
+            table: Mapping[str, tuple[str, str]], factories: Mapping[str, Callable[..., Any]]) -> str:
+    """``old`` keyword arguments of ``function`` folded into their groups' dataclasses in
+    ``kwargs``: ``table`` maps an old name to ``(group argument, field)``, ``factories`` a
+    group to the callable building it from its fields (the group's ``kwargs`` value, when
+    given, updated with ``dataclasses.replace``). Returns the new spelling, for the warning."""
+    unknown = [k for k in old if k not in table]
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+    fields: dict[str, dict[str, Any]] = {}
+    for name, value in old.items():
+        group, field = table[name]
+        fields.setdefault(group, {})[field] = value
+    spelled = []
+    for group, values in fields.items():
+        current = kwargs.get(group)
+        kwargs[group] = factories[group](**values) if current is None else dataclasses.replace(current, **values)
+        spelled.append(f"{group}={getattr(factories[group], '__name__', group)}"
+                       f"({', '.join(f'{f}=...' for f in values)})")
+    return ", ".join(spelled)
+
+
+#: ``run``'s keyword arguments of earlier releases: ``old name -> (group argument, field)``.
+_RUN_LEGACY = {
+    **{name: ("reporter", name) for name in ("progress", "desc", "postfix", "hint", "member_names", "locate")},
+    **{name: ("validation", name) for name in ("validate", "patience", "best_value", "since")},
+    "store": ("checkpoint", "store"), "meta": ("checkpoint", "meta"),
+}
+
+
+def _fold_run(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
+    """:func:`run`'s old keyword arguments into ``reporter``, ``validation`` and ``checkpoint``
+    (an old ``validate`` or ``store`` of None, or their group's other fields alone, as before:
+    no validation, no checkpoints)."""
+    for group, lead in (("validation", "validate"), ("checkpoint", "store")):
+        names = [k for k, (g, _) in _RUN_LEGACY.items() if g == group]
+        if any(k in old for k in names) and kwargs.get(group) is None and old.get(lead) is None:
+            for k in names:
+                old.pop(k, None)
+            kwargs.pop(group, None)
+    return regroup("run", old, kwargs, _RUN_LEGACY,
+                   {"reporter": Reporter, "validation": Validation, "checkpoint": Checkpointing}) or "the defaults"
+
+
+@legacy_keywords(_fold_run)
+def run(step: Step, state: Any, data: Any, *, key: KeyLike, steps: int, chunk_steps: int = 100, stride: int = 1,
+        guard: str | None = "loss", max_chunks: int | None = None, reporter: Reporter = Reporter(),
+        validation: Validation | None = None, checkpoint: Checkpointing | None = None) -> LoopResult:
     """Run ``steps`` steps of ``step`` from ``state`` on ``data``.
 
     Args:
@@ -139,36 +283,30 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
       steps: steps in all.
       chunk_steps: steps per compiled chunk (the bar, the held-out value and the checkpoint are
         updated between chunks; the steps taken do not depend on it).
-      guard: the metric whose non-finite value stops training with :class:`TrainingError`
-        naming the step (None: no guard). The failing step changes nothing.
-      progress: show a tqdm bar on stderr; None: only when stderr is a terminal.
-      desc: the bar's label and the error messages' subject.
-      postfix: metrics shown on the bar (their mean over the last chunk).
-      validate: ``state -> scalar``, lower is better (e.g. a held-out negative log-likelihood),
-        evaluated after every chunk; the best state is kept.
-      patience: with ``validate``: stop after this many chunks without a lower value (None:
-        run every step).
-      store: a :class:`CheckpointStore`: the loop is saved after every chunk, and a run whose
-        ``meta`` equals the saved one resumes from the latest checkpoint.
-      meta: JSON-serialisable description of the run, compared on resume.
-      max_chunks: run at most this many chunks in this call.
-      hint: what to try when the loss diverges, appended to the error.
-      member_names: names of the elements of a vector ``guard`` metric (members), for the error.
-      best_value, since: the early-stopping state carried over from an earlier run of the same
-        fit (its :class:`LoopResult`'s): this run's states are kept only below ``best_value``,
-        and ``patience`` counts on from ``since`` chunks.
       stride: training steps one call of ``step`` takes (a step that runs several inside, e.g. an
         ensemble's evaluation round of ``eval_every`` steps, each device's members through all of
         them without meeting the others): ``steps``, ``chunk_steps`` (a multiple of it), the bar,
         the checkpoints' labels and the result's step counts are training steps; call ``i``
         covers steps ``[i·stride, (i + 1)·stride)`` (the last fewer) and gets ``fold_in(key, i)``.
-      locate: ``(metrics, element) -> "at step …"``: where in the failing call the guard failed,
-        for the error (``metrics`` that call's, as host arrays; ``element`` the non-finite one's
-        index, 0 for a scalar); default: the call's first step.
+      guard: the metric whose non-finite value stops training with :class:`TrainingError`
+        naming the step (None: no guard). The failing step changes nothing.
+      max_chunks: run at most this many chunks in this call.
+      reporter: the progress bar and the messages (:class:`Reporter`).
+      validation: held-out evaluation and early stopping (:class:`Validation`; None: none).
+      checkpoint: the checkpoint store and the run's description (:class:`Checkpointing`;
+        None: no checkpoints).
 
     Returns:
       :class:`LoopResult`.
+
+    The keyword arguments of earlier releases (``progress``, ``desc``, ``postfix``, ``hint``,
+    ``member_names``, ``locate``; ``validate``, ``patience``, ``best_value``, ``since``;
+    ``store``, ``meta``) still work for one release, with a ``DeprecationWarning``.
     """
+    rep = reporter
+    validate = None if validation is None else validation.validate
+    patience = None if validation is None else validation.patience
+    store = None if checkpoint is None else checkpoint.store
     if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
         raise ValidationError(f"`steps`: expected a positive integer, got {steps!r}.")
     if not isinstance(chunk_steps, (int, np.integer)) or isinstance(chunk_steps, bool) or chunk_steps < 1:
@@ -187,10 +325,12 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
     if guard is not None and guard not in history:
         raise ValidationError(f"`guard`: expected one of the step's metrics {sorted(history)}, got {guard!r}.")
     loop = Loop(state, jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.int32), history)
-    best, best_value, best_step, since = state, float(best_value), 0, int(since)
+    best, best_value, best_step, since = state, np.inf, 0, 0
+    if validation is not None:
+        best_value, since = float(validation.best_value), int(validation.since)
     curve: list[float] = []
     curve_steps: list[int] = []
-    meta = {"run": dict(meta or {})}
+    meta = {"run": dict(checkpoint.meta or {}) if checkpoint is not None else {}}
     if store is not None and store.latest_step() is not None:
         # the description first: another run's state may not even have this run's shapes
         if store.meta().get("run") != meta["run"]:
@@ -208,8 +348,7 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
     def trained(calls_run: int) -> int:  # training steps taken by that many calls
         return min(calls_run * stride, steps)
 
-    bar = tqdm(total=steps, initial=trained(int(loop.step)), desc=desc, unit="step", dynamic_ncols=True,
-               disable=None if progress is None else not progress)
+    bar = rep.bar(steps, trained(int(loop.step)))
     chunks_run, stopped = 0, False
     try:
         while int(loop.step) < calls and (max_chunks is None or chunks_run < max_chunks):
@@ -218,20 +357,12 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
             chunks_run += 1
             bad = int(loop.bad_step)
             if bad >= 0:
-                where = ""
-                if member_names is not None:
-                    where = f" of member {member_names[int(loop.bad_index)]}"
-                elif np.ndim(loop.history[guard]) > 1:
-                    where = f" of element {int(loop.bad_index)}"
-                if locate is not None:
-                    at = locate({name: np.asarray(h[bad]) for name, h in loop.history.items()}, int(loop.bad_index))
-                else:
-                    at = f"at step {trained(bad)}"
-                raise TrainingError(f"{desc} diverged: the {guard}{where} was NaN or infinite {at}; {hint}.")
+                raise rep.diverged(guard, {name: np.asarray(h[bad]) for name, h in loop.history.items()},
+                                   int(loop.bad_index), np.ndim(loop.history[guard]) > 1, trained(bad))
             done = int(loop.step)
-            if postfix:
+            if rep.postfix:
                 bar.set_postfix({name: f"{float(jnp.mean(loop.history[name][start:done])):.4f}"
-                                 for name in postfix if name in loop.history})
+                                 for name in rep.postfix if name in loop.history})
             bar.update(trained(done) - trained(start))
             if validate_jit is not None:
                 value = float(validate_jit(loop.state))
@@ -258,3 +389,4 @@ def run(step: Step, state: Any, data: Any, *, key: Any, steps: int, chunk_steps:
                       steps=run_steps, validation=np.asarray(curve), validation_steps=np.asarray(curve_steps, int),
                       best_step=best_step if validate is not None else run_steps,
                       finished=stopped or run_steps >= steps, best_value=best_value, since=since)
+
