@@ -10,7 +10,7 @@ import numpy as np
 from PIL import Image
 
 from cfjax.cli import main
-from cfjax.cli.chest import AGES
+from cfjax.data import AGES
 
 SIZE, UNITS = 32, 2
 

@@ -192,13 +192,13 @@ def test_demo_grid_writes_png_and_pdf_and_says_what_changed(rng, tmp_path):
     """The demo's grid on site A's chest SCM (exact counterfactuals only, no trained generator):
     PNG and PDF written, the per-intervention change recomputed independently, the caption
     naming the intervention that changes the images most."""
-    from cfjax.cli import demo
+    from cfjax.study.demo import image_grid
+    from cfjax.study.report import grid_caption
 
     seed = int(rng.integers(0, 2**16))
     chest = cf.data.ChestSCM(size=SIZE)
     test = chest.sample(48, key=seed)
-    res = {"_chests": {"A": chest}, "_tests": {"A": test}}
-    grid = demo.image_grid(res, str(tmp_path / "counterfactual_grid.png"), 4, seed)
+    grid = image_grid(chest, test, str(tmp_path / "counterfactual_grid.png"), units=4, key=seed)
     assert sorted(os.listdir(tmp_path)) == ["counterfactual_grid.pdf", "counterfactual_grid.png"]
     with open(tmp_path / "counterfactual_grid.png", "rb") as f:
         assert f.read(8) == PNG
@@ -213,6 +213,6 @@ def test_demo_grid_writes_png_and_pdf_and_says_what_changed(rng, tmp_path):
     cfs = np.asarray(chest.counterfactuals(sub, do, key=jax.random.key(seed), label="fixed")["image"])
     change = np.abs(cfs - sub["image"][:, None]).mean(axis=(0, 2, 3))
     np.testing.assert_allclose(grid["mean_abs_change"]["exact"], change, rtol=1e-5, atol=1e-7)
-    caption = demo._grid_caption(grid)
+    caption = grid_caption(grid)
     most = axis.labels[int(np.argmax(change))]
     assert f"change most under {most}" in caption and "learned" not in caption

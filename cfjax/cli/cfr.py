@@ -4,9 +4,9 @@ and how a classifier on the embeddings responds to them.
 The concept subspace and the per-concept-value regressions are fitted by
 :func:`cfjax.representations.fit_cfr`; a logistic classifier for the labels by
 :func:`cfjax.representations.fit_logistic`; each unit is sent to another concept value
-(``1 - z`` for a binary concept, or ``--counterfactual-concept``). Embeddings are cast to
-float32. With true counterfactual
-embeddings the CFRs are scored against them (:func:`cfjax.representations.score`: PIP, ATV,
+(``1 - z`` for a binary concept, or ``--counterfactual-concept``), all in
+:func:`cfjax.representations.analyse_embeddings`. Embeddings are cast to float32. With true
+counterfactual embeddings the CFRs are scored against them (:func:`cfjax.representations.score`: PIP, ATV,
 ATE and its CFR estimate, with the no-intervention baseline); without them only the parts that
 need no true counterfactual are reported (the CFR estimate of the ATE, the mean effect, how
 often the CFR changes the decision). Both report the classifier's TPR-gap and how well the
@@ -25,7 +25,6 @@ import click
 import numpy as np
 
 from cfjax.io import plain_floats
-from cfjax._results import plain
 from cfjax.cli import common
 
 __all__ = ["command", "load_arrays"]
@@ -150,131 +149,23 @@ def _check(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.nd
     return X, z, y, X_cf, z_cf
 
 
-def analyse(X: np.ndarray, z: np.ndarray, y: np.ndarray, X_cf: Any, z_cf: Any, *, method: str, ridge: float,
-            draws: int, seed: int, log: Any = lambda message: None) -> dict[str, Any]:
-    """Every number of the command, as plain Python (``results.json``); ``log`` receives a line
-    as each stage starts."""
-    import jax
-    import jax.numpy as jnp
+def __getattr__(name: str) -> Any:
+    """``analyse``, moved to :func:`cfjax.representations.analyse_embeddings` (``key=`` for
+    ``seed=``): resolved on first use, with a DeprecationWarning (importing the library starts
+    JAX, and ``cfjax --help`` imports this module)."""
+    if name == "analyse":
+        from cfjax import _deprecations
 
-    import cfjax.representations as R
+        def analyse(X: Any, z: Any, y: Any, X_cf: Any, z_cf: Any, *, method: str, ridge: float, draws: int,
+                    seed: int, log: Any = lambda message: None) -> dict[str, Any]:
+            from cfjax.representations import analyse_embeddings
 
-    k, C = int(z.max()) + 1, int(y.max()) + 1
-    log(f"fitting the concept subspace ({method}), the CFR regressions and the classifier on {X.shape[0]} × "
-        f"{X.shape[1]} embeddings")
-    model = R.fit_cfr(X, z, n_values=k, method=method, ridge=ridge)
-    clf = R.fit_logistic(X, y, n_classes=C)
-    Xj = jnp.asarray(X)
-    p_obs = clf(Xj)
-    y_pred = jnp.argmax(p_obs, axis=-1).astype(jnp.int32)
-    res: dict[str, Any] = {"n": int(X.shape[0]), "d": int(X.shape[1]), "concept_values": k, "classes": C,
-                           "concept_counts": np.bincount(z, minlength=k).tolist(),
-                           "label_counts": np.bincount(y, minlength=C).tolist(),
-                           "true_counterfactuals": X_cf is not None,
-                           "accuracy": float(jnp.mean(y_pred == jnp.asarray(y)))}
-    # the TPR-gap of each concept value against the others (one for a binary concept: value 1)
-    gaps = {str(v): R.tpr_gap(jnp.asarray(y), y_pred, jnp.asarray(z), value=v, n_classes=C)
-            for v in (range(1, k) if k == 2 else range(k))}
-    res["tpr_gap"] = gaps
-    # can the concept still be read? from x and from its concept-free part x⊥
-    perp = jax.vmap(lambda x: model.subspace.split(x)[0])
-    z_clf, X_perp = R.fit_logistic(X, z, n_classes=k), perp(Xj)
-    z_perp = R.fit_logistic(X_perp, z, n_classes=k)
-    res["concept_readout"] = {
-        "accuracy_from_x": float(jnp.mean(R.predict_classes(z_clf, Xj) == jnp.asarray(z))),
-        "accuracy_from_x_perp": float(jnp.mean(R.predict_classes(z_perp, X_perp) == jnp.asarray(z))),
-        "majority": float(np.bincount(z).max() / len(z))}
-    key = jax.random.key(seed)
-    log("scoring the counterfactual representations" + (f" ({draws} stochastic draws per unit)" if draws else ""))
-    if z_cf is None:  # a concept with more than two values and no target given: every other value
-        cfr_all = R.counterfactuals(model, Xj)  # (n, k, d)
-        per_value = {}
-        for v in range(k):
-            p_v = clf(cfr_all[:, v])
-            per_value[str(v)] = {"ate_cfr": R.ate(p_obs, p_v), "mean_effect_cfr": R.mean_effect(p_obs, p_v),
-                                 "decision_change_cfr": 1.0 - R.pip(p_v, p_obs)}
-        res["label_free_by_target_value"] = per_value
-        return plain(res, strict=True, shortest=True)
-    p_cfr = clf(R.counterfactuals(model, Xj, jnp.asarray(z_cf)))
-    p_sto = R.stochastic_proba(model, clf, Xj, jnp.asarray(z_cf), key=key, draws=draws) if draws else None
-    res["label_free"] = {"ate_cfr": R.ate(p_obs, p_cfr), "mean_effect_cfr": R.mean_effect(p_obs, p_cfr),
-                         "decision_change_cfr": 1.0 - R.pip(p_cfr, p_obs)}
-    if p_sto is not None:
-        res["label_free"].update({"ate_cfr_stochastic": R.ate(p_obs, p_sto),
-                                  "decision_change_cfr_stochastic": 1.0 - R.pip(p_sto, p_obs)})
-    if X_cf is not None:
-        p_true = clf(jnp.asarray(X_cf))
-        res["scores"] = R.score(p_obs, p_true, p_cfr).to_dict()
-        if p_sto is not None:
-            res["scores_stochastic"] = R.score(p_obs, p_true, p_sto).to_dict()
-    return plain(res, strict=True, shortest=True)
+            return analyse_embeddings(X, z, y, X_cf, z_cf, method=method, ridge=ridge, draws=draws, key=seed,
+                                      log=log)
 
-
-def _fmt(x: Any) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, list):
-        return "[" + ", ".join(_fmt(v) for v in x) + "]"
-    return f"{float(x):.4g}"
-
-
-def _report(res: dict[str, Any], inputs: dict[str, Any]) -> str:
-    r = res["results"]
-    lines = ["# Counterfactual representations", "",
-             f"Embeddings `{inputs['embeddings']}`: {r['n']} units × {r['d']} dimensions; concept "
-             f"`{inputs['concept']}` with {r['concept_values']} values (counts {r['concept_counts']}); labels "
-             f"`{inputs['labels']}` with {r['classes']} classes (counts {r['label_counts']}). Concept subspace "
-             f"`{res['settings']['method']}`, ridge {res['settings']['ridge']}, seed {res['seed']}. The CFR model and "
-             "the logistic classifier are fitted on every unit and scored on the same units.", "",
-             f"Classifier accuracy on the embeddings: {_fmt(r['accuracy'])}.", "",
-             "## The concept in the embeddings", "",
-             "| readout of the concept | accuracy |", "|---|---|",
-             f"| from x | {_fmt(r['concept_readout']['accuracy_from_x'])} |",
-             f"| from x⊥ (concept subspace removed) | {_fmt(r['concept_readout']['accuracy_from_x_perp'])} |",
-             f"| majority value | {_fmt(r['concept_readout']['majority'])} |", "",
-             "## TPR-gap of the classifier", "",
-             "P[Ŷ = y | Z = value, Y = y] − P[Ŷ = y | Z ≠ value, Y = y], per class y:", "",
-             "| concept value | " + " | ".join(f"class {c}" for c in range(r["classes"])) + " |",
-             "|---|" + "---|" * r["classes"]]
-    lines += [f"| {v} | " + " | ".join(_fmt(g) for g in gap) + " |" for v, gap in r["tpr_gap"].items()]
-    lines += [""]
-    if "scores" in r:
-        s, st = r["scores"], r.get("scores_stochastic")
-        lines += ["## Scores against the true counterfactual embeddings", "",
-                  "PIP: proportion of identical decisions; ATV: mean total variation between the classifier's "
-                  "probabilities; the baseline leaves the embedding unchanged (no intervention). ATE: mean total "
-                  "variation between the classifier's outputs after and before the intervention (true), and its "
-                  "CFR estimate.", "",
-                  "| score | CFR | no intervention |" + (" stochastic CFR |" if st else ""),
-                  "|---|---|---|" + ("---|" if st else ""),
-                  f"| PIP (higher is better) | {_fmt(s['pip'])} | {_fmt(s['pip_baseline'])} |"
-                  + (f" {_fmt(st['pip'])} |" if st else ""),
-                  f"| ATV (lower is better) | {_fmt(s['atv'])} | {_fmt(s['atv_baseline'])} |"
-                  + (f" {_fmt(st['atv'])} |" if st else ""), "",
-                  "| effect | value |", "|---|---|",
-                  f"| ATE (true counterfactuals) | {_fmt(s['ate'])} |",
-                  f"| ATE estimated with CFRs | {_fmt(s['ate_cfr'])} |",
-                  f"| absolute error | {_fmt(s['ate_error'])} |",
-                  f"| mean effect per class (true) | {_fmt(s['mean_effect'])} |",
-                  f"| mean effect per class (CFR) | {_fmt(s['mean_effect_cfr'])} |", ""]
-    else:
-        lines += ["## Label-free scores", "",
-                  "No true counterfactual embeddings were given (--true-counterfactuals), so PIP, ATV and the true "
-                  "ATE cannot be computed; only what needs no true counterfactual is reported.", ""]
-    lf = r.get("label_free")
-    if lf:
-        lines += ["| CFR estimate | value |", "|---|---|",
-                  f"| ATE estimated with CFRs | {_fmt(lf['ate_cfr'])} |",
-                  f"| mean effect per class (CFR) | {_fmt(lf['mean_effect_cfr'])} |",
-                  f"| share of decisions the CFR changes | {_fmt(lf['decision_change_cfr'])} |"]
-        if "ate_cfr_stochastic" in lf:
-            lines += [f"| ATE estimated with stochastic CFRs | {_fmt(lf['ate_cfr_stochastic'])} |"]
-        lines.append("")
-    for v, row in (r.get("label_free_by_target_value") or {}).items():
-        lines += [f"Every unit sent to concept value {v}: ATE estimate {_fmt(row['ate_cfr'])}, decisions changed "
-                  f"{_fmt(row['decision_change_cfr'])}, mean effect {_fmt(row['mean_effect_cfr'])}.", ""]
-    lines += ["Numbers in `results.json`.", ""]
-    return "\n".join(lines)
+        return _deprecations.getattr_for(__name__, {name: ("cfjax.representations.analyse_embeddings (key= for "
+                                                           "seed=)", analyse)})(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @click.command(epilog=EXAMPLE)
@@ -305,8 +196,10 @@ def command(embeddings: str, concept: str, labels: str, true_cf: str | None, con
     arrays = load_arrays(embeddings, concept, labels, true_cf, concept_cf)
     X, z, y, X_cf, z_cf = _check(arrays)
     common.check_out(out, force)
-    results = analyse(X, z, y, X_cf, z_cf, method=method, ridge=ridge, draws=draws, seed=seed,
-                      log=common.progress("cfr"))
+    from cfjax.representations import analyse_embeddings, embeddings_report
+
+    results = analyse_embeddings(X, z, y, X_cf, z_cf, method=method, ridge=ridge, draws=draws, key=seed,
+                                 log=common.progress("cfr"))
     folder = common.prepare_out(out, force)
     inputs = {"embeddings": os.path.basename(embeddings), "concept": os.path.basename(concept),
               "labels": os.path.basename(labels),
@@ -316,5 +209,5 @@ def command(embeddings: str, concept: str, labels: str, true_cf: str | None, con
            "settings": {"method": method, "ridge": ridge, "draws": draws, "classifier": "fit_logistic"},
            "results": results}
     common.write_json(os.path.join(folder, "results.json"), res)
-    common.write_text(os.path.join(folder, "report.md"), _report(res, inputs))
+    common.write_text(os.path.join(folder, "report.md"), embeddings_report(res))
     click.echo(f"cfjax cfr: wrote {os.path.join(folder, 'report.md')} and results.json")

@@ -20,16 +20,25 @@ import numpy as np
 from cfjax.cli import common
 from cfjax.cli.common import UserError
 
-__all__ = ["command", "AGES"]
-
-#: The ages of the do(age) interventions.
-AGES = tuple(float(a) for a in np.linspace(20, 90, 8))
+__all__ = ["command"]
 
 _EXAMPLE = """\b
 Example:
   cfjax chest --out results/chest
   cfjax chest --out results/chest_small --size 32 --units 4 --seed 1
 """
+
+
+def __getattr__(name: str) -> Any:
+    """``AGES``, moved to :data:`cfjax.data.AGES`: resolved on first use, with a
+    DeprecationWarning (importing :mod:`cfjax.data` starts JAX, and ``cfjax --help`` imports this
+    module)."""
+    if name == "AGES":
+        from cfjax import _deprecations
+        from cfjax.data import AGES
+
+        return _deprecations.getattr_for(__name__, {"AGES": ("cfjax.data.AGES", AGES)})(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _grid(images: np.ndarray, cfs: np.ndarray, rows: list[int], size: int) -> np.ndarray:
@@ -71,7 +80,7 @@ def command(out, force, seed, size, units, label):
     import jax
 
     from cfjax.io import write_png
-    from cfjax.data import ChestSCM
+    from cfjax.data import AGES, ChestSCM
     from cfjax.scm import intervention_grid
 
     say = common.progress("chest")

@@ -2,6 +2,7 @@
 and MIMIC-CXR-JPG. Paper 000's splits are ``cfjax.study``'s."""
 
 from cfjax.data.chest import AGE_GROUPS as AGE_GROUPS
+from cfjax.data.chest import AGES as AGES
 from cfjax.data.chest import IMAGE_PARENTS as IMAGE_PARENTS
 from cfjax.data.chest import LABEL_MODES as LABEL_MODES
 from cfjax.data.chest import PARENTS as PARENTS
@@ -22,6 +23,7 @@ from cfjax.data.render import sample_image_noise as sample_image_noise
 
 __all__ = [
     "AGE_GROUPS",
+    "AGES",
     "Acquisition",
     "EFFUSION_SIZE",
     "IMAGE_PARENTS",

@@ -38,6 +38,8 @@ PARENTS = {"sex": [], "age": [], "race": [], "lung": ["sex", "age"], "effusion":
 IMAGE_PARENTS = ("sex", "age", "race", "lung", "effusion")
 #: age groups of the balanced test split: <45, 45–65, >65
 AGE_GROUPS = (45.0, 65.0)
+#: the ages of paper 000's do(age) interventions: 8 values from 20 to 90 (with do(sex), K = 16)
+AGES = (20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0)
 #: how :meth:`ChestSCM.counterfactuals` treats the label node
 LABEL_MODES = ("fixed", "follows")
 

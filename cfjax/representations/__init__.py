@@ -10,6 +10,8 @@ probabilities averaged over draws; per-unit targets give ``(n, d)``, ``(n, draws
 (:func:`fit_logistic` or any callable ``(n, d) -> (n, C)``) → :func:`score` (PIP, ATV, the
 paper's per-unit ATE and its CFR estimate, with the no-intervention baseline; the aggregate
 :func:`mean_effect`) and :func:`tpr_gap`; :func:`augmentation_effect` retrains on data plus CFRs.
+:func:`analyse_embeddings` does it all for one set of embeddings (``cfjax cfr``'s numbers) and
+:func:`embeddings_report` writes its report.
 Data: :func:`synthetic_embeddings` (exact counterfactual embeddings),
 :func:`template_corpus` (sentences with true counterfactual sentences), :func:`embed_texts`
 (all-MiniLM-L6-v2, optional extra ``text``), :func:`load_bios`.
@@ -42,6 +44,9 @@ from cfjax.representations.metrics import pip as pip
 from cfjax.representations.metrics import score as score
 from cfjax.representations.metrics import tpr as tpr
 from cfjax.representations.metrics import tpr_gap as tpr_gap
+from cfjax.representations.report import analyse_embeddings as analyse_embeddings
+from cfjax.representations.report import embeddings_report as embeddings_report
+from cfjax.representations.report import splits_section as splits_section
 from cfjax.representations.subspace import ConceptSubspace as ConceptSubspace
 from cfjax.representations.subspace import concept_subspace as concept_subspace
 from cfjax.representations.subspace import cross_covariance as cross_covariance
@@ -63,6 +68,7 @@ __all__ = [
     "EmbeddingData",
     "LinearClassifier",
     "TextCorpus",
+    "analyse_embeddings",
     "ate",
     "atv",
     "augment",
@@ -73,6 +79,7 @@ __all__ = [
     "counterfactuals",
     "cross_covariance",
     "embed_texts",
+    "embeddings_report",
     "fit_cfr",
     "fit_logistic",
     "fit_regressions",
@@ -84,6 +91,7 @@ __all__ = [
     "predict_classes",
     "sample_counterfactuals",
     "score",
+    "splits_section",
     "stochastic_proba",
     "synthetic_embeddings",
     "template_corpus",

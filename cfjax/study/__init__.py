@@ -15,8 +15,9 @@ The training arm (:mod:`cfjax.study.cftraining`, :func:`run_arm`) trains the sho
 with the same counterfactuals (counterfactual objectives, exact and learned sources) and
 compares it with reweighting and group DRO.
 
-:func:`run` does it all and writes ``report.md``, ``results.json``, figures, predictions and
-checkpoints; ``experiments/marginalisation.py`` and ``cfjax demo`` call it.
+:func:`run` does it all, writes ``report.md``, ``results.json``, figures, predictions and
+checkpoints and returns a :class:`StudyResult`; ``experiments/marginalisation.py`` and
+``cfjax demo`` (:mod:`cfjax.study.demo`) call it.
 
 Example (the whole study takes minutes; see ``cfjax demo`` for a run):
   >>> from cfjax import study
@@ -34,6 +35,7 @@ from cfjax.study.marginalisation import (FULL, QUICK, Config, CounterfactualSour
                                          exact_counterfactuals, fit_site_generators, run,
                                          train_site)
 from cfjax.study.paper import SETTINGS, SITE_A, SITE_B
+from cfjax.study.result import StudyResult
 from cfjax.study.predictions import save_predictions
 from cfjax.study.report import compare_settings, reliability_figure, scatter_caption, scatter_figure, write_report
 from cfjax.study.correlations import correlation, delta_auc_interval
@@ -41,7 +43,7 @@ from cfjax.study.plots import MAIN_PANELS, SUPPLEMENTARY_PANELS, delta_auc_figur
 from cfjax.study.cftraining import ARM_FULL, ARM_QUICK, ArmConfig, independence_weights, run_arm
 
 __all__ = [
-    "Config", "FULL", "QUICK", "run", "train_site", "evaluate_setting", "CounterfactualSource",
+    "Config", "FULL", "QUICK", "run", "StudyResult", "train_site", "evaluate_setting", "CounterfactualSource",
     "exact_counterfactuals", "GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "LearnedSource",
     "fit_site_generator", "fit_site_generators", "learned_images", "learned_scm", "SITE_A", "SITE_B", "SETTINGS",
     "compare_settings", "reliability_figure", "scatter_figure", "scatter_caption", "write_report", "auc_interval",

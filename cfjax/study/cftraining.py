@@ -34,7 +34,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -56,7 +56,7 @@ from cfjax.study.marginalisation import QUICK, Config, _every_device
 from cfjax.study.paper import SITE_A, SITE_B
 
 __all__ = ["ArmConfig", "ARM_QUICK", "ARM_FULL", "METRICS", "run_arm", "independence_weights", "arm_members",
-           "arm_report"]
+           "arm_report", "summary_section"]
 
 #: the arm's metrics, their labels, and whether larger is better (None: closer to 0)
 METRICS = (("auc_a", "AUC site A", True), ("auc_b", "AUC site B", True), ("delta_auc_sex", "ΔAUC sex", False),
@@ -240,7 +240,7 @@ def run_arm(config: ArmConfig, out: str, *, key: Any = 0, generator_fit: Any = N
     ``key=2 s``: with the same :class:`cfjax.study.Config`, the training pool of
     :func:`cfjax.study.run`'s site A), the corruption and every other key. ``generator_fit``
     (a :class:`cfjax.generative.GeneratorFit` of an image mechanism trained on that pool, e.g.
-    ``cfjax.study.run(...)["_learned_source"].fits[SITE_A]``) is used for the learned
+    ``cfjax.study.run(...).learned_source.fits[SITE_A]``) is used for the learned
     counterfactuals instead of training one (``config.generator`` is then not needed).
     """
     if not isinstance(config, ArmConfig):
@@ -409,6 +409,33 @@ def arm_report(results: dict[str, Any]) -> str:
         lines.append("")
     lines += ["## Findings", ""] + [f"- {f}" for f in results["findings"]] + ["", "![](sex_effect.png)", ""]
     return "\n".join(lines)
+
+
+def summary_section(results: Mapping[str, Any], title: str = "Counterfactual training against the sex shortcut",
+                    folder: str = "training") -> list[str]:
+    """The arm in one table, for a report that links to its full one (``cfjax demo``'s fourth
+    section): the strongest bias's methods and the unbiased reference on site A and B, with the
+    findings and the arm's figure (in ``folder``, relative to the report); its lines, from a
+    blank line and the ``## title`` heading. ``results``: :func:`run_arm`'s, as plain values."""
+    shown = ("auc_a", "auc_b", "sex_effect", "s_flip")
+    labels = {m: label for m, label, _ in METRICS}
+    alpha = max(r["bias"] for r in results["rows"])
+    rows = [r for r in results["rows"] if r["bias"] in (0.0, alpha)]
+    lines = ["", f"## {title}", "",
+             f"The study's site-A training pool with paper 000's sex corruption at α = {alpha:g}; each method "
+             f"trained with {len(rows[0]['auc_a']['per_seed'])} seeds as one vmapped ensemble per counterfactual "
+             f"source, K = {results['k']} counterfactuals per training "
+             "unit rendered (exact) or decoded (learned) inside the training step. Seed means [95% bootstrap "
+             "intervals over test units and seeds]; the CF sex effect is mean p(do(F)) − p(do(M)) on site A's exact "
+             f"test counterfactuals (`{folder}/report.md` has every metric).", "",
+             "| method | " + " | ".join(labels[m] for m in shown) + " |", "|---" * (len(shown) + 1) + "|"]
+    for r in rows:
+        name = "unbiased (reference)" if r["bias"] == 0 else r["method"]
+        lines.append(f"| {name} | " + " | ".join(
+            f"{r[m]['mean']:.3f} [{r[m]['ci95'][0]:.3f}, {r[m]['ci95'][1]:.3f}]" for m in shown) + " |")
+    lines += ["", *[f"- {f}" for f in results["findings"]], "",
+              f"![CF sex effect per method]({folder}/sex_effect.png)"]
+    return lines
 
 
 def _figure(results: dict[str, Any], path: str) -> None:

@@ -72,6 +72,7 @@ from cfjax.study.diagnostics import WeakClassifierWarning, classifier_checks
 from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, RISKS, CALIBRATION, SETTINGS, SITE_A, SITE_B, STABILITY
 from cfjax.study.report import (_by_name, _slug, compare_settings, reliability_figure, scatter_figure,
                                 write_report)
+from cfjax.study.result import StudyResult
 
 __all__ = ["Config", "FULL", "QUICK", "CounterfactualSource", "exact_counterfactuals", "train_site",
            "evaluate_setting", "fit_site_generators", "run"]
@@ -441,7 +442,7 @@ def fit_site_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping
 def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str = "fixed",
         source: CounterfactualSource = exact_counterfactuals, quick: bool = False,
         generator: ls.GeneratorSettings | None = None, *, key: Any = 0, command: str | None = None,
-        progress: bool | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+        progress: bool | None = None, log: Callable[[str], None] | None = None) -> StudyResult:
     """The whole study; writes every output under ``out`` and returns the results.
 
     With ``generator``, one HVAE image generator per site is trained as well and every table is
@@ -468,9 +469,9 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
       log: called with one line per stage (default: printed with the elapsed time).
 
     Returns:
-      The results, as ``results.json`` holds them (arrays indexed by predictor, not named), plus
-      ``_chests`` (the two sites' SCMs), ``_tests`` (the three test sets) and, with a generator,
-      ``_learned_source`` (the trained generators): kept for further use, never written.
+      A :class:`~cfjax.study.StudyResult`: the results, as ``results.json`` holds them (arrays
+      indexed by predictor, not named), and the two sites' SCMs, the three test sets and, with a
+      generator, the trained generators, kept for further use, never written.
     """
     seeds = tuple(int(s) for s in seeds)
     seed = seed_of(key, "key")
@@ -504,6 +505,7 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
                                out=out, log=log)
         reliability_figure(res, os.path.join(out, f"reliability_{_slug(name)}.png"),
                            f"Setting {name}: smoothed reliability, seed {res['seeds'][0]}")
+        del res["_plots"]  # drawn: the figure's inputs are the saved predictions'
         scatter_figure(res, os.path.join(out, f"scatter_{_slug(name)}.png"), f"Setting {name}: ΔAUC vs stability")
         settings[name] = res
         log(f"  {name}: AUC basic {res['auc'][0].mean():.3f}; CTC R_orig {res['ctc']['risk_orig']:.2f}, "
@@ -521,6 +523,7 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
             learned[name], comparison[name] = res_l, compare_settings(res, res_l)
             reliability_figure(res_l, os.path.join(out, f"reliability_learned_{_slug(name)}.png"),
                                f"Setting {name}, learned counterfactuals: smoothed reliability, seed {res_l['seeds'][0]}")
+            del res_l["_plots"]
             scatter_figure(res_l, os.path.join(out, f"scatter_learned_{_slug(name)}.png"),
                            f"Setting {name}, learned counterfactuals: ΔAUC vs stability")
             moved = {f: t["delta"] for f, t in comparison[name]["ctc"].items() if t["delta"] != 0}
@@ -543,8 +546,6 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
     if generator is not None:
         results["learned"] = {"generator": {"settings": dataclasses.asdict(generator), "sites": generator_info},
                               "settings": learned, "comparison": comparison}
-        results["_learned_source"] = learned_source  # the trained generators (not in results.json)
-    results["_chests"], results["_tests"] = chests, tests
     results["wall_time_s"] = log.elapsed
     results["command"] = command or (f"cfjax.study.run(config, seeds={seeds}, label={label!r}"
                                      + (", generator=..." if generator is not None else "") + ")")
@@ -556,6 +557,6 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
     text = json.dumps(plain(payload, strict=True, shortest=True, float32_values=True, private=False), indent=1)
     atomic_write_bytes(os.path.join(out, "results.json"), text.encode())
     log(f"wrote {out}/report.md and results.json; wall time {log.elapsed:.0f} s")
-    return results
+    return StudyResult(results, chests, tests, learned_source if generator is not None else None)
 
 
