@@ -50,7 +50,7 @@ def test_moved_demo_names_warn_and_are_the_library_s():
     with pytest.warns(DeprecationWarning, match="run_demo"):
         assert callable(cli_demo.demo)
     with pytest.raises(AttributeError):
-        cli_demo.nothing
+        _ = cli_demo.nothing
 
 
 def test_moved_ages_warn_and_are_the_data_s():

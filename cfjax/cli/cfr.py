@@ -24,8 +24,8 @@ from typing import Any
 import click
 import numpy as np
 
-from cfjax.io import plain_floats
 from cfjax.cli import common
+from cfjax.io import plain_floats
 
 __all__ = ["command", "load_arrays"]
 

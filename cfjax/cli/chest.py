@@ -79,8 +79,8 @@ def command(out, force, seed, size, units, label):
     out = common.prepare_out(out, force)
     import jax
 
-    from cfjax.io import write_png
     from cfjax.data import AGES, ChestSCM
+    from cfjax.io import write_png
     from cfjax.scm import intervention_grid
 
     say = common.progress("chest")

@@ -4,7 +4,8 @@ the demo's table of splits (:func:`splits_section`)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -53,15 +54,16 @@ def analyse_embeddings(X: ArrayLike, z: ArrayLike, y: ArrayLike, X_cf: ArrayLike
     from cfjax.representations.metrics import ate, mean_effect, pip, score, tpr_gap
 
     z, y = np.asarray(z), np.asarray(y)
+    n, dim = np.shape(X)
     k, C = int(z.max()) + 1, int(y.max()) + 1
-    log(f"fitting the concept subspace ({method}), the CFR regressions and the classifier on {X.shape[0]} × "
-        f"{X.shape[1]} embeddings")
+    log(f"fitting the concept subspace ({method}), the CFR regressions and the classifier on {n} × {dim} "
+        "embeddings")
     model = fit_cfr(X, z, n_values=k, method=method, ridge=ridge)
     clf = fit_logistic(X, y, n_classes=C)
     Xj = jnp.asarray(X)
     p_obs = clf(Xj)
     y_pred = jnp.argmax(p_obs, axis=-1).astype(jnp.int32)
-    res: dict[str, Any] = {"n": int(X.shape[0]), "d": int(X.shape[1]), "concept_values": k, "classes": C,
+    res: dict[str, Any] = {"n": int(n), "d": int(dim), "concept_values": k, "classes": C,
                            "concept_counts": np.bincount(z, minlength=k).tolist(),
                            "label_counts": np.bincount(y, minlength=C).tolist(),
                            "true_counterfactuals": X_cf is not None,

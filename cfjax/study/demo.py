@@ -30,7 +30,8 @@ import json
 import os
 import time
 import warnings
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

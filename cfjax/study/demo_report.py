@@ -5,7 +5,8 @@ whose other sections are the pillars' own (:func:`cfjax.study.report.summary_sec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import cfjax as cf
 from cfjax.study.learned import LearnedSource
