@@ -65,7 +65,7 @@ def default_resample_batch(n_elements: int, resamples: int, chunk_elements: int)
     return max(1, min(resamples, chunk_elements // max(1, n_elements)))
 
 
-def default_predictor_batch(devices: Sequence[jax.Device]) -> int | None:
+def default_predictor_batch(devices: Sequence[jax.Device] | None) -> int | None:
     """Predictors evaluated per vmapped step of a metric sweep: one at a time on CPU, all at
     once (None) elsewhere."""
     return 1 if on_cpu(devices) else None

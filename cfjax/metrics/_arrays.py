@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import DTypeLike
 
 from cfjax import _checks
+from cfjax.typing import ArrayLike
 
 
-def float_dtype(*xs: Any) -> jnp.dtype:
+def float_dtype(*xs: ArrayLike | None) -> jnp.dtype:
     """The common floating dtype of ``xs`` (float32 unless a float64 input and x64 are on)."""
     dtypes = [jnp.asarray(x).dtype for x in xs if x is not None]
     dtype = jnp.result_type(*dtypes) if dtypes else jnp.float32
@@ -20,11 +20,12 @@ def float_dtype(*xs: Any) -> jnp.dtype:
     return jnp.dtype(dtype)
 
 
-def as_float(x: Any, dtype: Any) -> jax.Array:
+def as_float(x: ArrayLike, dtype: DTypeLike) -> jax.Array:
     return jnp.asarray(x).astype(dtype)
 
 
-def resolve_weights(weights: Any, k: int, dtype: Any, name: str = "weights") -> jax.Array:
+def resolve_weights(weights: ArrayLike | None, k: int, dtype: DTypeLike,
+                    name: str = "weights") -> jax.Array:
     """Validated intervention weights ``q`` of shape ``(K,)``; uniform ``1/K`` when None."""
     if weights is None:
         return jnp.full((k,), 1.0 / k, dtype)
@@ -72,5 +73,5 @@ def key_rank_bounds(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     return lower, group_end[lower]
 
 
-def average_ranks_from_bounds(lower: jax.Array, upper: jax.Array, dtype: Any) -> jax.Array:
+def average_ranks_from_bounds(lower: jax.Array, upper: jax.Array, dtype: DTypeLike) -> jax.Array:
     return (lower + upper + 1).astype(dtype) / 2

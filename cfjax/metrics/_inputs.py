@@ -3,35 +3,37 @@ class probabilities ``p_obs (n, C)``, ``p_cf (n, K, C)`` for the stability metri
 
 from __future__ import annotations
 
-from typing import Any
+from typing import overload
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 
 from cfjax import _checks
 from cfjax.metrics import _arrays
+from cfjax.typing import Array, ArrayLike
 
 
-def scores(name: str, p: Any) -> None:
+def scores(name: str, p: ArrayLike) -> None:
     _checks.check_ndim(name, p, 1, "of shape (n,)")
     _checks.check_nonempty(name, p)
     _checks.check_probabilities(name, p)
 
 
-def counterfactual_scores(name: str, p_cf: Any) -> None:
+def counterfactual_scores(name: str, p_cf: ArrayLike) -> None:
     _checks.check_ndim(name, p_cf, 2, "of shape (n, K)")
     _checks.check_nonempty(name, p_cf)
     _checks.check_probabilities(name, p_cf)
 
 
-def labels(name: str, y: Any, n_name: str, ref: Any) -> None:
+def labels(name: str, y: ArrayLike, n_name: str, ref: ArrayLike) -> None:
     _checks.check_ndim(name, y, 1, "of shape (n,)")
     _checks.check_same_len(n_name, ref, name, y)
     _checks.check_binary_labels(name, y)
 
 
-def expected_labels(name: str, y: Any, n_name: str, ref: Any) -> None:
+def expected_labels(name: str, y: ArrayLike, n_name: str, ref: ArrayLike) -> None:
     """Labels in {0, 1}, or expected labels in [0, 1] (a float array), shape ``(n,)``."""
     _checks.check_ndim(name, y, 1, "of shape (n,)")
     _checks.check_same_len(n_name, ref, name, y)
@@ -42,8 +44,26 @@ def expected_labels(name: str, y: Any, n_name: str, ref: Any) -> None:
         _checks.check_binary_labels(name, y)
 
 
+# The overloads: an input left out (None) comes back None, a given one as an array.
+@overload
+def prepare(*, p_obs: ArrayLike, y: ArrayLike) -> tuple[Array, None, Array, None]: ...
+@overload
+def prepare(*, p_obs: ArrayLike, p_cf: ArrayLike, y: ArrayLike | None = None,
+            weights: ArrayLike | None = None) -> tuple[Array, Array, Array | None, Array]: ...
+@overload
+def prepare(*, p_cf: ArrayLike, weights: ArrayLike | None = None
+            ) -> tuple[None, Array, None, Array]: ...
+@overload
+def prepare(*, p_cf: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None
+            ) -> tuple[None, Array, Array, Array]: ...
+@overload
 def prepare(
-    p_obs: Any = None, p_cf: Any = None, y: Any = None, weights: Any = None
+    p_obs: ArrayLike | None = None, p_cf: ArrayLike | None = None, y: ArrayLike | None = None,
+    weights: ArrayLike | None = None
+) -> tuple[Array | None, Array | None, Array | None, Array | None]: ...
+def prepare(
+    p_obs: ArrayLike | None = None, p_cf: ArrayLike | None = None, y: ArrayLike | None = None,
+    weights: ArrayLike | None = None
 ) -> tuple[jax.Array | None, jax.Array | None, jax.Array | None, jax.Array | None]:
     """Validate whichever of the four inputs are given and convert them to one float dtype.
 
@@ -58,6 +78,7 @@ def prepare(
         _checks.check_same_len("p_obs", p_obs, "p_cf", p_cf)
     ref_name, ref = ("p_obs", p_obs) if p_obs is not None else ("p_cf", p_cf)
     if y is not None:
+        assert ref is not None, "labels come with scores"
         labels("y", y, ref_name, ref)
     dtype = _arrays.float_dtype(p_obs, p_cf)
     q = None
@@ -67,7 +88,7 @@ def prepare(
     return cast(p_obs), cast(p_cf), cast(y), q
 
 
-def check_simplex_rows(name: str, p: Any, atol: float = 1e-3) -> None:
+def check_simplex_rows(name: str, p: ArrayLike, atol: float = 1e-3) -> None:
     """Rows along the last axis sum to 1 within ``atol`` (concrete inputs only)."""
     if not _checks.is_concrete(p):
         return
@@ -78,15 +99,27 @@ def check_simplex_rows(name: str, p: Any, atol: float = 1e-3) -> None:
                      f"a row summing to {float(sums.flat[np.argmax(np.abs(sums - 1.0))]):.6g}")
 
 
-def class_probabilities(name: str, p: Any, ndim: int, what: str) -> None:
+def class_probabilities(name: str, p: ArrayLike, ndim: int, what: str) -> None:
     _checks.check_ndim(name, p, ndim, what)
     _checks.check_nonempty(name, p)
     _checks.check_probabilities(name, p)
     check_simplex_rows(name, p)
 
 
+@overload
+def prepare_stability(p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = None,
+                      tau: ArrayLike = 0.5) -> tuple[Array, Array, Array, bool]: ...
+@overload
+def prepare_stability(p_obs: None = None, *, p_cf: ArrayLike, weights: ArrayLike | None = None,
+                      tau: ArrayLike = 0.5) -> tuple[None, Array, Array, bool]: ...
+@overload
 def prepare_stability(
-    p_obs: Any = None, p_cf: Any = None, weights: Any = None, tau: Any = 0.5
+    p_obs: ArrayLike | None = None, p_cf: ArrayLike | None = None,
+    weights: ArrayLike | None = None, tau: ArrayLike = 0.5
+) -> tuple[Array | None, Array | None, Array | None, bool]: ...
+def prepare_stability(
+    p_obs: ArrayLike | None = None, p_cf: ArrayLike | None = None,
+    weights: ArrayLike | None = None, tau: ArrayLike = 0.5
 ) -> tuple[jax.Array | None, jax.Array | None, jax.Array | None, bool]:
     """Validate the inputs of a stability metric, binary scores or class probabilities.
 
@@ -101,15 +134,15 @@ def prepare_stability(
                          "probabilities", f"shape {np.shape(p_cf)}")
         multiclass = np.ndim(p_cf) == 3
     else:
-        if np.ndim(p_obs) not in (1, 2):
+        if _ndim(p_obs) not in (1, 2):
             _checks.fail("p_obs", "a 1-d array (n,) of scores or a 2-d array (n, C) of class "
-                         "probabilities", f"shape {np.shape(p_obs)}")
-        multiclass = np.ndim(p_obs) == 2
+                         "probabilities", f"shape {_checks.shape_of(p_obs)}")
+        multiclass = _ndim(p_obs) == 2
     if not multiclass:
         _checks.check_threshold("tau", tau)
         p_obs, p_cf, _, q = prepare(p_obs=p_obs, p_cf=p_cf, weights=weights)
         return p_obs, p_cf, q, False
-    if _checks.is_concrete(tau) and not (np.shape(tau) == () and float(tau) == 0.5):
+    if _checks.is_concrete(tau) and not (np.shape(tau) == () and float(np.asarray(tau)) == 0.5):
         _checks.fail("tau", "0.5 (the default) with class probabilities, whose decision is the "
                      "argmax", repr(tau))
     if p_cf is not None:
@@ -130,12 +163,17 @@ def prepare_stability(
     return cast(p_obs), cast(p_cf), q, True
 
 
-def is_multiclass(p_obs: Any, p_cf: Any) -> bool:
+def is_multiclass(p_obs: ArrayLike | None, p_cf: ArrayLike | None) -> bool:
     """Class probabilities (``p_cf (n, K, C)`` or ``p_obs (n, C)``) rather than binary scores."""
-    return np.ndim(p_cf) == 3 or np.ndim(p_obs) == 2
+    return _ndim(p_cf) == 3 or _ndim(p_obs) == 2
 
 
-def check_class_labels(name: str, y: Any, n_classes: int) -> None:
+def _ndim(x: ArrayLike | None) -> int:
+    """``np.ndim``, 0 for None."""
+    return len(_checks.shape_of(x))
+
+
+def check_class_labels(name: str, y: ArrayLike, n_classes: int) -> None:
     """Integer values in ``0..n_classes-1`` (concrete inputs only; bool counts as 0/1)."""
     if not _checks.is_concrete(y):
         return
@@ -152,12 +190,13 @@ def check_class_labels(name: str, y: Any, n_classes: int) -> None:
                      f"other values, e.g. {found}")
 
 
-def _label_shape(name: str, y: Any, shape: tuple[int, ...], what: str) -> None:
+def _label_shape(name: str, y: ArrayLike, shape: tuple[int, ...], what: str) -> None:
     if tuple(np.shape(y)) != tuple(shape):
         _checks.fail(name, f"shape {tuple(shape)} {what}", f"shape {tuple(np.shape(y))}")
 
 
-def prepare_counterfactual_labels(y_cf: Any, cf_shape: tuple[int, ...], dtype: Any) -> jax.Array:
+def prepare_counterfactual_labels(y_cf: ArrayLike, cf_shape: tuple[int, ...],
+                                  dtype: DTypeLike) -> jax.Array:
     """Binary counterfactual labels ``y_cf (n, K)`` in {0, 1}, matching ``p_cf (n, K)``, cast
     to the scores' float dtype."""
     _label_shape("y_cf", y_cf, cf_shape[:2], "(n, K), one label per unit and intervention, "
@@ -167,12 +206,12 @@ def prepare_counterfactual_labels(y_cf: Any, cf_shape: tuple[int, ...], dtype: A
 
 
 def prepare_class_labels(
-    y: Any, y_cf: Any, cf_shape: tuple[int, ...]
+    y: ArrayLike | None, y_cf: ArrayLike | None, cf_shape: tuple[int, ...]
 ) -> tuple[jax.Array | None, jax.Array | None]:
     """Integer labels ``y (n,)`` and ``y_cf (n, K)`` in ``0..C-1`` for class probabilities
     ``p_cf`` of shape ``(n, K, C)``; returned as int32 (None stays None)."""
     n, k, c = cf_shape
-    out = []
+    out: list[Array | None] = []
     for name, v, shape, what in (("y", y, (n,), "(n,), one label per unit, like `p_obs`"),
                                  ("y_cf", y_cf, (n, k), "(n, K), one label per unit and "
                                   "intervention, like `p_cf`")):

@@ -27,12 +27,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from jax.typing import DTypeLike
 
 from cfjax import _checks
 from cfjax.metrics import _arrays, _inputs
@@ -47,18 +48,21 @@ from cfjax.metrics.ranking import _kendall_tau_b, _spearman
 from cfjax.metrics.risk import EPS, binary_bce, cvar_units_kn
 from cfjax.metrics.smooth_calibration import _smooth_ece
 from cfjax.metrics.stability import class_decisions, total_variation
+from cfjax.typing import Array, ArrayLike
 
 Report = MarginalisationReport | MulticlassReport
 
 
-def check_options(alphas: Sequence[float], n_bins: int, tau: Any) -> tuple[tuple[float, ...], int]:
+def check_options(alphas: Sequence[float], n_bins: int, tau: ArrayLike
+                  ) -> tuple[tuple[float, ...], int]:
     """Validate the options shared by every report function."""
     _checks.check_threshold("tau", tau)
     return _checks.check_alphas("alphas", alphas), _checks.check_positive_int("n_bins", n_bins)
 
 
-def prepare(p_obs: Any, p_cf: Any, y: Any, y_cf: Any, weights: Any, tau: Any
-            ) -> tuple[jax.Array, jax.Array, jax.Array | None, jax.Array | None, jax.Array, jax.Array]:
+def prepare(p_obs: ArrayLike, p_cf: ArrayLike, y: ArrayLike | None, y_cf: ArrayLike | None,
+            weights: ArrayLike | None, tau: ArrayLike
+            ) -> tuple[Array, Array, Array | None, Array | None, Array, Array]:
     """Validate a report's inputs, binary scores or class probabilities, and convert them.
 
     Returns ``(p_obs, p_cf, y, y_cf, q, tau)``: scores of one float dtype, binary labels in
@@ -67,14 +71,15 @@ def prepare(p_obs: Any, p_cf: Any, y: Any, y_cf: Any, weights: Any, tau: Any
     if y is None and y_cf is not None:
         _checks.fail("y", "observed labels of shape (n,) when `y_cf` is given (risk_orig and "
                      "the *_orig calibration use them)", "None")
+    cf_labels: Array | None = None
     if _inputs.is_multiclass(p_obs, p_cf):
-        p_obs, p_cf, q, _ = _inputs.prepare_stability(p_obs, p_cf, weights, tau)
-        y, y_cf = _inputs.prepare_class_labels(y, y_cf, p_cf.shape)
+        obs, cf, q, _ = _inputs.prepare_stability(p_obs, p_cf, weights, tau)
+        labels, cf_labels = _inputs.prepare_class_labels(y, y_cf, cf.shape)
     else:
-        p_obs, p_cf, y, q = _inputs.prepare(p_obs=p_obs, p_cf=p_cf, y=y, weights=weights)
+        obs, cf, labels, q = _inputs.prepare(p_obs=p_obs, p_cf=p_cf, y=y, weights=weights)
         if y_cf is not None:
-            y_cf = _inputs.prepare_counterfactual_labels(y_cf, p_cf.shape, p_obs.dtype)
-    return p_obs, p_cf, y, y_cf, q, jnp.asarray(tau, p_obs.dtype)
+            cf_labels = _inputs.prepare_counterfactual_labels(y_cf, cf.shape, obs.dtype)
+    return obs, cf, labels, cf_labels, q, jnp.asarray(tau, obs.dtype)
 
 
 # ----------------------------------------------------------------------------- the two kinds
@@ -126,7 +131,7 @@ class _Binary:
         return t * (1 - t)
 
     @staticmethod
-    def calibration_pair(p, t):
+    def calibration_pair(p: Array, t: Array) -> tuple[Array, Array]:
         return p, t
 
 
@@ -175,13 +180,13 @@ class _Classes:
         return 1 - jnp.sum(jnp.square(t), axis=-1)
 
     @staticmethod
-    def calibration_pair(p, t):
+    def calibration_pair(p: Array, t: Array) -> tuple[Array, Array]:
         """Top-label calibration: the confidence ``max_c p_c`` against ``t[argmax p]``."""
         top = jnp.argmax(p, axis=-1)
         return jnp.max(p, axis=-1), jnp.take_along_axis(t, top[..., None], axis=-1)[..., 0]
 
 
-def _kind(n_classes: int | None) -> Any:
+def _kind(n_classes: int | None) -> type[_Binary] | _Classes:
     """The primitives of binary scores (None) or of ``n_classes`` class probabilities."""
     return _Binary if n_classes is None else _Classes(n_classes)
 
@@ -336,10 +341,13 @@ def finish(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.A
         rank_change=rank_change,
     )
     if kind.classes:
+        assert sums.s_tv is not None  # summed for class probabilities
         stability["s_tv"] = sums.s_tv / count
     if y is None:
         labelled = _nan_label_fields(dtype, alphas)
     else:
+        # with labels, the unit stage summed the risks
+        assert sums.risk_ie is not None and sums.risk_cvar is not None and sums.risk_wc is not None
         hard = kind.target(y, dtype)
         target = hard if y_bar is None else y_bar
         risk_cm = (mean(kind.loss(p_bar, y)) if y_bar is None
@@ -357,7 +365,7 @@ def finish(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.A
         )
         for suffix, p, t in (("orig", p_obs, hard), ("cm", p_bar, target)):
             labelled.update(_binned_calibration(suffix, *kind.calibration_pair(p, t), n_bins, mask, count))
-    if kind.classes:
+    if n_classes is not None:
         return MulticlassReport(**labelled, **stability, alphas=alphas,
                                 labels="invariant" if y_bar is None else "counterfactual", classes=n_classes)
     cls = MarginalisationReport if y_bar is None else CounterfactualLabelReport
@@ -378,7 +386,8 @@ def _rank_fields(a: jax.Array, b: jax.Array, mask: jax.Array | None = None
     With ``mask``, of the units in it: the others get the largest key in both orders, so they
     rank after every unit and tie among themselves, and are left out of every sum."""
     if a.ndim == 2:
-        return tuple(jnp.mean(v) for v in jax.vmap(lambda u, w: _rank_fields(u, w, mask))(a.T, b.T))
+        per_class = jax.vmap(lambda u, w: _rank_fields(u, w, mask))(a.T, b.T)
+        return jnp.mean(per_class[0]), jnp.mean(per_class[1]), jnp.mean(per_class[2])
     dtype = a.dtype
     if mask is None:
         bounds_a, bounds_b = _arrays.rank_bounds(a), _arrays.rank_bounds(b)
@@ -395,7 +404,7 @@ def _rank_fields(a: jax.Array, b: jax.Array, mask: jax.Array | None = None
             jnp.mean(change) if mask is None else jnp.sum(jnp.where(mask, change, 0)) / jnp.sum(mask).astype(dtype))
 
 
-def _nan_label_fields(dtype: Any, alphas: tuple[float, ...]) -> dict[str, jax.Array]:
+def _nan_label_fields(dtype: DTypeLike, alphas: tuple[float, ...]) -> dict[str, jax.Array]:
     nan = jnp.full((), math.nan, dtype)
     labelled = {f: nan for f in LABEL_FIELDS}
     labelled["risk_cvar"] = jnp.full((len(alphas),), math.nan, dtype)
@@ -408,8 +417,13 @@ def _binned_calibration(suffix: str, p: jax.Array, target: jax.Array, n_bins: in
     soft) targets ``target (n,)`` in [0, 1]; with ``mask``, of the ``units`` units in it."""
     count, sum_p, sum_y = _bins(p, target, n_bins, mask)
     gap = jnp.abs(sum_y - sum_p)
+    if mask is None:
+        n: int | Array = p.shape[0]
+    else:
+        assert units is not None, "a mask comes with the count of its units"
+        n = units.astype(p.dtype)
     return {
-        f"ece_{suffix}": jnp.sum(gap) / (p.shape[0] if mask is None else units.astype(p.dtype)),
+        f"ece_{suffix}": jnp.sum(gap) / n,
         f"mce_{suffix}": jnp.max(jnp.where(count > 0, gap / jnp.maximum(count, 1), 0)),
         f"smece_{suffix}": _smooth_ece(p, target, mask)[0],
     }
@@ -451,8 +465,10 @@ class BatchReports:
 _finish_jit = jax.jit(finish, static_argnames=("alphas", "n_bins"))
 
 
-def finish_on_host(p_obs: Any, p_bar: Any, y: Any, y_bar: Any, sums: UnitSums, tau: Any, *,
-                   alphas: tuple[float, ...], n_bins: int, mask: Any = None) -> Report:
+def finish_on_host(p_obs: ArrayLike, p_bar: ArrayLike, y: ArrayLike | None,
+                   y_bar: ArrayLike | None, sums: UnitSums, tau: ArrayLike, *,
+                   alphas: tuple[float, ...], n_bins: int, mask: ArrayLike | None = None
+                   ) -> Report:
     """:func:`finish` run once on the default device: the per-unit vectors and the sums come
     back to the host first (left on a mesh they would be replicated, and the stage run on
     every device). ``mask``: as in :func:`finish`."""

@@ -32,6 +32,7 @@ from cfjax import platform
 from cfjax._core.keys import as_key
 from cfjax.metrics import _stages
 from cfjax.metrics._report_types import MarginalisationReport, MulticlassReport
+from cfjax.typing import ArrayLike, KeyLike, Mesh, PyTree
 
 __all__ = ["BootstrapReport", "bootstrap_indices", "evaluate_bootstrap"]
 
@@ -70,7 +71,7 @@ def _draw(key: jax.Array, b: jax.Array, n: int) -> jax.Array:
     return jax.random.randint(jax.random.fold_in(key, b), (n,), 0, n, dtype=jnp.int32)
 
 
-def bootstrap_indices(n: int, resamples: int, *, key: Any) -> jax.Array:
+def bootstrap_indices(n: int, resamples: int, *, key: KeyLike) -> jax.Array:
     """The unit indices of every resample :func:`evaluate_bootstrap` draws with ``key``.
 
     Args:
@@ -93,21 +94,21 @@ def bootstrap_indices(n: int, resamples: int, *, key: Any) -> jax.Array:
 
 
 def evaluate_bootstrap(
-    p_obs: Any,
-    p_cf: Any,
-    y: Any = None,
+    p_obs: ArrayLike,
+    p_cf: ArrayLike,
+    y: ArrayLike | None = None,
     *,
-    key: Any,
-    y_cf: Any = None,
+    key: KeyLike,
+    y_cf: ArrayLike | None = None,
     resamples: int = 1000,
     level: float = 0.95,
-    weights: Any = None,
-    tau: Any = 0.5,
+    weights: ArrayLike | None = None,
+    tau: ArrayLike = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
     resample_chunk: int | None | str = "auto",
     return_replicates: bool = False,
-    mesh: Any = None,
+    mesh: Mesh | None = None,
 ) -> BootstrapReport:
     """:func:`~cfjax.metrics.evaluate` with percentile bootstrap intervals over units.
 
@@ -199,7 +200,7 @@ class _Replicates:
 
 
 @functools.partial(jax.jit, static_argnames=("level",))
-def _bounds(replicates: Any, *, level: float) -> tuple[Any, Any]:
+def _bounds(replicates: PyTree, *, level: float) -> tuple[PyTree, PyTree]:
     """The ``100 (1 − level) / 2`` and ``100 (1 + level) / 2`` percentiles of every field."""
     return tuple(jax.tree.map(functools.partial(_percentile, q=q_), replicates)
                  for q_ in (50.0 * (1.0 - level), 50.0 * (1.0 + level)))

@@ -6,19 +6,18 @@ edges ``b/B`` computed in the scores' dtype.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
 from cfjax.metrics import _inputs
+from cfjax.typing import ArrayLike
 
 __all__ = ["brier", "ece", "mce", "calibration_bins"]
 
 
-def brier(p: Any, y: Any) -> jax.Array:
+def brier(p: ArrayLike, y: ArrayLike) -> jax.Array:
     """Brier score ``mean (p − y)²`` of scores ``p (n,)`` against labels ``y (n,)``.
 
     Example:
@@ -34,7 +33,8 @@ def _brier(p: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.mean(jnp.square(p - y))
 
 
-def calibration_bins(p: Any, y: Any, n_bins: int = 15) -> tuple[jax.Array, jax.Array, jax.Array]:
+def calibration_bins(p: ArrayLike, y: ArrayLike, n_bins: int = 15) -> tuple[jax.Array, jax.Array,
+                     jax.Array]:
     """Per-bin ``(count, Σ p, Σ y)``, each of shape ``(n_bins,)``."""
     n_bins = _checks.check_positive_int("n_bins", n_bins)
     p, _, y, _ = _inputs.prepare(p_obs=p, y=y)
@@ -66,7 +66,7 @@ def _mce(p: jax.Array, y: jax.Array, n_bins: int) -> jax.Array:
     return jnp.max(jnp.where(count > 0, gap, 0))
 
 
-def ece(p: Any, y: Any, n_bins: int = 15) -> jax.Array:
+def ece(p: ArrayLike, y: ArrayLike, n_bins: int = 15) -> jax.Array:
     """Expected calibration error ``Σ_b (n_b/n) |mean y_b − mean p_b|``.
 
     Example:
@@ -79,7 +79,7 @@ def ece(p: Any, y: Any, n_bins: int = 15) -> jax.Array:
     return _ece(p, y, n_bins)
 
 
-def mce(p: Any, y: Any, n_bins: int = 15) -> jax.Array:
+def mce(p: ArrayLike, y: ArrayLike, n_bins: int = 15) -> jax.Array:
     """Maximum calibration error: the largest ``|mean y_b − mean p_b|`` over non-empty bins."""
     n_bins = _checks.check_positive_int("n_bins", n_bins)
     p, _, y, _ = _inputs.prepare(p_obs=p, y=y)

@@ -22,13 +22,17 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from cfjax import _checks
 from cfjax import figures
 from cfjax.metrics.reliability import ReliabilityBand, ReliabilityCurve
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure, SubFigure
 
 __all__ = ["reliability_diagram"]
 
@@ -37,7 +41,7 @@ TICK_PT, LABEL_PT, TITLE_PT = 8, 9, 10
 _RESULT = "a ReliabilityCurve or ReliabilityBand (cfjax.metrics.reliability_curve / reliability_band)"
 
 
-def _check_result(name: str, r: Any) -> None:
+def _check_result(name: str, r: ReliabilityCurve | ReliabilityBand) -> None:
     if not isinstance(r, (ReliabilityCurve, ReliabilityBand)):
         _checks.fail(name, _RESULT, type(r).__name__)
     t = r.curve.t if isinstance(r, ReliabilityBand) else r.t
@@ -46,14 +50,14 @@ def _check_result(name: str, r: Any) -> None:
                      f"points of shape {np.shape(t)}")
 
 
-def _check_strings(name: str, value: Any, count: int) -> tuple[str, ...]:
+def _check_strings(name: str, value: Sequence[str], count: int) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Sequence) or len(value) < count \
             or not all(isinstance(v, str) for v in value):
         _checks.fail(name, f"a sequence of at least {count} strings", repr(value))
     return tuple(value[:count])
 
 
-def _axes(ax: Any) -> tuple[Any, Any]:
+def _axes(ax: Axes | Sequence[Axes] | None) -> tuple[Axes, Axes]:
     """The main axes and the density strip beneath it: new ones, a strip appended below a
     given ``Axes``, or a given pair."""
     plt = figures.pyplot()
@@ -74,7 +78,7 @@ def _axes(ax: Any) -> tuple[Any, Any]:
     raise AssertionError  # unreachable: fail raises
 
 
-def _legend_label(label: str, r: Any) -> str:
+def _legend_label(label: str, r: ReliabilityCurve | ReliabilityBand) -> str:
     c = r.curve if isinstance(r, ReliabilityBand) else r
     text = f"{label}, smECE {float(c.smooth_ece):.3f}"
     if isinstance(r, ReliabilityBand):
@@ -86,7 +90,8 @@ def reliability_diagram(original: ReliabilityCurve | ReliabilityBand,
                         marginalised: ReliabilityCurve | ReliabilityBand | None = None, *,
                         labels: Sequence[str] = ("original", "marginalised"),
                         colors: Sequence[str] = ("C0", "C3"),
-                        title: str | None = None, min_count: float = 1.0, ax: Any = None) -> Any:
+                        title: str | None = None, min_count: float = 1.0,
+                        ax: Axes | Sequence[Axes] | None = None) -> Figure | SubFigure:
     """The smoothed reliability diagram of the original and (optionally) the counterfactually
     marginalised prediction, on one axis.
 

@@ -8,15 +8,15 @@ bottom-up merge count (O(n log² n) work, O(n) memory), never an n×n matrix.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import DTypeLike
 
 from cfjax import _checks
 from cfjax.metrics import _arrays
+from cfjax.typing import ArrayLike
 
 __all__ = ["rankdata", "spearman", "kendall_tau_b", "rank_change", "auc"]
 
@@ -24,13 +24,13 @@ __all__ = ["rankdata", "spearman", "kendall_tau_b", "rank_change", "auc"]
 # ----------------------------------------------------------------------------- validation
 
 
-def _scores(name: str, x: Any) -> None:
+def _scores(name: str, x: ArrayLike) -> None:
     _checks.check_ndim(name, x, 1, "of shape (n,)")
     _checks.check_nonempty(name, x)
     _checks.check_finite(name, x)
 
 
-def _pair(a: Any, b: Any) -> tuple[jax.Array, jax.Array]:
+def _pair(a: ArrayLike, b: ArrayLike) -> tuple[jax.Array, jax.Array]:
     _scores("a", a)
     _scores("b", b)
     _checks.check_same_len("a", a, "b", b)
@@ -41,7 +41,7 @@ def _pair(a: Any, b: Any) -> tuple[jax.Array, jax.Array]:
 # ----------------------------------------------------------------------------- public API
 
 
-def rankdata(x: Any) -> jax.Array:
+def rankdata(x: ArrayLike) -> jax.Array:
     """Average ranks 1..n of ``x (n,)``, ties averaged (``scipy.stats.rankdata``).
 
     Example:
@@ -52,7 +52,7 @@ def rankdata(x: Any) -> jax.Array:
     return _ranks_jit(jnp.asarray(x, _arrays.float_dtype(x)))
 
 
-def spearman(a: Any, b: Any) -> jax.Array:
+def spearman(a: ArrayLike, b: ArrayLike) -> jax.Array:
     """Spearman's ρ of ``a (n,)`` and ``b (n,)``: Pearson correlation of average ranks.
     NaN when either input is constant (as ``scipy.stats.spearmanr``).
 
@@ -63,7 +63,7 @@ def spearman(a: Any, b: Any) -> jax.Array:
     return _spearman_jit(*_pair(a, b))
 
 
-def kendall_tau_b(a: Any, b: Any) -> jax.Array:
+def kendall_tau_b(a: ArrayLike, b: ArrayLike) -> jax.Array:
     """Kendall's τ_b of ``a (n,)`` and ``b (n,)``, ties handled as ``scipy.stats.kendalltau``.
 
     Example:
@@ -73,7 +73,7 @@ def kendall_tau_b(a: Any, b: Any) -> jax.Array:
     return _kendall_jit(*_pair(a, b))
 
 
-def rank_change(a: Any, b: Any) -> jax.Array:
+def rank_change(a: ArrayLike, b: ArrayLike) -> jax.Array:
     """Mean absolute change of average rank, ``mean_i |r_i − r̄_i|`` (ranks 1..n).
 
     Example:
@@ -83,7 +83,7 @@ def rank_change(a: Any, b: Any) -> jax.Array:
     return _rank_change_jit(*_pair(a, b))
 
 
-def auc(p: Any, y: Any) -> jax.Array:
+def auc(p: ArrayLike, y: ArrayLike) -> jax.Array:
     """Area under the ROC curve of scores ``p (n,)`` for labels ``y (n,)``, ties counted half
     (equal to ``sklearn.metrics.roc_auc_score``). Needs both classes.
 
@@ -117,6 +117,7 @@ def _spearman(ra: jax.Array, rb: jax.Array, mask: jax.Array | None = None) -> ja
     # gives exactly zero spread (NaN result, as scipy), and float32 keeps its precision.
     # With `mask`, the ranks among the n units in it (the others ranked after them), centred
     # by (n+1)/2 and the others left out.
+    centre: float | jax.Array
     if mask is None:
         centre = (ra.shape[0] + 1) / 2
         ca = ra - centre
@@ -130,7 +131,7 @@ def _spearman(ra: jax.Array, rb: jax.Array, mask: jax.Array | None = None) -> ja
     return jnp.where(den > 0, jnp.clip(rho, -1, 1), jnp.nan)
 
 
-def _tied_pairs(lower: jax.Array, upper: jax.Array, dtype: Any) -> jax.Array:
+def _tied_pairs(lower: jax.Array, upper: jax.Array, dtype: DTypeLike) -> jax.Array:
     """Σ over tie groups of c(c−1)/2, from each element's group bounds."""
     return jnp.sum((upper - lower - 1).astype(dtype)) / 2
 
@@ -138,17 +139,19 @@ def _tied_pairs(lower: jax.Array, upper: jax.Array, dtype: Any) -> jax.Array:
 def _lexsort_by_rank(lx: jax.Array, ly: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Rank pairs sorted lexicographically by (x, y). Inputs are integer ranks in [0, n)."""
     n = lx.shape[0]
-    wide = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]  # a run-time flag
+    wide = jnp.int64 if x64 else jnp.int32
     if n * n <= jnp.iinfo(wide).max:  # pack both ranks into one integer: one fast sort
         key = jnp.sort(lx.astype(wide) * n + ly.astype(wide))
         return (key // n).astype(jnp.int32), (key % n).astype(jnp.int32)
-    return lax.sort((lx, ly), num_keys=2)
+    sx, sy = lax.sort((lx, ly), num_keys=2)
+    return sx, sy
 
 
 _BASE_BLOCK = 32  # block size below which inversions are counted pairwise
 
 
-def _count_inversions(v: jax.Array, dtype: Any) -> jax.Array:
+def _count_inversions(v: jax.Array, dtype: DTypeLike) -> jax.Array:
     """Number of pairs i < j with v[i] > v[j], for integers ``v`` in [0, n).
 
     Bottom-up merge count: at block size b, every right-half element of a 2b-block counts the
@@ -179,7 +182,8 @@ def _count_inversions(v: jax.Array, dtype: Any) -> jax.Array:
     return total
 
 
-def _kendall_tau_b(bounds_a, bounds_b, dtype: Any, mask: jax.Array | None = None) -> jax.Array:
+def _kendall_tau_b(bounds_a, bounds_b, dtype: DTypeLike,
+                   mask: jax.Array | None = None) -> jax.Array:
     """τ_b from the rank bounds of both orders. With ``mask``, of the units in it, the bounds
     computed with the others at the largest key in both orders: those come last in the
     lexicographic order and above every unit in both, so they add no discordant pair; their

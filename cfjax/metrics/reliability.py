@@ -32,19 +32,20 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from jax import lax
+from jax.typing import DTypeLike
 
 from cfjax import _checks
 from cfjax._core.keys import as_key
 from cfjax.metrics.bootstrap import _draw
 from cfjax.metrics.smooth_calibration import (_check_bandwidth, _prepare, _residual_spectrum, _smece_at,
                                               _smooth_ece)
+from cfjax.typing import ArrayLike, KeyLike
 
 __all__ = ["ReliabilityBand", "ReliabilityCurve", "reliability_band", "reliability_curve"]
 
@@ -100,7 +101,7 @@ class ReliabilityBand:
     resamples: int = struct.field(pytree_node=False, default=0)
 
 
-def _points(grid: Any, dtype: Any) -> jax.Array:
+def _points(grid: ArrayLike, dtype: DTypeLike) -> jax.Array:
     """The validated points ``t (T,)``: ``grid`` equally spaced ones, or ``grid`` itself."""
     if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
         if grid < 2:
@@ -113,7 +114,7 @@ def _points(grid: Any, dtype: Any) -> jax.Array:
     return jnp.asarray(grid).astype(dtype)
 
 
-def _bandwidth(bandwidth: Any, dtype: Any) -> jax.Array | None:
+def _bandwidth(bandwidth: ArrayLike | None, dtype: DTypeLike) -> jax.Array | None:
     if bandwidth is None:
         return None
     _check_bandwidth(bandwidth)
@@ -170,7 +171,8 @@ def _curve(p, y, t, bandwidth) -> ReliabilityCurve:
     return _curve_core(p, y, t, bandwidth)[0]
 
 
-def reliability_curve(p: Any, y: Any, grid: Any = 201, bandwidth: Any = None) -> ReliabilityCurve:
+def reliability_curve(p: ArrayLike, y: ArrayLike, grid: ArrayLike = 201,
+                      bandwidth: ArrayLike | None = None) -> ReliabilityCurve:
     """The smoothed reliability diagram of scores ``p (n,)`` against labels ``y (n,)``: the
     kernel average of the labels at each point, in [0, 1] (module docstring).
 
@@ -224,8 +226,9 @@ def _band(p, y, t, bandwidth, key, *, resamples: int, level: float, chunk: int) 
                            level=level, resamples=resamples)
 
 
-def reliability_band(p: Any, y: Any, *, key: Any, resamples: int = 200, level: float = 0.95,
-                     grid: Any = 201, bandwidth: Any = None) -> ReliabilityBand:
+def reliability_band(p: ArrayLike, y: ArrayLike, *, key: KeyLike, resamples: int = 200,
+                     level: float = 0.95,
+                     grid: ArrayLike = 201, bandwidth: ArrayLike | None = None) -> ReliabilityBand:
     """:func:`reliability_curve` with percentile bootstrap intervals over units: a band around
     the curve at each point and an interval of the smooth ECE.
 

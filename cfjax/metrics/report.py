@@ -19,7 +19,7 @@ longer holds in general (a predictor that follows the label can beat its own ave
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax
 
@@ -32,6 +32,7 @@ from cfjax.metrics._report_types import (
     MarginalisationReport,
     MulticlassReport,
 )
+from cfjax.typing import ArrayLike, Mesh
 
 __all__ = [
     "CounterfactualLabelReport", "MarginalisationReport", "MulticlassReport", "evaluate",
@@ -137,16 +138,16 @@ def descriptions(*, classes: bool = False, counterfactual_labels: bool = False) 
 
 
 def evaluate(
-    p_obs: Any,
-    p_cf: Any,
-    y: Any = None,
+    p_obs: ArrayLike,
+    p_cf: ArrayLike,
+    y: ArrayLike | None = None,
     *,
-    y_cf: Any = None,
-    weights: Any = None,
-    tau: Any = 0.5,
+    y_cf: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    tau: ArrayLike = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
-    mesh: Any = None,
+    mesh: Mesh | None = None,
 ) -> MarginalisationReport | MulticlassReport:
     """Evaluate a predictor by counterfactual marginalisation over K interventions.
 

@@ -8,14 +8,13 @@ layout the scores come in: a unit's K values are contiguous), then a mean over u
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from cfjax import _checks
 from cfjax.metrics import _inputs
+from cfjax.typing import ArrayLike
 
 __all__ = [
     "marginalise",
@@ -33,7 +32,7 @@ EPS = 1e-7
 # ----------------------------------------------------------------------------- public API
 
 
-def marginalise(p_cf: Any, weights: Any = None) -> jax.Array:
+def marginalise(p_cf: ArrayLike, weights: ArrayLike | None = None) -> jax.Array:
     """Marginalised prediction ``p_bar[i] = Σ_k q_k p_cf[i, k]``.
 
     Args:
@@ -53,7 +52,7 @@ def marginalise(p_cf: Any, weights: Any = None) -> jax.Array:
     return p_cf @ q
 
 
-def bce(p: Any, y: Any) -> jax.Array:
+def bce(p: ArrayLike, y: ArrayLike) -> jax.Array:
     """Elementwise binary cross-entropy ``−y log p − (1−y) log(1−p)``, p clipped to
     ``[1e-7, 1 − 1e-7]`` (definitions §1). Soft labels in [0, 1] are allowed here.
 
@@ -68,7 +67,7 @@ def bce(p: Any, y: Any) -> jax.Array:
     return -(y * jnp.log(p) + (1 - y) * jnp.log1p(-p))
 
 
-def cvar(losses: Any, weights: Any, alpha: Any) -> jax.Array:
+def cvar(losses: ArrayLike, weights: ArrayLike, alpha: ArrayLike) -> jax.Array:
     """Exact CVaR of one unit's discrete loss distribution (atoms ``losses (K,)``, masses
     ``weights (K,)``) at level ``alpha ∈ (0, 1]``: the weighted mean of the worst ``alpha``
     probability mass, splitting one atom fractionally.
@@ -89,7 +88,7 @@ def cvar(losses: Any, weights: Any, alpha: Any) -> jax.Array:
     return jnp.min(losses + excess / alpha)
 
 
-def marginal_risk(p_cf: Any, y: Any, weights: Any = None) -> jax.Array:
+def marginal_risk(p_cf: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None) -> jax.Array:
     """``R_CM = mean_i bce(p_bar[i], y[i])``: the risk of the marginalised predictor.
 
     Example:
@@ -102,7 +101,8 @@ def marginal_risk(p_cf: Any, y: Any, weights: Any = None) -> jax.Array:
     return jnp.mean(binary_bce(p_cf @ q, y))
 
 
-def interventional_risk(p_cf: Any, y: Any, weights: Any = None) -> jax.Array:
+def interventional_risk(p_cf: ArrayLike, y: ArrayLike,
+                        weights: ArrayLike | None = None) -> jax.Array:
     """``R_IE = mean_i Σ_k q_k bce(p_cf[i, k], y[i])``: expected loss over interventions.
 
     By Jensen ``R_CM ≤ R_IE``.
@@ -111,7 +111,8 @@ def interventional_risk(p_cf: Any, y: Any, weights: Any = None) -> jax.Array:
     return jnp.mean(jnp.sum(q[None, :] * bce_losses(p_cf, y), axis=1))
 
 
-def cvar_risk(p_cf: Any, y: Any, alpha: Any, weights: Any = None) -> jax.Array:
+def cvar_risk(p_cf: ArrayLike, y: ArrayLike, alpha: ArrayLike,
+              weights: ArrayLike | None = None) -> jax.Array:
     """``mean_i CVaR_alpha(L_i)``, ``L_i[k] = bce(p_cf[i, k], y[i])`` with atoms weighted by q.
 
     Args:
@@ -131,7 +132,7 @@ def cvar_risk(p_cf: Any, y: Any, alpha: Any, weights: Any = None) -> jax.Array:
     return out[0] if scalar else out
 
 
-def worst_case_risk(p_cf: Any, y: Any) -> jax.Array:
+def worst_case_risk(p_cf: ArrayLike, y: ArrayLike) -> jax.Array:
     """``R_WC = mean_i max_k bce(p_cf[i, k], y[i])`` (CVaR as alpha → 0)."""
     _, p_cf, y, _ = _inputs.prepare(p_cf=p_cf, y=require_labels(y))
     return jnp.mean(jnp.max(bce_losses(p_cf, y), axis=1))
@@ -140,7 +141,7 @@ def worst_case_risk(p_cf: Any, y: Any) -> jax.Array:
 # ----------------------------------------------------------------------------- kernels
 
 
-def require_labels(y: Any) -> Any:
+def require_labels(y: ArrayLike | None) -> ArrayLike:
     if y is None:
         raise _checks.ValidationError("`y`: expected labels of shape (n,), got None.")
     return y

@@ -38,15 +38,16 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import DTypeLike
 
 from cfjax import _checks
 from cfjax.metrics import _arrays, _inputs
+from cfjax.typing import ArrayLike
 
 __all__ = ["smooth_ece", "smooth_ece_bandwidth"]
 
@@ -71,7 +72,7 @@ def _circle_spectrum(v: jax.Array) -> jax.Array:
     return jnp.fft.rfft(u)
 
 
-def _smooth(spectrum: jax.Array, sigma: jax.Array, dtype: Any) -> jax.Array:
+def _smooth(spectrum: jax.Array, sigma: jax.Array, dtype: DTypeLike) -> jax.Array:
     """Σ_l masses_l K_σ(t_j, t_l) at the nodes, ``(G,)``: the circular convolution with the
     2-periodic Gaussian, whose Fourier coefficients are ``exp(−π² m² σ² / 2)``."""
     m = jnp.arange(_INTERVALS + 1, dtype=dtype)
@@ -94,7 +95,7 @@ def _residual_spectrum(p: jax.Array, y: jax.Array, mask: jax.Array | None = None
     return _circle_spectrum(_grid_masses(p, w))
 
 
-def _smece_at(spectrum: jax.Array, sigma: jax.Array, dtype: Any) -> jax.Array:
+def _smece_at(spectrum: jax.Array, sigma: jax.Array, dtype: DTypeLike) -> jax.Array:
     return _integral(jnp.abs(_smooth(spectrum, sigma, dtype)))
 
 
@@ -123,7 +124,7 @@ def _smooth_ece(p: jax.Array, y: jax.Array, mask: jax.Array | None = None) -> tu
     return at(sigma), sigma
 
 
-def _prepare(p: Any, y: Any) -> tuple[jax.Array, jax.Array]:
+def _prepare(p: ArrayLike, y: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """Validated scores ``p (n,)`` and labels ``y (n,)`` in the scores' float dtype."""
     _inputs.scores("p", p)
     _inputs.expected_labels("y", y, "p", p)
@@ -131,7 +132,7 @@ def _prepare(p: Any, y: Any) -> tuple[jax.Array, jax.Array]:
     return _arrays.as_float(p, dtype), _arrays.as_float(y, dtype)
 
 
-def _check_bandwidth(bandwidth: Any) -> None:
+def _check_bandwidth(bandwidth: ArrayLike) -> None:
     if not _checks.is_concrete(bandwidth):
         return
     b = np.asarray(bandwidth, dtype=np.float64)
@@ -147,7 +148,7 @@ def _smooth_ece_jit(p, y, bandwidth, *, fixed):
     return _smooth_ece(p, y)
 
 
-def smooth_ece(p: Any, y: Any, bandwidth: Any = None) -> jax.Array:
+def smooth_ece(p: ArrayLike, y: ArrayLike, bandwidth: ArrayLike | None = None) -> jax.Array:
     """Smooth ECE of scores ``p (n,)`` against labels ``y (n,)`` (Błasiok & Nakkiran 2023).
 
     Args:
@@ -173,7 +174,7 @@ def smooth_ece(p: Any, y: Any, bandwidth: Any = None) -> jax.Array:
     return _smooth_ece_jit(p, y, jnp.asarray(bandwidth, p.dtype), fixed=True)[0]
 
 
-def smooth_ece_bandwidth(p: Any, y: Any) -> jax.Array:
+def smooth_ece_bandwidth(p: ArrayLike, y: ArrayLike) -> jax.Array:
     """The automatic kernel width σ* of :func:`smooth_ece`: the fixed point
     ``smECE_σ* = σ*`` (so it equals the smooth ECE, up to the bisection's 1e-7), or
     ``σ_min = 1e-3`` when the scores are calibrated to within that resolution.

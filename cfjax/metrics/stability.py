@@ -25,17 +25,16 @@ representations with (PIP is the mean of ``decisions_agree``, ATV and ATE means 
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 
 from cfjax.metrics import _inputs
+from cfjax.typing import ArrayLike
 
 __all__ = ["stability_variance", "flip_rate", "decision_disagreement", "score_shift"]
 
 
-def stability_variance(p_cf: Any, weights: Any = None) -> jax.Array:
+def stability_variance(p_cf: ArrayLike, weights: ArrayLike | None = None) -> jax.Array:
     """``S_var = mean_i Σ_k q_k (p_cf[i, k] − p_bar[i])²``; for class probabilities
     ``mean_i Σ_k q_k ½‖p_cf[i, k] − p_bar[i]‖²`` (module docstring).
 
@@ -56,7 +55,8 @@ def stability_variance(p_cf: Any, weights: Any = None) -> jax.Array:
     return jnp.mean(jnp.sum(q[None, :] * jnp.square(p_cf - (p_cf @ q)[:, None]), axis=1))
 
 
-def flip_rate(p_obs: Any, p_cf: Any, weights: Any = None, tau: Any = 0.5) -> jax.Array:
+def flip_rate(p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = None,
+              tau: ArrayLike = 0.5) -> jax.Array:
     """``S_flip = mean_i Σ_k q_k 1[d(p_cf[i, k]) ≠ d(p_obs[i])]``: how often an intervention
     flips the decision.
 
@@ -80,7 +80,8 @@ def flip_rate(p_obs: Any, p_cf: Any, weights: Any = None, tau: Any = 0.5) -> jax
     return jnp.mean(jnp.sum(q[None, :] * flips.astype(p_cf.dtype), axis=1))
 
 
-def decision_disagreement(p_obs: Any, p_cf: Any, weights: Any = None, tau: Any = 0.5) -> jax.Array:
+def decision_disagreement(p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = None,
+                          tau: ArrayLike = 0.5) -> jax.Array:
     """``D_obs = mean_i 1[d(p_obs[i]) ≠ d(p_bar[i])]``: disagreement between the original and
     the marginalised decision. Shapes and arguments as in :func:`flip_rate`.
 
@@ -97,7 +98,7 @@ def decision_disagreement(p_obs: Any, p_cf: Any, weights: Any = None, tau: Any =
     return d_obs(p_obs, p_cf @ q, tau)
 
 
-def score_shift(p_obs: Any, p_cf: Any, weights: Any = None) -> jax.Array:
+def score_shift(p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = None) -> jax.Array:
     """``mean_i |p_obs[i] − p_bar[i]|`` (the quantity paper 000's Table 5 caption calls D_obs);
     for class probabilities the mean total variation ``mean_i ½‖p_obs[i] − p_bar[i]‖₁``.
     Shapes as in :func:`flip_rate`.
@@ -118,7 +119,7 @@ def score_shift(p_obs: Any, p_cf: Any, weights: Any = None) -> jax.Array:
 # Binary kernels.
 
 
-def d_obs(p_obs: jax.Array, p_bar: jax.Array, tau: Any) -> jax.Array:
+def d_obs(p_obs: jax.Array, p_bar: jax.Array, tau: ArrayLike) -> jax.Array:
     return jnp.mean(((p_obs >= tau) != (p_bar >= tau)).astype(p_obs.dtype))
 
 

@@ -25,6 +25,7 @@ from cfjax import distributed as dist
 from cfjax.metrics import _arrays, _stages
 from cfjax.metrics._report_types import MarginalisationReport, MulticlassReport
 from cfjax.metrics._stages import UnitSums
+from cfjax.typing import ArrayLike, Mesh
 
 __all__ = ["evaluate_chunks"]
 
@@ -32,13 +33,13 @@ _FIELDS = ("p_obs", "p_cf", "y", "y_cf")
 
 
 def evaluate_chunks(
-    chunks: Iterable[Any],
+    chunks: Iterable[Mapping[str, ArrayLike] | Sequence[ArrayLike]],
     *,
-    weights: Any = None,
-    tau: Any = 0.5,
+    weights: ArrayLike | None = None,
+    tau: ArrayLike = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
-    mesh: Any = None,
+    mesh: Mesh | None = None,
     across_processes: bool = False,
 ) -> MarginalisationReport | MulticlassReport:
     """:func:`~cfjax.metrics.evaluate` given chunk by chunk, for any N: binary scores or class
@@ -98,19 +99,25 @@ def evaluate_chunks(
         _check_consistent(parts, layout, index)
         for start in range(0, parts["p_obs"].shape[0], layout["block"]):
             piece = {f: None if v is None else v[start:start + layout["block"]] for f, v in parts.items()}
-            sums, vectors = _reduce_block(piece, layout, mesh, alphas)
+            sums, block_vectors = _reduce_block(piece, layout, mesh, alphas)
             total = sums if total is None else total + sums
-            for name, v in vectors.items():
+            for name, v in block_vectors.items():
                 kept[name].append(v)
     if layout is None:
         _checks.fail("chunks", "at least one chunk of predictions", "an empty iterable")
-    vectors = {name: np.concatenate(parts) if parts else None for name, parts in kept.items()}
+    assert total is not None  # summed from the first chunk on
+    vectors: dict[str, np.ndarray | None] = {
+        name: np.concatenate(parts) if parts else None for name, parts in kept.items()}
     if across_processes and jax.process_count() > 1:
         total, vectors = _gather_processes(total, vectors)
-    n = vectors["p_obs"].shape[0]
+    p_obs = vectors["p_obs"]
+    assert p_obs is not None  # every chunk has p_obs
+    n = p_obs.shape[0]
     size = dist.bucket(n)  # the reductions over the units: one program per bucket of N, padding masked
     vectors = {name: None if v is None else dist.pad_axis(v, size) for name, v in vectors.items()}
-    return _stages.finish_on_host(vectors["p_obs"], vectors["p_bar"], vectors["y"], vectors["y_bar"], total,
+    padded_obs, padded_bar = vectors["p_obs"], vectors["p_bar"]
+    assert padded_obs is not None and padded_bar is not None  # every chunk gives both
+    return _stages.finish_on_host(padded_obs, padded_bar, vectors["y"], vectors["y_bar"], total,
                                   layout["tau"], alphas=alphas, n_bins=n_bins,
                                   mask=np.arange(size) < n)
 
@@ -130,7 +137,7 @@ def _unpack(chunk: Any, index: int) -> dict[str, Any]:
     return dict(zip(_FIELDS, values))
 
 
-def _prepare(parts: dict[str, Any], index: int, tau: Any) -> dict[str, Any]:
+def _prepare(parts: dict[str, Any], index: int, tau: ArrayLike) -> dict[str, Any]:
     """Validate one chunk's values and shapes (errors name ``chunks[index].<field>``);
     scores of one float dtype."""
     try:
@@ -142,13 +149,14 @@ def _prepare(parts: dict[str, Any], index: int, tau: Any) -> dict[str, Any]:
         raise _checks.ValidationError(message) from None
 
 
-def _prepare_fields(parts: dict[str, Any], index: int, tau: Any) -> dict[str, Any]:
+def _prepare_fields(parts: dict[str, Any], index: int, tau: ArrayLike) -> dict[str, Any]:
     p_obs, p_cf, y, y_cf, _, _ = _stages.prepare(parts["p_obs"], parts["p_cf"], parts["y"], parts["y_cf"],
                                                  None, tau)
     return dict(p_obs=p_obs, p_cf=p_cf, y=y, y_cf=y_cf)
 
 
-def _layout(parts: dict[str, Any], weights: Any, tau: Any, devices: int) -> dict[str, Any]:
+def _layout(parts: dict[str, Any], weights: ArrayLike | None, tau: ArrayLike,
+            devices: int) -> dict[str, Any]:
     """What the first chunk fixes: K, dtype, the labels given, the compiled block length."""
     p_obs, k = parts["p_obs"], parts["p_cf"].shape[1]
     b = p_obs.shape[0]
@@ -178,7 +186,7 @@ def _check_consistent(parts: dict[str, Any], layout: dict[str, Any], index: int)
             parts[field] = v.astype(dtype)  # class labels stay integers
 
 
-def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Any,
+def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Mesh | None,
                   alphas: tuple[float, ...]) -> tuple[UnitSums, dict[str, np.ndarray]]:
     """The first stage of one block of at most ``layout["block"]`` units, padded to it (one
     compiled program for every block; ``block`` is a multiple of the devices, so
@@ -208,9 +216,11 @@ def _gather_processes(total: UnitSums, vectors: dict[str, np.ndarray | None]
     from jax.experimental import multihost_utils as mh
 
     total = jax.tree.map(lambda a: np.sum(np.asarray(mh.process_allgather(np.asarray(a))), axis=0), total)
-    rows = np.asarray(mh.process_allgather(np.asarray([vectors["p_obs"].shape[0]], np.int64))).reshape(-1)
+    p_obs = vectors["p_obs"]
+    assert p_obs is not None  # every chunk has p_obs
+    rows = np.asarray(mh.process_allgather(np.asarray([p_obs.shape[0]], np.int64))).reshape(-1)
     longest = int(rows.max())
-    out = {}
+    out: dict[str, np.ndarray | None] = {}
     for name, v in vectors.items():
         if v is None:
             out[name] = None

@@ -5,7 +5,7 @@ counterfactual subgroup-mean estimators of paper 000's Proposition 1 (definition
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -14,11 +14,12 @@ import numpy as np
 from cfjax import _checks
 from cfjax.metrics import _arrays, _inputs
 from cfjax.metrics.ranking import _masked_auc, _scores
+from cfjax.typing import ArrayLike
 
 __all__ = ["stratified_auc", "delta_auc", "SubgroupMeans", "subgroup_means"]
 
 
-def _group_codes(name: str, groups: Any, n_ref: Any, num_groups: int | None):
+def _group_codes(name: str, groups: ArrayLike, n_ref: ArrayLike, num_groups: int | None):
     """Integer codes in [0, G) and G. Concrete labels of any kind are encoded with
     ``np.unique``; traced ones must already be codes, with ``num_groups`` given."""
     _checks.check_ndim(name, groups, 1, "of shape (n,)")
@@ -36,7 +37,8 @@ def _group_codes(name: str, groups: Any, n_ref: Any, num_groups: int | None):
     return jnp.asarray(codes.reshape(-1).astype(np.int32)), int(codes.max()) + 1
 
 
-def stratified_auc(p: Any, y: Any, groups: Any, num_groups: int | None = None) -> jax.Array:
+def stratified_auc(p: ArrayLike, y: ArrayLike, groups: ArrayLike,
+                   num_groups: int | None = None) -> jax.Array:
     """AUC within each stratum of ``groups``, shape ``(G,)`` (strata in sorted label order).
 
     Args:
@@ -62,7 +64,8 @@ def stratified_auc(p: Any, y: Any, groups: Any, num_groups: int | None = None) -
     return jax.vmap(_masked_auc, in_axes=(None, None, 0))(p, y, masks)
 
 
-def delta_auc(p: Any, y: Any, groups: Any, num_groups: int | None = None) -> jax.Array:
+def delta_auc(p: ArrayLike, y: ArrayLike, groups: ArrayLike,
+              num_groups: int | None = None) -> jax.Array:
     """ΔAUC: ``max_s AUC_s − min_s AUC_s`` over the strata of an attribute (paper 000).
 
     Example:
@@ -91,7 +94,7 @@ class SubgroupMeans(NamedTuple):
     cf_se: jax.Array
 
 
-def subgroup_means(p_obs: Any, a: Any, p_do: Any) -> SubgroupMeans:
+def subgroup_means(p_obs: ArrayLike, a: ArrayLike, p_do: ArrayLike) -> SubgroupMeans:
     """Observational vs counterfactual subgroup means (paper 000, Proposition 1).
 
     Args:

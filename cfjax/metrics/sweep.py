@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -12,21 +12,22 @@ from cfjax import distributed as _dist
 from cfjax import platform
 from cfjax.metrics import _arrays, _inputs, _stages
 from cfjax.metrics._stages import Report
+from cfjax.typing import ArrayLike, Mesh
 
 __all__ = ["evaluate_many"]
 
 
 def evaluate_many(
-    p_obs: Any,
-    p_cf: Any,
-    y: Any = None,
+    p_obs: ArrayLike,
+    p_cf: ArrayLike,
+    y: ArrayLike | None = None,
     *,
-    y_cf: Any = None,
-    weights: Any = None,
-    tau: Any = 0.5,
+    y_cf: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    tau: ArrayLike = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
-    mesh: Any = None,
+    mesh: Mesh | None = None,
     predictor_chunk: int | None | str = "auto",
 ) -> Report:
     """:func:`~cfjax.metrics.evaluate` for P predictors on the same units, with shared or
@@ -103,11 +104,11 @@ def evaluate_many(
         if classes:
             _inputs.check_simplex_rows(name, v)
     labels = {name: v for name, v in (("y", y), ("y_cf", y_cf)) if v is not None}
-    for name, v in labels.items():
+    for name, given in labels.items():
         if classes:
-            _inputs.check_class_labels(name, v, np.shape(p_obs)[2])
+            _inputs.check_class_labels(name, given, np.shape(p_obs)[2])
         else:
-            _checks.check_binary_labels(name, v)
+            _checks.check_binary_labels(name, given)
     cast = (lambda v: jnp.asarray(v).astype(jnp.int32)) if classes else (lambda v: _arrays.as_float(v, q.dtype))  # noqa: E731
     y_f, y_cf_f = (None if v is None else cast(v) for v in (y, y_cf))
     where = _dist.as_mesh(mesh)
@@ -117,14 +118,14 @@ def evaluate_many(
         predictor_chunk = _checks.check_positive_int("predictor_chunk", predictor_chunk)
     split = {"p_obs": p_obs_j.astype(q.dtype), "p_cf": p_cf_j.astype(q.dtype)}
     shared = {"q": q, "tau": tau}
-    for name, v, per_predictor in (("y", y_f, y_split), ("y_cf", y_cf_f, y_cf_split)):
-        if v is not None:
-            (split if per_predictor else shared)[name] = v
+    for name, cast_labels, per_predictor in (("y", y_f, y_split), ("y_cf", y_cf_f, y_cf_split)):
+        if cast_labels is not None:
+            (split if per_predictor else shared)[name] = cast_labels
     return _dist.map_batch(_stages.BatchReports(alphas, n_bins, weights is None), split, shared=(shared,),
                            mesh=where, chunk_size=predictor_chunk)
 
 
-def _label_rows(name: str, v: Any, n_pred: int, shape: tuple[int, ...]) -> bool:
+def _label_rows(name: str, v: ArrayLike | None, n_pred: int, shape: tuple[int, ...]) -> bool:
     """Check that labels ``v`` are shared ``shape`` or per predictor ``(M, *shape)``; returns
     whether they are per predictor (False for None)."""
     if v is None:

@@ -3,18 +3,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 
 from cfjax import _checks
+from cfjax.typing import ArrayLike
 
 __all__ = ["correct_transition_count"]
 
 
 def correct_transition_count(
-    values: Any, chains: Sequence[Sequence[int]], *, increasing: bool = True
+    values: ArrayLike, chains: Sequence[Sequence[int]], *, increasing: bool = True
 ) -> jax.Array:
     """Number of transitions along chains of increasingly biased predictors where the metric
     moves the right way (strictly up when ``increasing``, strictly down otherwise), averaged
@@ -36,7 +37,7 @@ def correct_transition_count(
     if values.ndim not in (1, 2):
         _checks.fail("values", "shape (P,) or (S, P)", f"shape {values.shape}")
     p = values.shape[-1]
-    edges = []
+    edges: list[tuple[int, int]] = []
     for c, chain in enumerate(chains):
         chain = [int(i) for i in chain]
         if len(chain) < 2:
