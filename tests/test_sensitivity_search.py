@@ -125,8 +125,9 @@ def test_a_small_search_reaches_the_supremum_near_the_margin(rng, x64):
     for parameterisation in ("tanh", "pd"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", S.ConvergenceWarning)
-            wc = S.worst_case(model, [P_MAX], key=key, restarts=2, steps=100, min_eig=MIN_EIG,
-                              parameterisation=parameterisation)
+            wc = S.worst_case(model, [P_MAX], key=key,
+                              config=S.SearchConfig(restarts=2, steps=100, min_eig=MIN_EIG,
+                                                    parameterisation=parameterisation))
         found = float(wc.cfu[0])
         assert found >= 0.99 * sup, (parameterisation, found, sup)
         assert found <= 1.01 * sup, (parameterisation, found, sup)  # a usable P: never above the supremum
@@ -187,12 +188,12 @@ def test_the_screened_starts_geometry_on_the_host(rng):
 def test_the_random_starts_follow_the_key():
     from cfjax.sensitivity import starts
     from cfjax.sensitivity.parameterisation import _Tanh
-    from cfjax.sensitivity.search_config import _Config
+    from cfjax.sensitivity.search_config import _Program
 
-    cfg = _Config(P_fn=_Tanh(), shape=(3, 3), mask=tuple(map(tuple, np.tril(np.ones((3, 3), bool)).tolist())),
-                  optimizer=None, steps=1, batch_size=None, patience=1, tol=1e-4, min_eig=1e-3, init_scale=0.1,
-                  newton_steps=8, warm_start=False, restart_slots=4, log_objective=True, snap=None, corners=(),
-                  boundary_starts=0, polish_steps=0, margin_corners=())
+    cfg = _Program(P_fn=_Tanh(), shape=(3, 3), mask=tuple(map(tuple, np.tril(np.ones((3, 3), bool)).tolist())),
+                   optimizer=None, steps=1, batch_size=None, patience=1, tol=1e-4, min_eig=1e-3, init_scale=0.1,
+                   newton_steps=8, warm_start=False, restart_slots=4, log_objective=True, snap=None, corners=(),
+                   boundary_starts=0, polish_steps=0, margin_corners=())
     a, b = starts.random_starts(cfg, jax.random.key(3)), starts.random_starts(cfg, jax.random.key(3))
     c = starts.random_starts(cfg, jax.random.key(4))
     np.testing.assert_array_equal(a, b)
@@ -255,7 +256,8 @@ def test_restart_ratio_compares_the_best_two_restarts_and_warns(bivariate, x64):
     budgets = [0.3, 0.8]
     # Without the adaptive rounds the two restarts stay at the two corners, and it warns.
     with pytest.warns(S.ConvergenceWarning, match=r"p_max = 0.8 .*no adaptive rounds \(max_rounds=0\)"):
-        wc = S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20, warn_ratio=1.0, max_rounds=0)
+        wc = S.worst_case(model, budgets, key=jax.random.key(0),
+                          config=S.SearchConfig(restarts=2, steps=20, warn_ratio=1.0, max_rounds=0))
     assert np.shape(wc.round_cfu) == (2, 0) and (np.asarray(wc.rounds) == 0).all()
     values = np.sort(np.asarray(wc.restart_cfu), axis=1)[:, ::-1]
     np.testing.assert_allclose(wc.restart_ratio, values[:, 0] / values[:, 1], rtol=1e-12)
@@ -264,9 +266,11 @@ def test_restart_ratio_compares_the_best_two_restarts_and_warns(bivariate, x64):
     np.testing.assert_allclose(np.sort(np.asarray(wc.restart_cfu), 1), np.sort(corners, 1), rtol=1e-6)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20, warn_ratio=None, max_rounds=0)
-        S.worst_case(model, budgets, key=jax.random.key(0), restarts=2, steps=20, max_rounds=0,
-                     warn_ratio=float(np.max(wc.restart_ratio)) * 1.01)
+        S.worst_case(model, budgets, key=jax.random.key(0),
+                     config=S.SearchConfig(restarts=2, steps=20, warn_ratio=None, max_rounds=0))
+        S.worst_case(model, budgets, key=jax.random.key(0),
+                     config=S.SearchConfig(restarts=2, steps=20, max_rounds=0,
+                                           warn_ratio=float(np.max(wc.restart_ratio)) * 1.01))
         # One restart: the ratio is NaN, and NaN never warns (checked on the ratio itself: a search
         # with one restart would compile the search again for its other number of runs).
         one = search._restart_ratio(wc.restart_cfu[:, :1])
@@ -279,7 +283,8 @@ def test_a_budget_without_a_finite_worst_case_warns(bivariate, x64):
     warning, whatever warn_ratio; float32 results name the likely cause and the remedy."""
     from cfjax.sensitivity import search
 
-    wc = S.worst_case(bivariate, [0.3, 0.6], key=jax.random.key(0), restarts=2, steps=10, warn_ratio=None)
+    wc = S.worst_case(bivariate, [0.3, 0.6], key=jax.random.key(0),
+                      config=S.SearchConfig(restarts=2, steps=10, warn_ratio=None))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         search._warn_if_none_finite(wc)  # every budget found a finite worst case: silent
@@ -292,11 +297,96 @@ def test_a_budget_without_a_finite_worst_case_warns(bivariate, x64):
         search._warn_if_none_finite(as32)
 
 
-def test_new_search_options_are_validated(bivariate):
+def test_search_options_are_validated_by_the_config():
     for name, bad in (("boundary_starts", -1), ("warn_ratio", 0.5), ("polish", -2), ("max_rounds", -1),
-                      ("max_rounds", 1.5), ("confirm", 0.0), ("confirm", 1.0)):
-        with pytest.raises(ValueError, match=name):
-            S.worst_case(bivariate, [0.2], key=jax.random.key(0), **{name: bad})
+                      ("max_rounds", 1.5), ("confirm", 0.0), ("confirm", 1.0), ("restarts", 0), ("steps", 2.5),
+                      ("min_eig", 1.0), ("batch_size", 0), ("learning_rate", -1.0), ("optimizer", "lbfgs"),
+                      ("parameterisation", "cholesky"), ("snap", 1.5), ("warm_start", "yes")):
+        with pytest.raises(ValueError, match=rf"SearchConfig\.{name}"):
+            S.SearchConfig(**{name: bad})
+    with pytest.raises(ValueError, match="momentum"):
+        S.SearchConfig(optimizer="adam", momentum=0.9)
+    with pytest.raises(ValueError, match="cliques"):
+        S.SearchConfig(parameterisation="pd", cliques=np.ones((3, 2), bool))
+    # what needs the model is checked by the search
+    with pytest.raises(ValueError, match="batch_size"):
+        S.worst_case(_tiny_model(), [0.2], key=0, config=S.SearchConfig(batch_size=10**6))
+
+
+def _tiny_model():
+    prob = S.synthetic(50, key=0)
+    return S.fit(prob.graph, prob.data, S.Settings(degrees=(1,), lambdas=(1.0,), predictor_degrees=(1,),
+                                                   predictor_lambdas=(1.0,)))
+
+
+def test_a_search_config_is_frozen_and_compared_by_value():
+    import dataclasses
+
+    import optax
+
+    a, b = S.SearchConfig(restarts=8, cliques=np.array([[1, 0], [1, 1]])), S.SearchConfig(restarts=8,
+                                                                                         cliques=((1, 0), (1, 1)))
+    assert a == b and hash(a) == hash(b) and a.cliques == ((True, False), (True, True))
+    assert S.SearchConfig(tol=1) == S.SearchConfig(tol=1.0) and S.SearchConfig(steps=np.int64(7)).steps == 7
+    assert S.SearchConfig(learning_rate=0.1) != S.SearchConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.restarts = 2
+    # An optax transformation is accepted, compared by identity.
+    tx = optax.sgd(0.1)
+    assert S.SearchConfig(optimizer=tx) == S.SearchConfig(optimizer=tx)
+    assert S.SearchConfig(optimizer=optax.sgd(0.1)) != S.SearchConfig(optimizer=optax.sgd(0.1))
+
+
+def test_equal_configs_built_separately_compile_once(bivariate, x64, caplog):
+    """Two equal configurations, built separately (the optimizer named by its hyperparameters):
+    the second search compiles nothing, and gives the same answer to the bit."""
+    import logging
+
+    def config():
+        return S.SearchConfig(restarts=2, steps=7, optimizer="sgd", learning_rate=0.5, momentum=0.9,
+                              nesterov=True, warn_ratio=None, max_rounds=0)
+
+    first = S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0), config=config())
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG, logger="jax"):
+        second = S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0), config=config())
+    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith(("Compiling", "Finished tracing"))]
+    assert compiled == []
+    np.testing.assert_array_equal(np.asarray(first.cfu), np.asarray(second.cfu))
+    np.testing.assert_array_equal(np.asarray(first.history), np.asarray(second.history))
+
+
+def test_the_old_keyword_arguments_still_work_with_a_warning(bivariate, x64):
+    """worst_case(restarts=2, ...) is deprecated: folded into the config, the same answer, and a
+    DeprecationWarning naming the new spelling; inverse_budget's too; unknown names stay errors."""
+    import optax
+
+    config = S.SearchConfig(restarts=2, steps=7, warn_ratio=None, max_rounds=0)
+    new = S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0), config=config)
+    with pytest.warns(DeprecationWarning, match=r"worst_case\(restarts=2, steps=7, warn_ratio=None, max_rounds=0\) "
+                      r"is deprecated.*config=SearchConfig\(restarts=2, steps=7, warn_ratio=None, max_rounds=0\)"):
+        old = S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0), restarts=2, steps=7, warn_ratio=None,
+                           max_rounds=0)
+    np.testing.assert_array_equal(np.asarray(old.cfu), np.asarray(new.cfu))
+    with pytest.warns(DeprecationWarning, match=r"dataclasses\.replace\(config, steps=7\)"):
+        again = S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0),
+                             config=S.SearchConfig(restarts=2, warn_ratio=None, max_rounds=0), steps=7)
+    np.testing.assert_array_equal(np.asarray(again.cfu), np.asarray(new.cfu))
+    with pytest.warns(DeprecationWarning, match=r"SearchConfig\(optimizer="):  # an optax object still works
+        S.worst_case(bivariate, [0.3], key=0, optimizer=optax.adam(0.05), restarts=1, steps=2, warn_ratio=None,
+                     max_rounds=0)
+    with pytest.warns(DeprecationWarning, match=r"inverse_budget\(restarts=1"):
+        S.inverse_budget(bivariate, 1e9, key=0, hi=0.5, grid=1, restarts=1, steps=2, warn_ratio=None, max_rounds=0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'restart'"):
+        S.worst_case(bivariate, [0.3], key=0, restart=2)
+    with pytest.raises(ValueError, match="config"):
+        S.worst_case(bivariate, [0.3], key=0, config={"restarts": 2})
+
+
+def test_the_public_functions_take_at_most_twelve_parameters():
+    import inspect
+
+    for fn in (S.worst_case, S.inverse_budget, S.bootstrap, S.resample_analysis):
+        assert len(inspect.signature(fn).parameters) <= 12, fn.__name__
 
 
 def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, caplog):
@@ -305,7 +395,10 @@ def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, ca
     corners' CFU (two features: the corners ±p_max are the local maxima)."""
     import logging
 
-    search = functools.partial(S.worst_case, bivariate, key=jax.random.key(0), steps=20, warn_ratio=None)
+    def search(budgets, **options):
+        config = S.SearchConfig(steps=20, warn_ratio=None, **options)
+        return S.worst_case(bivariate, budgets, key=jax.random.key(0), config=config)
+
     search([0.3, 0.8], restarts=2)
     with jax.log_compiles(True), caplog.at_level(logging.DEBUG, logger="jax"):
         three = search([0.3, 0.5, 0.8], restarts=3)
@@ -331,15 +424,14 @@ def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, ca
 def _small_config(m, **kw):
     import optax
 
-    from cfjax._core.optim import standard_promotion
     from cfjax.sensitivity.parameterisation import _Tanh
-    from cfjax.sensitivity.search_config import _Config
+    from cfjax.sensitivity.search_config import _Program
 
     base = dict(P_fn=_Tanh(), shape=(m, m), mask=tuple(map(tuple, np.tril(np.ones((m, m), bool)).tolist())),
-                optimizer=standard_promotion(optax.adam(0.05)), steps=3, batch_size=None, patience=50, tol=1e-4,
+                optimizer=optax.adam(0.05), steps=3, batch_size=None, patience=50, tol=1e-4,
                 min_eig=1e-3, init_scale=0.1, newton_steps=8, warm_start=False, restart_slots=4, log_objective=True,
                 snap=None, corners=(), boundary_starts=0, polish_steps=0, margin_corners=())
-    return _Config(**{**base, **kw})
+    return _Program(**{**base, **kw})
 
 
 def test_the_search_program_screens_points_and_falls_back_to_random_starts(bivariate, x64, rng):
@@ -354,8 +446,8 @@ def test_the_search_program_screens_points_and_falls_back_to_random_starts(bivar
     points = jnp.asarray(np.stack([np.array([[1.0, r], [r, 1.0]]) for r in rho]))
     p = jnp.full((4,), 0.9)
     used = jnp.asarray([True, True, True, False])
-    runs = jax.jit(functools.partial(program._cold_runs, cfg))
-    values = np.asarray(runs(bivariate, key, p, points, used, points, jnp.asarray(True))[0])
+    runs = jax.jit(program.Bound(program.cold_runs, cfg))
+    values = np.asarray(runs(p, points, points, used, bivariate, key, jnp.asarray(True))[0])
     want = [float(S.cfu(bivariate, P)) for P in np.asarray(points[:3])]
     np.testing.assert_allclose(values[:3], want, rtol=1e-8)
     assert values[3] == -np.inf
@@ -363,8 +455,8 @@ def test_the_search_program_screens_points_and_falls_back_to_random_starts(bivar
     L = jnp.asarray(np.tril(np.eye(2) + 0.3 * rng.normal(size=(4, 2, 2))))
     fallback = jnp.asarray(np.tril(np.eye(2) + 0.1 * rng.normal(size=(4, 2, 2))))
     bad = L.at[0].set(jnp.nan)
-    ours = runs(bivariate, key, p, bad, used, fallback, jnp.asarray(False))
-    want = runs(bivariate, key, p, L.at[0].set(fallback[0]), used, fallback, jnp.asarray(False))
+    ours = runs(p, bad, fallback, used, bivariate, key, jnp.asarray(False))
+    want = runs(p, L.at[0].set(fallback[0]), fallback, used, bivariate, key, jnp.asarray(False))
     for a, b in zip(ours, want):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
@@ -396,7 +488,7 @@ def test_adaptive_rounds_add_restarts_only_where_the_best_two_disagree(bivariate
     budgets = [0.0, 0.8]
     with warnings.catch_warnings():
         warnings.simplefilter("error", S.ConvergenceWarning)
-        wc = S.worst_case(bivariate, budgets, key=jax.random.key(0), restarts=2, steps=20)
+        wc = S.worst_case(bivariate, budgets, key=jax.random.key(0), config=S.SearchConfig(restarts=2, steps=20))
     rounds, extra = np.asarray(wc.rounds), np.asarray(wc.round_cfu)
     assert rounds.tolist() == [0, 1] and extra.shape == (2, 4)
     assert np.isnan(extra[0]).all() and np.isfinite(extra[1]).all()
@@ -416,7 +508,7 @@ def test_the_rounds_stop_at_the_cap_and_then_it_warns(bivariate, x64):
     saying what was done."""
     opts = dict(restarts=2, steps=1, screen_corners=False, snap=None, polish=0)
     with pytest.warns(S.ConvergenceWarning, match=r"after 2 adaptive round\(s\) there of 4 more restarts") as caught:
-        wc = S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0), max_rounds=2, **opts)
+        wc = S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0), config=S.SearchConfig(max_rounds=2, **opts))
     assert "p_max = 0.3" in str(caught[0].message) and "p_max = 0.8" in str(caught[0].message)
     assert np.asarray(wc.rounds).tolist() == [2, 2] and np.shape(wc.round_cfu) == (2, 8)
     assert not np.asarray(wc.confirmed).any()
@@ -426,8 +518,8 @@ def test_the_rounds_stop_at_the_cap_and_then_it_warns(bivariate, x64):
     np.testing.assert_allclose(wc.restart_ratio, top[:, 0] / top[:, 1], rtol=1e-12)
     with warnings.catch_warnings():  # a factor above every ratio: silent
         warnings.simplefilter("error", S.ConvergenceWarning)
-        S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0), max_rounds=2,
-                     warn_ratio=float(np.max(wc.restart_ratio)) * 1.01, **opts)
+        S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0),
+                     config=S.SearchConfig(max_rounds=2, warn_ratio=float(np.max(wc.restart_ratio)) * 1.01, **opts))
 
 
 # slow: a replication study of the default search against one with 10x its restarts, steps and rays (the
@@ -445,7 +537,8 @@ def test_the_default_search_matches_a_ten_times_larger_one(x64):
         warnings.simplefilter("error", S.ConvergenceWarning)
         warnings.simplefilter("ignore", S.ShrinkageWarning)
         default = S.worst_case(model, budgets, key=jax.random.key(0))
-        large = S.worst_case(model, budgets, key=jax.random.key(0), restarts=40, steps=5000, patience=500,
-                             polish=300, boundary_starts=160)
+        large = S.worst_case(model, budgets, key=jax.random.key(0),
+                             config=S.SearchConfig(restarts=40, steps=5000, patience=500, polish=300,
+                                                   boundary_starts=160))
     np.testing.assert_allclose(default.cfu, large.cfu, rtol=1e-3, atol=negligible_cfu(model))
     assert np.asarray(default.confirmed).all()

@@ -5,7 +5,8 @@ named columns, the loaders and :func:`synthetic`)
 → :func:`fit` (degrees and λ by CV, Model A, the fair predictor on its residuals, the
 unconstrained and blind baselines) → :func:`cfu` of any error correlation P (Model B,
 counterfactual propagation; differentiable in P) → :func:`cfu_grid` (two features) and
-:func:`worst_case` (any number: one vmapped optax program over budgets × restarts) →
+:func:`worst_case` (any number: one vmapped optax program over budgets × restarts; its options a
+:class:`SearchConfig`) →
 :func:`inverse_budget`; :func:`plot_curve` draws a curve beside the baselines (readable scales,
 intervals as bands) and :func:`curve_caption` says what to conclude from it.
 
@@ -91,6 +92,7 @@ from cfjax.sensitivity.inverse import inverse_budget as inverse_budget
 from cfjax.sensitivity.projection import sign_corners as sign_corners
 from cfjax.sensitivity.search import WorstCase as WorstCase
 from cfjax.sensitivity.search import paper_optimizer as paper_optimizer
+from cfjax.sensitivity.search_config import SearchConfig as SearchConfig
 from cfjax.sensitivity.search import worst_case as worst_case
 
 __all__ = [
@@ -109,6 +111,7 @@ __all__ = [
     "PREDICTORS",
     "Problem",
     "RidgeFit",
+    "SearchConfig",
     "Settings",
     "ShrinkageWarning",
     "Surface",

@@ -48,8 +48,10 @@ from cfjax.sensitivity.correlation import check_budget, correlation_margin
 from cfjax.sensitivity.linear import ModelA, _model_b, _start_log_sigma, _unpenalised, design, fit_model_a
 from cfjax.sensitivity.problem import FairModel, FairnessData, embeddings, predictor_inputs
 from cfjax.sensitivity.projection import _along_boundary, _project_usable
+from cfjax.sensitivity.search_config import SearchConfig
+from cfjax.typing import ArrayLike, KeyLike, Mesh
 
-__all__ = ["Intervals", "bootstrap", "refit", "resample_analysis"]
+__all__ = ["BootstrapConfig", "Intervals", "bootstrap", "refit", "resample_analysis"]
 
 _STEP_START, _STEP_STOP = 1e-2, 1e-5  # the local search's first and smallest step, in units of p_max (the polish's)
 _NEWTON = 30  # Model B's Newton steps from scratch at every evaluation (as cfu() and the polish take)
@@ -285,10 +287,10 @@ class _Resamples:
     cfg: _Config
 
     def __call__(self, keys, identity, model, lams, p, starts, levels):
-        return jax.vmap(lambda key, same: _one(self.cfg, model, lams, key, same, p, starts, levels))(keys, identity)
+        return jax.vmap(_one, (None, 0, 0) + (None,) * 5)(self.cfg, keys, identity, model, lams, p, starts, levels)
 
 
-def _one(cfg: _Config, model: FairModel, lams: dict, key: jax.Array, identity: jax.Array, p, starts, levels):
+def _one(cfg: _Config, key: jax.Array, identity: jax.Array, model: FairModel, lams: dict, p, starts, levels):
     """One resample from its key (the identity resample where ``identity``): :func:`_analysis`."""
     n = model.data.n
     idx = jnp.where(identity, jnp.arange(n, dtype=jnp.int32), jax.random.randint(key, (n,), 0, n, jnp.int32))
@@ -372,23 +374,85 @@ def _percentiles(values: np.ndarray, q: float) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------ bootstrap
-def bootstrap(model: FairModel, p_max: Any, *, key: Any, resamples: int = 200, worst: Any = None,
-              benchmarks: Any = (1, 2, 3), levels: Mapping[str, Any] | None = None, level: float = 0.95,
-              steps: int = 10, bisect: int = 6, chunk: int | None = None, mesh: Any = None,
-              model_a: str = "paper", search: Mapping[str, Any] | None = None) -> Intervals:
+@dataclasses.dataclass(frozen=True)
+class BootstrapConfig:
+    """How :func:`bootstrap` computes each resample's numbers, frozen and hashable.
+
+    Attributes:
+      steps: local search steps per start (each a CFU and its gradient on all units).
+      bisect: bisection steps per inverse budget.
+      chunk: resamples vmapped at once (``lax.map`` over chunks; memory is one chunk's); None:
+        as many as fit in about 512 MB of per-unit arrays, at most 4 on CPU with XLA's
+        concurrency-optimised scheduler on (:func:`cfjax.platform.run_group`; there, too, each
+        resample's local searches and benchmark fits go in vmapped groups of 4:
+        :func:`cfjax.platform.map_runs`).
+      model_a: how the model's Model A was fitted (``Settings.model_a``: ``"paper"`` or
+        ``"ml"``; the model does not record it).
+    """
+
+    steps: int = 10
+    bisect: int = 6
+    chunk: int | None = None
+    model_a: str = "paper"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", _checks.check_positive_int("BootstrapConfig.steps", self.steps))
+        object.__setattr__(self, "bisect", _checks.check_positive_int("BootstrapConfig.bisect", self.bisect))
+        if self.chunk is not None:
+            object.__setattr__(self, "chunk", _checks.check_positive_int("BootstrapConfig.chunk", self.chunk))
+        if self.model_a not in ("paper", "ml"):
+            _checks.fail("BootstrapConfig.model_a", "'paper' or 'ml'", repr(self.model_a))
+
+
+_OLD_OPTIONS = ("steps", "bisect", "chunk", "model_a")  # bootstrap's keyword arguments before BootstrapConfig
+
+
+def _fold_deprecated(config: SearchConfig, options: BootstrapConfig,
+                     deprecated: dict[str, Any]) -> tuple[SearchConfig, BootstrapConfig]:
+    """:func:`bootstrap`'s options passed the old way folded in: ``search={...}`` into
+    ``config``, ``steps=`` and the others into ``options``, each with a ``DeprecationWarning``
+    naming the new spelling."""
+    import warnings
+
+    deprecated = dict(deprecated)
+    search = deprecated.pop("search", None)
+    unknown = sorted(set(deprecated) - set(_OLD_OPTIONS))
+    if unknown:
+        raise TypeError(f"bootstrap() got an unexpected keyword argument {unknown[0]!r}")
+    if deprecated:
+        shown = ", ".join(f"{k}={v!r}" for k, v in deprecated.items())
+        warnings.warn(f"bootstrap({shown}) is deprecated and will be removed in the next release: pass "
+                      f"options=BootstrapConfig({shown})", DeprecationWarning, stacklevel=3)
+        options = dataclasses.replace(options, **deprecated)
+    if search is not None:
+        if not isinstance(search, Mapping):
+            _checks.fail("search", "a mapping of worst_case's options (deprecated: pass config=SearchConfig(...))",
+                         type(search).__name__)
+        shown = ", ".join(f"{k}={v!r}" for k, v in search.items())
+        warnings.warn(f"bootstrap(search={{...}}) is deprecated and will be removed in the next release: pass "
+                      f"config=SearchConfig({shown})", DeprecationWarning, stacklevel=3)
+        config = dataclasses.replace(config, **{k: v for k, v in search.items() if not (k == "optimizer" and v is None)})
+    return config, options
+
+
+def bootstrap(model: FairModel, p_max: ArrayLike, *, key: KeyLike, resamples: int = 200,
+              worst: Any = None, benchmarks: Any = (1, 2, 3), levels: Mapping[str, Any] | None = None,
+              level: float = 0.95, config: SearchConfig = SearchConfig(),
+              options: BootstrapConfig = BootstrapConfig(), mesh: Mesh | int | None = None,
+              **deprecated: Any) -> Intervals:
     """Percentile bootstrap intervals of the sensitivity analysis: the worst-case CFU at each
     budget, the benchmarks' budgets and CFU, and the inverse budgets, over ``resamples``
     resamples of the units, as one compiled program vmapped over resamples.
 
     Every resample refits Models A and B, the fair predictor and the baselines with the full
     data's choices (:func:`refit`), then searches its worst case *locally*, from the full data's
-    maximisers (``worst``; see the module's docstring): ``steps`` steps of the polish's
+    maximisers (``worst``; see the module's docstring): ``options.steps`` steps of the polish's
     projected ascent along the boundary from the full data's worst P at that budget and from
     its neighbouring budgets' (projected into it), the best kept. A resample's worst case that
     sits near another local maximum is not found; the identity resample reproduces
-    ``worst.cfu`` (to ~1e-6 relative). Each level's inverse budget is bisected ``bisect``
+    ``worst.cfu`` (to ~1e-6 relative). Each level's inverse budget is bisected ``options.bisect``
     times between the two budgets of ``p_max`` that bracket it, so it is known to within
-    ``resolution`` = the widest gap of the grid (from 0) over 2^bisect.
+    ``resolution`` = the widest gap of the grid (from 0) over ``2^options.bisect``.
 
     Args:
       model: the full data's fit (:func:`~cfjax.sensitivity.fit`); the scored predictor
@@ -399,37 +463,38 @@ def bootstrap(model: FairModel, p_max: Any, *, key: Any, resamples: int = 200, w
       resamples: how many bootstrap resamples (≥ 2).
       worst: the full data's :class:`~cfjax.sensitivity.WorstCase` at these budgets (its
         ``min_eig`` is used); None: computed with :func:`~cfjax.sensitivity.worst_case`
-        (options ``search``, the key folded with 1).
+        (options ``config``, the key folded with 1).
       benchmarks: the benchmark multiples (:mod:`cfjax.sensitivity.benchmarks`); ``()``: none.
       levels: name → a CFU level (a number) or ``"blind"`` / ``"unconstrained"`` (each
         resample's own baseline unfairness, ``mean (fair_pred − baseline)²``); None: no inverse
         budgets.
       level: the intervals' coverage, in (0, 1).
-      steps: local search steps per start (each a CFU and its gradient on all units).
-      bisect: bisection steps per inverse budget.
-      chunk: resamples vmapped at once (``lax.map`` over chunks; memory is one chunk's); None:
-        as many as fit in about 512 MB of per-unit arrays, at most 4 on CPU with XLA's
-        concurrency-optimised scheduler on (:func:`cfjax.platform.run_group`; there, too, each
-        resample's local searches and benchmark fits go in vmapped groups of 4:
-        :func:`cfjax.platform.map_runs`).
+      config: the options of :func:`~cfjax.sensitivity.worst_case` when ``worst`` is None
+        (:class:`~cfjax.sensitivity.SearchConfig`).
+      options: how each resample is computed (:class:`BootstrapConfig`: local search steps
+        ``steps``, bisection steps ``bisect``, resamples per chunk ``chunk``, how Model A was
+        fitted ``model_a``).
       mesh: devices to split the resamples over (:func:`cfjax.distributed.map_batch`): None
         (one device), a count, devices or a one-axis Mesh.
-      model_a: how ``model``'s Model A was fitted (``Settings.model_a``).
-      search: options of :func:`~cfjax.sensitivity.worst_case` when ``worst`` is None.
+      **deprecated: the old spellings, folded in with a ``DeprecationWarning``: ``steps``,
+        ``bisect``, ``chunk`` and ``model_a`` (now ``options``'s), ``search={...}`` (now
+        ``config``).
 
     Returns:
       :class:`Intervals`.
     """
+    config, options = _fold_deprecated(config, options, deprecated)
     if not (isinstance(level, (int, float)) and 0 < level < 1):
         _checks.fail("level", "a coverage in (0, 1)", repr(level))
     resamples = _checks.check_positive_int("resamples", resamples)
     if resamples < 2:
         _checks.fail("resamples", "at least 2 resamples", repr(resamples))
     key = as_key(key)
-    cfg, names, budgets, shared = _prepare(model, p_max, worst, benchmarks, levels, steps, bisect, model_a,
-                                          jax.random.fold_in(key, 1), search)
+    cfg, names, budgets, shared = _prepare(model, p_max, worst, benchmarks, levels, options.steps, options.bisect,
+                                          options.model_a, jax.random.fold_in(key, 1), config)
     kinds, fixed = cfg.level_kinds, np.asarray(shared[-1])
     n, D = model.data.n, sum(model.design.sizes)
+    chunk = options.chunk
     if chunk is None:
         per = 8 * (n * (D + 3 * model.graph.m + 4) + 3 * budgets.size * min(n, 8192) * 12 * model.graph.m)
         chunk = max(1, min(resamples + 1, (512 << 20) // per))
@@ -455,13 +520,13 @@ def bootstrap(model: FairModel, p_max: Any, *, key: Any, resamples: int = 200, w
     not_finite = {k: np.sum(np.isnan(v) | np.isneginf(v), axis=0) for k, v in values.items()}
     not_reached = {k: np.sum(np.isposinf(v), axis=0) for k, v in values.items() if k.startswith("inverse/")}
     gaps = np.diff(np.concatenate([[0.0], budgets]))
-    resolution = float(gaps.max() / 2**bisect)
+    resolution = float(gaps.max() / 2**options.bisect)
     return Intervals(budgets, estimate, lower, upper, values, not_finite, not_reached, resamples, float(level),
                      resolution, tuple(zip(names, [k or float(v) for k, v in zip(kinds, fixed)])))
 
 
 def _prepare(model: FairModel, p_max: Any, worst: Any, benchmarks: Any, levels: Any, steps: int, bisect: int,
-             model_a: str, search_key: Any, search: Mapping[str, Any] | None):
+             model_a: str, search_key: Any, config: SearchConfig | None):
     """The validated static settings and shared arrays of a bootstrap program: ``(cfg, level
     names, sorted budgets, (model, penalties, budgets, starts, fixed levels))``."""
     if not isinstance(model, FairModel):
@@ -487,7 +552,7 @@ def _prepare(model: FairModel, p_max: Any, worst: Any, benchmarks: Any, levels: 
     if worst is None:
         from cfjax.sensitivity.search import worst_case
 
-        worst = worst_case(model, budgets, key=search_key, **dict(search or {}))
+        worst = worst_case(model, budgets, key=search_key, config=config)
     starts, min_eig = _starts(worst, budgets, dtype)
     cfg = _Config(model_a, min_eig, steps, bisect, kinds, benchmarks)
     shared = (model.replace(selection={}), lams, jnp.asarray(budgets, dtype), jnp.asarray(starts, dtype),

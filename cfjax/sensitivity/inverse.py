@@ -4,8 +4,9 @@ CFU reaches a given level (e.g. the blind baseline's unfairness), by a coarse cu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
+import jax
 import numpy as np
 from flax import struct
 
@@ -15,6 +16,8 @@ from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.correlation import check_budget
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.search import worst_case
+from cfjax.sensitivity.search_config import SearchConfig, with_deprecated_options
+from cfjax.typing import KeyLike, Mesh
 
 __all__ = ["InverseBudget", "inverse_budget"]
 
@@ -64,8 +67,9 @@ class InverseBudget(struct.PyTreeNode):
                 f"at p_max={headline(self.max_cfu_p_max)}, evaluated={len(self.evaluated)})")
 
 
-def inverse_budget(model: FairModel, level: float, *, key: Any, hi: float = 0.99, tol: float = 1e-3,
-                   grid: int = 8, **search) -> InverseBudget:
+def inverse_budget(model: FairModel, level: float, *, key: KeyLike, hi: float = 0.99, tol: float = 1e-3,
+                   grid: int = 8, config: SearchConfig = SearchConfig(),
+                   mesh: Mesh | int | Sequence[jax.Device] | None = None, **deprecated: Any) -> InverseBudget:
     """The smallest ``p_max`` whose worst-case CFU reaches ``level`` (e.g. the blind baseline's
     unfairness).
 
@@ -90,8 +94,11 @@ def inverse_budget(model: FairModel, level: float, *, key: Any, hi: float = 0.99
       hi: the largest budget searched, in [0, 1).
       tol: bisection stops once the bracket is at most this wide.
       grid: budgets of the coarse curve, evenly spaced in ``(0, hi]``.
-      **search: options of :func:`worst_case` (restarts, steps, ``mesh`` to split every
-        search's runs over several devices, ...).
+      config: the options of every :func:`worst_case` search
+        (:class:`~cfjax.sensitivity.SearchConfig`).
+      mesh: devices to split every search's runs over (as :func:`worst_case`'s).
+      **deprecated: the search's options as keyword arguments (``restarts=...``), the old
+        spelling: folded into ``config``, with a ``DeprecationWarning``.
 
     Returns:
       :class:`InverseBudget`.
@@ -105,15 +112,16 @@ def inverse_budget(model: FairModel, level: float, *, key: Any, hi: float = 0.99
         prob = S.synthetic(200, key=0)
         model = S.fit(prob.graph, prob.data, S.Settings(degrees=(2,), lambdas=(1.0,),
                                                         predictor_degrees=(2,), predictor_lambdas=(1.0,)))
-        opts = dict(restarts=1, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None)
-        level = 0.5 * float(S.worst_case(model, 0.5, key=jax.random.key(0), **opts).cfu[0])
-        inv = S.inverse_budget(model, level, key=jax.random.key(0), hi=0.5, grid=1, tol=0.05, **opts)
+        config = S.SearchConfig(restarts=1, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None)
+        level = 0.5 * float(S.worst_case(model, 0.5, key=jax.random.key(0), config=config).cfu[0])
+        inv = S.inverse_budget(model, level, key=jax.random.key(0), hi=0.5, grid=1, tol=0.05, config=config)
         inv.reached                  # True
         inv.p_max, (inv.lo, inv.hi)  # the smallest budget, in a bracket (lo, hi] at most 0.05 wide
-        far = S.inverse_budget(model, 1e6, key=jax.random.key(0), hi=0.5, grid=1, **opts)
+        far = S.inverse_budget(model, 1e6, key=jax.random.key(0), hi=0.5, grid=1, config=config)
         far.reached, far.p_max       # False, None: not reached within p_max <= 0.5
         far.max_cfu, far.max_cfu_p_max  # how close the search came: 2 * level, at p_max = 0.5
     """
+    config = with_deprecated_options("inverse_budget", config, deprecated)
     level = float(level)
     if not np.isfinite(level) or level < 0:
         _checks.fail("level", "a non-negative CFU level", repr(level))
@@ -124,7 +132,7 @@ def inverse_budget(model: FairModel, level: float, *, key: Any, hi: float = 0.99
         _checks.fail("tol", "a positive bracket width", repr(tol))
     key = as_key(key)
     budgets = np.linspace(0.0, hi, grid + 1)[1:]
-    first = worst_case(model, budgets, key=key, **search)
+    first = worst_case(model, budgets, key=key, config=config, mesh=mesh)
     curve, floor = np.asarray(first.cfu, np.float64), first.cfu_at_zero_correlation
     evaluated = list(zip(budgets.tolist(), curve.tolist()))
     reached = np.flatnonzero(curve >= level)
@@ -136,7 +144,7 @@ def inverse_budget(model: FairModel, level: float, *, key: Any, hi: float = 0.99
     lo, hi = (float(below[-1]) if j else 0.0), float(budgets[j])
     while hi - lo > tol:
         mid = 0.5 * (lo + hi)
-        value = float(worst_case(model, np.append(below, mid), key=key, **search).cfu[-1])
+        value = float(worst_case(model, np.append(below, mid), key=key, config=config, mesh=mesh).cfu[-1])
         evaluated.append((mid, value))
         if value >= level:
             hi = mid

@@ -41,18 +41,16 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
-from jax.sharding import Mesh
 
 from cfjax import _checks, distributed
 from cfjax._core.keys import as_key
-from cfjax._core.optim import standard_promotion
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation, negligible_cfu
 from cfjax.sensitivity.correlation import check_budget
@@ -60,11 +58,13 @@ from cfjax.sensitivity.diagnostics import FLOOR_SHARE, ConvergenceWarning, Shrin
 from cfjax.sensitivity.parameterisation import _parameterisation
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.projection import _corner_signs, _margin_lines
-from cfjax.sensitivity.search_config import _Config, _options, slots
+from cfjax.sensitivity.search_config import SearchConfig, _Program, _options, optimizer_spec, slots, \
+    with_deprecated_options
 from cfjax.sensitivity import starts
-from cfjax.sensitivity.runs import _ColdRuns, _WarmRuns
+from cfjax.sensitivity.runs import Bound, cold_runs, warm_runs
+from cfjax.typing import ArrayLike, KeyLike, Mesh
 
-__all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "paper_optimizer"]
+__all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "SearchConfig", "paper_optimizer"]
 
 
 def _search_mesh(mesh: Any) -> Mesh | None:
@@ -159,92 +159,58 @@ class WorstCase:
 
 def paper_optimizer() -> optax.GradientTransformation:
     """Paper 001's optimiser: SGD, learning rate 100, Nesterov momentum 0.9 (use with
-    ``batch_size=4096``, one epoch and ``warm_start=True``)."""
+    ``batch_size=4096``, one epoch and ``warm_start=True``). A search names it by its
+    hyperparameters, ``SearchConfig(optimizer="sgd", learning_rate=100.0, momentum=0.9,
+    nesterov=True)``, so that equal configurations compile once (this object, passed as
+    ``SearchConfig(optimizer=paper_optimizer())``, is compared by identity)."""
     return optax.sgd(100.0, momentum=0.9, nesterov=True)
 
 
+def _program(config: SearchConfig, m: int) -> _Program:
+    """The static settings of the search's programs for ``config`` and a model of ``m``
+    features: the parameterisation of P by L, what is screened, the slots of restarts."""
+    P_fn, shape, mask = _parameterisation(config.parameterisation, config.cliques, m, config.min_eig)
+    screen = config.screen_corners and P_fn.seed is not None
+    return _Program(P_fn=P_fn, shape=shape, mask=tuple(map(tuple, mask.tolist())),
+                    optimizer=optimizer_spec(config), steps=config.steps, batch_size=config.batch_size,
+                    patience=config.patience, tol=config.tol, min_eig=config.min_eig,
+                    init_scale=config.init_scale, newton_steps=config.newton_steps,
+                    warm_start=config.warm_start, restart_slots=slots(config.restarts, _RESTART_SLOTS),
+                    log_objective=config.log_objective, snap=config.snap,
+                    corners=_corner_signs(m) if screen and m <= 5 else (),
+                    boundary_starts=config.boundary_starts if screen else 0,
+                    polish_steps=config.polish if config.cliques is None and m > 1 else 0,
+                    margin_corners=_margin_lines(m) if screen and m <= 3 else ())
 
-def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, steps: int = 500,
-               optimizer: optax.GradientTransformation | None = None, batch_size: int | None = None,
-               patience: int = 50, tol: float = 1e-4, min_eig: float = 1e-3, parameterisation: str = "tanh",
-               cliques: Any = None, warm_start: bool = False, init_scale: float = 0.1,
-               newton_steps: int = 8, log_objective: bool = True, snap: float | None = 0.99,
-               screen_corners: bool = True, boundary_starts: int = 16, polish: int = 30,
-               warn_ratio: float | None = 1.0, mesh: Any = None, max_rounds: int = 3,
-               confirm: float = 1e-3) -> WorstCase:
+
+
+def worst_case(model: FairModel, p_max: ArrayLike, *, key: KeyLike, config: SearchConfig = SearchConfig(),
+               mesh: Mesh | int | Sequence[jax.Device] | None = None, **deprecated: Any) -> WorstCase:
     """Maximise CFU over correlations within each budget (paper 001, Algorithm 1).
+
+    Example::
+
+        wc = S.worst_case(model, [0.1, 0.5, 0.9], key=0, config=S.SearchConfig(restarts=8))
 
     Args:
       model: the fitted working model (:func:`cfjax.sensitivity.fit`).
       p_max: one budget or a 1-d grid, each in [0, 1).
       key: randomness for the restarts' initial L, the random boundary starts and the
         minibatches: a typed key (``jax.random.key``), raw key data or an int seed.
-      restarts: restarts per budget.
-      steps: maximum optimiser steps per run.
-      optimizer: any optax transformation (default ``optax.adam(0.05)``; the paper's is
-        :func:`paper_optimizer`). It minimises −CFU.
-      batch_size: None for full-batch steps; otherwise minibatches of this many units drawn
-        uniformly (with replacement) at each step.
-      patience, tol: stop a run once its objective (an exponential average of minibatch values)
-        has not improved by ``tol`` (relative to CFU) for ``patience`` steps.
-      min_eig: the smallest eigenvalue any P used may have (a worst case is only defined with a
-        margin from singular P).
-      parameterisation: ``"tanh"`` (the paper's; may leave the PD cone: steps are backtracked)
-        or ``"pd"`` (:func:`~cfjax.sensitivity.pd_correlation`: every P within the budget with
-        smallest eigenvalue ≥ ``min_eig``, and only those). ``cliques``: a ``(m, c)`` membership
-        matrix for the clique parameterisation (known zero correlations; tanh only).
-      warm_start: the paper's curriculum: budgets in increasing order, each run starting from
-        the previous budget's final L (a scan over budgets, vmapped over restarts).
-      init_scale: spread of the random initial off-diagonal entries of L.
-      newton_steps: at most this many Newton steps of Model B's σ solve per step (warm-started;
-        they stop once a step moves log σ by less than 1e-10, 1e-5 in float32).
-      log_objective: ascend ``log CFU`` (default): the same maximiser, but gradients of order
-        one whatever the scale of CFU (often 1e-12 to 1e-4), so that Adam's step is not
-        swamped by its epsilon; False ascends CFU itself (the paper's recipe, with its large
-        learning rate).
-      snap: the tanh parameterisation only approaches the boundary, and backtracked steps stop
-        short of the margin, so at the end each restart's P is also tried on the boundary: its
-        off-diagonals within a factor ``snap`` of ±p_max at exactly ±p_max (the limit point),
-        then, when it lies within a factor ``snap`` of the boundary along its ray from I, on
-        the boundary along that ray (the budget's edge or the eigenvalue margin); kept when
-        usable and worse for fairness. None disables it.
-      screen_corners: the objective has several local maxima, on the boundary of the usable
-        set, so before the ascent candidate starts on that boundary are screened by their CFU
-        and the restarts start from the best ones that differ by more than 0.1·p_max in some
-        entry (the rest from the paper's random initialisation): every sign corner (all
-        off-diagonals ±p_max; with at most 5 features), scaled back toward I onto the
-        eigenvalue margin where it is not usable; with at most 3 features the margin's corners
-        (all off-diagonals but one at ±p_max, that one where the margin cuts its line, found
-        by bisection on eigenvalues); and ``boundary_starts`` random rays from I (off-diagonal
-        directions uniform in [−1, 1]) stopped at the budget's edge or the margin, and as many
-        along the edge faces (one entry held at ±p_max, the faces in turn). Not with cliques;
-        with ``warm_start`` for the first budget only. The restarts beyond the distinct
-        candidates start near the best ones again (the paper's random spread added to their
-        L). False: every restart from the random initialisation.
-      boundary_starts: how many random rays are screened from I (and as many along the edges).
-      polish: at most this many steps of projected gradient ascent on the full-data CFU that
-        finish every restart, in P itself: each step follows the gradient along the boundary
-        (entries at the budget's edge held, the margin's normal removed), is projected back
-        onto the usable set and kept only if it raises CFU, so that it slides along the margin
-        and the edges and settles where they meet (where the ascent in L, its steps
-        backtracked at the margin, crawls). 0 disables it; not with cliques (it would move the
-        pairs they hold at zero).
-      max_rounds: adaptive rounds at most. A budget's worst case is *confirmed* when a second
-        restart's CFU is within a relative ``confirm`` of the best one's (or the best is
-        rounding); restarts from different starts often end at different local maxima, so
-        their ratio alone says little. Where the first round leaves a budget unconfirmed, the
-        search spends more work there, a round at a time: 4 more restarts at each such budget
-        (half from its next-best distinct screened boundary points, half near its best answer
-        so far: that P with noise of 0.05·p_max, so that they climb back to it, or past it),
-        every budget of the round in one call of the same compiled program (the budgets as
-        data), until every budget is confirmed or ``max_rounds`` rounds are spent. 0: one
-        round only. ``rounds``, ``round_cfu`` and ``confirmed`` in the result say what was done.
-      confirm: the relative agreement of two restarts that confirms a worst case (1e-3).
-      warn_ratio: warn (:class:`ConvergenceWarning`) when, after the adaptive rounds, some
-        budget is still not confirmed and its best restart's CFU exceeds the second best's by
-        more than this factor (``restart_ratio``; the default 1: every budget left
-        unconfirmed). None never warns. A budget where no restart ended with a finite CFU (its
-        ``cfu`` is −inf) always warns.
+      config: the search's options (:class:`~cfjax.sensitivity.SearchConfig`: restarts, steps,
+        optimizer, minibatches, early stopping, parameterisation, warm start, screening,
+        snapping, polish, adaptive rounds, the warning's factor). Equal configurations reuse
+        the compiled programs. In short: each restart ascends CFU by optax steps (backtracked
+        so that P stays usable), from a screened start on the boundary of the usable set,
+        then is snapped onto the boundary and polished along it; a budget's worst case is
+        *confirmed* when a second restart's CFU is within a relative ``config.confirm`` of
+        the best one's (or the best is rounding); where the first round leaves a budget
+        unconfirmed the search spends more work there, a round at a time: 4 more restarts at
+        each such budget (half from its next-best distinct screened boundary points, half near
+        its best answer so far: that P with noise of 0.05·p_max, so that they climb back to
+        it, or past it), every budget of the round in one call of the same compiled program
+        (the budgets as data), until every budget is confirmed or ``config.max_rounds`` rounds
+        are spent. ``rounds``, ``round_cfu`` and ``confirmed`` in the result say what was done.
       mesh: where the runs go: None (one device, the default placement), a device count (the
         first ones), a sequence of this process's devices, or a one-axis
         ``jax.sharding.Mesh`` (:func:`cfjax.distributed.as_mesh`). The runs (budgets × restarts;
@@ -262,6 +228,7 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
       included) it warns (:class:`~cfjax.sensitivity.ShrinkageWarning`): the ridge penalty, not
       confounding, then carries the curve (definitions §3.5).
     """
+    config = with_deprecated_options("worst_case", config, deprecated)
     if not isinstance(model, FairModel):
         _checks.fail("model", "a FairModel from cfjax.sensitivity.fit", type(model).__name__)
     budgets = np.atleast_1d(np.asarray(p_max, np.float64))
@@ -269,63 +236,39 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
         _checks.fail("p_max", "a budget or a non-empty 1-d grid", f"shape {np.shape(p_max)}")
     for b in budgets:
         check_budget(b)
-    if warm_start:
+    if config.warm_start:
         budgets = np.sort(budgets)
-    restarts = _checks.check_positive_int("restarts", restarts)
-    steps = _checks.check_positive_int("steps", steps)
-    patience = _checks.check_positive_int("patience", patience)
     n = model.data.n
-    if batch_size is not None:
-        batch_size = _checks.check_positive_int("batch_size", batch_size)
-        if batch_size > n:
-            _checks.fail("batch_size", f"at most the {n} units", repr(batch_size))
-    if not (0 < float(min_eig) < 1):
-        _checks.fail("min_eig", "a margin in (0, 1)", repr(min_eig))
-    boundary_starts, polish = _count("boundary_starts", boundary_starts), _count("polish", polish)
-    if warn_ratio is not None and not (isinstance(warn_ratio, (int, float)) and warn_ratio >= 1):
-        _checks.fail("warn_ratio", "None or a factor >= 1", repr(warn_ratio))
-    max_rounds = _count("max_rounds", max_rounds)
-    if not (isinstance(confirm, (int, float)) and not isinstance(confirm, bool) and 0 < confirm < 1):
-        _checks.fail("confirm", "a relative tolerance in (0, 1)", repr(confirm))
+    if config.batch_size is not None and config.batch_size > n:
+        _checks.fail("config.batch_size", f"at most the {n} units", repr(config.batch_size))
     key = as_key(key)
     where = _search_mesh(mesh)
-    m = model.graph.m
-    P_fn, shape, mask = _parameterisation(parameterisation, cliques, m, float(min_eig))
-    screen = bool(screen_corners) and P_fn.seed is not None
-    config = _Config(P_fn=P_fn, shape=shape, mask=tuple(map(tuple, mask.tolist())),
-                     optimizer=standard_promotion(optimizer or _ADAM), steps=steps, batch_size=batch_size,
-                     patience=patience, tol=float(tol), min_eig=float(min_eig), init_scale=float(init_scale),
-                     newton_steps=newton_steps, warm_start=bool(warm_start),
-                     restart_slots=slots(restarts, _RESTART_SLOTS),
-                     log_objective=bool(log_objective), snap=None if snap is None else float(snap),
-                     corners=_corner_signs(m) if screen and m <= 5 else (),
-                     boundary_starts=boundary_starts if screen else 0,
-                     polish_steps=polish if cliques is None and m > 1 else 0,
-                     margin_corners=_margin_lines(m) if screen and m <= 3 else ())
+    program = _program(config, model.graph.m)
+    restarts, max_rounds = config.restarts, config.max_rounds
     dtype = model.data.X.dtype
     count = budgets.size  # the budgets in slots, padded with the last one: a count is data
     batch_key = jax.random.fold_in(key, 1)
-    inits, fallback, zero, spares = starts.initial_L(config, budgets, restarts, key, dtype,
-                                                      _screening(config, where, model, batch_key, dtype),
+    inits, fallback, zero, spares = starts.initial_L(program, budgets, restarts, key, dtype,
+                                                      _screening(program, where, model, batch_key, dtype),
                                                       spare=_ROUND_RESTARTS // 2 * max_rounds)
     slotted = slots(count, _BUDGET_SLOTS)
     grid = np.pad(budgets, (0, slotted - count), mode="edge").astype(dtype)
     inits = np.pad(inits, ((0, slotted - count),) + ((0, 0),) * (inits.ndim - 1), mode="edge")
-    values, Ps, t, hist = _search(config, where, model, grid, count, restarts, batch_key, inits, fallback)
+    values, Ps, t, hist = _search(program, where, model, grid, count, restarts, batch_key, inits, fallback)
     budgets = grid[:count]
-    more, more_P, rounds = _rounds(config, where, model, budgets, values, Ps, spares, batch_key, key, fallback,
-                                   max_rounds, float(confirm), negligible_cfu(model))
+    more, more_P, rounds = _rounds(program, where, model, budgets, values, Ps, spares, batch_key, key, fallback,
+                                   max_rounds, config.confirm, negligible_cfu(model))
     every = np.concatenate([values, more], axis=1)
     cfu, P = _answer(budgets, every, np.concatenate([Ps, more_P], axis=1))
     fields = (budgets, cfu, P, np.linalg.eigvalsh(P), values, _restart_ratio(every), t, hist)
-    extra = dict(rounds=rounds, round_cfu=more, confirmed=_confirmed(every, cfu, float(confirm), negligible_cfu(model)))
+    extra = dict(rounds=rounds, round_cfu=more, confirmed=_confirmed(every, cfu, config.confirm, negligible_cfu(model)))
     place = None if where is None else where.devices.flat[0]
     out = WorstCase(*jax.device_put(fields, place), config.min_eig,
                     # The floor comes with the screened starts; without screening it is computed on its own.
                     zero if np.isfinite(zero) else cfu_at_zero_correlation(model), **jax.device_put(extra, place))
     _warn_if_none_finite(out)
-    if warn_ratio is not None:
-        _warn_if_apart(out, float(warn_ratio), max_rounds)
+    if config.warn_ratio is not None:
+        _warn_if_apart(out, config.warn_ratio, max_rounds)
     _warn_if_floor(out, model)
     return out
 
@@ -333,7 +276,7 @@ def worst_case(model: FairModel, p_max: Any, *, key: Any, restarts: int = 4, ste
 _ROUND_RESTARTS = 4  # restarts an adaptive round adds at each budget not yet confirmed
 
 
-def _rounds(cfg: _Config, where: Mesh | None, model: FairModel, budgets: np.ndarray, values: np.ndarray,
+def _rounds(cfg: _Program, where: Mesh | None, model: FairModel, budgets: np.ndarray, values: np.ndarray,
             Ps: np.ndarray, spares: np.ndarray, batch_key: jax.Array, key: jax.Array, fallback: np.ndarray,
             max_rounds: int, confirm: float, negligible: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The adaptive rounds after the first (``values (B, R)``, ``Ps (B, R, m, m)``): while some
@@ -434,10 +377,7 @@ def _warn_if_apart(out: WorstCase, factor: float, max_rounds: int = 0) -> None:
                       ConvergenceWarning, stacklevel=3)
 
 
-_ADAM = optax.adam(0.05)
-
-
-def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: np.ndarray, count: int, restarts: int,
+def _search(cfg: _Program, where: Mesh | None, model: FairModel, budgets: np.ndarray, count: int, restarts: int,
             batch_key: jax.Array, inits: np.ndarray, fallback: np.ndarray) -> tuple[np.ndarray, ...]:
     """``budgets (B',)``: the budgets in their slots, the first ``count`` in use; ``inits (B',
     R', ...)``: each budget's restarts' starting L, the first ``restarts`` in use;
@@ -453,7 +393,7 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: np.ndar
     dtype = budgets.dtype
     if cfg.warm_start:
         used = jnp.asarray(np.arange(R) < restarts)
-        out = distributed.map_batch(_WarmRuns(cfg), jnp.asarray(inits[0], dtype), jnp.asarray(fallback, dtype), used,
+        out = distributed.map_batch(Bound(warm_runs, cfg), jnp.asarray(inits[0], dtype), jnp.asarray(fallback, dtype), used,
                                     shared=(model, jnp.asarray(budgets), jnp.asarray(count, jnp.int32), batch_key),
                                     mesh=where,
                                     compiler_options=_options(where))
@@ -465,16 +405,16 @@ def _search(cfg: _Config, where: Mesh | None, model: FairModel, budgets: np.ndar
         b, r = np.where(k < runs, k // restarts, 0), np.where(k < runs, k % restarts, 0)
         slot = np.stack([np.where(k < runs, b, budgets.shape[0]), r])  # padding: past the grid, dropped
         flat = inits.reshape((-1,) + inits.shape[2:])
-        out = distributed.map_batch(_ColdRuns(cfg), jnp.asarray(budgets[b]), jnp.asarray(flat[b * R + r], dtype),
+        out = distributed.map_batch(Bound(cold_runs, cfg), jnp.asarray(budgets[b]), jnp.asarray(flat[b * R + r], dtype),
                                     jnp.asarray(fallback[r], dtype), jnp.asarray(k < runs),
                                     shared=(model, batch_key, jnp.asarray(False)), mesh=where,
                                     compiler_options=_options(where))
     return _gather(cfg.warm_start, R, budgets, count, restarts, slot, *out)
 
 
-def _screening(cfg: _Config, where: Mesh | None, model: FairModel, batch_key: jax.Array, dtype) -> Any:
+def _screening(cfg: _Program, where: Mesh | None, model: FairModel, batch_key: jax.Array, dtype) -> Any:
     """``evaluate(P (K, m, m)) -> (K,)`` for :func:`cfjax.sensitivity.starts.initial_L`: the
-    full-data CFU at each point, by the runs program (:func:`cfjax.sensitivity.runs._runs`) in its screening phase,
+    full-data CFU at each point, by the cold runs' program screening (:func:`cfjax.sensitivity.runs.cold_runs`),
     ``_RUN_SLOTS`` points per call (the cold search's program for its first counts, so the
     screening compiles nothing of its own), the calls dispatched before any result is read."""
     m = cfg.shape[0]
@@ -486,7 +426,7 @@ def _screening(cfg: _Config, where: Mesh | None, model: FairModel, batch_key: ja
         points = np.concatenate([points, np.broadcast_to(np.eye(m), (pad, m, m))]).astype(dtype)
         used = np.arange(K + pad) < K
         zeros = jnp.asarray(np.zeros(n, dtype))
-        out = [distributed.map_batch(_ColdRuns(cfg), zeros, jnp.asarray(points[i:i + n]), jnp.asarray(points[i:i + n]),
+        out = [distributed.map_batch(Bound(cold_runs, cfg), zeros, jnp.asarray(points[i:i + n]), jnp.asarray(points[i:i + n]),
                                      jnp.asarray(used[i:i + n]), shared=(model, batch_key, jnp.asarray(True)),
                                      mesh=where, compiler_options=_options(where))[0]
                for i in range(0, K + pad, n)]  # every call dispatched before one is read

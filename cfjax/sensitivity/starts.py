@@ -23,7 +23,7 @@ import numpy as np
 from cfjax.sensitivity.correlation import _slack
 from cfjax.sensitivity.parameterisation import _init_L
 from cfjax.sensitivity.projection import _face_ray, _faces, _margin_vertices, _on_boundary, _scale
-from cfjax.sensitivity.search_config import _Config
+from cfjax.sensitivity.search_config import _Program
 
 _DISTINCT = 0.1  # restarts' starts differ by more than this fraction of p_max in some entry
 _PERTURB = 0.05  # an adaptive round's starts near the best answer: noise of this fraction of p_max
@@ -34,13 +34,13 @@ def _rng(key: jax.Array, stream: int) -> np.random.Generator:
     return np.random.default_rng([int(x) for x in np.asarray(jax.random.key_data(key)).ravel()] + [stream])
 
 
-def random_starts(cfg: _Config, key: jax.Array) -> np.ndarray:
+def random_starts(cfg: _Program, key: jax.Array) -> np.ndarray:
     """The paper's random initial L of each restart slot, ``(R', ...)`` (the same for every
     budget; slot i's draw is the same whatever the number of restarts)."""
     return _init_L(_rng(key, 0), cfg.restart_slots, cfg.shape, np.asarray(cfg.mask), cfg.init_scale)
 
 
-def candidates(cfg: _Config, budgets: np.ndarray, key: jax.Array, dtype) -> tuple[np.ndarray, np.ndarray]:
+def candidates(cfg: _Program, budgets: np.ndarray, key: jax.Array, dtype) -> tuple[np.ndarray, np.ndarray]:
     """Every budget's candidate starts on the boundary, ``(B, k, m, m)``, and whether each is
     usable ``(B, k)``: the sign corners (pulled onto the margin), random rays from I and as
     many along the budget's edge faces (the faces in turn), the margin's corners. ``k = 0``
@@ -78,7 +78,7 @@ def candidates(cfg: _Config, budgets: np.ndarray, key: jax.Array, dtype) -> tupl
     return np.concatenate(Ps, axis=1), np.concatenate(oks, axis=1)
 
 
-def initial_L(cfg: _Config, budgets: np.ndarray, restarts: int, key: jax.Array, dtype,
+def initial_L(cfg: _Program, budgets: np.ndarray, restarts: int, key: jax.Array, dtype,
               evaluate: Callable[[np.ndarray], np.ndarray],
               spare: int = 0) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """Every budget's restarts' starting L, ``(B, R', ...)`` for the budgets in use ``(B,)`` and
@@ -137,7 +137,7 @@ def initial_L(cfg: _Config, budgets: np.ndarray, restarts: int, key: jax.Array, 
     return np.where(take[..., None, None], L, random[None]), random, zero, spares
 
 
-def round_starts(cfg: _Config, budgets: np.ndarray, best: np.ndarray, spares: np.ndarray, count: int,
+def round_starts(cfg: _Program, budgets: np.ndarray, best: np.ndarray, spares: np.ndarray, count: int,
                  key: jax.Array, round_: int, dtype) -> np.ndarray:
     """The starting L of an adaptive round's ``count`` restarts at each of the budgets ``(b,)``
     not yet confirmed, ``(b, count, ...)``: the first half from the budget's spare screened
