@@ -108,8 +108,9 @@ def train_regulariser(key, x_train, labels, st, mask=None):
     if st["cf_weight"] == 0:
         return None
     heads = tuple(h for h in ac.CHEST_SPEC if h.name in REGULARISED)
-    return ac.train_anticausal(x_train, {h.name: labels[h.name] for h in heads}, heads, key=key, mask=mask,
-                               steps=st["ac_steps"], features=st["ac_features"])
+    return ac.train_anticausal(x_train, {h.name: labels[h.name] for h in heads}, heads,
+                               ac.AntiCausalConfig(steps=st["ac_steps"], features=st["ac_features"]), key=key,
+                               mask=mask)
 
 
 def learned_counterfactuals(scm, params, test_rec, groups, key, chunk):
@@ -319,8 +320,9 @@ def main(argv=None) -> dict:
     labels = {h.name: np.asarray(train_rec["parents"][h.name]) for h in spec}
     log(t_start, "anti-causal predictors (the measuring instrument)")
     t0 = time.perf_counter()
-    predictors = ac.train_anticausal(x_train, labels, spec, key=keys[2], steps=st["ac_steps"],
-                                     features=st["ac_features"])
+    predictors = ac.train_anticausal(x_train, labels, spec,
+                                     ac.AntiCausalConfig(steps=st["ac_steps"], features=st["ac_features"]),
+                                     key=keys[2])
     timing["anticausal_train_s"] = time.perf_counter() - t0
 
     hvae = HVAEConfig(image_size=st["size"], channels=st["channels"], latent_dims=st["latent_dims"])
@@ -383,8 +385,9 @@ def main(argv=None) -> dict:
         rng = np.random.default_rng(args.seed)
         seen = rng.uniform(size=st["n_train"]) < 0.5
         t0 = time.perf_counter()
-        ac_semi = ac.train_anticausal(x_train, labels, spec, key=keys[5], mask={"age": seen}, steps=st["ac_steps"],
-                                      features=st["ac_features"])
+        ac_semi = ac.train_anticausal(x_train, labels, spec,
+                                      ac.AntiCausalConfig(steps=st["ac_steps"], features=st["ac_features"]),
+                                      key=keys[5], mask={"age": seen})
         ages = np.where(seen, labels["age"], np.nan).astype(np.float32)
         semi_rec = {"parents": {**train_rec["parents"], "age": ages}, "image": train_rec["image"]}
         reg_semi = train_regulariser(keys[8], x_train, labels, st, mask={"age": seen})

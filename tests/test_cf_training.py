@@ -6,6 +6,7 @@ clear errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 import subprocess
@@ -33,6 +34,7 @@ MODEL = cp.EffusionCNN(features=(4,))
 # round program compiles once for all of them.
 CONFIG = cp.EnsembleConfig(steps=4, batch_size=8, learning_rate=1e-2, warmup=1, eval_every=2, patience=5,
                            eval_chunk=32)
+QUIET = cp.TrainOptions(progress=False)
 N, V = 48, 32
 
 
@@ -162,8 +164,8 @@ def test_stored_source_gathers_and_bad_sources_are_named(rng):
            "weights shape": StoredCounterfactuals(jnp.zeros((N, 3, SIZE, SIZE)), jnp.ones((1, 3)) / 3)}
     for what, source in bad.items():
         with pytest.raises(ValueError, match="`counterfactuals"):
-            cp.train(MODEL, x, y, np.ones((1, N), bool), vx, vy, CONFIG, seeds=[0], objectives="cf_risk",
-                     counterfactuals=source, progress=False)
+            cp.train(MODEL, x, y, np.ones((1, N), bool), vx, vy, CONFIG, seeds=[0],
+                     objectives=cp.MemberObjectives("cf_risk", counterfactuals=source), options=QUIET)
     check_source(good, N, (SIZE, SIZE))
 
 
@@ -242,8 +244,9 @@ def test_member_step_is_one_adamw_step_on_the_objectives_loss(rng, name):
     g0 = jax.grad(lambda p: jnp.mean(bce(MODEL.apply(p, jnp.asarray(x)), jnp.asarray(y))))(params)
     _, opt_state = opt.update(g0, opt.init(params), params)
     step = jax.jit(cp.member_step, static_argnums=(0, 1), static_argnames="objective")
-    new, new_state, loss, new_q = step(MODEL, config, params, opt_state, data, key, objective=objective,
-                                       source=source, group_weights=jnp.asarray(group_weights))
+    out = step(MODEL, config, params, opt_state, data, key, objective=objective, source=source,
+               group_weights=jnp.asarray(group_weights))
+    new, new_state, loss, new_q = out.params, out.opt_state, out.loss, out.group_weights
 
     idx = np.asarray(_sample(key, data.cdf, b))
     assert (w[idx] > 0).all()
@@ -292,7 +295,7 @@ def test_zero_strength_and_grouping_leave_basic_members_bit_for_bit(rng):
     x, y, vx, vy, src = synthetic_problem(rng)
     s = int(rng.integers(2**20))
     masks = np.ones((2, N), bool)
-    pair = cp.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=[s, s], progress=False,
+    pair = cp.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=[s, s], options=QUIET,
                     objectives=[Objective(), Objective("variance", 0.0)])
     for part in ("params", "best_params", "opt_state"):
         tree_equal(member(getattr(pair, part), 0), member(getattr(pair, part), 1))
@@ -301,9 +304,10 @@ def test_zero_strength_and_grouping_leave_basic_members_bit_for_bit(rng):
     seeds = rng.choice(1000, 3, replace=False)
     masks = rng.uniform(size=(3, N)) < 0.8
     masks[:, 0] = True
-    plain = cp.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, progress=False)
-    mixed = cp.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, progress=False, counterfactuals=src,
-                     objectives=[Objective(), Objective("variance", 1.0), Objective()])
+    plain = cp.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, options=QUIET)
+    mixed = cp.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, options=QUIET,
+                     objectives=cp.MemberObjectives([Objective(), Objective("variance", 1.0), Objective()],
+                                                    counterfactuals=src))
     for m in (0, 2):
         for part in ("params", "best_params", "opt_state"):
             tree_equal(member(getattr(mixed, part), m), member(getattr(plain, part), m))
@@ -314,6 +318,11 @@ def test_zero_strength_and_grouping_leave_basic_members_bit_for_bit(rng):
     assert not np.array_equal(np.asarray(jax.tree.leaves(mixed.params)[0][1]),
                               np.asarray(jax.tree.leaves(plain.params)[0][1]))
     assert np.isfinite(np.asarray(mixed.loss)).all()
+    # the spelling of earlier releases (counterfactuals= beside objectives=) still works, with a warning
+    with pytest.warns(DeprecationWarning, match=r"train\(progress=, counterfactuals=\).*objectives=MemberObjectives"):
+        old = cp.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, progress=False, counterfactuals=src,
+                       objectives=[Objective(), Objective("variance", 1.0), Objective()])
+    tree_equal(old, mixed)
 
 
 def test_members_are_grouped_by_objective_kind():
@@ -344,16 +353,17 @@ def test_resume_with_objectives_equals_uninterrupted(rng, tmp_path):
     masks = np.ones((3, N), bool)
     objs = [Objective(), Objective("flip", 0.5), Objective("group_dro", 0.05)]
     args = (MODEL, x, y, masks, vx, vy, CONFIG)
-    kw = dict(seeds=seeds, objectives=objs, counterfactuals=src, groups=groups, progress=False)
-    full = cp.train(*args, **kw)
+    kw = dict(seeds=seeds, objectives=cp.MemberObjectives(objs, counterfactuals=src, groups=groups))
+    full = cp.train(*args, **kw, options=QUIET)
     assert int(full.round) == 2 and full.group_weights.shape == (3, 4)
     gw = np.asarray(full.group_weights)
     np.testing.assert_array_equal(gw[:2], np.full((2, 4), 0.25, np.float32))  # only group DRO moves them
     np.testing.assert_allclose(gw[2].sum(), 1.0, rtol=1e-6)
     assert not np.allclose(gw[2], 0.25, rtol=0, atol=1e-6)
-    first = cp.train(*args, **kw, checkpoint_dir=tmp_path, max_rounds=1)
+    resume = cp.TrainOptions(progress=False, checkpoint_dir=tmp_path, max_rounds=1)
+    first = cp.train(*args, **kw, options=resume)
     assert int(first.round) == 1 and cp.latest_checkpoint_step(tmp_path) == CONFIG.eval_every
-    resumed = cp.train(*args, **kw, checkpoint_dir=tmp_path, max_rounds=1)
+    resumed = cp.train(*args, **kw, options=resume)
     assert int(resumed.round) == 2
     tree_equal(resumed, full)
     for other in ([Objective(), Objective("flip", 0.3), Objective("group_dro", 0.05)],
@@ -361,10 +371,11 @@ def test_resume_with_objectives_equals_uninterrupted(rng, tmp_path):
                   [Objective(), Objective("variance", 0.5), Objective("group_dro", 0.05)],
                   [Objective(), Objective("flip", 0.5), Objective("flip", 0.5)]):  # no group DRO: (M, 1) weights
         with pytest.raises(ValueError, match="`checkpoint_dir`"):  # another run's checkpoint, compared first
-            cp.train(*args, **{**kw, "objectives": other}, checkpoint_dir=tmp_path)
+            cp.train(*args, **{**kw, "objectives": dataclasses.replace(kw["objectives"], objectives=other)},
+                     options=resume)
     with pytest.raises(ValueError, match="`checkpoint_dir`"):  # another number of members: other shapes
-        cp.train(MODEL, x, y, masks[:2], vx, vy, CONFIG, **{**kw, "seeds": seeds[:2], "objectives": objs[:2]},
-                 checkpoint_dir=tmp_path)
+        cp.train(MODEL, x, y, masks[:2], vx, vy, CONFIG, seeds=seeds[:2],
+                 objectives=dataclasses.replace(kw["objectives"], objectives=objs[:2]), options=resume)
 
 
 # --- errors -----------------------------------------------------------------------------------------------
@@ -375,8 +386,9 @@ def test_training_arguments_are_named(rng):
     groups = rng.integers(0, 4, N).astype(np.int32)
     masks = np.ones((2, N), bool)
 
-    def train(**kw):
-        return cp.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=[0, 1], progress=False, **kw)
+    def train(objectives, groups=None):
+        return cp.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=[0, 1], options=QUIET,
+                        objectives=cp.MemberObjectives(objectives, groups=groups))
 
     for objs in ("cf_risk", ["basic", "augment"], [Objective(), Objective("variance", 0.1)]):
         with pytest.raises(ValueError, match="`counterfactuals`: expected a counterfactual source"):
@@ -427,8 +439,9 @@ masks[:, :2] = True
 # M = 3 over 2 devices: padded to 4, the padding in the last member's group
 objs = [Objective("variance", 0.3), Objective("group_dro", 0.5), Objective("variance", 1.0)]
 config = cp.EnsembleConfig(steps=4, batch_size=8, learning_rate=1e-2, warmup=1, eval_every=2, eval_chunk=32)
-kw = dict(seeds=rng.choice(1000, 3, replace=False), objectives=objs, counterfactuals=src, groups=groups,
-          progress=False)
+kw = dict(seeds=rng.choice(1000, 3, replace=False),
+          objectives=cp.MemberObjectives(objs, counterfactuals=src, groups=groups),
+          options=cp.TrainOptions(progress=False))
 two = cp.train(cp.EffusionCNN(features=(4,)), x, y, masks, vx, vy, config, mesh=2, **kw)
 one = cp.train(cp.EffusionCNN(features=(4,)), x, y, masks, vx, vy, config, mesh=[jax.devices()[0]], **kw)
 res = {}
@@ -491,7 +504,8 @@ def test_a_stability_penalty_removes_a_sex_shortcut(rng):
     model = cp.EffusionCNN(features=(8, 16))
     state = cp.train(model, train["image"], p["effusion"], np.stack([keep, keep]), val["image"],
                      val["parents"]["effusion"], config, seeds=[seed % 1000] * 2,
-                     objectives=[Objective(), Objective("variance", 3.0)], counterfactuals=src, progress=False)
+                     objectives=cp.MemberObjectives([Objective(), Objective("variance", 3.0)], counterfactuals=src),
+                     options=cp.TrainOptions(progress=False))
     images_cf = chest.counterfactuals(test, do, key=seed + 3)["image"]  # (N, K, H, W)
     p_cf = np.asarray(cp.predict(model, state.best_params, images_cf), np.float64)  # (2, N, K)
     female = np.asarray(do["sex"]) == 1

@@ -13,7 +13,7 @@ from cfjax.generative import anticausal as ac
 
 SPEC = (ac.Head("s", "categorical", 3), ac.Head("a", "gaussian"))
 NET = ac.ParentPredictor(SPEC, features=(4,), hidden=4)
-TINY = dict(features=(4,), hidden=4, progress=False)
+TINY = dict(features=(4,), hidden=4)
 
 
 def _log_softmax(z):
@@ -88,9 +88,10 @@ def test_masked_labels_are_ignored_in_training(rng):
     seed = int(rng.integers(1 << 30))
     other = {"s": np.where(mask[:, 0], pa["s"], rng.integers(0, 3, 16)).astype(np.int32),
              "a": np.where(mask[:, 1], pa["a"], np.nan).astype(np.float32)}
-    kw = dict(mask=mask, steps=3, batch_size=4, chunk_steps=3, **TINY)
-    f1 = ac.train_anticausal(x, pa, SPEC, key=jax.random.key(seed), **kw)
-    f2 = ac.train_anticausal(x, other, SPEC, key=jax.random.key(seed), **kw)
+    config = ac.AntiCausalConfig(steps=3, batch_size=4, chunk_steps=3, **TINY)
+    kw = dict(mask=mask, progress=False)
+    f1 = ac.train_anticausal(x, pa, SPEC, config, key=jax.random.key(seed), **kw)
+    f2 = ac.train_anticausal(x, other, SPEC, config, key=jax.random.key(seed), **kw)
     assert np.isfinite(np.asarray(f1.loss)).all()
     for a, b in zip(jax.tree.leaves(f1.params), jax.tree.leaves(f2.params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -99,9 +100,16 @@ def test_masked_labels_are_ignored_in_training(rng):
     np.testing.assert_allclose(float(f1.loc["a"]), seen.mean(), rtol=1e-5)
     np.testing.assert_allclose(float(f1.scale["a"]), seen.std(), rtol=1e-5)
     # a mapping mask is the same as the array
-    f3 = ac.train_anticausal(x, other, SPEC, key=jax.random.key(seed),
+    f3 = ac.train_anticausal(x, other, SPEC, config, key=jax.random.key(seed),
                              **{**kw, "mask": {"s": mask[:, 0], "a": mask[:, 1]}})
     for a, b in zip(jax.tree.leaves(f1.params), jax.tree.leaves(f3.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # the keyword arguments of earlier releases: the same fit, and a warning naming the config
+    with pytest.warns(DeprecationWarning, match=r"train_anticausal\(steps=, batch_size=, chunk_steps=, features=, "
+                                                r"hidden=\).*config=AntiCausalConfig\("):
+        f4 = ac.train_anticausal(x, pa, SPEC, key=jax.random.key(seed), steps=3, batch_size=4, chunk_steps=3,
+                                 **TINY, **kw)
+    for a, b in zip(jax.tree.leaves(f1.params), jax.tree.leaves(f4.params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
@@ -113,8 +121,9 @@ def test_training_learns_an_easy_task(rng):
     s = rng.integers(0, 2, n)
     x = (rng.uniform(0, 0.2, (n, 8, 8)) + 0.6 * s[:, None, None]).astype(np.float32)
     spec = (ac.Head("s", "categorical", 2),)
-    fit = ac.train_anticausal(x, {"s": s}, spec, key=jax.random.key(int(rng.integers(1 << 30))), steps=100,
-                              batch_size=16, learning_rate=1e-2, **{**TINY, "features": (8,), "hidden": 16})
+    config = ac.AntiCausalConfig(steps=100, batch_size=16, learning_rate=1e-2, features=(8,), hidden=16)
+    fit = ac.train_anticausal(x, {"s": s}, spec, config, key=jax.random.key(int(rng.integers(1 << 30))),
+                              progress=False)
     acc = (np.asarray(ac.predict_parents(fit, x)["s"]).argmax(-1) == s).mean()
     assert acc >= 0.95
 
@@ -151,7 +160,9 @@ def test_bad_input_names_the_argument():
     rng = np.random.default_rng(0)
     x, pa = _data(rng, n=6)
     fit = _fit_from_params(rng, x)
-    train = lambda *a, **k: ac.train_anticausal(*a, key=jax.random.key(0), **{"steps": 2, **TINY, **k})  # noqa: E731
+    def train(*a, config=ac.AntiCausalConfig(steps=2, **TINY), **k):  # noqa: B008 (frozen)
+        return ac.train_anticausal(*a, config, key=jax.random.key(0), progress=False, **k)
+
     cases = [
         ("images", lambda: train(x[0], pa, SPEC)),
         ("images", lambda: train(np.where(np.arange(6)[:, None, None] == 0, np.nan, x), pa, SPEC)),
@@ -163,11 +174,13 @@ def test_bad_input_names_the_argument():
         ("mask", lambda: train(x, pa, SPEC, mask={"zz": np.ones(6, bool)})),
         ("mask", lambda: train(x, pa, SPEC, mask=np.zeros((6, 2), bool))),
         ("spec", lambda: train(x, pa, (SPEC[0], SPEC[0]))),
-        ("steps", lambda: train(x, pa, SPEC, steps=0)),
-        ("warmup", lambda: train(x, pa, SPEC, warmup=5)),
-        ("learning_rate", lambda: train(x, pa, SPEC, learning_rate=float("nan"))),
-        ("features", lambda: train(x, pa, SPEC, features=())),
-        ("features", lambda: train(x, pa, SPEC, features=(4, 4, 4, 4, 4))),
+        ("steps", lambda: ac.AntiCausalConfig(steps=0)),
+        ("warmup", lambda: ac.AntiCausalConfig(steps=2, warmup=5)),
+        ("learning_rate", lambda: ac.AntiCausalConfig(learning_rate=float("nan"))),
+        ("features", lambda: ac.AntiCausalConfig(features=())),
+        ("features", lambda: train(x, pa, SPEC, config=ac.AntiCausalConfig(steps=2, features=(4, 4, 4, 4, 4)))),
+        ("config", lambda: train(x, pa, SPEC, config={"steps": 2})),
+        ("steps", lambda: ac.train_anticausal(x, pa, SPEC, key=0, steps=0)),  # an old keyword, checked alike
         ("classes", lambda: ac.Head("s", "categorical", 1)),
         ("kind", lambda: ac.Head("s", "poisson")),
         ("result", lambda: ac.predict_parents({"params": None}, x)),

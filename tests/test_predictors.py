@@ -13,6 +13,7 @@ from sklearn.metrics import roc_auc_score
 
 import cfjax as cf
 from cfjax import predictors as pr
+from cfjax.predictors.step import MemberUpdate
 
 MODEL = pr.EffusionCNN(features=(4, 8))
 # One configuration, ensemble size and data shape for every training test, so that the round
@@ -20,6 +21,7 @@ MODEL = pr.EffusionCNN(features=(4, 8))
 LR = 1e-2
 CONFIG = pr.EnsembleConfig(steps=40, batch_size=8, learning_rate=LR, weight_decay=1e-4, warmup=3,
                         eval_every=5, patience=2, eval_chunk=16)
+QUIET = pr.TrainOptions(progress=False)
 N, V, M = 64, 32, 3
 
 
@@ -69,11 +71,11 @@ def test_ensemble_member_equals_member_trained_alone(rng):
     """Member m of an M = 3 ensemble — all members vmapped together, or one after another
     inside the program (the CPU default) — ends like the same seed and mask trained alone."""
     x, y, vx, vy, masks, seeds = problem(rng)
-    alone = [pr.train(MODEL, x, y, masks[m:m + 1], vx, vy, CONFIG, seeds=seeds[m:m + 1], progress=False)
+    alone = [pr.train(MODEL, x, y, masks[m:m + 1], vx, vy, CONFIG, seeds=seeds[m:m + 1], options=QUIET)
              for m in range(M)]
     for member_chunk in (M, 1):
         config = dataclasses.replace(CONFIG, member_chunk=member_chunk)
-        ens = pr.train(MODEL, x, y, masks, vx, vy, config, seeds=seeds, progress=False)
+        ens = pr.train(MODEL, x, y, masks, vx, vy, config, seeds=seeds, options=QUIET)
         for m in range(M):
             # float tolerance: the batched and single-member programs round differently, and
             # Adam's m/√v turns a rounding difference in a near-zero gradient into up to a
@@ -112,8 +114,8 @@ def test_early_stopping_keeps_best_validation_auc(rng, tmp_path):
     x, y, vx, vy, masks, seeds = problem(rng)
     params_by_round, state = [], None
     for _ in range(CONFIG.rounds):
-        state = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, checkpoint_dir=tmp_path,
-                         max_rounds=1, progress=False)
+        state = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds,
+                         options=pr.TrainOptions(progress=False, checkpoint_dir=tmp_path, max_rounds=1))
         params_by_round.append(state.params)
         if state.finished:
             break
@@ -136,7 +138,8 @@ def test_early_stopping_keeps_best_validation_auc(rng, tmp_path):
 
 def test_checkpoint_round_trip(rng, tmp_path):
     x, y, vx, vy, masks, seeds = problem(rng)
-    state = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, max_rounds=1, progress=False)
+    state = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds,
+                     options=pr.TrainOptions(progress=False, max_rounds=1))
     pr.save_checkpoint(tmp_path, 7, state, {"note": "x"})
     assert pr.latest_checkpoint_step(tmp_path) == 7
     template = pr.init_state(MODEL, CONFIG, (16, 16), seeds=seeds + 1)
@@ -148,16 +151,37 @@ def test_checkpoint_round_trip(rng, tmp_path):
 
 def test_resume_equals_uninterrupted(rng, tmp_path):
     x, y, vx, vy, masks, seeds = problem(rng)
-    full = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, progress=False)
-    part = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, checkpoint_dir=tmp_path, max_rounds=2,
-                    progress=False)
+    full = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, options=QUIET)
+    part = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds,
+                    options=pr.TrainOptions(progress=False, checkpoint_dir=tmp_path, max_rounds=2))
     assert int(part.step) == 2 * CONFIG.eval_every
     assert pr.latest_checkpoint_step(tmp_path) == 2 * CONFIG.eval_every
-    resumed = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, checkpoint_dir=tmp_path, progress=False)
+    resumed = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds,
+                       options=pr.TrainOptions(progress=False, checkpoint_dir=tmp_path))
     assert resumed.finished and int(resumed.round) == int(full.round)
     tree_equal(resumed, full)
     with pytest.raises(cf.ValidationError, match="`checkpoint_dir`"):  # another run's checkpoint
-        pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds + 1, checkpoint_dir=tmp_path, progress=False)
+        pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds + 1,
+                 options=pr.TrainOptions(progress=False, checkpoint_dir=tmp_path))
+
+
+def test_the_old_keyword_arguments_and_tuple_still_work_with_a_warning(rng):
+    """``train``'s ``names=``, ``progress=``, ``max_rounds=`` (now :class:`TrainOptions`) and
+    ``member_step``'s tuple (now a :class:`MemberUpdate`) keep working for one release, with a
+    DeprecationWarning naming the new spelling; the run is the same."""
+    x, y, vx, vy, masks, seeds = problem(rng)
+    new = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds,
+                   options=pr.TrainOptions(progress=False, max_rounds=1))
+    with pytest.warns(DeprecationWarning, match=r"train\(progress=, max_rounds=, names=\).*options=TrainOptions\("):
+        old = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, progress=False, max_rounds=1,
+                       names=[str(m) for m in range(M)])
+    tree_equal(old, new)
+    p, o = member(new.params, 0), member(new.opt_state, 0)
+    out = pr.member_step(MODEL, CONFIG, p, o, pr.member_data(x, y, masks[0]), jax.random.key(0))
+    assert isinstance(out, MemberUpdate) and out.group_weights is None
+    with pytest.warns(DeprecationWarning, match=r"\.params, \.opt_state, \.loss"):
+        p1, o1, loss = out
+    assert p1 is out.params and o1 is out.opt_state and loss is out.loss
 
 
 def test_nonfinite_loss_names_member_and_step(rng):
@@ -179,14 +203,15 @@ def test_nonfinite_loss_names_member_and_step(rng):
              if 0 in np.asarray(_sample(jax.random.fold_in(key, t), cdf, CONFIG.batch_size))]
     names = ["basic", "sex0.80", "age0.95"]
     with pytest.raises(pr.TrainingError, match=rf"member 1 \('sex0.80'\).* step {drawn[0]}\b"):
-        pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, names=names, progress=False)
+        pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, options=pr.TrainOptions(progress=False, names=names))
     # the public single-member step agrees: finite before that step, NaN at it
     step = jax.jit(lambda p, o, d, k: pr.member_step(MODEL, CONFIG, p, o, d, k))
     p, o = member(state.params, 1), member(state.opt_state, 1)
     data = pr.member_data(x, y, masks[1])
     for t in range(drawn[0] + 1):
-        p, o, loss = step(p, o, data, jax.random.fold_in(key, t))
-        assert np.isfinite(float(loss)) == (t < drawn[0])
+        out = step(p, o, data, jax.random.fold_in(key, t))
+        p, o = out.params, out.opt_state
+        assert np.isfinite(float(out.loss)) == (t < drawn[0])
 
 
 def test_chunked_inference_matches_unchunked_apply(rng):
@@ -274,7 +299,7 @@ def test_train_refuses_labels_outside_0_1(rng, where, bad):
         with pytest.raises(cf.ValidationError, match=rf"^`{where}`: expected labels in \{{0, 1\}}, got "
                                                      + ("NaN" if np.isnan(bad) else "other values")):
             pr.train(MODEL, x, labels, np.ones((1, 8), bool), x, val_labels, CONFIG, seeds=[0], objectives=objectives,
-                     progress=False)
+                     options=QUIET)
 
 
 def test_validation_errors():
@@ -299,8 +324,11 @@ def test_validation_errors():
         ("val_images", lambda: pr.train(MODEL, x, y, ok, x[:, :8], y, CONFIG, seeds=[0])),
         ("val_labels", lambda: pr.train(MODEL, x, y, ok, x, np.zeros(8, int), CONFIG, seeds=[0])),
         ("config", lambda: pr.train(MODEL, x, y, ok, x, y, {"steps": 3}, seeds=[0])),
-        ("names", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG, names=["a", "b"], seeds=[0])),
-        ("max_rounds", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG, max_rounds=0, seeds=[0])),
+        ("names", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG, seeds=[0],
+                                   options=pr.TrainOptions(names=["a", "b"]))),
+        ("max_rounds", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG, seeds=[0],
+                                        options=pr.TrainOptions(max_rounds=0))),
+        ("options", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG, seeds=[0], options={"progress": False})),
         ("model", lambda: pr.train("cnn", x, y, ok, x, y, CONFIG, seeds=[0])),
         ("images", lambda: pr.predict(MODEL, params, x[0])),
         ("images", lambda: pr.predict(MODEL, params, np.full((8, 16, 16), np.nan, np.float32))),

@@ -99,8 +99,9 @@ def test_sharded_training_equals_one_device(rng, tmp_path):
     validation AUCs, best steps and stopping flags of the one-device run, in states of the
     same layout (M leading, no padding)."""
     saved = run_child('''
-sharded = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, mesh=len(jax.devices()))
-single = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, mesh=one)
+quiet = pr.TrainOptions(progress=False)
+sharded = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, options=quiet, mesh=len(jax.devices()))
+single = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, options=quiet, mesh=one)
 assert jax.tree.structure(sharded) == jax.tree.structure(single)
 np.savez(out, **fields(sharded, "sharded"), **fields(single, "single"))
 ''', int(rng.integers(2**31)), tmp_path / "train.npz")
@@ -137,16 +138,17 @@ def test_sharded_training_resumes_from_checkpoint(rng, tmp_path):
     ends like the uninterrupted sharded run; its checkpoint also resumes on one device."""
     saved = run_child('''
 import tempfile
-whole = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, mesh=len(jax.devices()))
+whole = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, options=pr.TrainOptions(progress=False),
+                 mesh=len(jax.devices()))
 with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory() as d1:
-    first = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, checkpoint_dir=d,
-                     max_rounds=1, mesh=len(jax.devices()))
+    first = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds,
+                     options=pr.TrainOptions(progress=False, checkpoint_dir=d, max_rounds=1), mesh=len(jax.devices()))
     assert int(first.round) == 1 and pr.latest_checkpoint_step(d) == 10
     import shutil; shutil.copytree(d, d1, dirs_exist_ok=True)
-    resumed = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, checkpoint_dir=d,
-                       mesh=len(jax.devices()))
-    on_one = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, progress=False, checkpoint_dir=d1,
-                      mesh=one)
+    resumed = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds,
+                       options=pr.TrainOptions(progress=False, checkpoint_dir=d), mesh=len(jax.devices()))
+    on_one = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds,
+                      options=pr.TrainOptions(progress=False, checkpoint_dir=d1), mesh=one)
 np.savez(out, **fields(whole, "whole"), **fields(resumed, "resumed"), **fields(on_one, "on_one"))
 ''', int(rng.integers(2**31)), tmp_path / "resume.npz")
     assert int(saved["resumed/round"]) == 2
@@ -179,4 +181,4 @@ def test_bad_devices_raise(bad):
         pr.predict(model, pr.init_params(model, (16, 16), seeds=[0]), x, mesh=BAD_DEVICES[bad]())
     with pytest.raises(cf.ValidationError, match="mesh"):
         pr.train(model, x, y, np.ones((1, 4), bool), x, y, pr.EnsembleConfig(steps=2, warmup=0, eval_every=1),
-                 seeds=[0], progress=False, mesh=BAD_DEVICES[bad]())
+                 seeds=[0], options=pr.TrainOptions(progress=False), mesh=BAD_DEVICES[bad]())

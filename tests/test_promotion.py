@@ -80,8 +80,9 @@ def test_member_step(rng):
     def two_steps():
         p, o = params, config.optimizer().init(params)
         for t in range(2):
-            p, o, loss = pr.member_step(model, config, p, o, data, jax.random.fold_in(key, t))
-        return p, o, loss
+            out = pr.member_step(model, config, p, o, data, jax.random.fold_in(key, t))
+            p, o = out.params, out.opt_state
+        return p, o, out.loss
 
     strict, standard = in_both_modes(two_steps)
     assert_same(strict, standard)
@@ -94,7 +95,8 @@ def test_ensemble_training(rng):
     config = pr.EnsembleConfig(steps=4, batch_size=4, warmup=1, eval_every=2)
     key = int(rng.integers(2**31))
     strict, standard = in_both_modes(lambda: pr.train(pr.EffusionCNN(features=(4,)), x, y, np.ones((2, 32), bool),
-                                                      x, y, config, key=key, progress=False))
+                                                      x, y, config, key=key,
+                                                      options=pr.TrainOptions(progress=False)))
     assert_same(strict, standard)
 
 
@@ -121,8 +123,9 @@ def test_core_training_loop(rng):
 
     def fit():
         out = training.run(step, (w0, step.tx.init(w0)), data, key=key, steps=12,
-                           chunk_steps=5, progress=False, validate=lambda s: jnp.mean((x @ s[0] - data["y"]) ** 2),
-                           patience=10)
+                           chunk_steps=5, reporter=training.Reporter(progress=False),
+                           validation=training.Validation(lambda s: jnp.mean((x @ s[0] - data["y"]) ** 2),
+                                                          patience=10))
         return out.state, out.best, out.history, out.validation
 
     strict, standard = in_both_modes(fit)
@@ -155,8 +158,7 @@ def test_worst_case_search(rng):
     model = S.fit(graph, S.make_data(a.astype(np.float32), np.stack([o, m], 1).astype(np.float32),
                                      y.astype(np.float32)), settings)
     key = int(rng.integers(2**31))
-    strict, standard = in_both_modes(lambda: S.worst_case(model, 0.5, key=key, restarts=2, steps=20, max_rounds=0,
-                                                          warn_ratio=None).cfu)
+    strict, standard = in_both_modes(lambda: S.worst_case(model, 0.5, key=key, config=S.SearchConfig(restarts=2, steps=20, max_rounds=0, warn_ratio=None)).cfu)
     assert_same(strict, standard)
 
 
@@ -180,8 +182,8 @@ def test_generative_trainers(rng):
 
     spec = (ac.Head("s", "categorical", 2),)
     strict, standard = in_both_modes(lambda: ac.train_anticausal(
-        image[:, :8, :8], {"s": sex}, spec, key=key, steps=3, batch_size=4, features=(4,), hidden=4,
-        progress=False))
+        image[:, :8, :8], {"s": sex}, spec, ac.AntiCausalConfig(steps=3, batch_size=4, features=(4,), hidden=4),
+        key=key, progress=False))
     assert_same((strict.params, strict.loss), (standard.params, standard.loss))
 
 

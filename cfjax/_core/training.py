@@ -356,7 +356,7 @@ def run(step: Step, state: Any, data: Any, *, key: KeyLike, steps: int, chunk_st
             loop = _chunk(loop, data, key, step=step, length=chunk, total=calls, guard=guard)
             chunks_run += 1
             bad = int(loop.bad_step)
-            if bad >= 0:
+            if bad >= 0 and guard is not None:  # a bad step is only ever marked by a guard
                 raise rep.diverged(guard, {name: np.asarray(h[bad]) for name, h in loop.history.items()},
                                    int(loop.bad_index), np.ndim(loop.history[guard]) > 1, trained(bad))
             done = int(loop.step)

@@ -33,9 +33,10 @@ from cfjax._core import training as _training
 from cfjax._core.keys import as_key
 from cfjax._core.optim import standard_promotion
 from cfjax._core.nn import Conv3x3, mean_pool2
+from cfjax.typing import ArrayLike, KeyLike
 
 __all__ = ["Head", "ParentSpec", "CHEST_SPEC", "chest_spec", "check_spec", "ParentPredictor", "AntiCausal",
-           "anticausal_loss", "train_anticausal", "predict_parents", "entropy_weight", "Imputed", "impute",
+           "anticausal_loss", "AntiCausalConfig", "train_anticausal", "predict_parents", "entropy_weight", "Imputed", "impute",
            "SCALE_SUFFIX"]
 
 KINDS = ("categorical", "gaussian")
@@ -331,18 +332,79 @@ class _Step:
         return (optax.apply_updates(params, updates), opt_state), {"loss": loss}
 
 
-def train_anticausal(images: Any, parents: Mapping[str, Any], spec: ParentSpec, *, key: Any,
-                     mask: Any = None, steps: int = 2000, batch_size: int = 64, learning_rate: float = 1e-3,
-                     weight_decay: float = 1e-4, warmup: int | None = None,
-                     features: tuple[int, ...] = (16, 32, 64), hidden: int = 64, conv: str = "auto",
-                     chunk_steps: int = 100, progress: bool | None = None) -> AntiCausal:
+@dataclasses.dataclass(frozen=True)
+class AntiCausalConfig:
+    """The settings of :func:`train_anticausal` (frozen, hashable): the optimisation, as
+    :class:`cfjax.predictors.EnsembleConfig`'s fields of the same names, the network and the
+    loop's chunks.
+
+    Attributes:
+      steps: optimisation steps.
+      batch_size: units per step, drawn with replacement among the units with a label.
+      learning_rate: peak learning rate of AdamW, reached after ``warmup`` linear steps from 0,
+        then cosine decay to ``learning_rate / 100`` at ``steps``.
+      weight_decay: AdamW's decoupled weight decay.
+      warmup: linear warm-up steps (``0 ≤ warmup < steps``); None: ``min(100, steps // 10)``.
+      features, hidden, conv: the network (:class:`ParentPredictor`).
+      chunk_steps: steps per compiled chunk (one progress update each).
+
+    Example:
+      >>> AntiCausalConfig(steps=50).warmup_steps
+      5
+    """
+
+    steps: int = 2000
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    warmup: int | None = None
+    features: tuple[int, ...] = (16, 32, 64)
+    hidden: int = 64
+    conv: str = "auto"
+    chunk_steps: int = 100
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "chunk_steps", "hidden"):
+            _checks.check_positive_int(name, getattr(self, name))
+        w = self.warmup
+        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, np.integer)) or not 0 <= w < self.steps):
+            _checks.fail("warmup", f"an integer in [0, steps = {self.steps})", repr(w))
+        for name in ("learning_rate", "weight_decay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+                    or not math.isfinite(value) or value < 0 or (name == "learning_rate" and value == 0):
+                _checks.fail(name, "a finite value > 0" if name == "learning_rate" else "a finite value >= 0",
+                             repr(value))
+        f = self.features
+        if not isinstance(f, tuple) or not f or not all(
+                isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 1 for c in f):
+            _checks.fail("features", "a non-empty tuple of positive integers", repr(f))
+
+    @property
+    def warmup_steps(self) -> int:
+        """The warm-up steps: ``warmup``, or ``min(100, steps // 10)`` when it is None."""
+        return min(100, self.steps // 10) if self.warmup is None else int(self.warmup)
+
+
+def _fold_train_anticausal(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
+    """:func:`train_anticausal`'s old keyword arguments into its ``config``."""
+    return _training.regroup("train_anticausal", old, kwargs,
+                             {f.name: ("config", f.name) for f in dataclasses.fields(AntiCausalConfig)},
+                             {"config": AntiCausalConfig})
+
+
+@_training.legacy_keywords(_fold_train_anticausal)
+def train_anticausal(images: ArrayLike, parents: Mapping[str, ArrayLike], spec: ParentSpec,
+                     config: AntiCausalConfig = AntiCausalConfig(), *, key: KeyLike,  # noqa: B008 (frozen)
+                     mask: ArrayLike | Mapping[str, ArrayLike] | None = None,
+                     progress: bool | None = None) -> AntiCausal:
     """Train ``q(pa | x)``: a :class:`ParentPredictor` with one head per entry of ``spec``.
 
-    Each step draws ``batch_size`` units with replacement, uniformly among the units with at
-    least one observed label, and takes one AdamW step (linear warm-up, then cosine decay to
-    ``learning_rate / 100``) on :func:`anticausal_loss`, step ``t`` with the key
+    Each step draws ``config.batch_size`` units with replacement, uniformly among the units
+    with at least one observed label, and takes one AdamW step (linear warm-up, then cosine
+    decay to ``learning_rate / 100``) on :func:`anticausal_loss`, step ``t`` with the key
     ``fold_in(data_key, t)`` (``init_key, data_key = jax.random.split(key)``). The steps run in
-    compiled chunks of ``chunk_steps`` by cfjax's training loop
+    compiled chunks of ``config.chunk_steps`` by cfjax's training loop
     (:func:`cfjax._core.training.run`: progress bar, NaN guard). Semi-supervised use: train on
     the labelled part (``mask``), then :func:`impute` the rest.
 
@@ -351,15 +413,17 @@ def train_anticausal(images: Any, parents: Mapping[str, Any], spec: ParentSpec, 
       parents: ``{name: (N,)}`` for every head: class indices for a categorical head, values
         (e.g. years) for a Gaussian one. Masked labels may hold anything (NaN, −1).
       spec: the heads (:data:`ParentSpec`, e.g. :data:`CHEST_SPEC`).
+      config: the optimisation, the network and the chunks (:class:`AntiCausalConfig`).
       key: PRNG key (initialisation and minibatches): a typed key, raw key data or an int seed.
       mask: which labels are observed: ``(N, n_heads)`` boolean (column ``j`` for
         ``spec[j]``) or ``{name: (N,)}`` (missing names fully observed); default all. Each
         head needs at least one observed label (a Gaussian head two distinct values).
-      steps, batch_size, learning_rate, weight_decay: optimisation; ``warmup`` defaults to
-        ``min(100, steps // 10)``.
-      features, hidden, conv: the network (:class:`ParentPredictor`).
-      chunk_steps: steps per compiled chunk (one progress update each).
       progress: show a tqdm bar; default: when stderr is a terminal.
+
+    The keyword arguments of earlier releases (``steps``, ``batch_size``, ``learning_rate``,
+    ``weight_decay``, ``warmup``, ``features``, ``hidden``, ``conv``, ``chunk_steps``: the
+    fields of :class:`AntiCausalConfig`) still work for one release, with a
+    ``DeprecationWarning``.
 
     Returns:
       :class:`AntiCausal`: parameters, the Gaussian heads' normalisation, the loss history.
@@ -372,32 +436,19 @@ def train_anticausal(images: Any, parents: Mapping[str, Any], spec: ParentSpec, 
       >>> x = rng.uniform(size=(16, 8, 8)).astype(np.float32)
       >>> pa = {"s": (x.mean((1, 2)) > 0.5).astype(np.int32), "a": 50 + 10 * x[:, 0, 0]}
       >>> spec = (Head("s", "categorical", 2), Head("a", "gaussian"))
-      >>> fit = train_anticausal(x, pa, spec, key=0, steps=4, batch_size=4, features=(4,), hidden=4,
-      ...                        progress=False)
+      >>> config = AntiCausalConfig(steps=4, batch_size=4, features=(4,), hidden=4)
+      >>> fit = train_anticausal(x, pa, spec, config, key=0, progress=False)
       >>> fit.loss.shape, sorted(fit.loc)
       ((4,), ['a'])
     """
+    if not isinstance(config, AntiCausalConfig):
+        _checks.fail("config", "an AntiCausalConfig", repr(config))
     spec = check_spec(spec)
     shape = _check_images("images", images)
     if len(shape) != 3:
         _checks.fail("images", "training images (N, H, W)", f"shape {shape}")
     n = shape[0]
-    steps = _checks.check_positive_int("steps", steps)
-    batch_size = _checks.check_positive_int("batch_size", batch_size)
-    chunk_steps = _checks.check_positive_int("chunk_steps", chunk_steps)
-    hidden = _checks.check_positive_int("hidden", hidden)
-    if warmup is None:
-        warmup = min(100, steps // 10)
-    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or not 0 <= warmup < steps:
-        _checks.fail("warmup", f"an integer in [0, steps = {steps})", repr(warmup))
-    for name, value in (("learning_rate", learning_rate), ("weight_decay", weight_decay)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-                or not math.isfinite(value) or value < 0 or (name == "learning_rate" and value == 0):
-            _checks.fail(name, "a finite value > 0" if name == "learning_rate" else "a finite value >= 0",
-                         repr(value))
-    if not isinstance(features, tuple) or not features or not all(
-            isinstance(f, (int, np.integer)) and not isinstance(f, bool) and f >= 1 for f in features):
-        _checks.fail("features", "a non-empty tuple of positive integers", repr(features))
+    steps, features = config.steps, config.features
     smallest = 2 ** (len(features) - 1)
     if min(shape[1:]) < smallest:
         _checks.fail("features", f"at most {len(features)} blocks for images of side {min(shape[1:])} "
@@ -423,15 +474,17 @@ def train_anticausal(images: Any, parents: Mapping[str, Any], spec: ParentSpec, 
     any_label = m.any(axis=1)
     p_unit = jnp.asarray(any_label / any_label.sum(), dtype)
 
-    model = ParentPredictor(spec, tuple(int(f) for f in features), hidden, conv)
-    step = _Step(model, batch_size, float(learning_rate), float(weight_decay), int(warmup), steps)
+    model = ParentPredictor(spec, tuple(int(f) for f in features), int(config.hidden), config.conv)
+    step = _Step(model, int(config.batch_size), float(config.learning_rate), float(config.weight_decay),
+                 config.warmup_steps, int(steps))
     k_init, k_data = jax.random.split(as_key(key))
     x = jnp.asarray(images)
     params = model.init(k_init, x[:1])
     data = {"images": x, "targets": targets, "mask": jnp.asarray(m), "p_unit": p_unit, "loc": loc, "scale": scale}
-    out = _training.run(step, (params, step.optimizer().init(params)), data, key=k_data, steps=steps,
-                        chunk_steps=chunk_steps, progress=progress, desc="anti-causal predictors",
-                        hint="lower the learning rate or check the images and labels")
+    reporter = _training.Reporter(progress=progress, desc="anti-causal predictors",
+                                  hint="lower the learning rate or check the images and labels")
+    out = _training.run(step, (params, step.optimizer().init(params)), data, key=k_data, steps=int(steps),
+                        chunk_steps=int(config.chunk_steps), reporter=reporter)
     return AntiCausal(params=out.state[0], loc=loc, scale=scale, loss=jnp.asarray(out.history["loss"]), model=model)
 
 
@@ -484,8 +537,9 @@ def predict_parents(result: AntiCausal, images: Any, *, chunk: int = 256) -> dic
     Example:
       >>> spec = (Head("s", "categorical", 2), Head("a", "gaussian"))
       >>> x = jnp.linspace(0, 1, 16 * 64).reshape(16, 8, 8)
-      >>> fit = train_anticausal(x, {"s": jnp.arange(16) % 2, "a": jnp.arange(16.0)}, spec, key=0, steps=2,
-      ...                        batch_size=4, features=(4,), hidden=4, progress=False)
+      >>> config = AntiCausalConfig(steps=2, batch_size=4, features=(4,), hidden=4)
+      >>> fit = train_anticausal(x, {"s": jnp.arange(16) % 2, "a": jnp.arange(16.0)}, spec, config, key=0,
+      ...                        progress=False)
       >>> {k: v.shape for k, v in predict_parents(fit, jnp.zeros((3, 5, 8, 8))).items()}
       {'a': (3, 5), 'a_scale': (3, 5), 's': (3, 5, 2)}
     """
@@ -544,8 +598,8 @@ def impute(result: AntiCausal, images: Any, parents: Mapping[str, Any], mask: An
     Example:
       >>> spec = (Head("s", "categorical", 2),)
       >>> x = jnp.linspace(0, 1, 4 * 64).reshape(4, 8, 8)
-      >>> fit = train_anticausal(x, {"s": jnp.array([0, 1, 0, 1])}, spec, key=0, steps=2,
-      ...                        batch_size=2, features=(4,), hidden=4, progress=False)
+      >>> config = AntiCausalConfig(steps=2, batch_size=2, features=(4,), hidden=4)
+      >>> fit = train_anticausal(x, {"s": jnp.array([0, 1, 0, 1])}, spec, config, key=0, progress=False)
       >>> out = impute(fit, x, {"s": jnp.array([1, 0, -1, -1])}, jnp.array([[1], [1], [0], [0]]))
       >>> out.parents["s"][:2].tolist(), out.weights["s"][:2].tolist()
       ([1, 0], [1.0, 1.0])

@@ -19,6 +19,8 @@ from cfjax.predictors.cnn import EffusionCNN as EffusionCNN
 from cfjax.predictors.cnn import default_conv as default_conv
 from cfjax._errors import TrainingError as TrainingError
 from cfjax.predictors.config import EnsembleConfig as EnsembleConfig
+from cfjax.predictors.config import MemberObjectives as MemberObjectives
+from cfjax.predictors.config import TrainOptions as TrainOptions
 from cfjax.predictors.data import MemberData as MemberData
 from cfjax.predictors.data import member_data as member_data
 from cfjax.predictors.ensemble import train as train
@@ -44,7 +46,9 @@ __all__ = [
     "EnsembleRound",
     "FORMAT_VERSION",
     "MemberData",
+    "MemberObjectives",
     "Objective",
+    "TrainOptions",
     "TrainingError",
     "default_conv",
     "default_member_chunk",

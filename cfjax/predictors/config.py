@@ -1,9 +1,13 @@
-"""The optimisation settings shared by every member of an ensemble (:class:`EnsembleConfig`)."""
+"""The optimisation settings shared by every member of an ensemble (:class:`EnsembleConfig`), the
+members' objectives (:class:`MemberObjectives`) and how a call of :func:`cfjax.predictors.train`
+reports and checkpoints (:class:`TrainOptions`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -12,8 +16,10 @@ import optax
 from cfjax import _checks
 from cfjax._core.optim import standard_promotion
 from cfjax.predictors.inference import check_member_chunk
+from cfjax.predictors.objectives import Objective
+from cfjax.typing import ArrayLike, PyTree
 
-__all__ = ["EnsembleConfig"]
+__all__ = ["EnsembleConfig", "MemberObjectives", "TrainOptions"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,3 +88,50 @@ class EnsembleConfig:
         schedule = optax.warmup_cosine_decay_schedule(
             0.0, self.learning_rate, self.warmup, self.steps, self.learning_rate / 100)
         return standard_promotion(optax.adamw(schedule, weight_decay=self.weight_decay))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+    """How one call of :func:`cfjax.predictors.train` reports and checkpoints (nothing here
+    changes what the members learn).
+
+    Attributes:
+      progress: show a tqdm bar (mean loss, active members); None: when stderr is a terminal.
+      names: optional member names (M), used in messages.
+      checkpoint_dir: where an orbax checkpoint is written after every evaluation round (the
+        two latest kept). If it already holds a checkpoint of this run (same model, config,
+        data shapes, masks, labels and keys), training resumes from its latest round; a
+        resumed run ends with the same parameters as an uninterrupted one.
+      max_rounds: run at most this many evaluation rounds in this call (then return; call again
+        with the same ``checkpoint_dir`` to continue).
+
+    Example:
+      >>> TrainOptions(progress=False, max_rounds=2).max_rounds
+      2
+    """
+
+    progress: bool | None = None
+    names: Sequence[str] | None = None
+    checkpoint_dir: str | os.PathLike | None = None
+    max_rounds: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MemberObjectives:
+    """The members' training objectives and what they read beside the images and labels.
+
+    Attributes:
+      objectives: each member's :class:`cfjax.predictors.Objective` (or its name): None (every
+        member basic), one for every member, or a sequence of M.
+      counterfactuals: the counterfactual source of the training units
+        (:mod:`cfjax.predictors.sources`), needed when an objective reads counterfactuals.
+      groups: ``(N,)`` each training unit's group in ``[0, G)``, needed by ``"group_dro"``.
+
+    Example:
+      >>> MemberObjectives("group_dro", groups=[0, 1, 1]).objectives
+      'group_dro'
+    """
+
+    objectives: Objective | str | Sequence[Objective | str] | None = None
+    counterfactuals: PyTree = None
+    groups: ArrayLike | None = None

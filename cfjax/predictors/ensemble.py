@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from typing import Any, Sequence
 
 import flax.linen as nn
@@ -26,21 +25,39 @@ from cfjax import _checks
 from cfjax import distributed as _dist
 from cfjax._core import checkpoint as _ckpt
 from cfjax._core import training as _training
-from cfjax.predictors.config import EnsembleConfig
+from cfjax.predictors.config import EnsembleConfig, MemberObjectives, TrainOptions
 from cfjax.predictors.data import MemberData, _check_training_set, member_data
 from cfjax.predictors.inference import member_keys, replicate
 from cfjax.predictors.objectives import Objective
 from cfjax.predictors.rounds import EnsembleRound
 from cfjax.predictors.sources import check_source
 from cfjax.predictors.state import EnsembleState, _init_state, _pad_members, _place, _take_members
+from cfjax.typing import ArrayLike, KeyLike, Mesh
 
 __all__ = ["train"]
 
-def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: Any, val_labels: Any,
-          config: EnsembleConfig = EnsembleConfig(), *, key: Any = None, seeds: Any = None,
-          names: Sequence[str] | None = None, objectives: Any = None, counterfactuals: Any = None,
-          groups: Any = None, checkpoint_dir: str | os.PathLike | None = None,
-          max_rounds: int | None = None, progress: bool | None = None, mesh: Any = None) -> EnsembleState:
+#: ``train``'s keyword arguments of earlier releases: ``old name -> (group argument, field)``.
+_TRAIN_LEGACY = {"names": ("options", "names"), "progress": ("options", "progress"),
+                 "checkpoint_dir": ("options", "checkpoint_dir"), "max_rounds": ("options", "max_rounds"),
+                 "counterfactuals": ("objectives", "counterfactuals"), "groups": ("objectives", "groups")}
+
+
+def _fold_train(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
+    """:func:`train`'s old keyword arguments into ``options`` and ``objectives``."""
+    if any(k in old for k in ("counterfactuals", "groups")) and not isinstance(kwargs.get("objectives"),
+                                                                                MemberObjectives):
+        kwargs["objectives"] = MemberObjectives(kwargs.get("objectives"))
+    return _training.regroup("train", old, kwargs, _TRAIN_LEGACY,
+                             {"options": TrainOptions, "objectives": MemberObjectives})
+
+
+@_training.legacy_keywords(_fold_train)
+def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLike, val_images: ArrayLike,
+          val_labels: ArrayLike, config: EnsembleConfig = EnsembleConfig(), *, key: KeyLike | None = None,
+          seeds: ArrayLike | None = None,
+          objectives: MemberObjectives | Objective | str | Sequence[Objective | str] | None = None,
+          mesh: Mesh | int | Sequence[jax.Device] | None = None,
+          options: TrainOptions = TrainOptions()) -> EnsembleState:  # noqa: B008 (frozen)
     """Train M members at once, each on its own weighting of one shared training set.
 
     Member ``m`` starts from its key (``jax.random.split(key, M)[m]``, or
@@ -78,31 +95,29 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
         ``split(key, M)[m]`` (initialisation and minibatch order).
       seeds: instead of ``key``, ``(M,)`` non-negative integer seeds, one per member (paper
         000's family pairs its predictors by seed: see :func:`cfjax.predictors.member_keys`).
-      names: optional member names, used in messages.
       objectives: each member's training objective (:class:`cfjax.predictors.Objective` or its
-        name): None (every member basic), one for every member, or a sequence of M. Members of
-        one kind (:attr:`~cfjax.predictors.Objective.kind`: the name and CVaR level) train as
-        one vmapped group, each with its own strength; each kind is one program per round,
-        so a basic member never renders a counterfactual.
-      counterfactuals: the counterfactual source of the training units
-        (:mod:`cfjax.predictors.sources`, e.g. :meth:`cfjax.data.ChestSCM.counterfactual_source`),
-        needed when an objective reads counterfactuals (unused otherwise): a step renders its
-        minibatch's counterfactual images inside the compiled program.
-      groups: ``(N,)`` each training unit's group in ``[0, G)`` (e.g. sex × label), needed by
-        ``"group_dro"`` members (unused otherwise); each such member keeps its own group
-        weights (``state.group_weights``).
-      checkpoint_dir: where an orbax checkpoint is written after every evaluation round (the
-        two latest kept). If it already holds a checkpoint of this run (same model, config,
-        data shapes, masks, labels and keys), training resumes from its latest round; a
-        resumed run ends with the same parameters as an uninterrupted one.
-      max_rounds: run at most this many evaluation rounds in this call (then return; call again
-        with the same ``checkpoint_dir`` to continue).
-      progress: show a tqdm bar (mean loss, active members); default: when stderr is a terminal.
+        name): None (every member basic), one for every member, or a sequence of M; or a
+        :class:`MemberObjectives`, which also holds what they read: the counterfactual source
+        of the training units (:mod:`cfjax.predictors.sources`, e.g.
+        :meth:`cfjax.data.ChestSCM.counterfactual_source`), needed when an objective reads
+        counterfactuals (a step renders its minibatch's counterfactual images inside the
+        compiled program), and the training units' groups ``(N,)`` in ``[0, G)`` (e.g. sex ×
+        label), needed by ``"group_dro"`` members (each keeps its own group weights,
+        ``state.group_weights``). Members of one kind
+        (:attr:`~cfjax.predictors.Objective.kind`: the name and CVaR level) train as one
+        vmapped group, each with its own strength; each kind is one program per round, so a
+        basic member never renders a counterfactual.
       mesh: the devices to spread the members over: None (one device), a device count, a
         sequence of devices or a one-axis ``jax.sharding.Mesh``. M need not be a multiple of
         the devices (the padding is :func:`cfjax.distributed.map_batch`'s and never appears in
         the state or the checkpoints, which are the same whatever the devices: a run may
         resume on other devices).
+      options: the progress bar, the member names in messages, the checkpoints and where
+        this call stops (:class:`TrainOptions`).
+
+    The keyword arguments of earlier releases (``names``, ``progress``, ``checkpoint_dir``,
+    ``max_rounds``: :class:`TrainOptions`; ``counterfactuals``, ``groups``:
+    :class:`MemberObjectives`) still work for one release, with a ``DeprecationWarning``.
 
     Returns:
       The final :class:`EnsembleState` (with ``mesh``, gathered onto its first device);
@@ -119,12 +134,13 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
       >>> y = rng.integers(0, 2, 64)
       >>> x = (rng.uniform(size=(64, 16, 16)) * 0.5 + 0.5 * y[:, None, None]).astype(np.float32)
       >>> config = EnsembleConfig(steps=20, batch_size=8, warmup=2, eval_every=10)
+      >>> quiet = TrainOptions(progress=False)
       >>> state = train(EffusionCNN(features=(4,)), x, y, np.ones((2, 64), bool), x, y, config, key=0,
-      ...               progress=False)
+      ...               options=quiet)
       >>> state.best_auc.shape, int(state.step)
       ((2,), 20)
       >>> one = train(EffusionCNN(features=(4,)), x, y, np.ones((2, 64), bool), x, y, config, key=0,
-      ...             progress=False, mesh=1)
+      ...             options=quiet, mesh=1)
       >>> bool(jnp.all(one.best_auc == state.best_auc))
       True
     """
@@ -132,6 +148,13 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
         _checks.fail("model", "a flax linen Module", repr(model))
     if not isinstance(config, EnsembleConfig):
         _checks.fail("config", "an EnsembleConfig", repr(config))
+    if not isinstance(options, TrainOptions):
+        _checks.fail("options", "a TrainOptions", repr(options))
+    names, progress, checkpoint_dir, max_rounds = options.names, options.progress, options.checkpoint_dir, \
+        options.max_rounds
+    counterfactuals, groups = None, None
+    if isinstance(objectives, MemberObjectives):
+        objectives, counterfactuals, groups = objectives.objectives, objectives.counterfactuals, objectives.groups
     _check_training_set(images, labels, masks, "masks")
     m = _checks.shape_of(masks)[0]
     keys = member_keys(m if key is not None else None, key=key, seeds=seeds)
@@ -168,7 +191,7 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
     else:
         counterfactuals = None
     unit_groups, num_groups = None, 1
-    if any(o.name == "group_dro" for o in member_objectives):
+    if any(o.needs_groups for o in member_objectives):
         unit_groups, num_groups = _check_groups(groups, n)
 
     strengths = np.array([o.strength for o in member_objectives]) if plan else None
@@ -192,14 +215,16 @@ def train(model: nn.Module, images: Any, labels: Any, masks: Any, val_images: An
     store = None if checkpoint_dir is None else _ckpt.CheckpointStore(checkpoint_dir)
     member_names = tuple(f"{i}" + ("" if names is None else f" ({names[i]!r})") for i in range(m))
     try:
+        reporter = _training.Reporter(
+            progress=progress, desc="training", postfix=("mean_loss", "active"),
+            hint="lower `config.learning_rate` or check the images and labels for NaN",
+            member_names=member_names + tuple(f"{m + i} (padding)" for i in range(extra)),
+            locate=lambda metrics, m: f"at step {int(metrics['bad_step'][m])}")
         result = _training.run(
             EnsembleRound(model, config, where, plan), state, (data,) + val + (counterfactuals,), key=0,
-            steps=config.steps,
-            chunk_steps=config.eval_every, stride=config.eval_every, guard="loss", progress=progress,
-            desc="training", locate=lambda metrics, m: f"at step {int(metrics['bad_step'][m])}",
-            postfix=("mean_loss", "active"), store=store, meta=meta,
-            max_chunks=max_rounds, member_names=member_names + tuple(f"{m + i} (padding)" for i in range(extra)),
-            hint="lower `config.learning_rate` or check the images and labels for NaN")
+            steps=config.steps, chunk_steps=config.eval_every, stride=config.eval_every, guard="loss",
+            max_chunks=max_rounds, reporter=reporter,
+            checkpoint=None if store is None else _training.Checkpointing(store, meta))
     finally:
         if store is not None:
             store.close()

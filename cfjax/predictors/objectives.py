@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +46,8 @@ import optax
 from cfjax import _checks
 from cfjax._core.keys import as_key
 from cfjax.metrics import cvar as _cvar
+from cfjax.predictors.sources import all_interventions
+from cfjax.typing import Array, ArrayLike, KeyLike
 
 __all__ = ["Objective", "OBJECTIVES", "cf_risk", "cf_cvar", "logit_variance", "flip_probability", "cf_augmented",
            "draw_interventions", "group_dro"]
@@ -281,6 +284,62 @@ def _check_alpha(alpha: Any) -> float:
     return float(alpha)
 
 
+# ----------------------------------------------------------------------- the trainer's view
+# What a training step needs of each objective: which logits its loss reads, and the loss of a
+# minibatch from them (traced; the checks of ``Objective.loss`` on shapes only). A new objective
+# is a row here and its name in OBJECTIVES: the trainer asks the Objective, never its name.
+
+def _train_loss(obj: Objective, logits_obs: jax.Array | None, logits_cf: jax.Array | None, y: jax.Array,
+                strength: jax.Array, weights: jax.Array | None, groups: jax.Array | None,
+                group_weights: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+    """:meth:`Objective.loss` (the group weights unchanged)."""
+    return obj.loss(logits_obs, logits_cf, y, strength=strength, weights=weights), group_weights
+
+
+def _augment_train_loss(obj: Objective, logits_obs: jax.Array | None, logits_cf: jax.Array | None,
+                        y: jax.Array, strength: jax.Array, weights: jax.Array | None, groups: jax.Array | None,
+                        group_weights: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+    """The loss at each unit's one drawn counterfactual, ``logits_cf (B, 1)``."""
+    assert logits_cf is not None  # needs_counterfactuals: the step renders the drawn ones
+    return jnp.mean(optax.sigmoid_binary_cross_entropy(logits_cf[:, 0], y)), group_weights
+
+
+def _group_dro_train_loss(obj: Objective, logits_obs: jax.Array | None, logits_cf: jax.Array | None,
+                          y: jax.Array, strength: jax.Array, weights: jax.Array | None, groups: jax.Array | None,
+                          group_weights: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+    """:func:`group_dro`'s step: the loss and the adversary's new group weights."""
+    return group_dro(logits_obs, y, groups, group_weights, strength)
+
+
+class _Rule(NamedTuple):
+    """How a training step computes one objective's loss.
+
+    Attributes:
+      factual: the loss reads the factual logits.
+      counterfactuals: the counterfactual logits it reads: ``"none"``, ``"all"`` K of each unit,
+        or ``"drawn"``: one per unit drawn from the intervention weights.
+      groups: it needs each unit's group and the member's group weights.
+      train_loss: ``(objective, logits_obs, logits_cf, y, strength, weights, groups,
+        group_weights) -> (loss, group_weights)``.
+    """
+
+    factual: bool
+    counterfactuals: str
+    groups: bool
+    train_loss: Callable[..., tuple[jax.Array, jax.Array | None]]
+
+
+_RULES = {
+    "basic": _Rule(True, "none", False, _train_loss),
+    "augment": _Rule(False, "drawn", False, _augment_train_loss),
+    "cf_risk": _Rule(False, "all", False, _train_loss),
+    "cvar": _Rule(False, "all", False, _train_loss),
+    "variance": _Rule(True, "all", False, _train_loss),
+    "flip": _Rule(True, "all", False, _train_loss),
+    "group_dro": _Rule(True, "none", True, _group_dro_train_loss),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Objective:
     """One training objective: its ``name`` (one of :data:`OBJECTIVES`), the ``strength`` λ ≥ 0
@@ -325,10 +384,49 @@ class Objective:
     def needs_counterfactuals(self) -> bool:
         """Whether the loss reads the counterfactual logits (not for basic or group DRO, nor a
         penalty of strength 0)."""
-        return not (self.name in ("basic", "group_dro") or (self.name in PENALTIES and self.strength == 0))
+        return _RULES[self.name].counterfactuals != "none" and not (self.name in PENALTIES and self.strength == 0)
 
     @property
-    def kind(self) -> "Objective":
+    def needs_factual(self) -> bool:
+        """Whether the loss reads the factual logits (not for ``"augment"``, ``"cf_risk"`` and
+        ``"cvar"``, which read counterfactual images only)."""
+        return _RULES[self.name].factual
+
+    @property
+    def needs_groups(self) -> bool:
+        """Whether the loss needs each unit's group and the member's group weights
+        (``"group_dro"``)."""
+        return _RULES[self.name].groups
+
+    def interventions(self, n: int, weights: Array, *, key: KeyLike) -> Array:
+        """``which (n, J)``: the interventions of each of ``n`` units whose counterfactual
+        logits the loss reads (:mod:`cfjax.predictors.sources`): all K of ``weights (K,)``
+        (``J = K``), or for ``"augment"`` one drawn from them with ``key`` (``J = 1``).
+
+        Example:
+          >>> Objective("augment").interventions(2, jnp.array([0.0, 1.0]), key=0).tolist()
+          [[1], [1]]
+          >>> Objective("cf_risk").interventions(2, jnp.array([0.5, 0.5]), key=0).tolist()
+          [[0, 1], [0, 1]]
+        """
+        if _RULES[self.name].counterfactuals == "drawn":
+            return draw_interventions(n, weights, key=key)[:, None]
+        return all_interventions(n, _checks.shape_of(weights)[0])
+
+    def train_loss(self, logits_obs: Array | None, logits_cf: Array | None, y: Array, *, strength: ArrayLike,
+                   weights: Array | None = None, groups: Array | None = None,
+                   group_weights: Array | None = None) -> tuple[Array, Array | None]:
+        """A training step's loss of one minibatch, and the member's group weights after it:
+        ``logits_obs (B,)`` (None where not :attr:`needs_factual`), ``logits_cf (B, J)`` those
+        of :meth:`interventions` (None where not :attr:`needs_counterfactuals`), labels
+        ``y (B,)``, the member's ``strength`` (traced); ``groups (B,)`` and ``group_weights
+        (G,)`` where :attr:`needs_groups` (updated by group DRO, unchanged otherwise).
+        :func:`cfjax.predictors.member_step` differentiates it."""
+        return _RULES[self.name].train_loss(self, logits_obs, logits_cf, y, strength, weights, groups,
+                                            group_weights)
+
+    @property
+    def kind(self) -> Objective:
         """This objective with its strength set aside: a penalty's kind has unit strength (a
         penalty of strength 0 is ``Objective("basic")``), group DRO's step 0, any other
         objective is its own kind. Members of one kind train as one vmapped group, each with its

@@ -20,7 +20,26 @@ from cfjax.predictors.config import EnsembleConfig
 from cfjax.predictors.data import MemberData
 from cfjax.predictors.inference import _check_image_shape, _init, member_keys, replicate
 
-__all__ = ["EnsembleState", "init_state"]
+__all__ = ["EnsembleState", "MemberState", "init_state"]
+
+@struct.dataclass
+class MemberState:
+    """The members' part of an :class:`EnsembleState`, every field stacked over members
+    ``(M, ...)``: what a block of members carries through an evaluation round
+    (:class:`cfjax.predictors.EnsembleRound`), on the device that steps them. The fields are
+    :class:`EnsembleState`'s of the same names: ``params``, ``opt_state``, ``best_params``,
+    ``best_auc``, ``best_step``, ``since_best``, ``active``, ``data_keys``, ``group_weights``.
+    """
+
+    params: Any
+    opt_state: Any
+    best_params: Any
+    best_auc: jax.Array
+    best_step: jax.Array
+    since_best: jax.Array
+    active: jax.Array
+    data_keys: jax.Array
+    group_weights: jax.Array
 
 @struct.dataclass
 class EnsembleState:
@@ -59,6 +78,15 @@ class EnsembleState:
     val_auc: jax.Array
     loss: jax.Array
     group_weights: jax.Array
+
+    @property
+    def members(self) -> MemberState:
+        """The fields stacked over members (:class:`MemberState`)."""
+        return MemberState(**{f: getattr(self, f) for f in _MEMBER_FIELDS})
+
+    def with_members(self, members: MemberState) -> EnsembleState:
+        """This state with the members' fields of ``members``."""
+        return self.replace(**{f: getattr(members, f) for f in _MEMBER_FIELDS})
 
     @property
     def finished(self) -> bool:
@@ -131,6 +159,8 @@ def _init_state(model: nn.Module, config: EnsembleConfig, keys: jax.Array, image
 _MEMBER_AXIS = {"params": 0, "opt_state": 0, "best_params": 0, "best_auc": 0, "best_step": 0, "since_best": 0,
                 "active": 0, "data_keys": 0, "step": None, "round": None, "val_auc": 1, "loss": 1,
                 "group_weights": 0}
+#: MemberState's fields: EnsembleState's with the member axis first
+_MEMBER_FIELDS = tuple(f for f, a in _MEMBER_AXIS.items() if a == 0)
 
 def _pad_members(state: EnsembleState, data: MemberData, extra: int) -> tuple[EnsembleState, MemberData]:
     """``extra`` more members: copies of the last one, stopped (``active`` False), so that

@@ -304,11 +304,11 @@ def run_arm(config: ArmConfig, out: str, *, key: Any = 0, generator_fit: Any = N
         log(f"arm ({source_name} counterfactuals): training {m} members as one ensemble on up to {len(y_train)} "
             f"images; objectives " + ", ".join(f"{name} x{c}" for name, c in counts.items()))
         t0 = time.perf_counter()
+        names = [f"{a} α={b:g}" for a, b in zip(mem["methods"], mem["bias"])]
         state = cp.train(model, train["image"], y_train, mem["weights"], val["image"], val["parents"]["effusion"],
-                         sc.predictor, seeds=mem["seeds"], names=[f"{a} α={b:g}" for a, b in zip(mem["methods"],
-                                                                                             mem["bias"])],
-                         objectives=mem["objectives"], counterfactuals=source, groups=groups, progress=progress,
-                         mesh=_every_device())
+                         sc.predictor, seeds=mem["seeds"],
+                         objectives=cp.MemberObjectives(mem["objectives"], counterfactuals=source, groups=groups),
+                         options=cp.TrainOptions(progress=progress, names=names), mesh=_every_device())
         seconds = time.perf_counter() - t0
         log(f"  trained in {seconds:.0f} s ({int(state.step)} steps)")
         logits = cp.predict(model, state.best_params, test_images, logits=True, chunk=sc.chunk,

@@ -125,8 +125,9 @@ def fit_site_generator(chest: cf.data.ChestSCM, records: Mapping[str, Any], sett
     if config.cf_weight > 0:
         heads = tuple(h for h in ac.CHEST_SPEC if h.name in REGULARISED)
         regulariser = ac.train_anticausal(data["image"], {h.name: data[h.name] for h in heads}, heads,
-                                          key=jax.random.fold_in(key, 1), steps=settings.ac_steps,
-                                          features=tuple(settings.ac_features), progress=progress)
+                                          ac.AntiCausalConfig(steps=settings.ac_steps,
+                                                              features=tuple(settings.ac_features)),
+                                          key=jax.random.fold_in(key, 1), progress=progress)
     return gt.train(data, config, scm=scm, key=key, node="image", regulariser=regulariser,
                     checkpoint_dir=checkpoint_dir, progress=progress)
 

@@ -247,8 +247,9 @@ def train_site(chest: cf.data.ChestSCM, seeds: tuple[int, ...], config: Config, 
         log(f"  resuming from the checkpoint in {ckpt} (step {cp.latest_checkpoint_step(ckpt)})")
     # seeds, not one key: the members of one seed start alike whatever their mask (paired predictors)
     state = cp.train(model, tr["image"], p["effusion"], fam.masks, va["image"], va["parents"]["effusion"],
-                     config.predictor, seeds=fam.seeds, names=fam.names, checkpoint_dir=ckpt,
-                     progress=progress, mesh=_every_device())
+                     config.predictor, seeds=fam.seeds,
+                     options=cp.TrainOptions(progress=progress, names=fam.names, checkpoint_dir=ckpt),
+                     mesh=_every_device())
     log(f"  trained: {int(state.step)} steps, best validation AUC per member "
         f"{np.round(np.asarray(state.best_auc, np.float64), 3).tolist()}")
     return {"family": fam, "params": state.best_params, "data": data, "steps": int(state.step), "resumed": resumed,

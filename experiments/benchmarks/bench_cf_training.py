@@ -91,9 +91,9 @@ def runner(model, config, objective, steps: int):
     def run(params, opt_state, data, key, source):
         def body(i, carry):
             p, o, total = carry
-            p, o, loss = pr.member_step(model, config, p, o, data, jax.random.fold_in(key, i),
-                                        objective=objective, source=source)
-            return p, o, total + loss
+            out = pr.member_step(model, config, p, o, data, jax.random.fold_in(key, i),
+                                 objective=objective, source=source)
+            return out.params, out.opt_state, total + out.loss
         return jax.lax.fori_loop(0, steps, body, (params, opt_state, jnp.zeros((), data.images.dtype)))
     return jax.jit(run)
 

@@ -211,7 +211,8 @@ def worker(args, model, config, rng) -> None:
     mine = slice(part, args.members, parts)
 
     def run():
-        return pr.train(model, x, y, masks[mine], vx, vy, config, seeds=seeds[mine], progress=False).params
+        return pr.train(model, x, y, masks[mine], vx, vy, config, seeds=seeds[mine],
+                        options=pr.TrainOptions(progress=False)).params
 
     params = jax.block_until_ready(run())
     floor = products(model, config, args.size, args.steps)
@@ -246,7 +247,8 @@ def bench_training(args, model, config, rng) -> None:
         for p, o, d, k in members:
             p, o = fresh(p, o)  # the step donates its parameters and optimiser state
             for i in range(t):
-                p, o, _ = one_step(p, o, d, k, i)
+                out = one_step(p, o, d, k, i)
+                p, o = out.params, out.opt_state
             out.append(p)
         return out
 
@@ -264,7 +266,8 @@ def bench_training(args, model, config, rng) -> None:
             [("devices", None, n_dev)] if n_dev > 1 else []):
         cfg = dataclasses.replace(config, member_chunk=member_chunk)
         runs[name] = functools.partial(lambda cfg, mesh: pr.train(model, x, y, masks, vx, vy, cfg, seeds=seeds,
-                                                                  progress=False, mesh=mesh).params,
+                                                                  options=pr.TrainOptions(progress=False),
+                                                                  mesh=mesh).params,
                                        cfg, mesh)
     first = {name: first_time(fn) for name, fn in runs.items()}
     p_seq = sequential()
