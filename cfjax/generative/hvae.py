@@ -27,10 +27,12 @@ import distrax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 import numpy as np
 
 from cfjax import _checks
 from cfjax._core.nn import HE, LECUN, Conv3x3, fan_in_normal, mean_pool2
+from cfjax.typing import ArrayLike
 
 __all__ = ["HVAEConfig", "HVAE", "HVAEOutput", "gaussian_kl", "gaussian_log_prob"]
 
@@ -42,7 +44,7 @@ _HE = HE
 _LECUN = LECUN
 
 
-def _small(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
+def _small(key: jax.Array, shape: tuple[int, ...], dtype: DTypeLike = jnp.float32) -> jax.Array:
     """Output layers start near zero (prior ≈ posterior ≈ N(0, 1), pixel mean ≈ 0.5)."""
     return fan_in_normal(0.01)(key, shape, dtype)
 
@@ -186,7 +188,7 @@ class _ResBlock(nn.Module):
         return h + y
 
 
-def _dense(features: int, name: str, dtype: Any, init: Any = _LECUN) -> nn.Dense:
+def _dense(features: int, name: str, dtype: DTypeLike, init: Any = _LECUN) -> nn.Dense:
     """A dense layer whose parameters take the dtype of its input (float64 under x64, as the
     convolutions do; flax's default would be float32)."""
     return nn.Dense(features, kernel_init=init, param_dtype=dtype, name=name)
@@ -233,7 +235,7 @@ class HVAE(nn.Module):
 
     @nn.compact
     def __call__(self, pa: jax.Array, x: jax.Array | None = None, noise: tuple[jax.Array, ...] = (),
-                 temperature: Any = 1.0) -> HVAEOutput:
+                 temperature: ArrayLike = 1.0) -> HVAEOutput:
         cfg = self.config
         noise = tuple(noise)
         if len(noise) != len(cfg.levels):

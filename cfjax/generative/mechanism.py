@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -17,11 +17,12 @@ from cfjax import _checks
 from cfjax._checks import ValidationError
 from cfjax.generative.hvae import HVAE, HVAEConfig, HVAEOutput, gaussian_log_prob
 from cfjax.scm import Mechanism
+from cfjax.typing import ArrayLike, PyTree
 
 __all__ = ["ImageHVAE", "parent_dim_of"]
 
 
-def parent_dim_of(params: Any) -> int:
+def parent_dim_of(params: PyTree) -> int:
     """The parent dimension ``P`` that HVAE parameters were initialised for."""
     return int(params["params"]["td_pa0"]["kernel"].shape[0])
 
@@ -110,7 +111,7 @@ class ImageHVAE(Mechanism):
         super().check_values(name, values, what)
 
     # ------------------------------------------------------------------ parameters and noise
-    def init(self, key: jax.Array, parent_dim: int) -> Any:
+    def init(self, key: jax.Array, parent_dim: int) -> PyTree:
         """Fresh flax parameters for ``parent_dim`` encoded parent inputs (``P ≥ 1``)."""
         parent_dim = _checks.check_positive_int("parent_dim", parent_dim)
         dtype = jnp.result_type(float)
@@ -126,7 +127,7 @@ class ImageHVAE(Mechanism):
         return {"z": z, "eps": jax.random.normal(keys[0], self.config.image_shape, dtype)}
 
     # ------------------------------------------------------------------ the structural equation
-    def _check(self, params: Any, pa: jax.Array, x: jax.Array | None = None) -> None:
+    def _check(self, params: PyTree, pa: jax.Array, x: jax.Array | None = None) -> None:
         p = parent_dim_of(params)
         if _checks.shape_of(pa) != (p,):
             _checks.fail("pa", f"one unit's parents of shape ({p},) (as initialised)",
@@ -134,17 +135,19 @@ class ImageHVAE(Mechanism):
         if x is not None and _checks.shape_of(x) != self.config.image_shape:
             _checks.fail("x", f"one image of shape {self.config.image_shape}", f"shape {_checks.shape_of(x)}")
 
-    def decode(self, params: Any, z: tuple[jax.Array, ...], pa: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def decode(self, params: PyTree, z: tuple[jax.Array, ...], pa: jax.Array
+               ) -> tuple[jax.Array, jax.Array]:
         """``(μ, log σ)`` of the pixels, ``(H, W)`` each, from prior-standardised latents ``z``."""
         self._check(params, pa)
         shapes = tuple(tuple(e.shape) for e in z)
         if shapes != self.config.latent_shapes:
             _checks.fail("u['z']", f"latents of shapes {self.config.latent_shapes}", f"shapes {shapes}")
         dtype = params["params"]["td_start"].dtype
-        out = self.model.apply(params, pa[None].astype(dtype), None, tuple(e[None].astype(dtype) for e in z))
+        latents = tuple(e[None].astype(dtype) for e in z)
+        out = cast(HVAEOutput, self.model.apply(params, pa[None].astype(dtype), None, latents))
         return out.loc[0], out.log_scale[0]
 
-    def forward(self, params: Any, u: dict[str, Any], pa: jax.Array) -> jax.Array:
+    def forward(self, params: PyTree, u: dict[str, Any], pa: jax.Array) -> jax.Array:
         """``x = μ(z, pa) + σ(z, pa)·eps``, the latents ``z`` decoded from ``u["z"]`` through the
         conditional prior given ``pa``; shape ``(H, W)``."""
         if _checks.shape_of(u["eps"]) != self.config.image_shape:
@@ -153,8 +156,8 @@ class ImageHVAE(Mechanism):
         loc, log_scale = self.decode(params, u["z"], pa)
         return loc + jnp.exp(log_scale) * u["eps"]
 
-    def posterior(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None,
-                  temperature: Any = None) -> HVAEOutput:
+    def posterior(self, params: PyTree, x: jax.Array, pa: jax.Array, key: jax.Array | None,
+                  temperature: ArrayLike | None = None) -> HVAEOutput:
         """The posterior pass for one unit (batch axis of size 1): latents drawn at
         ``temperature`` (default: the mechanism's), their KL per level, the pixel ``(μ, log σ)``."""
         self._check(params, pa, x)
@@ -169,15 +172,17 @@ class ImageHVAE(Mechanism):
         else:
             keys = jax.random.split(key, len(shapes))
             xi = tuple(jax.random.normal(k, (1,) + s, dtype) for k, s in zip(keys, shapes))
-        return self.model.apply(params, pa[None].astype(dtype), x[None].astype(dtype), xi, t)
+        out = self.model.apply(params, pa[None].astype(dtype), x[None].astype(dtype), xi, t)
+        return cast(HVAEOutput, out)  # no mutable state: the output alone
 
-    def abduct(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> dict[str, Any]:
+    def abduct(self, params: PyTree, x: jax.Array, pa: jax.Array,
+               key: jax.Array | None) -> dict[str, Any]:
         """``{"z": prior-standardised posterior latents, "eps": (x − μ(z, pa)) / σ(z, pa)}``."""
         out = self.posterior(params, x, pa, key)
         eps = (x.astype(out.loc.dtype) - out.loc[0]) * jnp.exp(-out.log_scale[0])
         return {"z": tuple(e[0] for e in out.eps), "eps": eps}
 
-    def elbo(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array) -> jax.Array:
+    def elbo(self, params: PyTree, x: jax.Array, pa: jax.Array, key: jax.Array) -> jax.Array:
         """A one-sample estimate of the evidence lower bound
         ``E_q[log p(x | z, pa)] − Σ_l KL(q(z_l | ·) ‖ p(z_l | ·))`` (in nats; its expectation is
         ``≤ log p(x | pa)``)."""
@@ -185,7 +190,7 @@ class ImageHVAE(Mechanism):
         rec = gaussian_log_prob(x.astype(out.loc.dtype), out.loc[0], out.log_scale[0]).sum()
         return rec - sum(kl[0] for kl in out.kl)
 
-    def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+    def log_prob(self, params: PyTree, x: jax.Array, pa: jax.Array) -> jax.Array:
         """The ELBO (:meth:`elbo`) with a fixed posterior draw, a deterministic stand-in for
         ``log p(x | pa)`` that lies below it in expectation."""
         return self.elbo(params, x, pa, jax.random.key(0))

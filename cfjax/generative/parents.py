@@ -131,7 +131,8 @@ def impute_parents(scm: SCM, node: str, data: Mapping[str, Any], mask: Mapping[s
     for p in masks:  # a predicted mean may leave a bounded parent's support: clip it into it
         mech = scm.mechanism(p)
         if heads[p].kind == "gaussian" and getattr(mech, "bounded", False):
-            imputed[p] = jnp.clip(imputed[p], mech.low, mech.high).astype(jnp.asarray(imputed[p]).dtype)
+            low, high = getattr(mech, "low", None), getattr(mech, "high", None)  # bounded: both set
+            imputed[p] = jnp.clip(imputed[p], low, high).astype(jnp.asarray(imputed[p]).dtype)
     weights = jnp.ones((n,), dtype)
     for p in masks:
         weights = weights * out.weights[p].astype(dtype)

@@ -44,6 +44,7 @@ from cfjax._core.keys import as_key
 from cfjax.distributed import map_batch
 from cfjax.generative.anticausal import AntiCausal, predict_parents
 from cfjax.scm import Mechanism
+from cfjax.typing import ArrayLike, KeyLike, Mesh, PyTree
 
 __all__ = ["effectiveness", "effectiveness_ceiling", "composition", "reversibility", "pixel_mae",
            "decision_agreement", "relative_gap", "QualityReport", "quality_report"]
@@ -68,7 +69,8 @@ def _check_float_images(name: str, x: Any, ndim: int | None = None) -> jax.Array
     return a
 
 
-def _unit_inputs(mechanism: Mechanism, images: Any, parents: Any) -> tuple[jax.Array, jax.Array]:
+def _unit_inputs(mechanism: Mechanism, images: ArrayLike, parents: ArrayLike
+                 ) -> tuple[jax.Array, jax.Array]:
     event = tuple(mechanism.event_shape)
     x = _check_float_images("images", images)
     if x.ndim != 1 + len(event) or tuple(x.shape[1:]) != event:
@@ -80,7 +82,7 @@ def _unit_inputs(mechanism: Mechanism, images: Any, parents: Any) -> tuple[jax.A
     return x, pa.astype(x.dtype)
 
 
-def _unit_keys(key: Any, n: int) -> jax.Array | None:
+def _unit_keys(key: KeyLike | None, n: int) -> jax.Array | None:
     """Raw key data ``(N, 2)`` of ``split(key, N)`` (raw: padded and split over devices like
     any array), or None (a mechanism that needs a key raises its own error: ImageHVAE at a
     temperature above 0)."""
@@ -118,7 +120,7 @@ def _effectiveness(spec, by_intervention: bool, pred: Mapping[str, jax.Array],
     return out
 
 
-def effectiveness(predictors: AntiCausal, images: Any, parents: Mapping[str, Any], *,
+def effectiveness(predictors: AntiCausal, images: ArrayLike, parents: Mapping[str, Any], *,
                   heads: tuple[str, ...] | None = None, by_intervention: bool = False,
                   chunk: int = 256) -> dict[str, jax.Array]:
     """How well anti-causal predictors recover the (counterfactual) parents from images.
@@ -218,7 +220,8 @@ class _Composition:
     mechanism: Mechanism
     n_times: int
 
-    def __call__(self, images: jax.Array, parents: jax.Array, keys: jax.Array | None, params: Any) -> jax.Array:
+    def __call__(self, images: jax.Array, parents: jax.Array, keys: jax.Array | None,
+                 params: PyTree) -> jax.Array:
         mech = self.mechanism
 
         def unit(x, pa, k):
@@ -233,8 +236,10 @@ class _Composition:
         return jax.vmap(unit)(images, parents, _wrap(keys))
 
 
-def composition(mechanism: Mechanism, params: Any, images: Any, parents: Any, *, n_times: int = 10,
-                key: Any = None, per_unit: bool = False, chunk: int = 256, mesh: Any = None) -> jax.Array:
+def composition(mechanism: Mechanism, params: PyTree, images: ArrayLike, parents: ArrayLike, *,
+                n_times: int = 10,
+                key: KeyLike | None = None, per_unit: bool = False, chunk: int = 256,
+                mesh: Mesh | None = None) -> jax.Array:
     """Composition: the L1 distance between each image and the image after the null
     intervention applied ``1, 2, …, n_times`` times in a row (each time: abduct the noise of the
     current image, predict with the same parents). An exact mechanism gives 0 every time; a
@@ -282,7 +287,7 @@ class _Reversibility:
     mechanism: Mechanism
 
     def __call__(self, images: jax.Array, parents: jax.Array, targets: jax.Array, keys: jax.Array | None,
-                 params: Any) -> jax.Array:
+                 params: PyTree) -> jax.Array:
         mech = self.mechanism
 
         def unit(x, pa, pa_star, k):  # pa_star (K, P)
@@ -301,8 +306,10 @@ class _Reversibility:
         return jax.vmap(unit)(images, parents, targets, _wrap(keys))
 
 
-def reversibility(mechanism: Mechanism, params: Any, images: Any, parents: Any, targets: Any, *,
-                  key: Any = None, per_unit: bool = False, chunk: int = 256, mesh: Any = None) -> jax.Array:
+def reversibility(mechanism: Mechanism, params: PyTree, images: ArrayLike, parents: ArrayLike,
+                  targets: ArrayLike, *,
+                  key: KeyLike | None = None, per_unit: bool = False, chunk: int = 256,
+                  mesh: Mesh | None = None) -> jax.Array:
     """Reversibility: the L1 distance between each image and the image after ``do(pa*)``
     then ``do(pa)`` back (abduct from ``(x, pa)``, predict ``x*`` with ``pa*``, abduct from
     ``(x*, pa*)``, predict with ``pa``), for each of K interventions.
@@ -347,7 +354,7 @@ def _mae(by_intervention: bool, a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.mean(err, axis=_but_interventions(err.ndim, by_intervention))
 
 
-def pixel_mae(learned: Any, exact: Any, *, by_intervention: bool = False) -> jax.Array:
+def pixel_mae(learned: ArrayLike, exact: ArrayLike, *, by_intervention: bool = False) -> jax.Array:
     """Mean absolute pixel error of learned counterfactual images against exact ones.
 
     Args:
@@ -375,7 +382,7 @@ def _agreement(by_intervention: bool, a: jax.Array, b: jax.Array, threshold: jax
     return jnp.mean(same, axis=_but_interventions(same.ndim, by_intervention))
 
 
-def decision_agreement(learned: Any, exact: Any, threshold: float = 0.5, *,
+def decision_agreement(learned: ArrayLike, exact: ArrayLike, threshold: float = 0.5, *,
                        by_intervention: bool = False) -> jax.Array:
     """The fraction of units on which a fixed classifier makes the same decision
     (``p ≥ threshold``) on the learned as on the exact counterfactual image.
@@ -469,12 +476,17 @@ class QualityReport:
         return text if len(text) < 400 else text[:392] + ", ...)"
 
 
-def quality_report(mechanism: Mechanism | None = None, params: Any = None, images: Any = None,
-                   parents: Any = None, *, targets: Any = None, n_times: int = 10, key: Any = None,
+def quality_report(mechanism: Mechanism | None = None, params: PyTree | None = None,
+                   images: Any = None,
+                   parents: Any = None, *, targets: ArrayLike | None = None,
+                   n_times: int = 10,
+                   key: KeyLike | None = None,
                    predictors: AntiCausal | None = None, counterfactuals: Any = None,
-                   counterfactual_parents: Mapping[str, Any] | None = None, exact: Any = None,
+                   counterfactual_parents: Mapping[str, Any] | None = None,
+                   exact: ArrayLike | None = None,
                    p_learned: Any = None, p_exact: Any = None, threshold: float = 0.5,
-                   by_intervention: bool = False, chunk: int = 256, mesh: Any = None) -> QualityReport:
+                   by_intervention: bool = False, chunk: int = 256,
+                   mesh: Mesh | None = None) -> QualityReport:
     """Every quality figure the arguments allow, in one :class:`QualityReport`.
 
     - composition: with ``mechanism``, ``params``, ``images (N, H, W)`` and ``parents (N, P)``

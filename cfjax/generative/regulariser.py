@@ -99,15 +99,17 @@ def _intervene_unit(reg: Regulariser, key: jax.Array, labels: jax.Array,
     spec = reg.spec
     k_head, k_val = jax.random.split(key)
     head = jax.random.randint(k_head, (), 0, len(spec))
-    targets = []
+    per_head = []
     for j, h in enumerate(spec):
         k = jax.random.fold_in(k_val, j)
         if h.kind == "categorical":  # a different class, uniformly
-            new = jnp.mod(labels[j] + jax.random.randint(k, (), 1, h.classes).astype(labels.dtype), h.classes)
+            assert h.classes is not None  # a categorical head's class count
+            shift = jax.random.randint(k, (), 1, h.classes).astype(labels.dtype)
+            new = jnp.mod(labels[j] + shift, h.classes)
         else:  # a value of the training data's empirical distribution
             new = reg.labels[jax.random.randint(k, (), 0, reg.labels.shape[0]), j]
-        targets.append(jnp.where(head == j, new, labels[j]))
-    targets = jnp.stack(targets)
+        per_head.append(jnp.where(head == j, new, labels[j]))
+    targets = jnp.stack(per_head)
     pa_star = pa
     for j, (h, (off, width), mech) in enumerate(zip(spec, reg.slots, reg.mechanisms)):
         v = targets[j].astype(jnp.int32) if h.kind == "categorical" else targets[j]

@@ -15,6 +15,7 @@ from flax import struct
 from cfjax import _checks
 from cfjax._core.keys import as_key
 from cfjax.generative.mechanism import ImageHVAE
+from cfjax.typing import KeyLike, PyTree
 
 __all__ = ["DecodedCounterfactuals", "decoded_counterfactuals"]
 
@@ -58,8 +59,10 @@ class DecodedCounterfactuals:
         return jax.vmap(one)(noise, pa)
 
 
-def decoded_counterfactuals(mechanism: ImageHVAE, params: Any, images: Any, parents: Any, parents_cf: Any, *,
-                            key: Any, weights: Any = None, chunk: int = 256) -> DecodedCounterfactuals:
+def decoded_counterfactuals(mechanism: ImageHVAE, params: PyTree, images: Any, parents: Any,
+                            parents_cf: Any, *,
+                            key: KeyLike, weights: Any = None,
+                            chunk: int = 256) -> DecodedCounterfactuals:
     """Abduct every unit's noise once and keep it with the counterfactual parents.
 
     Unit ``n``'s noise is ``mechanism.abduct(params, images[n], parents[n], split(key, N)[n])``

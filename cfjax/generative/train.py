@@ -32,7 +32,7 @@ import functools
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -47,13 +47,14 @@ from cfjax._core.keys import as_key
 from cfjax._errors import TrainingError
 from cfjax.generative import anticausal as _ac
 from cfjax.generative.anticausal import _check_images
-from cfjax.generative.hvae import HVAE, gaussian_log_prob
+from cfjax.generative.hvae import HVAE, HVAEOutput, gaussian_log_prob
 from cfjax.generative.hvae import HVAEConfig  # noqa: F401 (the examples use it)
 from cfjax.generative.mechanism import ImageHVAE
 from cfjax.generative.parents import _check_node, impute_parents, parent_inputs
 from cfjax.generative.regulariser import Regulariser, counterfactual_targets, make_regulariser
 from cfjax.generative.train_config import GeneratorConfig
 from cfjax.scm import SCM
+from cfjax.typing import KeyLike, PyTree
 
 __all__ = ["GeneratorConfig", "GeneratorData", "GeneratorState", "GeneratorFit", "TrainingError", "parent_inputs",
            "impute_parents", "generator_loss", "init_state", "train_step", "train", "Regulariser",
@@ -80,11 +81,11 @@ def _check_generator_images(images: Any, config: GeneratorConfig, name: str) -> 
         _checks.fail(name, f"images of shape (N, {want[0]}, {want[1]}) (config.hvae.image_size)", f"shape {shape}")
 
 
-def _cf_term(config: GeneratorConfig, params: Any, reg: Regulariser, out: Any, images: jax.Array,
+def _cf_term(config: GeneratorConfig, params: PyTree, reg: Regulariser, out: Any, images: jax.Array,
              pa_star: jax.Array, targets: jax.Array) -> jax.Array:
     """The regulariser from a posterior pass ``out`` (its latents and pixel noise abducted)."""
     eps = (images - out.loc) * jnp.exp(-out.log_scale)
-    cf = HVAE(config.hvae).apply(params, pa_star, None, out.eps)
+    cf = cast(HVAEOutput, HVAE(config.hvae).apply(params, pa_star, None, out.eps))
     x_cf = cf.loc + jnp.exp(cf.log_scale) * eps
     q = jax.lax.stop_gradient(reg.predictor)
     spec = q.spec
@@ -94,7 +95,7 @@ def _cf_term(config: GeneratorConfig, params: Any, reg: Regulariser, out: Any, i
     return total
 
 
-def _posterior_pass(config: GeneratorConfig, params: Any, images: jax.Array, parents: jax.Array,
+def _posterior_pass(config: GeneratorConfig, params: PyTree, images: jax.Array, parents: jax.Array,
                     key: jax.Array) -> Any:
     shapes = config.hvae.latent_shapes
     b = images.shape[0]
@@ -103,7 +104,8 @@ def _posterior_pass(config: GeneratorConfig, params: Any, images: jax.Array, par
     return HVAE(config.hvae).apply(params, parents, images, xi, 1.0)
 
 
-def counterfactual_loss(config: GeneratorConfig, params: Any, reg: Regulariser, images: jax.Array,
+def counterfactual_loss(config: GeneratorConfig, params: PyTree, reg: Regulariser,
+                        images: jax.Array,
                         parents: jax.Array, pa_star: jax.Array, targets: jax.Array, key: jax.Array) -> jax.Array:
     """The counterfactual regulariser on a batch (paper 000): each unit's counterfactual image
     ``x̃_b = forward(abduct(x_b, pa_b), pa*_b)`` (one posterior draw per unit from ``key``, as
@@ -136,7 +138,7 @@ class GeneratorState:
     step: jax.Array
 
 
-def init_state(config: GeneratorConfig, parent_dim: int, *, key: Any) -> GeneratorState:
+def init_state(config: GeneratorConfig, parent_dim: int, *, key: KeyLike) -> GeneratorState:
     """The state before the first step: :meth:`ImageHVAE.init` parameters from ``key`` (a
     typed key, raw key data or an int seed), their EMA equal to them, a fresh optimiser state.
 
@@ -159,7 +161,7 @@ def _init_state(config: GeneratorConfig, parent_dim: int, key: jax.Array) -> Gen
                           step=jnp.zeros((), jnp.int32))
 
 
-def generator_loss(config: GeneratorConfig, params: Any, images: jax.Array, parents: jax.Array,
+def generator_loss(config: GeneratorConfig, params: PyTree, images: jax.Array, parents: jax.Array,
                    weights: jax.Array, key: jax.Array, kl_weight: jax.Array
                    ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The training objective on a batch, per pixel: with ``B`` units of weight ``w_b``,
@@ -190,7 +192,8 @@ def _elbo_terms(config: GeneratorConfig, out: Any, images: jax.Array, weights: j
     kls = [mean(kl) for kl in out.kl]
     kl_pen = sum(jnp.maximum(kl, config.free_bits * s[-1]) for kl, s in zip(kls, shapes))
     loss = (rec_mean + kl_weight * kl_pen) / pixels
-    return loss, {"loss": loss, "rec": rec_mean / pixels, "kl": sum(kls) / pixels}
+    kl = cast(jax.Array, sum(kls))  # an array: at least one latent level
+    return loss, {"loss": loss, "rec": rec_mean / pixels, "kl": kl / pixels}
 
 
 def train_step(config: GeneratorConfig, state: GeneratorState, data: GeneratorData,
@@ -235,7 +238,9 @@ def train_step(config: GeneratorConfig, state: GeneratorState, data: GeneratorDa
     params = optax.apply_updates(state.params, updates)
     d = config.ema_decay_at(state.step)
     ema = jax.tree.map(lambda e, p: (d * e + (1 - d) * p).astype(e.dtype), state.ema_params, params)
-    return state.replace(params=params, ema_params=ema, opt_state=opt_state, step=state.step + 1), metrics
+    new = dataclasses.replace(state, params=params, ema_params=ema, opt_state=opt_state,
+                              step=state.step + 1)
+    return new, metrics
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,7 +273,8 @@ class GeneratorFit(NamedTuple):
     history: dict[str, np.ndarray]
 
 
-def train(data: Mapping[str, Any], config: GeneratorConfig = GeneratorConfig(), *, scm: SCM, key: Any,  # noqa: B008 (frozen)
+def train(data: Mapping[str, Any], config: GeneratorConfig = GeneratorConfig(), *, scm: SCM,
+          key: KeyLike,  # noqa: B008 (frozen)
           node: str = "image", mask: Mapping[str, Any] | None = None, anticausal: Any = None,
           regulariser: Any = None, checkpoint_dir: str | os.PathLike | None = None, progress: bool | None = None,
           max_chunks: int | None = None) -> GeneratorFit:

@@ -33,8 +33,8 @@ def _brier(p: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.mean(jnp.square(p - y))
 
 
-def calibration_bins(p: ArrayLike, y: ArrayLike, n_bins: int = 15) -> tuple[jax.Array, jax.Array,
-                     jax.Array]:
+def calibration_bins(p: ArrayLike, y: ArrayLike, n_bins: int = 15
+                     ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Per-bin ``(count, Σ p, Σ y)``, each of shape ``(n_bins,)``."""
     n_bins = _checks.check_positive_int("n_bins", n_bins)
     p, _, y, _ = _inputs.prepare(p_obs=p, y=y)

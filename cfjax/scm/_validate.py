@@ -13,6 +13,7 @@ from cfjax import _checks
 from cfjax._checks import ValidationError
 from cfjax.scm.interventions import Shift, split_groups
 from cfjax.scm.mechanism import Mechanism
+from cfjax.typing import KeyLike
 
 Data = Mapping[str, Any]
 
@@ -120,7 +121,7 @@ def noise(scm, noise: Data, n: int, convert: bool = True) -> dict[str, Any]:
     return out
 
 
-def check_key(scm, key: Any, given: Mapping[str, Any] | None = None) -> None:
+def check_key(scm, key: KeyLike | None, given: Mapping[str, Any] | None = None) -> None:
     """A key is needed when a node abducted by posterior sampling is not given its noise."""
     given = given or {}
     names = [v for v, m in zip(scm.nodes, scm.mechanisms) if m.stochastic_abduction and v not in given]
@@ -155,6 +156,7 @@ def intervention_groups(scm, interventions: Any, n: int, check: bool = True,
 
     Values keep their layout: common ``(K, *E)`` or per unit ``(N, K, *E)``."""
     interventions, within = split_groups(interventions)
+    groups: tuple[dict[str, Any], ...]
     if isinstance(interventions, Mapping):
         groups = (_group(scm, interventions, n, "interventions", check, observed),)
     elif isinstance(interventions, (list, tuple)) and interventions:

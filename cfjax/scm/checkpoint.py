@@ -10,6 +10,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from cfjax import _checks
+from cfjax.typing import PyTree
 
 __all__ = ["load_params", "save_params"]
 
@@ -23,7 +24,8 @@ def _path(path: Any) -> str:
     return os.path.abspath(os.fspath(path))
 
 
-def save_params(path: str | os.PathLike, params: Any, meta: dict[str, Any] | None = None) -> None:
+def save_params(path: str | os.PathLike, params: PyTree,
+                meta: dict[str, Any] | None = None) -> None:
     """Write ``params`` (a pytree of arrays, e.g. from :meth:`cfjax.scm.SCM.fit`) to the
     directory ``path``, replacing what an earlier save wrote there.
 
@@ -63,7 +65,7 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
-def load_params(path: str | os.PathLike, like: Any = None) -> Any:
+def load_params(path: str | os.PathLike, like: PyTree | None = None) -> Any:
     """The parameters saved in ``path`` by :func:`save_params`.
 
     Args:
@@ -79,7 +81,7 @@ def load_params(path: str | os.PathLike, like: Any = None) -> Any:
     return state
 
 
-def _restore(path: Any, like: Any) -> tuple[Any, dict[str, Any]]:
+def _restore(path: Any, like: PyTree) -> tuple[Any, dict[str, Any]]:
     from cfjax._core.checkpoint import FORMAT_VERSION, restore_checkpoint
     path = _path(path)
     if not os.path.isdir(path):

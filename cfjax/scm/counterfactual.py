@@ -18,6 +18,7 @@ from cfjax import distributed as _dist
 from cfjax._core.keys import as_key
 from cfjax.scm import _validate as V
 from cfjax.scm.interventions import Shift
+from cfjax.typing import KeyLike, Mesh, PyTree
 
 __all__ = ["abduct", "counterfactual", "counterfactual_chunks", "interventional_samples"]
 
@@ -32,7 +33,8 @@ def _split(scm, groups: tuple[dict[str, Any], ...]) -> tuple[tuple[dict, ...], t
     return unit, common
 
 
-def predict_interventions(scm, params: Any, noise: Mapping[str, Any], groups: tuple[dict[str, Any], ...],
+def predict_interventions(scm, params: PyTree, noise: Mapping[str, Any],
+                          groups: tuple[dict[str, Any], ...],
                           observed: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
     """One unit's values under each of K interventions, ``{node: (K, *E)}``: every group's
     ``{node: (K_g, *E)}`` values predicted from the unit's noise (vmapped over K_g), the
@@ -100,7 +102,7 @@ class _Batch:
         return out, ok
 
 
-def _prepare(scm, data: Data, interventions: Any, key: Any, noise: Data | None):
+def _prepare(scm, data: Data, interventions: Any, key: KeyLike | None, noise: Data | None):
     """Structure checks on the host (values are checked inside the compiled program, in the
     same pass that reads them); returns ``(units, common, n)``."""
     raw = V.data(scm, data, "data", check=False)
@@ -113,9 +115,10 @@ def _prepare(scm, data: Data, interventions: Any, key: Any, noise: Data | None):
     return (raw, keys, given, unit_groups), common, n
 
 
-def counterfactual(scm, params: Any, data: Data, interventions: Any, *, key: Any = None,
+def counterfactual(scm, params: PyTree, data: Data, interventions: Any, *,
+                   key: KeyLike | None = None,
                    noise: Data | None = None, chunk_size: int | None = None,
-                   mesh: Any = None) -> dict[str, jax.Array]:
+                   mesh: Mesh | None = None) -> dict[str, jax.Array]:
     """:meth:`cfjax.scm.SCM.counterfactual`."""
     where = _dist.as_mesh(mesh)
     if chunk_size is not None:
@@ -129,8 +132,9 @@ def counterfactual(scm, params: Any, data: Data, interventions: Any, *, key: Any
     return out
 
 
-def counterfactual_chunks(scm, params: Any, data: Data, interventions: Any, *, chunk_size: int,
-                          key: Any = None, noise: Data | None = None, mesh: Any = None
+def counterfactual_chunks(scm, params: PyTree, data: Data, interventions: Any, *, chunk_size: int,
+                          key: KeyLike | None = None, noise: Data | None = None,
+                          mesh: Mesh | None = None
                           ) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
     """:meth:`cfjax.scm.SCM.counterfactual_chunks` (inputs validated before the first chunk)."""
     chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
@@ -161,7 +165,7 @@ def _abduct(scm, params, data, keys, given=None):
     return jax.vmap(scm.abduct_unit, in_axes=(None, 0, key_axis, 0))(params, data, keys, given or {})
 
 
-def abduct(scm, params: Any, data: Data, *, key: Any = None) -> dict[str, Any]:
+def abduct(scm, params: PyTree, data: Data, *, key: KeyLike | None = None) -> dict[str, Any]:
     """:meth:`cfjax.scm.SCM.abduct`."""
     data = V.data(scm, data, "data")
     V.check_key(scm, key)
@@ -178,7 +182,8 @@ def _interventional(scm, params, keys, unit_groups, common):
     return jax.vmap(one)(keys, unit_groups)
 
 
-def interventional_samples(scm, params: Any, n: int, interventions: Any, *, key: Any) -> dict[str, jax.Array]:
+def interventional_samples(scm, params: PyTree, n: int, interventions: Any, *,
+                           key: KeyLike) -> dict[str, jax.Array]:
     """:meth:`cfjax.scm.SCM.interventional_samples`."""
     n = _checks.check_positive_int("n", n)
     groups = V.intervention_groups(scm, interventions, n)

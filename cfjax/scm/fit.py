@@ -19,6 +19,7 @@ from cfjax._core import training
 from cfjax._core.keys import as_key
 from cfjax._core.optim import standard_promotion
 from cfjax.scm import _validate as V
+from cfjax.typing import KeyLike, PyTree
 
 __all__ = ["AUTO_BATCH", "AUTO_FULL_BATCH", "AUTO_FULL_TAIL", "AUTO_MAX_ROUNDS", "AUTO_STEPS", "AUTO_TOL", "Fit", "FitInfo", "default_optimizer", "fit"]
 
@@ -85,7 +86,7 @@ def default_optimizer(learning_rate: float, steps: int) -> optax.GradientTransfo
     return optax.adam(optax.cosine_decay_schedule(learning_rate, steps))
 
 
-def _nll(scm, fitted: tuple[str, ...] | None, params: Any, batch: Any, fixed: Any) -> jax.Array:
+def _nll(scm, fitted: tuple[str, ...] | None, params: PyTree, batch: Any, fixed: Any) -> jax.Array:
     """Mean negative log-likelihood of ``batch`` (of the ``fitted`` nodes, the others'
     parameters ``fixed``)."""
     log_prob = jax.vmap(scm.log_prob_unit, in_axes=(None, 0, None))
@@ -120,9 +121,11 @@ class _Step:
         return (optax.apply_updates(params, updates), opt_state, t + 1), {"loss": value}
 
 
-def fit(scm, data: Any, *, key: Any, steps: int | str = "auto", learning_rate: float = 3e-2,
+def fit(scm, data: Mapping[str, Any], *, key: KeyLike, steps: int | str = "auto",
+        learning_rate: float = 3e-2,
         batch_size: int | str | None = "auto", optimizer: optax.GradientTransformation | None = None,
-        params: Any = None, nodes: Sequence[str] | None = None, progress: bool | None = None,
+        params: PyTree | None = None, nodes: Sequence[str] | None = None,
+        progress: bool | None = None,
         chunk_steps: int = 100, validation: float = 0.0, patience: int | None = 5) -> Fit:
     """:meth:`cfjax.scm.SCM.fit`."""
     key = as_key(key)
@@ -180,6 +183,7 @@ def fit(scm, data: Any, *, key: Any, steps: int | str = "auto", learning_rate: f
     # The phases of one round: (steps, minibatch size or None), each a run from a fresh
     # optimizer state. The default Adam's step size decays to zero over each phase (a constant
     # step leaves Adam at its noise floor, short of the maximum-likelihood fit).
+    phases: tuple[tuple[int, int | None], ...]
     if batch_size is None:
         phases = ((steps, None),)
     elif full_tail:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import distrax
 import jax
@@ -13,6 +13,7 @@ import numpy as np
 from cfjax._checks import ValidationError
 from cfjax.scm.mechanism import Mechanism
 from cfjax.scm.nets import Conditioner
+from cfjax.typing import PyTree
 
 __all__ = ["GumbelMax", "gumbel_posterior"]
 
@@ -45,11 +46,11 @@ class GumbelMax(Mechanism):
     def _net(self) -> Conditioner:
         return Conditioner(self.num_classes, self.hidden)
 
-    def init(self, key: jax.Array, parent_dim: int) -> Any:
+    def init(self, key: jax.Array, parent_dim: int) -> PyTree:
         return {"net": self._net().init(key, jnp.zeros((parent_dim,)))}
 
-    def logits(self, params: Any, pa: jax.Array) -> jax.Array:
-        return self._net().apply(params["net"], pa)
+    def logits(self, params: PyTree, pa: jax.Array) -> jax.Array:
+        return cast(jax.Array, self._net().apply(params["net"], pa))  # no mutable state: the output
 
     def sample_noise(self, key: jax.Array) -> jax.Array:
         return jax.random.gumbel(key, (self.num_classes,))
@@ -61,22 +62,23 @@ class GumbelMax(Mechanism):
         return distrax.Independent(
             distrax.Gumbel(jnp.zeros((self.num_classes,), dtype), jnp.ones((self.num_classes,), dtype)), 1)
 
-    def bijector(self, params: Any, pa: jax.Array) -> distrax.Bijector:
+    def bijector(self, params: PyTree, pa: jax.Array) -> distrax.Bijector:
         raise NotImplementedError(
             "GumbelMax has no bijector: x = argmax_c (logit_c(pa) + G_c) maps the noise G "
             f"({self.num_classes},) onto {self.num_classes} classes, not one-to-one; its noise "
             "given x is a posterior draw (`abduct`), and `base_distribution` is its prior.")
 
-    def forward(self, params: Any, u: jax.Array, pa: jax.Array) -> jax.Array:
+    def forward(self, params: PyTree, u: jax.Array, pa: jax.Array) -> jax.Array:
         return jnp.argmax(self.logits(params, pa) + u).astype(jnp.int32)
 
-    def abduct(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> jax.Array:
+    def abduct(self, params: PyTree, x: jax.Array, pa: jax.Array,
+               key: jax.Array | None) -> jax.Array:
         if key is None:
             raise ValidationError("`key`: a Gumbel-max node needs a random key for abduction, got None.")
         logits = self.logits(params, pa)
         return gumbel_posterior(key, logits, x) - logits
 
-    def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+    def log_prob(self, params: PyTree, x: jax.Array, pa: jax.Array) -> jax.Array:
         return jax.nn.log_softmax(self.logits(params, pa))[x]
 
     @property

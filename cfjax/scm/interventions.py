@@ -218,9 +218,10 @@ def _group_entries(group: Any, what: str, events: Mapping[str, tuple[int, ...]] 
         elif arr.shape[axis] != k:
             raise ValidationError(f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {arr.shape[axis]}.")
         columns[v] = (kind, arr, per_unit)
+    assert k is not None, "at least one node"
     out = []
     for j in range(k):
-        entry = {}
+        entry: dict[str, tuple[str, Any]] = {}
         for v, (kind, arr, per_unit) in columns.items():
             if per_unit:
                 entry[v] = (kind, None)

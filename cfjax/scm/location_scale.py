@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import cast
 
 import distrax
 import jax
@@ -12,6 +12,7 @@ import numpy as np
 
 from cfjax.scm.mechanism import Mechanism
 from cfjax.scm.nets import Conditioner
+from cfjax.typing import ArrayLike, PyTree
 
 __all__ = ["LocationScale", "linear_gaussian_params"]
 
@@ -55,14 +56,14 @@ class LocationScale(Mechanism):
     def _net(self) -> Conditioner:
         return Conditioner(2 if self.heteroscedastic else 1, self.hidden)
 
-    def init(self, key: jax.Array, parent_dim: int) -> Any:
-        params = {"net": self._net().init(key, jnp.zeros((parent_dim,)))}
+    def init(self, key: jax.Array, parent_dim: int) -> PyTree:
+        params: dict[str, PyTree] = {"net": self._net().init(key, jnp.zeros((parent_dim,)))}
         if not self.heteroscedastic:
             params["log_scale"] = jnp.zeros(())
         return params
 
-    def _loc_log_scale(self, params: Any, pa: jax.Array) -> tuple[jax.Array, jax.Array]:
-        out = self._net().apply(params["net"], pa)
+    def _loc_log_scale(self, params: PyTree, pa: jax.Array) -> tuple[jax.Array, jax.Array]:
+        out = cast(jax.Array, self._net().apply(params["net"], pa))  # no mutable state: the output
         if self.heteroscedastic:
             return out[0], out[1]
         return out[0], params["log_scale"]
@@ -75,18 +76,18 @@ class LocationScale(Mechanism):
         """The noise prior ``distrax.Normal(0, 1)``."""
         return distrax.Normal(0.0, 1.0)
 
-    def bijector(self, params: Any, pa: jax.Array) -> distrax.ScalarAffine:
+    def bijector(self, params: PyTree, pa: jax.Array) -> distrax.ScalarAffine:
         """``u -> μ(pa) + σ(pa)·u`` as ``distrax.ScalarAffine``, ``log |dx/du| = log σ(pa)``."""
         loc, log_scale = self._loc_log_scale(params, pa)
         return distrax.ScalarAffine(shift=loc, log_scale=log_scale)
 
-    def forward(self, params: Any, u: jax.Array, pa: jax.Array) -> jax.Array:
+    def forward(self, params: PyTree, u: jax.Array, pa: jax.Array) -> jax.Array:
         return self.bijector(params, pa).forward(jnp.asarray(u))
 
-    def inverse(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+    def inverse(self, params: PyTree, x: jax.Array, pa: jax.Array) -> jax.Array:
         return self.bijector(params, pa).inverse(jnp.asarray(x))
 
-    def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+    def log_prob(self, params: PyTree, x: jax.Array, pa: jax.Array) -> jax.Array:
         # log N(z; 0, 1) − log σ, the standard normal's density written out (distrax.Normal
         # sums its terms in another order: equal, but not to the last bit).
         bij = self.bijector(params, pa)
@@ -94,7 +95,7 @@ class LocationScale(Mechanism):
         return -0.5 * (z * z + _LOG_2PI) - bij.log_scale
 
 
-def linear_gaussian_params(weights: Any, bias: float, scale: float) -> Any:
+def linear_gaussian_params(weights: ArrayLike, bias: float, scale: float) -> PyTree:
     """Parameters of the linear-Gaussian ``LocationScale()`` with given ``weights (P,)``, ``bias``, ``scale``.
 
     Example:
@@ -104,7 +105,7 @@ def linear_gaussian_params(weights: Any, bias: float, scale: float) -> Any:
     """
     w = jnp.asarray(weights, jnp.result_type(float)).reshape(-1)
     if w.shape[0] == 0:
-        net = {"params": {"bias": jnp.full((1,), bias, w.dtype)}}
+        net: dict[str, dict[str, PyTree]] = {"params": {"bias": jnp.full((1,), bias, w.dtype)}}
     else:
         net = {"params": {"Dense_0": {"kernel": w[:, None], "bias": jnp.full((1,), bias, w.dtype)}}}
     return {"net": net, "log_scale": jnp.log(jnp.asarray(scale, w.dtype))}

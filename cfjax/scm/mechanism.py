@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from cfjax._checks import ValidationError
+from cfjax.typing import PyTree
 
 __all__ = ["Mechanism"]
 
@@ -59,32 +60,32 @@ class Mechanism(abc.ABC):
 
     # --- parameters and noise -------------------------------------------------------------
     @abc.abstractmethod
-    def init(self, key: jax.Array, parent_dim: int) -> Any:
+    def init(self, key: jax.Array, parent_dim: int) -> PyTree:
         """Fresh parameters for a node with ``parent_dim`` encoded parent inputs."""
 
     @abc.abstractmethod
-    def sample_noise(self, key: jax.Array) -> Any:
+    def sample_noise(self, key: jax.Array) -> PyTree:
         """One unit's noise drawn from its prior (an array or any pytree of arrays)."""
 
     # --- the structural equation -----------------------------------------------------------
     @abc.abstractmethod
-    def forward(self, params: Any, u: Any, pa: jax.Array) -> jax.Array:
+    def forward(self, params: PyTree, u: PyTree, pa: jax.Array) -> jax.Array:
         """``x = f(u; pa)`` for one unit, shape :attr:`event_shape`."""
 
-    def inverse(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+    def inverse(self, params: PyTree, x: jax.Array, pa: jax.Array) -> jax.Array:
         """``u = f⁻¹(x; pa)``; only mechanisms invertible in their noise define it."""
         raise TypeError(f"{type(self).__name__} is not invertible in its noise; use `abduct`.")
 
-    def abduct(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> Any:
+    def abduct(self, params: PyTree, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> PyTree:
         """One unit's noise given its value ``x`` (shape :attr:`event_shape`) and parents."""
         return self.inverse(params, x, pa)
 
     @abc.abstractmethod
-    def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+    def log_prob(self, params: PyTree, x: jax.Array, pa: jax.Array) -> jax.Array:
         """``log p(x | pa)`` for one unit."""
 
     # --- the distrax view --------------------------------------------------------------------
-    def bijector(self, params: Any, pa: jax.Array) -> distrax.Bijector:
+    def bijector(self, params: PyTree, pa: jax.Array) -> distrax.Bijector:
         """The map ``u -> x`` of one unit with parents ``pa (P,)``, as a ``distrax.Bijector``
         (``forward``, ``inverse``, ``forward_and_log_det``, ``inverse_and_log_det`` with
         ``log |dx/du|``); only mechanisms invertible in their noise define it."""

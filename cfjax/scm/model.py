@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, cast
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,7 @@ from cfjax.scm.graph import Graph
 from cfjax.scm.interventions import InterventionAxis, intervention_axis
 from cfjax.scm.location_scale import LocationScale
 from cfjax.scm.mechanism import Mechanism
+from cfjax.typing import KeyLike, Mesh, PyTree
 
 __all__ = ["SCM"]
 
@@ -121,7 +122,7 @@ class SCM:
         return sum(self.mechanism(p).encoded_dim for p in self.graph.parents[node_index])
 
     # ------------------------------------------------------------------ one unit
-    def predict_unit(self, params: Any, noise: Mapping[str, Any],
+    def predict_unit(self, params: PyTree, noise: Mapping[str, Any],
                      do: Mapping[str, jax.Array] | None = None,
                      observed: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
         """Values of one unit from its noise, in topological order, intervened nodes set to
@@ -143,7 +144,7 @@ class SCM:
                 values[v] = mech.forward(params[v], noise[v], self._parent_vector(i, values))
         return values
 
-    def abduct_unit(self, params: Any, x: Mapping[str, jax.Array], key: jax.Array | None,
+    def abduct_unit(self, params: PyTree, x: Mapping[str, jax.Array], key: jax.Array | None,
                     given: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """One unit's exogenous noise given its observed values; nodes in ``given`` keep the
         noise given there (node ``i``'s key is ``fold_in(key, i)`` either way)."""
@@ -157,26 +158,28 @@ class SCM:
             noise[v] = mech.abduct(params[v], x[v], self._parent_vector(i, x), node_key)
         return noise
 
-    def log_prob_unit(self, params: Any, x: Mapping[str, jax.Array],
+    def log_prob_unit(self, params: PyTree, x: Mapping[str, jax.Array],
                       nodes: tuple[str, ...] | None = None) -> jax.Array:
         """``log p(x)`` of one unit: the sum of every node's conditional log-likelihood (of the
         ``nodes`` given, in topological order, when not None)."""
-        return sum(mech.log_prob(params[v], x[v], self._parent_vector(i, x))
-                   for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))
-                   if nodes is None or v in nodes)
+        total = sum(mech.log_prob(params[v], x[v], self._parent_vector(i, x))
+                    for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))
+                    if nodes is None or v in nodes)
+        return cast(jax.Array, total)  # an array: every model, and every fit, has a node
 
     def sample_noise_unit(self, key: jax.Array) -> dict[str, Any]:
         return {v: mech.sample_noise(jax.random.fold_in(key, i))
                 for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
 
     # ------------------------------------------------------------------ public API
-    def init(self, *, key: Any) -> dict[str, Any]:
+    def init(self, *, key: KeyLike) -> dict[str, Any]:
         """Fresh parameters ``{node: params}`` (``key``: a PRNG key or an int seed)."""
         key = as_key(key)
         return {v: mech.init(jax.random.fold_in(key, i), self._parent_dim(i))
                 for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
 
-    def log_prob(self, params: Any, data: Data, per_node: bool = False) -> jax.Array | dict[str, jax.Array]:
+    def log_prob(self, params: PyTree, data: Data, per_node: bool = False
+                 ) -> jax.Array | dict[str, jax.Array]:
         """Per-unit log-likelihood, shape ``(N,)``: the sum of every node's conditional
         log-likelihood ``log p(x_v | pa_v)``. A mechanism without a density (a deterministic
         renderer) raises its own error.
@@ -201,7 +204,7 @@ class SCM:
             return self._log_prob_nodes(params, _validate.data(self, data, "data"))
         return self._log_prob(params, _validate.data(self, data, "data"))
 
-    def sample(self, params: Any, n: int, *, key: Any) -> dict[str, jax.Array]:
+    def sample(self, params: PyTree, n: int, *, key: KeyLike) -> dict[str, jax.Array]:
         """``n`` units from the observational distribution, ``{node: (n, *E)}``.
 
         Example:
@@ -213,22 +216,24 @@ class SCM:
         n = _checks.check_positive_int("n", n)
         return self._sample(params, as_key(key), n)
 
-    def interventional_samples(self, params: Any, n: int, interventions: Any, *, key: Any) -> dict[str, jax.Array]:
+    def interventional_samples(self, params: PyTree, n: int, interventions: Any, *,
+                               key: KeyLike) -> dict[str, jax.Array]:
         """``n`` fresh units under each of K interventions, ``{node: (n, K, *E)}``. The same
         noise draws are used under every intervention (common random numbers).
         Interventions are common ``{node: (K, *E)}`` or per unit ``{node: (n, K, *E)}``, or a
         sequence of such groups (no :class:`Shift`: there are no observed values)."""
         return _cf.interventional_samples(self, params, n, interventions, key=key)
 
-    def abduct(self, params: Any, data: Data, *, key: Any = None) -> dict[str, Any]:
+    def abduct(self, params: PyTree, data: Data, *, key: KeyLike | None = None) -> dict[str, Any]:
         """Exogenous noise of every unit, ``{node: pytree with N units on the leading axis of
         every leaf}``. Needs ``key`` when a node is abducted by posterior sampling (Gumbel-max
         nodes); unit ``i`` uses ``jax.random.split(key, N)[i]``, as :meth:`counterfactual`."""
         return _cf.abduct(self, params, data, key=key)
 
-    def counterfactual(self, params: Any, data: Data, interventions: Any, *, key: Any = None,
+    def counterfactual(self, params: PyTree, data: Data, interventions: Any, *,
+                       key: KeyLike | None = None,
                        noise: Data | None = None, chunk_size: int | None = None,
-                       mesh: Any = None) -> dict[str, jax.Array]:
+                       mesh: Mesh | None = None) -> dict[str, jax.Array]:
         """Counterfactuals of every unit under each of K interventions, ``{node: (N, K, *E)}``.
 
         One function of one unit abducts its noise once (or takes it from ``noise``) and
@@ -285,8 +290,10 @@ class SCM:
         telling per-unit values from array-valued nodes."""
         return intervention_axis(interventions, group_weights, event_shapes={v: self.event(v) for v in self.nodes})
 
-    def counterfactual_chunks(self, params: Any, data: Data, interventions: Any, *, chunk_size: int,
-                              key: Any = None, noise: Data | None = None, mesh: Any = None
+    def counterfactual_chunks(self, params: PyTree, data: Data, interventions: Any, *,
+                              chunk_size: int,
+                              key: KeyLike | None = None, noise: Data | None = None,
+                              mesh: Mesh | None = None
                               ) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
         """:meth:`counterfactual` of the units in chunks, for consumers that stream (feed a
         classifier, keep its outputs, drop the images).
@@ -321,9 +328,11 @@ class SCM:
         return _cf.counterfactual_chunks(self, params, data, interventions, chunk_size=chunk_size, key=key,
                                          noise=noise, mesh=mesh)
 
-    def fit(self, data: Data, *, key: Any, steps: int | str = "auto", learning_rate: float = 3e-2,
+    def fit(self, data: Data, *, key: KeyLike, steps: int | str = "auto",
+            learning_rate: float = 3e-2,
             batch_size: int | str | None = "auto", optimizer: optax.GradientTransformation | None = None,
-            params: Any = None, nodes: Sequence[str] | None = None, progress: bool | None = None,
+            params: PyTree | None = None, nodes: Sequence[str] | None = None,
+            progress: bool | None = None,
             chunk_steps: int = 100, validation: float = 0.0, patience: int | None = 5) -> _fit.Fit:
         """Maximum-likelihood fit with optax.
 
@@ -403,7 +412,7 @@ class SCM:
                         optimizer=optimizer, params=params, nodes=nodes, progress=progress,
                         chunk_steps=chunk_steps, validation=validation, patience=patience)
 
-    def summary(self, params: Any) -> str:
+    def summary(self, params: PyTree) -> str:
         """A readable description of fitted parameters, one block per node.
 
         Linear location–scale nodes (``LocationScale()`` with an affine conditioner) list
@@ -472,7 +481,7 @@ class SCM:
                 names += [f"{p}[{j}]" for j in range(size)]
         return names
 
-    def save(self, path: Any, params: Any) -> None:
+    def save(self, path: Any, params: PyTree) -> None:
         """Write ``params`` to the directory ``path`` (orbax, atomic; see
         :func:`cfjax.scm.save_params`), recording this model's node names."""
         from cfjax.scm.checkpoint import save_params

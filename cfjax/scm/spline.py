@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import distrax
 import jax
@@ -13,6 +13,7 @@ import numpy as np
 from cfjax._checks import ValidationError
 from cfjax.scm.mechanism import Mechanism
 from cfjax.scm.nets import Conditioner
+from cfjax.typing import PyTree
 
 __all__ = ["Spline"]
 
@@ -116,7 +117,8 @@ class _BoundedSlopeSpline(distrax.Bijector):
     knots of the unit's parents, then the :class:`Spline`'s output map T. Log-determinants
     are ``log |dx/du| = log S'(u) + log T'(S(u))``."""
 
-    def __init__(self, mech: "Spline", params: Any, knots: tuple[jax.Array, jax.Array, jax.Array]):
+    def __init__(self, mech: "Spline", params: PyTree,
+                 knots: tuple[jax.Array, jax.Array, jax.Array]):
         super().__init__(event_ndims_in=0)
         self._mech, self._params, self._knots = mech, params, knots
 
@@ -198,18 +200,24 @@ class Spline(Mechanism):
     def bounded(self) -> bool:
         return self.low is not None
 
+    def _range(self) -> tuple[float, float]:
+        """``(low, high)`` of a bounded node."""
+        assert self.low is not None and self.high is not None, "a bounded node"
+        return self.low, self.high
+
     def _net(self) -> Conditioner:
         return Conditioner(3 * self.num_bins + 1, self.hidden)
 
-    def init(self, key: jax.Array, parent_dim: int) -> Any:
-        params = {"net": self._net().init(key, jnp.zeros((parent_dim,)))}
+    def init(self, key: jax.Array, parent_dim: int) -> PyTree:
+        params: dict[str, PyTree] = {"net": self._net().init(key, jnp.zeros((parent_dim,)))}
         if not self.bounded:
             params["loc"] = jnp.zeros(())
             params["log_scale"] = jnp.zeros(())
         return params
 
-    def _knots(self, params: Any, pa: jax.Array):
-        return _knots(self._net().apply(params["net"], pa), self.num_bins, self.bound)
+    def _knots(self, params: PyTree, pa: jax.Array):
+        out = cast(jax.Array, self._net().apply(params["net"], pa))  # no mutable state: the output
+        return _knots(out, self.num_bins, self.bound)
 
     def sample_noise(self, key: jax.Array) -> jax.Array:
         return jax.random.normal(key, ())
@@ -219,39 +227,42 @@ class Spline(Mechanism):
         """The noise prior ``distrax.Normal(0, 1)``."""
         return distrax.Normal(0.0, 1.0)
 
-    def bijector(self, params: Any, pa: jax.Array) -> distrax.Bijector:
+    def bijector(self, params: PyTree, pa: jax.Array) -> distrax.Bijector:
         """``u -> T(S(u))`` for one unit with parents ``pa (P,)``, a ``distrax.Bijector`` on
         scalars with ``log |dx/du|``."""
         return _BoundedSlopeSpline(self, params, self._knots(params, pa))
 
     # T and its inverse with log |dT/dz|.
-    def _out(self, params: Any, z: jax.Array) -> jax.Array:
+    def _out(self, params: PyTree, z: jax.Array) -> jax.Array:
         if self.bounded:
-            return self.low + (self.high - self.low) * jax.nn.sigmoid(z)
+            low, high = self._range()
+            return low + (high - low) * jax.nn.sigmoid(z)
         return params["loc"] + jnp.exp(params["log_scale"]) * z
 
-    def _out_log_det(self, params: Any, z: jax.Array) -> jax.Array:
+    def _out_log_det(self, params: PyTree, z: jax.Array) -> jax.Array:
         """``log |dT/dz|`` at z."""
         if self.bounded:
-            return jnp.log(self.high - self.low) + jax.nn.log_sigmoid(z) + jax.nn.log_sigmoid(-z)
+            low, high = self._range()
+            return jnp.log(high - low) + jax.nn.log_sigmoid(z) + jax.nn.log_sigmoid(-z)
         return jnp.broadcast_to(params["log_scale"], jnp.shape(z))
 
-    def _out_inverse(self, params: Any, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def _out_inverse(self, params: PyTree, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``(z, log |dT/dz|)`` for an observed x."""
         if self.bounded:
+            low, high = self._range()
             inside = 16 * jnp.finfo(x.dtype).eps
-            t = jnp.clip((x - self.low) / (self.high - self.low), inside, 1 - inside)
+            t = jnp.clip((x - low) / (high - low), inside, 1 - inside)
             z = jnp.log(t) - jnp.log1p(-t)
-            return z, jnp.log(self.high - self.low) + jnp.log(t) + jnp.log1p(-t)
+            return z, jnp.log(high - low) + jnp.log(t) + jnp.log1p(-t)
         return (x - params["loc"]) * jnp.exp(-params["log_scale"]), params["log_scale"]
 
-    def forward(self, params: Any, u: jax.Array, pa: jax.Array) -> jax.Array:
+    def forward(self, params: PyTree, u: jax.Array, pa: jax.Array) -> jax.Array:
         return self.bijector(params, pa).forward(u)
 
-    def inverse(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+    def inverse(self, params: PyTree, x: jax.Array, pa: jax.Array) -> jax.Array:
         return self.bijector(params, pa).inverse(x)
 
-    def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+    def log_prob(self, params: PyTree, x: jax.Array, pa: jax.Array) -> jax.Array:
         u, log_ds, log_dt = self.bijector(params, pa).inverse_terms(x)
         return -0.5 * (u * u + _LOG_2PI) - log_ds - log_dt
 
@@ -259,13 +270,15 @@ class Spline(Mechanism):
         """Bounded nodes enter their children rescaled to [0, 1] over ``[low, high]``."""
         x = x.reshape(1).astype(jnp.result_type(float))
         if self.bounded:
-            return (x - self.low) / (self.high - self.low)
+            low, high = self._range()
+            return (x - low) / (high - low)
         return x
 
     def values_ok(self, values: jax.Array) -> jax.Array:
         ok = super().values_ok(values)
         if self.bounded:
-            ok = ok & jnp.all((values >= self.low) & (values <= self.high))
+            low, high = self._range()
+            ok = ok & jnp.all((values >= low) & (values <= high))
         return ok
 
     def check_values(self, name: str, values: Any, what: str) -> None:
