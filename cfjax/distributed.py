@@ -32,15 +32,13 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.typing import DTypeLike
 
 from cfjax import _checks
-from cfjax.typing import PyTree
+from cfjax.typing import MeshLike, PyTree
 
 __all__ = ["UNITS", "initialize", "host_devices", "mesh", "process_block", "pad_axis", "bucket", "head",
            "valid_mask", "shard", "map_batch", "as_mesh", "global_units", "host_array", "is_initialized"]
 
 UNITS = "units"  # the default name of the mesh axis
 
-#: what a ``mesh=`` (or ``devices=``) argument may be before :func:`as_mesh` resolves it
-MeshSpec = Union[Mesh, int, Sequence[jax.Device], None]
 
 ENV_COORDINATOR = "CFJAX_COORDINATOR"
 ENV_NUM_PROCESSES = "CFJAX_NUM_PROCESSES"
@@ -132,7 +130,7 @@ def _env_int(name: str, value: int | None, env: str, minimum: int) -> int | None
     return int(value)
 
 
-def mesh(devices: MeshSpec = None, axis: str = UNITS) -> Mesh:
+def mesh(devices: MeshLike = None, axis: str = UNITS) -> Mesh:
     """A one-axis mesh named ``axis`` over ``devices``.
 
     Args:
@@ -279,7 +277,7 @@ def shard(x: PyTree, where: Mesh, axis: int = 0) -> PyTree:
     return jax.device_put(x, NamedSharding(where, spec))
 
 
-def as_mesh(mesh: MeshSpec, axis: str = UNITS) -> Mesh | None:
+def as_mesh(mesh: MeshLike, axis: str = UNITS) -> Mesh | None:
     """The ``mesh=`` argument of every cfjax function, resolved: None stays None (one device,
     the default placement); an int, a sequence of devices or a one-axis ``Mesh`` become a
     one-axis mesh (:func:`mesh`), the error naming ``mesh``."""
@@ -292,7 +290,7 @@ def as_mesh(mesh: MeshSpec, axis: str = UNITS) -> Mesh | None:
 
 
 def map_batch(fn: Callable[..., PyTree], *args: PyTree, shared: tuple[PyTree, ...] = (),
-              mesh: MeshSpec = None, chunk_size: int | None = None, buckets: bool = False,
+              mesh: MeshLike = None, chunk_size: int | None = None, buckets: bool = False,
               compiler_options: Mapping[str, Any] | None = None) -> PyTree:
     """``fn`` applied along the leading (batch) axis of ``args``, split over ``mesh``: the one
     way cfjax spreads work over devices (units, members, resamples or runs).
