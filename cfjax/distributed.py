@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, Mapping, Sequence, Union
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import Any
 
 import jax
 import jax.typing
@@ -24,10 +24,10 @@ Array = jax.Array
 #: anything ``jax.numpy.asarray`` accepts
 ArrayLike = jax.typing.ArrayLike
 #: a typed PRNG key, a raw ``uint32`` key or an int seed
-KeyLike = Union[jax.Array, int]
+KeyLike = jax.Array | int
 #: a device mesh
 Mesh = jax.sharding.Mesh
 #: what a ``mesh=`` argument accepts: None, a device count, a sequence of devices or a mesh
-MeshLike = Union[Mesh, int, Sequence[jax.Device], None]
+MeshLike = Mesh | int | Sequence[jax.Device] | None
 #: a pytree of arrays
 PyTree = Any
