@@ -95,10 +95,13 @@ def _figures(out: str, bands: dict[str, Any]) -> tuple[list[str], str | None]:
         figures.pyplot()
     except ImportError:
         return [], "matplotlib is not installed: no reliability figures (pip install 'cfjax[plots]')."
+    from matplotlib.figure import Figure
+
     from cfjax.metrics.plots import reliability_diagram
 
     fig = reliability_diagram(bands["obs"], bands.get("cm"), labels=("p_obs", "marginalised"),
                               title="Smoothed reliability")
+    assert isinstance(fig, Figure)  # no ax given: a figure of its own
     return [os.path.basename(f) for f in figures.save_figure(fig, os.path.join(out, "reliability.png"))], None
 
 
@@ -107,14 +110,15 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
               log: Any = lambda message: None) -> tuple[dict[str, Any], str]:
     import jax
 
-    from cfjax import metrics
+    from cfjax import distributed, metrics
 
     p_obs, p_cf, y, y_cf, w = data["p_obs"], data["p_cf"], data["y"], data["y_cf"], data["weights"]
     classes = data["classes"]
     n, k = p_cf.shape[:2]
     log(f"every metric on {n} units × K = {k}, with {resamples} bootstrap resamples (the first run compiles)")
     boot = metrics.evaluate_bootstrap(p_obs, p_cf, y, y_cf=y_cf, key=jax.random.key(seed), resamples=resamples,
-                                      level=level, weights=w, tau=tau, mesh=devices)
+                                      level=level, weights=w, tau=tau,
+                                      mesh=distributed.as_mesh(devices))
     labelled = y is not None
     q = np.full(k, 1.0 / k) if w is None else np.asarray(w, np.float64)
     est, low, high = (_strip_labels(r.to_dict(), labelled) for r in (boot.estimate, boot.low, boot.high))

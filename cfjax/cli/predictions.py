@@ -431,7 +431,8 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
                     raise UserError(f"{path}: group {g!r} = {v.item()!r} has only label(s) "
                                     f"{present.tolist()}; an AUC needs both labels in every group")
         groups[g] = col
-    dtype = np.float64 if jax.config.jax_enable_x64 else np.float32
+    x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]  # a run-time flag
+    dtype = np.float64 if x64 else np.float32
     return {"p_obs": p_obs.astype(dtype), "p_cf": p_cf.astype(dtype), "y": y, "y_cf": y_cf,
             "weights": None if w is None else w.astype(dtype), "groups": groups,
             "classes": classes, "format": data["format"], "unused": data["unused"],

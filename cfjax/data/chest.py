@@ -28,6 +28,7 @@ from cfjax import _checks
 from cfjax import distributed as _dist
 from cfjax import scm as cfscm
 from cfjax._core.keys import as_key
+from cfjax.typing import ArrayLike, KeyLike, Mesh, PyTree
 from cfjax.data.render import EFFUSION_SIZE, Acquisition, ImageNoise, render, sample_image_noise
 
 __all__ = ["ChestSCM", "ChestRenderer", "ChestCounterfactuals", "PARENTS", "IMAGE_PARENTS", "AGE_GROUPS", "LABEL_MODES"]
@@ -167,12 +168,12 @@ class ChestSCM:
         return self.scm.sample(self.params(), n, key=k_parents), jax.random.split(k_image, n)
 
     def records(self, parents: Mapping[str, jax.Array], noise_keys: jax.Array,
-                idx: np.ndarray | None = None) -> dict[str, Any]:
+                idx: ArrayLike | None = None) -> dict[str, Any]:
         """Records of the units ``idx`` (all when None) of drawn parents and noise keys: only
         those units' noise is drawn and only their images rendered."""
         if idx is not None:
-            idx = jnp.asarray(idx)
-            parents, noise_keys = {v: x[idx] for v, x in parents.items()}, noise_keys[idx]
+            sel = jnp.asarray(idx)
+            parents, noise_keys = {v: x[sel] for v, x in parents.items()}, noise_keys[sel]
         noise = _noise_many(noise_keys)
         # The images go through the same compiled renderer as counterfactual images (one
         # program rounds alike everywhere), so a null intervention reproduces them bit for bit.
@@ -312,11 +313,12 @@ class ChestCounterfactuals:
 
     def images(self, idx: jax.Array, which: jax.Array) -> jax.Array:
         """Unit ``idx[b]`` rendered under intervention ``which[b, j]``: ``(B, J, size, size)``."""
-        pa = tuple(self.parents[v][idx[:, None], which] for v in IMAGE_PARENTS)  # each (B, J)
+        sex, age, race, lung, effusion = (self.parents[v][idx[:, None], which]
+                                          for v in IMAGE_PARENTS)  # each (B, J)
         noise = jax.tree.map(lambda a: a[idx], self.noise)
         one = functools.partial(render, size=self.size, site=self.site, effusion_size=self.effusion_size)
         per_unit = jax.vmap(one, in_axes=(0, 0, 0, 0, 0, None))  # the J interventions of one unit
-        return jax.vmap(per_unit)(*pa, noise)
+        return jax.vmap(per_unit)(sex, age, race, lung, effusion, noise)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -391,7 +393,7 @@ def _parent_params(prevalence: float) -> dict[str, Any]:
     p["sex"]["net"]["params"]["bias"] = jnp.zeros(2)
     p["race"]["net"]["params"]["bias"] = jnp.log(jnp.array([0.6, 0.25, 0.15]))
     # lung = 1.05 − 0.12·female − 0.15·age01 + 0.04·u  (age enters rescaled to [0, 1])
-    p["lung"] = cfscm.linear_gaussian_params([-0.12, -0.15], 1.05, 0.04)
+    p["lung"] = cfscm.linear_gaussian_params(jnp.array([-0.12, -0.15]), 1.05, 0.04)
     # effusion: logit = logit(prevalence) + 2.5·(age01 − 0.5)
     base = float(np.log(prevalence / (1 - prevalence)))
     p["effusion"]["net"]["params"]["Dense_0"]["kernel"] = jnp.array([[0.0, 2.5]])

@@ -477,7 +477,8 @@ def _cfr_draw(model: CFRModel, X: jax.Array, t: jax.Array | None, key: jax.Array
 def _stochastic_host(model: CFRModel, proba: Callable[[Any], Any], X: jax.Array, t: jax.Array | None,
                      keys: jax.Array) -> jax.Array:
     """:func:`stochastic_proba`'s host path: one call of ``proba`` per draw on a numpy array."""
-    total, dtype = None, None
+    total: np.ndarray | None = None
+    dtype = None
     for i in range(keys.shape[0]):  # over draws only: each call takes every unit and target
         cfr = np.asarray(_cfr_draw(model, X, t, keys[i]))
         rows = cfr.reshape(-1, cfr.shape[-1])
@@ -487,7 +488,8 @@ def _stochastic_host(model: CFRModel, proba: Callable[[Any], Any], X: jax.Array,
                          f"of shape {rows.shape}", f"{p.dtype} of shape {p.shape}")
         dtype = p.dtype
         total = p.astype(np.float64) if total is None else total + p
-    mean = (total / keys.shape[0]).reshape(cfr.shape[:-1] + (-1,))
+    assert total is not None  # draws >= 1 (checked by stochastic_proba)
+    mean = np.asarray(total / keys.shape[0]).reshape(cfr.shape[:-1] + (-1,))
     return jnp.asarray(mean.astype(jax.dtypes.canonicalize_dtype(dtype)))
 
 

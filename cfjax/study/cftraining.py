@@ -54,6 +54,7 @@ from cfjax.study import splits
 from cfjax.study.families import BIAS_STRENGTHS
 from cfjax.study.marginalisation import QUICK, Config, _every_device
 from cfjax.study.paper import SITE_A, SITE_B
+from cfjax.typing import KeyLike, PyTree
 
 __all__ = ["ArmConfig", "ARM_QUICK", "ARM_FULL", "METRICS", "run_arm", "independence_weights", "arm_members",
            "arm_report", "summary_section"]
@@ -220,8 +221,8 @@ def _summaries(values: np.ndarray, rows: dict[tuple[str, float], list[int]], n_s
     draws = np.asarray(jax.random.randint(key, (resamples, n_seeds), 0, n_seeds))  # seeds of each resample
     lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
     out = {}
-    for row, members in rows.items():
-        members = np.asarray(members)
+    for row, member_list in rows.items():
+        members = np.asarray(member_list)
         point = values[0, members].mean(axis=0)  # (6,)
         boot = values[1 + np.arange(resamples)[:, None], members[draws]].mean(axis=1)  # (R, 6)
         out[row] = {name: {"mean": float(point[j]), "ci95": [float(np.nanpercentile(boot[:, j], lo)),
@@ -258,16 +259,17 @@ def run_arm(config: ArmConfig, out: str, *, key: Any = 0, generator_fit: Any = N
     train, val, test = data["train"], data["validation"], data["test"]
     p = train["parents"]
     k_bias, k_cf, k_test, k_boot, k_gen = jax.random.split(jax.random.key(7000 + seed), 5)
-    do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20.0, 90.0, 8)})
+    do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20.0, 90.0, 8).tolist()})[:2]
     model = cp.EffusionCNN(features=tuple(sc.features))
     y_train = np.asarray(p["effusion"])
     groups = 2 * np.asarray(p["sex"]).astype(np.int32) + y_train.astype(np.int32)  # sex × label
     exact = chest.counterfactual_source(train, do, key=k_cf, label="fixed", weights=q)
-    sources = {"exact": exact}
+    sources: dict[str, PyTree] = {"exact": exact}  # counterfactual sources
     generator_info = None
     if config.generator is not None or generator_fit is not None:
         t0 = time.perf_counter()
         if generator_fit is None:
+            assert config.generator is not None  # the branch's condition
             log(f"arm: HVAE image generator on the {len(y_train)} training images")
             fit = ls.fit_site_generator(chest, train, config.generator, key=k_gen, progress=progress,
                                         checkpoint_dir=os.path.abspath(os.path.join(out, "checkpoints", "generator")))
@@ -290,7 +292,8 @@ def run_arm(config: ArmConfig, out: str, *, key: Any = 0, generator_fit: Any = N
     y_b = np.asarray(natural["parents"]["effusion"]).astype(np.int32)
 
     results: dict[str, Any] = {"rows": {}, "training": {}}
-    all_values, all_rows = [], {}
+    all_values: list[np.ndarray] = []
+    all_rows: dict[tuple[str, float], list[int]] = {}
     n_a, n_b = len(y_test), len(y_b)
     idx_a = cm.bootstrap_indices(n_a, sc.bootstrap, key=k_boot)
     idx_b = cm.bootstrap_indices(n_b, sc.bootstrap, key=jax.random.fold_in(k_boot, 1))
@@ -298,7 +301,7 @@ def run_arm(config: ArmConfig, out: str, *, key: Any = 0, generator_fit: Any = N
     for source_name, source in sources.items():
         mem = arm_members(config, p["sex"], p["age"], y_train, key=k_bias, learned=source_name != "exact")
         m = len(mem["methods"])
-        counts = {}
+        counts: dict[str, int] = {}
         for o in mem["objectives"]:
             counts[o.kind.name] = counts.get(o.kind.name, 0) + 1
         log(f"arm ({source_name} counterfactuals): training {m} members as one ensemble on up to {len(y_train)} "
@@ -352,13 +355,14 @@ def findings(results: dict[str, Any]) -> list[str]:
     effect back to the unbiased classifier's (its mean inside the method's interval) and at
     what AUC, against the biased basic classifier."""
     ref = _row(results, "unbiased", 0.0)
-    lines = []
+    lines: list[str] = []
     if ref is None:
         return lines
     e0 = ref["sex_effect"]["mean"]
     biases = sorted({r["bias"] for r in results["rows"] if r["bias"] > 0})
     for alpha in biases:
         basic = _row(results, "basic", alpha)
+        assert basic is not None  # every α > 0 has a basic row
         rows = [r for r in results["rows"] if r["bias"] == alpha and r["method"] != "basic"]
         back = [r for r in rows if r["sex_effect"]["ci95"][0] <= e0 <= r["sex_effect"]["ci95"][1]]
         best = min(rows, key=lambda r: abs(r["sex_effect"]["mean"] - e0)) if rows else None
@@ -449,7 +453,9 @@ def _figure(results: dict[str, Any], path: str) -> None:
     fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(methods), 3.2))
     width = 0.8 / max(len(biases), 1)
     for j, alpha in enumerate(biases):
-        xs, ys, err = [], [], [[], []]
+        xs: list[float] = []
+        ys: list[float] = []
+        err: list[list[float]] = [[], []]
         for i, meth in enumerate(methods):
             r = _row(results, meth, alpha)
             if r is None:

@@ -45,7 +45,8 @@ from cfjax.io import atomic_write_bytes
 from cfjax.predictors import EnsembleConfig, Objective
 from cfjax.study import cftraining
 from cfjax.study.demo_report import report_markdown, search_notes
-from cfjax.study.marginalisation import CounterfactualSource
+from cfjax.study.learned import GeneratorSettings
+from cfjax.study.marginalisation import Config, CounterfactualSource
 from cfjax.study.result import StudyResult
 from cfjax.typing import KeyLike
 
@@ -73,8 +74,8 @@ class Scale:
         the scale's).
     """
 
-    study: study.Config
-    generator: study.GeneratorSettings
+    study: Config
+    generator: GeneratorSettings
     seeds: int = 2
     sensitivity_n: int = 1000
     budgets: int = 6
@@ -161,14 +162,15 @@ def image_grid(chest: ChestSCM, records: Mapping[str, Any], path: str, *, units:
 
     from cfjax import figures
     from cfjax.data import AGES
-    from cfjax.scm import counterfactual_grid, intervention_grid
+    from cfjax.scm import counterfactual_grid, intervention_axis, intervention_grid
 
     effusion = np.asarray(records["parents"]["effusion"])
     half = units // 2
     idx = np.concatenate([np.flatnonzero(effusion == 0)[:units - half], np.flatnonzero(effusion == 1)[:half]])
     sub = {"parents": {v: np.asarray(x)[idx] for v, x in records["parents"].items()},
            "noise": jax.tree.map(lambda a: a[idx], records["noise"]), "image": np.asarray(records["image"])[idx]}
-    do, _, axis = intervention_grid({"sex": [0, 1], "age": list(AGES)}, describe=True)
+    do, q = intervention_grid({"sex": [0, 1], "age": list(AGES)})[:2]
+    axis = intervention_axis((do, q))  # intervention_grid(..., describe=True)'s
     key = as_key(key)
     factual = np.asarray(sub["image"], np.float64)
     groups = {"exact": np.asarray(chest.counterfactuals(sub, do, key=key, label="fixed")["image"], np.float64)}
@@ -220,7 +222,8 @@ def _sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None]) 
         settings = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
         key = jax.random.key(seed)
         budgets = np.unique(np.append(np.linspace(0.0, 0.99, scale.budgets), 0.5))  # with the true |p|
-        search = {k: v for k, v in (("restarts", scale.restarts), ("steps", scale.search_steps)) if v is not None}
+        search: dict[str, Any] = {k: v for k, v in (("restarts", scale.restarts), ("steps", scale.search_steps)) if v is not None}
+        config = dataclasses.replace(S.SearchConfig(), **search)  # the rest: the defaults
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", S.ConvergenceWarning)
             warnings.simplefilter("ignore", S.ShrinkageWarning)  # the floor is reported beside the curve
@@ -228,27 +231,28 @@ def _sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None]) 
             model = S.fit(prob.graph, prob.data, settings)
             log(f"    worst-case CFU over {len(budgets)} budgets, "
                 f"{scale.restarts or 'the default'} restarts and more where two disagree (the first search compiles)")
-            wc = S.worst_case(model, budgets, key=key, **search)
+            wc = S.worst_case(model, budgets, key=key, config=config)
             main_warnings = len(caught)  # the curve's own: restated below with the table's budgets
             baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
             true_cfu = float(S.cfu(model, prob.true_correlation))
             log("    inverse question: the smallest budgets reaching the true correlation's CFU and the blind baseline's")
             inverse = {name: S.inverse_budget(model, level, key=key, grid=len(budgets), hi=0.99,
-                                              tol=scale.inverse_tol, **search).to_dict()
+                                              tol=scale.inverse_tol, config=config).to_dict()
                        for name, level in (("true_correlation_cfu", true_cfu), ("blind_baseline", baselines["blind"]))}
             log("    benchmarks (a confounder 1, 2, 3 times as strong as A) and the baselines' own worst cases")
             bench = S.benchmarks(model, k=(1.0, 2.0, 3.0))
-            others = {p: S.worst_case(model.scoring(p), budgets, key=key, **search) for p in S.PREDICTORS if p != "fair"}
+            others = {p: S.worst_case(model.scoring(p), budgets, key=key, config=config)
+                      for p in S.PREDICTORS if p != "fair"}
             log(f"    bootstrap: {scale.sensitivity_resamples} resamples of the units, every model refitted")
             intervals = S.bootstrap(model, budgets, key=jax.random.fold_in(key, 7), resamples=scale.sensitivity_resamples,
                                     worst=wc, levels={"blind": "blind"})
         seen = search_notes(wc, model, sum(issubclass(w.category, S.ConvergenceWarning) for w in caught[main_warnings:]))
         # Every predictor's worst case, the fair one's bootstrap band, the benchmarks' budgets marked.
         curves, marks = {"fair": wc, **others}, _benchmark_marks(bench)
-        bands = dict(lower={"fair": np.asarray(intervals.lower["worst_case"])},
-                     upper={"fair": np.asarray(intervals.upper["worst_case"])})
         fig = S.plot_curve(curves, model=model, true_value=(0.5, true_cfu), benchmarks=marks or None,
-                           title="Worst-case CFU (true correlation 0.5)", **bands)
+                           title="Worst-case CFU (true correlation 0.5)",
+                           lower={"fair": np.asarray(intervals.lower["worst_case"])},
+                           upper={"fair": np.asarray(intervals.upper["worst_case"])})
         figures.save_figure(fig, os.path.join(out, "cfu_curve.png"))  # and cfu_curve.pdf
         caption = S.curve_caption(curves, model=model, benchmarks=marks or None)
         return plain({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu, "caption": caption,
@@ -282,6 +286,7 @@ def _training(scale: Scale, out: str, seed: int, study_res: StudyResult, log: Ca
     """The training arm on the study's site-A training pool (same sizes and seed), its learned
     counterfactuals from the study's site-A generator; writes ``training/`` (report, results,
     figure)."""
+    assert scale.arm is not None  # DEMO and QUICK have an arm
     config = dataclasses.replace(scale.arm, study=scale.study)
     source = study_res.learned_source
     fit = source.fits[study.SITE_A] if source is not None else None
@@ -329,6 +334,7 @@ def run_demo(out: str, *, quick: bool = False, key: KeyLike = 0, command: str = 
     train_res = _training(scale, out, seed, study_res, log, progress)
     times["training"] = time.perf_counter() - t3
     times["total"] = time.perf_counter() - t0
+    assert scale.arm is not None  # DEMO and QUICK have an arm
     results = {"command": command, "seed": seed, "quick": quick,
                "scale": plain({"study": dataclasses.asdict(scale.study),
                                "generator": dataclasses.asdict(scale.generator),

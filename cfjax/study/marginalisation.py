@@ -60,6 +60,7 @@ from scipy import stats
 import cfjax as cf
 from cfjax import metrics as cm
 from cfjax import _checks
+from cfjax import distributed as _dist
 from cfjax import predictors as cp
 from cfjax._core.keys import as_key, seed_of
 from cfjax._results import plain
@@ -179,7 +180,8 @@ class _Clock:
         return time.perf_counter() - self.start
 
 
-def _report_fields(report: cm.MarginalisationReport, n_pred: int, n_seeds: int) -> dict[str, np.ndarray]:
+def _report_fields(report: cm.MarginalisationReport | cm.MulticlassReport, n_pred: int,
+                   n_seeds: int) -> dict[str, np.ndarray]:
     """Report fields as float64 arrays ``(10, S, ...)``; CVaR split into ``cvar_<alpha>``."""
     out = {}
     for name in report.__dataclass_fields__:
@@ -290,7 +292,7 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     n = len(y)
     k_cf, k_race, k_boot, k_prop = jax.random.split(key, 4)
 
-    do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20.0, 90.0, 8)})
+    do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20.0, 90.0, 8).tolist()})[:2]
     t0 = time.perf_counter()
     cfo = source(chest, test, do, key=k_cf, label=label)
     images_cf = cfo["image"]  # (N, K, H, W)
@@ -326,11 +328,13 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     t0 = time.perf_counter()
     flat_obs = jnp.asarray(p_obs_np.reshape(n_pred * n_seeds, n))
     flat_cf = jnp.asarray(p_cf_np.reshape(n_pred * n_seeds, n, len(q)))
-    report = cm.evaluate_many(flat_obs, flat_cf, y, mesh=len(jax.devices()))  # every device, as before
+    # every device, as before
+    report = cm.evaluate_many(flat_obs, flat_cf, y, mesh=_dist.as_mesh(len(jax.devices())))
     per_seed = _report_fields(report, n_pred, n_seeds)
     t1 = time.perf_counter()
     boot = jax.vmap(lambda po, pc: cm.evaluate_bootstrap(po, pc, y, key=k_boot, resamples=config.bootstrap,
                                                          return_replicates=True))(flat_obs, flat_cf)
+    assert boot.replicates is not None  # return_replicates=True
     reps = _report_fields(boot.replicates, n_pred, n_seeds)  # (10, S, B)
     ci = {f: np.stack([np.percentile(v.mean(axis=1), 2.5, axis=-1), np.percentile(v.mean(axis=1), 97.5, axis=-1)],
                       axis=-1) for f, v in reps.items()}  # of the seed mean: (10, 2)
@@ -352,8 +356,9 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     auc_ci = auc_interval(p_obs_np, y, key=k_boot, resamples=config.bootstrap)  # the reports' resamples: (10, 2)
     strat, delta = {}, {}
     for attr, (codes, g) in groups.items():
-        codes = jnp.asarray(codes.astype(np.int32))
-        s = jax.jit(jax.vmap(lambda p, c=codes, g=g: cm.stratified_auc(p, jnp.asarray(y), c, num_groups=g)))(flat_obs)
+        codes_j = jnp.asarray(codes.astype(np.int32))
+        s = jax.jit(jax.vmap(lambda p, c=codes_j, g=g: cm.stratified_auc(p, jnp.asarray(y), c,
+                                                                        num_groups=g)))(flat_obs)
         strat[attr] = np.asarray(s, np.float64).reshape(n_pred, n_seeds, g)
         delta[attr] = strat[attr].max(axis=-1) - strat[attr].min(axis=-1)
     # the shortcut read off the counterfactuals: mean p(female) − p(male), p(age 90) − p(age 20)
@@ -530,7 +535,7 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
             moved = {f: t["delta"] for f, t in comparison[name]["ctc"].items() if t["delta"] != 0}
             log(f"  {name} learned: pixel MAE vs exact {calls[0]['pixel_mae']:.4f}; CTC moves "
                 + (", ".join(f"{f} {d:+.2f}" for f, d in moved.items()) if moved else "none"))
-    results = {
+    results: dict[str, Any] = {
         "config": dataclasses.asdict(config), "seed": seed, "devices": jax.local_device_count(), "quick": quick, "seeds": list(seeds), "counterfactual_label": label,
         "sites": {"A": SITE_A._asdict(), "B": SITE_B._asdict()},
         "training": {s: {"steps": t["steps"], "resumed_from_checkpoint": t["resumed"],
