@@ -55,8 +55,9 @@ def _library(frame, res):
                         categories={"race": ["black", "white"]})
     model = S.fit(prob.graph, prob.data, settings)
     key = jax.random.key(res["seed"])
-    wc = S.worst_case(model, np.asarray(st["budgets"]), key=key, **st["search"])
-    inv = S.inverse_budget(model, float(model.baseline_unfairness["blind"]), key=key, **st["inverse"], **st["search"])
+    config = S.SearchConfig(**st["search"])
+    wc = S.worst_case(model, np.asarray(st["budgets"]), key=key, config=config)
+    inv = S.inverse_budget(model, float(model.baseline_unfairness["blind"]), key=key, config=config, **st["inverse"])
     sweep = {}
     for lam in st["sweep_lambdas"]:
         m = S.fit(prob.graph, prob.data, settings.replace(lam=float(lam), equation_degrees=model.degrees))
@@ -95,7 +96,7 @@ def test_matches_library_column_order_graph_format_bytes(rng, tmp_path, capsys, 
     assert implied.size >= 1  # race is a parent of both features
     for name in ("unconstrained", "blind"):  # each baseline's own worst case, over the same budgets
         other = S.worst_case(model.scoring(name), np.asarray(st_budgets(res)), key=jax.random.key(res["seed"]),
-                             **res["settings"]["search"])
+                             config=S.SearchConfig(**res["settings"]["search"]))
         _close(res["predictors"][name]["cfu"], other.cfu)
         assert np.all(np.asarray(other.cfu) > np.asarray(wc.cfu))  # the fair predictor buys something
     iv = res["intervals"]

@@ -69,10 +69,11 @@ def run():
     with jax.enable_x64(True):
         prob = S.synthetic(200, key=3)
         model = S.fit(prob.graph, prob.data, SMALL)
-        wc = S.worst_case(model, BUDGETS, key=0, warn_ratio=None)
+        wc = S.worst_case(model, BUDGETS, key=0, config=S.SearchConfig(warn_ratio=None))
         half = float(np.sqrt(wc.cfu[0] * wc.cfu[1]))  # between the first two budgets' worst cases
         levels = {"mid": half, "blind": "blind"}
-        iv = S.bootstrap(model, BUDGETS, key=7, resamples=40, worst=wc, levels=levels, steps=4, bisect=3, chunk=6)
+        iv = S.bootstrap(model, BUDGETS, key=7, resamples=40, worst=wc, levels=levels,
+                         options=S.BootstrapConfig(steps=4, bisect=3, chunk=6))
         return model, wc, iv, levels
 
 
@@ -175,10 +176,15 @@ def test_errors(run, x64):
                      (dict(levels={"x": "fair"}), "levels['x']"), (dict(levels={"x": -1.0}), "levels['x']"),
                      (dict(levels=[0.1]), "levels"), (dict(benchmarks=(0.0,)), "benchmarks"),
                      (dict(p_max=[0.3, 0.6]), "worst"), (dict(worst="no"), "worst"),
-                     (dict(chunk=0), "chunk"), (dict(key=-1), "key"), (dict(model_a="x"), "model_a"),
-                     (dict(steps=0), "steps")]:
+                     (dict(key=-1), "key")]:
         with pytest.raises(ValidationError, match=f"`{name}`" if "[" not in name else "levels"):
             call(**kw)
+    for kw, name in [(dict(chunk=0), "chunk"), (dict(model_a="x"), "model_a"), (dict(steps=0), "steps"),
+                     (dict(bisect=0), "bisect")]:
+        with pytest.raises(ValidationError, match=f"`BootstrapConfig.{name}`"):
+            S.BootstrapConfig(**kw)
+    with pytest.raises(ValidationError, match="`config`"):
+        call(worst=None, config={"restarts": 2})
     with pytest.raises(ValidationError, match="`model`"):
         S.bootstrap("model", BUDGETS, key=0)
     with pytest.raises(ValidationError, match="`idx`"):
@@ -187,6 +193,22 @@ def test_errors(run, x64):
         S.refit(model, np.zeros((2, 2), int))
     with pytest.raises(ValidationError, match="`model`"):
         S.refit(model.replace(selection={}), [0, 1])
+
+
+def test_the_old_keyword_arguments_still_work_with_a_warning(run, x64):
+    """bootstrap(steps=, bisect=, chunk=) and search={...} are deprecated: folded into options and
+    config with a DeprecationWarning naming the new spelling, the same numbers."""
+    model, wc, _, _ = run
+    new = S.bootstrap(model, BUDGETS, key=7, resamples=3, worst=wc, options=S.BootstrapConfig(steps=4, bisect=3))
+    with pytest.warns(DeprecationWarning, match=r"bootstrap\(steps=4, bisect=3\) is deprecated.*"
+                      r"options=BootstrapConfig\(steps=4, bisect=3\)"):
+        old = S.bootstrap(model, BUDGETS, key=7, resamples=3, worst=wc, steps=4, bisect=3)
+    np.testing.assert_array_equal(old.values["worst_case"], new.values["worst_case"])
+    with pytest.warns(DeprecationWarning, match=r"config=SearchConfig\(restarts=1\)"):
+        with pytest.raises(ValidationError, match="`worst`"):  # folded in before the checks
+            S.bootstrap(model, BUDGETS, key=7, worst="no", search={"restarts": 1})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'resample'"):
+        S.bootstrap(model, BUDGETS, key=7, worst=wc, resample=3)
 
 
 @pytest.mark.slow
@@ -227,7 +249,7 @@ def test_coverage_on_a_simulated_scm():
             same = jnp.arange(B + 1) == 0
 
             def one(args):
-                return _one(cfg, model, lams, args[0], args[1], p, start, jnp.zeros(0))["worst_case"][0]
+                return _one(cfg, args[0], args[1], model, lams, p, start, jnp.zeros(0))["worst_case"][0]
 
             return jax.lax.map(one, (keys, same), batch_size=25)
 

@@ -234,7 +234,8 @@ def test_a_baselines_cfu_equals_the_brute_force_recipe(rng, x64, predictor):
         model.scoring("oracle")
     with warnings.catch_warnings():  # a baseline's CFU at P = I is real unfairness, not the ridge's floor
         warnings.simplefilter("error", S.ShrinkageWarning)
-        wc = S.worst_case(scored, [0.0, 0.5], key=jax.random.key(0), restarts=1, steps=5, boundary_starts=1, polish=2)
+        wc = S.worst_case(scored, [0.0, 0.5], key=jax.random.key(0),
+                          config=S.SearchConfig(restarts=1, steps=5, boundary_starts=1, polish=2))
     assert float(wc.cfu[0]) == pytest.approx(float(S.cfu(scored, np.eye(3))), rel=1e-9)
     assert float(wc.cfu[1]) >= float(wc.cfu[0])
 
@@ -278,7 +279,8 @@ def test_grid_marks_points_too_close_to_singular(bivariate, x64):
 # ----------------------------------------------------------------------------- search
 def test_bivariate_worst_case_sits_at_the_budget_edge_and_matches_the_grid(bivariate, x64):
     model, prob = bivariate
-    calls = [S.worst_case(model, pair, key=jax.random.key(0), **BIV) for pair in ([0.2, 0.5], [0.8, 0.65])]
+    calls = [S.worst_case(model, pair, key=jax.random.key(0),
+                          config=S.SearchConfig(**BIV)) for pair in ([0.2, 0.5], [0.8, 0.65])]
     budgets, cfu, P, eig = (np.concatenate([np.asarray(getattr(wc, f)) for wc in calls])
                             for f in ("p_max", "cfu", "P", "eigenvalues"))
     grid = np.asarray(S.cfu_grid(model, np.concatenate([np.linspace(-b, b, 41) for b in budgets])))
@@ -297,8 +299,8 @@ def test_multivariate_worst_case_beats_every_sign_corner(rng, x64):
     graph, data = three_feature_problem(rng, n=300)
     model = S.fit(graph, data, SMALL)
     p_max, min_eig = 0.45, 1e-3
-    wc = S.worst_case(model, [p_max], key=jax.random.key(int(rng.integers(1 << 30))), restarts=4, steps=200,
-                      min_eig=min_eig)
+    wc = S.worst_case(model, [p_max], key=jax.random.key(int(rng.integers(1 << 30))),
+                      config=S.SearchConfig(restarts=4, steps=200, min_eig=min_eig))
     corners = S.sign_corners(3, p_max, min_eig)
     assert len(corners) > 0
     corner_cfu = [float(S.cfu(model, P)) for P in corners]
@@ -315,7 +317,8 @@ def test_clique_parameterisation_keeps_unconfounded_pairs_at_zero(rng, x64):
     graph, data = three_feature_problem(rng, n=300)
     model = S.fit(graph, data, SMALL)
     cliques = np.array([[1, 0], [1, 1], [0, 1]], bool)  # O-M and M-J confounded, O-J not
-    wc = S.worst_case(model, [0.6], key=jax.random.key(0), restarts=2, steps=100, cliques=cliques)
+    wc = S.worst_case(model, [0.6], key=jax.random.key(0),
+                      config=S.SearchConfig(restarts=2, steps=100, cliques=cliques))
     assert float(wc.P[0, 0, 2]) == 0.0
     assert abs(float(wc.P[0, 0, 1])) > 0 and abs(float(wc.P[0, 1, 2])) > 0
 
@@ -323,10 +326,11 @@ def test_clique_parameterisation_keeps_unconfounded_pairs_at_zero(rng, x64):
 def test_minibatch_and_warm_start_options_agree_with_full_batch(bivariate, x64):
     model, _ = bivariate
     budgets = [0.3, 0.7]
-    full = S.worst_case(model, budgets, key=jax.random.key(0), **BIV)
+    full = S.worst_case(model, budgets, key=jax.random.key(0), config=S.SearchConfig(**BIV))
     # Both options at once (the paper's recipe: minibatches and the curriculum over budgets), one
     # compilation instead of two: each changes its own part of the search.
-    warm = S.worst_case(model, budgets[::-1], key=jax.random.key(0), **BIV, batch_size=256, warm_start=True)
+    warm = S.worst_case(model, budgets[::-1], key=jax.random.key(0),
+                        config=S.SearchConfig(**BIV, batch_size=256, warm_start=True))
     np.testing.assert_allclose(warm.p_max, budgets)  # sorted for the curriculum
     np.testing.assert_allclose(warm.cfu, full.cfu, rtol=1e-3)
     assert (np.asarray(full.steps) < 200).any()  # early stopping fired somewhere
@@ -343,11 +347,11 @@ def test_inverse_budget_recovers_the_budget_of_a_level(bivariate, x64):
     # A coarse curve of two budgets (0.495, 0.99) and probes of two (0.495 and the midpoint): the
     # same two-budget search as the tests above, compiled once.
     opts = dict(BIV, warn_ratio=None, max_rounds=0)
-    inv = S.inverse_budget(model, level, key=jax.random.key(0), grid=2, tol=2e-3, **opts)
+    inv = S.inverse_budget(model, level, key=jax.random.key(0), grid=2, tol=2e-3, config=S.SearchConfig(**opts))
     assert inv.lo <= 0.55 + 1e-3 and inv.p_max == pytest.approx(0.55, abs=3e-3)
     assert inv.lo < inv.p_max == inv.hi <= inv.lo + 2e-3 and len(inv.evaluated) > 2
     assert all((c >= level) == (p >= inv.hi) for p, c in inv.evaluated)  # the bracket splits the probes
-    huge = S.inverse_budget(model, 1e6, key=jax.random.key(0), grid=2, **opts)
+    huge = S.inverse_budget(model, 1e6, key=jax.random.key(0), grid=2, config=S.SearchConfig(**opts))
     assert huge.reached is False and huge.p_max is None and huge.lo == pytest.approx(0.99)
     assert 0.0 <= huge.max_cfu < 1e6 and huge.to_dict()["p_max"] is None
 
@@ -374,7 +378,7 @@ def test_bad_input_is_rejected(rng, bivariate):
     with pytest.raises(ValueError, match="NaN"):
         S.make_data(np.tile([-1.0, 1.0], 25), np.where(np.arange(100).reshape(50, 2) == 7, np.nan, X), X[:, 0])
     with pytest.raises(ValueError, match="min_eig"):
-        S.worst_case(model, [0.2], key=jax.random.key(0), min_eig=0.0)
+        S.worst_case(model, [0.2], key=jax.random.key(0), config=S.SearchConfig(min_eig=0.0))
 
 
 def test_float64_data_in_float32_warns_once_per_argument(rng, monkeypatch):

@@ -48,12 +48,12 @@ common = dict(steps=4, patience=2, screen_corners=False, snap=None, warn_ratio=N
 opts = dict(restarts=2, batch_size=64, polish=0)
 res = {{}}
 for where, mesh in (("split", {devices}), ("one", 1)):
-    wc = S.worst_case(model, budgets, key=key, mesh=mesh, **common, **opts)
+    wc = S.worst_case(model, budgets, key=key, config=S.SearchConfig(**common, **opts), mesh=mesh)
     assert len(wc.cfu.devices()) == 1
     for field in FIELDS:
         res[f"{{where}}/{{field}}"] = np.asarray(getattr(wc, field))
 # mesh=None: one device, the default placement.
-res["default/cfu"] = np.asarray(S.worst_case(model, budgets, key=key, **common, **opts).cfu)
+res["default/cfu"] = np.asarray(S.worst_case(model, budgets, key=key, config=S.SearchConfig(**common, **opts)).cfu)
 np.savez(out, **res)
 '''
 
@@ -104,7 +104,8 @@ def test_bad_devices_raise(tiny_model, bad):
     """A `mesh` that is not None, a device count within the devices, a sequence of distinct
     devices or a one-axis Mesh raises cf.ValidationError naming `mesh`, before any search."""
     with pytest.raises(cf.ValidationError, match="mesh"):
-        S.worst_case(tiny_model, [0.3], key=jax.random.key(0), restarts=1, steps=2, mesh=BAD_DEVICES[bad]())
+        S.worst_case(tiny_model, [0.3], key=jax.random.key(0), mesh=BAD_DEVICES[bad](),
+                     config=S.SearchConfig(restarts=1, steps=2))
     with pytest.raises(cf.ValidationError, match="mesh"):
-        S.inverse_budget(tiny_model, 1.0, key=jax.random.key(0), grid=1, restarts=1, steps=2,
-                         mesh=BAD_DEVICES[bad]())
+        S.inverse_budget(tiny_model, 1.0, key=jax.random.key(0), grid=1, mesh=BAD_DEVICES[bad](),
+                         config=S.SearchConfig(restarts=1, steps=2))

@@ -247,7 +247,7 @@ def test_cfu_at_zero_correlation_is_zero_without_penalty_and_the_reported_floor_
     assert S.cfu_at_zero_correlation(free) <= 1e-20 * float(np.mean(np.asarray(free.fair_pred) ** 2))
     with warnings.catch_warnings():
         warnings.simplefilter("error", S.ShrinkageWarning)  # a floor of rounding never warns
-        wc = S.worst_case(free, [0.0, 0.5], key=jax.random.key(0), **opts)
+        wc = S.worst_case(free, [0.0, 0.5], key=jax.random.key(0), config=S.SearchConfig(**opts))
     assert wc.cfu_at_zero_correlation == S.cfu_at_zero_correlation(free)
     penalised = salary_model(frame, 30.0)
     floor = S.cfu_at_zero_correlation(penalised)
@@ -258,14 +258,14 @@ def test_cfu_at_zero_correlation_is_zero_without_penalty_and_the_reported_floor_
     _, w_star, _ = numpy_model_b(np.asarray(d.F), np.asarray(d.X), d.block, np.eye(2), 30.0)
     assert floor == pytest.approx(numpy_cfu(penalised, w_star), rel=1e-6)
     with pytest.warns(S.ShrinkageWarning, match=r"zero error correlation \(P = I\) is .*lambda = 30\.0"):
-        wc = S.worst_case(penalised, [0.0, 0.5], key=jax.random.key(0), **opts)
+        wc = S.worst_case(penalised, [0.0, 0.5], key=jax.random.key(0), config=S.SearchConfig(**opts))
     assert wc.cfu_at_zero_correlation == floor and wc.to_dict()["cfu_at_zero_correlation"] == floor
     assert f"cfu at P=I={floor:.4g}" in repr(wc)
     # with Model A taken as Model B at P = I, the floor is 0 again at the same λ
     ml = salary_model(frame, 30.0, model_a="ml")
     assert S.cfu_at_zero_correlation(ml) <= 1e-12 * floor
     with pytest.warns(S.ShrinkageWarning):
-        inv = S.inverse_budget(penalised, 1e9, key=jax.random.key(0), hi=0.5, grid=1, **opts)
+        inv = S.inverse_budget(penalised, 1e9, key=jax.random.key(0), hi=0.5, grid=1, config=S.SearchConfig(**opts))
     assert inv.cfu_at_zero_correlation == floor and inv.to_dict()["cfu_at_zero_correlation"] == floor
 
 

@@ -28,8 +28,8 @@ def search():
         model = S.fit(prob.graph, prob.data, S.Settings(equation_degrees=(2, 2), lam=1.0, predictor_degrees=(2,),
                                                        predictor_lambdas=(1.0,)))
         # a short search: one restart, no screening of boundary starts, no polish (fewer programs to compile)
-        wc = S.worst_case(model, BUDGETS, key=0, restarts=1, steps=20, polish=0, screen_corners=False,
-                          warn_ratio=None)
+        wc = S.worst_case(model, BUDGETS, key=0,
+                          config=S.SearchConfig(restarts=1, steps=20, polish=0, screen_corners=False, warn_ratio=None))
         true = float(S.cfu(model, prob.true_correlation))
     return model, wc, true
 

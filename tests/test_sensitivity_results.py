@@ -21,7 +21,7 @@ OPTS = dict(restarts=2, steps=5, screen_corners=False, snap=None, polish=0, warn
 def fitted():
     prob = D.synthetic(150, correlation=0.3, key=1)
     model = P.fit(prob.graph, prob.data, TINY)
-    return model, Q.worst_case(model, 0.6, key=jax.random.key(0), **OPTS)
+    return model, Q.worst_case(model, 0.6, key=jax.random.key(0), config=Q.SearchConfig(**OPTS))
 
 
 def roundtrip(d):
@@ -71,7 +71,7 @@ def test_fair_model_to_dict_and_repr(fitted):
 def test_an_unreachable_level_is_a_clear_result(fitted, rng):
     model, wc = fitted
     level = float(rng.uniform(1e3, 1e6))
-    inv = I.inverse_budget(model, level, key=jax.random.key(0), hi=0.6, grid=1, **OPTS)
+    inv = I.inverse_budget(model, level, key=jax.random.key(0), hi=0.6, grid=1, config=I.SearchConfig(**OPTS))
     assert inv.reached is False and inv.p_max is None
     assert inv.lo == pytest.approx(0.6) and inv.hi == 1.0  # the answer, if any, lies beyond 0.6
     # The same search as the fixture's: the largest CFU found and where.
@@ -87,7 +87,8 @@ def test_an_unreachable_level_is_a_clear_result(fitted, rng):
 def test_a_reachable_level_is_bracketed(fitted, rng):
     model, wc = fitted
     level = float(rng.uniform(0.3, 0.9)) * float(wc.cfu[0])
-    inv = I.inverse_budget(model, level, key=jax.random.key(0), hi=0.6, grid=1, tol=0.1, **OPTS)
+    inv = I.inverse_budget(model, level, key=jax.random.key(0), hi=0.6, grid=1, tol=0.1,
+                           config=I.SearchConfig(**OPTS))
     assert inv.reached is True and 0 <= inv.lo < inv.p_max == inv.hi <= 0.6 and inv.hi - inv.lo <= 0.1
     # Every probe at or above p_max reached the level; those at or below lo did not.
     for p, c in inv.evaluated:

@@ -146,8 +146,9 @@ def _check_contour(pairs: Any, features: tuple[str, ...]) -> None:
 
 
 def search_options(quick: bool, restarts: int) -> dict[str, Any]:
-    """The options of :func:`cfjax.sensitivity.worst_case` the command uses (``--quick``: a
-    small search that runs in seconds on small data)."""
+    """The fields of the :class:`cfjax.sensitivity.SearchConfig` the command searches with
+    (``--quick``: a small search that runs in seconds on small data), as results.json records
+    them (``settings.search``): ``SearchConfig(**search_options(...))``."""
     if quick:
         return dict(restarts=restarts, steps=20, boundary_starts=2, polish=5, patience=10)
     return dict(restarts=restarts, steps=500)
@@ -516,6 +517,7 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
         _check_contour(contour, prob.graph.features)
     settings = _settings(quick)
     search = search_options(quick, restarts)
+    config = S.SearchConfig(**search)
     key = as_key(seed, "seed")
     grid = np.linspace(0.0, 0.99, budgets)
     kinds = (S.ConvergenceWarning, S.ShrinkageWarning, S.DegenerateProblemWarning)
@@ -533,14 +535,14 @@ def analyse(data: str, graph: str, sensitive: str, target: str, categories: dict
             grid = np.unique(np.concatenate([grid, p_bench[(p_bench > 0) & (p_bench < 1)]]))
         log(f"worst-case CFU: {grid.size} budgets × {restarts} restart(s), {search['steps']} steps each, for the fair "
             "predictor and the two baselines (the first search compiles)")
-        wc = S.worst_case(model, grid, key=key, mesh=mesh, **search)
-        others = {p: S.worst_case(model.scoring(p), grid, key=key, mesh=mesh, **search)
+        wc = S.worst_case(model, grid, key=key, config=config, mesh=mesh)
+        others = {p: S.worst_case(model.scoring(p), grid, key=key, config=config, mesh=mesh)
                   for p in S.PREDICTORS if p != "fair"}
         baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
         # the coarse curve has as many budgets as the main one (one compilation for both)
         inverse_opts = dict(grid=budgets, hi=0.99, tol=0.1 if quick else 1e-3)
         log("inverse question: the smallest budget whose worst case reaches the blind baseline's unfairness")
-        inv = S.inverse_budget(model, baselines["blind"], key=key, mesh=mesh, **inverse_opts, **search)
+        inv = S.inverse_budget(model, baselines["blind"], key=key, config=config, mesh=mesh, **inverse_opts)
         lam = model.lam if not isinstance(model.lam, tuple) else model.lam[0]
         lams = sorted({*(QUICK_SWEEP_LAMBDAS if quick else SWEEP_LAMBDAS), float(lam)})
         log(f"λ sweep: the model refitted at {len(lams)} ridge penalties")

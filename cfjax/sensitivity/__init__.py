@@ -31,6 +31,7 @@ from cfjax.sensitivity.benchmarks import partial_r2 as partial_r2
 from cfjax.sensitivity.benchmarks import residual_correlations as residual_correlations
 from cfjax.sensitivity.benchmarks import yardstick_children as yardstick_children
 from cfjax.sensitivity.benchmarks import yardsticks as yardsticks
+from cfjax.sensitivity.bootstrap import BootstrapConfig as BootstrapConfig
 from cfjax.sensitivity.bootstrap import Intervals as Intervals
 from cfjax.sensitivity.bootstrap import bootstrap as bootstrap
 from cfjax.sensitivity.bootstrap import refit as refit
@@ -97,6 +98,7 @@ from cfjax.sensitivity.search import worst_case as worst_case
 
 __all__ = [
     "Benchmarks",
+    "BootstrapConfig",
     "ConvergenceWarning",
     "DegenerateProblemWarning",
     "Design",
