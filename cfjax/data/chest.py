@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -28,8 +28,8 @@ from cfjax import _checks
 from cfjax import distributed as _dist
 from cfjax import scm as cfscm
 from cfjax._core.keys import as_key
-from cfjax.typing import ArrayLike, KeyLike, Mesh, PyTree
 from cfjax.data.render import EFFUSION_SIZE, Acquisition, ImageNoise, render, sample_image_noise
+from cfjax.typing import ArrayLike, KeyLike, Mesh, PyTree
 
 __all__ = ["ChestSCM", "ChestRenderer", "ChestCounterfactuals", "PARENTS", "IMAGE_PARENTS", "AGE_GROUPS", "LABEL_MODES"]
 
@@ -43,6 +43,10 @@ AGE_GROUPS = (45.0, 65.0)
 AGES = (20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0)
 #: how :meth:`ChestSCM.counterfactuals` treats the label node
 LABEL_MODES = ("fixed", "follows")
+#: interventions on the parents: ``{node: (K,) or (N, K)}`` (values or
+#: :class:`cfjax.scm.Shift`), or a sequence of such groups
+Interventions = (Mapping[str, ArrayLike | cfscm.Shift]
+                 | Sequence[Mapping[str, ArrayLike | cfscm.Shift]])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +96,7 @@ class ChestSCM:
             "race": cfscm.GumbelMax(3), "lung": cfscm.LocationScale(),
             "effusion": cfscm.GumbelMax(2)})
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, PyTree]:
         """The fixed, known parameters of the parent mechanisms (built once per prevalence)."""
         return jax.tree.map(lambda a: a, _parent_params(self.prevalence))  # fresh containers
 
@@ -124,13 +128,14 @@ class ChestSCM:
         mechanisms["image"] = ChestRenderer(self.size, self.site, self.effusion_size)
         return cfscm.SCM({**PARENTS, "image": list(IMAGE_PARENTS)}, mechanisms)
 
-    def image_params(self) -> dict[str, Any]:
+    def image_params(self) -> dict[str, PyTree]:
         """Parameters of :attr:`image_scm`: :meth:`params` and ``{}`` for the image (the
         renderer has none)."""
         return {**self.params(), "image": {}}
 
     # ---------------------------------------------------------------- images
-    def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise, *, mesh: Any = None) -> jax.Array:
+    def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise, *,
+               mesh: Mesh | None = None) -> jax.Array:
         """Images of units with parents ``{node: (N,)}`` and noise, ``(N, size, size)``.
 
         Rendered in chunks of a power-of-two number of units (at least 8, at most about 2²²
@@ -152,14 +157,14 @@ class ChestSCM:
                                  chunk_size=chunk)
         return images if images.shape[0] == n else images[:n]
 
-    def sample(self, n: int, *, key: Any) -> dict[str, Any]:
+    def sample(self, n: int, *, key: KeyLike) -> dict[str, PyTree]:
         """``n`` records: ``{"parents": {node: (n,)}, "noise": ImageNoise (n, ...),
         "image": (n, size, size)}``. Deterministic given ``key`` (a PRNG key or an int seed)."""
         n = _checks.check_positive_int("n", n)
         parents, noise_keys = self.draw_parents(n, key=key)
         return self.records(parents, noise_keys)
 
-    def draw_parents(self, n: int, *, key: Any) -> tuple[dict[str, jax.Array], jax.Array]:
+    def draw_parents(self, n: int, *, key: KeyLike) -> tuple[dict[str, jax.Array], jax.Array]:
         """The parents ``{node: (n,)}`` of ``n`` units and one image-noise key per unit ``(n,)``,
         nothing rendered: unit ``i`` of ``sample(n, key=key)`` is :meth:`records` of entry ``i``
         of both. Units can be chosen from their parents before any image exists
@@ -168,7 +173,7 @@ class ChestSCM:
         return self.scm.sample(self.params(), n, key=k_parents), jax.random.split(k_image, n)
 
     def records(self, parents: Mapping[str, jax.Array], noise_keys: jax.Array,
-                idx: ArrayLike | None = None) -> dict[str, Any]:
+                idx: ArrayLike | None = None) -> dict[str, PyTree]:
         """Records of the units ``idx`` (all when None) of drawn parents and noise keys: only
         those units' noise is drawn and only their images rendered."""
         if idx is not None:
@@ -179,8 +184,9 @@ class ChestSCM:
         # program rounds alike everywhere), so a null intervention reproduces them bit for bit.
         return {"parents": dict(parents), "noise": noise, "image": self.render(parents, noise)}
 
-    def counterfactuals(self, records: Mapping[str, Any], interventions: Any, *, key: Any,
-                        label: str = "fixed", mesh: Any = None) -> dict[str, Any]:
+    def counterfactuals(self, records: Mapping[str, PyTree], interventions: Interventions, *,
+                        key: KeyLike, label: str = "fixed",
+                        mesh: Mesh | None = None) -> dict[str, PyTree]:
         """Exact counterfactuals of every record under K interventions on the parents.
 
         The parents come from abduction–action–prediction in the parent SCM
@@ -246,8 +252,9 @@ class ChestSCM:
         return {"parents": parents, "image": images}
 
 
-    def counterfactual_source(self, records: Mapping[str, Any], interventions: Any, *, key: Any,
-                              label: str = "fixed", weights: Any = None) -> "ChestCounterfactuals":
+    def counterfactual_source(self, records: Mapping[str, PyTree], interventions: Interventions, *,
+                              key: KeyLike, label: str = "fixed",
+                              weights: ArrayLike | None = None) -> ChestCounterfactuals:
         """The exact counterfactuals of :meth:`counterfactuals` as a training source
         (:mod:`cfjax.predictors.sources`): the counterfactual parents ``(N, K)`` are computed
         here (the same abduction, ``key`` and ``label`` mode), no image is rendered; a training
@@ -361,7 +368,7 @@ class ChestRenderer(cfscm.Mechanism):
     def event_shape(self) -> tuple[int, ...]:
         return (self.size, self.size)
 
-    def init(self, key: jax.Array, parent_dim: int) -> Any:
+    def init(self, key: jax.Array, parent_dim: int) -> PyTree:
         if parent_dim != len(IMAGE_PARENTS):
             _checks.fail("parents", f"the {len(IMAGE_PARENTS)} parents {list(IMAGE_PARENTS)}",
                          f"{parent_dim} parent values")
@@ -370,24 +377,25 @@ class ChestRenderer(cfscm.Mechanism):
     def sample_noise(self, key: jax.Array) -> ImageNoise:
         return sample_image_noise(key)
 
-    def forward(self, params: Any, u: ImageNoise, pa: jax.Array) -> jax.Array:
+    def forward(self, params: PyTree, u: ImageNoise, pa: jax.Array) -> jax.Array:
         sex, age, race, lung, effusion = (pa[i] for i in range(len(IMAGE_PARENTS)))
         return render(sex, age, race, lung, effusion, u, size=self.size, site=self.site,
                       effusion_size=self.effusion_size)
 
-    def abduct(self, params: Any, x: jax.Array, pa: jax.Array, key: jax.Array | None) -> Any:
+    def abduct(self, params: PyTree, x: jax.Array, pa: jax.Array,
+               key: jax.Array | None) -> ImageNoise:
         raise _checks.ValidationError(
             "`noise`: the image noise (pose, anatomy, effusion severity and laterality, texture) "
             "cannot be computed from an image; it is known from the simulation: pass "
             "`noise={'image': records['noise']}` to `counterfactual`, got no noise for 'image'.")
 
-    def log_prob(self, params: Any, x: jax.Array, pa: jax.Array) -> jax.Array:
+    def log_prob(self, params: PyTree, x: jax.Array, pa: jax.Array) -> jax.Array:
         raise TypeError("ChestRenderer has no density (the image is a deterministic render of its "
                         "parents and noise): score or fit the parent nodes only (`nodes=`).")
 
 
 @functools.lru_cache(maxsize=32)
-def _parent_params(prevalence: float) -> dict[str, Any]:
+def _parent_params(prevalence: float) -> dict[str, PyTree]:
     """Built once per prevalence: ``ChestSCM.params`` is on every sampling path."""
     p = ChestSCM(prevalence=prevalence).scm.init(key=0)  # age = 20 + 70·sigmoid(u)
     p["sex"]["net"]["params"]["bias"] = jnp.zeros(2)
@@ -401,7 +409,7 @@ def _parent_params(prevalence: float) -> dict[str, Any]:
     return p
 
 
-def _hold_label(interventions: Any, effusion: Any) -> Any:
+def _hold_label(interventions: Interventions, effusion: ArrayLike) -> Interventions:
     """Interventions with do(effusion = observed) added to every group that does not set
     effusion, ``(N, K_g)`` per group; anything malformed is passed through unchanged for
     :meth:`cfjax.scm.SCM.counterfactual` to report."""

@@ -27,12 +27,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from jax.tree_util import PyTreeDef
 
 from cfjax import _checks
 from cfjax import _results
 from cfjax._core.keys import as_key
 from cfjax.platform import full_precision
 from cfjax.representations.subspace import ConceptSubspace, _check_embeddings, _fit_subspace
+from cfjax.typing import ArrayLike, KeyLike
 
 __all__ = [
     "CFRModel",
@@ -170,7 +172,7 @@ def _moments(X: jax.Array, z: jax.Array, k: int) -> ClassMoments:
     return ClassMoments(counts, means + center, grams)
 
 
-def class_moments(X: jax.Array, z: Any, n_values: int) -> ClassMoments:
+def class_moments(X: jax.Array, z: ArrayLike, n_values: int) -> ClassMoments:
     """Per-concept-value counts, means and centred Gram matrices of ``X (n, d)``.
 
     One compilation per ``(n, d, k)`` and dtype: the class counts are not static.
@@ -235,7 +237,8 @@ def _residual_covariances(subspace: ConceptSubspace, X: jax.Array, z: jax.Array,
     return 0.5 * (cov + jnp.swapaxes(cov, 1, 2))
 
 
-def fit_cfr(X: Any, z: Any, *, n_values: int | None = None, method: str = "orth", ridge: float = 1.0,
+def fit_cfr(X: ArrayLike, z: ArrayLike, *, n_values: int | None = None, method: str = "orth",
+            ridge: float = 1.0,
             shrinkage: float | str = "ledoit_wolf", jitter: float = 1e-6) -> CFRModel:
     """Fit the concept subspace, the per-concept-value regressions and their residual Gaussians.
 
@@ -309,17 +312,17 @@ def counterfactual(model: CFRModel, x: jax.Array, target: jax.Array, noise: jax.
         return x + sub.basis @ (c_new - c)  # = x⊥ + basis c_new
 
 
-def _check_x(model: CFRModel, X: Any) -> jax.Array:
+def _check_x(model: CFRModel, X: ArrayLike) -> jax.Array:
     _checks.check_ndim("X", X, 2, "of embeddings (n, d)")
     _checks.warn_if_downcast("X", X)
     d = model.coef.shape[1]
-    if X.shape[1] != d:
-        _checks.fail("X", f"{d} embedding dimensions, as fitted", f"shape {tuple(X.shape)}")
+    if np.shape(X)[1] != d:
+        _checks.fail("X", f"{d} embedding dimensions, as fitted", f"shape {tuple(np.shape(X))}")
     _checks.check_finite("X", X)
     return jnp.asarray(X, model.coef.dtype)
 
 
-def _check_targets(model: CFRModel, targets: Any, n: int) -> jax.Array:
+def _check_targets(model: CFRModel, targets: ArrayLike, n: int) -> jax.Array:
     t = jnp.asarray(targets)
     if t.shape != (n,) or not jnp.issubdtype(t.dtype, jnp.integer):
         _checks.fail("targets", f"integer concept codes of shape ({n},)", f"shape {t.shape}, dtype {t.dtype}")
@@ -345,7 +348,7 @@ _sample_to_targets = jax.jit(jax.vmap(_unit_draws, in_axes=(None, 0, 0, 0)))  # 
 _sample_all_targets = jax.jit(jax.vmap(_unit_targets_draws, in_axes=(None, 0, None, 0)))  # (n, k, draws, d)
 
 
-def counterfactuals(model: CFRModel, X: Any, targets: Any = None) -> jax.Array:
+def counterfactuals(model: CFRModel, X: ArrayLike, targets: ArrayLike | None = None) -> jax.Array:
     """Deterministic CFRs.
 
     Args:
@@ -359,7 +362,8 @@ def counterfactuals(model: CFRModel, X: Any, targets: Any = None) -> jax.Array:
     return _to_targets(model, X, _check_targets(model, targets, X.shape[0]))
 
 
-def sample_counterfactuals(model: CFRModel, X: Any, targets: Any, *, key: Any, draws: int = 1) -> jax.Array:
+def sample_counterfactuals(model: CFRModel, X: ArrayLike, targets: ArrayLike | None, *,
+                           key: KeyLike, draws: int = 1) -> jax.Array:
     """Stochastic CFRs: ``x⊥ + basis @ (ν_{z'}(x⊥) + L_{z'} ε)``, ``ε ~ N(0, I_r)``.
 
     Args:
@@ -396,8 +400,9 @@ def sample_counterfactuals(model: CFRModel, X: Any, targets: Any, *, key: Any, d
     return _sample_to_targets(model, X, t, noise)
 
 
-def stochastic_proba(model: CFRModel, proba: Callable[[Any], Any], X: Any, targets: Any, *,
-                     key: Any, draws: int = 32, jit: bool | None = None) -> jax.Array:
+def stochastic_proba(model: CFRModel, proba: Callable[..., ArrayLike], X: ArrayLike,
+                     targets: ArrayLike | None, *,
+                     key: KeyLike, draws: int = 32, jit: bool | None = None) -> jax.Array:
     """Class probabilities averaged over ``draws`` stochastic CFRs.
 
     Args:
@@ -474,7 +479,8 @@ def _cfr_draw(model: CFRModel, X: jax.Array, t: jax.Array | None, key: jax.Array
     return _per_unit_noisy(model, X, t, noise)
 
 
-def _stochastic_host(model: CFRModel, proba: Callable[[Any], Any], X: jax.Array, t: jax.Array | None,
+def _stochastic_host(model: CFRModel, proba: Callable[..., ArrayLike], X: jax.Array,
+                     t: jax.Array | None,
                      keys: jax.Array) -> jax.Array:
     """:func:`stochastic_proba`'s host path: one call of ``proba`` per draw on a numpy array."""
     total: np.ndarray | None = None
@@ -493,7 +499,8 @@ def _stochastic_host(model: CFRModel, proba: Callable[[Any], Any], X: jax.Array,
     return jnp.asarray(mean.astype(jax.dtypes.canonicalize_dtype(dtype)))
 
 
-def _split_callable(f: Any) -> tuple[list[Any], Any]:
+def _split_callable(f: Callable[..., ArrayLike]
+                    ) -> tuple[list[ArrayLike], tuple[PyTreeDef, tuple[object, ...]]]:
     """A callable pytree → (its array leaves, hashable rest), so jit traces parameters, not constants."""
     leaves, treedef = jax.tree.flatten(f)
     is_array = [isinstance(v, (jax.Array, np.ndarray)) for v in leaves]
@@ -502,7 +509,8 @@ def _split_callable(f: Any) -> tuple[list[Any], Any]:
     return arrays, (treedef, rest)
 
 
-def _join_callable(arrays: list[Any], static: Any) -> Any:
+def _join_callable(arrays: list[ArrayLike], static: tuple[PyTreeDef, tuple[object, ...]]
+                   ) -> Callable[..., ArrayLike]:
     treedef, rest = static
     it = iter(arrays)
     return jax.tree.unflatten(treedef, [next(it) if v is None else v for v in rest])

@@ -46,7 +46,7 @@ from cfjax import metrics as cm
 from cfjax import predictors as cp
 from cfjax._core.keys import seed_of
 from cfjax._results import plain
-from cfjax.generative import decoded_counterfactuals, parent_inputs
+from cfjax.generative import GeneratorFit, decoded_counterfactuals, parent_inputs
 from cfjax.io import atomic_write_bytes
 from cfjax.predictors import Objective
 from cfjax.study import learned as ls
@@ -54,7 +54,7 @@ from cfjax.study import splits
 from cfjax.study.families import BIAS_STRENGTHS
 from cfjax.study.marginalisation import QUICK, Config, _every_device
 from cfjax.study.paper import SITE_A, SITE_B
-from cfjax.typing import KeyLike, PyTree
+from cfjax.typing import ArrayLike, KeyLike, PyTree
 
 __all__ = ["ArmConfig", "ARM_QUICK", "ARM_FULL", "METRICS", "run_arm", "independence_weights", "arm_members",
            "arm_report", "summary_section"]
@@ -141,7 +141,7 @@ def objective_label(o: Objective) -> str:
     return o.name
 
 
-def independence_weights(sex: Any, y: Any, mask: Any) -> np.ndarray:
+def independence_weights(sex: ArrayLike, y: ArrayLike, mask: ArrayLike) -> np.ndarray:
     """Weights ``P(s) P(y) / P(s, y)`` of the units kept by ``mask`` (0 elsewhere), the
     probabilities those of the kept units: in the weighted set sex and the label are independent
     and each has its kept marginal. A cell with no unit gets none.
@@ -160,7 +160,8 @@ def independence_weights(sex: Any, y: Any, mask: Any) -> np.ndarray:
     return np.where(m, ratio[s, yy], 0.0)
 
 
-def arm_members(config: ArmConfig, sex: Any, age: Any, y: Any, *, key: Any, learned: bool = False) -> dict[str, Any]:
+def arm_members(config: ArmConfig, sex: ArrayLike, age: ArrayLike, y: ArrayLike, *, key: KeyLike,
+                learned: bool = False) -> dict[str, Any]:
     """The members of one ensemble of the arm over a training pool: ``{"methods": (M,) names,
     "bias": (M,) α (0: unbiased), "seeds", "objectives", "weights": (M, N)}``, method-major then
     seed. ``learned=True``: the counterfactual objectives only (trained with learned
@@ -232,7 +233,9 @@ def _summaries(values: np.ndarray, rows: dict[tuple[str, float], list[int]], n_s
     return out
 
 
-def run_arm(config: ArmConfig, out: str, *, key: Any = 0, generator_fit: Any = None, progress: bool | None = None,
+def run_arm(config: ArmConfig, out: str, *, key: KeyLike = 0,
+            generator_fit: GeneratorFit | None = None,
+            progress: bool | None = None,
             log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Train and score the arm; writes ``report.md``, ``results.json`` and ``sex_effect.png``
     (and its PDF) under ``out`` and returns the results.
@@ -259,7 +262,8 @@ def run_arm(config: ArmConfig, out: str, *, key: Any = 0, generator_fit: Any = N
     train, val, test = data["train"], data["validation"], data["test"]
     p = train["parents"]
     k_bias, k_cf, k_test, k_boot, k_gen = jax.random.split(jax.random.key(7000 + seed), 5)
-    do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20.0, 90.0, 8).tolist()})[:2]
+    ages = np.linspace(20.0, 90.0, 8).tolist()
+    do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": ages})[:2]
     model = cp.EffusionCNN(features=tuple(sc.features))
     y_train = np.asarray(p["effusion"])
     groups = 2 * np.asarray(p["sex"]).astype(np.int32) + y_train.astype(np.int32)  # sex × label

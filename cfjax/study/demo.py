@@ -222,7 +222,8 @@ def _sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None]) 
         settings = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
         key = jax.random.key(seed)
         budgets = np.unique(np.append(np.linspace(0.0, 0.99, scale.budgets), 0.5))  # with the true |p|
-        search: dict[str, Any] = {k: v for k, v in (("restarts", scale.restarts), ("steps", scale.search_steps)) if v is not None}
+        search: dict[str, Any] = {k: v for k, v in (("restarts", scale.restarts),
+                                                    ("steps", scale.search_steps)) if v is not None}
         config = dataclasses.replace(S.SearchConfig(), **search)  # the rest: the defaults
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", S.ConvergenceWarning)

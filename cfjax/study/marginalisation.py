@@ -55,6 +55,7 @@ from typing import Any, Callable, Mapping, Protocol
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import linen as nn
 from scipy import stats
 
 import cfjax as cf
@@ -74,6 +75,7 @@ from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, RISKS, CALIBRATION, SETTI
 from cfjax.study.report import (_by_name, _slug, compare_settings, reliability_figure, scatter_figure,
                                 write_report)
 from cfjax.study.result import StudyResult
+from cfjax.typing import ArrayLike, KeyLike, PyTree
 
 __all__ = ["Config", "FULL", "QUICK", "CounterfactualSource", "exact_counterfactuals", "train_site",
            "evaluate_setting", "fit_site_generators", "run"]
@@ -140,12 +142,14 @@ class CounterfactualSource(Protocol):
     interventions (``docs/contract.md``), ``key`` keyword-only (a PRNG key, raw key data or an int
     seed). :func:`exact_counterfactuals` and :class:`cfjax.study.LearnedSource` are two."""
 
-    def __call__(self, chest: Any, records: Mapping[str, Any], interventions: Mapping[str, Any], *, key: Any,
-                 label: str = "fixed") -> Mapping[str, Any]: ...
+    def __call__(self, chest: cf.data.ChestSCM, records: Mapping[str, PyTree],
+                 interventions: Mapping[str, ArrayLike], *, key: KeyLike,
+                 label: str = "fixed") -> Mapping[str, PyTree]: ...
 
 
-def exact_counterfactuals(chest: cf.data.ChestSCM, records: Mapping[str, Any], interventions: Mapping[str, Any], *,
-                          key: Any, label: str = "fixed") -> Mapping[str, Any]:
+def exact_counterfactuals(chest: cf.data.ChestSCM, records: Mapping[str, PyTree],
+                          interventions: Mapping[str, ArrayLike], *,
+                          key: KeyLike, label: str = "fixed") -> Mapping[str, PyTree]:
     """The SCM's exact counterfactuals, :meth:`cfjax.data.ChestSCM.counterfactuals` as they come:
     ``{"parents": {node: (N, K)}, "image": (N, K, H, W)}``, unit ``i`` under intervention ``k``
     at ``[i, k]``.
@@ -203,7 +207,8 @@ def _pairs_same_order(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]) > 0))
 
 
-def auc_interval(p_obs: Any, y: Any, *, key: Any, resamples: int, level: float = 0.95) -> np.ndarray:
+def auc_interval(p_obs: ArrayLike, y: ArrayLike, *, key: KeyLike, resamples: int,
+                 level: float = 0.95) -> np.ndarray:
     """Percentile bootstrap interval of the seed-mean AUC of each predictor.
 
     ``p_obs``: ``(P, S, N)`` scores of P predictors × S seeds on the same N units; ``y``: ``(N,)``.
@@ -229,8 +234,9 @@ def auc_interval(p_obs: Any, y: Any, *, key: Any, resamples: int, level: float =
 
 
 # ------------------------------------------------------------------------- training
-def train_site(chest: cf.data.ChestSCM, seeds: tuple[int, ...], config: Config, model: Any,
-               out: str, log: Callable[[str], None], progress: bool | None = None, *, key: Any) -> dict[str, Any]:
+def train_site(chest: cf.data.ChestSCM, seeds: tuple[int, ...], config: Config, model: nn.Module,
+               out: str, log: Callable[[str], None], progress: bool | None = None, *,
+               key: KeyLike) -> dict[str, Any]:
     """Train the seven trained predictors × seeds of one site as one ensemble, on the records of
     :func:`~cfjax.study.splits.datasets` ``(chest, key=key)`` (``key`` a PRNG key, raw key data or
     an int seed; the members' initialisation and minibatch order follow ``seeds``)."""
@@ -268,8 +274,9 @@ def chest_site_name(chest: cf.data.ChestSCM) -> str:
 
 
 # ------------------------------------------------------------------------- one setting
-def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: cf.data.ChestSCM,
-                     test: Mapping[str, Any], config: Config, *, key: Any, label: str,
+def evaluate_setting(name: str, model: nn.Module, trained: Mapping[str, Any],
+                     chest: cf.data.ChestSCM,
+                     test: Mapping[str, PyTree], config: Config, *, key: KeyLike, label: str,
                      source: CounterfactualSource, out: str, log: Callable[[str], None],
                      tag: str = "") -> dict[str, Any]:
     """Every table of one setting: predictions, reports with bootstrap intervals, ΔAUC,
@@ -292,7 +299,8 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
     n = len(y)
     k_cf, k_race, k_boot, k_prop = jax.random.split(key, 4)
 
-    do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": np.linspace(20.0, 90.0, 8).tolist()})[:2]
+    ages = np.linspace(20.0, 90.0, 8).tolist()
+    do, q = cf.scm.intervention_grid({"sex": [0, 1], "age": ages})[:2]
     t0 = time.perf_counter()
     cfo = source(chest, test, do, key=k_cf, label=label)
     images_cf = cfo["image"]  # (N, K, H, W)
@@ -418,7 +426,8 @@ def evaluate_setting(name: str, model: Any, trained: Mapping[str, Any], chest: c
 # ------------------------------------------------------------------------- main
 def fit_site_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping[str, Any],
                      generator: ls.GeneratorSettings, out: str, log: Callable[[str], None],
-                     progress: bool | None = False, *, key: Any = 0) -> tuple[ls.LearnedSource, dict[str, Any]]:
+                     progress: bool | None = False, *,
+                     key: KeyLike = 0) -> tuple[ls.LearnedSource, dict[str, Any]]:
     """One HVAE image generator per site on its training split (checkpointed under
     ``checkpoints/generator_site_<site>``); the learned counterfactual source over them.
 
@@ -447,7 +456,8 @@ def fit_site_generators(chests: Mapping[str, cf.data.ChestSCM], trained: Mapping
 
 def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str = "fixed",
         source: CounterfactualSource = exact_counterfactuals, quick: bool = False,
-        generator: ls.GeneratorSettings | None = None, *, key: Any = 0, command: str | None = None,
+        generator: ls.GeneratorSettings | None = None, *, key: KeyLike = 0,
+        command: str | None = None,
         progress: bool | None = None, log: Callable[[str], None] | None = None) -> StudyResult:
     """The whole study; writes every output under ``out`` and returns the results.
 
