@@ -16,15 +16,17 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from cfjax import _checks
 from cfjax import metrics as cm
+from cfjax.typing import ArrayLike, KeyLike
 
 __all__ = ["correlation", "pearson_rows", "delta_auc_interval"]
 
 
-def pearson_rows(x: Any, y: Any) -> np.ndarray:
+def pearson_rows(x: npt.ArrayLike, y: npt.ArrayLike) -> np.ndarray:
     """Pearson r of each row of ``x`` with the same row of ``y``.
 
     Args:
@@ -56,7 +58,8 @@ def _percentiles(values: np.ndarray, level: float) -> list[float]:
     return [float(np.percentile(ok, q)), float(np.percentile(ok, 100 - q))]
 
 
-def correlation(x: Any, y: Any, *, key: Any, resamples: int = 1000, level: float = 0.95) -> dict[str, Any]:
+def correlation(x: npt.ArrayLike, y: npt.ArrayLike, *, key: KeyLike, resamples: int = 1000,
+                level: float = 0.95) -> dict[str, Any]:
     """Pearson r and Spearman ρ of ``x`` and ``y`` over the predictor-seed pairs, each with a
     percentile bootstrap interval over the predictors.
 
@@ -114,7 +117,9 @@ def correlation(x: Any, y: Any, *, key: Any, resamples: int = 1000, level: float
             "defined_resamples": int(np.isfinite(r_b).sum()), "level": float(level), "interval_over": "predictors"}
 
 
-def delta_auc_interval(p_obs: Any, y: Any, groups: Mapping[str, tuple[Any, int]], *, key: Any, resamples: int,
+def delta_auc_interval(p_obs: ArrayLike, y: ArrayLike,
+                       groups: Mapping[str, tuple[ArrayLike, int]], *,
+                       key: KeyLike, resamples: int,
                        level: float = 0.95) -> dict[str, np.ndarray]:
     """Percentile bootstrap interval of the seed-mean ΔAUC of each predictor, per attribute.
 

@@ -25,6 +25,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["WeakClassifierWarning", "FAR_BELOW", "basic_auc_check", "classifier_checks"]
 
@@ -39,12 +40,13 @@ class WeakClassifierWarning(UserWarning):
     comparisons rest on it."""
 
 
-def _float(x: Any) -> float:
+def _float(x: float | None) -> float:
     """A float, None (JSON's NaN) as NaN."""
     return math.nan if x is None else float(x)
 
 
-def basic_auc_check(setting: str, auc: Any, ci95: Sequence[Any], validation_auc: Any,
+def basic_auc_check(setting: str, auc: npt.ArrayLike, ci95: Sequence[float | None],
+                    validation_auc: npt.ArrayLike,
                     validation_site: str | None = None) -> dict[str, Any]:
     """The check of one setting's basic classifier (module docstring).
 

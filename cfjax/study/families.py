@@ -14,11 +14,13 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 
 from cfjax import _checks
 from cfjax import _results
 from cfjax._core.keys import as_key
 from cfjax.study.splits import biased_training_mask
+from cfjax.typing import ArrayLike, KeyLike
 
 __all__ = ["PAPER_NAMES", "PAPER_CHAINS", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family",
            "paper_family", "datasets_bias_key", "logit_offset", "paper_predictions"]
@@ -68,7 +70,7 @@ class Family(NamedTuple):
                 f"masks={_results.spec(self.masks)})")
 
 
-def datasets_bias_key(*, key: Any) -> jax.Array:
+def datasets_bias_key(*, key: KeyLike) -> jax.Array:
     """The key with which :func:`cfjax.study.datasets` ``(chest, key=key, bias=...)`` draws its
     corruption: with it, :func:`paper_family`'s masks over ``datasets(chest, key=key)``'s
     unbiased training set keep exactly the units of ``datasets(chest, key=key, bias=...)``'s
@@ -91,7 +93,7 @@ def datasets_bias_key(*, key: Any) -> jax.Array:
     return jax.random.split(as_key(key), 4)[3]
 
 
-def paper_family(sex: Any, age: Any, effusion: Any, *, key: Any,
+def paper_family(sex: npt.ArrayLike, age: npt.ArrayLike, effusion: npt.ArrayLike, *, key: KeyLike,
                  seeds: Sequence[int] = (0, 1, 2)) -> Family:
     """The seven trained predictors × ``seeds`` as members of one ensemble over one training pool.
 
@@ -142,7 +144,7 @@ def paper_family(sex: Any, age: Any, effusion: Any, *, key: Any,
     return Family(names, np.tile(s, len(TRAINED_NAMES)), masks)
 
 
-def logit_offset(logits: Any, sex: Any, beta: Any) -> jax.Array:
+def logit_offset(logits: ArrayLike, sex: ArrayLike, beta: ArrayLike) -> jax.Array:
     """Paper 000's logit-offset predictor ``σ(logit g(x) + β s)`` from the basic predictor's
     logits (``s = 1`` female): a fixed shortcut on sex without retraining.
 
@@ -169,7 +171,8 @@ def logit_offset(logits: Any, sex: Any, beta: Any) -> jax.Array:
     return jax.nn.sigmoid(jnp.broadcast_to(x, shape) + jnp.asarray(beta, x.dtype) * jnp.broadcast_to(s, shape))
 
 
-def paper_predictions(names: Sequence[str], seeds: Any, logits: Any, sex: Any) -> tuple[tuple[str, ...], jax.Array]:
+def paper_predictions(names: Sequence[str], seeds: npt.ArrayLike, logits: ArrayLike,
+                      sex: ArrayLike) -> tuple[tuple[str, ...], jax.Array]:
     """The ten predictors' probabilities from the trained members' logits.
 
     Args:

@@ -18,9 +18,9 @@ Format 1 (files without ``format_version``, written before this one) held ``y_cf
 from __future__ import annotations
 
 import io
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from cfjax import _checks
 from cfjax.io import atomic_write_bytes
@@ -31,8 +31,9 @@ __all__ = ["FORMAT_VERSION", "save_predictions"]
 FORMAT_VERSION = 2
 
 
-def save_predictions(path: str, *, names: Any, seeds: Any, p_obs: Any, p_cf: Any, y: Any, y_cf: Any,
-                     weights: Any, **arrays: Any) -> None:
+def save_predictions(path: str, *, names: npt.ArrayLike, seeds: npt.ArrayLike, p_obs: npt.ArrayLike,
+                     p_cf: npt.ArrayLike, y: npt.ArrayLike, y_cf: npt.ArrayLike,
+                     weights: npt.ArrayLike, **arrays: npt.ArrayLike) -> None:
     """Write a predictions file (compressed ``.npz``, atomically) after checking its shapes.
 
     Args:
@@ -68,5 +69,6 @@ def save_predictions(path: str, *, names: Any, seeds: Any, p_obs: Any, p_cf: Any
     _checks.check_shape("y_cf", y_cf, (n, k), f"labels (N, K), units before interventions ({sizes})")
     buf = io.BytesIO()
     np.savez_compressed(buf, format_version=np.int32(FORMAT_VERSION), names=names, seeds=seeds, p_obs=p_obs,
-                        p_cf=p_cf, y=y, y_cf=y_cf, weights=weights, **arrays)
+                        p_cf=p_cf, y=y, y_cf=y_cf, weights=weights,
+                        **arrays)  # type: ignore[arg-type]  # the stub's allow_pickle: bool
     atomic_write_bytes(path, buf.getvalue())

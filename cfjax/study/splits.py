@@ -4,28 +4,33 @@ from a :class:`cfjax.data.ChestSCM`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 
 from cfjax import _checks
 from cfjax._core.keys import as_key, numpy_rng
+from cfjax.typing import KeyLike, PyTree
+
+if TYPE_CHECKING:
+    from cfjax.data import ChestSCM
 
 __all__ = ["age_group", "balanced_test_split", "biased_training_mask", "datasets"]
 
 _GROUP_EDGES = (45.0, 65.0)
 
 
-def age_group(age: Any) -> np.ndarray:
+def age_group(age: npt.ArrayLike) -> np.ndarray:
     """0 for age < 45, 1 for 45 ≤ age ≤ 65, 2 for age > 65."""
     age = np.asarray(age, np.float64)
     return (age >= _GROUP_EDGES[0]).astype(np.int32) + (age > _GROUP_EDGES[1]).astype(np.int32)
 
 
-def balanced_test_split(sex: Any, age: Any, label: Any, per_cell: int, prevalence: float, *,
-                        key: Any) -> np.ndarray:
+def balanced_test_split(sex: npt.ArrayLike, age: npt.ArrayLike, label: npt.ArrayLike, per_cell: int,
+                        prevalence: float, *, key: KeyLike) -> np.ndarray:
     """Indices of a test split with equal numbers of each sex and the same disease prevalence
     in every sex × age-group cell (<45, 45–65, >65): each of the 6 cells gets ``per_cell``
     units of which exactly ``round(prevalence · per_cell)`` are positive.
@@ -69,7 +74,8 @@ def balanced_test_split(sex: Any, age: Any, label: Any, per_cell: int, prevalenc
     return rng.permutation(np.concatenate(chosen))
 
 
-def biased_training_mask(kind: str, strength: float, sex: Any, age: Any, label: Any, *, key: Any) -> jax.Array:
+def biased_training_mask(kind: str, strength: float, sex: npt.ArrayLike, age: npt.ArrayLike,
+                         label: npt.ArrayLike, *, key: KeyLike) -> jax.Array:
     """Which training units to keep for paper 000's corrupted training sets.
 
     - ``kind="sex"``: drop male-with-disease and female-healthy units with probability
@@ -100,9 +106,9 @@ def biased_training_mask(kind: str, strength: float, sex: Any, age: Any, label: 
     return jax.random.uniform(key, y.shape) >= drop
 
 
-def datasets(chest: Any, *, key: Any, n_train: int, n_val: int, test_per_cell: int,
+def datasets(chest: ChestSCM, *, key: KeyLike, n_train: int, n_val: int, test_per_cell: int,
              test_prevalence: float = 0.5, bias: tuple[str, float] | None = None,
-             pool_factor: int = 20) -> dict[str, dict[str, Any]]:
+             pool_factor: int = 20) -> dict[str, dict[str, PyTree]]:
     """Paper 000's train / validation / test records of one site, deterministic given ``key``
     (a PRNG key or an int seed: ``key=s`` and ``key=jax.random.key(s)`` give the same records).
 
