@@ -61,7 +61,7 @@ def _timed(model, **opts):
         warnings.simplefilter("always", S.ConvergenceWarning)
         warnings.simplefilter("ignore", S.ShrinkageWarning)
         t0 = time.perf_counter()
-        wc = S.worst_case(model, BUDGETS, key=jax.random.key(0), **opts)
+        wc = S.worst_case(model, BUDGETS, key=jax.random.key(0), config=S.SearchConfig(**opts))
         np.asarray(wc.cfu)
         seconds = time.perf_counter() - t0
     notes = [str(w.message) for w in caught if issubclass(w.category, S.ConvergenceWarning)]

@@ -85,9 +85,9 @@ def law_school(path, out, key, quick, mesh=None):
     model = S.fit(prob.graph, prob.data, LAW_SETTINGS)
     ps = np.linspace(-0.99, 0.99, 41 if quick else 81)
     grid = np.asarray(S.cfu_grid(model, ps))
-    wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, restarts=4)
+    wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, config=S.SearchConfig(restarts=4))
     blind = float(model.baseline_unfairness["blind"])
-    inverse = S.inverse_budget(model, blind, key=key, mesh=mesh, restarts=4)
+    inverse = S.inverse_budget(model, blind, key=key, mesh=mesh, config=S.SearchConfig(restarts=4))
     t_main = time.perf_counter() - t0
     # The same recipe with CV on held-out MSE instead of R²: its bivariate curve from the grid.
     mse_settings = LAW_SETTINGS.replace(cv_score="mse")
@@ -145,11 +145,13 @@ def nhs(path, out, key, quick, mesh=None):
     prob = S.load_nhs(path)
     model = S.fit(prob.graph, prob.data, NHS_SETTINGS)
     search = dict(restarts=4, batch_size=4096, steps=100 if quick else 200)
-    wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, **search)
-    paper = S.worst_case(model, BUDGETS, key=key, mesh=mesh, restarts=4, batch_size=4096, steps=prob.data.n // 4096,
-                         optimizer=S.paper_optimizer(), warm_start=True, log_objective=False, patience=10**6)
+    wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, config=S.SearchConfig(**search))
+    paper = S.worst_case(model, BUDGETS, key=key, mesh=mesh,
+                         config=S.SearchConfig(restarts=4, batch_size=4096, steps=prob.data.n // 4096, optimizer="sgd",
+                                               learning_rate=100.0, momentum=0.9, nesterov=True, warm_start=True,
+                                               log_objective=False, patience=10**6))
     blind = float(model.baseline_unfairness["blind"])
-    inverse = S.inverse_budget(model, blind, key=key, mesh=mesh, tol=5e-3, **search)
+    inverse = S.inverse_budget(model, blind, key=key, mesh=mesh, tol=5e-3, config=S.SearchConfig(**search))
     t_main = time.perf_counter() - t0
     # The same recipe with CV on held-out MSE instead of R²: its own worst-case curve, or, when both
     # scores choose the same Model A (degrees and λ; only the predictors' λ differ), its CFU at the
@@ -160,10 +162,12 @@ def nhs(path, out, key, quick, mesh=None):
         mse_curve = {"p_max": BUDGETS.tolist(), "cfu": [float(S.cfu(mse_model, P)) for P in np.asarray(wc.P)],
                      "at_recipe_P": True}
     else:
-        mse_curve = {**_curve(S.worst_case(mse_model, BUDGETS, key=key, mesh=mesh, **search)), "at_recipe_P": False}
+        mse_curve = {**_curve(S.worst_case(mse_model, BUDGETS, key=key, mesh=mesh,
+                                           config=S.SearchConfig(**search))), "at_recipe_P": False}
 
     def at(model):
-        w = S.worst_case(model, [0.5, 0.9], key=key, mesh=mesh, restarts=4, batch_size=4096, steps=100)
+        w = S.worst_case(model, [0.5, 0.9], key=key, mesh=mesh,
+                         config=S.SearchConfig(restarts=4, batch_size=4096, steps=100))
         return {"cfu_p0.5": float(w.cfu[0]), "cfu_p0.9": float(w.cfu[1])}
 
     lams = [0.0, 1e-3, 1.0, 1e3] if not quick else [0.0]
@@ -184,11 +188,11 @@ def nhs(path, out, key, quick, mesh=None):
 def synthetic(out, key, mesh=None):
     prob = S.synthetic(5000, correlation=0.5, key=0)
     model = S.fit(prob.graph, prob.data, LAW_SETTINGS)
-    wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, restarts=4)
+    wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, config=S.SearchConfig(restarts=4))
     true = float(S.cfu(model, prob.true_correlation))
     fig = S.plot_curve(wc, model=model, true_value=(0.5, true), title="Synthetic SCM (true correlation 0.5)")
     _save_fig(fig, os.path.join(out, "synthetic_curve.png"))
-    at_half = float(S.worst_case(model, [0.5], key=key, mesh=mesh, restarts=4).cfu[0])
+    at_half = float(S.worst_case(model, [0.5], key=key, mesh=mesh, config=S.SearchConfig(restarts=4)).cfu[0])
     return {"model": _summary(model, LAW_SETTINGS), "worst_case": _curve(wc), "true_cfu": true,
             "worst_at_0.5": at_half}
 

@@ -85,11 +85,12 @@ def analyse(name: str, prob, settings, budgets, key, resamples: int, search: dic
     if light:  # the benchmarks and the fair predictor's worst case at their budgets only
         grid = bench_budgets
     t1 = time.perf_counter()
-    curves = {p: S.worst_case(model.scoring(p), grid, key=key, **search) for p in (("fair",) if light else S.PREDICTORS)}
+    curves = {p: S.worst_case(model.scoring(p), grid, key=key,
+                              config=S.SearchConfig(**search)) for p in (("fair",) if light else S.PREDICTORS)}
     t_curves = time.perf_counter() - t1
     blind = float(model.baseline_unfairness["blind"])
     t2 = time.perf_counter()
-    inverse = None if light else S.inverse_budget(model, blind, key=key, **search)
+    inverse = None if light else S.inverse_budget(model, blind, key=key, config=S.SearchConfig(**search))
     t_inverse = time.perf_counter() - t2
     t3 = time.perf_counter()
     intervals = None

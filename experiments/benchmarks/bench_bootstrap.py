@@ -40,12 +40,13 @@ def vmapped_against_loop(n: int, resamples: int, budgets: int, steps: int, bisec
     prob = S.synthetic(n, key=0)
     model = S.fit(prob.graph, prob.data, SETTINGS)
     p = np.linspace(0.3, 0.9, budgets)
-    wc = S.worst_case(model, p, key=0, warn_ratio=None)
+    wc = S.worst_case(model, p, key=0, config=S.SearchConfig(warn_ratio=None))
     level = float(np.sqrt(wc.cfu[0] * wc.cfu[-1]))
     opts = dict(key=1, resamples=resamples, worst=wc, levels={"mid": level}, steps=steps, bisect=bisect)
 
     def vmapped():
-        return S.bootstrap(model, p, **opts).values["worst_case"]
+        return S.bootstrap(model, p, key=1, resamples=resamples, worst=wc, levels={"mid": level},
+                           options=S.BootstrapConfig(steps=steps, bisect=bisect)).values["worst_case"]
 
     # The loop: the same per-resample program (one compilation, cached), called once per resample
     # with the same units bootstrap draws (its resample b: randint(split(key, B)[b], (n,), 0, n)).
@@ -74,9 +75,9 @@ def law_school(path: str, resamples: int, steps: int, bisect: int) -> None:
     model = S.fit(prob.graph, prob.data, S.Settings())
     t_fit = time.perf_counter() - t0
     t0 = time.perf_counter()
-    wc = S.worst_case(model, LAW_BUDGETS, key=0, restarts=4, warn_ratio=None)
+    wc = S.worst_case(model, LAW_BUDGETS, key=0, config=S.SearchConfig(restarts=4, warn_ratio=None))
     t_wc = time.perf_counter() - t0
-    opts = dict(key=1, worst=wc, levels={"blind": "blind"}, steps=steps, bisect=bisect)
+    opts = dict(key=1, worst=wc, levels={"blind": "blind"}, options=S.BootstrapConfig(steps=steps, bisect=bisect))
     t_first = first_time(lambda: S.bootstrap(model, LAW_BUDGETS, resamples=resamples, **opts).p_max)
     t0 = time.perf_counter()
     iv = S.bootstrap(model, LAW_BUDGETS, resamples=resamples, **opts)

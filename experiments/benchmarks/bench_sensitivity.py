@@ -166,17 +166,17 @@ def run(data_dir, restarts=4, batch=4096, seed=0, reference_restarts=None, repea
     n = prob.data.n
     steps = n // batch  # one epoch
     budgets = np.linspace(0.0, 0.99, 16)
-    opt = S.paper_optimizer()
     # The paper's recipe and nothing more: no corner screening, no snapping to the boundary,
     # no polishing steps, no early stop, CFU itself ascended.
-    kw = dict(restarts=restarts, batch_size=batch, steps=steps, optimizer=opt, warm_start=True,
+    kw = dict(restarts=restarts, batch_size=batch, steps=steps, optimizer="sgd", learning_rate=100.0, momentum=0.9,
+              nesterov=True, warm_start=True,
               log_objective=False, patience=10**6, screen_corners=False, snap=None, polish=0,
               warn_ratio=None)
     key = jax.random.key(seed)
     results = []
 
     def search():
-        results.append(S.worst_case(model, budgets, key=key, **kw))
+        results.append(S.worst_case(model, budgets, key=key, config=S.SearchConfig(**kw)))
         return results[-1].cfu
 
     compile_and_run = first_time(search)
@@ -233,7 +233,7 @@ def search_compile(problems, repeats=3):
         key = jax.random.key(0)
 
         def search(grid=budgets, restarts=4):
-            return S.worst_case(model, grid, key=key, restarts=restarts, warn_ratio=None).cfu
+            return S.worst_case(model, grid, key=key, config=S.SearchConfig(restarts=restarts, warn_ratio=None)).cfu
 
         first = first_time(search)
         new_budgets = first_time(lambda: search(np.linspace(0.0, 0.99, 9)))

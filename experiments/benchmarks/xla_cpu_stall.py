@@ -108,10 +108,10 @@ if parts == "benchmarks":  # one program, as inside the bootstrap: benchmark cor
                       "fit_s": t1 - t0, "search_s": time.perf_counter() - t1, "jax": jax.__version__,
                       "max_cfu": float(np.nanmax(np.asarray(cfu)))}))
     sys.exit(0)
-wc = S.worst_case(model, budgets, key=jax.random.key(0), restarts=restarts, steps=steps, patience=steps,
-                  batch_size=None if batch == "full" else int(batch), warn_ratio=None,
-                  **{"full": {}, "polish": dict(screen_corners=False, snap=None),
-                     "steps": dict(screen_corners=False, snap=None, polish=0)}[parts])
+wc = S.worst_case(model, budgets, key=jax.random.key(0), config=S.SearchConfig(
+    restarts=restarts, steps=steps, patience=steps, batch_size=None if batch == "full" else int(batch),
+    warn_ratio=None, **{"full": {}, "polish": dict(screen_corners=False, snap=None),
+                        "steps": dict(screen_corners=False, snap=None, polish=0)}[parts]))
 jax.block_until_ready(wc.cfu)
 print(json.dumps({"n": prob.data.n, "m": prob.graph.m, "runs": int(np.size(wc.restart_cfu)),
                   "fit_s": t1 - t0, "search_s": time.perf_counter() - t1, "jax": jax.__version__,
