@@ -18,14 +18,21 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from cfjax import _checks
 from cfjax import figures
 from cfjax.study.families import BIAS_STRENGTHS
 from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, STABILITY
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure, SubFigure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import Formatter
 
 __all__ = ["MAIN_PANELS", "SUPPLEMENTARY_PANELS", "METRIC_LABELS", "delta_auc_figure"]
 
@@ -42,7 +49,7 @@ _ATTRIBUTE_LABELS = {"sex": "sex", "age_group": "age group", "race": "race"}
 _FONT = 9  # ticks and legend; labels and titles one point larger
 
 
-def _style(name: str) -> tuple[str, Any, str]:
+def _style(name: str) -> tuple[str, str | tuple[float, float, float, float], str]:
     """Marker, colour and legend label of a predictor: basic black circles, sex-biased red
     triangles, age-biased blue squares, darker with a stronger bias."""
     plt = figures.pyplot()
@@ -55,7 +62,8 @@ def _style(name: str) -> tuple[str, Any, str]:
     return "s", plt.get_cmap("Blues")(shade), f"age-biased {name[3:]}"
 
 
-def _rows(res: Mapping[str, Any], value: Any, what: str) -> np.ndarray:
+def _rows(res: Mapping[str, Any], value: npt.ArrayLike | Mapping[str, npt.ArrayLike],
+          what: str) -> np.ndarray:
     """The DELTA_NAMES rows of ``value``: an array indexed as ``res["names"]`` or a mapping by name."""
     try:
         if isinstance(value, Mapping):
@@ -66,7 +74,7 @@ def _rows(res: Mapping[str, Any], value: Any, what: str) -> np.ndarray:
         _checks.fail("res", f"{what} with a row for each of {DELTA_NAMES}", f"{type(e).__name__}: {e}")
 
 
-def _check_res(res: Any, panels: Sequence[tuple[str, str]]) -> None:
+def _check_res(res: object, panels: Sequence[tuple[str, str]]) -> None:
     if not isinstance(res, Mapping):
         _checks.fail("res", "one setting's results (a mapping, as cfjax.study.evaluate_setting returns)",
                      type(res).__name__)
@@ -83,7 +91,7 @@ def _check_res(res: Any, panels: Sequence[tuple[str, str]]) -> None:
             _checks.fail("res", f"res['correlations'][{attr!r}][{metric!r}]", "none")
 
 
-def _check_panels(panels: Any) -> tuple[tuple[str, str], ...]:
+def _check_panels(panels: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     metrics = tuple(f for f, _ in STABILITY)
     try:
         out = tuple((str(a), str(f)) for a, f in panels)
@@ -113,7 +121,7 @@ def _interval_text(c: Mapping[str, Any]) -> str:
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
-def _factor(formatter: Any) -> str:
+def _factor(formatter: Formatter) -> str:
     """A ScalarFormatter's factor as text: ``×10⁻⁴`` for a power of ten alone (its offset text
     ``1e-4``), the offset text itself when it also subtracts an offset (``1e-08+2.5e-03``),
     ``""`` for none."""
@@ -124,7 +132,7 @@ def _factor(formatter: Any) -> str:
     return text
 
 
-def _panel(ax: Any, res: Mapping[str, Any], attr: str, metric: str, pairs: bool) -> list[Any]:
+def _panel(ax: Axes, res: Mapping[str, Any], attr: str, metric: str, pairs: bool) -> list[Line2D]:
     """Draw one panel; returns the predictors' marker artists (in DELTA_NAMES order)."""
     from matplotlib.ticker import MaxNLocator
 
@@ -154,7 +162,7 @@ def _panel(ax: Any, res: Mapping[str, Any], attr: str, metric: str, pairs: bool)
     for axis, label in ((ax.xaxis, METRIC_LABELS[metric]), (ax.yaxis, f"ΔAUC over {_ATTRIBUTE_LABELS[attr]}")):
         axis.set_major_locator(MaxNLocator(nbins=4))
         formatter = axis.get_major_formatter()
-        formatter.set_locs(axis.get_majorticklocs())
+        formatter.set_locs(axis.get_majorticklocs())  # type: ignore[arg-type]  # stub: a list only
         factor = _factor(formatter)  # for these limits: a caller who changes them relabels the axis
         axis.get_offset_text().set_visible(False)
         axis.set_label_text(f"{label} [{factor}]" if factor else label, fontsize=_FONT + 1)
@@ -162,9 +170,17 @@ def _panel(ax: Any, res: Mapping[str, Any], attr: str, metric: str, pairs: bool)
     return handles
 
 
+@overload
+def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] = ..., *,
+                     ncols: int | None = ..., axes: None = ..., title: str | None = ...,
+                     pairs: bool = ...) -> Figure: ...
+@overload
+def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] = ..., *,
+                     ncols: int | None = ..., axes: Axes | Sequence[Axes] | np.ndarray,
+                     title: str | None = ..., pairs: bool = ...) -> Figure | SubFigure: ...
 def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] = MAIN_PANELS, *,
-                     ncols: int | None = None, axes: Any = None, title: str | None = None,
-                     pairs: bool = True) -> Any:
+                     ncols: int | None = None, axes: Axes | Sequence[Axes] | np.ndarray | None = None,
+                     title: str | None = None, pairs: bool = True) -> Figure | SubFigure:
     """ΔAUC against stability metrics, one panel per (attribute, metric), with the bootstrap
     interval of every point on both axes and Pearson r with its interval in each title.
 
