@@ -26,7 +26,7 @@ __all__ = ["command"]
 
 _EXAMPLE = """\b
 Example:
-  cfjax demo                      # about 5 minutes on a 2-core CPU
+  cfjax demo                      # every section, at a size a CPU runs
   cfjax demo --quick --out results/demo_quick
   cfjax demo --devices 2 --force  # the ensembles' members over 2 devices
 """
@@ -66,7 +66,7 @@ def __getattr__(name: str) -> Any:
 @common.force_option
 @common.seed_option
 @common.devices_option
-@click.option("--quick", is_flag=True, help="a tiny scale that checks the pipeline in about a minute")
+@click.option("--quick", is_flag=True, help="a tiny scale that checks the pipeline")
 def command(out: str, force: bool, seed: int, quick: bool, devices: int | None) -> None:
     """All three pillars of cfjax on built-in synthetic data: paper 000's study (trained
     classifiers, exact and learned counterfactual images), the sensitivity of counterfactual

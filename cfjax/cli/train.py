@@ -68,7 +68,7 @@ def parse_objective(text: str):
               help="sex-bias strength α of a training set (repeatable) [default: 0.8, 0.9, 0.95]")
 @click.option("--seeds", type=click.IntRange(1, 10), default=2, show_default=True, help="seeds per method")
 @click.option("--learned", is_flag=True, help="train an HVAE generator and the objectives with its counterfactuals too")
-@click.option("--quick", is_flag=True, help="a tiny scale that checks the pipeline in about a minute")
+@click.option("--quick", is_flag=True, help="a tiny scale that checks the pipeline")
 def command(out, force, seed, devices, objectives, biases, seeds, learned, quick):
     """Counterfactual training against a sex shortcut: the basic classifier, counterfactual
     objectives with exact (and with --learned, learned) counterfactuals, reweighting and group

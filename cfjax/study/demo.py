@@ -94,7 +94,7 @@ _ARM = cftraining.ArmConfig(biases=(0.95,), seeds=(0, 1), baselines=True,
                             objectives=(Objective("augment"), Objective("variance", 1.0)),
                             learned_objectives=(Objective("augment"),))
 
-#: ``cfjax demo``'s scale (about 5 minutes on a 2-core CPU)
+#: ``cfjax demo``'s scale: every section at a size a CPU runs end to end
 DEMO = Scale(
     study=study.Config(size=32, n_train=1500, n_val=300, test_per_cell=20, n_natural=120, features=(8, 16, 32),
                        predictor=EnsembleConfig(steps=600, learning_rate=5e-3, batch_size=32, weight_decay=1e-4,
