@@ -25,6 +25,7 @@ import numpy as np
 from cfjax import _checks
 from cfjax import _results
 from cfjax._core.keys import numpy_rng
+from cfjax.typing import KeyLike
 
 __all__ = ["EMOTIONS", "TextCorpus", "template_corpus"]
 
@@ -110,7 +111,7 @@ def _render(template: str, person: str, gender: str, state: str, situation: str)
 
 
 def template_corpus(n: int, *, concept: str = "gender", split: str = "balanced", bias: float = 0.9,
-                    key: Any = 0) -> TextCorpus:
+                    key: KeyLike = 0) -> TextCorpus:
     """Draw ``n`` sentences with their true counterfactual sentences.
 
     Args:

@@ -35,11 +35,12 @@ import jax.numpy as jnp
 from cfjax import _checks
 from cfjax import _results
 from cfjax.metrics.stability import decisions_agree, total_variation
+from cfjax.typing import ArrayLike
 
 __all__ = ["CFRScores", "ate", "atv", "mean_effect", "pip", "score", "tpr", "tpr_gap"]
 
 
-def _pair(name_a: str, a: Any, name_b: str, b: Any, *, check_a: bool = True) -> None:
+def _pair(name_a: str, a: ArrayLike, name_b: str, b: ArrayLike, *, check_a: bool = True) -> None:
     _checks.check_ndim(name_a, a, 2, "of class probabilities (n, C)")
     _checks.warn_if_downcast(name_a, a)
     _checks.warn_if_downcast(name_b, b)
@@ -115,7 +116,8 @@ def tpr(y: jax.Array, y_pred: jax.Array, mask: jax.Array, n_classes: int) -> jax
     return jnp.where(total > 0, hits / jnp.where(total > 0, total, 1), jnp.nan)
 
 
-def tpr_gap(y: Any, y_pred: Any, z: Any, *, value: int = 1, n_classes: int | None = None) -> jax.Array:
+def tpr_gap(y: ArrayLike, y_pred: ArrayLike, z: ArrayLike, *, value: int = 1,
+            n_classes: int | None = None) -> jax.Array:
     """TPR-gap per class: ``P[Ŷ=y | Z=value, Y=y] − P[Ŷ=y | Z≠value, Y=y]``, shape ``(C,)``.
 
     Args:

@@ -30,6 +30,7 @@ from flax import struct
 from cfjax import _checks
 from cfjax import _results
 from cfjax.platform import full_precision
+from cfjax.typing import ArrayLike
 
 __all__ = ["ConceptSubspace", "concept_subspace", "cross_covariance", "ledoit_wolf_shrinkage"]
 
@@ -76,7 +77,7 @@ class ConceptSubspace(struct.PyTreeNode):
                 f"rank={self.coord.shape[-2]}, dtype={jnp.dtype(self.coord.dtype).name})")
 
 
-def _as_embeddings(X: Any) -> Any:
+def _as_embeddings(X: ArrayLike) -> ArrayLike:
     """A non-empty, finite ``(n, d)`` floating-point array (float32 unless already floating)."""
     if not hasattr(X, "dtype") or not jnp.issubdtype(X.dtype, jnp.floating):
         X = np.asarray(X, dtype=np.float32)
@@ -89,7 +90,8 @@ def _as_embeddings(X: Any) -> Any:
     return X
 
 
-def _check_embeddings(X: Any, z: Any, n_values: int | None) -> tuple[jax.Array, jax.Array, int]:
+def _check_embeddings(X: ArrayLike, z: ArrayLike,
+                      n_values: int | None) -> tuple[jax.Array, jax.Array, int]:
     X = _as_embeddings(X)
     z = np.asarray(z)
     _checks.check_ndim("z", z, 1, "of concept values (n,)")
@@ -150,7 +152,8 @@ def _column_basis(M: jax.Array, max_rank: int) -> jax.Array:
     return U[:, :r]
 
 
-def concept_subspace(X: Any, z: Any, *, n_values: int | None = None, method: str = "orth",
+def concept_subspace(X: ArrayLike, z: ArrayLike, *, n_values: int | None = None,
+                     method: str = "orth",
                      shrinkage: float | str = "ledoit_wolf") -> ConceptSubspace:
     """Fit the concept subspace of embeddings ``X (n, d)`` for concept codes ``z (n,)``.
 

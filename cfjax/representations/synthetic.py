@@ -21,6 +21,7 @@ import numpy as np
 from cfjax import _checks
 from cfjax import _results
 from cfjax._core.keys import numpy_rng, seed_of
+from cfjax.typing import KeyLike
 
 __all__ = ["EmbeddingData", "synthetic_embeddings"]
 
@@ -48,8 +49,9 @@ class EmbeddingData(NamedTuple):
 
 def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: int = 2, n_nuisance: int = 8,
                          kind: str = "linear", split: str = "balanced", bias: float = 0.9,
-                         label_scale: float = 2.0, concept_scale: float = 1.0, noise: float = 0.1, key: Any = 0,
-                         sample_key: Any = None, dtype=np.float32) -> EmbeddingData:
+                         label_scale: float = 2.0, concept_scale: float = 1.0, noise: float = 0.1,
+                         key: KeyLike = 0, sample_key: KeyLike | None = None,
+                         dtype=np.float32) -> EmbeddingData:
     """Draw ``n`` units of the synthetic embedding SCM (mechanism fixed by ``key``).
 
     Args:
