@@ -18,11 +18,15 @@ cache (:func:`cfjax.platform.use_compilation_cache`): ``cfjax --no-cache COMMAND
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 import click
 
 from cfjax.cli import common
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 __all__ = ["cli", "main"]
 
@@ -41,12 +45,12 @@ def cli(no_cache: bool) -> None:
     """
 
 
-def _cached(callback: Callable[..., Any]) -> Callable[..., Any]:
+def _cached(callback: Callable[_P, _R]) -> Callable[_P, _R]:
     """``callback`` with the compilation cache turned on first (off with ``--no-cache``): when the
     subcommand runs, not for its ``--help``, which answers without starting JAX."""
 
     @functools.wraps(callback)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         from cfjax import platform
 
         platform.use_compilation_cache(False if click.get_current_context().find_root().params.get("no_cache")

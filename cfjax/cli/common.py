@@ -8,7 +8,8 @@ import json
 import os
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import IO, Any
 
 import click
 
@@ -28,7 +29,7 @@ class UserError(click.ClickException):
 
     exit_code = USER_ERROR
 
-    def show(self, file: Any = None) -> None:
+    def show(self, file: IO[str] | None = None) -> None:
         click.echo(f"cfjax: error: {self.format_message()}", err=True)
 
 

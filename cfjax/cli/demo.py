@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -54,7 +55,8 @@ def __getattr__(name: str) -> Any:
         return obj
     if name == "demo":
         def demo(out: str, *, quick: bool = False, seed: int = 0, command: str = "cfjax demo",
-                 log: Any = click.echo, progress: bool | None = None) -> dict[str, Any]:
+                 log: Callable[[str], None] = click.echo,
+                 progress: bool | None = None) -> dict[str, Any]:
             return obj(out, quick=quick, key=seed, command=command, log=log, progress=progress)
 
         obj, new = demo, "run_demo (key= for seed=)"
