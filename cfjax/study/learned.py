@@ -42,10 +42,12 @@ import numpy as np
 import cfjax as cf
 from cfjax import _checks
 from cfjax._core.keys import as_key
+from cfjax.data.render import Acquisition
 from cfjax.generative import anticausal as ac
 from cfjax.generative import train as gt
 from cfjax.generative.hvae import HVAEConfig
 from cfjax.generative.mechanism import ImageHVAE
+from cfjax.typing import ArrayLike, KeyLike, PyTree
 
 __all__ = ["GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "REGULARISED", "learned_scm", "fit_site_generator",
            "learned_images", "LearnedSource"]
@@ -89,7 +91,7 @@ class GeneratorSettings:
 
 #: the full study (64 × 64 images, 10000 training units per site)
 GENERATOR_FULL = GeneratorSettings()
-#: the quick study (32 × 32, 3000 units per site): a few minutes for both sites on 2 CPU cores
+#: the quick study (32 × 32, 3000 units per site): a smaller model and fewer steps
 GENERATOR_QUICK = GeneratorSettings(
     gt.GeneratorConfig(hvae=HVAEConfig(image_size=32, channels=(8, 16, 16), latent_dims=(0, 4, 4)), steps=600,
                        batch_size=32, learning_rate=1e-3, warmup=50, kl_warmup=200, ema_decay=0.99, chunk_steps=100,
@@ -107,8 +109,8 @@ def learned_scm(chest: cf.data.ChestSCM, mechanism: ImageHVAE) -> cf.scm.SCM:
                       {**{v: base.mechanism(v) for v in base.nodes}, "image": mechanism})
 
 
-def fit_site_generator(chest: cf.data.ChestSCM, records: Mapping[str, Any], settings: GeneratorSettings, *,
-                       key: Any, checkpoint_dir: str | None = None,
+def fit_site_generator(chest: cf.data.ChestSCM, records: Mapping[str, PyTree],
+                       settings: GeneratorSettings, *, key: KeyLike, checkpoint_dir: str | None = None,
                        progress: bool | None = False) -> gt.GeneratorFit:
     """Fit the HVAE image mechanism of ``chest`` on ``records`` (``"parents"``, ``"image"``);
     resumes from (or reuses) an orbax checkpoint of the same run in ``checkpoint_dir``. With
@@ -132,8 +134,8 @@ def fit_site_generator(chest: cf.data.ChestSCM, records: Mapping[str, Any], sett
                     checkpoint_dir=checkpoint_dir, progress=progress)
 
 
-def learned_images(mechanism: ImageHVAE, params: Any, images: jax.Array, pa: jax.Array, pa_cf: jax.Array, *,
-                   key: Any, chunk: int) -> jax.Array:
+def learned_images(mechanism: ImageHVAE, params: PyTree, images: jax.Array, pa: jax.Array,
+                   pa_cf: jax.Array, *, key: KeyLike, chunk: int) -> jax.Array:
     """Counterfactual images of ``N`` units under ``K`` parent vectors each.
 
     Unit ``n``'s noise is abducted once, ``u_n = abduct(params, images[n], pa[n], k_n)`` with
@@ -178,7 +180,8 @@ def _drop_padding(out, n):
 
 
 @functools.partial(jax.jit, static_argnames=("mechanism", "chunk"))
-def _learned_images(mechanism: ImageHVAE, params: Any, images: jax.Array, pa: jax.Array, pa_cf: jax.Array,
+def _learned_images(mechanism: ImageHVAE, params: PyTree, images: jax.Array, pa: jax.Array,
+                    pa_cf: jax.Array,
                     keys: jax.Array, chunk: int) -> jax.Array:
     """:func:`learned_images` of units already padded to a multiple of ``chunk``: ``images (N,
     H, W)``, ``pa (N, P)``, ``pa_cf (N, K, P)``, ``keys (N,)`` → ``(N, K, H, W)``."""
@@ -208,13 +211,14 @@ class LearnedSource:
         (``change_learned``, ``change_exact``).
     """
 
-    def __init__(self, fits: Mapping[Any, gt.GeneratorFit], chunk: int = 64):
+    def __init__(self, fits: Mapping[Acquisition, gt.GeneratorFit], chunk: int = 64):
         self.fits = dict(fits)
         self.chunk = _checks.check_positive_int("chunk", chunk)
         self.calls: list[dict[str, Any]] = []
 
-    def __call__(self, chest: cf.data.ChestSCM, records: Mapping[str, Any], interventions: Mapping[str, Any], *,
-                 key: Any, label: str = "fixed") -> dict[str, Any]:
+    def __call__(self, chest: cf.data.ChestSCM, records: Mapping[str, PyTree],
+                 interventions: Mapping[str, ArrayLike], *,
+                 key: KeyLike, label: str = "fixed") -> dict[str, PyTree]:
         """The learned counterfactuals of ``records`` under ``interventions`` (``key`` a PRNG
         key, raw key data or an int seed; ``label`` as :meth:`cfjax.data.ChestSCM.counterfactuals`)."""
         if chest.site not in self.fits:
