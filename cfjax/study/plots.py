@@ -179,7 +179,8 @@ def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] =
                      ncols: int | None = ..., axes: Axes | Sequence[Axes] | np.ndarray,
                      title: str | None = ..., pairs: bool = ...) -> Figure | SubFigure: ...
 def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] = MAIN_PANELS, *,
-                     ncols: int | None = None, axes: Axes | Sequence[Axes] | np.ndarray | None = None,
+                     ncols: int | None = None,
+                     axes: Axes | Sequence[Axes] | np.ndarray | None = None,
                      title: str | None = None, pairs: bool = True) -> Figure | SubFigure:
     """ΔAUC against stability metrics, one panel per (attribute, metric), with the bootstrap
     interval of every point on both axes and Pearson r with its interval in each title.
