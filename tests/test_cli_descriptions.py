@@ -1,4 +1,4 @@
-"""Every metric's one-line description (:func:`cfjax.metrics.descriptions`, what ``cfjax
+"""Every metric's one-line description (:func:`cfjax.metrics.report.descriptions`, what ``cfjax
 evaluate``'s report prints beside each number) states the quantity cfjax computes.
 
 Each field has here the formula its description must state, verbatim, and a numpy computation
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from cfjax.metrics import NOTATION, descriptions, evaluate, smooth_ece
+from cfjax.metrics import evaluate, smooth_ece
+from cfjax.metrics.report import NOTATION, descriptions
 
 N, K, C, BINS, EPS = 150, 5, 3, 15, 1e-7
 

@@ -13,7 +13,8 @@ import pytest
 
 from cfjax.cli import main
 from cfjax.cli.evaluate import load_predictions
-from cfjax.metrics import LABEL_FIELDS, evaluate
+from cfjax.metrics import evaluate
+from cfjax.metrics.report import LABEL_FIELDS
 
 N, K = 60, 4  # one shape everywhere: the compiled programs are shared by the tests
 

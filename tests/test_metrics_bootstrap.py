@@ -114,7 +114,7 @@ def test_label_free_bounds_equal_the_labelled_ones_and_label_fields_are_nan(rng)
     for part in ("low", "high", "estimate"):
         a, b = fields(getattr(with_y, part)), fields(getattr(without, part))
         for f in a:
-            if f in cf.metrics.LABEL_FIELDS:
+            if f in cf.metrics.report.LABEL_FIELDS:
                 assert np.isnan(b[f]).all(), (part, f)
             else:
                 np.testing.assert_array_equal(a[f], b[f], err_msg=f"{part} {f}")

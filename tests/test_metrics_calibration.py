@@ -31,7 +31,7 @@ def test_calibration_bins_count_every_unit(rng):
     p = rng.uniform(size=1000).astype(np.float32)
     p[:3] = [0.0, 1.0, 0.5]
     y = rng.integers(0, 2, 1000)
-    count, sum_p, sum_y = cf.metrics.calibration_bins(p, y, 7)
+    count, sum_p, sum_y = cf.metrics.calibration.calibration_bins(p, y, 7)
     assert float(count.sum()) == 1000
     assert float(sum_y.sum()) == pytest.approx(y.sum())
     assert float(sum_p.sum()) == pytest.approx(float(p.sum()), rel=1e-5)

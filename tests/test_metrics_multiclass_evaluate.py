@@ -163,7 +163,7 @@ def test_label_free_report_has_nan_label_fields_and_the_same_stability(rng):
     without = cf.metrics.evaluate(p_obs, p_cf).to_dict()
     assert without["labels"] == "invariant" and without["classes"] == 3
     for name, value in without.items():
-        if name in cf.metrics.LABEL_FIELDS:
+        if name in cf.metrics.report.LABEL_FIELDS:
             values = list(value.values()) if name == "risk_cvar" else [value]
             assert all(math.isnan(v) for v in values), name
         else:

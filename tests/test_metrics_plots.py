@@ -75,7 +75,7 @@ def test_kernel_average_equals_the_brute_force_loop(rng, x64, bandwidth):
     c = reliability_curve(p, y, grid=t, bandwidth=bandwidth)
     sigma = float(c.bandwidth) if bandwidth is None else bandwidth
     if bandwidth is None:
-        assert sigma == pytest.approx(float(cf.metrics.smooth_ece_bandwidth(p, y)))
+        assert sigma == pytest.approx(float(cf.metrics.smooth_calibration.smooth_ece_bandwidth(p, y)))
     mu, density = brute_force(t, p, y, sigma)
     np.testing.assert_allclose(c.mean_label, mu, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(c.density, density, rtol=1e-10)

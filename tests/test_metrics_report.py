@@ -97,7 +97,7 @@ def test_label_free_report_keeps_stability_and_blanks_label_fields(rng):
     with_labels = cf.metrics.evaluate(p_obs, p_cf, y).to_dict()
     without = cf.metrics.evaluate(p_obs, p_cf).to_dict()
     for name in FIELDS:
-        if name in cf.metrics.LABEL_FIELDS:
+        if name in cf.metrics.report.LABEL_FIELDS:
             values = list(without[name].values()) if name == "risk_cvar" else [without[name]]
             assert all(math.isnan(v) for v in values), name
         else:

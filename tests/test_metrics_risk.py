@@ -52,14 +52,14 @@ def test_cvar_one_unit_matches_walk_over_sorted_atoms(rng, x64):
         losses = np.round(rng.exponential(size=k), 1)
         q = rng.dirichlet(np.ones(k))
         alpha = float(rng.uniform(1e-3, 1))
-        assert float(cf.metrics.cvar(losses, q, alpha)) == pytest.approx(
+        assert float(cf.metrics.risk.cvar(losses, q, alpha)) == pytest.approx(
             ref.cvar_sorted(losses, q, alpha), rel=1e-10)
 
 
 def test_cvar_unit_function_vmaps_to_the_risk(rng, x64):
     p_obs, p_cf, y, q = make(rng)
-    losses = cf.metrics.bce(p_cf, y[:, None].astype(np.float64))
-    per_unit = jax.vmap(cf.metrics.cvar, in_axes=(0, None, None))(losses, q, 0.3)
+    losses = cf.metrics.risk.bce(p_cf, y[:, None].astype(np.float64))
+    per_unit = jax.vmap(cf.metrics.risk.cvar, in_axes=(0, None, None))(losses, q, 0.3)
     np.testing.assert_allclose(jnp.mean(per_unit), cf.metrics.cvar_risk(p_cf, y, 0.3, q), rtol=1e-9)
 
 
@@ -79,7 +79,7 @@ def test_bce_clips_and_matches_closed_form(x64):
     p = np.array([0.0, 1e-9, 0.3, 1.0])
     y = np.array([1.0, 1.0, 0.0, 0.0])
     expected = [-np.log(1e-7), -np.log(1e-7), -np.log(0.7), -np.log(1e-7)]
-    np.testing.assert_allclose(cf.metrics.bce(p, y), expected, rtol=1e-9)
+    np.testing.assert_allclose(cf.metrics.risk.bce(p, y), expected, rtol=1e-9)
 
 
 def test_marginalise_is_the_weighted_mean(rng, x64):

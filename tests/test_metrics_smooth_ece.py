@@ -36,7 +36,7 @@ def test_automatic_bandwidth_is_the_fixed_point_of_the_reference(rng, x64):
     f, y = miscalibrated(rng, 150)
     expected, sigma_ref = ref.smooth_ece(f, y, points=2000)  # σ* ~ 0.07: midpoint error 2e-6
     got = float(cf.metrics.smooth_ece(f, y))
-    sigma = float(cf.metrics.smooth_ece_bandwidth(f, y))
+    sigma = float(cf.metrics.smooth_calibration.smooth_ece_bandwidth(f, y))
     # smECE_σ − σ has slope <= −1, so the root moves by at most the function's error.
     np.testing.assert_allclose(got, expected, rtol=2e-4)
     np.testing.assert_allclose(sigma, sigma_ref, rtol=2e-4)
@@ -65,7 +65,7 @@ def test_calibrated_to_the_resolution_gives_the_smallest_bandwidth():
     # Scores equal to the labels: no residual at all.
     y = np.array([0, 1, 1, 0, 1])
     assert float(cf.metrics.smooth_ece(y.astype(np.float32), y)) == 0.0
-    assert float(cf.metrics.smooth_ece_bandwidth(y.astype(np.float32), y)) == pytest.approx(1e-3)
+    assert float(cf.metrics.smooth_calibration.smooth_ece_bandwidth(y.astype(np.float32), y)) == pytest.approx(1e-3)
 
 
 def test_smooth_ece_does_not_increase_with_the_bandwidth(rng):
@@ -87,7 +87,7 @@ def test_reliability_curve_matches_the_direct_smoother(rng, x64):
     t = np.linspace(0, 1, 23)
     c = cf.metrics.reliability_curve(f, y, grid=t)
     sigma = float(c.bandwidth)
-    assert sigma == pytest.approx(float(cf.metrics.smooth_ece_bandwidth(f, y)))
+    assert sigma == pytest.approx(float(cf.metrics.smooth_calibration.smooth_ece_bandwidth(f, y)))
     assert float(c.smooth_ece) == pytest.approx(float(cf.metrics.smooth_ece(f, y)), rel=1e-12)
     once = sum(stats.norm.pdf(t[:, None], image[None, :], sigma) for image in (f, -f, 2 - f))
     np.testing.assert_allclose(c.density, once.mean(axis=1), rtol=1e-9)
@@ -135,7 +135,7 @@ def test_expected_labels_match_the_reference_and_the_counterfactual_label_report
     y_bar = np.clip(y_cf @ q, 0, 1)  # a sum of weights may round above 1
     expected, sigma_ref = ref.smooth_ece(f, y_bar, points=2000)
     np.testing.assert_allclose(cf.metrics.smooth_ece(f, y_bar), expected, rtol=2e-4)
-    np.testing.assert_allclose(cf.metrics.smooth_ece_bandwidth(f, y_bar), sigma_ref, rtol=2e-4)
+    np.testing.assert_allclose(cf.metrics.smooth_calibration.smooth_ece_bandwidth(f, y_bar), sigma_ref, rtol=2e-4)
     curve = cf.metrics.reliability_curve(f, y_bar, grid=11)
     assert float(curve.smooth_ece) == pytest.approx(float(cf.metrics.smooth_ece(f, y_bar)), rel=1e-9)
     p_cf = np.clip(f[:, None] + rng.normal(0, 0.05, (n, k)), 0, 1)
@@ -152,7 +152,7 @@ def test_expected_labels_match_the_reference_and_the_counterfactual_label_report
     (lambda: cf.metrics.reliability_curve(np.array([0.2, 0.3]), np.array([0.5, np.nan])), "y"),
     (lambda: cf.metrics.smooth_ece(np.array([0.2, 0.3]), np.array([0, 1]), bandwidth=0.0),
      "bandwidth"),
-    (lambda: cf.metrics.smooth_ece_bandwidth(np.array([np.nan, 0.3]), np.array([0, 1])), "p"),
+    (lambda: cf.metrics.smooth_calibration.smooth_ece_bandwidth(np.array([np.nan, 0.3]), np.array([0, 1])), "p"),
     (lambda: cf.metrics.reliability_curve(np.array([0.2, 0.3]), np.array([0, 1]), grid=1), "grid"),
     (lambda: cf.metrics.reliability_curve(np.array([0.2, 0.3]), np.array([0, 1]),
                                           grid=np.array([0.5, 1.5])), "grid"),

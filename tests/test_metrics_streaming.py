@@ -52,7 +52,7 @@ def test_label_free_and_uniform_float32_chunks_equal_evaluate(rng):
     r = cf.metrics.evaluate_chunks(chunks_of(cut(rng, len(p_obs)), p_obs, p_cf))
     whole = cf.metrics.evaluate(p_obs, p_cf)
     assert_same(r, whole, rtol=2e-5, atol=2e-6)
-    assert all(math.isnan(float(getattr(r, f))) for f in cf.metrics.LABEL_FIELDS if f != "risk_cvar")
+    assert all(math.isnan(float(getattr(r, f))) for f in cf.metrics.report.LABEL_FIELDS if f != "risk_cvar")
 
 
 def test_counterfactual_labels_in_chunks(rng, x64):

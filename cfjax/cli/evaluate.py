@@ -49,7 +49,7 @@ Example:
 
 # ----------------------------------------------------------------------------- the report
 def _strip_labels(d: dict[str, Any], labelled: bool) -> dict[str, Any]:
-    from cfjax.metrics import LABEL_FIELDS
+    from cfjax.metrics.report import LABEL_FIELDS
 
     return d if labelled else {k: v for k, v in d.items() if k not in LABEL_FIELDS}
 
@@ -191,7 +191,7 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
 
 
 def _markdown(r: dict[str, Any], source: str) -> str:
-    from cfjax.metrics import NOTATION, descriptions
+    from cfjax.metrics.report import NOTATION, descriptions
 
     inp, opt = r["input"], r["options"]
     meaning = descriptions(classes=inp["classes"] is not None, counterfactual_labels=inp["counterfactual_labels"])

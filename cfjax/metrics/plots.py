@@ -97,14 +97,14 @@ def reliability_diagram(original: ReliabilityCurve | ReliabilityBand,
 
     Each curve is the kernel-smoothed mean label against the predicted probability
     (:func:`cfjax.metrics.reliability_curve`, in [0, 1]) beside the dashed diagonal of perfect
-    calibration; a :class:`~cfjax.metrics.ReliabilityBand` adds its percentile bootstrap band
+    calibration; a :class:`~cfjax.metrics.reliability.ReliabilityBand` adds its percentile bootstrap band
     (shaded) and the smooth ECE's interval to the legend (``"original, smECE 0.031 [0.025,
     0.038]"``). Beneath, on a strip sharing the x axis, the kernel density of each curve's
     predictions.
 
     Args:
-      original: the original prediction's :class:`~cfjax.metrics.ReliabilityCurve` or
-        :class:`~cfjax.metrics.ReliabilityBand`.
+      original: the original prediction's :class:`~cfjax.metrics.reliability.ReliabilityCurve` or
+        :class:`~cfjax.metrics.reliability.ReliabilityBand`.
       marginalised: the marginalised prediction's, or None for one curve.
       labels: the curves' names in the legend.
       colors: their matplotlib colours.

@@ -45,7 +45,7 @@ import optax
 
 from cfjax import _checks
 from cfjax._core.keys import as_key
-from cfjax.metrics import cvar as _cvar
+from cfjax.metrics.risk import cvar as _cvar
 from cfjax.predictors.sources import all_interventions
 from cfjax.typing import Array, ArrayLike, KeyLike
 
