@@ -13,6 +13,7 @@ import pytest
 
 import cfjax.sensitivity as S
 from cfjax.cli import main
+from cfjax.sensitivity.cfu import bivariate_correlation
 
 
 def _run(args, capsys):
@@ -164,7 +165,7 @@ def test_sweep_marks_cfu_undefined_where_the_fit_interpolates(x64):
     prob = SimpleNamespace(graph=S.FairnessGraph({"gpa": ["A"], "lsat": ["A", "gpa"]}),
                            data=S.make_data(a, np.stack([g, l], 1), l + r.normal(size=5)))
     settings = S.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,), folds=2)
-    wc = SimpleNamespace(P=np.stack([np.eye(2), np.asarray(S.bivariate_correlation(0.5))]))
+    wc = SimpleNamespace(P=np.stack([np.eye(2), np.asarray(bivariate_correlation(0.5))]))
     [exact] = _sweep(prob, settings, SimpleNamespace(degrees=(2, 2)), [0.0], wc)
     assert exact["cfu_at_worst_case_P"] == [None, None]
     assert exact["undefined"].startswith("undefined: the fit interpolates lsat")

@@ -14,7 +14,18 @@ from sklearn.linear_model import Ridge
 from sklearn.preprocessing import PolynomialFeatures
 
 import cfjax as cf
+from cfjax.sensitivity.benchmarks import (
+    benchmark_cfu,
+    benchmark_correlations,
+    identified_pairs,
+    partial_r2,
+    residual_correlations,
+    yardstick_children,
+    yardsticks,
+)
 from cfjax.sensitivity.cfu import negligible_cfu
+from cfjax.sensitivity.linear import design
+from cfjax.sensitivity.problem import embeddings
 
 S = cf.sensitivity
 
@@ -82,13 +93,13 @@ def test_benchmark_recovers_a_simulated_confounder(rng, x64):
     graph = S.FairnessGraph({"X1": ["A"], "X2": ["A", "X1"]})
     data = S.make_data(a, np.c_[x1, x2], x1 + x2 + rng.normal(size=n))
     model = S.fit(graph, data, settings((1, 1), 1e-6))
-    assert S.yardsticks(graph) == ("A", "X1")
-    _, rho2, P = S.benchmark_correlations(model, (k,))
+    assert yardsticks(graph) == ("A", "X1")
+    _, rho2, P = benchmark_correlations(model, (k,))
 
     def refit(idx):
         X, codes = data.X[idx], data.a[idx]
-        d_ = S.design(S.embeddings(graph, model.degrees, codes, X), X)
-        _, r, p = S.benchmark_correlations(model.replace(design=d_), (k,))
+        d_ = design(embeddings(graph, model.degrees, codes, X), X)
+        _, r, p = benchmark_correlations(model.replace(design=d_), (k,))
         return r[0, 0], p[0, 0, 0, 1]
 
     idx = jnp.asarray(rng.integers(0, n, (200, n)))
@@ -144,12 +155,12 @@ def test_partial_r2_matches_scikit_learn(rng, x64, lam, codes):
     graph = S.FairnessGraph({"X1": ["A"], "X2": ["A", "X1"], "X3": ["X1", "X2"]})
     data = S.make_data(a, np.c_[x1, x2, x3], x3 + rng.normal(size=n), codes=codes)
     model = S.fit(graph, data, settings((2, 2, 2), lam))
-    r2 = np.asarray(S.partial_r2(model))
-    assert S.yardsticks(graph) == ("A", "X1", "X2")
+    r2 = np.asarray(partial_r2(model))
+    assert yardsticks(graph) == ("A", "X1", "X2")
     lams = (lam,) * 3
     codes_ = np.asarray(data.a)
     X = np.asarray(data.X)
-    for v, z in enumerate(S.yardsticks(graph)):
+    for v, z in enumerate(yardsticks(graph)):
         for j in range(graph.m):
             if z in graph.parents[j]:
                 ref = reference_partial_r2(graph, model.degrees, lams, codes_, X, z, j)
@@ -181,10 +192,10 @@ def test_identified_pair_is_the_residual_correlation(rng, x64):
     data = S.make_data(a, np.c_[x1, x2], x1 - x2 + rng.normal(size=n))
     lam = 0.5
     model = S.fit(graph, data, settings((2, 1), lam))
-    assert S.identified_pairs(graph) == ((0, 1),)
+    assert identified_pairs(graph) == ((0, 1),)
     F = [PolynomialFeatures(d).fit_transform(a[:, None]) for d in model.degrees]
     ref = np.corrcoef(numpy_model_a_residuals(F, np.c_[x1, x2], lam).T)[0, 1]
-    got = S.residual_correlations(model)
+    got = residual_correlations(model)
     np.testing.assert_allclose(np.asarray(got), [ref], rtol=1e-9)
     b = S.benchmarks(model, k=(1.0,))
     assert b.pairs == (("X1", "X2"),)
@@ -196,9 +207,9 @@ def test_identified_pair_is_the_residual_correlation(rng, x64):
 def test_unconnected_pairs_of_a_larger_graph():
     graph = S.FairnessGraph({"X1": ["A"], "X2": ["A"], "X3": ["X1"], "X4": ["X3", "X2"]})
     # X1–X2, X2–X3 unconnected; X4 descends from every other feature.
-    assert S.identified_pairs(graph) == ((0, 1), (1, 2))
-    assert S.yardsticks(graph) == ("A", "X1", "X2", "X3")
-    assert S.yardstick_children(graph) == ((0, 1), (2,), (3,), (3,))
+    assert identified_pairs(graph) == ((0, 1), (1, 2))
+    assert yardsticks(graph) == ("A", "X1", "X2", "X3")
+    assert yardstick_children(graph) == ((0, 1), (2,), (3,), (3,))
 
 
 # ----------------------------------------------------------------------------- 4. CFU at benchmarks
@@ -227,12 +238,12 @@ def test_benchmark_cfu_is_the_worst_sign_pattern(rng, x64):
                                           predictor_lambdas=(1e-3,)))
     k = (0.25, 0.5)
     b = S.benchmarks(model, k)
-    assert b.yardsticks == S.yardsticks(graph) == ("A", "O", "M") and b.feasible.all()
-    r2, rho2, P_abs = S.benchmark_correlations(model, k)
+    assert b.yardsticks == yardsticks(graph) == ("A", "O", "M") and b.feasible.all()
+    r2, rho2, P_abs = benchmark_correlations(model, k)
     np.testing.assert_array_equal(np.asarray(b.rho2), np.asarray(rho2))
     cfu_one = jax.jit(S.cfu)  # one P at a time
     floor = 1e3 * negligible_cfu(model)  # a yardstick causing one feature: P = I, CFU at rounding level
-    for v, children in enumerate(S.yardstick_children(graph)):
+    for v, children in enumerate(yardstick_children(graph)):
         for i in range(len(k)):
             worst = worst_over_signs(cfu_one, model, P_abs[v, i], children)
             np.testing.assert_allclose(float(b.cfu[v, i]), worst, rtol=1e-6, atol=floor)
@@ -266,7 +277,7 @@ def test_infeasible_benchmarks_and_bad_k(rng, x64):
         with pytest.raises(ValueError, match="`k`"):
             S.benchmarks(model, k=bad)
         with pytest.raises(ValueError, match="`k`"):
-            S.benchmark_correlations(model, bad)
+            benchmark_correlations(model, bad)
 
 
 def test_jit_and_vmap_over_stacked_models(rng, x64):
@@ -284,8 +295,8 @@ def test_jit_and_vmap_over_stacked_models(rng, x64):
     k = (0.3, 0.6)
 
     def both(model):
-        r2, rho2, P_abs = S.benchmark_correlations(model, k)
-        return (r2, rho2, P_abs) + S.benchmark_cfu(model, P_abs)
+        r2, rho2, P_abs = benchmark_correlations(model, k)
+        return (r2, rho2, P_abs) + benchmark_cfu(model, P_abs)
 
     batched = jax.jit(jax.vmap(both))(stack(*models))
     one = jax.jit(both)

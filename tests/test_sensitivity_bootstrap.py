@@ -14,7 +14,16 @@ import pytest
 
 import cfjax.sensitivity as S
 from cfjax import ValidationError
-from cfjax.sensitivity.bootstrap import _Config, _one, _penalties, _percentiles, _starts
+from cfjax.sensitivity.bootstrap import (
+    _Config,
+    _one,
+    _penalties,
+    _percentiles,
+    _starts,
+    refit,
+    resample_analysis,
+)
+from cfjax.sensitivity.cfu import bivariate_correlation
 
 BUDGETS = (0.3, 0.6, 0.9)
 SMALL = S.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,))
@@ -34,7 +43,7 @@ def test_refit_equals_fit_on_the_resample(rng, x64, model_a, lam):
                           predictor_lambdas=(0.01, 1.0, 100.0), model_a=model_a, lam=lam)
     model = S.fit(prob.graph, prob.data, settings)
     idx = rng.integers(0, n, n)
-    got = S.refit(model, idx, model_a=model_a)
+    got = refit(model, idx, model_a=model_a)
     sel = model.selection
     fixed = settings.replace(lam=float(np.asarray(model.lam)), equation_degrees=model.degrees)
     data = _resampled(prob.data, idx)
@@ -55,9 +64,9 @@ def test_refit_equals_fit_on_the_resample(rng, x64, model_a, lam):
     assert got.selection == {} and got.degrees == model.degrees and got.scored == model.scored
     # Traceable: vmapped over two resamples, each as refitted alone.
     two = np.stack([idx, rng.integers(0, n, n)])
-    batch = jax.jit(jax.vmap(lambda i: S.refit(model, i, model_a=model_a)))(jnp.asarray(two))
+    batch = jax.jit(jax.vmap(lambda i: refit(model, i, model_a=model_a)))(jnp.asarray(two))
     for k in range(2):
-        alone = S.refit(model, two[k], model_a=model_a)
+        alone = refit(model, two[k], model_a=model_a)
         np.testing.assert_allclose(np.asarray(batch.theta[k]), np.asarray(alone.theta), **close)
         np.testing.assert_allclose(np.asarray(batch.model_a.sigma[k]), np.asarray(alone.model_a.sigma), **close)
 
@@ -93,11 +102,11 @@ def test_vmapped_program_equals_a_loop_of_resamples(run, x64):
     n = model.data.n
     for b in (0, 1, 39):  # resample b draws its units with split(key, resamples)[b]
         idx = jax.random.randint(keys[b], (n,), 0, n, jnp.int32)
-        out = S.resample_analysis(model, BUDGETS, idx, worst=wc, levels=levels, steps=4, bisect=3)
+        out = resample_analysis(model, BUDGETS, idx, worst=wc, levels=levels, steps=4, bisect=3)
         assert set(out) == set(iv.values)
         for k, v in out.items():
             np.testing.assert_allclose(iv.values[k][b], np.asarray(v), rtol=1e-9, atol=0, err_msg=k)
-    whole = S.resample_analysis(model, BUDGETS, np.arange(n), worst=wc, levels=levels, steps=4, bisect=3)
+    whole = resample_analysis(model, BUDGETS, np.arange(n), worst=wc, levels=levels, steps=4, bisect=3)
     for k, v in whole.items():  # the identity resample: the estimate
         np.testing.assert_allclose(iv.estimate[k], np.asarray(v), rtol=1e-9, atol=0, err_msg=k)
 
@@ -109,7 +118,7 @@ def test_each_resample_is_a_local_search_from_the_full_data_maximisers(run, x64)
     keys = jax.random.split(jax.random.key(7), 40)
     n = model.data.n
     for b in range(2):
-        fitted = S.refit(model, jax.random.randint(keys[b], (n,), 0, n, jnp.int32))
+        fitted = refit(model, jax.random.randint(keys[b], (n,), 0, n, jnp.int32))
         for k, P in enumerate(np.asarray(wc.P)):
             assert iv.values["worst_case"][b, k] >= float(S.cfu(fitted, P)) * (1 - 1e-9)
     assert np.all(np.diff(iv.values["worst_case"], axis=1) >= 0)
@@ -188,11 +197,11 @@ def test_errors(run, x64):
     with pytest.raises(ValidationError, match="`model`"):
         S.bootstrap("model", BUDGETS, key=0)
     with pytest.raises(ValidationError, match="`idx`"):
-        S.refit(model, [0, model.data.n])
+        refit(model, [0, model.data.n])
     with pytest.raises(ValidationError, match="`idx`"):
-        S.refit(model, np.zeros((2, 2), int))
+        refit(model, np.zeros((2, 2), int))
     with pytest.raises(ValidationError, match="`model`"):
-        S.refit(model.replace(selection={}), [0, 1])
+        refit(model.replace(selection={}), [0, 1])
 
 
 def test_the_old_keyword_arguments_still_work_with_a_warning(run, x64):
@@ -228,13 +237,13 @@ def test_coverage_on_a_simulated_scm():
         budget, reps, n, B = 0.5, 100, 400, 200
         big = S.synthetic(1_000_000, correlation=0.5, key=10**6)
         model = S.fit(big.graph, big.data, settings(big.data.n))
-        truth = max(float(S.cfu(model, S.bivariate_correlation(s * budget))) for s in (1.0, -1.0))
+        truth = max(float(S.cfu(model, bivariate_correlation(s * budget))) for s in (1.0, -1.0))
         del model, big
         models, starts = [], []
         for r in range(reps):
             prob = S.synthetic(n, correlation=0.5, key=r)
             fitted = S.fit(prob.graph, prob.data, settings(n))
-            edges = [S.bivariate_correlation(s * budget) for s in (1.0, -1.0)]
+            edges = [bivariate_correlation(s * budget) for s in (1.0, -1.0)]
             worst = edges[int(np.argmax([float(S.cfu(fitted, P)) for P in edges]))]
             models.append(fitted.replace(selection={}, baseline_unfairness={k: jnp.asarray(v) for k, v in
                                                                              fitted.baseline_unfairness.items()}))

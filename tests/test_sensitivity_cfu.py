@@ -14,6 +14,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
 
 import cfjax as cf
+from cfjax.sensitivity.cfu import bivariate_correlation
+from cfjax.sensitivity.problem import distinct_units
+from cfjax.sensitivity.projection import sign_corners
+from cfjax.sensitivity.ridge import fold_ids, ridge_cv
 
 S = cf.sensitivity
 
@@ -131,12 +135,12 @@ def bivariate():
 # ----------------------------------------------------------------------------- model selection
 def test_fold_ids_are_sklearn_kfold():
     for n in (10, 23):
-        ids = S.fold_ids(n, 5)
+        ids = fold_ids(n, 5)
         for k, (_, test) in enumerate(KFold(5).split(np.zeros(n))):
             np.testing.assert_array_equal(np.flatnonzero(ids == k), test)
-    shuffled = S.fold_ids(23, 5, shuffle=True, key=1)
-    assert np.array_equal(np.bincount(shuffled), np.bincount(S.fold_ids(23, 5)))
-    assert not np.array_equal(shuffled, S.fold_ids(23, 5))
+    shuffled = fold_ids(23, 5, shuffle=True, key=1)
+    assert np.array_equal(np.bincount(shuffled), np.bincount(fold_ids(23, 5)))
+    assert not np.array_equal(shuffled, fold_ids(23, 5))
 
 
 def test_ridge_cv_matches_sklearn_grid_search(rng, x64):
@@ -144,7 +148,7 @@ def test_ridge_cv_matches_sklearn_grid_search(rng, x64):
     y = Z[:, 0] - 0.5 * Z[:, 1] ** 2 + 0.3 * Z[:, 0] * Z[:, 1] + 0.3 * rng.normal(size=211)
     degrees, lambdas = (1, 2, 3), (1e-3, 1.0, 30.0, 1e3)
     # The MSE option (the paper's R² default is checked in test_sensitivity_cv.py).
-    ours = S.ridge_cv(Z, y, degrees=degrees, lambdas=lambdas, score="mse")
+    ours = ridge_cv(Z, y, degrees=degrees, lambdas=lambdas, score="mse")
     pipe = make_pipeline(PolynomialFeatures(), Ridge(fit_intercept=False))
     grid = GridSearchCV(pipe, {"polynomialfeatures__degree": degrees, "ridge__alpha": lambdas}, cv=5,
                         scoring="neg_mean_squared_error").fit(Z, y)
@@ -218,7 +222,7 @@ def test_cfu_over_the_distinct_rows_equals_the_mean_over_every_unit(rng, x64, ca
     assert float(S.cfu(model, P)) == pytest.approx(ours, rel=1e-12)
     # Continuous features: every row is distinct, and the model keeps no index.
     graph, data = three_feature_problem(rng, n=200)
-    assert S.distinct_units(data) is None and S.fit(graph, data, SMALL).distinct is None
+    assert distinct_units(data) is None and S.fit(graph, data, SMALL).distinct is None
 
 
 @pytest.mark.parametrize("predictor", ["unconstrained", "blind"])
@@ -242,17 +246,17 @@ def test_a_baselines_cfu_equals_the_brute_force_recipe(rng, x64, predictor):
 
 def test_cfu_is_zero_at_the_identity_and_positive_elsewhere(bivariate, x64):
     model, prob = bivariate
-    at_half = float(S.cfu(model, S.bivariate_correlation(0.5)))
+    at_half = float(S.cfu(model, bivariate_correlation(0.5)))
     assert at_half > 0
     # The paper's Model A (one GLS refit) differs from Model B at P = I by its σ: tiny, not 0.
     assert float(S.cfu(model, np.eye(2))) <= 1e-6 * at_half
     ml = S.fit(prob.graph, prob.data, SMALL.replace(model_a="ml"))
-    assert float(S.cfu(ml, np.eye(2))) <= 1e-14 * float(S.cfu(ml, S.bivariate_correlation(0.5)))
+    assert float(S.cfu(ml, np.eye(2))) <= 1e-14 * float(S.cfu(ml, bivariate_correlation(0.5)))
 
 
 def test_cfu_gradient_matches_finite_differences(bivariate, x64):
     model, _ = bivariate
-    f = jax.jit(lambda p: S.cfu(model, S.bivariate_correlation(p)))
+    f = jax.jit(lambda p: S.cfu(model, bivariate_correlation(p)))
     for p in (-0.6, 0.2, 0.7):
         h = 1e-5
         fd = (f(p + h) - f(p - h)) / (2 * h)
@@ -301,7 +305,7 @@ def test_multivariate_worst_case_beats_every_sign_corner(rng, x64):
     p_max, min_eig = 0.45, 1e-3
     wc = S.worst_case(model, [p_max], key=jax.random.key(int(rng.integers(1 << 30))),
                       config=S.SearchConfig(restarts=4, steps=200, min_eig=min_eig))
-    corners = S.sign_corners(3, p_max, min_eig)
+    corners = sign_corners(3, p_max, min_eig)
     assert len(corners) > 0
     corner_cfu = [float(S.cfu(model, P)) for P in corners]
     assert float(wc.cfu[0]) >= max(corner_cfu) * (1 - 1e-7)

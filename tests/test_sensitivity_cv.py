@@ -13,6 +13,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
 
 import cfjax as cf
+from cfjax.sensitivity.problem import embeddings
+from cfjax.sensitivity.ridge import fold_ids, ridge_cv
 
 S = cf.sensitivity
 SCORING = {"r2": None, "mse": "neg_mean_squared_error"}  # None: the estimator's own score (R²)
@@ -84,7 +86,7 @@ def test_ridge_cv_matches_grid_search(rng, x64, score):
     Z = rng.normal(size=(n, 2))
     y = Z[:, 0] - 0.5 * Z[:, 1] ** 2 + 0.3 * Z[:, 0] * Z[:, 1] + rng.uniform(0.1, 1.0) * rng.normal(size=n)
     degrees, lambdas = (1, 2, 3), (1e-3, 1.0, 30.0, 1e3)
-    ours = S.ridge_cv(Z, y, degrees=degrees, lambdas=lambdas, score=score)
+    ours = ridge_cv(Z, y, degrees=degrees, lambdas=lambdas, score=score)
     grid = pipeline_search(Z, y, degrees, lambdas, score)
     ref = SIGN[score] * grid.cv_results_["mean_test_score"].reshape(len(degrees), len(lambdas))
     np.testing.assert_allclose(ours.scores, ref, rtol=1e-8, atol=1e-10)
@@ -96,7 +98,7 @@ def test_ridge_cv_matches_grid_search(rng, x64, score):
 def test_r2_is_the_default_score_and_bad_scores_are_rejected(rng, x64):
     Z = rng.normal(size=(60, 1))
     y = Z[:, 0] ** 2 + rng.normal(size=60)
-    ours = S.ridge_cv(Z, y, degrees=(1, 2), lambdas=(0.1, 10.0))
+    ours = ridge_cv(Z, y, degrees=(1, 2), lambdas=(0.1, 10.0))
     grid = pipeline_search(Z, y, (1, 2), (0.1, 10.0), "r2")
     np.testing.assert_allclose(ours.scores.ravel(), grid.cv_results_["mean_test_score"], rtol=1e-8, atol=1e-10)
     assert S.Settings().cv_score == "r2"
@@ -104,7 +106,7 @@ def test_r2_is_the_default_score_and_bad_scores_are_rejected(rng, x64):
         with pytest.raises(cf.ValidationError, match="settings.cv_score"):
             S.Settings(cv_score=bad)
         with pytest.raises(ValueError, match="`score`"):
-            S.ridge_cv(Z, y, score=bad)
+            ridge_cv(Z, y, score=bad)
 
 
 def test_r2_of_a_constant_fold_follows_sklearn():
@@ -160,8 +162,8 @@ def test_shared_lambda_scores_the_stacked_equations_as_grid_search(rng, x64, sco
     ref = SIGN[score] * grid.cv_results_["mean_test_score"].reshape((len(lambdas),) + (len(degrees),) * 3)
 
     # Every candidate's stacked score from cfjax's per-equation held-out errors.
-    fold = S.fold_ids(n, 5)
-    sse = [np.stack([S.ridge.fold_errors(S.embeddings(graph, (d,) * 3, data.a, data.X)[j], data.X[:, j],
+    fold = fold_ids(n, 5)
+    sse = [np.stack([S.ridge.fold_errors(embeddings(graph, (d,) * 3, data.a, data.X)[j], data.X[:, j],
                                          np.asarray(lambdas), fold) for d in degrees]) for j in range(3)]
     stacked = (sse[0].transpose(1, 0, 2)[:, :, None, None, :] + sse[1].transpose(1, 0, 2)[:, None, :, None, :]
                + sse[2].transpose(1, 0, 2)[:, None, None, :, :])  # (λ, d0, d1, d2, folds)

@@ -19,6 +19,7 @@ import cfjax.sensitivity as S
 from cfjax import ValidationError
 from cfjax.sensitivity import linear
 from cfjax.sensitivity.diagnostics import floor_dominates
+from cfjax.sensitivity.linear import fit_model_b
 
 GRAPH = {"education": ["gender"], "experience": ["gender", "education"]}
 
@@ -149,7 +150,7 @@ def test_model_b_at_moderate_ridge_penalties_is_finite_and_the_reference_minimum
             P = np.array([[1.0, r], [r, 1.0]])
             with warnings.catch_warnings():
                 warnings.simplefilter("error", S.ConvergenceWarning)
-                ours = S.fit_model_b(d, P, lam)
+                ours = fit_model_b(d, P, lam)
             log_sigma = np.log(np.asarray(ours.sigma))
             assert np.isfinite(log_sigma).all() and np.isfinite(np.asarray(ours.w)).all()
             ref_s, ref_w, ref_f = numpy_model_b(F, X, block, P, lam)
@@ -180,7 +181,7 @@ def test_model_b_matches_the_reference_on_fresh_salary_data(rng, x64):
     F, X, block = np.asarray(d.F), np.asarray(d.X), d.block
     r = float(rng.uniform(-0.8, 0.8))
     P = np.array([[1.0, r], [r, 1.0]])
-    ours = S.fit_model_b(d, P, lam)
+    ours = fit_model_b(d, P, lam)
     ref_s, _, ref_f = numpy_model_b(F, X, block, P, lam)
     f = numpy_profile(F, X, block, P, lam, np.log(np.asarray(ours.sigma)))
     assert np.isfinite(f) and f <= ref_f + 1e-9 * abs(ref_f)
@@ -191,11 +192,11 @@ def test_a_model_b_fit_that_is_not_finite_warns_naming_lambda_and_the_equation(x
     model = salary_model(salary_frame(np.random.default_rng(3), 200), 100.0)
     # a start where the profile objective is not finite: no σ, and the user is told so
     with pytest.warns(S.ConvergenceWarning, match=r"lambda = 100\b.*'education', 'experience'.*not finite"):
-        out = S.fit_model_b(model.design, np.eye(2), model.lam, log_sigma0=jnp.array([jnp.nan, 0.0]),
+        out = fit_model_b(model.design, np.eye(2), model.lam, log_sigma0=jnp.array([jnp.nan, 0.0]),
                             names=model.graph.features)
     assert np.isnan(np.asarray(out.sigma)).all()
     with pytest.warns(S.ConvergenceWarning, match=r"equation 0"):  # without names: by index
-        S.fit_model_b(model.design, np.eye(2), 100.0, log_sigma0=jnp.array([jnp.inf, 0.0]))
+        fit_model_b(model.design, np.eye(2), 100.0, log_sigma0=jnp.array([jnp.inf, 0.0]))
 
 
 def test_a_model_a_fit_that_is_not_finite_warns_naming_lambda_and_the_feature(x64):
@@ -221,13 +222,13 @@ def test_the_sweep_names_model_b_and_the_feature_when_a_fit_is_not_finite(monkey
 
     prob = S.from_frame(salary_frame(np.random.default_rng(1), 200), GRAPH, sensitive="gender", target="salary",
                         categories={"gender": ["f", "m"]})
-    real = S.fit_model_b
+    real = fit_model_b
 
     def broken(d, P, lam, **kw):  # Model B's experience equation without a finite σ
         out = real(d, P, lam, **kw)
         return out._replace(sigma=out.sigma.at[1].set(jnp.nan), w=out.w.at[-1].set(jnp.nan))
 
-    monkeypatch.setattr(S, "fit_model_b", broken)
+    monkeypatch.setattr(linear, "fit_model_b", broken)
     wc = SimpleNamespace(P=np.stack([np.eye(2), np.array([[1.0, 0.5], [0.5, 1.0]])]), p_max=np.array([0.0, 0.5]))
     settings = S.Settings(degrees=(1,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,))
     with warnings.catch_warnings():

@@ -8,6 +8,15 @@ from sklearn.linear_model import Ridge
 from sklearn.preprocessing import PolynomialFeatures
 
 import cfjax as cf
+from cfjax.sensitivity.linear import (
+    design,
+    fit_model_a,
+    fit_model_b,
+    gls,
+    polynomial_features,
+    profile_objective,
+    residual_products,
+)
 
 S = cf.sensitivity
 
@@ -15,7 +24,7 @@ S = cf.sensitivity
 @pytest.mark.parametrize("p, degree", [(1, 1), (1, 4), (2, 3), (3, 2)])
 def test_polynomial_features_match_sklearn(rng, x64, p, degree):
     z = rng.normal(size=(20, p))
-    ours = jax.vmap(lambda u: S.polynomial_features(u, degree))(jnp.asarray(z))
+    ours = jax.vmap(lambda u: polynomial_features(u, degree))(jnp.asarray(z))
     np.testing.assert_allclose(ours, PolynomialFeatures(degree).fit_transform(z), rtol=1e-12)
 
 
@@ -33,8 +42,8 @@ def law_school_like(rng, n=2000):
 def test_model_a_matches_ridge_then_gls_references(rng, x64):
     embeddings, X = law_school_like(rng)
     lam = 3.0
-    d = S.design(embeddings, X)
-    model = S.fit_model_a(d, lam)
+    d = design(embeddings, X)
+    model = fit_model_a(d, lam)
     # Ridge per equation, all coefficients penalised (the intercept is a feature).
     ridge = np.concatenate([Ridge(alpha=lam, fit_intercept=False, solver="cholesky").fit(F, X[:, j]).coef_
                             for j, F in enumerate(embeddings)])
@@ -52,7 +61,7 @@ def test_model_a_matches_ridge_then_gls_references(rng, x64):
 
 def test_gls_with_a_full_precision_matches_the_stacked_normal_equations(rng, x64):
     embeddings, X = law_school_like(rng, n=300)
-    d = S.design(embeddings, X)
+    d = design(embeddings, X)
     Sigma = np.array([[1.0, 0.3], [0.3, 0.6]])
     prec = np.linalg.inv(Sigma)
     lam = 0.7
@@ -65,10 +74,10 @@ def test_gls_with_a_full_precision_matches_the_stacked_normal_equations(rng, x64
         b += Phi.T @ prec @ X[i]
     ref = np.linalg.solve(A, b)
     # a component near zero carries the others' rounding: an absolute floor at the solution's scale
-    np.testing.assert_allclose(S.gls(d, jnp.asarray(prec), lam), ref, rtol=1e-9, atol=1e-11 * np.abs(ref).max())
+    np.testing.assert_allclose(gls(d, jnp.asarray(prec), lam), ref, rtol=1e-9, atol=1e-11 * np.abs(ref).max())
     # residual cross-products from the Grams equal the direct ones
     w = np.linalg.solve(A, b)
-    R, mean = S.residual_products(d, jnp.asarray(w))
+    R, mean = residual_products(d, jnp.asarray(w))
     E = np.stack([X[:, 0] - embeddings[0] @ w[:3], X[:, 1] - embeddings[1] @ w[3:]], 1)
     np.testing.assert_allclose(R, E.T @ E, rtol=1e-9)
     np.testing.assert_allclose(mean, E.mean(0), rtol=1e-9, atol=1e-12)
@@ -77,14 +86,14 @@ def test_gls_with_a_full_precision_matches_the_stacked_normal_equations(rng, x64
 def test_unpenalised_gls_is_the_pseudo_inverse_solution_for_any_precision(rng, x64):
     # A = ±1 makes A² collinear with the intercept: the normal equations are singular.
     embeddings, X = law_school_like(rng, n=300)
-    d = S.design(embeddings, X)
+    d = design(embeddings, X)
     assert d.range_basis.shape == (9, 7)  # one collinear direction per equation
     D = 9
     precs = []
     for _ in range(3):
         M = rng.normal(size=(2, 2))
         precs.append(M @ M.T + 0.5 * np.eye(2))
-    got = jax.jit(jax.vmap(lambda P: S.gls(d, P, 0.0)))(jnp.asarray(np.stack(precs)))
+    got = jax.jit(jax.vmap(lambda P: gls(d, P, 0.0)))(jnp.asarray(np.stack(precs)))
     for prec, w in zip(precs, np.asarray(got)):
         A, b = np.zeros((D, D)), np.zeros(D)
         for i in range(X.shape[0]):
@@ -97,11 +106,11 @@ def test_unpenalised_gls_is_the_pseudo_inverse_solution_for_any_precision(rng, x
 
 def test_gls_is_differentiable_in_the_precision(rng, x64):
     embeddings, X = law_school_like(rng, n=200)
-    d = S.design(embeddings, X)
+    d = design(embeddings, X)
 
     def f(rho):
         P = jnp.array([[1.0, 0.0], [0.0, 1.0]]) + rho * jnp.array([[0.0, 1.0], [1.0, 0.0]])
-        return jnp.sum(S.gls(d, jnp.linalg.inv(P), 0.5) ** 2)
+        return jnp.sum(gls(d, jnp.linalg.inv(P), 0.5) ** 2)
 
     h = 1e-6
     fd = (f(0.3 + h) - f(0.3 - h)) / (2 * h)
@@ -111,9 +120,9 @@ def test_gls_is_differentiable_in_the_precision(rng, x64):
 def test_design_rejects_mismatched_shapes(rng):
     embeddings, X = law_school_like(rng, n=50)
     with pytest.raises(ValueError, match="embeddings\\[1\\]"):
-        S.design([embeddings[0], embeddings[1][:-1]], X)
+        design([embeddings[0], embeddings[1][:-1]], X)
     with pytest.raises(ValueError, match="`X`"):
-        S.design(embeddings, X[:, :1])
+        design(embeddings, X[:, :1])
 
 
 def numpy_profile(embeddings, X, log_sigma, P, lam):
@@ -145,13 +154,13 @@ def test_the_closed_form_gradient_in_log_sigma_matches_finite_differences_and_au
     from cfjax.sensitivity import linear
 
     embeddings, X = law_school_like(rng, n=120)
-    d = S.design(embeddings, X)
+    d = design(embeddings, X)
     rho = rng.uniform(-0.8, 0.8)
     P = np.array([[1.0, rho], [rho, 1.0]])
     s = rng.normal(scale=0.5, size=2)
     lam_arg = np.asarray(lam) if isinstance(lam, tuple) else lam
     ours = np.asarray(linear._profile_gradient(d, jnp.asarray(s), jnp.linalg.inv(jnp.asarray(P)), lam_arg))
-    auto = np.asarray(jax.grad(S.profile_objective, argnums=1)(d, jnp.asarray(s), jnp.asarray(P), lam_arg))
+    auto = np.asarray(jax.grad(profile_objective, argnums=1)(d, jnp.asarray(s), jnp.asarray(P), lam_arg))
     h = 1e-5
     lam_ref = np.repeat(np.asarray(lam, float), [F.shape[1] for F in embeddings]) if isinstance(lam, tuple) else lam
     fd = [(numpy_profile_penalties(embeddings, X, s + h * e, P, lam_ref)
@@ -182,16 +191,16 @@ def test_model_b_sigma_minimises_the_profile_likelihood(rng, x64):
     from scipy.optimize import minimize
 
     embeddings, X = law_school_like(rng, n=150)
-    d = S.design(embeddings, X)
+    d = design(embeddings, X)
     P = np.array([[1.0, 0.35], [0.35, 1.0]])
     lam = 0.5
-    np.testing.assert_allclose(S.profile_objective(d, jnp.array([0.1, -0.3]), jnp.asarray(P), lam),
+    np.testing.assert_allclose(profile_objective(d, jnp.array([0.1, -0.3]), jnp.asarray(P), lam),
                                numpy_profile(embeddings, X, np.array([0.1, -0.3]), P, lam), rtol=1e-9)
-    model = S.fit_model_b(d, P, lam)
+    model = fit_model_b(d, P, lam)
     ref = minimize(lambda s: numpy_profile(embeddings, X, s, P, lam), x0=np.zeros(2), method="Nelder-Mead",
                    options=dict(xatol=1e-10, fatol=1e-12, maxiter=4000))
     np.testing.assert_allclose(np.log(model.sigma), ref.x, atol=1e-5)
-    w = S.gls(d, jnp.linalg.inv(jnp.diag(model.sigma) @ jnp.asarray(P) @ jnp.diag(model.sigma)), lam)
+    w = gls(d, jnp.linalg.inv(jnp.diag(model.sigma) @ jnp.asarray(P) @ jnp.diag(model.sigma)), lam)
     np.testing.assert_allclose(model.w, w, rtol=1e-9)
 
 
@@ -216,9 +225,9 @@ def test_unpenalised_model_b_is_the_least_squares_fit_at_the_profile_optimum(rng
     from scipy.optimize import minimize
 
     embeddings, X = law_school_like(rng, n=300)
-    d = S.design(embeddings, X)
+    d = design(embeddings, X)
     P = np.array([[1.0, -0.45], [-0.45, 1.0]])
-    model = S.fit_model_b(d, P, 0.0)
+    model = fit_model_b(d, P, 0.0)
 
     def profile(log_s):
         Sigma = np.exp(log_s)[:, None] * P * np.exp(log_s)[None, :]
@@ -230,16 +239,16 @@ def test_unpenalised_model_b_is_the_least_squares_fit_at_the_profile_optimum(rng
     w, _ = unpenalised_gls(embeddings, X, np.linalg.inv(sigma[:, None] * P * sigma[None, :]))
     np.testing.assert_allclose(model.w, w, rtol=1e-7, atol=1e-9)
     # A per-equation λ of zeros is the same unpenalised fit.
-    np.testing.assert_allclose(S.fit_model_b(d, P, jnp.zeros(2)).w, model.w, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(fit_model_b(d, P, jnp.zeros(2)).w, model.w, rtol=1e-12, atol=1e-12)
 
 
 def test_model_b_gradient_in_the_correlation_matches_finite_differences(rng, x64):
     embeddings, X = law_school_like(rng, n=400)
-    d = S.design(embeddings, X)
+    d = design(embeddings, X)
 
     def f(rho):
         P = jnp.eye(2) + rho * (1 - jnp.eye(2))
-        m = S.fit_model_b(d, P, 0.5)
+        m = fit_model_b(d, P, 0.5)
         return jnp.sum(m.w**2) + jnp.sum(m.sigma)
 
     for rho in (-0.4, 0.0, 0.6):

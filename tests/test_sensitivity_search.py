@@ -12,7 +12,10 @@ import pytest
 from scipy.optimize import brentq, minimize
 
 import cfjax as cf
-from cfjax.sensitivity.cfu import negligible_cfu
+from cfjax.sensitivity.bootstrap import resample_analysis
+from cfjax.sensitivity.cfu import bivariate_correlation, cfu_of, negligible_cfu
+from cfjax.sensitivity.correlation import boundary_scale, check_correlation, pd_correlation
+from cfjax.sensitivity.linear import fit_model_b
 
 S = cf.sensitivity
 
@@ -67,7 +70,7 @@ def cube_faces(g):
 
 
 def _cfu(model, P):
-    return S.cfu_of(model, S.fit_model_b(model.design, P, model.lam, newton_steps=30))
+    return cfu_of(model, fit_model_b(model.design, P, model.lam, newton_steps=30))
 
 
 # Module-level and taking the model as an argument: compiled once for every seed's model (a
@@ -132,7 +135,7 @@ def test_a_small_search_reaches_the_supremum_near_the_margin(rng, x64):
         assert found >= 0.99 * sup, (parameterisation, found, sup)
         assert found <= 1.01 * sup, (parameterisation, found, sup)  # a usable P: never above the supremum
         P = np.asarray(wc.P[0])
-        S.check_correlation(P, p_max=P_MAX, min_eig=MIN_EIG)
+        check_correlation(P, p_max=P_MAX, min_eig=MIN_EIG)
         assert float(S.cfu(model, P)) == pytest.approx(found, rel=1e-6)
 
 
@@ -147,10 +150,10 @@ def test_boundary_scale_is_where_the_ray_leaves_the_usable_set(rng, x64):
         box = p_max / np.abs(D).max()
         lam = lambda t: np.linalg.eigvalsh(np.eye(m) + t * D)[0] - min_eig  # noqa: E731
         ref = box if lam(box) >= 0 else brentq(lam, 0.0, box, xtol=1e-15)
-        s = float(S.boundary_scale(jnp.asarray(D), p_max, min_eig))
+        s = float(boundary_scale(jnp.asarray(D), p_max, min_eig))
         assert s == pytest.approx(ref, rel=1e-9)
-        S.check_correlation(np.eye(m) + s * D, p_max=p_max * (1 + 1e-12), min_eig=min_eig)
-    assert np.isinf(float(S.boundary_scale(jnp.zeros((3, 3)), 0.5)))
+        check_correlation(np.eye(m) + s * D, p_max=p_max * (1 + 1e-12), min_eig=min_eig)
+    assert np.isinf(float(boundary_scale(jnp.zeros((3, 3)), 0.5)))
 
 
 def test_the_screened_starts_geometry_on_the_host(rng):
@@ -168,7 +171,7 @@ def test_the_screened_starts_geometry_on_the_host(rng):
         p_max, min_eig = rng.uniform(0.05, 0.99, 8), 10 ** rng.uniform(-4, -1)
         slack = _slack(np.float64, m)
         with jax.enable_x64(True):
-            ref = np.array([float(S.boundary_scale(jnp.asarray(d), p, min_eig)) for d, p in zip(D, p_max)])
+            ref = np.array([float(boundary_scale(jnp.asarray(d), p, min_eig)) for d, p in zip(D, p_max)])
         np.testing.assert_allclose(pj._scale(D, p_max, min_eig, slack), ref, rtol=1e-12)
         P = pj._on_boundary(D, p_max, min_eig, slack)
         lam = np.linalg.eigvalsh(P)[:, 0]
@@ -221,12 +224,12 @@ def test_pd_reaches_the_margin_at_the_budgets_edge(rng, x64):
         Q = np.eye(3) + (1 - 1e-12) * (Q - np.eye(3))  # a hair inside the margin (rounding)
         assert np.linalg.eigvalsh(Q)[0] == pytest.approx(min_eig, abs=1e-9)
         assert np.linalg.eigvalsh(Q)[0] < 1 - p_max  # out of reach of P = (1 - p) I + p R
-        P = np.asarray(S.pd_correlation(jnp.linalg.cholesky(jnp.asarray(Q)), p_max, min_eig))
+        P = np.asarray(pd_correlation(jnp.linalg.cholesky(jnp.asarray(Q)), p_max, min_eig))
         np.testing.assert_allclose(P, Q, atol=1e-9)
         # A correlation beyond the corner along its ray from I (smallest eigenvalue min_eig / 2)
         # is pulled back onto it.
         t = 1 + 0.5 * min_eig / (1 - min_eig)
-        P = np.asarray(S.pd_correlation(jnp.linalg.cholesky(jnp.asarray(np.eye(3) + t * (Q - np.eye(3)))),
+        P = np.asarray(pd_correlation(jnp.linalg.cholesky(jnp.asarray(np.eye(3) + t * (Q - np.eye(3)))),
                                         p_max, min_eig))
         np.testing.assert_allclose(P, Q, atol=1e-9)
 
@@ -237,7 +240,7 @@ def test_pd_is_the_identity_on_usable_correlations(rng, x64):
     R = (A @ A.T) / np.outer(np.linalg.norm(A, axis=1), np.linalg.norm(A, axis=1))  # rows' correlations
     p_max = min(float(np.abs(R - np.eye(m)).max()) + 0.01, 0.999)
     min_eig = 0.5 * np.linalg.eigvalsh(R)[0]
-    np.testing.assert_allclose(S.pd_correlation(jnp.asarray(A), p_max, min_eig), R, atol=1e-12)
+    np.testing.assert_allclose(pd_correlation(jnp.asarray(A), p_max, min_eig), R, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- the diagnostic
@@ -262,7 +265,7 @@ def test_restart_ratio_compares_the_best_two_restarts_and_warns(bivariate, x64):
     values = np.sort(np.asarray(wc.restart_cfu), axis=1)[:, ::-1]
     np.testing.assert_allclose(wc.restart_ratio, values[:, 0] / values[:, 1], rtol=1e-12)
     # Two features: the sign corners ±p_max are the two local maxima, two distinct starts.
-    corners = np.array([[float(S.cfu(model, S.bivariate_correlation(s * b))) for s in (1, -1)] for b in budgets])
+    corners = np.array([[float(S.cfu(model, bivariate_correlation(s * b))) for s in (1, -1)] for b in budgets])
     np.testing.assert_allclose(np.sort(np.asarray(wc.restart_cfu), 1), np.sort(corners, 1), rtol=1e-6)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -385,7 +388,7 @@ def test_the_old_keyword_arguments_still_work_with_a_warning(bivariate, x64):
 def test_the_public_functions_take_at_most_twelve_parameters():
     import inspect
 
-    for fn in (S.worst_case, S.inverse_budget, S.bootstrap, S.resample_analysis):
+    for fn in (S.worst_case, S.inverse_budget, S.bootstrap, resample_analysis):
         assert len(inspect.signature(fn).parameters) <= 12, fn.__name__
 
 
@@ -408,7 +411,7 @@ def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, ca
     assert compiled == []
     assert np.shape(three.restart_cfu) == (3, 3) and np.shape(three.history) == (3, 3, 20)
     assert np.shape(one.restart_cfu) == (1, 1) and np.isnan(np.asarray(one.restart_ratio)).all()
-    corners = np.array([max(float(S.cfu(bivariate, S.bivariate_correlation(s * b))) for s in (1, -1))
+    corners = np.array([max(float(S.cfu(bivariate, bivariate_correlation(s * b))) for s in (1, -1))
                         for b in (0.3, 0.5, 0.8)])
     np.testing.assert_allclose(three.cfu, corners, rtol=1e-6)
     np.testing.assert_allclose(one.cfu, corners[-1:], rtol=1e-6)
@@ -494,7 +497,7 @@ def test_adaptive_rounds_add_restarts_only_where_the_best_two_disagree(bivariate
     assert np.isnan(extra[0]).all() and np.isfinite(extra[1]).all()
     first = np.asarray(wc.restart_cfu)
     assert first.shape == (2, 2) and first[1, 0] / first[1, 1] > 1 + 1e-3  # round one: two corners, apart
-    corner = max(float(S.cfu(bivariate, S.bivariate_correlation(s * 0.8))) for s in (1, -1))
+    corner = max(float(S.cfu(bivariate, bivariate_correlation(s * 0.8))) for s in (1, -1))
     np.testing.assert_allclose(float(wc.cfu[1]), corner, rtol=1e-6)
     assert np.sum(extra[1] >= corner / (1 + 1e-3)) >= 1  # a round's restart agrees with the best
     assert np.asarray(wc.confirmed).all() and float(wc.restart_ratio[1]) <= 1 + 1e-3

@@ -214,8 +214,9 @@ def _sweep(prob, settings, model, lams, wc) -> list[dict[str, Any]]:
     ``floor_dominates`` is true where its floor is more than a tenth of its CFUs' range: the
     penalty, not confounding, carries that row."""
     import cfjax.sensitivity as S
-    from cfjax.sensitivity.cfu import negligible_cfu
+    from cfjax.sensitivity.cfu import cfu_of, negligible_cfu
     from cfjax.sensitivity.diagnostics import floor_dominates
+    from cfjax.sensitivity.linear import fit_model_b
 
     X = np.asarray(prob.data.X, np.float64)
     scale = X.std(0)
@@ -245,8 +246,8 @@ def _sweep(prob, settings, model, lams, wc) -> list[dict[str, Any]]:
                        else f"not finite: Model A's fit of {', '.join(broken)} is not finite at this λ (σ "
                             f"{', '.join(_fmt(sigma_a[features.index(f)]) for f in broken)})")
             else:
-                fits = [S.fit_model_b(m.design, P, m.lam, names=features) for P in np.asarray(wc.P)]
-                cfu = plain([S.cfu_of(m, mb) for mb in fits], strict=True, shortest=True)
+                fits = [fit_model_b(m.design, P, m.lam, names=features) for P in np.asarray(wc.P)]
+                cfu = plain([cfu_of(m, mb) for mb in fits], strict=True, shortest=True)
                 floor = plain(S.cfu_at_zero_correlation(m), strict=True, shortest=True)
                 if any(v is None for v in cfu):
                     why = _why_not_finite(features, fits, cfu, p_max)

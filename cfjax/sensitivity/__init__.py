@@ -22,152 +22,131 @@ over two correlations (:func:`cfu_surface`, :func:`plot_contour`).
 when a number is not what it seems.
 """
 
+from cfjax import _deprecations
+
+# the modules first: a submodule's name (benchmarks, bootstrap, cfu) is rebound to its function below
+from cfjax.sensitivity import benchmarks as _benchmarks
+from cfjax.sensitivity import bootstrap as _bootstrap
+from cfjax.sensitivity import cfu as _cfu
+from cfjax.sensitivity import correlation as _correlation
+from cfjax.sensitivity import linear as _linear
+from cfjax.sensitivity import problem as _problem
+from cfjax.sensitivity import projection as _projection
+from cfjax.sensitivity import ridge as _ridge
+from cfjax.sensitivity import search as _search
 from cfjax.sensitivity.benchmarks import Benchmarks as Benchmarks
-from cfjax.sensitivity.benchmarks import benchmark_cfu as benchmark_cfu
-from cfjax.sensitivity.benchmarks import benchmark_correlations as benchmark_correlations
 from cfjax.sensitivity.benchmarks import benchmarks as benchmarks
-from cfjax.sensitivity.benchmarks import identified_pairs as identified_pairs
-from cfjax.sensitivity.benchmarks import partial_r2 as partial_r2
-from cfjax.sensitivity.benchmarks import residual_correlations as residual_correlations
-from cfjax.sensitivity.benchmarks import yardstick_children as yardstick_children
-from cfjax.sensitivity.benchmarks import yardsticks as yardsticks
 from cfjax.sensitivity.bootstrap import BootstrapConfig as BootstrapConfig
 from cfjax.sensitivity.bootstrap import Intervals as Intervals
 from cfjax.sensitivity.bootstrap import bootstrap as bootstrap
-from cfjax.sensitivity.bootstrap import refit as refit
-from cfjax.sensitivity.bootstrap import resample_analysis as resample_analysis
-from cfjax.sensitivity.cfu import bivariate_correlation as bivariate_correlation
 from cfjax.sensitivity.cfu import cfu as cfu
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation as cfu_at_zero_correlation
 from cfjax.sensitivity.cfu import cfu_grid as cfu_grid
-from cfjax.sensitivity.cfu import cfu_of as cfu_of
-from cfjax.sensitivity.cfu import counterfactual_features as counterfactual_features
 from cfjax.sensitivity.contour import Surface as Surface
 from cfjax.sensitivity.contour import cfu_surface as cfu_surface
-from cfjax.sensitivity.correlation import boundary_scale as boundary_scale
-from cfjax.sensitivity.correlation import check_budget as check_budget
-from cfjax.sensitivity.correlation import check_correlation as check_correlation
-from cfjax.sensitivity.correlation import clique_correlation as clique_correlation
-from cfjax.sensitivity.correlation import correlation_margin as correlation_margin
-from cfjax.sensitivity.correlation import pd_correlation as pd_correlation
-from cfjax.sensitivity.correlation import star_correlation as star_correlation
 from cfjax.sensitivity.correlation import tanh_correlation as tanh_correlation
 from cfjax.sensitivity.datasets import Problem as Problem
-from cfjax.sensitivity.diagnostics import ConvergenceWarning as ConvergenceWarning
-from cfjax.sensitivity.diagnostics import DegenerateProblemWarning as DegenerateProblemWarning
-from cfjax.sensitivity.diagnostics import ShrinkageWarning as ShrinkageWarning
 from cfjax.sensitivity.datasets import load_law_school as load_law_school
 from cfjax.sensitivity.datasets import load_nhs as load_nhs
 from cfjax.sensitivity.datasets import synthetic as synthetic
+from cfjax.sensitivity.diagnostics import ConvergenceWarning as ConvergenceWarning
+from cfjax.sensitivity.diagnostics import DegenerateProblemWarning as DegenerateProblemWarning
+from cfjax.sensitivity.diagnostics import ShrinkageWarning as ShrinkageWarning
 from cfjax.sensitivity.frame import from_frame as from_frame
-from cfjax.sensitivity.linear import Design as Design
-from cfjax.sensitivity.linear import ModelA as ModelA
-from cfjax.sensitivity.linear import ModelB as ModelB
-from cfjax.sensitivity.linear import design as design
-from cfjax.sensitivity.linear import fit_model_a as fit_model_a
-from cfjax.sensitivity.linear import fit_model_b as fit_model_b
-from cfjax.sensitivity.linear import gls as gls
-from cfjax.sensitivity.linear import polynomial_features as polynomial_features
-from cfjax.sensitivity.linear import profile_objective as profile_objective
-from cfjax.sensitivity.linear import residual_products as residual_products
+from cfjax.sensitivity.inverse import InverseBudget as InverseBudget
+from cfjax.sensitivity.inverse import inverse_budget as inverse_budget
 from cfjax.sensitivity.plots import curve_caption as curve_caption
 from cfjax.sensitivity.plots import plot_contour as plot_contour
 from cfjax.sensitivity.plots import plot_curve as plot_curve
 from cfjax.sensitivity.problem import PREDICTORS as PREDICTORS
 from cfjax.sensitivity.problem import FairModel as FairModel
-from cfjax.sensitivity.problem import DistinctUnits as DistinctUnits
-from cfjax.sensitivity.problem import distinct_units as distinct_units
 from cfjax.sensitivity.problem import FairnessData as FairnessData
 from cfjax.sensitivity.problem import FairnessGraph as FairnessGraph
 from cfjax.sensitivity.problem import Settings as Settings
-from cfjax.sensitivity.problem import embeddings as embeddings
 from cfjax.sensitivity.problem import fit as fit
 from cfjax.sensitivity.problem import make_data as make_data
-from cfjax.sensitivity.problem import predictor_inputs as predictor_inputs
-from cfjax.sensitivity.ridge import RidgeFit as RidgeFit
-from cfjax.sensitivity.ridge import cv_scores as cv_scores
-from cfjax.sensitivity.ridge import fold_ids as fold_ids
-from cfjax.sensitivity.ridge import ridge_cv as ridge_cv
-from cfjax.sensitivity.inverse import InverseBudget as InverseBudget
-from cfjax.sensitivity.inverse import inverse_budget as inverse_budget
-from cfjax.sensitivity.projection import sign_corners as sign_corners
 from cfjax.sensitivity.search import WorstCase as WorstCase
-from cfjax.sensitivity.search import paper_optimizer as paper_optimizer
-from cfjax.sensitivity.search_config import SearchConfig as SearchConfig
 from cfjax.sensitivity.search import worst_case as worst_case
+from cfjax.sensitivity.search_config import SearchConfig as SearchConfig
 
 __all__ = [
     "Benchmarks",
     "BootstrapConfig",
     "ConvergenceWarning",
     "DegenerateProblemWarning",
-    "Design",
-    "DistinctUnits",
     "FairModel",
     "FairnessData",
     "FairnessGraph",
     "Intervals",
     "InverseBudget",
-    "ModelA",
-    "ModelB",
     "PREDICTORS",
     "Problem",
-    "RidgeFit",
     "SearchConfig",
     "Settings",
     "ShrinkageWarning",
     "Surface",
     "WorstCase",
-    "benchmark_cfu",
-    "benchmark_correlations",
     "benchmarks",
-    "bivariate_correlation",
     "bootstrap",
-    "boundary_scale",
     "cfu",
     "cfu_at_zero_correlation",
     "cfu_grid",
-    "cfu_of",
     "cfu_surface",
-    "check_budget",
-    "check_correlation",
-    "clique_correlation",
-    "correlation_margin",
-    "counterfactual_features",
     "curve_caption",
-    "cv_scores",
-    "design",
-    "distinct_units",
-    "embeddings",
     "fit",
-    "fit_model_a",
-    "fit_model_b",
-    "fold_ids",
     "from_frame",
-    "gls",
-    "identified_pairs",
     "inverse_budget",
     "load_law_school",
     "load_nhs",
     "make_data",
-    "paper_optimizer",
-    "partial_r2",
-    "pd_correlation",
     "plot_contour",
     "plot_curve",
-    "polynomial_features",
-    "predictor_inputs",
-    "profile_objective",
-    "refit",
-    "residual_correlations",
-    "resample_analysis",
-    "residual_products",
-    "ridge_cv",
-    "sign_corners",
-    "star_correlation",
     "synthetic",
     "tanh_correlation",
     "worst_case",
-    "yardstick_children",
-    "yardsticks",
 ]
+
+#: Names that left the package's namespace (still importable from their modules): each warns,
+#: naming the new place, for one release.
+_DEPRECATED = {
+    "benchmark_cfu": ("cfjax.sensitivity.benchmarks.benchmark_cfu", _benchmarks.benchmark_cfu),
+    "benchmark_correlations": ("cfjax.sensitivity.benchmarks.benchmark_correlations", _benchmarks.benchmark_correlations),
+    "bivariate_correlation": ("cfjax.sensitivity.cfu.bivariate_correlation", _cfu.bivariate_correlation),
+    "boundary_scale": ("cfjax.sensitivity.correlation.boundary_scale", _correlation.boundary_scale),
+    "cfu_of": ("cfjax.sensitivity.cfu.cfu_of", _cfu.cfu_of),
+    "check_budget": ("cfjax.sensitivity.correlation.check_budget", _correlation.check_budget),
+    "check_correlation": ("cfjax.sensitivity.correlation.check_correlation", _correlation.check_correlation),
+    "clique_correlation": ("cfjax.sensitivity.correlation.clique_correlation", _correlation.clique_correlation),
+    "correlation_margin": ("cfjax.sensitivity.correlation.correlation_margin", _correlation.correlation_margin),
+    "counterfactual_features": ("cfjax.sensitivity.cfu.counterfactual_features", _cfu.counterfactual_features),
+    "cv_scores": ("cfjax.sensitivity.ridge.cv_scores", _ridge.cv_scores),
+    "Design": ("cfjax.sensitivity.linear.Design", _linear.Design),
+    "design": ("cfjax.sensitivity.linear.design", _linear.design),
+    "distinct_units": ("cfjax.sensitivity.problem.distinct_units", _problem.distinct_units),
+    "DistinctUnits": ("cfjax.sensitivity.problem.DistinctUnits", _problem.DistinctUnits),
+    "embeddings": ("cfjax.sensitivity.problem.embeddings", _problem.embeddings),
+    "fit_model_a": ("cfjax.sensitivity.linear.fit_model_a", _linear.fit_model_a),
+    "fit_model_b": ("cfjax.sensitivity.linear.fit_model_b", _linear.fit_model_b),
+    "fold_ids": ("cfjax.sensitivity.ridge.fold_ids", _ridge.fold_ids),
+    "gls": ("cfjax.sensitivity.linear.gls", _linear.gls),
+    "identified_pairs": ("cfjax.sensitivity.benchmarks.identified_pairs", _benchmarks.identified_pairs),
+    "ModelA": ("cfjax.sensitivity.linear.ModelA", _linear.ModelA),
+    "ModelB": ("cfjax.sensitivity.linear.ModelB", _linear.ModelB),
+    "paper_optimizer": ("cfjax.sensitivity.search.paper_optimizer", _search.paper_optimizer),
+    "partial_r2": ("cfjax.sensitivity.benchmarks.partial_r2", _benchmarks.partial_r2),
+    "pd_correlation": ("cfjax.sensitivity.correlation.pd_correlation", _correlation.pd_correlation),
+    "polynomial_features": ("cfjax.sensitivity.linear.polynomial_features", _linear.polynomial_features),
+    "predictor_inputs": ("cfjax.sensitivity.problem.predictor_inputs", _problem.predictor_inputs),
+    "profile_objective": ("cfjax.sensitivity.linear.profile_objective", _linear.profile_objective),
+    "refit": ("cfjax.sensitivity.bootstrap.refit", _bootstrap.refit),
+    "resample_analysis": ("cfjax.sensitivity.bootstrap.resample_analysis", _bootstrap.resample_analysis),
+    "residual_correlations": ("cfjax.sensitivity.benchmarks.residual_correlations", _benchmarks.residual_correlations),
+    "residual_products": ("cfjax.sensitivity.linear.residual_products", _linear.residual_products),
+    "ridge_cv": ("cfjax.sensitivity.ridge.ridge_cv", _ridge.ridge_cv),
+    "RidgeFit": ("cfjax.sensitivity.ridge.RidgeFit", _ridge.RidgeFit),
+    "sign_corners": ("cfjax.sensitivity.projection.sign_corners", _projection.sign_corners),
+    "star_correlation": ("cfjax.sensitivity.correlation.star_correlation", _correlation.star_correlation),
+    "yardstick_children": ("cfjax.sensitivity.benchmarks.yardstick_children", _benchmarks.yardstick_children),
+    "yardsticks": ("cfjax.sensitivity.benchmarks.yardsticks", _benchmarks.yardsticks),
+}
+__getattr__ = _deprecations.getattr_for(__name__, _DEPRECATED)

@@ -29,6 +29,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import cfjax.sensitivity as S  # noqa: E402
+from cfjax.sensitivity.bootstrap import resample_analysis  # noqa: E402
 from experiments.benchmarks.timing import conditions, first_time, median_time  # noqa: E402
 
 SETTINGS = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0), predictor_degrees=(2,))
@@ -55,7 +56,7 @@ def vmapped_against_loop(n: int, resamples: int, budgets: int, steps: int, bisec
     per = {k: v for k, v in opts.items() if k not in ("key", "resamples")}
 
     def loop():
-        return jnp.stack([S.resample_analysis(model, p, idx, **per)["worst_case"] for idx in draws])
+        return jnp.stack([resample_analysis(model, p, idx, **per)["worst_case"] for idx in draws])
 
     t_vmap_first = first_time(vmapped)
     t_loop_first = first_time(loop)

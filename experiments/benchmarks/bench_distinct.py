@@ -1,7 +1,7 @@
 """Benchmark: CFU over the data's distinct rows (A, x), weighted by their counts, against the same
 CFU over every unit, in one process.
 
-Every term of CFU depends on a unit's A and x alone, so :func:`cfjax.sensitivity.cfu_of` takes
+Every term of CFU depends on a unit's A and x alone, so :func:`cfjax.sensitivity.cfu.cfu_of` takes
 its mean over ``FairModel.distinct`` (definitions §3.5, "repeated rows"); the reference is the
 same model with ``distinct=None``, the mean over all n units, which is what cfjax computed before
 and what a user without the weighting computes. Both are the same jitted program apart from the

@@ -10,8 +10,8 @@ off, and, as a control, the runs in vmapped groups of 4 (the search's default on
 the scheduler on. ``--search`` picks the parts: ``full`` (corner screening, snapping and the
 polish), ``polish`` (the steps and the polish), ``steps`` (the optimiser steps only) or,
 instead of a search, ``benchmarks``: one program that computes the benchmark correlations
-(:func:`cfjax.sensitivity.benchmark_correlations`) and fits Model B at each of them, every
-sign pattern (:func:`cfjax.sensitivity.benchmark_cfu`), as the bootstrap does per resample. It
+(:func:`cfjax.sensitivity.benchmarks.benchmark_correlations`) and fits Model B at each of them, every
+sign pattern (:func:`cfjax.sensitivity.benchmarks.benchmark_cfu`), as the bootstrap does per resample. It
 prints for each case whether it finished and in how long (compilation included), and for a
 case that timed out how much CPU time the child used in its last 30 s (none: a stall, idle;
 some: merely slow).
@@ -87,6 +87,7 @@ t0 = time.perf_counter()
 import jax, numpy as np
 import cfjax.sensitivity as S
 from cfjax import platform
+from cfjax.sensitivity.benchmarks import benchmark_cfu, benchmark_correlations, yardstick_children
 
 data, runs, steps, group, batch, degree, parts = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
                                                   sys.argv[5], int(sys.argv[6]), sys.argv[7])
@@ -101,9 +102,9 @@ restarts = 2
 budgets = np.linspace(0.1, 0.9, max(runs // restarts, 1))
 t1 = time.perf_counter()
 if parts == "benchmarks":  # one program, as inside the bootstrap: benchmark correlations, then CFU there
-    cfu, P = jax.jit(lambda m: S.benchmark_cfu(m, S.benchmark_correlations(m, (1.0, 2.0, 3.0))[2]))(model)
+    cfu, P = jax.jit(lambda m: benchmark_cfu(m, benchmark_correlations(m, (1.0, 2.0, 3.0))[2]))(model)
     jax.block_until_ready(cfu)
-    patterns = max(2 ** max(len(c) - 1, 0) for c in S.yardstick_children(model.graph))  # Model B fits each
+    patterns = max(2 ** max(len(c) - 1, 0) for c in yardstick_children(model.graph))  # Model B fits each
     print(json.dumps({"n": prob.data.n, "m": prob.graph.m, "runs": int(np.size(P) // prob.graph.m ** 2) * patterns,
                       "fit_s": t1 - t0, "search_s": time.perf_counter() - t1, "jax": jax.__version__,
                       "max_cfu": float(np.nanmax(np.asarray(cfu)))}))
