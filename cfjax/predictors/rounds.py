@@ -49,7 +49,8 @@ class RoundInputs:
 
 @struct.dataclass
 class MemberRound:
-    """One round of a block of members: their new :class:`MemberState` and, per member
+    """One round of a block of members: their new :class:`MemberState` (without
+    ``data_keys``, None: a round leaves them as they are) and, per member
     ``(M',)``, the round's validation AUC (NaN when not ``live``), mean batch loss (0 for a
     stopped member) and first step whose loss was not finite (−1: none)."""
 
@@ -116,8 +117,11 @@ class _MemberRounds:
             return s.best_params, s.best_auc, s.best_step, s.since_best, s.active, jnp.full_like(s.best_auc, jnp.nan)
 
         best_params, best_auc, best_step, since_best, still, aucs = jax.lax.cond(inputs.live, evaluate, skip, None)
+        # the keys are left out of the result (None): a round never changes them, and passing them
+        # back through map_batch would cost a copy and, for grouped members, a scatter per group
         new = s.replace(params=params, opt_state=opt_state, best_params=best_params, best_auc=best_auc,
-                        best_step=best_step, since_best=since_best, active=still, group_weights=group_weights)
+                        best_step=best_step, since_best=since_best, active=still, group_weights=group_weights,
+                        data_keys=None)
         return MemberRound(new, aucs, loss, bad)
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +185,7 @@ class EnsembleRound:
         n_active = jnp.sum(s.active).astype(loss.dtype)
         metrics = {"loss": loss, "bad_step": out.bad_step, "mean_loss": jnp.sum(loss) / jnp.maximum(n_active, 1),
                    "active": n_active}
-        new = s.with_members(out.members).replace(
+        new = s.with_members(out.members.replace(data_keys=s.data_keys)).replace(
             step=s.step + jnp.where(live, left, 0), round=s.round + live.astype(s.round.dtype),
             val_auc=s.val_auc.at[r].set(jnp.where(live, out.val_auc, s.val_auc[r])),
             loss=s.loss.at[r].set(jnp.where(live, jnp.where(s.active, loss, jnp.nan), s.loss[r])))

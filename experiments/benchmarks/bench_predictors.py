@@ -247,8 +247,8 @@ def bench_training(args, model, config, rng) -> None:
         for p, o, d, k in members:
             p, o = fresh(p, o)  # the step donates its parameters and optimiser state
             for i in range(t):
-                out = one_step(p, o, d, k, i)
-                p, o = out.params, out.opt_state
+                step = one_step(p, o, d, k, i)
+                p, o = step.params, step.opt_state
             out.append(p)
         return out
 
