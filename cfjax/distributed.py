@@ -35,8 +35,10 @@ from jax.typing import DTypeLike
 from cfjax import _checks
 from cfjax.typing import MeshLike, PyTree
 
-__all__ = ["UNITS", "initialize", "host_devices", "mesh", "process_block", "pad_axis", "bucket", "head",
-           "valid_mask", "shard", "map_batch", "as_mesh", "global_units", "host_array", "is_initialized"]
+#: What a user calls. The pillars' building blocks (:func:`as_mesh`, :func:`pad_axis`,
+#: :func:`valid_mask`, :func:`shard`, :func:`head`, :func:`global_units`, :func:`host_array`,
+#: :func:`is_initialized`, :data:`UNITS`) are module attributes here, outside ``__all__``.
+__all__ = ["initialize", "host_devices", "mesh", "process_block", "map_batch", "bucket"]
 
 UNITS = "units"  # the default name of the mesh axis
 

@@ -18,9 +18,11 @@ import numpy as np
 
 from cfjax.typing import PyTree
 
-__all__ = ["full_precision", "on_cpu", "default_conv", "default_member_chunk", "default_resample_batch",
-           "default_predictor_batch", "run_group", "map_runs", "small_kernel_options", "RUN_GROUP", "CPU_SCHEDULER_OFF", "use_compilation_cache",
-           "compilation_cache_dir", "CACHE_ENV", "CACHE_MIN_COMPILE_SECS"]
+#: What a user calls. The choices the pillars make through this module (:func:`on_cpu`,
+#: :func:`default_conv`, :func:`default_member_chunk`, :func:`default_resample_batch`,
+#: :func:`default_predictor_batch`, :func:`run_group`, :func:`map_runs` and their constants) are
+#: module attributes here, outside ``__all__``.
+__all__ = ["use_compilation_cache", "compilation_cache_dir", "full_precision", "small_kernel_options"]
 
 #: runs vmapped together per optimiser step of the sensitivity search on XLA:CPU
 RUN_GROUP = 4

@@ -23,6 +23,7 @@ import jax
 import numpy as np
 
 import cfjax as cf
+from cfjax.data.chest import LABEL_MODES
 from cfjax.io import write_png
 
 
@@ -32,7 +33,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--rows", type=int, default=3, help="units per effusion status")
     ap.add_argument("--throughput-units", type=int, default=1024)
-    ap.add_argument("--label", choices=cf.data.LABEL_MODES, default="fixed",
+    ap.add_argument("--label", choices=LABEL_MODES, default="fixed",
                     help="effusion held at its observed value (fixed) or following age (follows)")
     args = ap.parse_args(argv)
     cf.platform.use_compilation_cache()  # load what an earlier run compiled (CFJAX_CACHE_DIR=off: compile afresh)

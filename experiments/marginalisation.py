@@ -28,6 +28,7 @@ if __name__ == "__main__" and "xla_force_host_platform_device_count" not in os.e
 
 import cfjax as cf
 from cfjax import study
+from cfjax.data.chest import LABEL_MODES
 
 
 def main(argv: list[str] | None = None, *, config: study.Config | None = None,
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None, *, config: study.Config | None = None,
     ap.add_argument("--quick", action="store_true", help="the quick configuration (≤ 10 minutes on 2 CPU cores)")
     ap.add_argument("--out", default=os.path.join("experiments", "reports", "marginalisation"))
     ap.add_argument("--seeds", type=int, default=3, help="seeds per trained predictor")
-    ap.add_argument("--counterfactual-label", choices=cf.data.LABEL_MODES, default="fixed",
+    ap.add_argument("--counterfactual-label", choices=LABEL_MODES, default="fixed",
                     help="effusion held at its observed value (fixed) or following age (follows)")
     ap.add_argument("--learned", action="store_true",
                     help="also train an HVAE image generator per site and compute every table with its learned "

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import cfjax as cf
+from cfjax.data.render import LATERALITY, effusion_height, laterality
 
 D = cf.data
 
@@ -31,7 +32,7 @@ def test_sampling_is_deterministic_by_seed():
     a, b = chest.sample(20, key=jax.random.key(5)), chest.sample(20, key=jax.random.key(5))
     c = chest.sample(20, key=jax.random.key(6))
     np.testing.assert_array_equal(a["image"], b["image"])
-    for v in D.PARENTS:
+    for v in D.chest.PARENTS:
         np.testing.assert_array_equal(a["parents"][v], b["parents"][v])
     assert not np.array_equal(a["image"], c["image"])
 
@@ -113,7 +114,7 @@ def test_second_site_changes_acquisition_only():
     a = D.ChestSCM(size=32)
     b = D.ChestSCM(size=32, site=D.Acquisition(gain=0.8, gamma=1.3, noise=0.08, offset=0.03))
     ra, rb = a.sample(10, key=jax.random.key(9)), b.sample(10, key=jax.random.key(9))
-    for v in D.PARENTS:
+    for v in D.chest.PARENTS:
         np.testing.assert_array_equal(ra["parents"][v], rb["parents"][v])
     assert float(jnp.mean(jnp.abs(ra["image"] - rb["image"]))) > 0.02
 
@@ -292,7 +293,7 @@ def test_datasets_equal_rendering_the_whole_pool_then_choosing(rng):
     got = cf.study.datasets(chest, key=seed, n_train=400, n_val=24, test_per_cell=6, bias=bias)
     want = full_pool_datasets(chest, seed, 400, 24, 6, bias)
     for split in ("train", "validation", "test"):
-        for v in D.PARENTS:
+        for v in D.chest.PARENTS:
             np.testing.assert_array_equal(got[split]["parents"][v], want[split]["parents"][v])
         for a, b in zip(got[split]["noise"], want[split]["noise"]):
             np.testing.assert_array_equal(a, b)
@@ -330,13 +331,13 @@ def test_effusion_height_and_laterality_follow_their_closed_forms(rng):
 
     size_knob = float(rng.uniform(0.05, 0.5))
     z = rng.normal(size=1000).astype(np.float32)
-    got = np.asarray(D.effusion_height(z, size_knob))
+    got = np.asarray(effusion_height(z, size_knob))
     np.testing.assert_allclose(got, 0.7 * expit(logit(size_knob / 0.7) + z), rtol=1e-5, atol=1e-6)
-    assert float(D.effusion_height(0.0, size_knob)) == pytest.approx(size_knob, rel=1e-5)
+    assert float(effusion_height(0.0, size_knob)) == pytest.approx(size_knob, rel=1e-5)
     # Laterality: left below the normal's 0.4 quantile, right above its 0.6 quantile, else both.
     want = np.where(z < norm.ppf(0.4), 0, np.where(z > norm.ppf(0.6), 1, 2))
-    np.testing.assert_array_equal(np.asarray(D.laterality(z)), want)
-    assert D.LATERALITY == ("left", "right", "both")
+    np.testing.assert_array_equal(np.asarray(laterality(z)), want)
+    assert LATERALITY == ("left", "right", "both")
 
 
 def test_fluid_stays_on_its_side_of_the_midline(rng):
@@ -393,7 +394,7 @@ def test_label_fixed_holds_effusion_and_follows_matches_the_parent_scm(rng):
     follows = chest.counterfactuals(rec, do, key=key, label="follows")
     want = chest.scm.counterfactual(chest.params(), rec["parents"], do, key=key)
     y = np.asarray(rec["parents"]["effusion"])
-    for v in D.PARENTS:
+    for v in D.chest.PARENTS:
         np.testing.assert_array_equal(follows["parents"][v], want[v])
         if v != "effusion":  # sex, age set; race kept; lung follows its parents in both modes
             np.testing.assert_array_equal(fixed["parents"][v], want[v])

@@ -390,10 +390,10 @@ class SCM:
             still returning the best).
 
         Returns:
-          a :class:`cfjax.scm.Fit` ``(params, losses, info)``: the fitted parameters (every
+          a :class:`cfjax.scm.fit.Fit` ``(params, losses, info)``: the fitted parameters (every
           node's), the mean negative log-likelihood (of the fitted nodes, on the training
           units) at every step run, shape ``(steps,)`` (fewer when stopped early), and a
-          :class:`cfjax.scm.FitInfo` (held-out curve, best step, split).
+          :class:`cfjax.scm.fit.FitInfo` (held-out curve, best step, split).
 
         Example:
           >>> import cfjax as cf, jax, numpy as np
@@ -483,13 +483,13 @@ class SCM:
 
     def save(self, path: Any, params: PyTree) -> None:
         """Write ``params`` to the directory ``path`` (orbax, atomic; see
-        :func:`cfjax.scm.save_params`), recording this model's node names."""
+        :func:`cfjax.scm.checkpoint.save_params`), recording this model's node names."""
         from cfjax.scm.checkpoint import save_params
         save_params(path, params, meta={"nodes": list(self.nodes),
                                         "mechanisms": [type(m).__name__ for m in self.mechanisms]})
 
     def load(self, path: Any) -> dict[str, Any]:
-        """Parameters written by :meth:`save` (or :func:`cfjax.scm.save_params`), restored
+        """Parameters written by :meth:`save` (or :func:`cfjax.scm.checkpoint.save_params`), restored
         into the structure, shapes and dtypes of :meth:`init`'s."""
         from cfjax.scm.checkpoint import load_params, read_meta
         nodes = read_meta(path).get("nodes")

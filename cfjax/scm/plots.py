@@ -94,7 +94,7 @@ def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: 
       counterfactuals: row-group name → ``(n, K, H, W)`` counterfactual images of the same
         units (units first, then the intervention axis, as :meth:`cfjax.data.ChestSCM.counterfactuals`
         returns them), e.g. ``{"exact": ..., "learned": ...}``; drawn in the mapping's order.
-      axis: the :class:`cfjax.scm.InterventionAxis` of the K interventions (its labels head
+      axis: the :class:`cfjax.scm.interventions.InterventionAxis` of the K interventions (its labels head
         the columns).
       unit_labels: ``n`` row labels (default ``"unit 1"``, …).
       tile_inches: the side of one image in inches.

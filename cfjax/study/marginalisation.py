@@ -65,6 +65,7 @@ from cfjax import distributed as _dist
 from cfjax import predictors as cp
 from cfjax._core.keys import as_key, seed_of
 from cfjax._results import plain
+from cfjax.data.chest import LABEL_MODES
 from cfjax.io import atomic_write_bytes
 from cfjax.study import correlations as sc
 from cfjax.study import families, splits
@@ -493,8 +494,8 @@ def run(config: Config, out: str, seeds: tuple[int, ...] = (0, 1, 2), label: str
     seed = seed_of(key, "key")
     if len(seeds) < 2:
         _checks.fail("seeds", "at least 2 seeds (correlations over predictor-seed pairs)", repr(seeds))
-    if label not in cf.data.LABEL_MODES:
-        _checks.fail("label", f"one of {cf.data.LABEL_MODES}", repr(label))
+    if label not in LABEL_MODES:
+        _checks.fail("label", f"one of {LABEL_MODES}", repr(label))
     if not isinstance(config, Config):
         _checks.fail("config", "a cfjax.study.Config", repr(config))
     clock = _Clock(log)

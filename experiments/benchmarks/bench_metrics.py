@@ -42,20 +42,20 @@ def make_predictors(rng, n_pred: int, n: int, k: int):
 
 
 def breakdown(p_obs, p_cf, y, repeats: int) -> None:
-    """Where the time of one ``evaluate`` goes: its public building blocks, each jitted and
+    """Where the time of one ``evaluate`` goes: its building blocks, each jitted and
     timed on its own (they overlap: several share the same sorts inside ``evaluate``)."""
     M = cf.metrics
     p_bar = M.marginalise(p_cf)
     parts = {  # name: (function, arguments); arguments are passed, never closed over
-        "rankdata, x2": (lambda a, b: (M.rankdata(a), M.rankdata(b)), (p_obs, p_bar)),
+        "rankdata, x2": (lambda a, b: (M.ranking.rankdata(a), M.ranking.rankdata(b)), (p_obs, p_bar)),
         "kendall_tau_b": (M.kendall_tau_b, (p_obs, p_bar)),
         "spearman + rank_change": (lambda a, b: (M.spearman(a, b), M.rank_change(a, b)), (p_obs, p_bar)),
         "interventional + worst-case risk": (lambda p, y: (M.interventional_risk(p, y), M.worst_case_risk(p, y)), (p_cf, y)),
         "cvar_risk, 3 levels": (lambda p, y: M.cvar_risk(p, y, (0.5, 0.25, 0.1)), (p_cf, y)),
         "stability_variance + flip_rate": (lambda a, p: (M.stability_variance(p), M.flip_rate(a, p)), (p_obs, p_cf)),
-        "calibration_bins, x2": (lambda a, b, y: (M.calibration_bins(a, y), M.calibration_bins(b, y)), (p_obs, p_bar, y)),
+        "calibration_bins, x2": (lambda a, b, y: (M.calibration.calibration_bins(a, y), M.calibration.calibration_bins(b, y)), (p_obs, p_bar, y)),
     }
-    print("where the time of one evaluation goes (public building blocks, each jitted alone):")
+    print("where the time of one evaluation goes (its building blocks, each jitted alone):")
     for name, (fn, fn_args) in parts.items():
         jitted = jax.jit(fn)
         seconds = median_time(lambda f=jitted, a=fn_args: f(*a), repeats)
