@@ -74,8 +74,8 @@ def summary(results: Mapping[str, Any]) -> dict[str, Any]:
         a = 0  # the sensitive attribute, the first yardstick
         sensitivity["benchmarks"] = {"yardstick": b["yardsticks"][a], "k": b["k"], "p_max": b["p_max"][a],
                                      "cfu": b["cfu"][a], "feasible": b["feasible"][a]}
-        sensitivity["interval"] = {"resamples": iv["resamples"], "lower": iv["lower"]["worst_case"],
-                                   "upper": iv["upper"]["worst_case"]}
+        sensitivity["interval"] = {"resamples": iv["resamples"], "low": iv["low"]["worst_case"],
+                                   "high": iv["high"]["worst_case"]}
         sensitivity["predictors"] = {k: min(v["cfu"]) for k, v in s["predictors"].items()}
     reps = {split: {"tpr_gap": v["tpr_gap"]["1"], **{k: v["scores"][k] for k in ("pip", "pip_baseline", "atv",
                                                                                    "atv_baseline")}}
@@ -192,7 +192,7 @@ def _sensitivity(s: Mapping[str, Any]) -> list[str]:
         if round(true_rho, 9) in at:
             i = [round(q, 9) for q in p].index(round(true_rho, 9))
             text += (f" Its 95% bootstrap interval at {true_rho:g} ({iv['resamples']} resamples, every model refitted) "
-                     f"is [{g(iv['lower'][i])}, {g(iv['upper'][i])}].")
+                     f"is [{g(iv['low'][i])}, {g(iv['high'][i])}].")
         if ok:
             text += (f" A confounder as strong as {bm['yardstick']} (its partial R² in each feature's equation) "
                      "implies a budget of " + ", ".join(f"{q:.2f} at {k:g}×" for k, q in ok)

@@ -41,9 +41,9 @@ RTOL = 1e-3
 BEFORE = dict(restarts=4, steps=500, patience=50, polish=30, boundary_starts=16, max_rounds=0)
 #: 10x the default search's restarts, steps, patience, polish and screened rays
 LARGE = dict(restarts=40, steps=5000, patience=500, polish=300, boundary_starts=160)
-DEMO_SETTINGS = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
-LAW_SETTINGS = S.Settings()  # experiments/sensitivity.py's
-NHS_SETTINGS = S.Settings(degrees=(1, 2, 3), lambdas=tuple(float(v) for v in np.logspace(-3, 3, 8)),
+DEMO_SETTINGS = S.FitConfig(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
+LAW_SETTINGS = S.FitConfig()  # experiments/sensitivity.py's
+NHS_SETTINGS = S.FitConfig(degrees=(1, 2, 3), lambdas=tuple(float(v) for v in np.logspace(-3, 3, 8)),
                           predictor_degrees=(1, 2, 3))
 
 

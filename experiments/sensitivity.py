@@ -4,7 +4,7 @@
 Follows the paper's recipe as the data README spells it out (A = ±1, z-scored features with the
 population std, unshuffled 5-fold CV scored as scikit-learn's ``GridSearchCV(cv=5)`` by default —
 held-out R², Model A's equations as one estimator — one shared λ for Models A and B); each choice
-is an option of the loaders / ``Settings`` and the report shows what changes when it is changed,
+is an option of the loaders / ``FitConfig`` and the report shows what changes when it is changed,
 the CV score (R² against MSE) beside every curve. Also a λ sweep (including λ = 0) next to every
 curve, and the inverse question (the smallest budget whose worst case reaches the blind
 baseline's unfairness).
@@ -30,8 +30,8 @@ import cfjax.sensitivity as S  # noqa: E402
 from cfjax.io import atomic_write_bytes  # noqa: E402
 
 # degrees 1-4, λ in logspace(-4, 4, 10), unshuffled 5-fold CV on held-out R², shared λ
-LAW_SETTINGS = S.Settings()
-NHS_SETTINGS = S.Settings(degrees=(1, 2, 3), lambdas=tuple(float(v) for v in np.logspace(-3, 3, 8)),
+LAW_SETTINGS = S.FitConfig()
+NHS_SETTINGS = S.FitConfig(degrees=(1, 2, 3), lambdas=tuple(float(v) for v in np.logspace(-3, 3, 8)),
                           predictor_degrees=(1, 2, 3))
 SCORE_NAMES = {"r2": "held-out R² (the paper's recipe)", "mse": "held-out MSE"}
 BUDGETS = np.linspace(0.0, 0.99, 16)
@@ -275,11 +275,11 @@ def report(res) -> str:
              "over the paper's tanh parameterisation, 4 restarts per budget seeded by the best sign corners, "
              "smallest eigenvalue of P >= 1e-3.", "",
              "Model selection is the paper's recipe: scikit-learn's `GridSearchCV(cv=5)` with its default "
-             "scoring, i.e. held-out R² averaged over 5 unshuffled folds (`Settings(cv_score=\"r2\")`). "
+             "scoring, i.e. held-out R² averaged over 5 unshuffled folds (`FitConfig(cv_score=\"r2\")`). "
              "Model A's equations are one estimator with a shared λ, scored by the R² of all equations' "
              "held-out targets stacked together; the fair predictor and the baselines by the R² of their own "
              "target. Each section also shows the choice and the curve under held-out MSE "
-             "(`Settings(cv_score=\"mse\")`, what this report used before).", "",
+             "(`FitConfig(cv_score=\"mse\")`, what this report used before).", "",
              "Benchmarked budgets (a confounder k times as strong as an observed parent), every predictor's worst "
              "case and bootstrap intervals: [review.md](review.md) (`python -m experiments.sensitivity_review`); the "
              "default search against a 10× larger one: [search_check.md](search_check.md).", ""]

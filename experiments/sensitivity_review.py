@@ -110,7 +110,7 @@ def analyse(name: str, prob, settings, budgets, key, resamples: int, search: dic
                              "seconds": {"fit": t_fit, "curves": t_curves, "bootstrap": t_boot},
                              "backend": jax.default_backend(), "xla_flags": os.environ.get("XLA_FLAGS", "")})
     fig = S.plot_curve({p: curves[p] for p in S.PREDICTORS}, model=model, benchmarks=marks,
-                       lower={"fair": intervals.lower["worst_case"]}, upper={"fair": intervals.upper["worst_case"]},
+                       lower={"fair": intervals.low["worst_case"]}, upper={"fair": intervals.high["worst_case"]},
                        title=f"{TITLES[name].split(' (')[0]}: worst-case CFU of each predictor (fair: 95% bootstrap band)")
     cf.figures.save_figure(fig, os.path.join(out, f"review_{name}_curve.png"))
     contour = None
@@ -150,7 +150,7 @@ def light_section(title: str, r: dict) -> list[str]:
     def cell(name, v, i, value):
         if not iv or name not in iv["estimate"]:
             return _fmt(value)
-        return _interval(value, iv["lower"][name][v][i], iv["upper"][name][v][i])
+        return _interval(value, iv["low"][name][v][i], iv["high"][name][v][i])
 
     grid = r["curves"]["fair"]["p_max"]
     for v, z in enumerate(b["yardsticks"]):
@@ -162,7 +162,7 @@ def light_section(title: str, r: dict) -> list[str]:
             worst = _fmt(r['worst_case_at_benchmarks'].get(f'{z} ×{k:g}'))
             if iv:
                 j = int(np.argmin(np.abs(np.asarray(grid) - b["p_max"][v][i])))
-                worst = _interval(r["curves"]["fair"]["cfu"][j], iv["lower"]["worst_case"][j], iv["upper"]["worst_case"][j])
+                worst = _interval(r["curves"]["fair"]["cfu"][j], iv["low"]["worst_case"][j], iv["high"]["worst_case"][j])
             lines.append(f"| {z} | {k:g} | {r2} | {cell('benchmark_budget', v, i, b['p_max'][v][i])} | "
                          f"{cell('benchmark_cfu', v, i, b['cfu'][v][i])} | {worst} |")
     s = r["seconds"]
@@ -195,8 +195,8 @@ def section(name: str, title: str, r: dict) -> list[str]:
               f"largest |P_jk|. Intervals: {iv['resamples']} bootstrap resamples, {iv['level']:.0%} percentile.", "",
               "| yardstick | k | partial R² per child | budget p_max [interval] | CFU at the benchmark [interval] | "
               "worst-case CFU within that budget |", "|---|---|---|---|---|---|"]
-    est_b, lo_b, hi_b = (iv[s].get("benchmark_budget") for s in ("estimate", "lower", "upper"))
-    est_c, lo_c, hi_c = (iv[s].get("benchmark_cfu") for s in ("estimate", "lower", "upper"))
+    est_b, lo_b, hi_b = (iv[s].get("benchmark_budget") for s in ("estimate", "low", "high"))
+    est_c, lo_c, hi_c = (iv[s].get("benchmark_cfu") for s in ("estimate", "low", "high"))
     for v, z in enumerate(b["yardsticks"]):
         r2 = ", ".join(f"{f} {x:.3g}" for f, x in zip(b["features"], b["r2"][v]) if x is not None)
         for i, k in enumerate(b["k"]):
@@ -213,9 +213,9 @@ def section(name: str, title: str, r: dict) -> list[str]:
               "| p_max | fair: worst-case CFU [interval] | unconstrained | blind |", "|---|---|---|---|"]
     curves = r["curves"]
     for i, p in enumerate(curves["fair"]["p_max"]):
-        lines.append(f"| {p:.3f} | {_interval(curves['fair']['cfu'][i], iv['lower']['worst_case'][i], iv['upper']['worst_case'][i])}"
+        lines.append(f"| {p:.3f} | {_interval(curves['fair']['cfu'][i], iv['low']['worst_case'][i], iv['high']['worst_case'][i])}"
                      f" | {_fmt(curves['unconstrained']['cfu'][i])} | {_fmt(curves['blind']['cfu'][i])} |")
-    inv_iv = [iv[s].get("inverse/blind") for s in ("estimate", "lower", "upper")]
+    inv_iv = [iv[s].get("inverse/blind") for s in ("estimate", "low", "high")]
     reached = iv["not_reached"].get("inverse/blind")
     answer = (f"p_max = {_fmt(inv['p_max'])}" if inv["reached"] else
               f"not reached within p_max ≤ {_fmt(inv['lo'])} (largest worst case {_fmt(inv['max_cfu'])})")

@@ -51,7 +51,7 @@ def x64():
 def _library(frame, res):
     """The same analysis through the library, with the options results.json records."""
     st = res["settings"]
-    settings = S.Settings(**{k: tuple(v) if isinstance(v, list) else v for k, v in st["fit"].items()})
+    settings = S.FitConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in st["fit"].items()})
     prob = S.from_frame(frame, {"gpa": ["race"], "lsat": ["race", "gpa"]}, sensitive="race", target="fya",
                         categories={"race": ["black", "white"]})
     model = S.fit(prob.graph, prob.data, settings)
@@ -101,8 +101,8 @@ def test_matches_library_column_order_graph_format_bytes(rng, tmp_path, capsys, 
         _close(res["predictors"][name]["cfu"], other.cfu)
         assert np.all(np.asarray(other.cfu) > np.asarray(wc.cfu))  # the fair predictor buys something
     iv = res["intervals"]
-    assert iv["resamples"] == 6 and len(iv["lower"]["worst_case"]) == len(wc.cfu)
-    lo, hi = (np.asarray([np.nan if v is None else v for v in iv[s]["worst_case"]]) for s in ("lower", "upper"))
+    assert iv["resamples"] == 6 and len(iv["low"]["worst_case"]) == len(wc.cfu)
+    lo, hi = (np.asarray([np.nan if v is None else v for v in iv[s]["worst_case"]]) for s in ("low", "high"))
     assert np.all(lo[1:] <= hi[1:]) and np.all(lo[1:] > 0)
     for k, v in model.baseline_unfairness.items():
         _close(res["baselines"][k], v)
@@ -164,7 +164,7 @@ def test_sweep_marks_cfu_undefined_where_the_fit_interpolates(x64):
     l = g + r.normal(size=5)
     prob = SimpleNamespace(graph=S.FairnessGraph({"gpa": ["A"], "lsat": ["A", "gpa"]}),
                            data=S.make_data(a, np.stack([g, l], 1), l + r.normal(size=5)))
-    settings = S.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,), folds=2)
+    settings = S.FitConfig(degrees=(2,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,), folds=2)
     wc = SimpleNamespace(P=np.stack([np.eye(2), np.asarray(bivariate_correlation(0.5))]))
     [exact] = _sweep(prob, settings, SimpleNamespace(degrees=(2, 2)), [0.0], wc)
     assert exact["cfu_at_worst_case_P"] == [None, None]
@@ -295,7 +295,7 @@ def test_contour_of_three_features_equals_the_library(rng, tmp_path, capsys, x64
     assert res["intervals"] is None and res["contour"]["pairs"] == [["O", "M"], ["M", "J"]]
     prob = S.from_frame(frame, {"O": ["sex"], "M": ["sex", "O"], "J": ["sex", "O", "M"]}, sensitive="sex",
                         target="y", categories={"sex": ["m", "f"]})
-    settings = S.Settings(**{k: tuple(v) if isinstance(v, list) else v for k, v in res["settings"]["fit"].items()})
+    settings = S.FitConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in res["settings"]["fit"].items()})
     surface = S.cfu_surface(S.fit(prob.graph, prob.data, settings), (("O", "M"), ("M", "J")), 15)
     _close(res["contour"]["cfu"], surface.cfu)
     assert {"contour.png", "contour.pdf"} <= {p.name for p in (tmp_path / "out").iterdir()}

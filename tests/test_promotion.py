@@ -154,7 +154,7 @@ def test_worst_case_search(rng):
     m = 0.3 * a + 0.4 * o + e[:, 1]
     y = o + m + rng.normal(size=n)
     graph = S.FairnessGraph({"O": ["A"], "M": ["A", "O"]})
-    settings = S.Settings(equation_degrees=(1, 1), lam=1.0, predictor_degrees=(1,), predictor_lambdas=(1.0,))
+    settings = S.FitConfig(equation_degrees=(1, 1), lam=1.0, predictor_degrees=(1,), predictor_lambdas=(1.0,))
     model = S.fit(graph, S.make_data(a.astype(np.float32), np.stack([o, m], 1).astype(np.float32),
                                      y.astype(np.float32)), settings)
     key = int(rng.integers(2**31))

@@ -31,7 +31,7 @@ S = cf.sensitivity
 
 
 def settings(degrees, lam):
-    return S.Settings(equation_degrees=degrees, lam=lam, predictor_degrees=(1,), predictor_lambdas=(1e-6,))
+    return S.FitConfig(equation_degrees=degrees, lam=lam, predictor_degrees=(1,), predictor_lambdas=(1e-6,))
 
 
 def stack(*models):
@@ -234,7 +234,7 @@ def worst_over_signs(cfu_one, model, P_abs, children):
 
 def test_benchmark_cfu_is_the_worst_sign_pattern(rng, x64):
     graph, data = nhs_like(rng)
-    model = S.fit(graph, data, S.Settings(equation_degrees=(2, 2, 2), lam=1e-3, predictor_degrees=(2,),
+    model = S.fit(graph, data, S.FitConfig(equation_degrees=(2, 2, 2), lam=1e-3, predictor_degrees=(2,),
                                           predictor_lambdas=(1e-3,)))
     k = (0.25, 0.5)
     b = S.benchmarks(model, k)

@@ -26,7 +26,7 @@ from cfjax.sensitivity.bootstrap import (
 from cfjax.sensitivity.cfu import bivariate_correlation
 
 BUDGETS = (0.3, 0.6, 0.9)
-SMALL = S.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,))
+SMALL = S.FitConfig(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,))
 
 
 def _resampled(data, idx):
@@ -39,7 +39,7 @@ def _resampled(data, idx):
 def test_refit_equals_fit_on_the_resample(rng, x64, model_a, lam):
     n = int(rng.integers(80, 160))
     prob = S.synthetic(n, key=int(rng.integers(2**31)))
-    settings = S.Settings(degrees=(1, 2), lambdas=(0.1, 10.0), predictor_degrees=(1, 2),
+    settings = S.FitConfig(degrees=(1, 2), lambdas=(0.1, 10.0), predictor_degrees=(1, 2),
                           predictor_lambdas=(0.01, 1.0, 100.0), model_a=model_a, lam=lam)
     model = S.fit(prob.graph, prob.data, settings)
     idx = rng.integers(0, n, n)
@@ -124,16 +124,25 @@ def test_each_resample_is_a_local_search_from_the_full_data_maximisers(run, x64)
     assert np.all(np.diff(iv.values["worst_case"], axis=1) >= 0)
 
 
+def test_interval_ends_are_low_and_high_and_the_old_names_warn(run):
+    _, _, iv, _ = run
+    out = iv.to_dict()
+    assert "low" in out and "high" in out and "lower" not in out and "upper" not in out
+    for old, new in (("lower", "low"), ("upper", "high")):
+        with pytest.warns(DeprecationWarning, match=rf"Intervals\.{old} is deprecated.*Intervals\.{new}"):
+            assert getattr(iv, old) is getattr(iv, new)
+
+
 def test_intervals_are_percentiles_and_inverse_budgets_are_bracketed(run, x64):
     model, wc, iv, levels = run
     for name, values in iv.values.items():
         finite = np.where(np.isfinite(values), values, np.nan)
         if np.isfinite(values).all():
-            np.testing.assert_allclose(iv.lower[name], np.quantile(values, 0.025, axis=0), rtol=1e-12)
-            np.testing.assert_allclose(iv.upper[name], np.quantile(values, 0.975, axis=0), rtol=1e-12)
-        assert np.all(~(iv.lower[name] > iv.upper[name])), name
+            np.testing.assert_allclose(iv.low[name], np.quantile(values, 0.025, axis=0), rtol=1e-12)
+            np.testing.assert_allclose(iv.high[name], np.quantile(values, 0.975, axis=0), rtol=1e-12)
+        assert np.all(~(iv.low[name] > iv.high[name])), name
         np.testing.assert_array_equal(iv.not_finite[name], np.sum(np.isnan(finite) & ~np.isposinf(values), axis=0))
-    assert np.all(iv.lower["worst_case"] <= iv.upper["worst_case"])
+    assert np.all(iv.low["worst_case"] <= iv.high["worst_case"])
     # The level between the first two budgets' worst cases: reached in (0.3, 0.6], by bisection.
     p = iv.estimate["inverse/mid"]
     assert BUDGETS[0] < p <= BUDGETS[1] and iv.resolution == pytest.approx(0.3 / 8)
@@ -147,7 +156,7 @@ def test_intervals_are_percentiles_and_inverse_budgets_are_bracketed(run, x64):
             assert (BUDGETS[k - 1] if k else 0.0) < got <= BUDGETS[k]
     # The blind baseline's unfairness (about 2) is far above every worst case: never reached.
     assert np.isposinf(iv.estimate["inverse/blind"]) and iv.not_reached["inverse/blind"] == 40
-    assert np.isposinf(iv.upper["inverse/blind"])
+    assert np.isposinf(iv.high["inverse/blind"])
     np.testing.assert_allclose(iv.values["level/blind"], iv.values["baseline_unfairness/blind"])
     out = iv.to_dict()
     json.dumps(out)
@@ -172,7 +181,7 @@ def test_the_intervals_contain_the_estimate(run, x64):
     for name in ("worst_case", "baseline_unfairness/blind", "baseline_unfairness/unconstrained", "benchmark_cfu",
                  "inverse/mid"):
         est = iv.estimate[name]
-        ok = ~np.isfinite(est) | ((iv.lower[name] <= est) & (est <= iv.upper[name]))
+        ok = ~np.isfinite(est) | ((iv.low[name] <= est) & (est <= iv.high[name]))
         assert np.all(ok), name
 
 
@@ -231,7 +240,7 @@ def test_coverage_on_a_simulated_scm():
     quantity; without a penalty this SCM's CFU is 0 to rounding (an estimand of 1e-29)."""
     with jax.enable_x64(True):
         def settings(n):
-            return S.Settings(lam=n / 200, equation_degrees=(2, 2), predictor_degrees=(2,),
+            return S.FitConfig(lam=n / 200, equation_degrees=(2, 2), predictor_degrees=(2,),
                               predictor_lambdas=(n / 200,))
 
         budget, reps, n, B = 0.5, 100, 400, 200
@@ -265,7 +274,7 @@ def test_coverage_on_a_simulated_scm():
         keys = jax.random.split(jax.random.key(2024), reps)
         out = np.asarray(jax.jit(lambda m, s, k: jax.lax.map(lambda a: replication(*a), (m, s, k), batch_size=4))(
             stacked, jnp.asarray(np.stack(starts)), keys))
-        lower, upper = np.quantile(out[:, 1:], 0.025, axis=1), np.quantile(out[:, 1:], 0.975, axis=1)
-        covered = int(np.sum((lower <= truth) & (truth <= upper)))
+        low, high = np.quantile(out[:, 1:], 0.025, axis=1), np.quantile(out[:, 1:], 0.975, axis=1)
+        covered = int(np.sum((low <= truth) & (truth <= high)))
         print(f"coverage: {covered} of {reps} (truth {truth:.4g}, median estimate {np.median(out[:, 0]):.4g})")
         assert covered >= 90

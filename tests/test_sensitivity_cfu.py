@@ -117,7 +117,7 @@ def three_feature_problem(rng, n=1500, categorical=False, fair=(), grid=None):
     return graph, S.make_data(group if categorical else a, X, y, codes=codes)
 
 
-SMALL = S.Settings(degrees=(1, 2), lambdas=(0.1, 10.0), predictor_degrees=(1, 2), predictor_lambdas=(0.1, 10.0))
+SMALL = S.FitConfig(degrees=(1, 2), lambdas=(0.1, 10.0), predictor_degrees=(1, 2), predictor_lambdas=(0.1, 10.0))
 
 
 # Every search on the bivariate model uses these options and two budgets (4 runs): compiled once

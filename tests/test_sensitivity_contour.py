@@ -13,7 +13,7 @@ from cfjax._checks import ValidationError
 
 S = cf.sensitivity
 PAIRS = (("O", "M"), ("M", "J"))
-FIXED = S.Settings(equation_degrees=(1, 2, 1), lam=0.5, predictor_degrees=(2,), predictor_lambdas=(1.0,))
+FIXED = S.FitConfig(equation_degrees=(1, 2, 1), lam=0.5, predictor_degrees=(2,), predictor_lambdas=(1.0,))
 
 
 def three_feature_problem(rng, n=160):
@@ -140,7 +140,7 @@ def test_bad_arguments_name_the_argument(model, name, value):
 def test_two_features_point_to_cfu_grid():
     with jax.enable_x64(True):
         prob = S.synthetic(120, correlation=0.3, key=0)
-        small = S.fit(prob.graph, prob.data, S.Settings(equation_degrees=(1, 1), lam=1.0, predictor_degrees=(1,),
+        small = S.fit(prob.graph, prob.data, S.FitConfig(equation_degrees=(1, 1), lam=1.0, predictor_degrees=(1,),
                                                         predictor_lambdas=(1.0,)))
     assert small.graph.m == 2
     with pytest.raises(ValidationError, match="`model`.*cfu_grid"):

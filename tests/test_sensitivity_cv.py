@@ -101,10 +101,10 @@ def test_r2_is_the_default_score_and_bad_scores_are_rejected(rng, x64):
     ours = ridge_cv(Z, y, degrees=(1, 2), lambdas=(0.1, 10.0))
     grid = pipeline_search(Z, y, (1, 2), (0.1, 10.0), "r2")
     np.testing.assert_allclose(ours.scores.ravel(), grid.cv_results_["mean_test_score"], rtol=1e-8, atol=1e-10)
-    assert S.Settings().cv_score == "r2"
+    assert S.FitConfig().cv_score == "r2"
     for bad in ("R2", "neg_mean_squared_error", None):
-        with pytest.raises(cf.ValidationError, match="settings.cv_score"):
-            S.Settings(cv_score=bad)
+        with pytest.raises(cf.ValidationError, match="config.cv_score"):
+            S.FitConfig(cv_score=bad)
         with pytest.raises(ValueError, match="`score`"):
             ridge_cv(Z, y, score=bad)
 
@@ -147,7 +147,7 @@ def test_best_index_breaks_ties_and_nans_as_grid_search(rng):
 def test_shared_lambda_scores_the_stacked_equations_as_grid_search(rng, x64, score, n):
     graph, data = three_feature_problem(rng, n)
     degrees, lambdas = (1, 2, 3), (1e-2, 1.0, 30.0)
-    settings = S.Settings(degrees=degrees, lambdas=lambdas, predictor_degrees=(1, 2), cv_score=score)
+    settings = S.FitConfig(degrees=degrees, lambdas=lambdas, predictor_degrees=(1, 2), cv_score=score)
     model = S.fit(graph, data, settings)
 
     R, t = stacked_rows(data)
@@ -192,7 +192,7 @@ def test_shared_lambda_scores_the_stacked_equations_as_grid_search(rng, x64, sco
 def test_per_equation_lambda_scores_each_equation_on_its_own_target(rng, x64, score):
     graph, data = three_feature_problem(rng, 250)
     degrees, lambdas = (1, 2, 3), (1e-2, 1.0, 30.0)
-    settings = S.Settings(degrees=degrees, lambdas=lambdas, predictor_degrees=(1,), shared_lambda=False,
+    settings = S.FitConfig(degrees=degrees, lambdas=lambdas, predictor_degrees=(1,), shared_lambda=False,
                           cv_score=score)
     model = S.fit(graph, data, settings)
     assert model.selection["lambda_cv"] is None
@@ -208,7 +208,7 @@ def test_per_equation_lambda_scores_each_equation_on_its_own_target(rng, x64, sc
 def test_shared_mse_is_the_summed_mse_choice(rng, x64):
     # With MSE the stacked score is the equations' mean MSE: the choice minimises their sum.
     graph, data = three_feature_problem(rng, 300)
-    settings = S.Settings(degrees=(1, 2), lambdas=(0.1, 10.0), predictor_degrees=(1,), cv_score="mse")
+    settings = S.FitConfig(degrees=(1, 2), lambdas=(0.1, 10.0), predictor_degrees=(1,), cv_score="mse")
     model = S.fit(graph, data, settings)
     table = model.selection["equation_cv"]  # (m, degrees, lambdas) held-out MSE
     k = int(np.argmin(table.min(1).sum(0)))
@@ -221,6 +221,6 @@ def test_fit_is_still_traceable_with_the_selection_record():
     # The model (selection included) is an argument of compiled code: its leaves must be arrays.
     with jax.enable_x64(True):
         prob = S.synthetic(200, correlation=0.3, key=1)
-        model = S.fit(prob.graph, prob.data, S.Settings(degrees=(1, 2), lambdas=(0.1, 10.0), predictor_degrees=(1,)))
+        model = S.fit(prob.graph, prob.data, S.FitConfig(degrees=(1, 2), lambdas=(0.1, 10.0), predictor_degrees=(1,)))
         grid = S.cfu_grid(model, [-0.5, 0.0, 0.5])
     assert np.isfinite(np.asarray(grid)).all() and float(grid[1]) < float(grid[2])

@@ -40,7 +40,7 @@ seed, out = int(sys.argv[1]), sys.argv[2]
 assert len(jax.devices()) == {devices}, jax.devices()
 rng = np.random.default_rng(seed)
 prob = S.synthetic(200, correlation=float(rng.uniform(-0.5, 0.5)), key=seed)
-settings = S.Settings(equation_degrees=(2, 2), lam=1.0, predictor_degrees=(2,), predictor_lambdas=(1.0,))
+settings = S.FitConfig(equation_degrees=(2, 2), lam=1.0, predictor_degrees=(2,), predictor_lambdas=(1.0,))
 model = S.fit(prob.graph, prob.data, settings)
 budgets = np.sort(rng.uniform(0.1, 0.9, 2))
 key = jax.random.key(int(rng.integers(2**31)))
@@ -84,7 +84,7 @@ def test_split_runs_equal_one_device(rng, tmp_path):
 @pytest.fixture(scope="module")
 def tiny_model():
     prob = S.synthetic(40, key=0)
-    return S.fit(prob.graph, prob.data, S.Settings(equation_degrees=(1, 1), lam=1.0, predictor_degrees=(1,),
+    return S.fit(prob.graph, prob.data, S.FitConfig(equation_degrees=(1, 1), lam=1.0, predictor_degrees=(1,),
                                                    predictor_lambdas=(1.0,)))
 
 

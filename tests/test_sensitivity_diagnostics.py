@@ -38,7 +38,7 @@ def salary_frame(rng: np.random.Generator, n: int = 600) -> pd.DataFrame:
 
 def salary_model(frame: pd.DataFrame, lam: float, **settings) -> S.FairModel:
     prob = S.from_frame(frame, GRAPH, sensitive="gender", target="salary", categories={"gender": ["f", "m"]})
-    return S.fit(prob.graph, prob.data, S.Settings(lam=lam, equation_degrees=(1, 2), **settings))
+    return S.fit(prob.graph, prob.data, S.FitConfig(lam=lam, equation_degrees=(1, 2), **settings))
 
 
 # ----------------------------------------------------------------------------- numpy references
@@ -207,7 +207,7 @@ def test_a_model_a_fit_that_is_not_finite_warns_naming_lambda_and_the_feature(x6
     l = g + r.normal(size=5)
     graph = S.FairnessGraph({"gpa": ["A"], "lsat": ["A", "gpa"]})
     data = S.make_data(a, np.stack([g, l], 1), l + r.normal(size=5))
-    settings = S.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,), folds=2,
+    settings = S.FitConfig(degrees=(2,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,), folds=2,
                           lam=0.0)
     with pytest.warns(S.ConvergenceWarning, match=r"Model A at lambda = 0 is not finite for 'lsat'.*interpolates"):
         S.fit(graph, data, settings)
@@ -230,7 +230,7 @@ def test_the_sweep_names_model_b_and_the_feature_when_a_fit_is_not_finite(monkey
 
     monkeypatch.setattr(linear, "fit_model_b", broken)
     wc = SimpleNamespace(P=np.stack([np.eye(2), np.array([[1.0, 0.5], [0.5, 1.0]])]), p_max=np.array([0.0, 0.5]))
-    settings = S.Settings(degrees=(1,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,))
+    settings = S.FitConfig(degrees=(1,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", S.ConvergenceWarning)
         [row] = _sweep(prob, settings, SimpleNamespace(degrees=(1, 2)), [100.0], wc)

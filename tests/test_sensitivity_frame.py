@@ -10,7 +10,7 @@ from cfjax._checks import ValidationError
 from cfjax.sensitivity import frame as F
 from cfjax.sensitivity import problem as P
 
-TINY = P.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,), folds=2)
+TINY = P.FitConfig(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,), folds=2)
 GRAPH = {"lsat": ["race", "gpa"], "gpa": ["race"]}  # topological order: gpa, lsat
 
 

@@ -25,7 +25,7 @@ def search():
     """A fitted working model (fixed degrees and λ: no CV) and a short worst-case search."""
     with jax.enable_x64(True):
         prob = S.synthetic(200, correlation=0.5, key=0)
-        model = S.fit(prob.graph, prob.data, S.Settings(equation_degrees=(2, 2), lam=1.0, predictor_degrees=(2,),
+        model = S.fit(prob.graph, prob.data, S.FitConfig(equation_degrees=(2, 2), lam=1.0, predictor_degrees=(2,),
                                                        predictor_lambdas=(1.0,)))
         # a short search: one restart, no screening of boundary starts, no polish (fewer programs to compile)
         wc = S.worst_case(model, BUDGETS, key=0,

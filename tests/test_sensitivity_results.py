@@ -13,7 +13,7 @@ from cfjax.sensitivity import problem as P
 from cfjax.sensitivity import inverse as I
 from cfjax.sensitivity import search as Q
 
-TINY = P.Settings(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,), folds=2)
+TINY = P.FitConfig(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,), folds=2)
 OPTS = dict(restarts=2, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None)
 
 

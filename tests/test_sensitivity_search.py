@@ -21,7 +21,7 @@ S = cf.sensitivity
 
 # Fixed degrees and penalties (no CV): every seed's model has the same static structure, so the
 # search compiles once for the whole file. λ > 0 matters: at λ = 0, CFU is 0 for every P.
-FIXED = S.Settings(equation_degrees=(1, 2, 2), lam=3.0, predictor_degrees=(2,), predictor_lambdas=(1.0,))
+FIXED = S.FitConfig(equation_degrees=(1, 2, 2), lam=3.0, predictor_degrees=(2,), predictor_lambdas=(1.0,))
 P_MAX, MIN_EIG = 0.6, 0.01  # p_max > (1 - min_eig) / 2: half the sign corners are not usable
 
 
@@ -248,7 +248,7 @@ def test_pd_is_the_identity_on_usable_correlations(rng, x64):
 def bivariate():
     with jax.enable_x64(True):
         prob = S.synthetic(600, correlation=0.4, key=5)
-        yield S.fit(prob.graph, prob.data, S.Settings(equation_degrees=(1, 2), lam=3.0, predictor_degrees=(2,),
+        yield S.fit(prob.graph, prob.data, S.FitConfig(equation_degrees=(1, 2), lam=3.0, predictor_degrees=(2,),
                                                       predictor_lambdas=(1.0,)))
 
 
@@ -318,7 +318,7 @@ def test_search_options_are_validated_by_the_config():
 
 def _tiny_model():
     prob = S.synthetic(50, key=0)
-    return S.fit(prob.graph, prob.data, S.Settings(degrees=(1,), lambdas=(1.0,), predictor_degrees=(1,),
+    return S.fit(prob.graph, prob.data, S.FitConfig(degrees=(1,), lambdas=(1.0,), predictor_degrees=(1,),
                                                    predictor_lambdas=(1.0,)))
 
 
@@ -534,7 +534,7 @@ def test_the_default_search_matches_a_ten_times_larger_one(x64):
     screened rays (experiments/search_check.py does the same on the real data)."""
     with jax.enable_x64(True):
         prob = S.synthetic(300, correlation=0.5, key=3)
-        model = S.fit(prob.graph, prob.data, S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,)))
+        model = S.fit(prob.graph, prob.data, S.FitConfig(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,)))
     budgets = np.unique(np.append(np.linspace(0.0, 0.99, 6), 0.5))
     with warnings.catch_warnings():
         warnings.simplefilter("error", S.ConvergenceWarning)

@@ -158,8 +158,8 @@ def _settings(quick: bool):
     import cfjax.sensitivity as S
 
     if quick:  # quadratic equations and predictor, λ by CV over three values
-        return S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
-    return S.Settings()
+        return S.FitConfig(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
+    return S.FitConfig()
 
 
 def _settings_dict(settings) -> dict[str, Any]:
@@ -328,7 +328,7 @@ def _report(res: dict[str, Any], figure: bool | str | None) -> str:
     head += " | ".join(f"{p}: worst-case CFU" for p in others) + (" | " if others else "") + "restart ratio |"
     lines += [head, "|---|---|---|" + "---|" * len(others) + "---|"]
     for i, (p, c, r) in enumerate(zip(wc["p_max"], wc["cfu"], wc["restart_ratio"])):
-        cell = _fmt(c) + (f" [{_fmt(iv['lower']['worst_case'][i])}, {_fmt(iv['upper']['worst_case'][i])}]" if iv else "")
+        cell = _fmt(c) + (f" [{_fmt(iv['low']['worst_case'][i])}, {_fmt(iv['high']['worst_case'][i])}]" if iv else "")
         where = f" ({', '.join(marks[i])})" if marks.get(i) else ""
         lines.append(f"| {p:.3f}{where} | {cell} | {_fmt(None if c is None or floor is None else c - floor)} | "
                      + "".join(f"{_fmt(w['cfu'][i])} | " for w in others.values()) + f"{_fmt(r)} |")
@@ -347,7 +347,7 @@ def _report(res: dict[str, Any], figure: bool | str | None) -> str:
         missed = iv["not_reached"].get("inverse/blind")
         ans += (f". Bootstrap ({iv['resamples']} resamples, each with its own blind unfairness, bisected to within "
                 f"{_fmt(iv['resolution'])}): {_fmt(iv['estimate']['inverse/blind'])} "
-                f"[{_fmt(iv['lower']['inverse/blind'])}, {_fmt(iv['upper']['inverse/blind'])}]"
+                f"[{_fmt(iv['low']['inverse/blind'])}, {_fmt(iv['high']['inverse/blind'])}]"
                 + (f", not reached in {missed} of them" if missed else ""))
     lines += ["", "## Inverse question", "",
               f"The smallest budget whose worst-case CFU reaches the blind baseline's unfairness "
@@ -421,7 +421,7 @@ def _benchmark_lines(res: dict[str, Any]) -> list[str]:
     def cell(name, v, i, value):
         if not iv or name not in iv["estimate"]:
             return _fmt(value)
-        return f"{_fmt(value)} [{_fmt(iv['lower'][name][v][i])}, {_fmt(iv['upper'][name][v][i])}]"
+        return f"{_fmt(value)} [{_fmt(iv['low'][name][v][i])}, {_fmt(iv['high'][name][v][i])}]"
 
     for v, z in enumerate(b["yardsticks"]):
         r2 = ", ".join(f"{f} {_fmt(x)}" for f, x in zip(b["features"], b["r2"][v]) if x is not None) or "—"
@@ -463,8 +463,8 @@ def _save_figures(folder: str, figures_: dict[str, Any]) -> str | None:
 
     curves, iv = figures_["worst_case"], figures_["intervals"]
     marks = benchmark_marks(figures_["benchmarks"])
-    bands = {} if iv is None else dict(lower={"fair": np.asarray(iv.lower["worst_case"])},
-                                       upper={"fair": np.asarray(iv.upper["worst_case"])})
+    bands = {} if iv is None else dict(lower={"fair": np.asarray(iv.low["worst_case"])},
+                                       upper={"fair": np.asarray(iv.high["worst_case"])})
     fig = S.plot_curve(curves, benchmarks=marks or None, title="Worst-case counterfactual unfairness", **bands)
     figures.save_figure(fig, os.path.join(folder, "curve.png"))  # curve.png and curve.pdf
     if figures_["surface"] is not None:

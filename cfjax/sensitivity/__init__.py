@@ -62,7 +62,7 @@ from cfjax.sensitivity.problem import PREDICTORS as PREDICTORS
 from cfjax.sensitivity.problem import FairModel as FairModel
 from cfjax.sensitivity.problem import FairnessData as FairnessData
 from cfjax.sensitivity.problem import FairnessGraph as FairnessGraph
-from cfjax.sensitivity.problem import Settings as Settings
+from cfjax.sensitivity.problem import FitConfig as FitConfig
 from cfjax.sensitivity.problem import fit as fit
 from cfjax.sensitivity.problem import make_data as make_data
 from cfjax.sensitivity.search import WorstCase as WorstCase
@@ -77,12 +77,12 @@ __all__ = [
     "FairModel",
     "FairnessData",
     "FairnessGraph",
+    "FitConfig",
     "Intervals",
     "InverseBudget",
     "PREDICTORS",
     "Problem",
     "SearchConfig",
-    "Settings",
     "ShrinkageWarning",
     "Surface",
     "WorstCase",
@@ -106,9 +106,10 @@ __all__ = [
     "worst_case",
 ]
 
-#: Names that left the package's namespace (still importable from their modules): each warns,
-#: naming the new place, for one release.
+#: Names that left the package's namespace (still importable from their modules) or were
+#: renamed (``Settings``: :class:`FitConfig`): each warns, naming the new place, for one release.
 _DEPRECATED = {
+    "Settings": ("cfjax.sensitivity.FitConfig", FitConfig),
     "benchmark_cfu": ("cfjax.sensitivity.benchmarks.benchmark_cfu", _benchmarks.benchmark_cfu),
     "benchmark_correlations": ("cfjax.sensitivity.benchmarks.benchmark_correlations", _benchmarks.benchmark_correlations),
     "bivariate_correlation": ("cfjax.sensitivity.cfu.bivariate_correlation", _cfu.bivariate_correlation),

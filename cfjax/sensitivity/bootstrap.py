@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from typing import Any, Mapping
 
 import jax
@@ -118,7 +119,7 @@ def refit(model: FairModel, idx: Any, *, model_a: str = "paper") -> FairModel:
     every choice fixed at ``model``'s: the equations' degrees and λ (Models A and B), the fair
     predictor's and the baselines' degree and λ (from ``model.selection``); no
     cross-validation. Equal, to rounding, to :func:`~cfjax.sensitivity.fit` on ``data[idx]``
-    with those choices fixed in its :class:`~cfjax.sensitivity.Settings`.
+    with those choices fixed in its :class:`~cfjax.sensitivity.FitConfig`.
 
     Pure and traceable: ``jax.jit`` and ``jax.vmap`` over ``idx`` (the result has ``model``'s
     static structure, the scored predictor kept). Its ``selection`` is an empty dict: the
@@ -130,7 +131,7 @@ def refit(model: FairModel, idx: Any, *, model_a: str = "paper") -> FairModel:
     Args:
       model: the full data's fit (:func:`~cfjax.sensitivity.fit`).
       idx: ``(n',)`` integer indices of the units, in ``[0, n)``.
-      model_a: how ``model``'s Model A was fitted (``Settings.model_a``: ``"paper"`` or
+      model_a: how ``model``'s Model A was fitted (``FitConfig.model_a``: ``"paper"`` or
         ``"ml"``; the model does not record it).
 
     Returns:
@@ -311,9 +312,9 @@ class Intervals:
     baseline's) and ``"baseline_unfairness/<name>"`` ``()``.
 
     ``estimate``: the full data's value (the same program on all units: the local search
-    reproduces :func:`~cfjax.sensitivity.worst_case`'s answer); ``lower``, ``upper``: the
+    reproduces :func:`~cfjax.sensitivity.worst_case`'s answer); ``low``, ``high``: the
     ``(1 ∓ level)/2`` percentiles of the resamples' values (linear interpolation; NaN dropped,
-    +inf kept: an upper bound of +inf says that more than that share did not reach the level);
+    +inf kept: a high end of +inf says that more than that share did not reach the level);
     ``values``: every resample's value, ``(resamples, ...)``; ``not_finite``: per entry, the
     resamples whose value is NaN or −inf (no finite CFU found, a degenerate refit), left out of
     the percentiles; ``not_reached``: per inverse budget, the resamples that did not reach the
@@ -324,8 +325,8 @@ class Intervals:
 
     p_max: jax.Array
     estimate: dict
-    lower: dict
-    upper: dict
+    low: dict
+    high: dict
     values: dict
     not_finite: dict
     not_reached: dict
@@ -334,12 +335,26 @@ class Intervals:
     resolution: float = struct.field(pytree_node=False)
     levels: tuple = struct.field(pytree_node=False, default=())  # ((name, level or baseline name), ...)
 
+    @property
+    def lower(self) -> dict:
+        """Deprecated: :attr:`low`."""
+        warnings.warn("cfjax.sensitivity.Intervals.lower is deprecated and will be removed in the next release: use "
+                      "cfjax.sensitivity.Intervals.low", DeprecationWarning, stacklevel=2)
+        return self.low
+
+    @property
+    def upper(self) -> dict:
+        """Deprecated: :attr:`high`."""
+        warnings.warn("cfjax.sensitivity.Intervals.upper is deprecated and will be removed in the next release: use "
+                      "cfjax.sensitivity.Intervals.high", DeprecationWarning, stacklevel=2)
+        return self.high
+
     def to_dict(self, values: bool = False) -> dict[str, Any]:
         """JSON-ready plain Python (non-finite numbers as None: an unreached inverse budget's
         +inf too, with ``not_reached`` saying so); every resample's ``values`` only when asked."""
         out = {"p_max": plain(self.p_max), "resamples": int(self.resamples), "level": float(self.level),
                "resolution": float(self.resolution), "levels": {k: plain(v) for k, v in self.levels},
-               "estimate": plain(self.estimate), "lower": plain(self.lower), "upper": plain(self.upper),
+               "estimate": plain(self.estimate), "low": plain(self.low), "high": plain(self.high),
                "not_finite": plain(self.not_finite), "not_reached": plain(self.not_reached)}
         if values:
             out["values"] = plain(self.values)
@@ -349,7 +364,7 @@ class Intervals:
         try:
             i = int(np.nanargmax(np.asarray(self.p_max)))
             worst = (f"worst_case at p_max={headline(self.p_max[i])}: {headline(self.estimate['worst_case'][i])} "
-                     f"[{headline(self.lower['worst_case'][i])}, {headline(self.upper['worst_case'][i])}]")
+                     f"[{headline(self.low['worst_case'][i])}, {headline(self.high['worst_case'][i])}]")
         except Exception:  # traced or batched
             worst = f"p_max {tuple(np.shape(self.p_max))}"
         missing = sum(int(np.sum(v)) for v in self.not_finite.values()) if self.not_finite else 0
@@ -386,7 +401,7 @@ class BootstrapConfig:
         concurrency-optimised scheduler on (:func:`cfjax.platform.run_group`; there, too, each
         resample's local searches and benchmark fits go in vmapped groups of 4:
         :func:`cfjax.platform.map_runs`).
-      model_a: how the model's Model A was fitted (``Settings.model_a``: ``"paper"`` or
+      model_a: how the model's Model A was fitted (``FitConfig.model_a``: ``"paper"`` or
         ``"ml"``; the model does not record it).
     """
 
@@ -515,13 +530,13 @@ def bootstrap(model: FairModel, p_max: ArrayLike, *, key: KeyLike, resamples: in
     out = {rename.get(k, k): v for k, v in out.items()}
     estimate = {k: v[0] for k, v in out.items()}
     values = {k: v[1:] for k, v in out.items()}
-    lower = {k: _percentiles(v, (1 - level) / 2) for k, v in values.items()}
-    upper = {k: _percentiles(v, (1 + level) / 2) for k, v in values.items()}
+    low = {k: _percentiles(v, (1 - level) / 2) for k, v in values.items()}
+    high = {k: _percentiles(v, (1 + level) / 2) for k, v in values.items()}
     not_finite = {k: np.sum(np.isnan(v) | np.isneginf(v), axis=0) for k, v in values.items()}
     not_reached = {k: np.sum(np.isposinf(v), axis=0) for k, v in values.items() if k.startswith("inverse/")}
     gaps = np.diff(np.concatenate([[0.0], budgets]))
     resolution = float(gaps.max() / 2**options.bisect)
-    return Intervals(budgets, estimate, lower, upper, values, not_finite, not_reached, resamples, float(level),
+    return Intervals(budgets, estimate, low, high, values, not_finite, not_reached, resamples, float(level),
                      resolution, tuple(zip(names, [k or float(v) for k, v in zip(kinds, fixed)])))
 
 

@@ -121,7 +121,7 @@ def cfu_at_zero_correlation(model: FairModel) -> float:
     (every budget contains I, so no worst case is below it), as a float.
 
     Without a ridge penalty (λ = 0) Model B at P = I is Model A and this is 0 (to rounding); so
-    it is with ``Settings(model_a="ml")``, whose Model A is Model B at P = I. With the paper's
+    it is with ``FitConfig(model_a="ml")``, whose Model A is Model B at P = I. With the paper's
     Model A and λ > 0 it is not: the ridge shrinks each equation by its penalty λ against the
     precision 1/σ², and Model B's σ at P = I (the profile-likelihood optimum) is not Model A's
     (the ridge residuals' spread), so the two fits differ (w* ≠ w†) and a change of A moves the

@@ -110,7 +110,7 @@ def inverse_budget(model: FairModel, level: float, *, key: KeyLike, hi: float = 
 
         import jax, cfjax.sensitivity as S
         prob = S.synthetic(200, key=0)
-        model = S.fit(prob.graph, prob.data, S.Settings(degrees=(2,), lambdas=(1.0,),
+        model = S.fit(prob.graph, prob.data, S.FitConfig(degrees=(2,), lambdas=(1.0,),
                                                         predictor_degrees=(2,), predictor_lambdas=(1.0,)))
         config = S.SearchConfig(restarts=1, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None)
         level = 0.5 * float(S.worst_case(model, 0.5, key=jax.random.key(0), config=config).cfu[0])

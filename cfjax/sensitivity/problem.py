@@ -19,14 +19,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from cfjax import _checks
+from cfjax import _checks, _deprecations
+from cfjax._core import training as _training
 from cfjax.scm import Graph
 from cfjax.sensitivity import ridge
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.diagnostics import ConvergenceWarning, DegenerateProblemWarning
 from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, fit_model_b, polynomial_features
 
-__all__ = ["FairnessGraph", "FairnessData", "make_data", "Settings", "FairModel", "fit", "embeddings",
+__all__ = ["FairnessGraph", "FairnessData", "make_data", "FitConfig", "FairModel", "fit", "embeddings",
            "predictor_inputs", "PREDICTORS", "DistinctUnits", "distinct_units"]
 
 PREDICTORS = ("fair", "unconstrained", "blind")
@@ -294,8 +295,9 @@ def _column_label(names: Sequence[str] | None, j: int) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-    """Model selection of paper 001 (defaults: the paper's law-school recipe).
+class FitConfig:
+    """Model selection of paper 001, the options of :func:`fit` (defaults: the paper's
+    law-school recipe); frozen and hashable.
 
     ``degrees``: candidate polynomial degrees per equation; ``lambdas``: candidate ridge
     penalties; ``shared_lambda``: one λ for all equations (the paper) or one per equation;
@@ -333,9 +335,10 @@ class Settings:
     cv_score: str = "r2"
 
     def __post_init__(self):
-        ridge.check_score("settings.cv_score", self.cv_score)
+        ridge.check_score("config.cv_score", self.cv_score)
 
-    def replace(self, **changes) -> "Settings":
+    def replace(self, **changes: Any) -> "FitConfig":
+        """A copy with ``changes`` (field name → value)."""
         return dataclasses.replace(self, **changes)
 
 
@@ -366,7 +369,7 @@ class FairModel:
       and a counterfactual A, the counterfactual features propagated under Model B, whose
       errors are correlated by P (unmeasured confounding). If Model A were right (P = I), CFU
       would be 0 without a ridge penalty; at λ > 0 it is the ridge floor there
-      (:func:`~cfjax.sensitivity.cfu_at_zero_correlation`, see :class:`Settings`), and it grows
+      (:func:`~cfjax.sensitivity.cfu_at_zero_correlation`, see :class:`FitConfig`), and it grows
       only as far as confounding makes Model A's residuals ε̂ leak A.
 
     So the two differ by orders of magnitude as a rule: on :func:`~cfjax.sensitivity.synthetic`
@@ -485,12 +488,23 @@ def predictor_inputs(graph: FairnessGraph, residuals: jax.Array, X: jax.Array) -
     return jnp.where(mask, X, residuals)
 
 
-def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings()) -> FairModel:
+def _fold_fit(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
+    """:func:`fit`'s old keyword ``settings`` into ``config``."""
+    unknown = [k for k in old if k != "settings"]
+    if unknown:
+        raise TypeError(f"fit() got an unexpected keyword argument {unknown[0]!r}")
+    kwargs["config"] = old["settings"]
+    return "config="
+
+
+@_training.legacy_keywords(_fold_fit)
+def fit(graph: FairnessGraph, data: FairnessData, config: FitConfig = FitConfig()) -> FairModel:  # noqa: B008
+
     """Select degrees and λ by CV, fit Model A, the fair predictor and the two baselines.
 
     With a shared λ the equations are one estimator, as in the paper's code: CV searches the
     grid λ × one degree per equation, scoring each candidate on all equations' held-out targets
-    together (``settings.cv_score``: their stacked R², or their stacked MSE). That score is a
+    together (``config.cv_score``: their stacked R², or their stacked MSE). That score is a
     sum over equations per fold, so for each λ every equation takes its own best degree, and the
     best λ follows (ties: the first in grid order, λ outermost, as ``GridSearchCV``). With
     ``shared_lambda=False`` each equation picks its degree and λ on its own target. Model A
@@ -506,7 +520,7 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
     ``selection`` holds the choices and the CV tables: ``equation_cv (m, degrees, lambdas)``,
     each equation's own CV score; ``lambda_cv (lambdas,)``, the shared-λ estimator's stacked
     score at each λ's best degrees (None without a shared λ); and the fair predictor's and
-    baselines' degree, λ and best CV ``score`` (all in the units of ``settings.cv_score``).
+    baselines' degree, λ and best CV ``score`` (all in the units of ``config.cv_score``).
     """
     if not isinstance(graph, FairnessGraph):
         _checks.fail("graph", "a FairnessGraph", type(graph).__name__)
@@ -519,16 +533,16 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
         _checks.fail("data", f"feature columns named {list(graph.features)}, in the graph's topological order",
                      f"columns {list(data.names)}" + (" (the same names in another order: reorder X's columns, "
                                                        "or build the data with from_frame)" if same else ""))
-    s = settings
+    s = config
     fold = ridge.fold_ids(data.n, s.folds, s.shuffle, key=s.key)
     lambdas = ridge._check_lambdas(s.lambdas)
     a = data.a
-    score = ridge.check_score("settings.cv_score", s.cv_score)
+    score = ridge.check_score("config.cv_score", s.cv_score)
     table = lambda_cv = None
     if s.equation_degrees is not None:
         if len(s.equation_degrees) != graph.m:
-            _checks.fail("settings.equation_degrees", f"{graph.m} degrees, one per feature", repr(s.equation_degrees))
-        deg_choice = [_checks.check_positive_int("settings.equation_degrees", v) for v in s.equation_degrees]
+            _checks.fail("config.equation_degrees", f"{graph.m} degrees, one per feature", repr(s.equation_degrees))
+        deg_choice = [_checks.check_positive_int("config.equation_degrees", v) for v in s.equation_degrees]
         lam_choice = np.full(graph.m, np.nan)
     else:
         # Held-out sum of squared errors per equation, degree, penalty and fold: (m, degrees, L, folds).
@@ -555,16 +569,16 @@ def fit(graph: FairnessGraph, data: FairnessData, settings: Settings = Settings(
         deg_choice = [s.degrees[i] for i in deg_idx]
     if s.lam is not None:
         if not (np.isfinite(s.lam) and s.lam >= 0):
-            _checks.fail("settings.lam", "a non-negative penalty", repr(s.lam))
+            _checks.fail("config.lam", "a non-negative penalty", repr(s.lam))
         lam_choice = np.full(graph.m, float(s.lam))
     elif np.isnan(lam_choice).any():
-        _checks.fail("settings.lam", "a penalty when equation_degrees are fixed", "None")
+        _checks.fail("config.lam", "a penalty when equation_degrees are fixed", "None")
     degrees = tuple(int(d) for d in deg_choice)
     lam = float(lam_choice[0]) if np.all(lam_choice == lam_choice[0]) else tuple(float(v) for v in lam_choice)
     d = design(embeddings(graph, degrees, a, data.X), data.X)
     lam_arg = lam if isinstance(lam, float) else jnp.asarray(lam, data.X.dtype)
     if s.model_a not in ("paper", "ml"):
-        _checks.fail("settings.model_a", "'paper' or 'ml'", repr(s.model_a))
+        _checks.fail("config.model_a", "'paper' or 'ml'", repr(s.model_a))
     model_a = fit_model_a(d, lam_arg)
     if s.model_a == "ml":
         b = fit_model_b(d, jnp.eye(graph.m, dtype=d.G.dtype), lam_arg, newton_steps=50, names=graph.features)
@@ -620,3 +634,7 @@ def _equation(graph: FairnessGraph, data: FairnessData, j: int, degree: int) -> 
     degrees = [degree] * graph.m
     return jax.vmap(lambda ai, xi: _embed(graph, degrees, j, ai, xi))(data.a, data.X)
 
+
+#: The old name of :class:`FitConfig`, for one release.
+_DEPRECATED = {"Settings": ("cfjax.sensitivity.FitConfig", FitConfig)}
+__getattr__ = _deprecations.getattr_for(__name__, _DEPRECATED)

@@ -353,7 +353,7 @@ def _warn_if_floor(out: WorstCase, model: FairModel) -> None:
                       f"{FLOOR_SHARE:g} x the curve's range ({values.min():.4g} to {values.max():.4g}): at the ridge "
                       f"penalty lambda = {lam} that floor is the penalty's shrinkage artefact (CFU at P = I is 0 only at "
                       "lambda = 0), not unfairness caused by confounding; read the curve as its rise above the floor "
-                      "(cfu_at_zero_correlation), or refit with a smaller lambda or Settings(model_a=\"ml\"), whose "
+                      "(cfu_at_zero_correlation), or refit with a smaller lambda or FitConfig(model_a=\"ml\"), whose "
                       "Model A is Model B at P = I", ShrinkageWarning, stacklevel=3)
 
 

@@ -219,7 +219,7 @@ def _sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None]) 
 
     with jax.enable_x64(True):  # scoped: the rest of the demo runs at its own precision
         prob = S.synthetic(scale.sensitivity_n, correlation=0.5, key=seed)
-        settings = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
+        settings = S.FitConfig(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
         key = jax.random.key(seed)
         budgets = np.unique(np.append(np.linspace(0.0, 0.99, scale.budgets), 0.5))  # with the true |p|
         search: dict[str, Any] = {k: v for k, v in (("restarts", scale.restarts),
@@ -252,8 +252,8 @@ def _sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None]) 
         curves, marks = {"fair": wc, **others}, _benchmark_marks(bench)
         fig = S.plot_curve(curves, model=model, true_value=(0.5, true_cfu), benchmarks=marks or None,
                            title="Worst-case CFU (true correlation 0.5)",
-                           lower={"fair": np.asarray(intervals.lower["worst_case"])},
-                           upper={"fair": np.asarray(intervals.upper["worst_case"])})
+                           lower={"fair": np.asarray(intervals.low["worst_case"])},
+                           upper={"fair": np.asarray(intervals.high["worst_case"])})
         figures.save_figure(fig, os.path.join(out, "cfu_curve.png"))  # and cfu_curve.pdf
         caption = S.curve_caption(curves, model=model, benchmarks=marks or None)
         return plain({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu, "caption": caption,

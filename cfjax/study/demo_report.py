@@ -99,7 +99,7 @@ def sensitivity_section(s: Mapping[str, Any],
     iv = s.get("intervals")
     if iv:
         lines.append(f"| {iv['level']:.0%} interval ({iv['resamples']} resamples) | " + " | ".join(
-            f"[{_g(a)}, {_g(b)}]" for a, b in zip(iv["lower"]["worst_case"], iv["upper"]["worst_case"])) + " |")
+            f"[{_g(a)}, {_g(b)}]" for a, b in zip(iv["low"]["worst_case"], iv["high"]["worst_case"])) + " |")
     for name, other in (s.get("predictors") or {}).items():
         lines.append(f"| {name} predictor's worst case | " + " | ".join(_g(v) for v in other["cfu"]) + " |")
     lines += ["",
@@ -138,8 +138,8 @@ def _benchmark_line(b: dict[str, Any], iv: dict[str, Any] | None) -> str:
                 parts.append(f"{k:g} × {z}: {short}")
                 continue
             ci = ""
-            if iv and "benchmark_budget" in iv["lower"]:
-                ci = f" [{_f(iv['lower']['benchmark_budget'][v][i], 3)}, {_f(iv['upper']['benchmark_budget'][v][i], 3)}]"
+            if iv and "benchmark_budget" in iv["low"]:
+                ci = f" [{_f(iv['low']['benchmark_budget'][v][i], 3)}, {_f(iv['high']['benchmark_budget'][v][i], 3)}]"
             parts.append(f"{k:g} × {z}: p_max {_f(b['p_max'][v][i], 3)}{ci}, CFU there {_g(b['cfu'][v][i])}")
     return ("Benchmarks, a confounder k times as strong as an observed parent (its partial R² in each feature's "
             "equation; definitions §3.9): " + "; ".join(parts) + ".")

@@ -32,7 +32,7 @@ import cfjax.sensitivity as S  # noqa: E402
 from cfjax.sensitivity.bootstrap import resample_analysis  # noqa: E402
 from experiments.benchmarks.timing import conditions, first_time, median_time  # noqa: E402
 
-SETTINGS = S.Settings(degrees=(2,), lambdas=(1e-2, 1.0), predictor_degrees=(2,))
+SETTINGS = S.FitConfig(degrees=(2,), lambdas=(1e-2, 1.0), predictor_degrees=(2,))
 LAW_BUDGETS = np.linspace(0.0, 0.99, 16)  # the demo's (experiments/sensitivity.py)
 NHS_UNITS = 209_112
 
@@ -73,7 +73,7 @@ def vmapped_against_loop(n: int, resamples: int, budgets: int, steps: int, bisec
 def law_school(path: str, resamples: int, steps: int, bisect: int) -> None:
     prob = S.load_law_school(path)
     t0 = time.perf_counter()
-    model = S.fit(prob.graph, prob.data, S.Settings())
+    model = S.fit(prob.graph, prob.data, S.FitConfig())
     t_fit = time.perf_counter() - t0
     t0 = time.perf_counter()
     wc = S.worst_case(model, LAW_BUDGETS, key=0, config=S.SearchConfig(restarts=4, warn_ratio=None))

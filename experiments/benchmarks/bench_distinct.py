@@ -34,8 +34,8 @@ import cfjax.sensitivity as S  # noqa: E402
 from cfjax import platform  # noqa: E402
 from experiments.benchmarks.timing import conditions, first_time, median_time  # noqa: E402
 
-LAW_SETTINGS = S.Settings()
-NHS_SETTINGS = S.Settings(degrees=(1, 2, 3), lambdas=tuple(float(v) for v in np.logspace(-3, 3, 8)),
+LAW_SETTINGS = S.FitConfig()
+NHS_SETTINGS = S.FitConfig(degrees=(1, 2, 3), lambdas=tuple(float(v) for v in np.logspace(-3, 3, 8)),
                           predictor_degrees=(1, 2, 3))
 BUDGETS = np.linspace(0.0, 0.99, 16)
 RUNS = 64  # the search's smallest slot of runs (budgets x restarts), one step of which is timed

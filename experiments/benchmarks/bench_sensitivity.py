@@ -49,7 +49,7 @@ from sklearn.preprocessing import PolynomialFeatures  # noqa: E402
 import cfjax.sensitivity as S  # noqa: E402
 from experiments.benchmarks.timing import conditions, first_time, median_time  # noqa: E402
 
-NHS_SETTINGS = S.Settings(degrees=(1, 2, 3), lambdas=tuple(float(v) for v in np.logspace(-3, 3, 8)),
+NHS_SETTINGS = S.FitConfig(degrees=(1, 2, 3), lambdas=tuple(float(v) for v in np.logspace(-3, 3, 8)),
                           predictor_degrees=(1, 2, 3))
 
 
@@ -265,7 +265,7 @@ def main(argv=None):
     law = os.path.join(args.data_dir, "lawschool.csv")
     if args.compile_law and os.path.isfile(law):
         prob = S.load_law_school(law)
-        problems.append(("law school", S.fit(prob.graph, prob.data, S.Settings())))
+        problems.append(("law school", S.fit(prob.graph, prob.data, S.FitConfig())))
     compiled = search_compile(problems, repeats=args.repeats)
     if args.compile_only:
         return compiled

@@ -93,7 +93,7 @@ data, runs, steps, group, batch, degree, parts = (sys.argv[1], int(sys.argv[2]),
                                                   sys.argv[5], int(sys.argv[6]), sys.argv[7])
 prob = S.load_nhs(data) if data.endswith(".npz") else S.synthetic(int(data), key=0)
 if degree:
-    settings = S.Settings(degrees=(degree,), lambdas=(1.0,), predictor_degrees=(degree,), predictor_lambdas=(1.0,))
+    settings = S.FitConfig(degrees=(degree,), lambdas=(1.0,), predictor_degrees=(degree,), predictor_lambdas=(1.0,))
 else:  # the NHS experiment's cross-validated choices
     from experiments.sensitivity import NHS_SETTINGS as settings
 model = S.fit(prob.graph, prob.data, settings)
