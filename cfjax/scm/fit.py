@@ -210,11 +210,12 @@ def fit(scm, data: Mapping[str, Any], *, key: KeyLike, steps: int | str = "auto"
             result = training.run(
                 _Step(scm, fitted, opt, batch), state, run_data, key=step_key, steps=size,
                 chunk_steps=size if progress is False and held_data is None else chunk_steps,
-                guard=None if held_data is not None else "loss", progress=progress,
-                desc="fit" if batch is None or len(phases) == 1 else "fit (minibatches)",
-                validate=None if held_data is None else held_out, patience=patience,
-                best_value=best_nll, since=since,
-                hint="lower the learning rate, or hold out a validation split to keep the best parameters")
+                guard=None if held_data is not None else "loss",
+                reporter=training.Reporter(
+                    progress=progress, desc="fit" if batch is None or len(phases) == 1 else "fit (minibatches)",
+                    hint="lower the learning rate, or hold out a validation split to keep the best parameters"),
+                validation=None if held_data is None else training.Validation(
+                    held_out, patience=patience, best_value=best_nll, since=since))
             params = result.state[0]
             losses.append(result.history["loss"])
             if held_data is not None:
