@@ -145,8 +145,8 @@ def effectiveness(predictors: AntiCausal, images: ArrayLike, parents: Mapping[st
       >>> from cfjax.generative import anticausal as ac
       >>> spec = (ac.Head("s", "categorical", 2),)
       >>> x = jnp.linspace(0, 1, 4 * 64).reshape(4, 8, 8)
-      >>> fit = ac.train_anticausal(x, {"s": jnp.array([0, 0, 1, 1])}, spec, key=0,
-      ...                           steps=2, batch_size=2, features=(4,), hidden=4, progress=False)
+      >>> config = ac.AntiCausalConfig(steps=2, batch_size=2, features=(4,), hidden=4)
+      >>> fit = ac.train_anticausal(x, {"s": jnp.array([0, 0, 1, 1])}, spec, config, key=0, progress=False)
       >>> e = effectiveness(fit, x.reshape(2, 2, 8, 8), {"s": jnp.array([[0, 0], [1, 1]])}, by_intervention=True)
       >>> e["s_accuracy"].shape
       (2,)
