@@ -95,10 +95,10 @@ def _flat_inputs(scm: cf.scm.SCM, values: dict[str, Any]) -> jax.Array:
     return pa.reshape(lead + pa.shape[-1:])
 
 
-def train_generator(key, train_rec, config, scm, mask=None, anticausal=None, regulariser=None, progress=None):
+def fit_generator(key, train_rec, config, scm, mask=None, anticausal=None, regulariser=None, progress=None):
     data = {**{v: np.asarray(x) for v, x in train_rec["parents"].items()}, "image": np.asarray(train_rec["image"])}
-    return gt.train(data, config, scm=scm, key=key, node="image", mask=mask, anticausal=anticausal,
-                    regulariser=regulariser if config.cf_weight > 0 else None, progress=progress)
+    return gt.fit_generator(data, config, scm=scm, key=key, node="image", mask=mask, anticausal=anticausal,
+                            regulariser=regulariser if config.cf_weight > 0 else None, progress=progress)
 
 
 def train_regulariser(key, x_train, labels, st, mask=None):
@@ -336,7 +336,7 @@ def main(argv=None) -> dict:
     regulariser = train_regulariser(keys[7], x_train, labels, st)
     timing["regulariser_train_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    fit = train_generator(keys[3], train_rec, config, scm, regulariser=regulariser)
+    fit = fit_generator(keys[3], train_rec, config, scm, regulariser=regulariser)
     timing["hvae_train_s"] = time.perf_counter() - t0
     scm = learned_scm(chest, fit.mechanism)
     params = {**chest.params(), "image": fit.params}
@@ -391,8 +391,8 @@ def main(argv=None) -> dict:
         ages = np.where(seen, labels["age"], np.nan).astype(np.float32)
         semi_rec = {"parents": {**train_rec["parents"], "age": ages}, "image": train_rec["image"]}
         reg_semi = train_regulariser(keys[8], x_train, labels, st, mask={"age": seen})
-        fit_semi = train_generator(keys[3], semi_rec, config, learned_scm(chest, ImageHVAE(hvae, args.temperature)),
-                                   mask={"age": seen}, anticausal=ac_semi, regulariser=reg_semi)
+        fit_semi = fit_generator(keys[3], semi_rec, config, learned_scm(chest, ImageHVAE(hvae, args.temperature)),
+                                 mask={"age": seen}, anticausal=ac_semi, regulariser=reg_semi)
         timing["semi_train_s"] = time.perf_counter() - t0
         scm_semi = learned_scm(chest, fit_semi.mechanism)
         semi, _ = evaluate(fit_semi, scm_semi, {**chest.params(), "image": fit_semi.params}, test_rec, groups,

@@ -26,6 +26,8 @@ import numpy as np
 import cfjax.representations as R
 from cfjax.io import atomic_write_bytes
 from cfjax.platform import use_compilation_cache
+from cfjax.representations.classifiers import predict_classes
+from cfjax.representations.corpus import EMOTIONS
 
 DRAWS = 32  # stochastic CFR draws per couple
 
@@ -34,18 +36,18 @@ def evaluate(clf_data, cfr_data, couples, key, n_classes):
     """Classifiers trained on ``clf_data = (X, y, z)``, the CFR model fitted on
     ``cfr_data = (X, z)``, scores on ``couples = (X, y, z, X_cf, z_cf)``."""
     X, y, z = clf_data
-    clf = R.fit_logistic(X, y, n_classes=n_classes)
+    clf = R.train_logistic(X, y, n_classes=n_classes)
     model = R.fit_cfr(*cfr_data)
-    z_clf = R.fit_logistic(X, z)
+    z_clf = R.train_logistic(X, z)
     perp = jax.vmap(lambda x: model.subspace.split(x)[0])
-    z_perp = R.fit_logistic(perp(jnp.asarray(X)), z)
+    z_perp = R.train_logistic(perp(jnp.asarray(X)), z)
     Xe, ye, ze, Xe_cf, ze_cf = couples
     Xe = jnp.asarray(Xe)
     p_obs, p_true = clf(Xe), clf(jnp.asarray(Xe_cf))
     p_cfr = clf(R.counterfactuals(model, Xe, ze_cf))
     p_sto = R.stochastic_proba(model, clf, Xe, ze_cf, key=key, draws=DRAWS)
     det, sto = R.score(p_obs, p_true, p_cfr), R.score(p_obs, p_true, p_sto)
-    acc = lambda c, A, t: float(jnp.mean(R.predict_classes(c, A) == jnp.asarray(t)))  # noqa: E731
+    acc = lambda c, A, t: float(jnp.mean(predict_classes(c, A) == jnp.asarray(t)))  # noqa: E731
     return {
         "n_couples": int(len(ye)), "y_accuracy": acc(clf, Xe, ye),
         "z_accuracy_x": acc(z_clf, Xe, ze), "z_accuracy_x_perp": acc(z_perp, perp(Xe), ze),
@@ -127,7 +129,7 @@ def corpus_part(key, cache, n):
     except ImportError:
         return {"skipped": "optional extra 'text' not installed (pip install -e '.[text]')"}
     rows, aug, leace, seconds = {}, {}, {}, 0.0
-    C = len(R.EMOTIONS)
+    C = len(EMOTIONS)
     for concept in ("gender", "race"):
         t0 = time.perf_counter()
         sets = {}
@@ -213,7 +215,7 @@ def report(res):
         lines += _table(cor["table"])
         lines += ["", "CFR augmentation (trained on the aggressive corpus plus CFRs, tested on the balanced held-out",
                   "corpus; TPR-gap = TPR(Z=1) − TPR(Z=0) per emotion):", ""]
-        lines += _aug_table(cor["augmentation"], list(R.EMOTIONS))
+        lines += _aug_table(cor["augmentation"], list(EMOTIONS))
     parts = [("synthetic", syn["orth_vs_leace"])] + ([("corpus", cor["orth_vs_leace"])] if "table" in cor else [])
     lines += ["", "## orth vs LEACE", "",
               "The tables use orth. LEACE removes the same span (that of Σ_XZ) obliquely, so without a penalty",

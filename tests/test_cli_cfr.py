@@ -90,7 +90,7 @@ def test_results_equal_library_and_npy_npz_agree(files, capsys):
     assert code == 0, err
     res = json.loads((path / "a" / "results.json").read_text())["results"]
     model = R.fit_cfr(X, z)
-    clf = R.fit_logistic(X, y, n_classes=2)
+    clf = R.train_logistic(X, y, n_classes=2)
     p_obs, p_true = clf(jnp.asarray(X)), clf(jnp.asarray(X_cf))
     p_cfr = clf(R.counterfactuals(model, X, (1 - z).astype(np.int32)))
     expect = R.score(p_obs, p_true, p_cfr).to_dict()
@@ -140,7 +140,7 @@ def test_three_valued_concept_sends_every_unit_to_each_value(rng, tmp_path, caps
     assert code == 0, err
     res = json.loads((tmp_path / "k3" / "results.json").read_text())["results"]
     model = R.fit_cfr(X, z, n_values=3)
-    clf = R.fit_logistic(X, y, n_classes=2)
+    clf = R.train_logistic(X, y, n_classes=2)
     p_obs = clf(jnp.asarray(X))
     assert sorted(res["label_free_by_target_value"]) == ["0", "1", "2"]
     for v in range(3):

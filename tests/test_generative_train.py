@@ -49,7 +49,7 @@ def _leaves(tree):
 
 
 def test_loss_decreases(rng):
-    fit = gt.train(_data(rng), CONFIG, scm=_scm(), progress=False, key=_key(rng))
+    fit = gt.fit_generator(_data(rng), CONFIG, scm=_scm(), progress=False, key=_key(rng))
     h = fit.history
     assert set(h) == {"step", "loss", "rec", "kl"}
     np.testing.assert_array_equal(h["step"], np.arange(CONFIG.steps))
@@ -65,7 +65,7 @@ def test_loss_decreases(rng):
 
 def test_resume_after_an_interruption_equals_an_uninterrupted_run(rng, tmp_path, monkeypatch):
     key, data, scm = _key(rng), _data(rng), _scm()
-    whole = gt.train(data, CONFIG, scm=scm, progress=True, key=key)
+    whole = gt.fit_generator(data, CONFIG, scm=scm, progress=True, key=key)
 
     original = gt._ckpt.CheckpointStore.save
 
@@ -75,22 +75,22 @@ def test_resume_after_an_interruption_equals_an_uninterrupted_run(rng, tmp_path,
 
     monkeypatch.setattr(gt._ckpt.CheckpointStore, "save", save_then_crash)
     with pytest.raises(KeyboardInterrupt):
-        gt.train(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, key=key)
+        gt.fit_generator(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, key=key)
     monkeypatch.setattr(gt._ckpt.CheckpointStore, "save", original)
     assert gt._ckpt.latest_checkpoint_step(tmp_path) == CONFIG.chunk_length
 
-    resumed = gt.train(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, key=key)
+    resumed = gt.fit_generator(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, key=key)
     for a, b in zip(_leaves((whole.params, whole.raw_params)), _leaves((resumed.params, resumed.raw_params))):
         np.testing.assert_array_equal(a, b)
     for name in ("loss", "rec", "kl"):
         np.testing.assert_array_equal(whole.history[name], resumed.history[name])
     # a finished run's checkpoint gives the result back without training
-    again = gt.train(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, max_chunks=1, key=key)
+    again = gt.fit_generator(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, max_chunks=1, key=key)
     for a, b in zip(_leaves(whole.params), _leaves(again.params)):
         np.testing.assert_array_equal(a, b)
     # another run (another key) does not resume from it
     with pytest.raises(ValidationError, match="`checkpoint_dir`"):
-        gt.train(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, key=jax.random.fold_in(key, 1))
+        gt.fit_generator(data, CONFIG, scm=scm, checkpoint_dir=tmp_path, progress=False, key=jax.random.fold_in(key, 1))
 
 
 def test_nan_guard_names_the_step(rng):
@@ -105,7 +105,7 @@ def test_nan_guard_names_the_step(rng):
     image = data["image"].copy()
     image[unit] = 1e30
     with pytest.raises(gt.TrainingError, match=rf"NaN or infinite at step {target}\b"):
-        gt.train({**data, "image": image}, CONFIG, scm=_scm(), progress=False, key=key)
+        gt.fit_generator({**data, "image": image}, CONFIG, scm=_scm(), progress=False, key=key)
 
 
 def test_ema_is_the_recursion_of_the_raw_parameters(rng):
@@ -128,7 +128,7 @@ def test_ema_is_the_recursion_of_the_raw_parameters(rng):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert int(state.step) == 4
     # train() runs the same steps (its first losses are these, to float rounding)
-    fit = gt.train(data, CONFIG, scm=scm, progress=False, key=key)
+    fit = gt.fit_generator(data, CONFIG, scm=scm, progress=False, key=key)
     np.testing.assert_allclose(fit.history["loss"][:4], losses, rtol=1e-4, atol=1e-5)
 
 
@@ -191,7 +191,7 @@ def test_missing_labels_are_imputed_with_entropy_weights(rng):
     # without a mask every unit weighs 1; training with the mask runs on the imputed parents
     _, ones = gt.impute_parents(scm, "image", data)
     np.testing.assert_array_equal(np.asarray(ones), np.ones(N))
-    fit = gt.train(hidden, CONFIG, scm=scm, mask=mask, anticausal=q, progress=False, key=_key(rng))
+    fit = gt.fit_generator(hidden, CONFIG, scm=scm, mask=mask, anticausal=q, progress=False, key=_key(rng))
     assert np.isfinite(fit.history["loss"]).all()
 
 
@@ -235,21 +235,21 @@ def test_bad_input_names_the_argument(rng):
     data, scm = _data(rng, 8), _scm()
     key = jax.random.key(0)
     with pytest.raises(ValidationError, match=r"`data\['image'\]`.*\(N, 16, 16\)"):
-        gt.train({**data, "image": data["image"][:, :8, :8]}, CONFIG, scm=scm, key=key)
+        gt.fit_generator({**data, "image": data["image"][:, :8, :8]}, CONFIG, scm=scm, key=key)
     bad = data["image"].copy()
     bad[0, 0, 0] = np.nan
     with pytest.raises(ValidationError, match=r"`data\['image'\]`.*NaN"):
-        gt.train({**data, "image": bad}, CONFIG, scm=scm, key=key)
+        gt.fit_generator({**data, "image": bad}, CONFIG, scm=scm, key=key)
     with pytest.raises(ValidationError, match=r"`data`: missing column 'age'"):
-        gt.train({"sex": data["sex"], "image": data["image"]}, CONFIG, scm=scm, key=key)
+        gt.fit_generator({"sex": data["sex"], "image": data["image"]}, CONFIG, scm=scm, key=key)
     with pytest.raises(ValidationError, match="`anticausal`"):
-        gt.train(data, CONFIG, scm=scm, mask={"sex": np.ones(8, bool)}, key=key)
+        gt.fit_generator(data, CONFIG, scm=scm, mask={"sex": np.ones(8, bool)}, key=key)
     with pytest.raises(ValidationError, match="`node`"):
-        gt.train(data, CONFIG, scm=scm, node="sex", key=key)
+        gt.fit_generator(data, CONFIG, scm=scm, node="sex", key=key)
     with pytest.raises(ValidationError, match="`scm`"):
-        gt.train(data, CONFIG, scm="not an scm", key=key)
+        gt.fit_generator(data, CONFIG, scm="not an scm", key=key)
     with pytest.raises(ValidationError, match="`config`"):
-        gt.train(data, "config", scm=scm, key=key)
+        gt.fit_generator(data, "config", scm=scm, key=key)
     for field, value in (("steps", 0), ("warmup", 40), ("ema_decay", 1.0), ("free_bits", -1.0),
                          ("temperature", -0.1), ("clip_norm", 0.0), ("kl_warmup", -1), ("hvae", None),
                          ("learning_rate", float("nan")), ("chunk_steps", 0)):
@@ -355,14 +355,14 @@ def test_counterfactual_regulariser_matches_a_per_unit_loop(rng):
 def test_cf_weight_zero_is_the_plain_elbo_and_positive_adds_the_term(rng):
     scm, q = _scm(), _frozen_predictor(rng, _CF_SPEC[1:])
     data, key = _data(rng), _key(rng)
-    plain = gt.train(data, CONFIG, scm=scm, progress=False, key=key)  # (the other tests' compiled chunk)
-    ignored = gt.train(data, CONFIG, scm=scm, regulariser=q, progress=False, key=key)
+    plain = gt.fit_generator(data, CONFIG, scm=scm, progress=False, key=key)  # (the other tests' compiled chunk)
+    ignored = gt.fit_generator(data, CONFIG, scm=scm, regulariser=q, progress=False, key=key)
     for a, b in zip(_leaves((plain.params, plain.raw_params)), _leaves((ignored.params, ignored.raw_params))):
         np.testing.assert_array_equal(a, b)
     assert set(ignored.history) == {"step", "loss", "rec", "kl"}
     # with the regulariser (no free bits, KL weight 1 from the start): loss = rec + kl + w·cf
     config = dataclasses.replace(SMALL_CONFIG, cf_weight=0.5, cf_warmup=2)
-    fit = gt.train(data, config, scm=scm, regulariser=q, progress=False, key=key)
+    fit = gt.fit_generator(data, config, scm=scm, regulariser=q, progress=False, key=key)
     h = fit.history
     w = 0.5 * np.minimum(np.arange(4) / 2, 1)
     np.testing.assert_allclose(h["loss"], h["rec"] + h["kl"] + w * h["cf"], rtol=1e-5, atol=1e-6)
@@ -374,11 +374,11 @@ def test_regulariser_bad_input_names_the_argument(rng):
     key = jax.random.key(0)
     config = gt.GeneratorConfig(HVAE, steps=4, warmup=1, cf_weight=1.0)
     with pytest.raises(ValidationError, match="`regulariser`"):
-        gt.train(data, config, scm=scm, key=key)
+        gt.fit_generator(data, config, scm=scm, key=key)
     with pytest.raises(ValidationError, match="`regulariser`"):
-        gt.train(data, config, scm=scm, regulariser="q", key=key)
+        gt.fit_generator(data, config, scm=scm, regulariser="q", key=key)
     with pytest.raises(ValidationError, match="`regulariser`.*head 'race'"):  # not a parent of the image
-        gt.train(data, config, scm=scm, regulariser=_frozen_predictor(rng), key=key)
+        gt.fit_generator(data, config, scm=scm, regulariser=_frozen_predictor(rng), key=key)
     for field, value in (("cf_weight", -1.0), ("cf_weight", float("inf")), ("cf_warmup", -1)):
         with pytest.raises(ValidationError, match=f"`{field}`"):
             gt.GeneratorConfig(steps=40, warmup=2, **{field: value})

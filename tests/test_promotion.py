@@ -21,7 +21,7 @@ import cfjax as cf
 from cfjax import predictors as pr
 from cfjax._core import training
 from cfjax._core.optim import standard_promotion
-from cfjax.representations import fit_logistic
+from cfjax.representations import train_logistic
 from cfjax.scm import SCM, LocationScale, linear_gaussian_params
 
 MODES = ("strict", "standard")
@@ -176,8 +176,8 @@ def test_generative_trainers(rng):
     config = gt.GeneratorConfig(hvae, steps=4, batch_size=8, warmup=1, chunk_steps=2)
     scm = cf.scm.SCM({"sex": [], "image": ["sex"]}, {"sex": cf.scm.GumbelMax(2), "image": ImageHVAE(hvae)})
     key = int(rng.integers(2**31))
-    strict, standard = in_both_modes(lambda: gt.train({"sex": sex, "image": image}, config, scm=scm, key=key,
-                                                      progress=False)[1:])
+    strict, standard = in_both_modes(lambda: gt.fit_generator({"sex": sex, "image": image}, config, scm=scm, key=key,
+                                                              progress=False)[1:])
     assert_same(strict, standard)
 
     spec = (ac.Head("s", "categorical", 2),)
@@ -190,5 +190,5 @@ def test_generative_trainers(rng):
 def test_representation_classifier(rng):
     X = rng.normal(size=(120, 3)).astype(np.float32)
     y = (X[:, 0] + 0.3 * rng.normal(size=120) > 0).astype(np.int32)
-    strict, standard = in_both_modes(lambda: fit_logistic(X, y, max_steps=30))
+    strict, standard = in_both_modes(lambda: train_logistic(X, y, max_steps=30))
     assert_same(strict, standard)

@@ -15,6 +15,7 @@ from sklearn.linear_model import LogisticRegression, Ridge
 
 import cfjax as cf
 import cfjax.representations as R
+from cfjax.representations.augment import other_values
 
 
 def _toy(rng, n=3000, d=12, k=2, shift=2.0):
@@ -71,7 +72,7 @@ def test_linear_probe_on_the_orthogonal_part_is_at_chance(rng, x64):
 
 def test_ledoit_wolf_matches_sklearn(rng, x64):
     X = rng.normal(size=(50, 30)) @ rng.normal(size=(30, 30))
-    s, cov = R.ledoit_wolf_shrinkage(jnp.asarray(X))
+    s, cov = R.subspace.ledoit_wolf_shrinkage(jnp.asarray(X))
     ref_cov, ref_s = ledoit_wolf(X)
     assert abs(float(s) - ref_s) < 1e-10
     np.testing.assert_allclose(np.asarray(cov), ref_cov, rtol=1e-9, atol=1e-12)
@@ -180,7 +181,7 @@ def test_class_moments_match_per_class_loops(rng, x64):
     z = np.r_[z, np.full(int(rng.integers(2, 40)), 2)]
     z = rng.permutation(np.r_[z, np.full(n - len(z), 3)])
     X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) + rng.normal(size=d)
-    m = R.class_moments(X, z, k)
+    m = R.cfr.class_moments(X, z, k)
     for v in range(k):
         rows = X[z == v]
         c = rows - rows.mean(0)
@@ -220,7 +221,7 @@ def test_cfrs_recover_exact_counterfactuals_and_beat_the_baseline(kind):
     true, obs = data.X_cf[te], data.X[te]
     err = np.linalg.norm(cfr - true, axis=1) / np.linalg.norm(obs - true, axis=1)
     assert np.median(err) < (0.15 if kind == "linear" else 0.5)  # noise σ = 0.1 vs a shift of √2
-    clf = R.fit_logistic(biased.X, biased.y)
+    clf = R.train_logistic(biased.X, biased.y)
     s = R.score(clf(jnp.asarray(obs)), clf(jnp.asarray(true)), clf(jnp.asarray(cfr)))
     assert float(s.pip) >= float(s.pip_baseline)
     assert float(s.atv) < 0.5 * float(s.atv_baseline)
@@ -300,7 +301,7 @@ def test_units_before_interventions_against_a_loop_one_unit_and_target_at_a_time
     assert to_one.shape == (n, S, 6)
     np.testing.assert_allclose(to_one, ref[:, 2], atol=1e-10)
 
-    clf = R.fit_logistic(data.X, data.y)
+    clf = R.train_logistic(data.X, data.y)
     W, b = np.asarray(clf.W), np.asarray(clf.b)
 
     def softmax(v):
@@ -335,13 +336,13 @@ def test_stochastic_cfrs_have_the_class_residual_distribution(rng):
 def test_stochastic_proba_is_the_average_over_draws(rng):
     data = R.synthetic_embeddings(1000, d=12, key=int(rng.integers(1 << 30)))
     model = R.fit_cfr(data.X, data.z)
-    clf = R.fit_logistic(data.X, data.y)
+    clf = R.train_logistic(data.X, data.y)
     key = jax.random.key(int(rng.integers(1 << 30)))
     got = np.asarray(R.stochastic_proba(model, clf, data.X, data.z_cf, key=key, draws=5))
     ref = np.zeros_like(got)
     for k in jax.random.split(key, 5):  # the same draws, one after another
         noise = jax.random.normal(k, (1000, model.subspace.rank), jnp.float32)
-        cfr = jax.vmap(R.counterfactual, in_axes=(None, 0, 0, 0))(model, jnp.asarray(data.X), jnp.asarray(data.z_cf), noise)
+        cfr = jax.vmap(R.cfr.counterfactual, in_axes=(None, 0, 0, 0))(model, jnp.asarray(data.X), jnp.asarray(data.z_cf), noise)
         ref += np.asarray(clf(cfr)) / 5
     np.testing.assert_allclose(got, ref, atol=1e-5)
     # Any callable works too.
@@ -355,7 +356,7 @@ def test_stochastic_cfrs_for_every_value_in_one_call(rng, x64, k):
     # float32 products may be rounded to TF32 differently for different batch shapes).
     data = R.synthetic_embeddings(700, d=10, n_values=k, key=int(rng.integers(1 << 30)), dtype=np.float64)
     model = R.fit_cfr(data.X, data.z)
-    clf = R.fit_logistic(data.X, data.y)
+    clf = R.train_logistic(data.X, data.y)
     key = jax.random.key(int(rng.integers(1 << 30)))
     every = np.asarray(R.sample_counterfactuals(model, data.X, None, key=key, draws=3))
     proba = np.asarray(R.stochastic_proba(model, clf, data.X, None, key=key, draws=4))
@@ -386,7 +387,7 @@ def test_logistic_matches_sklearn(rng, x64, C):
     n, d, l2 = 600, 5, 1e-2
     X = rng.normal(size=(n, d))
     y = np.argmax(X[:, :C] + rng.normal(size=(n, C)), axis=1)
-    clf = R.fit_logistic(X, y, l2=l2, tol=1e-10)
+    clf = R.train_logistic(X, y, l2=l2, tol=1e-10)
     # Binary: scikit-learn fits one vector w = W_1 - W_0, whose penalty ½‖w‖² is twice the
     # softmax's ½(‖W_0‖² + ‖W_1‖²) at its optimum W_0 = -W_1: C doubles.
     ref = LogisticRegression(C=(2 if C == 2 else 1) / (l2 * n), tol=1e-12, max_iter=10_000).fit(X, y)
@@ -431,7 +432,7 @@ def test_ate_is_per_unit_and_does_not_cancel_on_balanced_data(rng):
     # groups. The paper's ATE (mean per-unit total variation) sees it; the total variation of
     # the mean change is about 0, and only the aggregate `mean_effect` is allowed to be.
     data = R.synthetic_embeddings(4000, d=16, split="balanced", key=int(rng.integers(1 << 30)))
-    clf = R.fit_logistic(data.X, data.z)  # reads nothing but the concept
+    clf = R.train_logistic(data.X, data.z)  # reads nothing but the concept
     p_obs, p_true = clf(jnp.asarray(data.X)), clf(jnp.asarray(data.X_cf))
     s = R.score(p_obs, p_true, p_true)
     per_unit = 0.5 * np.abs(np.asarray(p_true) - np.asarray(p_obs)).sum(1)
@@ -466,14 +467,14 @@ def test_augment_and_other_values_unit_by_unit_against_a_loop(rng, x64):
     model = R.fit_cfr(data.X, data.z)
     n = 5
     X, y, z = data.X[:n], data.y[:n], data.z[:n]
-    others = np.asarray(R.other_values(jnp.asarray(z), 3))
+    others = np.asarray(other_values(jnp.asarray(z), 3))
     assert others.shape == (n, 2)
     X_aug, y_aug, z_aug = (np.asarray(a) for a in R.augment(model, X, y, z))
     rows, ys, zs = [], [], []
     for i in range(n):  # unit i: its original, then its CFRs to z_i + 1 and z_i + 2 (mod 3)
         targets = [(z[i] + j) % 3 for j in (1, 2)]
         assert others[i].tolist() == targets
-        rows += [X[i]] + [np.asarray(R.counterfactual(model, jnp.asarray(X[i]), t)) for t in targets]
+        rows += [X[i]] + [np.asarray(R.cfr.counterfactual(model, jnp.asarray(X[i]), t)) for t in targets]
         ys += [y[i]] * 3
         zs += [z[i]] + targets
     np.testing.assert_allclose(X_aug, np.array(rows), atol=1e-10)
@@ -611,4 +612,4 @@ def test_bad_input_raises(rng):
     with pytest.raises(ValueError, match="p_cfr"):
         R.score(jnp.ones((3, 2)) / 2, jnp.ones((3, 2)) / 2, jnp.ones((4, 2)) / 2)
     with pytest.raises(ValueError, match="`y`"):
-        R.fit_logistic(X, z[:50])
+        R.train_logistic(X, z[:50])

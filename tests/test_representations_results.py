@@ -58,7 +58,7 @@ def test_scores_to_dict_and_repr(rng):
     assert text.startswith("CFRScores(") and f"pip={float(s.pip):.4g}" in text
     # still a NamedTuple pytree: jit and vmap over classifiers keep working
     jitted = jax.jit(R.score)(p_obs, p_true, p_cfr)
-    assert type(jitted) is R.CFRScores
+    assert type(jitted) is R.metrics.CFRScores
     np.testing.assert_allclose([jitted.to_dict()[f] for f in ref], [d[f] for f in ref], rtol=1e-6)
     assert isinstance(s, tuple) and len(jax.tree.leaves(s)) == len(s._fields)
     stacked = jax.tree.map(lambda a, b: jnp.stack([a, b]), s, s)
@@ -73,19 +73,19 @@ def test_model_classifier_and_augmentation_results(rng):
     d, back = _round_trip(model)
     assert back["n_values"] == 2 and back["subspace"]["method"] == "orth"
     np.testing.assert_array_equal(np.asarray(back["coef"], np.float32), np.asarray(model.coef))
-    again = R.CFRModel.from_dict(back)
+    again = R.cfr.CFRModel.from_dict(back)
     np.testing.assert_array_equal(np.asarray(R.counterfactuals(again, X)), np.asarray(R.counterfactuals(model, X)))
     assert _short(model) == "CFRModel(method='orth', n_values=2, dim=5, rank=1, dtype=float32)"
     assert "rank=1" in _short(model.subspace)
-    moments = R.class_moments(X, z, 2)
+    moments = R.cfr.class_moments(X, z, 2)
     _, mb = _round_trip(moments)
     np.testing.assert_allclose(mb["counts"], np.bincount(z), rtol=0)
     np.testing.assert_allclose(mb["means"], [X[z == v].mean(axis=0) for v in range(2)], rtol=1e-5, atol=1e-5)
     _short(moments)
 
-    clf = R.fit_logistic(X, y)
+    clf = R.train_logistic(X, y)
     _, cb = _round_trip(clf)
-    np.testing.assert_array_equal(np.asarray(R.LinearClassifier.from_dict(cb).W), np.asarray(clf.W))
+    np.testing.assert_array_equal(np.asarray(R.classifiers.LinearClassifier.from_dict(cb).W), np.asarray(clf.W))
     assert _short(clf) == "LinearClassifier(n_features=5, n_classes=2, dtype=float32)"
 
     res = R.augmentation_effect(model, (X, y, z), (X, y, z))
@@ -118,7 +118,7 @@ def test_stochastic_proba_accepts_sklearn_predict_proba(rng, per_unit):
     X, z = _data(rng)
     y = (X[:, 2] + X[:, 0] - X[:, 1] > 0).astype(np.int32) + (X[:, 3] > 1)  # three classes
     sk = LogisticRegression(C=10.0).fit(X, y)
-    same = R.LinearClassifier(W=jnp.asarray(sk.coef_.T, jnp.float32), b=jnp.asarray(sk.intercept_, jnp.float32))
+    same = R.classifiers.LinearClassifier(W=jnp.asarray(sk.coef_.T, jnp.float32), b=jnp.asarray(sk.intercept_, jnp.float32))
     model = R.fit_cfr(X, z)
     targets = 1 - z if per_unit else None
     key = jax.random.key(int(rng.integers(1 << 30)))
@@ -189,7 +189,7 @@ def test_float64_input_warns_once_per_argument(rng, monkeypatch):
         model = R.fit_cfr(X64, z)
         R.concept_subspace(X64, z)
         R.counterfactuals(model, X64)
-        clf = R.fit_logistic(X64, y)  # used to warn from inside jnp.ones(..., float64)
+        clf = R.train_logistic(X64, y)  # used to warn from inside jnp.ones(..., float64)
         p = np.asarray(clf(jnp.asarray(X)), np.float64)
         R.score(p, p, p)
         R.score(p, p, p)

@@ -3,7 +3,7 @@ and how a classifier on the embeddings responds to them.
 
 The concept subspace and the per-concept-value regressions are fitted by
 :func:`cfjax.representations.fit_cfr`; a logistic classifier for the labels by
-:func:`cfjax.representations.fit_logistic`; each unit is sent to another concept value
+:func:`cfjax.representations.train_logistic`; each unit is sent to another concept value
 (``1 - z`` for a binary concept, or ``--counterfactual-concept``), all in
 :func:`cfjax.representations.analyse_embeddings`. Embeddings are cast to float32. With true
 counterfactual embeddings the CFRs are scored against them (:func:`cfjax.representations.score`: PIP, ATV,
@@ -196,7 +196,8 @@ def command(embeddings: str, concept: str, labels: str, true_cf: str | None, con
     arrays = load_arrays(embeddings, concept, labels, true_cf, concept_cf)
     X, z, y, X_cf, z_cf = _check(arrays)
     common.check_out(out, force)
-    from cfjax.representations import analyse_embeddings, embeddings_report
+    from cfjax.representations import analyse_embeddings
+    from cfjax.representations.report import embeddings_report
 
     results = analyse_embeddings(X, z, y, X_cf, z_cf, method=method, ridge=ridge, draws=draws, key=seed,
                                  log=common.progress("cfr"))
@@ -206,7 +207,7 @@ def command(embeddings: str, concept: str, labels: str, true_cf: str | None, con
               "true_counterfactuals": None if true_cf is None else os.path.basename(true_cf),
               "counterfactual_concept": None if concept_cf is None else os.path.basename(concept_cf)}
     res = {"command": "cfr", "seed": seed, "inputs": inputs,
-           "settings": {"method": method, "ridge": ridge, "draws": draws, "classifier": "fit_logistic"},
+           "settings": {"method": method, "ridge": ridge, "draws": draws, "classifier": "train_logistic"},
            "results": results}
     common.write_json(os.path.join(folder, "results.json"), res)
     common.write_text(os.path.join(folder, "report.md"), embeddings_report(res))

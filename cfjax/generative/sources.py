@@ -33,7 +33,7 @@ class DecodedCounterfactuals:
       params: the mechanism's parameters.
       noise: each unit's abducted noise ``{"z": (ε_l (N, ...)), "eps": (N, H, W)}``.
       parents_cf: ``(N, K, P)`` the encoded counterfactual parent inputs
-        (:func:`cfjax.generative.parent_inputs`).
+        (:func:`cfjax.generative.parents.parent_inputs`).
       weights: ``(K,)`` intervention weights q.
       mechanism: the image mechanism (static).
     """

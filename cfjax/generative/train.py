@@ -5,7 +5,7 @@ image's parents fed exactly as :class:`cfjax.scm.SCM` feeds them to the node's m
 The step is a pure function (:func:`train_step`): a minibatch drawn with the step's key
 ``fold_in(data_key, step)``, the weighted negative ELBO per pixel (KL warm-up, free bits), one
 clipped AdamW update with warm-up and cosine decay, and the EMA of the parameters (the settings:
-:class:`GeneratorConfig`, module :mod:`cfjax.generative.train_config`). :func:`train`
+:class:`GeneratorConfig`, module :mod:`cfjax.generative.train_config`). :func:`fit_generator`
 runs it with cfjax's one training loop (:func:`cfjax._core.training.run`: compiled chunks, a
 progress bar, the NaN guard, an orbax checkpoint after every chunk); a run resumed from its
 latest checkpoint ends with the same parameters as an uninterrupted one.
@@ -40,7 +40,7 @@ import numpy as np
 import optax
 from flax import struct
 
-from cfjax import _checks
+from cfjax import _checks, _deprecations
 from cfjax._core import checkpoint as _ckpt
 from cfjax._core import training as _training
 from cfjax._core.keys import as_key
@@ -57,7 +57,7 @@ from cfjax.scm import SCM
 from cfjax.typing import KeyLike, PyTree
 
 __all__ = ["GeneratorConfig", "GeneratorData", "GeneratorState", "GeneratorFit", "TrainingError", "parent_inputs",
-           "impute_parents", "generator_loss", "init_state", "train_step", "train", "Regulariser",
+           "impute_parents", "generator_loss", "init_state", "train_step", "fit_generator", "Regulariser",
            "make_regulariser", "counterfactual_targets", "counterfactual_loss"]
 
 
@@ -198,7 +198,7 @@ def _elbo_terms(config: GeneratorConfig, out: Any, images: jax.Array, weights: j
 
 def train_step(config: GeneratorConfig, state: GeneratorState, data: GeneratorData,
                key: jax.Array) -> tuple[GeneratorState, dict[str, jax.Array]]:
-    """One optimisation step with the step's own ``key`` (:func:`train` passes
+    """One optimisation step with the step's own ``key`` (:func:`fit_generator` passes
     ``fold_in(data_key, t)`` at step ``t``): ``config.batch_size`` units drawn uniformly with
     replacement, :func:`generator_loss` with the step's KL weight, one clipped AdamW update,
     the EMA. Pure (jit it with ``config`` static); it runs under the caller's dtype promotion,
@@ -256,7 +256,7 @@ class _Step:
 
 # ----------------------------------------------------------------------- the loop
 class GeneratorFit(NamedTuple):
-    """:func:`train`'s result.
+    """:func:`fit_generator`'s result.
 
     Attributes:
       mechanism: the trained image mechanism, ``ImageHVAE(config.hvae, config.temperature)``.
@@ -273,11 +273,11 @@ class GeneratorFit(NamedTuple):
     history: dict[str, np.ndarray]
 
 
-def train(data: Mapping[str, Any], config: GeneratorConfig = GeneratorConfig(), *, scm: SCM,
-          key: KeyLike,  # noqa: B008 (frozen)
-          node: str = "image", mask: Mapping[str, Any] | None = None, anticausal: Any = None,
-          regulariser: Any = None, checkpoint_dir: str | os.PathLike | None = None, progress: bool | None = None,
-          max_chunks: int | None = None) -> GeneratorFit:
+def fit_generator(data: Mapping[str, Any], config: GeneratorConfig = GeneratorConfig(), *, scm: SCM,
+                  key: KeyLike,  # noqa: B008 (frozen)
+                  node: str = "image", mask: Mapping[str, Any] | None = None, anticausal: Any = None,
+                  regulariser: Any = None, checkpoint_dir: str | os.PathLike | None = None,
+                  progress: bool | None = None, max_chunks: int | None = None) -> GeneratorFit:
     """Fit the conditional HVAE image mechanism of ``node`` to SCM data by maximising its ELBO.
 
     The parents enter as :func:`parent_inputs` (what the SCM feeds the node's mechanism), so
@@ -330,8 +330,8 @@ def train(data: Mapping[str, Any], config: GeneratorConfig = GeneratorConfig(), 
       >>> rng = np.random.default_rng(0)
       >>> s = rng.integers(0, 2, 16)
       >>> x = (0.3 + 0.4 * s[:, None, None] + 0.05 * rng.normal(size=(16, 16, 16))).astype(np.float32)
-      >>> fit = train({"s": s, "image": x}, GeneratorConfig(cfg, steps=4, batch_size=4, warmup=1, chunk_steps=2),
-      ...             scm=scm, key=0, progress=False)
+      >>> fit = fit_generator({"s": s, "image": x}, GeneratorConfig(cfg, steps=4, batch_size=4, warmup=1, chunk_steps=2),
+      ...                     scm=scm, key=0, progress=False)
       >>> fit.history["loss"].shape, bool(np.isfinite(fit.history["loss"]).all())
       ((4,), True)
     """
@@ -367,12 +367,19 @@ def train(data: Mapping[str, Any], config: GeneratorConfig = GeneratorConfig(), 
     try:
         out = _training.run(
             _Step(config), state, train_data, key=data_key, steps=config.steps, chunk_steps=config.chunk_steps,
-            progress=progress, desc="generator", postfix=("loss", "rec", "kl"), store=store,
-            meta=json.loads(json.dumps(run)), max_chunks=max_chunks,
-            hint="lower `config.learning_rate` or `config.clip_norm`, or check the images and parents")
+            max_chunks=max_chunks,
+            reporter=_training.Reporter(
+                progress=progress, desc="generator", postfix=("loss", "rec", "kl"),
+                hint="lower `config.learning_rate` or `config.clip_norm`, or check the images and parents"),
+            checkpoint=None if store is None else _training.Checkpointing(store, json.loads(json.dumps(run))))
     finally:
         if store is not None:
             store.close()
     history = {**out.history, "step": np.arange(out.steps)}
     return GeneratorFit(mechanism=ImageHVAE(config.hvae, config.temperature), params=out.state.ema_params,
                         raw_params=out.state.params, history=history)
+
+
+#: ``train`` is :func:`fit_generator`'s old name (it fits a model of the data: docs/contract.md §6).
+_DEPRECATED = {"train": ("cfjax.generative.fit_generator", fit_generator)}
+__getattr__ = _deprecations.getattr_for(__name__, _DEPRECATED)

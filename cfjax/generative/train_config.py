@@ -28,7 +28,7 @@ def _is_int(v: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class GeneratorConfig:
-    """Optimisation settings of :func:`train` (frozen and hashable: a static argument).
+    """Optimisation settings of :func:`~cfjax.generative.fit_generator` (frozen and hashable: a static argument).
 
     Attributes:
       hvae: the network (:class:`~cfjax.generative.hvae.HVAEConfig`).
@@ -53,7 +53,7 @@ class GeneratorConfig:
       temperature: posterior temperature of the trained mechanism's abduction (``≥ 0``).
       cf_weight: weight of the counterfactual regulariser (:func:`counterfactual_loss`, in nats
         per unit, added to the per-pixel objective); ``0`` (the default): off, training is
-        exactly the plain ELBO's. ``> 0`` needs ``train(..., regulariser=...)``.
+        exactly the plain ELBO's. ``> 0`` needs ``fit_generator(..., regulariser=...)``.
       cf_warmup: the regulariser's weight is ``cf_weight·min(1, t / cf_warmup)`` at step ``t``
         (0: always ``cf_weight``).
 

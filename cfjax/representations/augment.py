@@ -12,7 +12,7 @@ import numpy as np
 from cfjax import _checks
 from cfjax import _results
 from cfjax.representations.cfr import CFRModel, counterfactuals
-from cfjax.representations.classifiers import LinearClassifier, fit_logistic, predict_classes
+from cfjax.representations.classifiers import LinearClassifier, predict_classes, train_logistic
 from cfjax.representations.metrics import tpr_gap
 
 __all__ = ["AugmentationResult", "augment", "augmentation_effect", "other_values"]
@@ -94,9 +94,9 @@ def augmentation_effect(model: CFRModel, train: tuple, test: tuple, *, value: in
     X, y, z = train
     Xt, yt, zt = test
     C = int(max(np.max(y), np.max(yt))) + 1 if n_classes is None else int(n_classes)
-    plain = fit_logistic(X, y, n_classes=C, l2=l2)
+    plain = train_logistic(X, y, n_classes=C, l2=l2)
     X_aug, y_aug, _ = augment(model, X, y, z)
-    augmented = fit_logistic(X_aug, np.asarray(y_aug), n_classes=C, l2=l2)
+    augmented = train_logistic(X_aug, np.asarray(y_aug), n_classes=C, l2=l2)
     out = []
     for clf in (plain, augmented):
         pred = predict_classes(clf, jnp.asarray(Xt))

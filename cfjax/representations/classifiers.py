@@ -17,13 +17,12 @@ import optax
 import optax.tree_utils as otu
 from flax import struct
 
-from cfjax import _checks
-from cfjax import _results
+from cfjax import _checks, _deprecations, _results
 from cfjax._core.optim import standard_promotion
 from cfjax.representations.subspace import _as_embeddings
 from cfjax.typing import ArrayLike
 
-__all__ = ["LinearClassifier", "fit_logistic", "predict_classes"]
+__all__ = ["LinearClassifier", "train_logistic", "predict_classes"]
 
 
 class LinearClassifier(struct.PyTreeNode):
@@ -63,7 +62,7 @@ def predict_classes(proba: Callable[[jax.Array], jax.Array], X: jax.Array) -> ja
 
 
 @functools.partial(jax.jit, static_argnames=("n_classes", "max_steps"))
-def _fit(X, y, weights, l2, tol, n_classes, max_steps):
+def _train(X, y, weights, l2, tol, n_classes, max_steps):
     d = X.shape[1]
     onehot = jax.nn.one_hot(y, n_classes, dtype=X.dtype)
     total = jnp.sum(weights)
@@ -93,9 +92,9 @@ def _fit(X, y, weights, l2, tol, n_classes, max_steps):
     return params, otu.tree_get(state, "count"), otu.tree_norm(otu.tree_get(state, "grad"))
 
 
-def fit_logistic(X: ArrayLike, y: ArrayLike, *, n_classes: int | None = None, l2: float = 1e-4,
-                 sample_weight: ArrayLike | None = None, tol: float = 1e-6,
-                 max_steps: int = 500) -> LinearClassifier:
+def train_logistic(X: ArrayLike, y: ArrayLike, *, n_classes: int | None = None, l2: float = 1e-4,
+                   sample_weight: ArrayLike | None = None, tol: float = 1e-6,
+                   max_steps: int = 500) -> LinearClassifier:
     """Multinomial logistic regression by L-BFGS (optax), full batch, in one jitted loop.
 
     Minimises ``Σ_i w_i CE(y_i, softmax(x_i W + b)) / Σ_i w_i + (l2 / 2) ‖W‖²`` (b unpenalised).
@@ -113,7 +112,7 @@ def fit_logistic(X: ArrayLike, y: ArrayLike, *, n_classes: int | None = None, l2
         >>> import numpy as np
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(400, 3)).astype(np.float32); y = (X[:, 0] > 0).astype(np.int32)
-        >>> clf = fit_logistic(X, y)
+        >>> clf = train_logistic(X, y)
         >>> float(np.mean(np.asarray(predict_classes(clf, X)) == y)) > 0.95
         True
     """
@@ -139,6 +138,11 @@ def fit_logistic(X: ArrayLike, y: ArrayLike, *, n_classes: int | None = None, l2
                          f"shape {w_host.shape}")
         w = jnp.asarray(w_host, emb.dtype)
     Xj = jnp.asarray(emb)
-    (W, b), _, _ = _fit(Xj, jnp.asarray(y, jnp.int32), w, jnp.asarray(l2, Xj.dtype),
-                        jnp.asarray(tol, Xj.dtype), C, int(max_steps))
+    (W, b), _, _ = _train(Xj, jnp.asarray(y, jnp.int32), w, jnp.asarray(l2, Xj.dtype),
+                          jnp.asarray(tol, Xj.dtype), C, int(max_steps))
     return LinearClassifier(W=W, b=b)
+
+
+#: ``fit_logistic`` is :func:`train_logistic`'s old name (it trains a predictor: docs/contract.md §6).
+_DEPRECATED = {"fit_logistic": ("cfjax.representations.train_logistic", train_logistic)}
+__getattr__ = _deprecations.getattr_for(__name__, _DEPRECATED)

@@ -50,7 +50,7 @@ def analyse_embeddings(X: ArrayLike, z: ArrayLike, y: ArrayLike, X_cf: ArrayLike
 
     from cfjax._core.keys import as_key
     from cfjax.representations.cfr import counterfactuals, fit_cfr, stochastic_proba
-    from cfjax.representations.classifiers import fit_logistic, predict_classes
+    from cfjax.representations.classifiers import predict_classes, train_logistic
     from cfjax.representations.metrics import ate, mean_effect, pip, score, tpr_gap
 
     z, y = np.asarray(z), np.asarray(y)
@@ -59,7 +59,7 @@ def analyse_embeddings(X: ArrayLike, z: ArrayLike, y: ArrayLike, X_cf: ArrayLike
     log(f"fitting the concept subspace ({method}), the CFR regressions and the classifier on {n} × {dim} "
         "embeddings")
     model = fit_cfr(X, z, n_values=k, method=method, ridge=ridge)
-    clf = fit_logistic(X, y, n_classes=C)
+    clf = train_logistic(X, y, n_classes=C)
     Xj = jnp.asarray(X)
     p_obs = clf(Xj)
     y_pred = jnp.argmax(p_obs, axis=-1).astype(jnp.int32)
@@ -74,8 +74,8 @@ def analyse_embeddings(X: ArrayLike, z: ArrayLike, y: ArrayLike, X_cf: ArrayLike
     res["tpr_gap"] = gaps
     # can the concept still be read? from x and from its concept-free part x⊥
     perp = jax.vmap(lambda x: model.subspace.split(x)[0])
-    z_clf, X_perp = fit_logistic(X, z, n_classes=k), perp(Xj)
-    z_perp = fit_logistic(X_perp, z, n_classes=k)
+    z_clf, X_perp = train_logistic(X, z, n_classes=k), perp(Xj)
+    z_perp = train_logistic(X_perp, z, n_classes=k)
     res["concept_readout"] = {
         "accuracy_from_x": float(jnp.mean(predict_classes(z_clf, Xj) == jnp.asarray(z))),
         "accuracy_from_x_perp": float(jnp.mean(predict_classes(z_perp, X_perp) == jnp.asarray(z))),

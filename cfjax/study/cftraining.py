@@ -46,7 +46,9 @@ from cfjax import metrics as cm
 from cfjax import predictors as cp
 from cfjax._core.keys import seed_of
 from cfjax._results import plain
-from cfjax.generative import GeneratorFit, decoded_counterfactuals, parent_inputs
+from cfjax.generative import decoded_counterfactuals
+from cfjax.generative.parents import parent_inputs
+from cfjax.generative.train import GeneratorFit
 from cfjax.io import atomic_write_bytes
 from cfjax.predictors import Objective
 from cfjax.study import learned as ls

@@ -153,7 +153,7 @@ def report_markdown(results: Mapping[str, Any], study: Mapping[str, Any], times:
       study: :func:`cfjax.study.run`'s results (arrays indexed by predictor).
       times: the stages' wall times in seconds, by name.
     """
-    from cfjax.representations import splits_section
+    from cfjax.representations.report import splits_section
     from cfjax.study import cftraining
     from cfjax.study.report import summary_section
 

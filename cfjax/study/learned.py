@@ -42,6 +42,7 @@ import numpy as np
 import cfjax as cf
 from cfjax import _checks
 from cfjax._core.keys import as_key
+from cfjax.data.chest import IMAGE_PARENTS, PARENTS
 from cfjax.data.render import Acquisition
 from cfjax.generative import anticausal as ac
 from cfjax.generative import train as gt
@@ -105,7 +106,7 @@ def learned_scm(chest: cf.data.ChestSCM, mechanism: ImageHVAE) -> cf.scm.SCM:
     """``chest.image_scm`` with ``mechanism`` as the image's: the true parent mechanisms
     (parameters ``{**chest.params(), "image": fit.params}``)."""
     base = chest.image_scm
-    return cf.scm.SCM({**cf.data.PARENTS, "image": list(cf.data.IMAGE_PARENTS)},
+    return cf.scm.SCM({**PARENTS, "image": list(IMAGE_PARENTS)},
                       {**{v: base.mechanism(v) for v in base.nodes}, "image": mechanism})
 
 
@@ -130,8 +131,8 @@ def fit_site_generator(chest: cf.data.ChestSCM, records: Mapping[str, PyTree],
                                           ac.AntiCausalConfig(steps=settings.ac_steps,
                                                               features=tuple(settings.ac_features)),
                                           key=jax.random.fold_in(key, 1), progress=progress)
-    return gt.train(data, config, scm=scm, key=key, node="image", regulariser=regulariser,
-                    checkpoint_dir=checkpoint_dir, progress=progress)
+    return gt.fit_generator(data, config, scm=scm, key=key, node="image", regulariser=regulariser,
+                            checkpoint_dir=checkpoint_dir, progress=progress)
 
 
 def learned_images(mechanism: ImageHVAE, params: PyTree, images: jax.Array, pa: jax.Array,

@@ -55,7 +55,8 @@ import cfjax as cf
 from cfjax import predictors as pr
 from cfjax.predictors import default_conv
 from cfjax.predictors.sources import StoredCounterfactuals, all_interventions
-from cfjax.generative import ImageHVAE, decoded_counterfactuals, parent_inputs
+from cfjax.generative import ImageHVAE, decoded_counterfactuals
+from cfjax.generative.parents import parent_inputs
 from cfjax.study import GENERATOR_QUICK, learned_scm
 from experiments.benchmarks.timing import conditions, first_time
 
