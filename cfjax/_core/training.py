@@ -29,7 +29,7 @@ import dataclasses
 import functools
 import inspect
 import warnings
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -40,11 +40,14 @@ from tqdm.auto import tqdm
 from cfjax._core.checkpoint import CheckpointStore
 from cfjax._core.keys import as_key
 from cfjax._errors import TrainingError, ValidationError
-from cfjax.typing import KeyLike
+from cfjax.typing import Array, KeyLike, PyTree
 
 __all__ = ["Checkpointing", "Loop", "LoopResult", "Reporter", "Validation", "run"]
 
-Step = Callable[[Any, Any, jax.Array], tuple[Any, Mapping[str, jax.Array]]]
+#: a pure step ``(state, data, key) -> (state, metrics)``
+Step = Callable[[PyTree, PyTree, Array], tuple[PyTree, Mapping[str, Array]]]
+
+_R = TypeVar("_R")
 
 
 @struct.dataclass
@@ -53,7 +56,7 @@ class Loop:
     metric was not finite (-1: none; -2 - i: element i of a vector metric at ``bad_step``),
     and the history of every metric."""
 
-    state: Any
+    state: PyTree
     step: jax.Array
     bad_step: jax.Array
     bad_index: jax.Array
@@ -78,8 +81,8 @@ class LoopResult(NamedTuple):
       since: chunks since that value (what ``patience`` counts; pass both on to a next run).
     """
 
-    state: Any
-    best: Any
+    state: PyTree
+    best: PyTree
     history: dict[str, np.ndarray]
     steps: int
     validation: np.ndarray
@@ -90,12 +93,12 @@ class LoopResult(NamedTuple):
     since: int = 0
 
 
-def _select(flag: jax.Array, new: Any, old: Any) -> Any:
+def _select(flag: jax.Array, new: PyTree, old: PyTree) -> PyTree:
     return jax.tree.map(lambda a, b: jnp.where(flag, a, b), new, old)
 
 
 @functools.partial(jax.jit, static_argnames=("step", "length", "total", "guard"))
-def _chunk(loop: Loop, data: Any, key: jax.Array, *, step: Step, length: int, total: int,
+def _chunk(loop: Loop, data: PyTree, key: jax.Array, *, step: Step, length: int, total: int,
            guard: str | None) -> Loop:
     """``length`` steps of ``step``; steps at or past ``total`` (the last chunk's padding) are
     skipped, and a step whose ``guard`` metric is not finite keeps the state it started from."""
@@ -122,7 +125,7 @@ def _chunk(loop: Loop, data: Any, key: jax.Array, *, step: Step, length: int, to
     return loop
 
 
-def _history(step: Step, state: Any, data: Any, key: jax.Array, total: int) -> dict[str, jax.Array]:
+def _history(step: Step, state: PyTree, data: PyTree, key: jax.Array, total: int) -> dict[str, jax.Array]:
     shapes = jax.eval_shape(step, state, data, key)[1]
     return {name: jnp.full((total,) + s.shape, jnp.nan, s.dtype) for name, s in shapes.items()}
 
@@ -181,7 +184,7 @@ class Validation:
         and ``patience`` counts on from ``since`` chunks.
     """
 
-    validate: Callable[[Any], jax.Array]
+    validate: Callable[[PyTree], jax.Array]
     patience: int | None = None
     best_value: float = np.inf
     since: int = 0
@@ -201,16 +204,17 @@ class Checkpointing:
     meta: Mapping[str, Any] | None = None
 
 
-def legacy_keywords(fold: Callable[[dict[str, Any], dict[str, Any]], str]) -> Callable[[Callable], Callable]:
+def legacy_keywords(fold: Callable[[dict[str, Any], dict[str, Any]], str]
+                    ) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
     """A decorator: the keyword arguments a function no longer takes are handed to
     ``fold(old, kwargs)``, which puts them into ``kwargs`` in their new form (raising TypeError
     for a name it does not know) and returns that new spelling, named by a
     ``DeprecationWarning``. The function's signature (``inspect.signature``) is its new one."""
-    def decorate(fn: Callable) -> Callable:
+    def decorate(fn: Callable[..., _R]) -> Callable[..., _R]:
         names = set(inspect.signature(fn).parameters)
 
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> _R:
             old = {k: kwargs.pop(k) for k in list(kwargs) if k not in names}
             if old:
                 given = ", ".join(f"{k}=" for k in old)
@@ -269,7 +273,7 @@ def _fold_run(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
 
 
 @legacy_keywords(_fold_run)
-def run(step: Step, state: Any, data: Any, *, key: KeyLike, steps: int, chunk_steps: int = 100, stride: int = 1,
+def run(step: Step, state: PyTree, data: PyTree, *, key: KeyLike, steps: int, chunk_steps: int = 100, stride: int = 1,
         guard: str | None = "loss", max_chunks: int | None = None, reporter: Reporter = Reporter(),
         validation: Validation | None = None, checkpoint: Checkpointing | None = None) -> LoopResult:
     """Run ``steps`` steps of ``step`` from ``state`` on ``data``.
@@ -384,8 +388,8 @@ def run(step: Step, state: Any, data: Any, *, key: KeyLike, steps: int, chunk_st
         bar.close()
     run_calls = int(loop.step)
     run_steps = trained(run_calls)
-    history = {name: np.asarray(h[:run_calls]) for name, h in loop.history.items()}
-    return LoopResult(state=loop.state, best=best if validate is not None else loop.state, history=history,
+    host_history = {name: np.asarray(h[:run_calls]) for name, h in loop.history.items()}
+    return LoopResult(state=loop.state, best=best if validate is not None else loop.state, history=host_history,
                       steps=run_steps, validation=np.asarray(curve), validation_steps=np.asarray(curve_steps, int),
                       best_step=best_step if validate is not None else run_steps,
                       finished=stopped or run_steps >= steps, best_value=best_value, since=since)
