@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,8 +58,9 @@ OBJECTIVES = ("basic", "augment", "cf_risk", "cvar", "variance", "flip", "group_
 PENALTIES = ("variance", "flip")
 
 
-def _batch(logits_obs: Any = None, logits_cf: Any = None, y: Any = None,
-           weights: Any = None) -> tuple[jax.Array | None, jax.Array | None, jax.Array | None, jax.Array | None]:
+def _batch(logits_obs: ArrayLike | None = None, logits_cf: ArrayLike | None = None,
+           y: ArrayLike | None = None, weights: ArrayLike | None = None
+           ) -> tuple[Array | None, Array | None, Array | None, Array | None]:
     """One batch's arrays checked against each other, the one check every objective shares:
     factual logits ``o (N,)``, counterfactual logits ``c (N, K)``, labels ``y (N,)`` and the
     intervention weights ``q (K,)`` (uniform when None). Shapes are checked always (they are
@@ -103,14 +104,14 @@ def _batch(logits_obs: Any = None, logits_cf: Any = None, y: Any = None,
     return o, c, y, q
 
 
-def _logits(name: str, logits: Any) -> jax.Array:
+def _logits(name: str, logits: ArrayLike) -> jax.Array:
     """``logits`` as a floating array, checked finite when concrete (an infinite logit's loss is NaN)."""
     _checks.check_finite(name, logits)
     x = jnp.asarray(logits)
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
 
 
-def _check_strength(name: str, strength: Any) -> None:
+def _check_strength(name: str, strength: ArrayLike) -> None:
     """A scalar ``strength`` (always); finite and >= 0 when concrete (a traced strength, data of
     a compiled training step, is left alone)."""
     shape = _checks.shape_of(strength)
@@ -151,28 +152,30 @@ def _flip_probability(o: jax.Array, c: jax.Array, q: jax.Array) -> jax.Array:
     return jnp.mean((p_cf * (1 - p) + (1 - p_cf) * p) @ q)
 
 
-def _cf_augmented(c: jax.Array, y: jax.Array, q: jax.Array, key: Any) -> jax.Array:
+def _cf_augmented(c: jax.Array, y: jax.Array, q: jax.Array, key: KeyLike) -> jax.Array:
     k = _draw(c.shape[0], q, key)
     chosen = jnp.take_along_axis(c, k[:, None], axis=1)[:, 0]
     return jnp.mean(optax.sigmoid_binary_cross_entropy(chosen, y.astype(c.dtype)))
 
 
-def _draw(n: int, q: jax.Array, key: Any) -> jax.Array:
+def _draw(n: int, q: jax.Array, key: KeyLike) -> jax.Array:
     return jax.random.choice(as_key(key), q.shape[0], (n,), p=q)
 
 
-def cf_risk(logits_cf: Any, y: Any, weights: Any = None) -> jax.Array:
+def cf_risk(logits_cf: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None) -> jax.Array:
     """The counterfactual-marginalised training risk ``mean_i Σ_k q_k ℓ(c_ik, y_i)``.
 
     Example:
       >>> round(float(cf_risk(jnp.zeros((3, 4)), jnp.array([0, 1, 1]))), 4)  # log 2
       0.6931
     """
-    _, c, y, q = _batch(None, logits_cf, y, weights)
-    return _cf_risk(c, y, q)
+    _, c, y_, q = _batch(None, logits_cf, y, weights)
+    assert c is not None and y_ is not None and q is not None  # all given
+    return _cf_risk(c, y_, q)
 
 
-def cf_cvar(logits_cf: Any, y: Any, alpha: float, weights: Any = None) -> jax.Array:
+def cf_cvar(logits_cf: ArrayLike, y: ArrayLike, alpha: float,
+            weights: ArrayLike | None = None) -> jax.Array:
     """``mean_i CVaR_α(ℓ(c_i·, y_i))``: each unit's worst α (by the weights q) of its
     counterfactual losses, exactly (:func:`cfjax.metrics.cvar`), averaged over units; α in
     (0, 1], α = 1 is :func:`cf_risk`.
@@ -183,34 +186,40 @@ def cf_cvar(logits_cf: Any, y: Any, alpha: float, weights: Any = None) -> jax.Ar
       10.0
     """
     alpha = _check_alpha(alpha)
-    _, c, y, q = _batch(None, logits_cf, y, weights)
-    return _cf_cvar(c, y, q, alpha)
+    _, c, y_, q = _batch(None, logits_cf, y, weights)
+    assert c is not None and y_ is not None and q is not None  # all given
+    return _cf_cvar(c, y_, q, alpha)
 
 
-def logit_variance(logits_cf: Any, weights: Any = None) -> jax.Array:
+def logit_variance(logits_cf: ArrayLike, weights: ArrayLike | None = None) -> jax.Array:
     """The stability penalty ``mean_i Σ_k q_k (c_ik − c̄_i)²``, ``c̄_i = Σ_k q_k c_ik``: how much
     a unit's logit moves under the interventions (0 for a predictor blind to them)."""
     _, c, _, q = _batch(None, logits_cf, None, weights)
+    assert c is not None and q is not None  # given
     return _logit_variance(c, q)
 
 
-def flip_probability(logits_obs: Any, logits_cf: Any, weights: Any = None) -> jax.Array:
+def flip_probability(logits_obs: ArrayLike, logits_cf: ArrayLike,
+                     weights: ArrayLike | None = None) -> jax.Array:
     """The expected flip probability ``mean_i Σ_k q_k [p_ik (1 − p_i) + (1 − p_ik) p_i]``,
     ``p_i = σ(o_i)``, ``p_ik = σ(c_ik)``: the chance that decisions drawn from the factual and a
     counterfactual prediction differ (a smooth version of s_flip)."""
     o, c, _, q = _batch(logits_obs, logits_cf, None, weights)
+    assert o is not None and c is not None and q is not None  # all given
     return _flip_probability(o, c, q)
 
 
-def cf_augmented(logits_cf: Any, y: Any, *, key: Any, weights: Any = None) -> jax.Array:
+def cf_augmented(logits_cf: ArrayLike, y: ArrayLike, *, key: KeyLike,
+                 weights: ArrayLike | None = None) -> jax.Array:
     """Counterfactual data augmentation: ``mean_i ℓ(c_{i k_i}, y_i)`` with each ``k_i`` drawn
     from q (with ``key``). Its expectation over the draws is :func:`cf_risk`. A training step
     that renders only the drawn counterfactual calls :func:`draw_interventions` and gathers."""
-    _, c, y, q = _batch(None, logits_cf, y, weights)
-    return _cf_augmented(c, y, q, key)
+    _, c, y_, q = _batch(None, logits_cf, y, weights)
+    assert c is not None and y_ is not None and q is not None  # all given
+    return _cf_augmented(c, y_, q, key)
 
 
-def draw_interventions(n: int, weights: Any, *, key: Any) -> jax.Array:
+def draw_interventions(n: int, weights: ArrayLike, *, key: KeyLike) -> jax.Array:
     """One intervention index per unit, ``(n,)`` drawn from the weights ``q (K,)``
     (non-negative, summing to 1).
 
@@ -227,7 +236,8 @@ def draw_interventions(n: int, weights: Any, *, key: Any) -> jax.Array:
     return _draw(n, q if jnp.issubdtype(q.dtype, jnp.floating) else q.astype(jnp.result_type(float)), key)
 
 
-def group_dro(logits_obs: Any, y: Any, groups: Any, group_weights: Any, step_size: Any) -> tuple[jax.Array, jax.Array]:
+def group_dro(logits_obs: ArrayLike, y: ArrayLike, groups: ArrayLike, group_weights: ArrayLike,
+              step_size: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """One step of online group DRO (Sagawa et al., 2020, algorithm 1) on a batch.
 
     The batch's mean loss of each group, ``L_g = mean_{i: g_i = g} ℓ(o_i, y_i)`` (0 for a group
@@ -253,7 +263,8 @@ def group_dro(logits_obs: Any, y: Any, groups: Any, group_weights: Any, step_siz
     for name, value in (("logits_obs", logits_obs), ("y", y)):
         if value is None:
             _checks.fail(name, f"{'factual logits' if name == 'logits_obs' else 'labels'} of shape (N,)", "None")
-    o, _, y, _ = _batch(logits_obs, None, y)
+    o, _, y_, _ = _batch(logits_obs, None, y)
+    assert o is not None and y_ is not None  # given (checked above)
     shape = _checks.shape_of(group_weights)
     if len(shape) != 1 or shape[0] == 0:
         _checks.fail("group_weights", "weights of shape (G,), G >= 1", f"shape {shape}")
@@ -269,7 +280,7 @@ def group_dro(logits_obs: Any, y: Any, groups: Any, group_weights: Any, step_siz
             _checks.fail("groups", f"groups in [0, {q.shape[0]}), one weight each in group_weights",
                          f"values in [{lo}, {hi}]")
     _check_strength("step_size", step_size)
-    losses = optax.sigmoid_binary_cross_entropy(o, y.astype(o.dtype))
+    losses = optax.sigmoid_binary_cross_entropy(o, y_.astype(o.dtype))
     member = jax.nn.one_hot(g, q.shape[0], dtype=o.dtype)  # (N, G)
     group_loss = (losses @ member) / jnp.maximum(member.sum(axis=0), 1)
     q = q * jnp.exp(jnp.asarray(step_size, o.dtype) * jax.lax.stop_gradient(group_loss))
@@ -277,7 +288,7 @@ def group_dro(logits_obs: Any, y: Any, groups: Any, group_weights: Any, step_siz
     return q @ group_loss, q
 
 
-def _check_alpha(alpha: Any) -> float:
+def _check_alpha(alpha: float) -> float:
     ok = isinstance(alpha, (int, float, np.floating, np.integer)) and not isinstance(alpha, bool)
     if not ok or not (0.0 < float(alpha) <= 1.0):  # also rejects NaN
         _checks.fail("alpha", "a CVaR level in (0, 1]", repr(alpha))
@@ -308,6 +319,8 @@ def _group_dro_train_loss(obj: Objective, logits_obs: jax.Array | None, logits_c
                           y: jax.Array, strength: jax.Array, weights: jax.Array | None, groups: jax.Array | None,
                           group_weights: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
     """:func:`group_dro`'s step: the loss and the adversary's new group weights."""
+    # needs_factual and needs_groups: member_step gives all three
+    assert logits_obs is not None and groups is not None and group_weights is not None
     return group_dro(logits_obs, y, groups, group_weights, strength)
 
 
@@ -435,43 +448,54 @@ class Objective:
             return Objective("basic") if self.strength == 0 else Objective(self.name, 1.0, self.alpha)
         return Objective(self.name, 0.0, self.alpha)
 
-    def __call__(self, logits_obs: Any, logits_cf: Any, y: Any, *, key: Any = None, weights: Any = None,
-                 groups: Any = None, group_weights: Any = None) -> jax.Array:
+    def __call__(self, logits_obs: ArrayLike | None, logits_cf: ArrayLike | None, y: ArrayLike, *,
+                 key: KeyLike | None = None, weights: ArrayLike | None = None,
+                 groups: ArrayLike | None = None,
+                 group_weights: ArrayLike | None = None) -> jax.Array:
         """The batch's loss from its factual logits ``(N,)``, counterfactual logits ``(N, K)``
         (None where not :attr:`needs_counterfactuals`) and labels ``(N,)``; ``groups`` and
         ``group_weights`` for ``"group_dro"``."""
         return self.loss(logits_obs, logits_cf, y, strength=self.strength, key=key, weights=weights, groups=groups,
                          group_weights=group_weights)
 
-    def loss(self, logits_obs: Any, logits_cf: Any, y: Any, *, strength: Any, key: Any = None, weights: Any = None,
-             groups: Any = None, group_weights: Any = None) -> jax.Array:
+    def loss(self, logits_obs: ArrayLike | None, logits_cf: ArrayLike | None, y: ArrayLike, *,
+             strength: ArrayLike, key: KeyLike | None = None, weights: ArrayLike | None = None,
+             groups: ArrayLike | None = None, group_weights: ArrayLike | None = None) -> jax.Array:
         """:meth:`__call__` with the strength given (an array: traced in a compiled step; a
         concrete one must be finite and >= 0, as the constructor's)."""
         _check_strength("strength", strength)
         if self.name == "group_dro":
             if groups is None or group_weights is None:
                 _checks.fail("groups", "each unit's group and the group weights for 'group_dro'", "None")
+            if logits_obs is None:  # group_dro's own check
+                _checks.fail("logits_obs", "factual logits of shape (N,)", "None")
             return group_dro(logits_obs, y, groups, group_weights, strength)[0]
         if y is None:
             _checks.fail("y", "labels (N,), one per unit", "None")
         factual = self.name in ("basic",) + PENALTIES
         if factual and logits_obs is None:
             _checks.fail("logits_obs", f"factual logits (N,) for the objective {self.name!r}", "None")
-        unpenalised = self.name == "basic" or (factual and _checks.is_concrete(strength) and float(strength) == 0)
+        unpenalised = self.name == "basic" or (
+            factual and _checks.is_concrete(strength) and float(np.asarray(strength)) == 0)
         if logits_cf is None and not unpenalised:
             _checks.fail("logits_cf", f"counterfactual logits (N, K) for the objective {self.name!r}", "None")
         if self.name == "augment" and key is None:
             _checks.fail("key", "a key for the augmentation's draws", "None")
-        o, c, y, q = _batch(logits_obs, logits_cf, y, weights)
+        o, c, y_, q = _batch(logits_obs, logits_cf, y, weights)
+        assert y_ is not None  # checked above
         if unpenalised:
-            return _risk(o, y)
+            assert o is not None  # factual: checked above
+            return _risk(o, y_)
+        assert c is not None and q is not None  # checked above
         if self.name == "augment":
-            return _cf_augmented(c, y, q, key)
+            assert key is not None  # checked above
+            return _cf_augmented(c, y_, q, key)
         if self.name == "cf_risk":
-            return _cf_risk(c, y, q)
+            return _cf_risk(c, y_, q)
         if self.name == "cvar":
-            return _cf_cvar(c, y, q, self.alpha)
+            return _cf_cvar(c, y_, q, self.alpha)
+        assert o is not None  # a penalty is factual: checked above
         lam = jnp.asarray(strength, o.dtype)
         if self.name == "variance":
-            return _risk(o, y) + lam * _logit_variance(c, q)
-        return _risk(o, y) + lam * _flip_probability(o, c, q)
+            return _risk(o, y_) + lam * _logit_variance(c, q)
+        return _risk(o, y_) + lam * _flip_probability(o, c, q)
