@@ -87,7 +87,7 @@ p_cf = rng.uniform(size=(50, 4)).astype(np.float32)
 y = rng.integers(0, 2, 50)
 boot_key = jax.random.key(int(rng.integers(2**31)))
 for name, devs in (("one", None), ("sharded", devices)):
-    r = evaluate_bootstrap(p_cf[:, 0], p_cf, y, key=boot_key, resamples=b, return_replicates=True,
+    r = evaluate_bootstrap(p_cf[:, 0], p_cf, y, key=boot_key, resamples=b,
                            alphas=(0.5,), n_bins=5, mesh=devs)
     for part in ("estimate", "low", "high", "replicates"):
         for field, x in getattr(r, part).__dict__.items():

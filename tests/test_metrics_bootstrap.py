@@ -55,7 +55,7 @@ def test_intervals_match_a_numpy_loop_over_the_same_resamples(rng, x64):
     options = dict(tau=0.4, alphas=(0.5, 0.2), n_bins=10)
     key = jax.random.key(int(rng.integers(2**31)))
     r = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=key, resamples=b, level=LEVEL,
-                                      weights=q, return_replicates=True, **options)
+                                      weights=q, **options)
     idx = np.asarray(cf.metrics.bootstrap_indices(n, b, key=key))
     assert idx.shape == (b, n) and idx.min() >= 0 and idx.max() < n
     stacked, low, high = expected_bounds(p_obs, p_cf, y, q, idx, **options)
@@ -91,7 +91,7 @@ def test_a_nan_replicate_gives_nan_bounds_like_numpy(x64):
     np.testing.assert_allclose(float(r.high.risk_orig), high["risk_orig"], rtol=1e-12)
 
 
-def test_chunking_does_not_change_the_resamples(rng):
+def test_chunking_does_not_change_the_resamples(rng, monkeypatch):
     # Chunks of 4 and one vmap over all resamples; the default (one at a
     # time on CPU) is checked against the reference above.
     p_obs, p_cf, y = predictor(rng, 50, 6)
@@ -99,11 +99,25 @@ def test_chunking_does_not_change_the_resamples(rng):
     idx = np.asarray(cf.metrics.bootstrap_indices(50, 12, key=7))
     direct = [fields(cf.metrics.evaluate(p_obs[i], p_cf[i], y[i])) for i in idx]
     for bs in (4, None):
-        run = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=7, resamples=12, resample_chunk=bs,
-                                            return_replicates=True)
+        monkeypatch.setattr(cf.platform, "default_resample_batch", lambda *_, bs=bs: bs)
+        run = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=7, resamples=12)
         for f, v in fields(run.replicates).items():
             np.testing.assert_allclose(v, np.stack([d[f] for d in direct]), rtol=1e-5,
                                        atol=1e-6, err_msg=f"resample_chunk={bs} {f}")
+
+
+def test_the_removed_keywords_warn_and_keep_working():
+    p_cf = np.linspace(0.1, 0.9, 40, dtype=np.float32).reshape(10, 4)
+    y = np.arange(10) % 2
+    new = cf.metrics.evaluate_bootstrap(p_cf[:, 0], p_cf, y, key=1, resamples=5)
+    with pytest.warns(DeprecationWarning, match="replicates are always returned"):
+        old = cf.metrics.evaluate_bootstrap(p_cf[:, 0], p_cf, y, key=1, resamples=5, return_replicates=True)
+    with pytest.warns(DeprecationWarning, match="default_resample_batch"):
+        chunked = cf.metrics.evaluate_bootstrap(p_cf[:, 0], p_cf, y, key=1, resamples=5, resample_chunk=None)
+    for other in (old, chunked):
+        np.testing.assert_allclose(other.replicates.risk_cm, new.replicates.risk_cm, rtol=1e-6)
+    with pytest.raises(TypeError, match="resample_size"):
+        cf.metrics.evaluate_bootstrap(p_cf[:, 0], p_cf, y, key=1, resample_size=3)
 
 
 def test_label_free_bounds_equal_the_labelled_ones_and_label_fields_are_nan(rng):
@@ -160,7 +174,6 @@ def test_interval_of_a_mean_matches_normal_theory(rng):
     (dict(key=0, resamples=0), "resamples"),
     (dict(key=0, level=1.0), "level"),
     (dict(key=0, level="0.9"), "level"),
-    (dict(key=0, resample_chunk=0), "resample_chunk"),
     (dict(key=0, weights=np.ones(3)), "weights"),
     (dict(key=0, n_bins=0), "n_bins"),
 ])

@@ -118,8 +118,7 @@ def test_changing_labels_can_break_jensen(rng):
 def test_bootstrap_resamples_y_cf_with_the_units(rng):
     p_obs, p_cf, y, y_cf = scores(rng)
     p_obs, p_cf = p_obs.astype(np.float32), p_cf.astype(np.float32)
-    r = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, y_cf=y_cf, key=7, resamples=5,
-                                      return_replicates=True)
+    r = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, y_cf=y_cf, key=7, resamples=5)
     assert r.estimate.labels == "counterfactual"
     assert r.to_dict()["high"]["labels"] == "counterfactual"
     idx = np.asarray(cf.metrics.bootstrap_indices(N, 5, key=7))

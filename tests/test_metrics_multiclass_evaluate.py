@@ -194,7 +194,7 @@ def test_to_dict_and_jit_vmap(rng):
 def test_bootstrap_of_class_probabilities_replays_evaluate(rng):
     p_obs, p_cf, y = classes(rng)
     p_obs, p_cf = p_obs.astype(np.float32), p_cf.astype(np.float32)
-    r = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=3, resamples=6, return_replicates=True)
+    r = cf.metrics.evaluate_bootstrap(p_obs, p_cf, y, key=3, resamples=6)
     assert isinstance(r.estimate, cf.metrics.MulticlassReport)
     idx = np.asarray(cf.metrics.bootstrap_indices(N, 6, key=3))
     for b in (0, 5):

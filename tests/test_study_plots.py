@@ -55,8 +55,8 @@ def _setting(rng, n: int = 96, seeds: int = 3, resamples: int = 40) -> dict:
     p_cf = (1 / (1 + np.exp(-logit_cf))).astype(np.float32)
     flat_obs, flat_cf = p_obs.reshape(n_pred * seeds, n), p_cf.reshape(n_pred * seeds, n, 4)
     key = jax.random.key(int(rng.integers(2**31)))
-    boot = jax.vmap(lambda po, pc: cm.evaluate_bootstrap(po, pc, y, key=key, resamples=resamples,
-                                                         return_replicates=True))(flat_obs, flat_cf)
+    boot = jax.vmap(lambda po, pc: cm.evaluate_bootstrap(po, pc, y, key=key, resamples=resamples))(
+        flat_obs, flat_cf)
     per_seed = mg._report_fields(boot.estimate, n_pred, seeds)
     reps = mg._report_fields(boot.replicates, n_pred, seeds)  # (10, S, B)
     ci = {f: np.stack([np.percentile(v.mean(axis=1), 2.5, axis=-1), np.percentile(v.mean(axis=1), 97.5, axis=-1)],

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Any, Sequence
 
 import jax
@@ -32,7 +33,7 @@ from cfjax import platform
 from cfjax._core.keys import as_key
 from cfjax.metrics import _stages
 from cfjax.metrics._report_types import MarginalisationReport, MulticlassReport
-from cfjax.typing import ArrayLike, KeyLike, Mesh, PyTree
+from cfjax.typing import ArrayLike, KeyLike, MeshLike, PyTree
 
 __all__ = ["BootstrapReport", "bootstrap_indices", "evaluate_bootstrap"]
 
@@ -47,7 +48,7 @@ class BootstrapReport:
 
     ``estimate`` is :func:`~cfjax.metrics.evaluate` on all units; ``low`` and ``high`` hold the
     interval bounds of every field (same structure and shapes); ``replicates`` holds the B
-    resample reports (each field with a leading axis of length B) when asked for, else None.
+    resample reports (each field with a leading axis of length B).
     Under ``vmap`` over predictors every leaf gains a leading predictor axis.
     """
 
@@ -106,9 +107,8 @@ def evaluate_bootstrap(
     tau: ArrayLike = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
-    resample_chunk: int | None | str = "auto",
-    return_replicates: bool = False,
-    mesh: Mesh | None = None,
+    mesh: MeshLike = None,
+    **deprecated: Any,
 ) -> BootstrapReport:
     """:func:`~cfjax.metrics.evaluate` with percentile bootstrap intervals over units.
 
@@ -123,20 +123,21 @@ def evaluate_bootstrap(
       resamples: number of bootstrap resamples B.
       level: coverage of the intervals, in (0, 1).
       weights, tau, alphas, n_bins: as in ``evaluate``.
-      resample_chunk: resamples evaluated together on a device (``vmap``; the chunks one
-        after another). ``None``: all of a device's resamples in one vmap; an int: chunks of
-        that many; ``"auto"``: :func:`cfjax.platform.default_resample_batch` (1 on CPU,
-        where the unbatched kernels are faster; elsewhere as many as keep a chunk's gathered
-        ``(chunk, n, K)`` block under 2^25 elements).
-      return_replicates: also return the B resample reports.
       mesh: None (the default device), a device count, a sequence of devices or a one-axis
         ``jax.sharding.Mesh`` to split the B resamples over
         (:func:`cfjax.distributed.map_batch`; the units whole on every device). Resample b
         draws the same units whatever the device count, so the replicates and bounds equal
         the one-device call's (up to float rounding).
 
+    The resamples evaluated together on a device (one ``vmap``, the chunks one after another)
+    are :func:`cfjax.platform.default_resample_batch`'s choice: 1 on CPU, where the unbatched
+    kernels are faster; elsewhere as many as keep a chunk's gathered ``(chunk, n, K)`` block
+    under 2^25 elements. (``resample_chunk=`` and ``return_replicates=`` are deprecated: the
+    first still sets the chunk for one release, the replicates are always returned.)
+
     Returns:
-      A :class:`BootstrapReport`: ``estimate`` on all units, ``low``/``high`` the
+      A :class:`BootstrapReport`: ``replicates`` the B resample reports, ``estimate`` on all
+      units, ``low``/``high`` the
       ``100(1 − level)/2`` and ``100(1 + level)/2`` percentiles (numpy's ``'linear'``
       definition) of the replicates, field by field. A field that is NaN in any replicate
       (e.g. a rank correlation of a resample with constant scores) has NaN bounds.
@@ -157,6 +158,7 @@ def evaluate_bootstrap(
       >>> bool(r.low.risk_ie <= r.estimate.risk_ie <= r.high.risk_ie)
       True
     """
+    resample_chunk = _deprecated_options(deprecated)
     alphas, n_bins = _stages.check_options(alphas, n_bins, tau)
     where = _dist.as_mesh(mesh)
     key = as_key(key)
@@ -177,9 +179,26 @@ def evaluate_bootstrap(
     replicates = _dist.map_batch(_Replicates(alphas, n_bins, uniform), ids, shared=(data, key), mesh=where,
                                  chunk_size=resample_chunk)
     low, high = _bounds(replicates, level=level)
-    return BootstrapReport(estimate=estimate, low=low, high=high,
-                           replicates=replicates if return_replicates else None,
+    return BootstrapReport(estimate=estimate, low=low, high=high, replicates=replicates,
                            level=level, resamples=resamples)
+
+
+def _deprecated_options(deprecated: dict[str, Any]) -> int | None | str:
+    """``evaluate_bootstrap``'s removed keywords: ``resample_chunk`` (returned, still used for
+    one release) and ``return_replicates`` (the replicates are always returned), each with a
+    DeprecationWarning; any other keyword is a TypeError."""
+    unknown = set(deprecated) - {"resample_chunk", "return_replicates"}
+    if unknown:
+        raise TypeError(f"evaluate_bootstrap() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    if "return_replicates" in deprecated:
+        warnings.warn("evaluate_bootstrap(return_replicates=) is deprecated and will be removed in the next "
+                      "release: the report's replicates are always returned", DeprecationWarning, stacklevel=3)
+    if "resample_chunk" in deprecated:
+        warnings.warn("evaluate_bootstrap(resample_chunk=) is deprecated and will be removed in the next "
+                      "release: cfjax.platform.default_resample_batch chooses the chunk",
+                      DeprecationWarning, stacklevel=3)
+        return deprecated["resample_chunk"]
+    return "auto"
 
 
 @struct.dataclass

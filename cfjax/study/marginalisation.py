@@ -341,9 +341,8 @@ def evaluate_setting(name: str, model: nn.Module, trained: Mapping[str, Any],
     report = cm.evaluate_many(flat_obs, flat_cf, y, mesh=_dist.as_mesh(len(jax.devices())))
     per_seed = _report_fields(report, n_pred, n_seeds)
     t1 = time.perf_counter()
-    boot = jax.vmap(lambda po, pc: cm.evaluate_bootstrap(po, pc, y, key=k_boot, resamples=config.bootstrap,
-                                                         return_replicates=True))(flat_obs, flat_cf)
-    assert boot.replicates is not None  # return_replicates=True
+    boot = jax.vmap(lambda po, pc: cm.evaluate_bootstrap(po, pc, y, key=k_boot, resamples=config.bootstrap))(
+        flat_obs, flat_cf)
     reps = _report_fields(boot.replicates, n_pred, n_seeds)  # (10, S, B)
     ci = {f: np.stack([np.percentile(v.mean(axis=1), 2.5, axis=-1), np.percentile(v.mean(axis=1), 97.5, axis=-1)],
                       axis=-1) for f, v in reps.items()}  # of the seed mean: (10, 2)
