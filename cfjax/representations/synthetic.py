@@ -14,6 +14,7 @@ is drawn from the classes ``c ≡ z (mod k)``), so that a classifier for Y also 
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -47,11 +48,21 @@ class EmbeddingData(NamedTuple):
         return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields))
 
 
+class Scales(NamedTuple):
+    """The sizes of the synthetic SCM's effects: ``label`` and ``concept`` the norms of the
+    label's and the concept's directions (the nuisance factors have unit norm; the first lies
+    along the first label contrast), ``noise`` the σ of the isotropic embedding noise."""
+
+    label: float = 2.0
+    concept: float = 1.0
+    noise: float = 0.1
+
+
 def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: int = 2, n_nuisance: int = 8,
                          kind: str = "linear", split: str = "balanced", bias: float = 0.9,
-                         label_scale: float = 2.0, concept_scale: float = 1.0, noise: float = 0.1,
-                         key: KeyLike = 0, sample_key: KeyLike | None = None,
-                         dtype=np.float32) -> EmbeddingData:
+                         scales: Scales = Scales(), key: KeyLike = 0,  # noqa: B008 (an immutable tuple)
+                         sample_key: KeyLike | None = None, dtype: Any = np.float32,
+                         **deprecated: float) -> EmbeddingData:
     """Draw ``n`` units of the synthetic embedding SCM (mechanism fixed by ``key``).
 
     Args:
@@ -59,9 +70,8 @@ def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: in
         n_nuisance: nuisance factors H ~ N(0, I).
         kind: ``"linear"`` or ``"nonlinear"``.
         split: ``"balanced"`` (Z ⫫ Y) or ``"aggressive"`` (Z correlated with Y by ``bias``).
-        label_scale, concept_scale: the norms of the label's and the concept's effects (the
-            nuisance factors have unit norm; the first lies along the first label contrast).
-        noise: σ of the isotropic embedding noise.
+        scales: the effects' sizes (:class:`Scales`: ``label``, ``concept``, ``noise``);
+            ``label_scale=``, ``concept_scale=`` and ``noise=`` are its deprecated spellings.
         key: fixes the mechanism (M, A): a PRNG key, raw key data or an int seed ``s``
             (drawn with ``np.random.default_rng(s)``; ``jax.random.key(s)`` gives the same).
         sample_key: fixes the units (same kinds); None draws them with the mechanism's seed
@@ -80,6 +90,15 @@ def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: in
         >>> data.X.shape, bool((data.z_cf != data.z).all())
         ((1000, 16), True)
     """
+    if deprecated:
+        old = {"label_scale": "label", "concept_scale": "concept", "noise": "noise"}
+        unknown = sorted(set(deprecated) - set(old))
+        if unknown:
+            raise TypeError(f"synthetic_embeddings() got an unexpected keyword argument {unknown[0]!r}")
+        scales = scales._replace(**{old[k]: v for k, v in deprecated.items()})
+        warnings.warn(f"synthetic_embeddings({', '.join(f'{k}=' for k in deprecated)}) is deprecated and will be "
+                      f"removed in the next release: use scales={scales!r}", DeprecationWarning, stacklevel=2)
+    label_scale, concept_scale, noise = scales
     n = _checks.check_positive_int("n", n)
     d = _checks.check_positive_int("d", d)
     if kind not in ("linear", "nonlinear"):
