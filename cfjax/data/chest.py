@@ -29,7 +29,7 @@ from cfjax import distributed as _dist
 from cfjax import scm as cfscm
 from cfjax._core.keys import as_key
 from cfjax.data.render import EFFUSION_SIZE, Acquisition, ImageNoise, render, sample_image_noise
-from cfjax.typing import ArrayLike, KeyLike, Mesh, PyTree
+from cfjax.typing import ArrayLike, KeyLike, MeshLike, PyTree
 
 __all__ = ["ChestSCM", "ChestRenderer", "ChestCounterfactuals", "PARENTS", "IMAGE_PARENTS", "AGE_GROUPS", "LABEL_MODES"]
 
@@ -135,7 +135,7 @@ class ChestSCM:
 
     # ---------------------------------------------------------------- images
     def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise, *,
-               mesh: Mesh | None = None) -> jax.Array:
+               mesh: MeshLike = None) -> jax.Array:
         """Images of units with parents ``{node: (N,)}`` and noise, ``(N, size, size)``.
 
         Rendered in chunks of a power-of-two number of units (at least 8, at most about 2²²
@@ -186,7 +186,7 @@ class ChestSCM:
 
     def counterfactuals(self, records: Mapping[str, PyTree], interventions: Interventions, *,
                         key: KeyLike, label: str = "fixed",
-                        mesh: Mesh | None = None) -> dict[str, PyTree]:
+                        mesh: MeshLike = None) -> dict[str, PyTree]:
         """Exact counterfactuals of every record under K interventions on the parents.
 
         The parents come from abduction–action–prediction in the parent SCM

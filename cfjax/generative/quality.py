@@ -44,7 +44,7 @@ from cfjax._core.keys import as_key
 from cfjax.distributed import map_batch
 from cfjax.generative.anticausal import AntiCausal, predict_parents
 from cfjax.scm import Mechanism
-from cfjax.typing import ArrayLike, KeyLike, Mesh, PyTree
+from cfjax.typing import ArrayLike, KeyLike, MeshLike, PyTree
 
 __all__ = ["effectiveness", "effectiveness_ceiling", "composition", "reversibility", "pixel_mae",
            "decision_agreement", "relative_gap", "QualityReport", "quality_report"]
@@ -239,7 +239,7 @@ class _Composition:
 def composition(mechanism: Mechanism, params: PyTree, images: ArrayLike, parents: ArrayLike, *,
                 n_times: int = 10,
                 key: KeyLike | None = None, per_unit: bool = False, chunk: int = 256,
-                mesh: Mesh | None = None) -> jax.Array:
+                mesh: MeshLike = None) -> jax.Array:
     """Composition: the L1 distance between each image and the image after the null
     intervention applied ``1, 2, …, n_times`` times in a row (each time: abduct the noise of the
     current image, predict with the same parents). An exact mechanism gives 0 every time; a
@@ -309,7 +309,7 @@ class _Reversibility:
 def reversibility(mechanism: Mechanism, params: PyTree, images: ArrayLike, parents: ArrayLike,
                   targets: ArrayLike, *,
                   key: KeyLike | None = None, per_unit: bool = False, chunk: int = 256,
-                  mesh: Mesh | None = None) -> jax.Array:
+                  mesh: MeshLike = None) -> jax.Array:
     """Reversibility: the L1 distance between each image and the image after ``do(pa*)``
     then ``do(pa)`` back (abduct from ``(x, pa)``, predict ``x*`` with ``pa*``, abduct from
     ``(x*, pa*)``, predict with ``pa``), for each of K interventions.
@@ -486,7 +486,7 @@ def quality_report(mechanism: Mechanism | None = None, params: PyTree | None = N
                    exact: ArrayLike | None = None,
                    p_learned: Any = None, p_exact: Any = None, threshold: float = 0.5,
                    by_intervention: bool = False, chunk: int = 256,
-                   mesh: Mesh | None = None) -> QualityReport:
+                   mesh: MeshLike = None) -> QualityReport:
     """Every quality figure the arguments allow, in one :class:`QualityReport`.
 
     - composition: with ``mechanism``, ``params``, ``images (N, H, W)`` and ``parents (N, P)``

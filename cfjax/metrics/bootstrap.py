@@ -55,7 +55,7 @@ class BootstrapReport:
     estimate: MarginalisationReport | MulticlassReport
     low: MarginalisationReport | MulticlassReport
     high: MarginalisationReport | MulticlassReport
-    replicates: MarginalisationReport | MulticlassReport | None = None
+    replicates: MarginalisationReport | MulticlassReport
     level: float = struct.field(pytree_node=False, default=0.95)
     resamples: int = struct.field(pytree_node=False, default=0)
 

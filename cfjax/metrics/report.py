@@ -32,7 +32,7 @@ from cfjax.metrics._report_types import (
     MarginalisationReport,
     MulticlassReport,
 )
-from cfjax.typing import ArrayLike, Mesh
+from cfjax.typing import ArrayLike, MeshLike
 
 __all__ = [
     "CounterfactualLabelReport", "MarginalisationReport", "MulticlassReport", "evaluate",
@@ -147,7 +147,7 @@ def evaluate(
     tau: ArrayLike = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
-    mesh: Mesh | None = None,
+    mesh: MeshLike = None,
 ) -> MarginalisationReport | MulticlassReport:
     """Evaluate a predictor by counterfactual marginalisation over K interventions.
 

@@ -25,7 +25,7 @@ from cfjax import distributed as dist
 from cfjax.metrics import _arrays, _stages
 from cfjax.metrics._report_types import MarginalisationReport, MulticlassReport
 from cfjax.metrics._stages import UnitSums
-from cfjax.typing import ArrayLike, Mesh
+from cfjax.typing import ArrayLike, MeshLike
 
 __all__ = ["evaluate_chunks"]
 
@@ -39,7 +39,7 @@ def evaluate_chunks(
     tau: ArrayLike = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
-    mesh: Mesh | None = None,
+    mesh: MeshLike = None,
     across_processes: bool = False,
 ) -> MarginalisationReport | MulticlassReport:
     """:func:`~cfjax.metrics.evaluate` given chunk by chunk, for any N: binary scores or class
@@ -186,7 +186,7 @@ def _check_consistent(parts: dict[str, Any], layout: dict[str, Any], index: int)
             parts[field] = v.astype(dtype)  # class labels stay integers
 
 
-def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: Mesh | None,
+def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: MeshLike,
                   alphas: tuple[float, ...]) -> tuple[UnitSums, dict[str, np.ndarray]]:
     """The first stage of one block of at most ``layout["block"]`` units, padded to it (one
     compiled program for every block; ``block`` is a multiple of the devices, so

@@ -7,12 +7,11 @@ from typing import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from cfjax import _checks
+from cfjax import _checks, platform
 from cfjax import distributed as _dist
-from cfjax import platform
 from cfjax.metrics import _arrays, _inputs, _stages
 from cfjax.metrics._stages import Report
-from cfjax.typing import ArrayLike, Mesh
+from cfjax.typing import ArrayLike, MeshLike
 
 __all__ = ["evaluate_many"]
 
@@ -27,7 +26,7 @@ def evaluate_many(
     tau: ArrayLike = 0.5,
     alphas: Sequence[float] = (0.5, 0.25, 0.1),
     n_bins: int = 15,
-    mesh: Mesh | None = None,
+    mesh: MeshLike = None,
     predictor_chunk: int | None | str = "auto",
 ) -> Report:
     """:func:`~cfjax.metrics.evaluate` for P predictors on the same units, with shared or

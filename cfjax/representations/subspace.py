@@ -77,9 +77,9 @@ class ConceptSubspace(struct.PyTreeNode):
                 f"rank={self.coord.shape[-2]}, dtype={jnp.dtype(self.coord.dtype).name})")
 
 
-def _as_embeddings(X: ArrayLike) -> ArrayLike:
+def _as_embeddings(X: ArrayLike) -> jax.Array | np.ndarray:
     """A non-empty, finite ``(n, d)`` floating-point array (float32 unless already floating)."""
-    if not hasattr(X, "dtype") or not jnp.issubdtype(X.dtype, jnp.floating):
+    if not isinstance(X, (jax.Array, np.ndarray)) or not jnp.issubdtype(X.dtype, jnp.floating):
         X = np.asarray(X, dtype=np.float32)
     _checks.warn_if_downcast("X", X)
     if isinstance(X, np.ndarray):  # float64 is float32 when jax_enable_x64 is off (warned above)

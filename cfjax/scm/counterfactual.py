@@ -18,7 +18,7 @@ from cfjax import distributed as _dist
 from cfjax._core.keys import as_key
 from cfjax.scm import _validate as V
 from cfjax.scm.interventions import Shift
-from cfjax.typing import KeyLike, Mesh, PyTree
+from cfjax.typing import KeyLike, MeshLike, PyTree
 
 __all__ = ["abduct", "counterfactual", "counterfactual_chunks", "interventional_samples"]
 
@@ -118,7 +118,7 @@ def _prepare(scm, data: Data, interventions: Any, key: KeyLike | None, noise: Da
 def counterfactual(scm, params: PyTree, data: Data, interventions: Any, *,
                    key: KeyLike | None = None,
                    noise: Data | None = None, chunk_size: int | None = None,
-                   mesh: Mesh | None = None) -> dict[str, jax.Array]:
+                   mesh: MeshLike = None) -> dict[str, jax.Array]:
     """:meth:`cfjax.scm.SCM.counterfactual`."""
     where = _dist.as_mesh(mesh)
     if chunk_size is not None:
@@ -134,7 +134,7 @@ def counterfactual(scm, params: PyTree, data: Data, interventions: Any, *,
 
 def counterfactual_chunks(scm, params: PyTree, data: Data, interventions: Any, *, chunk_size: int,
                           key: KeyLike | None = None, noise: Data | None = None,
-                          mesh: Mesh | None = None
+                          mesh: MeshLike = None
                           ) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
     """:meth:`cfjax.scm.SCM.counterfactual_chunks` (inputs validated before the first chunk)."""
     chunk_size = _checks.check_positive_int("chunk_size", chunk_size)

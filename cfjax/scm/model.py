@@ -24,7 +24,7 @@ from cfjax.scm.graph import Graph
 from cfjax.scm.interventions import InterventionAxis, intervention_axis
 from cfjax.scm.location_scale import LocationScale
 from cfjax.scm.mechanism import Mechanism
-from cfjax.typing import KeyLike, Mesh, PyTree
+from cfjax.typing import KeyLike, MeshLike, PyTree
 
 __all__ = ["SCM"]
 
@@ -233,7 +233,7 @@ class SCM:
     def counterfactual(self, params: PyTree, data: Data, interventions: Any, *,
                        key: KeyLike | None = None,
                        noise: Data | None = None, chunk_size: int | None = None,
-                       mesh: Mesh | None = None) -> dict[str, jax.Array]:
+                       mesh: MeshLike = None) -> dict[str, jax.Array]:
         """Counterfactuals of every unit under each of K interventions, ``{node: (N, K, *E)}``.
 
         One function of one unit abducts its noise once (or takes it from ``noise``) and
@@ -293,7 +293,7 @@ class SCM:
     def counterfactual_chunks(self, params: PyTree, data: Data, interventions: Any, *,
                               chunk_size: int,
                               key: KeyLike | None = None, noise: Data | None = None,
-                              mesh: Mesh | None = None
+                              mesh: MeshLike = None
                               ) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
         """:meth:`counterfactual` of the units in chunks, for consumers that stream (feed a
         classifier, keep its outputs, drop the images).
