@@ -477,7 +477,7 @@ def _chunked(fn, args: tuple, size: int, *static):
         args = jax.tree.map(lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), args)
     if n + pad == b:
         return jax.tree.map(lambda a: a[:n], fn(*args, size, *static))
-    chunks = [fn(*jax.tree.map(lambda a: a[i:i + b], args), size, *static) for i in range(0, n + pad, b)]
+    chunks = [fn(*jax.tree.map(lambda a, i=i: a[i:i + b], args), size, *static) for i in range(0, n + pad, b)]
     chunks[-1] = jax.tree.map(lambda a: a[:b - pad], chunks[-1])
     return jax.tree.map(lambda *a: jnp.concatenate(a), *chunks)
 

@@ -306,7 +306,7 @@ def load_mimic_cxr(root: str | os.PathLike, patients_csv: str | os.PathLike, *, 
         person[subject] = record
     rows: list[tuple[Path, int, float, int]] = []
     seen: set[str] = set()
-    for where, row in meta:
+    for _where, row in meta:
         if row["ViewPosition"].strip() not in ("PA", "AP"):
             dropped["not frontal"] += 1
             continue

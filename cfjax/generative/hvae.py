@@ -226,7 +226,7 @@ class HVAE(nn.Module):
         cfg = self.config
         h = Conv3x3(cfg.channels[0], conv=cfg.conv, name="enc_in")((x - 0.5)[..., None])
         feats = []
-        for i, c in enumerate(cfg.channels):
+        for i, _c in enumerate(cfg.channels):
             h = _ResBlock(cfg.conv, name=f"enc_block{i}")(h)
             feats.append(h)
             if i + 1 < len(cfg.channels):

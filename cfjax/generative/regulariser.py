@@ -111,7 +111,7 @@ def _intervene_unit(reg: Regulariser, key: jax.Array, labels: jax.Array,
         per_head.append(jnp.where(head == j, new, labels[j]))
     targets = jnp.stack(per_head)
     pa_star = pa
-    for j, (h, (off, width), mech) in enumerate(zip(spec, reg.slots, reg.mechanisms)):
+    for j, (h, (off, _width), mech) in enumerate(zip(spec, reg.slots, reg.mechanisms)):
         v = targets[j].astype(jnp.int32) if h.kind == "categorical" else targets[j]
         enc = mech.encode(v).astype(pa.dtype)
         pa_star = jnp.where(head == j, lax.dynamic_update_slice(pa, enc, (off,)), pa_star)

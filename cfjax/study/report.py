@@ -124,8 +124,8 @@ def scatter_caption(res: Mapping[str, Any], supplementary: str | None = None) ->
             + "*")
 
 
-def _triple(e: float, l: float) -> dict[str, float]:
-    return {"exact": float(e), "learned": float(l), "delta": float(l) - float(e)}
+def _triple(exact: float, learned: float) -> dict[str, float]:
+    return {"exact": float(exact), "learned": float(learned), "delta": float(learned) - float(exact)}
 
 
 def compare_settings(exact: Mapping[str, Any], learned: Mapping[str, Any]) -> dict[str, Any]:
