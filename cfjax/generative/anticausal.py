@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence, cast
 
 import flax.linen as nn
 import jax
@@ -33,7 +33,7 @@ from cfjax._core import training as _training
 from cfjax._core.keys import as_key
 from cfjax._core.optim import standard_promotion
 from cfjax._core.nn import Conv3x3, mean_pool2
-from cfjax.typing import ArrayLike, KeyLike
+from cfjax.typing import Array, ArrayLike, KeyLike, PyTree
 
 __all__ = ["Head", "ParentSpec", "CHEST_SPEC", "chest_spec", "check_spec", "ParentPredictor", "AntiCausal",
            "anticausal_loss", "AntiCausalConfig", "train_anticausal", "predict_parents", "entropy_weight", "Imputed", "impute",
@@ -81,7 +81,10 @@ class Head:
     @property
     def outputs(self) -> int:
         """Network outputs of the head: ``C`` logits, or a mean and a log-scale."""
-        return self.classes if self.kind == "categorical" else 2
+        if self.kind == "categorical":
+            assert self.classes is not None  # a categorical head's: __post_init__
+            return self.classes
+        return 2
 
 
 #: A static, hashable description of the heads: one :class:`Head` per parent, in output order.
@@ -105,7 +108,7 @@ def chest_spec(lung: bool = False) -> ParentSpec:
     return CHEST_SPEC[:2] + (Head("lung", "gaussian"),) + CHEST_SPEC[2:]
 
 
-def check_spec(spec: Any, name: str = "spec") -> ParentSpec:
+def check_spec(spec: Sequence[Head], name: str = "spec") -> ParentSpec:
     """``spec`` as a :data:`ParentSpec`: a non-empty sequence of :class:`Head` with distinct
     names, no name equal to a Gaussian head's name plus :data:`SCALE_SUFFIX`."""
     if not isinstance(spec, (tuple, list)) or not spec or not all(isinstance(h, Head) for h in spec):
@@ -168,7 +171,7 @@ class AntiCausal:
       model: the :class:`ParentPredictor` (static).
     """
 
-    params: Any
+    params: PyTree
     loc: dict[str, jax.Array]
     scale: dict[str, jax.Array]
     loss: jax.Array
@@ -189,6 +192,7 @@ def _head_losses(outputs: Mapping[str, jax.Array], targets: Mapping[str, jax.Arr
         out, y, m = outputs[head.name], targets[head.name], mask[:, j]
         if head.kind == "categorical":
             # a masked label may be anything (e.g. -1): clip it to a class, its term is dropped
+            assert head.classes is not None  # a categorical head's: Head.__post_init__
             label = jnp.clip(y.astype(jnp.int32), 0, head.classes - 1)
             per_unit = optax.softmax_cross_entropy_with_integer_labels(out, label)
         else:
@@ -200,8 +204,8 @@ def _head_losses(outputs: Mapping[str, jax.Array], targets: Mapping[str, jax.Arr
     return jnp.stack(losses)
 
 
-def anticausal_loss(params: Any, model: ParentPredictor, loc: Mapping[str, Any], scale: Mapping[str, Any],
-                    images: jax.Array, parents: Mapping[str, jax.Array],
+def anticausal_loss(params: PyTree, model: ParentPredictor, loc: Mapping[str, Array],
+                    scale: Mapping[str, Array], images: jax.Array, parents: Mapping[str, jax.Array],
                     mask: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The training loss of a batch: per head, the categorical cross-entropy or Gaussian
     negative log-likelihood (of the standardised target, ``(y − loc)/scale``) averaged over the
@@ -225,7 +229,7 @@ def anticausal_loss(params: Any, model: ParentPredictor, loc: Mapping[str, Any],
       >>> per_head.shape
       (1,)
     """
-    outputs = model.apply(params, images)
+    outputs = cast(dict[str, jax.Array], model.apply(params, images))  # no mutable state
     targets = {h.name: ((parents[h.name] - loc[h.name]) / scale[h.name] if h.kind == "gaussian"
                         else parents[h.name]) for h in model.spec}
     per_head = _head_losses(outputs, targets, mask, model.spec)
@@ -233,7 +237,7 @@ def anticausal_loss(params: Any, model: ParentPredictor, loc: Mapping[str, Any],
 
 
 # ----------------------------------------------------------------------- input checks
-def _check_images(name: str, images: Any, min_ndim: int = 3) -> tuple[int, ...]:
+def _check_images(name: str, images: ArrayLike, min_ndim: int = 3) -> tuple[int, ...]:
     shape = _checks.shape_of(images)
     if len(shape) < min_ndim:
         _checks.fail(name, f"an array of images (..., H, W) with at least {min_ndim} dimensions", f"shape {shape}")
@@ -246,7 +250,8 @@ def _check_images(name: str, images: Any, min_ndim: int = 3) -> tuple[int, ...]:
     return shape
 
 
-def _mask_array(mask: Any, spec: ParentSpec, n: int) -> np.ndarray:
+def _mask_array(mask: ArrayLike | Mapping[str, ArrayLike] | None, spec: ParentSpec,
+                n: int) -> np.ndarray:
     """``mask`` (None, ``(N, n_heads)`` or ``{name: (N,)}``) as a boolean ``(N, n_heads)``."""
     if mask is None:
         return np.ones((n, len(spec)), bool)
@@ -272,7 +277,8 @@ def _mask_array(mask: Any, spec: ParentSpec, n: int) -> np.ndarray:
     return m
 
 
-def _check_parents(parents: Any, spec: ParentSpec, n: int, mask: np.ndarray) -> dict[str, np.ndarray]:
+def _check_parents(parents: Mapping[str, ArrayLike], spec: ParentSpec, n: int,
+                   mask: np.ndarray) -> dict[str, np.ndarray]:
     """The heads' labels as host arrays ``(N,)``, checked where observed."""
     if not isinstance(parents, Mapping):
         _checks.fail("parents", "a mapping {name: (N,)}", type(parents).__name__)
@@ -285,6 +291,7 @@ def _check_parents(parents: Any, spec: ParentSpec, n: int, mask: np.ndarray) -> 
             _checks.fail("parents", f"shape ({n},) for {h.name!r} (one label per image)", f"shape {y.shape}")
         seen = y[mask[:, j]]
         if h.kind == "categorical":
+            assert h.classes is not None  # a categorical head's: Head.__post_init__
             if seen.size and (not np.all(np.isfinite(seen)) or np.any(seen != np.round(seen))
                               or seen.min() < 0 or seen.max() >= h.classes):
                 _checks.fail("parents", f"observed {h.name!r} labels in {{0, …, {h.classes - 1}}}",
@@ -295,7 +302,7 @@ def _check_parents(parents: Any, spec: ParentSpec, n: int, mask: np.ndarray) -> 
     return out
 
 
-def _check_result(result: Any) -> AntiCausal:
+def _check_result(result: AntiCausal) -> AntiCausal:
     if not isinstance(result, AntiCausal):
         _checks.fail("result", "an AntiCausal (train_anticausal's result)", type(result).__name__)
     return result
@@ -321,8 +328,8 @@ class _Step:
                                                       self.learning_rate / 100)
         return standard_promotion(optax.adamw(schedule, weight_decay=self.weight_decay))
 
-    def __call__(self, state: tuple[Any, Any], data: Mapping[str, Any],
-                 key: jax.Array) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
+    def __call__(self, state: tuple[PyTree, PyTree], data: Mapping[str, PyTree],
+                 key: jax.Array) -> tuple[tuple[PyTree, PyTree], dict[str, jax.Array]]:
         params, opt_state = state
         idx = jax.random.choice(key, data["p_unit"].shape[0], (self.batch_size,), p=data["p_unit"])
         batch = {name: y[idx] for name, y in data["targets"].items()}
@@ -490,8 +497,8 @@ def train_anticausal(images: ArrayLike, parents: Mapping[str, ArrayLike], spec: 
 
 # ----------------------------------------------------------------------- prediction
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _predict_flat(model: ParentPredictor, chunk: int, params: Any, loc: Any, scale: Any,
-                  images: jax.Array) -> dict[str, jax.Array]:
+def _predict_flat(model: ParentPredictor, chunk: int, params: PyTree, loc: Mapping[str, Array],
+                  scale: Mapping[str, Array], images: jax.Array) -> dict[str, jax.Array]:
     """``images (M, H, W)`` in blocks of ``chunk`` (``lax.map``, the last padded with copies of
     the final image) to probabilities / means and scales ``(M, ...)``."""
     n = images.shape[0]
@@ -517,7 +524,8 @@ def _predict_flat(model: ParentPredictor, chunk: int, params: Any, loc: Any, sca
     return {k: v.reshape((-1,) + v.shape[2:])[:n] for k, v in out.items()}
 
 
-def predict_parents(result: AntiCausal, images: Any, *, chunk: int = 256) -> dict[str, jax.Array]:
+def predict_parents(result: AntiCausal, images: ArrayLike, *,
+                    chunk: int = 256) -> dict[str, jax.Array]:
     """``q(pa | x)`` of images with any leading batch shape, e.g. counterfactuals ``(N, K, H, W)``.
 
     The images are flattened to one batch and run through the network in compiled chunks of
@@ -552,7 +560,7 @@ def predict_parents(result: AntiCausal, images: Any, *, chunk: int = 256) -> dic
     return {k: v.reshape(lead + v.shape[1:]) for k, v in sorted(out.items())}
 
 
-def entropy_weight(probs: Any) -> jax.Array:
+def entropy_weight(probs: ArrayLike) -> jax.Array:
     """``1 − H(q)/log C`` over the last axis of probabilities ``(..., C)``: 1 for a certain
     prediction, 0 for a uniform one (paper 000, appendix: an imputed label's weight), with
     ``0·log 0 = 0``.
@@ -577,8 +585,8 @@ class Imputed(NamedTuple):
     weights: dict[str, jax.Array]
 
 
-def impute(result: AntiCausal, images: Any, parents: Mapping[str, Any], mask: Any, *,
-           chunk: int = 256) -> Imputed:
+def impute(result: AntiCausal, images: ArrayLike, parents: Mapping[str, ArrayLike],
+           mask: ArrayLike | Mapping[str, ArrayLike], *, chunk: int = 256) -> Imputed:
     """Observed labels where ``mask`` says so, ``q(pa | x)``'s prediction elsewhere.
 
     A categorical head imputes its most probable class with weight ``1 − H(q)/log C``
