@@ -11,6 +11,7 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax import _results
+from cfjax.typing import ArrayLike
 
 __all__ = ["MemberData", "member_data"]
 
@@ -38,7 +39,8 @@ class MemberData(NamedTuple):
         return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields
                                                           if getattr(self, f) is not None))
 
-def member_data(images: Any, labels: Any, weights: Any, *, strengths: Any = None, groups: Any = None) -> MemberData:
+def member_data(images: ArrayLike, labels: ArrayLike, weights: ArrayLike, *,
+                strengths: ArrayLike | None = None, groups: ArrayLike | None = None) -> MemberData:
     """:class:`MemberData` of the members whose weights (or boolean masks) are the rows of
     ``weights (M, N)`` (``cdf`` is then ``(M, N)``; one row ``(N,)`` gives ``(N,)``), with
     their objectives' ``strengths (M,)`` (or ``()``) and the units' ``groups (N,)`` when given.
@@ -56,7 +58,8 @@ def member_data(images: Any, labels: Any, weights: Any, *, strengths: Any = None
     g = None if groups is None else jnp.asarray(groups, jnp.int32)
     return MemberData(x, jnp.asarray(labels).astype(x.dtype), jnp.cumsum(w, axis=-1), strength, g)
 
-def _check_training_set(images: Any, labels: Any, weights: Any, weights_name: str) -> None:
+def _check_training_set(images: ArrayLike, labels: ArrayLike, weights: ArrayLike,
+                        weights_name: str) -> None:
     _checks.check_ndim("images", images, 3, "of shape (N, H, W)")
     _checks.check_nonempty("images", images)
     dtype = np.dtype(getattr(images, "dtype", None) or np.asarray(images).dtype)

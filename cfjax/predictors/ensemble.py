@@ -20,6 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 
 from cfjax import _checks
 from cfjax import distributed as _dist
@@ -32,7 +33,7 @@ from cfjax.predictors.objectives import Objective
 from cfjax.predictors.rounds import EnsembleRound
 from cfjax.predictors.sources import check_source
 from cfjax.predictors.state import EnsembleState, _init_state, _pad_members, _place, _take_members
-from cfjax.typing import ArrayLike, KeyLike, Mesh
+from cfjax.typing import ArrayLike, KeyLike, MeshLike, PyTree
 
 __all__ = ["train"]
 
@@ -54,9 +55,9 @@ def _fold_train(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
 @_training.legacy_keywords(_fold_train)
 def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLike, val_images: ArrayLike,
           val_labels: ArrayLike, config: EnsembleConfig = EnsembleConfig(), *, key: KeyLike | None = None,
-          seeds: ArrayLike | None = None,
+          seeds: npt.ArrayLike | None = None,
           objectives: MemberObjectives | Objective | str | Sequence[Objective | str] | None = None,
-          mesh: Mesh | int | Sequence[jax.Device] | None = None,
+          mesh: MeshLike = None,
           options: TrainOptions = TrainOptions()) -> EnsembleState:  # noqa: B008 (frozen)
     """Train M members at once, each on its own weighting of one shared training set.
 
@@ -154,7 +155,8 @@ def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLi
         options.max_rounds
     counterfactuals, groups = None, None
     if isinstance(objectives, MemberObjectives):
-        objectives, counterfactuals, groups = objectives.objectives, objectives.counterfactuals, objectives.groups
+        counterfactuals, groups = objectives.counterfactuals, objectives.groups
+        objectives = objectives.objectives
     _check_training_set(images, labels, masks, "masks")
     m = _checks.shape_of(masks)[0]
     keys = member_keys(m if key is not None else None, key=key, seeds=seeds)
@@ -233,7 +235,8 @@ def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLi
     state = jax.device_put(result.state, where.devices.flat[0])
     return _take_members(state, m) if extra else state
 
-def _member_objectives(objectives: Any, m: int) -> tuple[Objective, ...]:
+def _member_objectives(objectives: Objective | str | Sequence[Objective | str] | None,
+                       m: int) -> tuple[Objective, ...]:
     """Each member's :class:`Objective` from ``train``'s ``objectives``."""
     def one(o):
         if isinstance(o, Objective):
@@ -261,7 +264,7 @@ def _plan(objectives: tuple[Objective, ...]) -> tuple[tuple[Objective, tuple[int
         return ()
     return tuple((k, tuple(v)) for k, v in kinds.items())
 
-def _check_groups(groups: Any, n: int) -> tuple[jax.Array, int]:
+def _check_groups(groups: npt.ArrayLike | None, n: int) -> tuple[jax.Array, int]:
     """``(groups (N,) int32, G)`` checked for group DRO."""
     if groups is None:
         _checks.fail("groups", f"each training unit's group, shape ({n},), for 'group_dro' members", "None")
@@ -274,7 +277,7 @@ def _check_groups(groups: Any, n: int) -> tuple[jax.Array, int]:
     return jnp.asarray(g, jnp.int32), int(g.max()) + 1
 
 def _run_metadata(model: nn.Module, config: EnsembleConfig, data: MemberData, keys: jax.Array,
-                  objectives: tuple[Objective, ...] = (), source: Any = None) -> dict[str, Any]:
+                  objectives: tuple[Objective, ...] = (), source: PyTree = None) -> dict[str, Any]:
     """What identifies a run in its checkpoints (the images enter by shape and dtype only)."""
     run = {"model": repr(model), "config": dataclasses.asdict(config),
            "images": [list(data.images.shape), str(data.images.dtype)],

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from collections.abc import Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
+from jax.typing import DTypeLike
 
 from cfjax import _checks
 from cfjax import distributed as _dist
 from cfjax._core.keys import as_key
 from cfjax.platform import default_member_chunk
+from cfjax.typing import Array, ArrayLike, KeyLike, Mesh, MeshLike, PyTree
 
 __all__ = ["predict", "init_params", "member_keys", "ensemble_size", "map_members", "SHARD_MODES"]
 
@@ -26,19 +29,22 @@ __all__ = ["predict", "init_params", "member_keys", "ensemble_size", "map_member
 SHARD_MODES = ("members", "units")
 
 
-def ensemble_size(params: Any) -> int:
+def ensemble_size(params: PyTree) -> int:
     """M, the leading (member) axis shared by every leaf of ``params``."""
     leaves = jax.tree.leaves(params)
     if not leaves:
         _checks.fail("params", "a parameter pytree with a leading member axis", "an empty pytree")
-    sizes = {np.shape(a)[0] if np.ndim(a) else None for a in leaves}
+    sizes: set[int | None] = {np.shape(a)[0] if np.ndim(a) else None for a in leaves}
     if len(sizes) != 1 or None in sizes:
         _checks.fail("params", "every leaf with the same leading member axis M",
                      f"leading sizes {sorted(str(s) for s in sizes)}")
-    return int(sizes.pop())
+    size = sizes.pop()
+    assert size is not None  # checked above
+    return int(size)
 
 
-def member_keys(members: int | None = None, *, key: Any = None, seeds: Any = None) -> jax.Array:
+def member_keys(members: int | None = None, *, key: KeyLike | None = None,
+                seeds: npt.ArrayLike | None = None) -> jax.Array:
     """The ``(M,)`` typed keys of M members: ``jax.random.split(key, members)``, or
     ``jax.random.key(seeds[m])`` for explicit per-member seeds (exactly one of ``key`` and
     ``seeds``; ``members``, when given with ``seeds``, must equal their number).
@@ -66,18 +72,21 @@ def member_keys(members: int | None = None, *, key: Any = None, seeds: Any = Non
             _checks.fail("seeds", f"{members} seeds, one per member", f"{len(s)}")
         return jax.vmap(jax.random.key)(jnp.asarray(s, jnp.uint32))
     members = _checks.check_positive_int("members", members)
+    assert key is not None  # exactly one of key and seeds: checked above
     return jax.random.split(as_key(key), members)
 
 
-def _check_image_shape(image_shape: Any) -> tuple[int, int]:
+def _check_image_shape(image_shape: tuple[int, int]) -> tuple[int, int]:
     if (not isinstance(image_shape, tuple) or len(image_shape) != 2
             or not all(isinstance(s, (int, np.integer)) and s >= 1 for s in image_shape)):
         _checks.fail("image_shape", "a tuple (H, W) of positive integers", repr(image_shape))
-    return tuple(int(s) for s in image_shape)
+    h, w = image_shape
+    return int(h), int(w)
 
 
-def init_params(model: nn.Module, image_shape: tuple[int, int], dtype: Any = jnp.float32, *, key: Any = None,
-                members: int | None = None, seeds: Any = None) -> Any:
+def init_params(model: nn.Module, image_shape: tuple[int, int], dtype: DTypeLike = jnp.float32, *,
+                key: KeyLike | None = None, members: int | None = None,
+                seeds: npt.ArrayLike | None = None) -> PyTree:
     """Parameters of M members stacked on a leading axis ``(M, ...)``.
 
     Member ``m`` is ``model.init`` from the first half of its key split in two
@@ -94,13 +103,14 @@ def init_params(model: nn.Module, image_shape: tuple[int, int], dtype: Any = jnp
     return _init(model, keys, _check_image_shape(image_shape), jnp.dtype(dtype))
 
 
-def check_member_chunk(member_chunk: Any) -> int | None:
+def check_member_chunk(member_chunk: int | None) -> int | None:
     if member_chunk is None:
         return None
     return _checks.check_positive_int("member_chunk", member_chunk)
 
 
-def map_members(fn: Any, xs: Any, member_chunk: int | None = None) -> Any:
+def map_members(fn: Callable[[PyTree], PyTree], xs: PyTree,
+                member_chunk: int | None = None) -> PyTree:
     """``fn`` over the leading member axis of the pytree ``xs``: ``vmap`` over groups of
     ``member_chunk`` members, ``lax.map`` (a loop inside the compiled program) over the groups.
     ``member_chunk >= M`` is one ``vmap``; ``None`` is
@@ -121,7 +131,7 @@ def map_members(fn: Any, xs: Any, member_chunk: int | None = None) -> Any:
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2, 3))
-def _init(model, keys, image_shape, dtype):
+def _init(model: nn.Module, keys: Array, image_shape: tuple[int, int], dtype: DTypeLike) -> PyTree:
     def one(key):
         return model.init(jax.random.split(key)[0], jnp.zeros((1,) + image_shape, dtype))
     return jax.vmap(one)(keys)
@@ -136,7 +146,7 @@ class MemberLogits:
     chunk: int
     member_chunk: int | None
 
-    def __call__(self, params: Any, images: jax.Array) -> jax.Array:
+    def __call__(self, params: PyTree, images: jax.Array) -> jax.Array:
         return chunked_logits(self.model, params, images, min(self.chunk, images.shape[0]), self.member_chunk)
 
 
@@ -149,13 +159,13 @@ class _UnitLogits:
     chunk: int
     member_chunk: int | None
 
-    def __call__(self, images: jax.Array, params: Any) -> jax.Array:
+    def __call__(self, images: jax.Array, params: PyTree) -> jax.Array:
         return chunked_logits(self.model, params, images, min(self.chunk, images.shape[0]), self.member_chunk).T
 
 
-def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, logits: bool = False,
-            member_chunk: int | None = None, mesh: Any = None, shard: str = "members",
-            buckets: bool = True) -> jax.Array:
+def predict(model: nn.Module, params: PyTree, images: ArrayLike, *, chunk: int = 256,
+            logits: bool = False, member_chunk: int | None = None, mesh: MeshLike = None,
+            shard: str = "members", buckets: bool = True) -> jax.Array:
     """Every member's effusion probability (or logit) for every image.
 
     Args:
@@ -248,13 +258,13 @@ def predict(model: nn.Module, params: Any, images: Any, *, chunk: int = 256, log
     return out
 
 
-def replicate(tree: Any, where: Any) -> Any:
+def replicate(tree: PyTree, where: Mesh) -> PyTree:
     """``tree`` whole on every device of the mesh ``where`` (an argument ``map_batch`` passes
     whole, wherever it was)."""
     return jax.device_put(tree, NamedSharding(where, PartitionSpec()))
 
 
-def chunked_logits(model: nn.Module, params: Any, images: jax.Array, chunk: int,
+def chunked_logits(model: nn.Module, params: PyTree, images: jax.Array, chunk: int,
                    member_chunk: int | None = None) -> jax.Array:
     """Traced core of :func:`predict`: ``(M, N)`` logits of ``images (N, H, W)``: for each
     member (:func:`map_members`), ``lax.map`` over ``ceil(N / chunk)`` equal chunks of at most

@@ -5,7 +5,6 @@ then every member's validation AUC and early stopping; the pure step of
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import flax.linen as nn
 import jax
@@ -21,10 +20,11 @@ from cfjax.predictors.inference import chunked_logits, map_members
 from cfjax.predictors.objectives import Objective
 from cfjax.predictors.state import EnsembleState, MemberState
 from cfjax.predictors.step import member_step
+from cfjax.typing import MeshLike, PyTree
 
 __all__ = ["EnsembleRound"]
 
-def _select(flag: jax.Array, new: Any, old: Any) -> Any:
+def _select(flag: jax.Array, new: PyTree, old: PyTree) -> PyTree:
     """Per member: ``new`` where ``flag (M,)`` is True, else ``old`` (leaves ``(M, ...)``)."""
     def pick(a, b):
         return jnp.where(flag.reshape(flag.shape + (1,) * (a.ndim - 1)), a, b)
@@ -40,7 +40,7 @@ class RoundInputs:
     images: jax.Array
     labels: jax.Array
     groups: jax.Array | None
-    source: Any
+    source: PyTree
     val_images: jax.Array
     val_labels: jax.Array
     step: jax.Array
@@ -119,9 +119,9 @@ class _MemberRounds:
         best_params, best_auc, best_step, since_best, still, aucs = jax.lax.cond(inputs.live, evaluate, skip, None)
         # the keys are left out of the result (None): a round never changes them, and passing them
         # back through map_batch would cost a copy and, for grouped members, a scatter per group
-        new = s.replace(params=params, opt_state=opt_state, best_params=best_params, best_auc=best_auc,
-                        best_step=best_step, since_best=since_best, active=still, group_weights=group_weights,
-                        data_keys=None)
+        new = dataclasses.replace(s, params=params, opt_state=opt_state, best_params=best_params,
+                                  best_auc=best_auc, best_step=best_step, since_best=since_best,
+                                  active=still, group_weights=group_weights, data_keys=None)
         return MemberRound(new, aucs, loss, bad)
 
 @dataclasses.dataclass(frozen=True)
@@ -151,10 +151,11 @@ class EnsembleRound:
 
     model: nn.Module
     config: EnsembleConfig
-    mesh: Any = None
+    mesh: MeshLike = None
     groups: tuple[tuple[Objective, tuple[int, ...]], ...] = ()
 
-    def __call__(self, state: EnsembleState, data: Any, key: jax.Array) -> tuple[EnsembleState, dict[str, jax.Array]]:
+    def __call__(self, state: EnsembleState, data: tuple[MemberData, jax.Array, jax.Array, PyTree],
+                 key: jax.Array) -> tuple[EnsembleState, dict[str, jax.Array]]:
         del key  # each member's minibatch stream is its own (state.data_keys)
         config = self.config
         train_data, val_images, val_labels, source = data
@@ -185,7 +186,8 @@ class EnsembleRound:
         n_active = jnp.sum(s.active).astype(loss.dtype)
         metrics = {"loss": loss, "bad_step": out.bad_step, "mean_loss": jnp.sum(loss) / jnp.maximum(n_active, 1),
                    "active": n_active}
-        new = s.with_members(out.members.replace(data_keys=s.data_keys)).replace(
+        new = dataclasses.replace(
+            s.with_members(dataclasses.replace(out.members, data_keys=s.data_keys)),
             step=s.step + jnp.where(live, left, 0), round=s.round + live.astype(s.round.dtype),
             val_auc=s.val_auc.at[r].set(jnp.where(live, out.val_auc, s.val_auc[r])),
             loss=s.loss.at[r].set(jnp.where(live, jnp.where(s.active, loss, jnp.nan), s.loss[r])))

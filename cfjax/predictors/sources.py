@@ -22,13 +22,12 @@ a learned mechanism's abduction, is done once when the source is built). Three s
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from cfjax import _checks
+from cfjax.typing import PyTree
 
 __all__ = ["StoredCounterfactuals", "check_source", "all_interventions"]
 
@@ -61,7 +60,7 @@ def all_interventions(batch: int, k: int) -> jax.Array:
     return jnp.broadcast_to(jnp.arange(k, dtype=jnp.int32), (batch, k))
 
 
-def check_source(source: Any, n: int, image_shape: tuple[int, ...]) -> None:
+def check_source(source: PyTree, n: int, image_shape: tuple[int, ...]) -> None:
     """A ValueError naming ``counterfactuals`` unless ``source`` is a source of ``n`` units' images
     of ``image_shape`` (checked by tracing one image of one unit: nothing is computed)."""
     if not hasattr(source, "images") or not hasattr(source, "weights"):

@@ -4,6 +4,7 @@ and their placement."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -11,7 +12,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 from flax import struct
+from jax.typing import DTypeLike
 
 from cfjax import _checks
 from cfjax import _results
@@ -19,6 +22,7 @@ from cfjax import distributed as _dist
 from cfjax.predictors.config import EnsembleConfig
 from cfjax.predictors.data import MemberData
 from cfjax.predictors.inference import _check_image_shape, _init, member_keys, replicate
+from cfjax.typing import KeyLike, Mesh, PyTree
 
 __all__ = ["EnsembleState", "MemberState", "init_state"]
 
@@ -31,14 +35,14 @@ class MemberState:
     ``best_auc``, ``best_step``, ``since_best``, ``active``, ``data_keys``, ``group_weights``.
     """
 
-    params: Any
-    opt_state: Any
-    best_params: Any
+    params: PyTree
+    opt_state: PyTree
+    best_params: PyTree
     best_auc: jax.Array
     best_step: jax.Array
     since_best: jax.Array
     active: jax.Array
-    data_keys: jax.Array
+    data_keys: jax.Array | None  # None in a round's result: the round leaves them as they are
     group_weights: jax.Array
 
 @struct.dataclass
@@ -65,9 +69,9 @@ class EnsembleState:
         objective; ``G = 1`` without groups).
     """
 
-    params: Any
-    opt_state: Any
-    best_params: Any
+    params: PyTree
+    opt_state: PyTree
+    best_params: PyTree
     best_auc: jax.Array
     best_step: jax.Array
     since_best: jax.Array
@@ -86,7 +90,7 @@ class EnsembleState:
 
     def with_members(self, members: MemberState) -> EnsembleState:
         """This state with the members' fields of ``members``."""
-        return self.replace(**{f: getattr(members, f) for f in _MEMBER_FIELDS})
+        return dataclasses.replace(self, **{f: getattr(members, f) for f in _MEMBER_FIELDS})
 
     @property
     def finished(self) -> bool:
@@ -118,8 +122,9 @@ class EnsembleState:
         items.append(("params_per_member", n_params // max(m, 1)))
         return _results.fields_repr(type(self).__name__, items)
 
-def init_state(model: nn.Module, config: EnsembleConfig, image_shape: tuple[int, int], dtype: Any = jnp.float32,
-               *, key: Any = None, members: int | None = None, seeds: Any = None,
+def init_state(model: nn.Module, config: EnsembleConfig, image_shape: tuple[int, int],
+               dtype: DTypeLike = jnp.float32, *, key: KeyLike | None = None,
+               members: int | None = None, seeds: npt.ArrayLike | None = None,
                num_groups: int = 1) -> EnsembleState:
     """The state before the first step. Member ``m``'s key (:func:`cfjax.predictors.member_keys`:
     ``split(key, members)[m]``, or ``jax.random.key(seeds[m])``) is split in two: its
@@ -141,7 +146,7 @@ def init_state(model: nn.Module, config: EnsembleConfig, image_shape: tuple[int,
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 3, 4, 5))
 def _init_state(model: nn.Module, config: EnsembleConfig, keys: jax.Array, image_shape: tuple[int, int],
-                dtype: Any, num_groups: int = 1) -> EnsembleState:
+                dtype: DTypeLike, num_groups: int = 1) -> EnsembleState:
     params = _init(model, keys, image_shape, dtype)
     data_keys = jax.vmap(lambda k: jax.random.key_data(jax.random.split(k)[1]))(keys)
     m = keys.shape[0]
@@ -175,17 +180,19 @@ def _pad_members(state: EnsembleState, data: MemberData, extra: int) -> tuple[En
     fields = {f: jax.tree.map(lambda v, a=a: pad(v, a), getattr(state, f))
               for f, a in _MEMBER_AXIS.items() if a is not None}
     fields["active"] = fields["active"].at[-extra:].set(False)
-    return state.replace(**fields), data._replace(
+    return dataclasses.replace(state, **fields), data._replace(
         cdf=pad(data.cdf, 0) if data.cdf.ndim == 2 else data.cdf,
         strength=None if data.strength is None else pad(data.strength, 0))
 
 
 def _take_members(state: EnsembleState, m: int) -> EnsembleState:
     """The first ``m`` members of ``state`` (the padding of :func:`_pad_members` dropped)."""
-    return state.replace(**{f: jax.tree.map(lambda v, a=a: jax.lax.slice_in_dim(v, 0, m, axis=a), getattr(state, f))
-                            for f, a in _MEMBER_AXIS.items() if a is not None})
+    return dataclasses.replace(state, **{
+        f: jax.tree.map(lambda v, a=a: jax.lax.slice_in_dim(v, 0, m, axis=a), getattr(state, f))
+        for f, a in _MEMBER_AXIS.items() if a is not None})
 
-def _place(state: EnsembleState, data: MemberData, val: Any, where: Any) -> tuple[EnsembleState, MemberData, Any]:
+def _place(state: EnsembleState, data: MemberData, val: PyTree,
+           where: Mesh) -> tuple[EnsembleState, MemberData, PyTree]:
     """The shared images and validation set on every device of ``where``; with M a multiple
     of its devices, every member's state and weights on the device that steps it (so the
     loop's carry stays where ``map_batch`` computes it; otherwise ``map_batch`` pads and
@@ -198,4 +205,5 @@ def _place(state: EnsembleState, data: MemberData, val: Any, where: Any) -> tupl
     fields = {f: replicate(getattr(state, f), where) if a is None else _dist.shard(getattr(state, f), where, a)
               for f, a in _MEMBER_AXIS.items()}
     strength = None if data.strength is None else _dist.shard(data.strength, where)
-    return state.replace(**fields), data._replace(cdf=_dist.shard(data.cdf, where), strength=strength), val
+    return (dataclasses.replace(state, **fields),
+            data._replace(cdf=_dist.shard(data.cdf, where), strength=strength), val)

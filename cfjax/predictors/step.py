@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import cast
 
 import flax.linen as nn
 import jax
@@ -17,6 +17,7 @@ from cfjax import _checks
 from cfjax.predictors.config import EnsembleConfig
 from cfjax.predictors.data import MemberData
 from cfjax.predictors.objectives import Objective
+from cfjax.typing import PyTree
 
 __all__ = ["MemberUpdate", "member_step"]
 
@@ -28,25 +29,29 @@ def _sample(key: jax.Array, cdf: jax.Array, batch_size: int) -> jax.Array:
     target = jnp.minimum(target, jnp.nextafter(total, jnp.zeros((), cdf.dtype)))  # strictly below the total
     return jnp.searchsorted(cdf, target, side="right", method="scan_unrolled")
 
-def _loss(params: Any, model: nn.Module, images: jax.Array, labels: jax.Array) -> jax.Array:
+def _loss(params: PyTree, model: nn.Module, images: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.sigmoid_binary_cross_entropy(model.apply(params, images), labels).mean()
 
-def _objective_loss(params: Any, model: nn.Module, objective: Objective, strength: jax.Array, x: jax.Array,
-                    y: jax.Array, x_cf: jax.Array | None, weights: jax.Array | None, groups: jax.Array | None,
+def _objective_loss(params: PyTree, model: nn.Module, objective: Objective, strength: jax.Array,
+                    x: jax.Array, y: jax.Array, x_cf: jax.Array | None, weights: jax.Array | None,
+                    groups: jax.Array | None,
                     group_weights: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
     """``(loss, group weights)`` of one minibatch: factual images ``x (B, H, W)``, their
     counterfactual images ``x_cf (B, J, H, W)`` (None where not needed), all logits the
     objective reads from one call of the model, its :meth:`~Objective.train_loss`."""
+    # model.apply without mutable state: the output alone
+    o: jax.Array | None
+    c: jax.Array | None
     if x_cf is None:
-        o, c = model.apply(params, x), None
+        o, c = cast(jax.Array, model.apply(params, x)), None
     else:
         b, j = x_cf.shape[:2]
         flat = x_cf.reshape((b * j,) + x_cf.shape[2:])
         if objective.needs_factual:
-            logits = model.apply(params, jnp.concatenate([x, flat]))
+            logits = cast(jax.Array, model.apply(params, jnp.concatenate([x, flat])))
             o, c = logits[:b], logits[b:].reshape(b, j)
         else:  # counterfactual images only
-            o, c = None, model.apply(params, flat).reshape(b, j)
+            o, c = None, cast(jax.Array, model.apply(params, flat)).reshape(b, j)
     return objective.train_loss(o, c, y, strength=strength, weights=weights, groups=groups,
                                 group_weights=group_weights)
 
@@ -62,12 +67,12 @@ class MemberUpdate:
         unchanged by any other objective); None when the step was given none.
     """
 
-    params: Any
-    opt_state: Any
+    params: PyTree
+    opt_state: PyTree
     loss: jax.Array
     group_weights: jax.Array | None = None
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[PyTree]:
         """The tuple of earlier releases, ``(params, opt_state, loss)`` and ``group_weights``
         when given (deprecated: read the fields)."""
         warnings.warn("unpacking cfjax.predictors.member_step's result is deprecated and will be removed in the next "
@@ -76,8 +81,9 @@ class MemberUpdate:
         legacy = (self.params, self.opt_state, self.loss)
         return iter(legacy if self.group_weights is None else legacy + (self.group_weights,))
 
-def member_step(model: nn.Module, config: EnsembleConfig, params: Any, opt_state: Any, data: MemberData,
-                key: jax.Array, *, objective: Objective | None = None, source: Any = None,
+def member_step(model: nn.Module, config: EnsembleConfig, params: PyTree, opt_state: PyTree,
+                data: MemberData, key: jax.Array, *, objective: Objective | None = None,
+                source: PyTree = None,
                 group_weights: jax.Array | None = None) -> MemberUpdate:
     """One optimisation step of one member: a minibatch of ``config.batch_size`` units drawn
     with ``key`` from the member's weights, the batch's loss, one AdamW update. Pure;
