@@ -114,13 +114,14 @@ def law_school(path, out, key, quick, mesh=None):
         variants[name] = {**at(m2), "degrees": list(m2.degrees), "lam": m2.selection["lam"],
                           "blind": float(m2.baseline_unfairness["blind"])}
     fig = S.plot_curve(ps, {_label(model, "CV on R² (paper's recipe)"): grid, _label(mse_model, "CV on MSE"): mse_grid},
-                       model=model, floor=_floor(model, mse_model), xlabel="p (error correlation of G and L)",
-                       title="Law school: CFU over the grid")
+                       model=model, floor=_floor(model, mse_model),
+                       style=S.CurveStyle(xlabel="p (error correlation of G and L)", title="Law school: CFU over the grid"))
     _save_fig(fig, os.path.join(out, "law_school_grid.png"))
     mse_edge = _edge(mse_model, BUDGETS)
     fig = S.plot_curve(wc.p_max, {_label(model, "worst case, CV on R² (paper's recipe)"): wc.cfu,
                                   _label(mse_model, "CV on MSE, CFU(±p_max)"): mse_edge},
-                       model=model, floor=_floor(model, mse_model), title="Law school: worst-case CFU (optimiser)")
+                       model=model, floor=_floor(model, mse_model),
+                       style=S.CurveStyle(title="Law school: worst-case CFU (optimiser)"))
     _save_fig(fig, os.path.join(out, "law_school_curve.png"))
     return {"n": prob.data.n, "model": _summary(model, LAW_SETTINGS), "grid": {"p": ps.tolist(), "cfu": grid.tolist()},
             "worst_case": _curve(wc), "inverse": _inverse(inverse), "lambda_sweep": sweep,
@@ -178,7 +179,7 @@ def nhs(path, out, key, quick, mesh=None):
               _label(mse_model, "CV on MSE, CFU at the same P" if mse_curve["at_recipe_P"] else "CV on MSE"):
                   np.asarray(mse_curve["cfu"])}
     fig = S.plot_curve(wc.p_max, curves, model=model, floor=_floor(model, mse_model),
-                       title="NHS staff survey: worst-case CFU (optimiser)")
+                       style=S.CurveStyle(title="NHS staff survey: worst-case CFU (optimiser)"))
     _save_fig(fig, os.path.join(out, "nhs_curve.png"))
     return {"n": prob.data.n, "model": _summary(model, NHS_SETTINGS), "worst_case": _curve(wc),
             "paper_optimizer": _curve(paper), "inverse": _inverse(inverse), "lambda_sweep": sweep,
@@ -190,7 +191,8 @@ def synthetic(out, key, mesh=None):
     model = S.fit(prob.graph, prob.data, LAW_SETTINGS)
     wc = S.worst_case(model, BUDGETS, key=key, mesh=mesh, config=S.SearchConfig(restarts=4))
     true = float(S.cfu(model, prob.true_correlation))
-    fig = S.plot_curve(wc, model=model, true_value=(0.5, true), title="Synthetic SCM (true correlation 0.5)")
+    fig = S.plot_curve(wc, model=model, true_value=(0.5, true),
+                       style=S.CurveStyle(title="Synthetic SCM (true correlation 0.5)"))
     _save_fig(fig, os.path.join(out, "synthetic_curve.png"))
     at_half = float(S.worst_case(model, [0.5], key=key, mesh=mesh, config=S.SearchConfig(restarts=4)).cfu[0])
     return {"model": _summary(model, LAW_SETTINGS), "worst_case": _curve(wc), "true_cfu": true,

@@ -110,8 +110,9 @@ def analyse(name: str, prob, settings, budgets, key, resamples: int, search: dic
                              "seconds": {"fit": t_fit, "curves": t_curves, "bootstrap": t_boot},
                              "backend": jax.default_backend(), "xla_flags": os.environ.get("XLA_FLAGS", "")})
     fig = S.plot_curve({p: curves[p] for p in S.PREDICTORS}, model=model, benchmarks=marks,
-                       lower={"fair": intervals.low["worst_case"]}, upper={"fair": intervals.high["worst_case"]},
-                       title=f"{TITLES[name].split(' (')[0]}: worst-case CFU of each predictor (fair: 95% bootstrap band)")
+                       low={"fair": intervals.low["worst_case"]}, high={"fair": intervals.high["worst_case"]},
+                       style=S.CurveStyle(title=f"{TITLES[name].split(' (')[0]}: worst-case CFU of each predictor "
+                                                "(fair: 95% bootstrap band)"))
     cf.figures.save_figure(fig, os.path.join(out, f"review_{name}_curve.png"))
     contour = None
     if name in PAIRS:

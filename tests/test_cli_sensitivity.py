@@ -156,7 +156,8 @@ def test_sweep_marks_cfu_undefined_where_the_fit_interpolates(x64):
     # standard deviation is 0, and CFU divides by it (penalised rows: the test above).
     from types import SimpleNamespace
 
-    from cfjax.cli.sensitivity import _report, _sweep
+    from cfjax.sensitivity.analysis import lambda_sweep
+    from cfjax.sensitivity.report import report_markdown
 
     r = np.random.default_rng(0)
     a = np.array([1.0, -1.0, 1.0, -1.0, 1.0])
@@ -166,7 +167,7 @@ def test_sweep_marks_cfu_undefined_where_the_fit_interpolates(x64):
                            data=S.make_data(a, np.stack([g, l], 1), l + r.normal(size=5)))
     settings = S.FitConfig(degrees=(2,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,), folds=2)
     wc = SimpleNamespace(P=np.stack([np.eye(2), np.asarray(bivariate_correlation(0.5))]))
-    [exact] = _sweep(prob, settings, SimpleNamespace(degrees=(2, 2)), [0.0], wc)
+    [exact] = lambda_sweep(prob, settings, SimpleNamespace(degrees=(2, 2)), [0.0], wc)
     assert exact["cfu_at_worst_case_P"] == [None, None]
     assert exact["undefined"].startswith("undefined: the fit interpolates lsat")
     assert exact["cfu_at_zero_correlation"] is None  # no floor where CFU is undefined
@@ -178,7 +179,7 @@ def test_sweep_marks_cfu_undefined_where_the_fit_interpolates(x64):
            "worst_case": dict(p_max=[0.0, 0.5], cfu=[0.0, 1.0], restart_ratio=[1.0, 1.0], min_eig=1e-3),
            "inverse": dict(reached=False, lo=0.5, max_cfu=1.0, max_cfu_p_max=0.5, level=2.0),
            "baselines": {"blind": 2.0}, "lambda_sweep": [exact, penalised, floored], "warnings": []}
-    text = _report(res, False)
+    text = report_markdown(res, False)
     assert "| 0 | undefined | undefined |" in text and "- λ = 0: CFU undefined: the fit interpolates lsat" in text
     assert "| 1 | 0.01 | 0.5 |" in text and "λ = 1:" not in text
     # a row whose floor carries it says so; a curve without a stated floor says "—"

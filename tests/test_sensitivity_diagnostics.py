@@ -218,7 +218,7 @@ def test_the_sweep_names_model_b_and_the_feature_when_a_fit_is_not_finite(monkey
     # deviation 0.7865 of the feature's own)", which its own number contradicted.
     from types import SimpleNamespace
 
-    from cfjax.cli.sensitivity import _sweep
+    from cfjax.sensitivity.analysis import lambda_sweep
 
     prob = S.from_frame(salary_frame(np.random.default_rng(1), 200), GRAPH, sensitive="gender", target="salary",
                         categories={"gender": ["f", "m"]})
@@ -233,7 +233,7 @@ def test_the_sweep_names_model_b_and_the_feature_when_a_fit_is_not_finite(monkey
     settings = S.FitConfig(degrees=(1,), lambdas=(1.0,), predictor_degrees=(1,), predictor_lambdas=(1.0,))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", S.ConvergenceWarning)
-        [row] = _sweep(prob, settings, SimpleNamespace(degrees=(1, 2)), [100.0], wc)
+        [row] = lambda_sweep(prob, settings, SimpleNamespace(degrees=(1, 2)), [100.0], wc)
     assert row["cfu_at_worst_case_P"] == [None, None]
     assert row["undefined"].startswith("not finite: Model B's fit of experience is not finite at this λ at the "
                                        "worst-case P of p_max = 0.000 (σ NaN)")

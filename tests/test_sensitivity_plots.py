@@ -118,7 +118,7 @@ def baseline_pixel_gap(fig, names):
 def test_worst_case_figure_draws_every_predictor_above_the_floor(search, tmp_path):
     model, wc, true = search
     floor = max(float(wc.cfu_at_zero_correlation), negligible_cfu(model))
-    fig = S.plot_curve(wc, model=model, true_value=(0.5, true), title="worst case")
+    fig = S.plot_curve(wc, model=model, true_value=(0.5, true), style=S.CurveStyle(title="worst case"))
     check_labelled(fig)
     entries = check_legends(fig)
     names = list(model.baseline_unfairness)
@@ -147,7 +147,7 @@ def test_bands_are_drawn_where_intervals_are_given(search):
     cfu = np.asarray(wc.cfu)
     base = {k: float(v) for k, v in model.baseline_unfairness.items()}
     bands = {k: (0.9 * v, 1.1 * v) for k, v in base.items()}
-    fig = S.plot_curve(wc, model=model, lower=0.5 * cfu, upper=2 * cfu, baseline_bands=bands)
+    fig = S.plot_curve(wc, model=model, low=0.5 * cfu, high=2 * cfu, baseline_bands=bands)
     entries = check_legends(fig)
     assert "worst-case CFU: interval" in entries
     assert all(f"{k} baseline: interval" in entries for k in base)
@@ -181,7 +181,7 @@ def test_random_curves_are_never_drawn_below_their_floor(rng):
     y[rng.integers(0, 9)] = np.nan
     baselines = {"unconstrained": float(10 ** rng.uniform(-1, 1))}
     baselines["blind"] = baselines["unconstrained"] * (1 + rng.uniform(-1e-3, 1e-3))  # within a pixel
-    fig = S.plot_curve(x, y, baselines=baselines, floor=floor, lower=y / 2, upper=y * 2)
+    fig = S.plot_curve(x, y, baselines=baselines, floor=floor, low=y / 2, high=y * 2)
     check_labelled(fig)
     check_legends(fig)
     check_floor(fig, floor)
@@ -213,7 +213,8 @@ def test_existing_axes_and_several_curves():
     fig, ax = plt.subplots()
     x = np.linspace(0, 0.9, 5)
     out = S.plot_curve(x, {"recipe A": [1e-9, 1e-8, 1e-7, 1e-6, 1e-5], "recipe B": [2e-9, 3e-8, 1e-7, 2e-6, 4e-5]},
-                       lower={"recipe B": [1e-9] * 5}, upper={"recipe B": [1e-4] * 5}, ax=ax, xlabel="p")
+                       low={"recipe B": [1e-9] * 5}, high={"recipe B": [1e-4] * 5}, ax=ax,
+                       style=S.CurveStyle(xlabel="p"))
     assert out is fig and fig.axes == [ax]
     assert ax.get_yscale() == "log" and ax.get_xlabel() == "p"
     entries = check_legends(fig)
@@ -232,8 +233,9 @@ def test_caption_says_from_which_budget_a_baseline_is_reached():
 BAD = {
     "x": dict(x=np.zeros((2, 2)), cfu=np.zeros((2, 2))),
     "cfu": dict(cfu=[1.0, 2.0]),
-    "upper": dict(lower=[1e-3] * 4),
-    "lower": dict(lower=[2.0] * 4, upper=[1.0] * 4),
+    "high": dict(low=[1e-3] * 4),
+    "low": dict(low=[2.0] * 4, high=[1.0] * 4),
+    "style": dict(style="a title"),
     "floor": dict(floor=-1.0),
     "baselines": dict(baselines={"blind": float("nan")}),
     "baseline_bands": dict(baselines={"blind": 1.0}, baseline_bands={"unconstrained": (0.5, 1.5)}),
@@ -249,6 +251,19 @@ def test_bad_arguments_name_the_argument(name):
     kwargs.update(BAD[name])
     with pytest.raises(ValidationError, match=f"`{name}`"):
         S.plot_curve(kwargs.pop("x"), kwargs.pop("cfu"), **kwargs)
+
+
+def test_the_old_keywords_warn_and_draw_the_same():
+    x, y = np.linspace(0, 0.9, 4), np.array([1e-6, 1e-5, 1e-4, 1e-3])
+    new = S.plot_curve(x, y, low=y / 2, high=y * 2, style=S.CurveStyle(xlabel="p", title="t", label="c"))
+    with pytest.warns(DeprecationWarning, match=r"plot_curve\(.*lower=.*\) is deprecated.*low=, high=, "
+                                                r"style=CurveStyle\("):
+        old = S.plot_curve(x, y, lower=y / 2, upper=y * 2, xlabel="p", title="t", label="c")
+    assert old.axes[0].get_xlabel() == new.axes[0].get_xlabel() == "p"
+    assert old.axes[0].get_title() == new.axes[0].get_title() == "t"
+    assert [h.get_label() for h in old.legends[0].legend_handles] == [h.get_label() for h in new.legends[0].legend_handles]
+    with pytest.raises(TypeError, match="bogus"):
+        S.plot_curve(x, y, bogus=1)
 
 
 def test_a_worst_case_takes_no_separate_cfu(search):
@@ -282,9 +297,9 @@ def predictor_curves(rng):
 
 def test_every_predictor_on_one_curve_with_bands(rng):
     p, cases = predictor_curves(rng)
-    lower = {k: 0.5 * np.asarray(cases[k].cfu) for k in ("fair", "blind")}
-    upper = {k: 2.0 * np.asarray(cases[k].cfu) for k in ("fair", "blind")}
-    fig = S.plot_curve(cases, lower=lower, upper=upper)
+    low = {k: 0.5 * np.asarray(cases[k].cfu) for k in ("fair", "blind")}
+    high = {k: 2.0 * np.asarray(cases[k].cfu) for k in ("fair", "blind")}
+    fig = S.plot_curve(cases, low=low, high=high)
     check_labelled(fig)
     entries = check_legends(fig)
     ax = fig.axes[0]
@@ -299,13 +314,13 @@ def test_every_predictor_on_one_curve_with_bands(rng):
         np.testing.assert_array_equal(shown[above], y[above])
         np.testing.assert_array_equal(lines[f"{name} predictor"].get_xdata(), p)
     assert not any(label.endswith(" baseline") for label in lines)  # no flat lines: none were given
-    # bands where intervals were given: from the lower to the upper bound
+    # bands where intervals were given: from the low to the high end
     for name in ("fair", "blind"):
         (band,) = [a for _, a in _data_artists(fig) if a.get_label() == f"{name} predictor: interval"]
         y = _points(band)[:, 1]
-        assert np.isclose(y.max(), upper[name].max()) and y.min() >= floor * (1 - 1e-9)
+        assert np.isclose(y.max(), high[name].max()) and y.min() >= floor * (1 - 1e-9)
         if name == "blind":
-            assert np.isclose(y.min(), lower[name].min())
+            assert np.isclose(y.min(), low[name].min())
     assert not any(a.get_label() == "unconstrained predictor: interval" for _, a in _data_artists(fig))
     check_floor(fig, floor)
     assert ax.get_yscale() == "log"
@@ -355,7 +370,7 @@ def test_model_baselines_are_not_drawn_beside_every_predictor(search, rng):
 CURVE_BAD = {
     "x": dict(x={"fair": "a worst case"}),
     "x['blind']": dict(other_budgets=True),
-    "label": dict(label="mine"),
+    "label": dict(style=S.CurveStyle(label="mine")),
     "benchmarks": dict(benchmarks={"A": (0.2, 0.1, 3.0)}),
 }
 

@@ -8,7 +8,7 @@ counterfactual propagation; differentiable in P) → :func:`cfu_grid` (two featu
 :func:`worst_case` (any number: one vmapped optax program over budgets × restarts; its options a
 :class:`SearchConfig`) →
 :func:`inverse_budget`; :func:`plot_curve` draws a curve beside the baselines (readable scales,
-intervals as bands) and :func:`curve_caption` says what to conclude from it.
+intervals as bands; its labels a :class:`CurveStyle`) and :func:`curve_caption` says what to conclude from it.
 
 What a reviewer asks next: how strong is a budget's confounding, against the data
 (:func:`benchmarks`: the correlation a confounder k times as strong as an observed parent would
@@ -20,6 +20,17 @@ over two correlations (:func:`cfu_surface`, :func:`plot_contour`).
 :func:`cfu_at_zero_correlation` is every curve's floor (0 without a ridge penalty); the warnings
 (:class:`ConvergenceWarning`, :class:`ShrinkageWarning`, :class:`DegenerateProblemWarning`) say
 when a number is not what it seems.
+
+:func:`analyse` runs all of it on one problem, as ``cfjax sensitivity`` does: its
+:class:`Analysis` gives the numbers (``to_dict()``), the report (``report_markdown()``,
+:mod:`cfjax.sensitivity.report`) and the figures.
+
+The steps beneath live in their modules: ``cfjax.sensitivity.linear`` (Models A and B:
+``design``, ``fit_model_a``, ``fit_model_b``, ``gls``), ``.ridge`` (``ridge_cv``, ``fold_ids``),
+``.correlation`` (``check_correlation``, ``pd_correlation``, ...), ``.cfu`` (``cfu_of``,
+``bivariate_correlation``), ``.benchmarks`` (``partial_r2``, ``benchmark_correlations``, ...),
+``.bootstrap`` (``refit``, ``resample_analysis``), ``.problem`` (``embeddings``,
+``distinct_units``).
 """
 
 from cfjax import _deprecations
@@ -34,6 +45,8 @@ from cfjax.sensitivity import problem as _problem
 from cfjax.sensitivity import projection as _projection
 from cfjax.sensitivity import ridge as _ridge
 from cfjax.sensitivity import search as _search
+from cfjax.sensitivity.analysis import Analysis as Analysis
+from cfjax.sensitivity.analysis import analyse as analyse
 from cfjax.sensitivity.benchmarks import Benchmarks as Benchmarks
 from cfjax.sensitivity.benchmarks import benchmarks as benchmarks
 from cfjax.sensitivity.bootstrap import BootstrapConfig as BootstrapConfig
@@ -44,6 +57,7 @@ from cfjax.sensitivity.cfu import cfu_at_zero_correlation as cfu_at_zero_correla
 from cfjax.sensitivity.cfu import cfu_grid as cfu_grid
 from cfjax.sensitivity.contour import Surface as Surface
 from cfjax.sensitivity.contour import cfu_surface as cfu_surface
+from cfjax.sensitivity.contour_plot import plot_contour as plot_contour
 from cfjax.sensitivity.correlation import tanh_correlation as tanh_correlation
 from cfjax.sensitivity.datasets import Problem as Problem
 from cfjax.sensitivity.datasets import load_law_school as load_law_school
@@ -55,8 +69,8 @@ from cfjax.sensitivity.diagnostics import ShrinkageWarning as ShrinkageWarning
 from cfjax.sensitivity.frame import from_frame as from_frame
 from cfjax.sensitivity.inverse import InverseBudget as InverseBudget
 from cfjax.sensitivity.inverse import inverse_budget as inverse_budget
+from cfjax.sensitivity.plots import CurveStyle as CurveStyle
 from cfjax.sensitivity.plots import curve_caption as curve_caption
-from cfjax.sensitivity.plots import plot_contour as plot_contour
 from cfjax.sensitivity.plots import plot_curve as plot_curve
 from cfjax.sensitivity.problem import PREDICTORS as PREDICTORS
 from cfjax.sensitivity.problem import FairModel as FairModel
@@ -70,9 +84,11 @@ from cfjax.sensitivity.search import worst_case as worst_case
 from cfjax.sensitivity.search_config import SearchConfig as SearchConfig
 
 __all__ = [
+    "Analysis",
     "Benchmarks",
     "BootstrapConfig",
     "ConvergenceWarning",
+    "CurveStyle",
     "DegenerateProblemWarning",
     "FairModel",
     "FairnessData",
@@ -86,6 +102,7 @@ __all__ = [
     "ShrinkageWarning",
     "Surface",
     "WorstCase",
+    "analyse",
     "benchmarks",
     "bootstrap",
     "cfu",

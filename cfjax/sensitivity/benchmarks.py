@@ -291,6 +291,25 @@ class Benchmarks:
     pair_correlation: jax.Array
     cfu_at_zero_correlation: float = struct.field(pytree_node=False)
 
+    def _marked(self) -> list[tuple[int, int]]:
+        """The (yardstick, multiple) index of every benchmark a figure marks, in :meth:`marks`' order."""
+        p, ok = np.asarray(self.p_max), np.asarray(self.feasible)
+        return [(v, i) for v in range(len(self.yardsticks)) for i in range(len(self.k))
+                if ok[v, i] and 0 < p[v, i] < 1]
+
+    def marks(self) -> dict[str, tuple[float, float]]:
+        """The benchmarks a figure marks (``benchmarks=`` of :func:`~cfjax.sensitivity.plot_curve`
+        and :func:`~cfjax.sensitivity.curve_caption`): ``"Z ×k"`` → (its budget, the CFU there),
+        for every feasible benchmark that induces a correlation."""
+        p, c = np.asarray(self.p_max), np.asarray(self.cfu)
+        return {f"{self.yardsticks[v]} ×{self.k[i]:g}": (float(p[v, i]), float(c[v, i])) for v, i in self._marked()}
+
+    def marked_correlations(self) -> dict[str, np.ndarray]:
+        """The correlation matrix of each of :meth:`marks`' benchmarks, ``(m, m)`` (``benchmarks=``
+        of :func:`~cfjax.sensitivity.plot_contour`)."""
+        P = np.asarray(self.P)
+        return {label: P[v, i] for label, (v, i) in zip(self.marks(), self._marked())}
+
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-serialisable plain Python (non-finite numbers as None)."""
         return {"yardsticks": list(self.yardsticks), "k": list(self.k), "features": list(self.features),

@@ -50,7 +50,7 @@ from cfjax.sensitivity.linear import ModelA, _model_b, _start_log_sigma, _unpena
 from cfjax.sensitivity.problem import FairModel, FairnessData, embeddings, predictor_inputs
 from cfjax.sensitivity.projection import _along_boundary, _project_usable
 from cfjax.sensitivity.search_config import SearchConfig
-from cfjax.typing import ArrayLike, KeyLike, Mesh
+from cfjax.typing import ArrayLike, KeyLike, MeshLike
 
 __all__ = ["BootstrapConfig", "Intervals", "bootstrap", "refit", "resample_analysis"]
 
@@ -453,7 +453,7 @@ def _fold_deprecated(config: SearchConfig, options: BootstrapConfig,
 def bootstrap(model: FairModel, p_max: ArrayLike, *, key: KeyLike, resamples: int = 200,
               worst: Any = None, benchmarks: Any = (1, 2, 3), levels: Mapping[str, Any] | None = None,
               level: float = 0.95, config: SearchConfig = SearchConfig(),
-              options: BootstrapConfig = BootstrapConfig(), mesh: Mesh | int | None = None,
+              options: BootstrapConfig = BootstrapConfig(), mesh: MeshLike = None,
               **deprecated: Any) -> Intervals:
     """Percentile bootstrap intervals of the sensitivity analysis: the worst-case CFU at each
     budget, the benchmarks' budgets and CFU, and the inverse budgets, over ``resamples``

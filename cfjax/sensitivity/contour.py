@@ -71,7 +71,8 @@ class Surface:
         return _point(np.asarray(self.base, np.float64), self._index(), float(self.x[j]), float(self.y[i]))
 
     def _index(self) -> tuple[tuple[int, int], tuple[int, int]]:
-        return tuple((self.features.index(a), self.features.index(b)) for a, b in self.pairs)
+        (a, b), (c, d) = self.pairs
+        return (self.features.index(a), self.features.index(b)), (self.features.index(c), self.features.index(d))
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as JSON-serialisable plain Python: ``x``, ``y``, ``cfu`` (nested lists,
@@ -161,7 +162,8 @@ def cfu_surface(model: FairModel, pairs: Sequence[Sequence[str]], grid: Any = 39
     rounding = float(np.finfo(pred.dtype).eps * np.mean(pred.astype(np.float64) ** 2))
     return Surface(x=jnp.asarray(xs, dtype), y=jnp.asarray(xs, dtype), cfu=jnp.asarray(cfu, dtype),
                    feasible=jnp.asarray(feasible.reshape(shape)), base=jnp.asarray(B, dtype),
-                   pairs=tuple((g.features[a], g.features[b]) for a, b in index), features=tuple(g.features),
+                   pairs=((g.features[index[0][0]], g.features[index[0][1]]),
+                          (g.features[index[1][0]], g.features[index[1][1]])), features=tuple(g.features),
                    min_eig=min_eig, predictor=model.scored, rounding=rounding)
 
 
@@ -209,7 +211,8 @@ def _check_pairs(pairs: Any, features: Sequence[str]) -> tuple[tuple[int, int], 
             _checks.fail("pairs", expected, f"the pair {p!r} of one feature (a variance, not a correlation)")
     if set(items[0]) == set(items[1]):
         _checks.fail("pairs", expected, f"the same pair twice: {items!r}")
-    return tuple((features.index(a), features.index(b)) for a, b in items)
+    (a, b), (c, d) = items
+    return (features.index(a), features.index(b)), (features.index(c), features.index(d))
 
 
 def _check_grid(grid: Any) -> np.ndarray:
@@ -291,7 +294,7 @@ def _worst_points(surface: Surface, worst: Any, budgets: Any) -> list[tuple[str,
         P, p = np.asarray(worst.P, np.float64), np.asarray(worst.p_max, np.float64).reshape(-1)
         if P.shape[-2:] != (m, m):
             _checks.fail("worst", f"a WorstCase over {m} features", f"P of shape {P.shape}")
-        keep = np.arange(p.size)
+        keep: list[int] = list(range(p.size))
         if budgets is not None:
             want = np.atleast_1d(np.asarray(budgets, np.float64))
             keep = [int(np.argmin(np.abs(p - q))) for q in want]

@@ -21,20 +21,28 @@ worst-case CFU under the same Model B counterfactuals is drawn beside the fair p
 the fair predictor buys at each budget. Benchmarks (budgets that stand for an observed strength
 of confounding) are labelled vertical lines.
 
-:func:`plot_contour` draws a :func:`~cfjax.sensitivity.cfu_surface`: CFU over two error
-correlations as filled contours, the region where P is not usable hatched, benchmarks and worst
-cases marked.
+:func:`~cfjax.sensitivity.plot_contour` (:mod:`cfjax.sensitivity.contour_plot`) draws a
+:func:`~cfjax.sensitivity.cfu_surface`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import dataclasses
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from cfjax import _checks
+from cfjax._core import training as _training
+from cfjax.typing import ArrayLike
 
-__all__ = ["plot_curve", "curve_caption", "plot_contour"]
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from cfjax.sensitivity.problem import FairModel
+
+__all__ = ["CurveStyle", "plot_curve", "curve_caption"]
 
 _DECADES = 2.0  # the data above the floor span at least this many decades: a log scale
 _APART_PT = 4.0  # baselines closer than this (points, 1/72 inch) on the curve's scale are merged
@@ -46,11 +54,51 @@ _FONT = 8
 _AT = 1 + 1e-6  # a value within this factor of the floor is at it (rounding of two routes to P = I)
 
 
-def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None = None, lower: Any = None,
-               upper: Any = None, baseline_bands: Mapping[str, tuple[Any, Any]] | None = None,
-               floor: float | None = None, model: Any = None, true_value: tuple[float, float] | None = None,
-               xlabel: str = "p_max", ylabel: str = "counterfactual unfairness", title: str | None = None,
-               label: str | None = None, ax: Any = None, benchmarks: Mapping[str, Any] | None = None):
+@dataclasses.dataclass(frozen=True)
+class CurveStyle:
+    """The labels of :func:`plot_curve`'s figure.
+
+    Attributes:
+      xlabel: the x axis' label.
+      ylabel: the y axis' label.
+      title: the figure's title (None: none).
+      label: the legend's name of a single curve (default "worst-case CFU" over ``p_max``,
+        "CFU" otherwise); with a mapping of WorstCases the curves are "<name> predictor".
+    """
+
+    xlabel: str = "p_max"
+    ylabel: str = "counterfactual unfairness"
+    title: str | None = None
+    label: str | None = None
+
+
+#: :func:`plot_curve`'s keywords of earlier releases: old name → (group argument, field).
+_PLOT_CURVE_LEGACY = {"xlabel": ("style", "xlabel"), "ylabel": ("style", "ylabel"), "title": ("style", "title"),
+                      "label": ("style", "label")}
+
+
+def _fold_plot_curve(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
+    """:func:`plot_curve`'s old keywords: ``lower``/``upper`` are ``low``/``high``, the labels
+    a :class:`CurveStyle`."""
+    spelled = []
+    for before, after in (("lower", "low"), ("upper", "high")):
+        if before in old:
+            if kwargs.get(after) is not None:
+                raise TypeError(f"plot_curve() got both {before}= and {after}=")
+            kwargs[after] = old.pop(before)
+            spelled.append(f"{after}=")
+    if old:
+        spelled.append(_training.regroup("plot_curve", old, kwargs, _PLOT_CURVE_LEGACY, {"style": CurveStyle}))
+    return ", ".join(spelled)
+
+
+@_training.legacy_keywords(_fold_plot_curve)
+def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *,
+               baselines: Mapping[str, Any] | None = None, low: Any = None, high: Any = None,
+               baseline_bands: Mapping[str, tuple[Any, Any]] | None = None, floor: float | None = None,
+               model: FairModel | None = None, true_value: tuple[float, float] | None = None,
+               benchmarks: Mapping[str, Any] | None = None, ax: Axes | None = None,
+               style: CurveStyle | None = None) -> Figure:
     """Draw CFU curves and the baselines' unfairness on readable scales; returns the Figure.
 
     Args:
@@ -61,7 +109,7 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
         every predictor's worst-case CFU, one curve each (the fair predictor's first, in its
         colour; each baseline's in the colour of its flat line), so the figure shows what the
         budget buys. Their floor is the lowest of their CFUs at zero correlation (P = I is within
-        every budget, so no curve's worst case is below its own); ``lower``/``upper`` and the
+        every budget, so no curve's worst case is below its own); ``low``/``high`` and the
         bands are keyed by predictor name; the model's ``baseline_unfairness`` (a different
         quantity: the baselines' gap to the fair predictor) is not drawn unless ``baselines`` is
         passed.
@@ -71,9 +119,9 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
       baselines: name → unfairness of each baseline predictor: a float (it does not depend
         on P: a flat line, as ``FairModel.baseline_unfairness``) or ``(B,)``. Default: the
         model's, when ``model`` is given.
-      lower, upper: an interval of the curve, ``(B,)`` each (name → ``(B,)`` for several
-        curves, for any of their names), drawn as a band; both or neither.
-      baseline_bands: name → ``(lower, upper)`` of a baseline, floats or ``(B,)`` each, drawn as
+      low, high: the ends of an interval of the curve, ``(B,)`` each (name → ``(B,)`` for
+        several curves, for any of their names), drawn as a band; both or neither.
+      baseline_bands: name → ``(low, high)`` of a baseline, floats or ``(B,)`` each, drawn as
         bands.
       floor: the curve's numerical floor (default: the WorstCase's CFU at zero correlation, or
         none); raised to the model's rounding level
@@ -82,15 +130,17 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
       model: the :class:`~cfjax.sensitivity.FairModel` behind the curve (optional): its rounding
         level and baselines.
       true_value: ``(p, cfu)`` of a known confounding (a benchmark), drawn as a star.
-      xlabel, ylabel, title: the axes' labels and the figure's title.
-      label: the legend's name of a single curve (default "worst-case CFU" over ``p_max``,
-        "CFU" otherwise); with a mapping of WorstCases the curves are "<name> predictor".
-      ax: an axes to draw into (everything on it: no floor strip, no baselines' panel; values
-        at a floor of 0 on a log scale are then left out); None: a new figure.
       benchmarks: label → ``p_max`` (a float) or ``(p_max, cfu)``: budgets that stand for an
         observed level of confounding (e.g. ``{"A ×1": 0.2, "A ×2": 0.4}``, the correlations an
-        observed covariate's strength implies), drawn as labelled vertical lines; a CFU given
-        there is drawn as a marker on the line (at the floor when it is below).
+        observed covariate's strength implies, :meth:`~cfjax.sensitivity.Benchmarks.marks`),
+        drawn as labelled vertical lines; a CFU given there is drawn as a marker on the line
+        (at the floor when it is below).
+      ax: an axes to draw into (everything on it: no floor strip, no baselines' panel; values
+        at a floor of 0 on a log scale are then left out); None: a new figure.
+      style: the axes' labels, the figure's title and a single curve's legend name
+        (:class:`CurveStyle`; None: its defaults). The keywords ``xlabel``, ``ylabel``,
+        ``title``, ``label``, ``lower`` and ``upper`` of earlier releases still work, with a
+        DeprecationWarning.
 
     Returns:
       The matplotlib Figure; its first axes is the curves' axes, the fair predictor's curve its
@@ -104,9 +154,13 @@ def plot_curve(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None =
     """
     from cfjax import figures
 
-    xs, curves, labels, floor, floor_why, baselines = _inputs(x, cfu, floor, model, baselines, label, xlabel)
+    style = CurveStyle() if style is None else style
+    if not isinstance(style, CurveStyle):
+        _checks.fail("style", "a CurveStyle or None", type(style).__name__)
+    xlabel, ylabel, title = style.xlabel, style.ylabel, style.title
+    xs, curves, labels, floor, floor_why, baselines = _inputs(x, cfu, floor, model, baselines, style.label, xlabel)
     marks = _benchmarks(benchmarks)
-    lows, highs = _bands(lower, upper, curves, xs.shape)
+    lows, highs = _bands(low, high, curves, xs.shape)
     bases, base_bands = _baselines(baselines, baseline_bands, xs.shape)
     if true_value is not None:
         tv = np.asarray(true_value, np.float64)
@@ -320,124 +374,6 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
     return " ".join(parts)
 
 
-def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, worst: Any = None,
-                 budgets: Any = None, ax: Any = None, title: str | None = None):
-    """Filled contours of CFU over two error correlations (a :func:`~cfjax.sensitivity.cfu_surface`);
-    returns the Figure.
-
-    The colour scale is logarithmic (levels at whole decades, or at thirds of a decade when
-    the data span fewer than six) where the finite CFU values above the surface's rounding
-    level span two decades or more, linear otherwise; on a log scale the values at or below
-    that level (rounding, not numbers; e.g. at P = I without a ridge penalty) are drawn in the
-    lowest level, which starts at it. The region
-    where P is not positive definite with smallest eigenvalue ≥ the surface's ``min_eig`` (not
-    evaluated) is hatched in grey and named in the legend; its edge is the contour of P's
-    smallest eigenvalue at ``min_eig``, interpolated between grid points; the cells between an
-    evaluated and a not evaluated grid point are left blank (nothing is extrapolated). A surface
-    whose values are all rounding is one level, and its colour bar says so.
-
-    Args:
-      surface: a :class:`~cfjax.sensitivity.Surface`.
-      benchmarks: label → ``(x, y)``, the two correlations of a benchmark (e.g. the
-        correlations an observed covariate's strength implies), or an ``(m, m)`` correlation
-        matrix over ``surface.features`` whose entries at the surface's two pairs are read;
-        each drawn as a marker with its label beside it.
-      worst: a :class:`~cfjax.sensitivity.WorstCase` (or a correlation matrix ``(m, m)``, or a
-        stack ``(B, m, m)``): its worst-case P's entries at the two pairs, one marker per budget
-        labelled with its ``p_max``, joined in order of budget. Its other entries need not be
-        the surface's ``base``: a marker says where the worst case lies along these two
-        correlations, not that the surface's value there is its CFU.
-      budgets: with a WorstCase, the budget(s) to mark (each one of its ``p_max``); default all.
-      ax: an axes to draw into; None: a new figure (with a colour bar).
-      title: the axes' title (default: the scored predictor's CFU).
-
-    Returns:
-      The matplotlib Figure; ``fig.axes[0]`` holds the contours.
-    """
-    from cfjax import figures
-    from cfjax.sensitivity.contour import Surface, _benchmark_points, _worst_points
-
-    if not isinstance(surface, Surface):
-        _checks.fail("surface", "a Surface from cfu_surface", type(surface).__name__)
-    if ax is not None and not (hasattr(ax, "figure") and hasattr(ax, "contourf")):
-        _checks.fail("ax", "a matplotlib Axes or None", type(ax).__name__)
-    xs, ys = np.asarray(surface.x, np.float64), np.asarray(surface.y, np.float64)
-    z = np.asarray(surface.cfu, np.float64)
-    points, path = _benchmark_points(surface, benchmarks), _worst_points(surface, worst, budgets)
-    plt = figures.pyplot()
-    from matplotlib.colors import LogNorm
-    from matplotlib.patches import Patch
-
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(5.6, 4.8), layout="constrained")
-        own = True
-    else:
-        fig, own = ax.figure, False
-    (a, b), (c, d) = surface.pairs
-    handles = []
-    finite = z[np.isfinite(z)]
-    if finite.size:
-        rounding = max(float(surface.rounding), 0.0)
-        positive = finite[finite > rounding]
-        log = positive.size > 0 and np.log10(positive.max() / positive.min()) >= _DECADES
-        noise = positive.size == 0 and rounding > 0  # every value is rounding: one level, said so
-        if noise:
-            levels = [min(float(finite.min()), 0.0), rounding]
-            cs = ax.contourf(xs, ys, np.clip(z, levels[0], rounding), levels=levels, cmap="viridis")
-        elif log:
-            lo, hi = np.log10(positive.min()), np.ceil(np.log10(positive.max()))
-            step = 1.0 if hi - lo >= 6 else 1.0 / 3.0
-            lo = np.floor(lo / step) * step
-            levels = 10.0 ** np.arange(lo, hi + step / 2, step)
-            shown = np.where(np.isfinite(z), np.maximum(z, levels[0]), np.nan)
-            cs = ax.contourf(xs, ys, shown, levels=levels, norm=LogNorm(levels[0], levels[-1]), cmap="viridis")
-        else:
-            width = np.ptp(finite) if np.ptp(finite) > 0 else max(abs(finite[0]), 1.0) * 1e-3
-            levels = np.linspace(finite.min(), finite.min() + width, 11)
-            cs = ax.contourf(xs, ys, z, levels=levels, cmap="viridis")
-        ax.contour(cs, colors="k", linewidths=0.4, alpha=0.5)
-        if own:
-            bar = fig.colorbar(cs, ax=ax)
-            bar.set_label(f"CFU ({surface.predictor} predictor)" + (", log scale" if log else "") +
-                          (f": all rounding (<= {_num(rounding)})" if noise else ""), fontsize=9)
-            bar.ax.tick_params(labelsize=_FONT)
-    # Not positive definite (with the margin): below min_eig, the contour of the smallest eigenvalue.
-    eig = np.array([[np.linalg.eigvalsh(surface.correlation(i, j))[0] for j in range(len(xs))]
-                    for i in range(len(ys))])
-    infeasible = ~np.asarray(surface.feasible, bool)
-    if infeasible.any():
-        ax.contourf(xs, ys, eig, levels=[min(eig.min(), surface.min_eig) - 1.0, surface.min_eig],
-                    colors=["0.82"], hatches=["///"])
-        handles.append(Patch(facecolor="0.82", hatch="///", edgecolor="0.3",
-                             label=f"not positive definite (smallest eigenvalue < {surface.min_eig:g}): not evaluated"))
-    for label, (px, py) in points.items():
-        ax.plot([px], [py], marker="D", ms=6, color="C3", mec="k", ls="none", label=f"_benchmark {label}")
-        ax.annotate(label, xy=(px, py), xytext=(4, 4), textcoords="offset points", fontsize=_FONT, color="k")
-    if points:
-        handles.append(ax.plot([], [], marker="D", ms=6, color="C3", mec="k", ls="none", label="benchmarks")[0])
-    if path:
-        px, py = np.array([p[1] for p in path]), np.array([p[2] for p in path])
-        (line,) = ax.plot(px, py, "-", marker="*", ms=10, color="C1", mec="k", lw=1.0,
-                          label="worst case" + (" (by budget)" if len(path) > 1 else ""))
-        handles.append(line)
-        for i, (label, qx, qy) in enumerate(path):
-            if label:  # above and below in turn: neighbouring budgets' labels do not overlap
-                ax.annotate(label, xy=(qx, qy), xytext=(5, -9 if i % 2 == 0 else 5), textcoords="offset points",
-                            fontsize=_FONT)
-    ax.set_xlim(xs.min(), xs.max())
-    ax.set_ylim(ys.min(), ys.max())
-    ax.set_xlabel(f"error correlation P[{a}, {b}]", fontsize=9)
-    ax.set_ylabel(f"error correlation P[{c}, {d}]", fontsize=9)
-    ax.tick_params(labelsize=_FONT)
-    ax.set_title(title or f"CFU of the {surface.predictor} predictor", fontsize=10)
-    if handles:
-        if own:
-            fig.legend(handles=handles, fontsize=_FONT, loc="outside lower center", frameon=False, ncols=1)
-        else:
-            ax.legend(handles=handles, fontsize=_FONT, loc="best", framealpha=0.85)
-    return fig
-
-
 # ----------------------------------------------------------------------------- inputs
 def _inputs(x, cfu, floor, model, baselines, label, xlabel):
     """``(x (B,), name → curve (B,), floor or None, why, baselines)`` from plot_curve's arguments."""
@@ -524,39 +460,40 @@ def _benchmarks(benchmarks) -> dict:
     return out
 
 
-def _bands(lower, upper, curves, shape):
-    """name → lower, name → upper of the curves' intervals (both or neither)."""
-    if (lower is None) != (upper is None):
-        _checks.fail("upper" if upper is None else "lower", "both lower and upper, or neither", "only one")
-    if lower is None:
+def _bands(low: Any, high: Any, curves: Mapping[str, np.ndarray], shape: tuple[int, ...]
+           ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """name → low, name → high of the curves' intervals (both or neither)."""
+    if (low is None) != (high is None):
+        _checks.fail("high" if high is None else "low", "both low and high, or neither", "only one")
+    if low is None:
         return {}, {}
     single = next(iter(curves))
-    lows = dict(lower) if isinstance(lower, Mapping) else {single: lower}
-    highs = dict(upper) if isinstance(upper, Mapping) else {single: upper}
+    lows = dict(low) if isinstance(low, Mapping) else {single: low}
+    highs = dict(high) if isinstance(high, Mapping) else {single: high}
     if set(lows) != set(highs):
-        _checks.fail("upper", f"the names of lower {sorted(lows)}", repr(sorted(highs)))
+        _checks.fail("high", f"the names of low {sorted(lows)}", repr(sorted(highs)))
     out_lo, out_hi = {}, {}
     for k in lows:
         if k not in curves:
-            _checks.fail("lower", f"names among the curves {sorted(curves)}", repr(k))
+            _checks.fail("low", f"names among the curves {sorted(curves)}", repr(k))
         lo, hi = np.asarray(lows[k], np.float64), np.asarray(highs[k], np.float64)
-        for arg, arr in (("lower", lo), ("upper", hi)):
+        for arg, arr in (("low", lo), ("high", hi)):
             if arr.shape != shape:
                 _checks.fail(arg, f"shape {shape} like x", f"shape {arr.shape}")
         both = np.isfinite(lo) & np.isfinite(hi)
         if (lo[both] > hi[both]).any():
             i = int(np.flatnonzero(lo > hi)[0])
-            _checks.fail("lower", "at most upper at every point", f"{lo[i]:.4g} > {hi[i]:.4g} at index {i}")
+            _checks.fail("low", "at most high at every point", f"{lo[i]:.4g} > {hi[i]:.4g} at index {i}")
         out_lo[k], out_hi[k] = lo, hi
     return out_lo, out_hi
 
 
 def _baselines(baselines, bands, shape):
-    """name → ``(B,)`` baseline values (finite), name → ``(lower (B,), upper (B,))``."""
+    """name → ``(B,)`` baseline values (finite), name → ``(low (B,), high (B,))``."""
     if baselines is not None and not isinstance(baselines, Mapping):
         _checks.fail("baselines", "a mapping name -> unfairness (a float or (B,))", type(baselines).__name__)
     if bands is not None and not isinstance(bands, Mapping):
-        _checks.fail("baseline_bands", "a mapping name -> (lower, upper)", type(bands).__name__)
+        _checks.fail("baseline_bands", "a mapping name -> (low, high)", type(bands).__name__)
     out = {}
     for k, v in (baselines or {}).items():
         arr = np.asarray(v, np.float64)
@@ -570,9 +507,9 @@ def _baselines(baselines, bands, shape):
         try:
             lo, hi = (np.broadcast_to(np.asarray(b, np.float64), shape).copy() for b in pair)
         except (TypeError, ValueError):
-            _checks.fail("baseline_bands", f"(lower, upper) floats or arrays of shape {shape}", f"{k!r}: {pair!r}")
+            _checks.fail("baseline_bands", f"(low, high) floats or arrays of shape {shape}", f"{k!r}: {pair!r}")
         if (lo > hi).any():
-            _checks.fail("baseline_bands", "lower at most upper", f"{k!r}: {pair!r}")
+            _checks.fail("baseline_bands", "low at most high", f"{k!r}: {pair!r}")
         out_bands[str(k)] = (lo, hi)
     return out, out_bands
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -398,10 +398,13 @@ class FairModel:
     baselines: dict
     baseline_unfairness: dict
     selection: dict  # CV choices and tables (leaves; never used inside compiled code)
-    baseline_theta: dict = None  # name -> coefficients on the baseline's polynomial inputs
+    baseline_theta: dict | None = None  # name -> coefficients on the baseline's polynomial inputs
     baseline_degrees: tuple = struct.field(pytree_node=False, default=())  # ((name, degree), ...)
     scored: str = struct.field(pytree_node=False, default="fair")
     distinct: DistinctUnits | None = None  # the distinct rows (A, x): CFU's mean is taken over them
+
+    if TYPE_CHECKING:  # flax.struct adds it
+        def replace(self, **changes: Any) -> FairModel: ...
 
     def scoring(self, predictor: str) -> "FairModel":
         """The same model with CFU scored on ``predictor`` (one of :data:`PREDICTORS`):
@@ -593,12 +596,12 @@ def fit(graph: FairnessGraph, data: FairnessData, config: FitConfig = FitConfig(
     fair_pred = ridge.polynomial_predict(Z, fair.degree, fair.theta)
     baselines, unfairness, chosen, thetas, b_degrees = {}, {}, {}, {}, []
     for name, inputs in (("unconstrained", jnp.concatenate([a, data.X], axis=1)), ("blind", data.X)):
-        b = ridge.ridge_cv(inputs, data.y, **cv)
-        baselines[name] = ridge.polynomial_predict(inputs, b.degree, b.theta)
-        thetas[name] = b.theta
-        b_degrees.append((name, int(b.degree)))
+        base = ridge.ridge_cv(inputs, data.y, **cv)
+        baselines[name] = ridge.polynomial_predict(inputs, base.degree, base.theta)
+        thetas[name] = base.theta
+        b_degrees.append((name, int(base.degree)))
         unfairness[name] = float(jnp.mean((fair_pred - baselines[name]) ** 2))
-        chosen[name] = _choice(b)
+        chosen[name] = _choice(base)
     selection = {"degrees": degrees, "lam": lam_choice.tolist(), "equation_cv": table,
                  "lambda_cv": lambda_cv, "predictor": _choice(fair), "baselines": chosen}
     return FairModel(graph, degrees, fair.degree, data, d, lam, model_a, fair.theta, fair_pred, baselines,
@@ -616,7 +619,7 @@ def _warn_if_model_a_not_finite(graph: FairnessGraph, d: Design, model_a: ModelA
     X, F = np.asarray(d.X, np.float64), np.asarray(d.F, np.float64)
     start = np.cumsum((0,) + d.sizes)
     ridge_w = np.asarray(model_a.w_ridge, np.float64)
-    spread = [np.var(X[:, j] - F[:, start[j]:start[j + 1]] @ ridge_w[start[j]:start[j + 1]]) / max(np.var(X[:, j]), 1e-300)
+    spread = [np.var(X[:, j] - F[:, start[j]:start[j + 1]] @ ridge_w[start[j]:start[j + 1]]) / max(float(np.var(X[:, j])), 1e-300)
               for j in bad]
     why = ("its ridge residuals are 0 to rounding (the fit interpolates it: sigma = 0) and the GLS refit divides by "
            "their variance" if all(v <= 1e-10 for v in spread) else "its residual variance is not finite")

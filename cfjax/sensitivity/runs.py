@@ -490,7 +490,8 @@ def warm_runs(cfg: _Program, L0: Array, fallback: Array, used: Array, model: Fai
         return out[2], (out[0], out[1], out[3], out[4])
 
     _, out = jax.lax.scan(one_budget, L0, (budgets, jnp.arange(budgets.shape[0], dtype=jnp.int32)))  # (B, r, ...)
-    return tuple(jnp.swapaxes(x, 0, 1) for x in out)
+    first, second, third, fourth = (jnp.swapaxes(x, 0, 1) for x in out)
+    return first, second, third, fourth
 
 
 @dataclasses.dataclass(frozen=True)

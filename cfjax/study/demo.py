@@ -201,14 +201,6 @@ def _marginalisation(scale: Scale, out: str, seed: int, command: str, log: Calla
 
 
 # ------------------------------------------------------------------------- 2. sensitivity
-def _benchmark_marks(bench: Any) -> dict[str, tuple[float, float]]:
-    """The benchmarks a figure marks: ``"Z ×k"`` → (its budget, the CFU there), for every
-    feasible benchmark that induces a correlation (as ``cfjax sensitivity``'s figure marks them)."""
-    p, c, ok = (np.asarray(x) for x in (bench.p_max, bench.cfu, bench.feasible))
-    return {f"{z} ×{k:g}": (float(p[v, i]), float(c[v, i])) for v, z in enumerate(bench.yardsticks)
-            for i, k in enumerate(bench.k) if ok[v, i] and 0 < p[v, i] < 1}
-
-
 def _sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None]) -> dict[str, Any]:
     """Paper 001 on the built-in synthetic SCM (true error correlation 0.5), in float64; ``log``
     receives a line as each stage starts."""
@@ -249,11 +241,11 @@ def _sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None]) 
                                     worst=wc, levels={"blind": "blind"})
         seen = search_notes(wc, model, sum(issubclass(w.category, S.ConvergenceWarning) for w in caught[main_warnings:]))
         # Every predictor's worst case, the fair one's bootstrap band, the benchmarks' budgets marked.
-        curves, marks = {"fair": wc, **others}, _benchmark_marks(bench)
+        curves, marks = {"fair": wc, **others}, bench.marks()
         fig = S.plot_curve(curves, model=model, true_value=(0.5, true_cfu), benchmarks=marks or None,
-                           title="Worst-case CFU (true correlation 0.5)",
-                           lower={"fair": np.asarray(intervals.low["worst_case"])},
-                           upper={"fair": np.asarray(intervals.high["worst_case"])})
+                           style=S.CurveStyle(title="Worst-case CFU (true correlation 0.5)"),
+                           low={"fair": np.asarray(intervals.low["worst_case"])},
+                           high={"fair": np.asarray(intervals.high["worst_case"])})
         figures.save_figure(fig, os.path.join(out, "cfu_curve.png"))  # and cfu_curve.pdf
         caption = S.curve_caption(curves, model=model, benchmarks=marks or None)
         return plain({"n": scale.sensitivity_n, "true_correlation": 0.5, "true_cfu": true_cfu, "caption": caption,
