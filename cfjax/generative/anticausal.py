@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Mapping, NamedTuple, Sequence, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, cast
 
 import flax.linen as nn
 import jax
