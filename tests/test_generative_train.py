@@ -170,7 +170,8 @@ def test_missing_labels_are_imputed_with_entropy_weights(rng):
     data, scm = _data(rng), _scm()
     spec = (ac.Head("sex", "categorical", 2), ac.Head("age", "gaussian"))
     q = ac.train_anticausal(data["image"], {"sex": data["sex"], "age": data["age"]}, spec,
-                            steps=3, batch_size=8, features=(4,), hidden=4, progress=False, key=_key(rng))
+                            ac.AntiCausalConfig(steps=3, batch_size=8, features=(4,), hidden=4),
+                            progress=False, key=_key(rng))
     seen_sex = rng.uniform(size=N) < 0.5
     seen_age = rng.uniform(size=N) < 0.7
     seen_sex[0], seen_age[0] = True, True
@@ -205,7 +206,8 @@ def test_imputed_values_stay_in_a_bounded_parents_support(rng):
     data["age"] = np.clip(data["age"], low, high)
     spec = (ac.Head("age", "gaussian"),)
     q = ac.train_anticausal(data["image"], {"age": data["age"]}, spec,
-                            steps=2, batch_size=8, features=(4,), hidden=4, progress=False, key=_key(rng))
+                            ac.AntiCausalConfig(steps=2, batch_size=8, features=(4,), hidden=4),
+                            progress=False, key=_key(rng))
     shift = float(rng.choice([-50.0, 50.0]))
     q = q.replace(loc={"age": jnp.asarray(shift, jnp.float32)})
     seen = rng.uniform(size=N) < 0.5
