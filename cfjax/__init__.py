@@ -20,11 +20,36 @@ __version__ = "0.1.0"
 
 #: The pillars, imported on first use (``cfjax.metrics`` or ``import cfjax.metrics``): importing
 #: ``cfjax`` alone does not start JAX, so the ``cfjax`` command's ``--help`` answers at once.
-_SUBMODULES = ("data", "distributed", "figures", "generative", "io", "metrics", "platform", "predictors", "representations", "scm",
-               "sensitivity", "study")
+_SUBMODULES = (
+    "data",
+    "distributed",
+    "figures",
+    "generative",
+    "io",
+    "metrics",
+    "platform",
+    "predictors",
+    "representations",
+    "scm",
+    "sensitivity",
+    "study",
+)
 
 if TYPE_CHECKING:
-    from cfjax import data, distributed, figures, generative, io, metrics, platform, predictors, representations, scm, sensitivity, study
+    from cfjax import (
+        data,
+        distributed,
+        figures,
+        generative,
+        io,
+        metrics,
+        platform,
+        predictors,
+        representations,
+        scm,
+        sensitivity,
+        study,
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -36,4 +61,22 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_SUBMODULES))
 
-__all__ = ["PrecisionWarning", "TrainingError", "ValidationError", "data", "distributed", "figures", "generative", "io", "metrics", "platform", "predictors", "representations", "scm", "sensitivity", "study", "__version__"]
+
+__all__ = [
+    "PrecisionWarning",
+    "TrainingError",
+    "ValidationError",
+    "data",
+    "distributed",
+    "figures",
+    "generative",
+    "io",
+    "metrics",
+    "platform",
+    "predictors",
+    "representations",
+    "scm",
+    "sensitivity",
+    "study",
+    "__version__",
+]

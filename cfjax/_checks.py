@@ -49,7 +49,9 @@ def check_shape(name: str, x: Any, shape: tuple[int, ...], what: str, why: str =
     says what the array holds, ``why`` what fixes its shape (e.g. "one per unit of logits_cf")."""
     found = shape_of(x)
     if found != tuple(shape):
-        fail(name, f"{what} of shape {tuple(shape)}" + (f", {why}" if why else ""), f"shape {found}")
+        fail(
+            name, f"{what} of shape {tuple(shape)}" + (f", {why}" if why else ""), f"shape {found}"
+        )
 
 
 def as_array(name: str, x: Any, dtype: DTypeLike | None = None) -> np.ndarray:
@@ -179,8 +181,12 @@ def check_positive_int(name: str, value: Any) -> int:
 
 
 def check_positive_float(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not np.isfinite(value)
+        or value <= 0
+    ):
         fail(name, "a finite number > 0", repr(value))
     return float(value)
 
@@ -215,9 +221,11 @@ def warn_if_downcast(name: str, x: Any) -> None:
     _DOWNCAST_WARNED.add(name)
     warnings.warn(
         f"`{name}` is {dtype} but is computed in {jax.dtypes.canonicalize_dtype(dtype)} because "
-        "jax_enable_x64 is off; for 64-bit results call jax.config.update(\"jax_enable_x64\", True) "
+        'jax_enable_x64 is off; for 64-bit results call jax.config.update("jax_enable_x64", True) '
         "at the start of the program (this warning is shown once per argument name).",
-        PrecisionWarning, stacklevel=_user_stacklevel())
+        PrecisionWarning,
+        stacklevel=_user_stacklevel(),
+    )
 
 
 def _user_stacklevel() -> int:

@@ -11,7 +11,8 @@ table lists every one of them.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def getattr_for(module: str, table: Mapping[str, tuple[str, Any]]) -> Callable[[str], Any]:
@@ -22,8 +23,11 @@ def getattr_for(module: str, table: Mapping[str, tuple[str, Any]]) -> Callable[[
     def __getattr__(name: str) -> Any:
         if name in table:
             new, obj = table[name]
-            warnings.warn(f"{module}.{name} is deprecated and will be removed in the next release: use {new}",
-                          DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                f"{module}.{name} is deprecated and will be removed in the next release: use {new}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             return obj
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 

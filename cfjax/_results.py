@@ -9,7 +9,8 @@ larger (or a traced value) as its dtype and shape only.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +20,14 @@ from cfjax.io import plain_floats
 _SHORT = 4
 
 
-def plain(value: Any, *, strict: bool = False, shortest: bool = False, float32_values: bool = False,
-          private: bool = True) -> Any:
+def plain(
+    value: Any,
+    *,
+    strict: bool = False,
+    shortest: bool = False,
+    float32_values: bool = False,
+    private: bool = True,
+) -> Any:
     """JSON-ready plain Python of ``value`` (arrays become (nested) lists, scalars numbers, an
     object with a ``to_dict`` method its ``to_dict()``): cfjax's one conversion to JSON.
 
@@ -51,7 +58,11 @@ def plain(value: Any, *, strict: bool = False, shortest: bool = False, float32_v
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, dict):
-        return {str(k): plain(v, **kw) for k, v in value.items() if private or not str(k).startswith("_")}
+        return {
+            str(k): plain(v, **kw)
+            for k, v in value.items()
+            if private or not str(k).startswith("_")
+        }
     if isinstance(value, (list, tuple)):
         return [plain(v, **kw) for v in value]
     if isinstance(value, jax.core.Tracer):
@@ -63,8 +74,11 @@ def plain(value: Any, *, strict: bool = False, shortest: bool = False, float32_v
             return _finite_or_none(out) if strict else out
         if strict and a.dtype.kind in "fc":
             a = a.astype(np.float64)
-            return (float(a) if np.isfinite(a) else None) if a.ndim == 0 \
+            return (
+                (float(a) if np.isfinite(a) else None)
+                if a.ndim == 0
                 else _finite_or_none(a.tolist())
+            )
         return a.tolist() if a.ndim else a.item()
     if hasattr(value, "to_dict") and not isinstance(value, type):
         return plain(value.to_dict(), **kw)

@@ -55,8 +55,11 @@ def is_initialized() -> bool:
     return _initialized
 
 
-def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
-               process_id: int | None = None) -> None:
+def initialize(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+) -> None:
     """Join a multi-process JAX run (``jax.distributed.initialize``), once per process, before
     any other JAX call.
 
@@ -82,18 +85,26 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     num_processes = _env_int("num_processes", num_processes, ENV_NUM_PROCESSES, 1)
     process_id = _env_int("process_id", process_id, ENV_PROCESS_ID, 0)
     if num_processes is not None and process_id is not None and process_id >= num_processes:
-        _checks.fail("process_id", f"an index in 0..{num_processes - 1} (num_processes={num_processes})",
-                     str(process_id))
+        _checks.fail(
+            "process_id",
+            f"an index in 0..{num_processes - 1} (num_processes={num_processes})",
+            str(process_id),
+        )
     given = [coordinator_address, num_processes, process_id]
     if any(v is not None for v in given) and any(v is None for v in given):
         names = ("coordinator_address", "num_processes", "process_id")
         missing = [n for n, v in zip(names, given) if v is None]
-        _checks.fail(missing[0], f"all of coordinator_address, num_processes and process_id (or "
-                     f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES}, {ENV_PROCESS_ID}), or none of them "
-                     "for JAX's cluster detection", f"only {', '.join(n for n, v in zip(names, given) if v is not None)}")
+        _checks.fail(
+            missing[0],
+            f"all of coordinator_address, num_processes and process_id (or "
+            f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES}, {ENV_PROCESS_ID}), or none of them "
+            "for JAX's cluster detection",
+            f"only {', '.join(n for n, v in zip(names, given) if v is not None)}",
+        )
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
-                               process_id=process_id)
+    jax.distributed.initialize(
+        coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id
+    )
     _initialized = True
 
 
@@ -112,8 +123,12 @@ def host_devices(n: int) -> int:
         pass
     available = len(jax.devices())
     if available < n:
-        _checks.fail("devices", f"at most {available} (the {jax.default_backend()} backend's devices; "
-                     "on a CPU, ask for host devices before the first JAX computation)", str(n))
+        _checks.fail(
+            "devices",
+            f"at most {available} (the {jax.default_backend()} backend's devices; "
+            "on a CPU, ask for host devices before the first JAX computation)",
+            str(n),
+        )
     return available
 
 
@@ -149,30 +164,46 @@ def mesh(devices: MeshLike = None, axis: str = UNITS) -> Mesh:
     """
     if isinstance(devices, Mesh):
         if len(devices.axis_names) != 1:
-            _checks.fail("devices", "a jax.sharding.Mesh with one axis", f"axes {devices.axis_names}")
+            _checks.fail(
+                "devices", "a jax.sharding.Mesh with one axis", f"axes {devices.axis_names}"
+            )
         return devices
     every = jax.devices()
     if devices is None:
         devs = every
     elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
         if not 1 <= devices <= len(every):
-            _checks.fail("devices", f"a device count in 1..{len(every)} (the devices of the "
-                         f"{every[0].platform} backend)", str(devices))
-        devs = every[:int(devices)]
+            _checks.fail(
+                "devices",
+                f"a device count in 1..{len(every)} (the devices of the "
+                f"{every[0].platform} backend)",
+                str(devices),
+            )
+        devs = every[: int(devices)]
     else:
         try:
             devs = list(devices)  # type: ignore[arg-type]  # a bool raises TypeError: refused
         except TypeError:
-            _checks.fail("devices", "None, a device count, a sequence of jax devices or a "
-                         "one-axis jax.sharding.Mesh", repr(devices))
+            _checks.fail(
+                "devices",
+                "None, a device count, a sequence of jax devices or a one-axis jax.sharding.Mesh",
+                repr(devices),
+            )
         bad = [d for d in devs if not isinstance(d, jax.Device)]
         if not devs or bad:
-            _checks.fail("devices", "a non-empty sequence of jax devices (e.g. jax.devices())",
-                         repr(bad[0]) if bad else "an empty sequence")
+            _checks.fail(
+                "devices",
+                "a non-empty sequence of jax devices (e.g. jax.devices())",
+                repr(bad[0]) if bad else "an empty sequence",
+            )
         if len(set(devs)) != len(devs):
-            _checks.fail("devices", "distinct devices", f"{len(devs)} entries, {len(set(devs))} distinct")
+            _checks.fail(
+                "devices", "distinct devices", f"{len(devs)} entries, {len(set(devs))} distinct"
+            )
         if len({d.platform for d in devs}) > 1:
-            _checks.fail("devices", "devices of one platform", str(sorted({d.platform for d in devs})))
+            _checks.fail(
+                "devices", "devices of one platform", str(sorted({d.platform for d in devs}))
+            )
     if not isinstance(axis, str) or not axis:
         _checks.fail("axis", "a non-empty mesh axis name", repr(axis))
     return Mesh(np.asarray(devs), (axis,))
@@ -205,6 +236,7 @@ def pad_axis(x: PyTree, multiple: int, axis: int = 0) -> PyTree:
       >>> pad_axis(jnp.arange(5), 4).tolist()
       [0, 1, 2, 3, 4, 4, 4, 4]
     """
+
     def one(a):
         size = np.shape(a)[axis]
         pad = (-size) % multiple
@@ -292,9 +324,15 @@ def as_mesh(mesh: MeshLike, axis: str = UNITS) -> Mesh | None:
         raise _checks.ValidationError(str(error).replace("`devices`", "`mesh`", 1)) from None
 
 
-def map_batch(fn: Callable[..., PyTree], *args: PyTree, shared: tuple[PyTree, ...] = (),
-              mesh: MeshLike = None, chunk_size: int | None = None, buckets: bool = False,
-              compiler_options: Mapping[str, Any] | None = None) -> PyTree:
+def map_batch(
+    fn: Callable[..., PyTree],
+    *args: PyTree,
+    shared: tuple[PyTree, ...] = (),
+    mesh: MeshLike = None,
+    chunk_size: int | None = None,
+    buckets: bool = False,
+    compiler_options: Mapping[str, Any] | None = None,
+) -> PyTree:
     """``fn`` applied along the leading (batch) axis of ``args``, split over ``mesh``: the one
     way cfjax spreads work over devices (units, members, resamples or runs).
 
@@ -337,8 +375,11 @@ def map_batch(fn: Callable[..., PyTree], *args: PyTree, shared: tuple[PyTree, ..
     n = int(np.shape(leaves[0])[0])
     for leaf in leaves:
         if np.ndim(leaf) == 0 or np.shape(leaf)[0] != n:
-            _checks.fail("args", f"arrays with a common leading (batch) axis of length {n}",
-                         f"an array of shape {np.shape(leaf)}")
+            _checks.fail(
+                "args",
+                f"arrays with a common leading (batch) axis of length {n}",
+                f"an array of shape {np.shape(leaf)}",
+            )
     if not isinstance(shared, tuple):
         _checks.fail("shared", "a tuple of pytrees", type(shared).__name__)
     if chunk_size is not None:
@@ -352,8 +393,11 @@ def map_batch(fn: Callable[..., PyTree], *args: PyTree, shared: tuple[PyTree, ..
     chunk = per if chunk_size is None else min(chunk_size, per)
     padded = pad_axis(args, per * devices) if buckets else pad_axis(args, devices)
     if compiler_options is not None and not isinstance(compiler_options, Mapping):
-        _checks.fail("compiler_options", "None or a mapping of XLA option names to values",
-                     type(compiler_options).__name__)
+        _checks.fail(
+            "compiler_options",
+            "None or a mapping of XLA option names to values",
+            type(compiler_options).__name__,
+        )
     options = tuple(sorted((compiler_options or {}).items()))
     run = _mapped(fn, where, chunk, len(args), options)
     if where is not None:
@@ -369,8 +413,13 @@ def map_batch(fn: Callable[..., PyTree], *args: PyTree, shared: tuple[PyTree, ..
 
 
 @functools.lru_cache(maxsize=64)
-def _mapped(fn: Callable[..., PyTree], where: Mesh | None, chunk: int, n_split: int,
-            options: tuple[tuple[str, Any], ...] = ()) -> Callable[..., PyTree]:
+def _mapped(
+    fn: Callable[..., PyTree],
+    where: Mesh | None,
+    chunk: int,
+    n_split: int,
+    options: tuple[tuple[str, Any], ...] = (),
+) -> Callable[..., PyTree]:
     def local(*everything):
         args, shared = everything[:n_split], everything[n_split:]
         size = jax.tree.leaves(args)[0].shape[0]  # this device's block
@@ -392,8 +441,9 @@ def _mapped(fn: Callable[..., PyTree], where: Mesh | None, chunk: int, n_split: 
         # collectives), and a loop in it whose carry starts from constants (lax.while_loop,
         # lax.scan) would otherwise fail shard_map's check that the carry's device-variance
         # is the same in and out.
-        return jax.shard_map(local, mesh=where, in_specs=specs, out_specs=split,
-                             check_vma=False)(*everything)
+        return jax.shard_map(local, mesh=where, in_specs=specs, out_specs=split, check_vma=False)(
+            *everything
+        )
 
     return jax.jit(sharded, compiler_options=dict(options) or None)
 
@@ -416,7 +466,9 @@ def global_units(local: PyTree, where: Mesh, n: int) -> tuple[PyTree, jax.Array]
     per = -(-per // local_devices) * local_devices
     rows = int(np.shape(jax.tree.leaves(local)[0])[0])
     if rows == 0:
-        _checks.fail("local", "at least one unit in every process (fewer processes than units)", "0 rows")
+        _checks.fail(
+            "local", "at least one unit in every process (fewer processes than units)", "0 rows"
+        )
     padded = pad_axis(local, per)
     block = process_block(n)
     mask_local = (np.arange(per) < (block.stop - block.start)).astype(np.float32)
@@ -432,5 +484,6 @@ def host_array(x: jax.Array) -> np.ndarray:
     process."""
     if jax.process_count() > 1 and not x.is_fully_addressable:
         from jax.experimental import multihost_utils
+
         return np.asarray(multihost_utils.process_allgather(x, tiled=True))
     return np.asarray(x)

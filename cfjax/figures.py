@@ -8,8 +8,9 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from cfjax import _checks
 from cfjax.io import atomic_write_bytes
@@ -37,8 +38,14 @@ def pyplot() -> ModuleType:
     return plt
 
 
-def save_figure(fig: Figure, path: str | os.PathLike, *, formats: Sequence[str] = FORMATS,
-                dpi: int = 150, close: bool = True) -> list[str]:
+def save_figure(
+    fig: Figure,
+    path: str | os.PathLike,
+    *,
+    formats: Sequence[str] = FORMATS,
+    dpi: int = 150,
+    close: bool = True,
+) -> list[str]:
     """Write ``fig`` once per format next to ``path`` (its extension, if one of ``formats``,
     replaced: ``out/curve.png`` → ``out/curve.png`` and ``out/curve.pdf``), each file
     atomically (a reader never sees a half-written figure). Returns the paths written; closes

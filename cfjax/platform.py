@@ -11,7 +11,8 @@ import functools
 import os
 import sys
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -22,7 +23,12 @@ from cfjax.typing import PyTree
 #: :func:`default_conv`, :func:`default_member_chunk`, :func:`default_resample_batch`,
 #: :func:`default_predictor_batch`, :func:`run_group`, :func:`map_runs` and their constants) are
 #: module attributes here, outside ``__all__``.
-__all__ = ["use_compilation_cache", "compilation_cache_dir", "full_precision", "small_kernel_options"]
+__all__ = [
+    "use_compilation_cache",
+    "compilation_cache_dir",
+    "full_precision",
+    "small_kernel_options",
+]
 
 #: runs vmapped together per optimiser step of the sensitivity search on XLA:CPU
 RUN_GROUP = 4
@@ -125,10 +131,14 @@ def small_kernel_options(devices: Sequence[jax.Device] | None = None) -> dict[st
     """
     if not on_cpu(devices):
         return {}
-    return {"xla_cpu_use_fusion_emitters": False} if _known_option("xla_cpu_use_fusion_emitters", False) else {}
+    return (
+        {"xla_cpu_use_fusion_emitters": False}
+        if _known_option("xla_cpu_use_fusion_emitters", False)
+        else {}
+    )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _known_option(name: str, value: Any) -> bool:
     """Whether XLA accepts the per-program option (a tiny program compiled with it, once per
     process): a jaxlib that dropped it would otherwise fail every program given it."""
@@ -239,9 +249,11 @@ def use_compilation_cache(directory: str | os.PathLike | bool | None = None) -> 
             path = None
     wanted: dict[str, bool | int | float | str] = {"jax_enable_compilation_cache": path is not None}
     if path is not None:
-        wanted.update(jax_compilation_cache_dir=path,
-                      jax_persistent_cache_min_compile_time_secs=CACHE_MIN_COMPILE_SECS,
-                      jax_persistent_cache_min_entry_size_bytes=-1)
+        wanted.update(
+            jax_compilation_cache_dir=path,
+            jax_persistent_cache_min_compile_time_secs=CACHE_MIN_COMPILE_SECS,
+            jax_persistent_cache_min_entry_size_bytes=-1,
+        )
     changed = {name: value for name, value in wanted.items() if getattr(jax.config, name) != value}
     for name, value in changed.items():
         jax.config.update(name, value)

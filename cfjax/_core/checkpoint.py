@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import numpy as np
@@ -15,8 +16,14 @@ import orbax.checkpoint as ocp
 from cfjax import _checks
 from cfjax.typing import ArrayLike, PyTree
 
-__all__ = ["CheckpointStore", "FORMAT_VERSION", "digest", "latest_checkpoint_step", "restore_checkpoint",
-           "save_checkpoint"]
+__all__ = [
+    "CheckpointStore",
+    "FORMAT_VERSION",
+    "digest",
+    "latest_checkpoint_step",
+    "restore_checkpoint",
+    "save_checkpoint",
+]
 
 #: layout version written with every checkpoint (checked on restore)
 FORMAT_VERSION = 2
@@ -45,9 +52,12 @@ class CheckpointStore:
             _checks.fail("directory", "a path", repr(directory))
         keep = _checks.check_positive_int("keep", keep)
         self.directory = os.path.abspath(os.fspath(directory))
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False,
-                                               create=True)
-        self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=("state", "meta"))
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep, enable_async_checkpointing=False, create=True
+        )
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=options, item_names=("state", "meta")
+        )
 
     def latest_step(self) -> int | None:
         """The newest complete checkpoint's step, None when there is none."""
@@ -57,23 +67,34 @@ class CheckpointStore:
         """Write ``state`` (a pytree of arrays) and ``meta`` (JSON-serialisable) as ``step``."""
         step = int(step)
         meta = {**meta, "format": FORMAT_VERSION, "step": step}
-        self._manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                                         meta=ocp.args.JsonSave(meta)), force=True)
+        self._manager.save(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
+            ),
+            force=True,
+        )
         self._manager.wait_until_finished()
 
     def _step(self, step: int | None) -> int:
         if step is None:
             step = self.latest_step()
         if step is None or step not in self._manager.all_steps():
-            _checks.fail("step", f"a saved step of {self.directory} ({list(self._manager.all_steps())})",
-                         repr(step))
+            _checks.fail(
+                "step",
+                f"a saved step of {self.directory} ({list(self._manager.all_steps())})",
+                repr(step),
+            )
         return step
 
     def _checked(self, meta: Mapping[str, Any], step: int) -> dict[str, Any]:
         out = dict(meta)
         if out.get("format") != FORMAT_VERSION:
-            _checks.fail("directory", f"checkpoints of format {FORMAT_VERSION}",
-                         f"format {out.get('format')!r} at step {step}")
+            _checks.fail(
+                "directory",
+                f"checkpoints of format {FORMAT_VERSION}",
+                f"format {out.get('format')!r} at step {step}",
+            )
         return out
 
     def meta(self, step: int | None = None) -> dict[str, Any]:
@@ -89,19 +110,31 @@ class CheckpointStore:
         saved from one device restores sharded over several, and back)."""
         step = self._step(step)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
-        restored = self._manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+        restored = self._manager.restore(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
+            ),
+        )
         meta = self._checked(restored["meta"], step)
-        state = jax.tree.map(lambda t, a: a.astype(np.asarray(t).dtype) if hasattr(a, "astype") else a,
-                             template, restored["state"])
+        state = jax.tree.map(
+            lambda t, a: a.astype(np.asarray(t).dtype) if hasattr(a, "astype") else a,
+            template,
+            restored["state"],
+        )
         return state, meta
 
     def close(self) -> None:
         self._manager.close()
 
 
-def save_checkpoint(directory: str | os.PathLike, step: int, state: PyTree,
-                    meta: Mapping[str, Any] | None = None, keep: int = 2) -> None:
+def save_checkpoint(
+    directory: str | os.PathLike,
+    step: int,
+    state: PyTree,
+    meta: Mapping[str, Any] | None = None,
+    keep: int = 2,
+) -> None:
     """Save ``state`` as checkpoint ``step`` in ``directory`` (see :class:`CheckpointStore`).
 
     Example:
@@ -118,8 +151,9 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: PyTree,
         store.close()
 
 
-def restore_checkpoint(directory: str | os.PathLike, template: PyTree,
-                       step: int | None = None) -> tuple[PyTree, dict[str, Any]]:
+def restore_checkpoint(
+    directory: str | os.PathLike, template: PyTree, step: int | None = None
+) -> tuple[PyTree, dict[str, Any]]:
     """``(state, meta)`` of checkpoint ``step`` (default: latest) in ``directory``, restored into
     the structure of ``template`` (e.g. :func:`cfjax.predictors.init_state` of the same model,
     config and seeds).

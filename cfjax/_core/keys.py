@@ -27,11 +27,15 @@ def as_key(key: KeyLike, name: str = "key") -> jax.Array:
     """
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         if key < 0:
-            raise ValidationError(f"`{name}`: expected a PRNG key or a non-negative int seed, got {key}.")
+            raise ValidationError(
+                f"`{name}`: expected a PRNG key or a non-negative int seed, got {key}."
+            )
         return jax.random.key(int(key))
     if not isinstance(key, (jax.Array, np.ndarray)):
-        raise ValidationError(f"`{name}`: expected a PRNG key (jax.random.key) or an int seed, "
-                              f"got {type(key).__name__}.")
+        raise ValidationError(
+            f"`{name}`: expected a PRNG key (jax.random.key) or an int seed, "
+            f"got {type(key).__name__}."
+        )
     k = key if isinstance(key, jax.Array) else jnp.asarray(key)
     if jnp.issubdtype(k.dtype, jax.dtypes.prng_key):
         if k.shape != ():
@@ -39,8 +43,10 @@ def as_key(key: KeyLike, name: str = "key") -> jax.Array:
         return k
     if k.dtype == jnp.uint32 and k.shape == (2,):
         return jax.random.wrap_key_data(k)
-    raise ValidationError(f"`{name}`: expected a PRNG key (jax.random.key), raw key data (2,) uint32 "
-                          f"or an int seed, got an array of dtype {k.dtype} and shape {k.shape}.")
+    raise ValidationError(
+        f"`{name}`: expected a PRNG key (jax.random.key), raw key data (2,) uint32 "
+        f"or an int seed, got an array of dtype {k.dtype} and shape {k.shape}."
+    )
 
 
 def seed_of(key: KeyLike, name: str = "key") -> int:
@@ -61,7 +67,9 @@ def seed_of(key: KeyLike, name: str = "key") -> int:
     """
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         if key < 0:
-            raise ValidationError(f"`{name}`: expected a PRNG key or a non-negative int seed, got {key}.")
+            raise ValidationError(
+                f"`{name}`: expected a PRNG key or a non-negative int seed, got {key}."
+            )
         return int(key)
     seed = 0
     for word in np.asarray(jax.random.key_data(as_key(key, name))).ravel().tolist():

@@ -4,6 +4,7 @@ convolution with a fast CPU form, 2×2 mean pooling."""
 from __future__ import annotations
 
 import math
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -13,7 +14,15 @@ from jax.typing import DTypeLike
 
 from cfjax.platform import default_conv
 
-__all__ = ["Conv3x3", "mean_pool2", "mean_pool2_cnhw", "fan_in_normal", "HE", "LECUN", "default_conv"]
+__all__ = [
+    "Conv3x3",
+    "mean_pool2",
+    "mean_pool2_cnhw",
+    "fan_in_normal",
+    "HE",
+    "LECUN",
+    "default_conv",
+]
 
 
 def fan_in_normal(scale: float) -> nn.initializers.Initializer:
@@ -22,10 +31,12 @@ def fan_in_normal(scale: float) -> nn.initializers.Initializer:
     multi-dimensional threefry draw (its counters are built per dimension) and well under one
     for a flat one. Plain, not truncated, normals: the truncated sampler compiles to a much
     larger program, for no benefit at this size."""
+
     def init(key: jax.Array, shape: tuple[int, ...], dtype: DTypeLike = jnp.float32) -> jax.Array:
         fan_in = math.prod(shape[:-1])
         flat = jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
         return flat * jnp.sqrt(jnp.array(scale / fan_in, dtype))
+
     return init
 
 
@@ -41,8 +52,9 @@ def _conv3x3_matmul(x: jax.Array, kernel: jax.Array) -> jax.Array:
     (im2col, ``(B, H, W, 9·C)``) times the kernel as ``(9·C, F)``."""
     _, height, width, c = x.shape
     xp = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
-    cols = jnp.concatenate([xp[:, dy:dy + height, dx:dx + width] for dy in range(3) for dx in range(3)],
-                           axis=-1)
+    cols = jnp.concatenate(
+        [xp[:, dy : dy + height, dx : dx + width] for dy in range(3) for dx in range(3)], axis=-1
+    )
     b, f = x.shape[0], kernel.shape[-1]
     out = jnp.dot(cols.reshape(b * height * width, 9 * c), kernel.reshape(9 * c, f))
     return out.reshape(b, height, width, f)
@@ -55,10 +67,13 @@ def _conv3x3_matmul_cnhw(x: jax.Array, kernel: jax.Array) -> jax.Array:
     the long ``B·H·W`` axis, contiguous in both operands."""
     c, b, height, width = x.shape
     xp = jnp.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    cols = jnp.stack([xp[:, :, dy:dy + height, dx:dx + width] for dy in range(3) for dx in range(3)])
+    cols = jnp.stack(
+        [xp[:, :, dy : dy + height, dx : dx + width] for dy in range(3) for dx in range(3)]
+    )
     f = kernel.shape[-1]
-    out = lax.dot_general(kernel.reshape(9 * c, f), cols.reshape(9 * c, b * height * width),
-                          (((0,), (0,)), ((), ())))
+    out = lax.dot_general(
+        kernel.reshape(9 * c, f), cols.reshape(9 * c, b * height * width), (((0,), (0,)), ((), ()))
+    )
     return out.reshape(f, b, height, width)
 
 
@@ -98,14 +113,17 @@ class Conv3x3(nn.Module):
         if self.layout not in _LAYOUTS:
             raise ValueError(f"`layout`: expected one of {_LAYOUTS}, got {self.layout!r}.")
         channels = self.layout.index("C")
-        kernel = self.param("kernel", self.kernel_init, (3, 3, x.shape[channels], self.features), x.dtype)
+        kernel = self.param(
+            "kernel", self.kernel_init, (3, 3, x.shape[channels], self.features), x.dtype
+        )
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), x.dtype)
         conv = default_conv() if self.conv == "auto" else self.conv
         if conv == "matmul":
             y = (_conv3x3_matmul if self.layout == "NHWC" else _conv3x3_matmul_cnhw)(x, kernel)
         else:
-            y = lax.conv_general_dilated(x, kernel, (1, 1), "SAME",
-                                         dimension_numbers=(self.layout, "HWIO", self.layout))
+            y = lax.conv_general_dilated(
+                x, kernel, (1, 1), "SAME", dimension_numbers=(self.layout, "HWIO", self.layout)
+            )
         shape = [1] * y.ndim
         shape[channels] = -1
         return y + bias.reshape(shape)
@@ -124,7 +142,9 @@ def mean_pool2(h: jax.Array) -> jax.Array:
       True
     """
     window = (1, 2, 2, 1)
-    summed = lax.reduce_window(h, np.zeros((), h.dtype), lax.add, window, window, "VALID")  # a concrete 0: the sum monoid
+    summed = lax.reduce_window(
+        h, np.zeros((), h.dtype), lax.add, window, window, "VALID"
+    )  # a concrete 0: the sum monoid
     return summed * np.asarray(0.25, h.dtype)
 
 
@@ -134,6 +154,8 @@ def mean_pool2_cnhw(h: jax.Array) -> jax.Array:
     faster than as a mean over a reshaped array or a ``reduce_window`` (which it hands, fused with
     the ReLU before it, to a slow library reduction)."""
     c, b, height, width = h.shape
-    h = h[:, :, :height - height % 2, :width - width % 2].reshape(c, b, height // 2, 2, width // 2, 2)
+    h = h[:, :, : height - height % 2, : width - width % 2].reshape(
+        c, b, height // 2, 2, width // 2, 2
+    )
     rows = h[:, :, :, 0] + h[:, :, :, 1]
     return (rows[..., 0] + rows[..., 1]) * np.asarray(0.25, h.dtype)

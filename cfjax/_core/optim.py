@@ -40,9 +40,13 @@ class _Update:
 
     tx: optax.GradientTransformation
 
-    def __call__(self, updates: optax.Updates, state: optax.OptState,
-                 params: optax.Params | None = None,
-                 **extra_args: Any) -> tuple[optax.Updates, optax.OptState]:
+    def __call__(
+        self,
+        updates: optax.Updates,
+        state: optax.OptState,
+        params: optax.Params | None = None,
+        **extra_args: Any,
+    ) -> tuple[optax.Updates, optax.OptState]:
         with jax.numpy_dtype_promotion("standard"):
             return self.tx.update(updates, state, params, **extra_args)
 
@@ -66,6 +70,9 @@ def standard_promotion(tx: optax.GradientTransformation) -> optax.GradientTransf
     """
     if isinstance(tx.init, _Init):
         return tx
-    kind = optax.GradientTransformationExtraArgs if isinstance(tx, optax.GradientTransformationExtraArgs) \
+    kind = (
+        optax.GradientTransformationExtraArgs
+        if isinstance(tx, optax.GradientTransformationExtraArgs)
         else optax.GradientTransformation
+    )
     return kind(_Init(tx), _Update(tx))

@@ -29,7 +29,8 @@ import dataclasses
 import functools
 import inspect
 import warnings
-from typing import Any, Callable, Mapping, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -98,10 +99,19 @@ def _select(flag: jax.Array, new: PyTree, old: PyTree) -> PyTree:
 
 
 @functools.partial(jax.jit, static_argnames=("step", "length", "total", "guard"))
-def _chunk(loop: Loop, data: PyTree, key: jax.Array, *, step: Step, length: int, total: int,
-           guard: str | None) -> Loop:
+def _chunk(
+    loop: Loop,
+    data: PyTree,
+    key: jax.Array,
+    *,
+    step: Step,
+    length: int,
+    total: int,
+    guard: str | None,
+) -> Loop:
     """``length`` steps of ``step``; steps at or past ``total`` (the last chunk's padding) are
     skipped, and a step whose ``guard`` metric is not finite keeps the state it started from."""
+
     def body(carry: Loop, _):
         live = carry.step < total
 
@@ -113,11 +123,17 @@ def _chunk(loop: Loop, data: PyTree, key: jax.Array, *, step: Step, length: int,
                 finite = jnp.isfinite(metrics[guard])
                 keep = jnp.all(finite)
                 first = (carry.bad_step < 0) & ~keep
-                bad_index = jnp.where(first, jnp.argmin(finite.reshape(-1)).astype(jnp.int32), carry.bad_index)
-            history = {name: h.at[carry.step].set(jnp.asarray(metrics[name], h.dtype))
-                       for name, h in carry.history.items()}
+                bad_index = jnp.where(
+                    first, jnp.argmin(finite.reshape(-1)).astype(jnp.int32), carry.bad_index
+                )
+            history = {
+                name: h.at[carry.step].set(jnp.asarray(metrics[name], h.dtype))
+                for name, h in carry.history.items()
+            }
             bad_step = jnp.where((carry.bad_step < 0) & ~keep, carry.step, carry.bad_step)
-            return Loop(_select(keep, new, carry.state), carry.step + 1, bad_step, bad_index, history)
+            return Loop(
+                _select(keep, new, carry.state), carry.step + 1, bad_step, bad_index, history
+            )
 
         return jax.lax.cond(live, advance, lambda c: c, carry), None
 
@@ -125,7 +141,9 @@ def _chunk(loop: Loop, data: PyTree, key: jax.Array, *, step: Step, length: int,
     return loop
 
 
-def _history(step: Step, state: PyTree, data: PyTree, key: jax.Array, total: int) -> dict[str, jax.Array]:
+def _history(
+    step: Step, state: PyTree, data: PyTree, key: jax.Array, total: int
+) -> dict[str, jax.Array]:
     shapes = jax.eval_shape(step, state, data, key)[1]
     return {name: jnp.full((total,) + s.shape, jnp.nan, s.dtype) for name, s in shapes.items()}
 
@@ -154,11 +172,23 @@ class Reporter:
 
     def bar(self, total: int, initial: int) -> tqdm:
         """The run's progress bar over ``total`` training steps, ``initial`` of them already run."""
-        return tqdm(total=total, initial=initial, desc=self.desc, unit="step", dynamic_ncols=True,
-                    disable=None if self.progress is None else not self.progress)
+        return tqdm(
+            total=total,
+            initial=initial,
+            desc=self.desc,
+            unit="step",
+            dynamic_ncols=True,
+            disable=None if self.progress is None else not self.progress,
+        )
 
-    def diverged(self, guard: str, metrics: Mapping[str, np.ndarray], element: int, vector: bool,
-                 first_step: int) -> TrainingError:
+    def diverged(
+        self,
+        guard: str,
+        metrics: Mapping[str, np.ndarray],
+        element: int,
+        vector: bool,
+        first_step: int,
+    ) -> TrainingError:
         """The error of a call whose ``guard`` metric was not finite: ``metrics`` that call's,
         ``element`` the non-finite one's index (of a ``vector`` metric), ``first_step`` the call's
         first training step."""
@@ -168,7 +198,9 @@ class Reporter:
         elif vector:
             where = f" of element {element}"
         at = self.locate(metrics, element) if self.locate is not None else f"at step {first_step}"
-        return TrainingError(f"{self.desc} diverged: the {guard}{where} was NaN or infinite {at}; {self.hint}.")
+        return TrainingError(
+            f"{self.desc} diverged: the {guard}{where} was NaN or infinite {at}; {self.hint}."
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,12 +236,14 @@ class Checkpointing:
     meta: Mapping[str, Any] | None = None
 
 
-def legacy_keywords(fold: Callable[[dict[str, Any], dict[str, Any]], str]
-                    ) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
+def legacy_keywords(
+    fold: Callable[[dict[str, Any], dict[str, Any]], str],
+) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
     """A decorator: the keyword arguments a function no longer takes are handed to
     ``fold(old, kwargs)``, which puts them into ``kwargs`` in their new form (raising TypeError
     for a name it does not know) and returns that new spelling, named by a
     ``DeprecationWarning``. The function's signature (``inspect.signature``) is its new one."""
+
     def decorate(fn: Callable[..., _R]) -> Callable[..., _R]:
         names = set(inspect.signature(fn).parameters)
 
@@ -219,8 +253,12 @@ def legacy_keywords(fold: Callable[[dict[str, Any], dict[str, Any]], str]
             if old:
                 given = ", ".join(f"{k}=" for k in old)
                 new = fold(old, kwargs)
-                warnings.warn(f"{fn.__module__}.{fn.__name__}({given}) is deprecated and will be removed in the "
-                              f"next release: use {new}", DeprecationWarning, stacklevel=2)
+                warnings.warn(
+                    f"{fn.__module__}.{fn.__name__}({given}) is deprecated and will be removed in the "
+                    f"next release: use {new}",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
             return fn(*args, **kwargs)
 
         return wrapper
@@ -228,8 +266,13 @@ def legacy_keywords(fold: Callable[[dict[str, Any], dict[str, Any]], str]
     return decorate
 
 
-def regroup(function: str, old: Mapping[str, Any], kwargs: dict[str, Any],
-            table: Mapping[str, tuple[str, str]], factories: Mapping[str, Callable[..., Any]]) -> str:
+def regroup(
+    function: str,
+    old: Mapping[str, Any],
+    kwargs: dict[str, Any],
+    table: Mapping[str, tuple[str, str]],
+    factories: Mapping[str, Callable[..., Any]],
+) -> str:
     """``old`` keyword arguments of ``function`` folded into their groups' dataclasses in
     ``kwargs``: ``table`` maps an old name to ``(group argument, field)``, ``factories`` a
     group to the callable building it from its fields (the group's ``kwargs`` value, when
@@ -244,17 +287,27 @@ def regroup(function: str, old: Mapping[str, Any], kwargs: dict[str, Any],
     spelled = []
     for group, values in fields.items():
         current = kwargs.get(group)
-        kwargs[group] = factories[group](**values) if current is None else dataclasses.replace(current, **values)
-        spelled.append(f"{group}={getattr(factories[group], '__name__', group)}"
-                       f"({', '.join(f'{f}=...' for f in values)})")
+        kwargs[group] = (
+            factories[group](**values)
+            if current is None
+            else dataclasses.replace(current, **values)
+        )
+        spelled.append(
+            f"{group}={getattr(factories[group], '__name__', group)}"
+            f"({', '.join(f'{f}=...' for f in values)})"
+        )
     return ", ".join(spelled)
 
 
 #: ``run``'s keyword arguments of earlier releases: ``old name -> (group argument, field)``.
 _RUN_LEGACY = {
-    **{name: ("reporter", name) for name in ("progress", "desc", "postfix", "hint", "member_names", "locate")},
+    **{
+        name: ("reporter", name)
+        for name in ("progress", "desc", "postfix", "hint", "member_names", "locate")
+    },
     **{name: ("validation", name) for name in ("validate", "patience", "best_value", "since")},
-    "store": ("checkpoint", "store"), "meta": ("checkpoint", "meta"),
+    "store": ("checkpoint", "store"),
+    "meta": ("checkpoint", "meta"),
 }
 
 
@@ -268,14 +321,34 @@ def _fold_run(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
             for k in names:
                 old.pop(k, None)
             kwargs.pop(group, None)
-    return regroup("run", old, kwargs, _RUN_LEGACY,
-                   {"reporter": Reporter, "validation": Validation, "checkpoint": Checkpointing}) or "the defaults"
+    return (
+        regroup(
+            "run",
+            old,
+            kwargs,
+            _RUN_LEGACY,
+            {"reporter": Reporter, "validation": Validation, "checkpoint": Checkpointing},
+        )
+        or "the defaults"
+    )
 
 
 @legacy_keywords(_fold_run)
-def run(step: Step, state: PyTree, data: PyTree, *, key: KeyLike, steps: int, chunk_steps: int = 100, stride: int = 1,
-        guard: str | None = "loss", max_chunks: int | None = None, reporter: Reporter = Reporter(),
-        validation: Validation | None = None, checkpoint: Checkpointing | None = None) -> LoopResult:
+def run(
+    step: Step,
+    state: PyTree,
+    data: PyTree,
+    *,
+    key: KeyLike,
+    steps: int,
+    chunk_steps: int = 100,
+    stride: int = 1,
+    guard: str | None = "loss",
+    max_chunks: int | None = None,
+    reporter: Reporter = Reporter(),
+    validation: Validation | None = None,
+    checkpoint: Checkpointing | None = None,
+) -> LoopResult:
     """Run ``steps`` steps of ``step`` from ``state`` on ``data``.
 
     Args:
@@ -313,22 +386,36 @@ def run(step: Step, state: PyTree, data: PyTree, *, key: KeyLike, steps: int, ch
     store = None if checkpoint is None else checkpoint.store
     if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
         raise ValidationError(f"`steps`: expected a positive integer, got {steps!r}.")
-    if not isinstance(chunk_steps, (int, np.integer)) or isinstance(chunk_steps, bool) or chunk_steps < 1:
+    if (
+        not isinstance(chunk_steps, (int, np.integer))
+        or isinstance(chunk_steps, bool)
+        or chunk_steps < 1
+    ):
         raise ValidationError(f"`chunk_steps`: expected a positive integer, got {chunk_steps!r}.")
     if patience is not None and (not isinstance(patience, (int, np.integer)) or patience < 1):
         raise ValidationError(f"`patience`: expected a positive integer or None, got {patience!r}.")
     if not isinstance(stride, (int, np.integer)) or isinstance(stride, bool) or stride < 1:
         raise ValidationError(f"`stride`: expected a positive integer, got {stride!r}.")
     if chunk_steps % stride:
-        raise ValidationError(f"`chunk_steps`: expected a multiple of `stride` = {stride}, got {chunk_steps!r}.")
+        raise ValidationError(
+            f"`chunk_steps`: expected a multiple of `stride` = {stride}, got {chunk_steps!r}."
+        )
     steps, stride = int(steps), int(stride)
     calls = -(-steps // stride)  # calls of `step` in the whole run
     chunk = min(int(chunk_steps) // stride, calls)
     key = as_key(key)
     history = _history(step, state, data, key, calls)
     if guard is not None and guard not in history:
-        raise ValidationError(f"`guard`: expected one of the step's metrics {sorted(history)}, got {guard!r}.")
-    loop = Loop(state, jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.int32), history)
+        raise ValidationError(
+            f"`guard`: expected one of the step's metrics {sorted(history)}, got {guard!r}."
+        )
+    loop = Loop(
+        state,
+        jnp.zeros((), jnp.int32),
+        jnp.full((), -1, jnp.int32),
+        jnp.zeros((), jnp.int32),
+        history,
+    )
     best, best_value, best_step, since = state, np.inf, 0, 0
     if validation is not None:
         best_value, since = float(validation.best_value), int(validation.since)
@@ -338,17 +425,23 @@ def run(step: Step, state: PyTree, data: PyTree, *, key: KeyLike, steps: int, ch
     if store is not None and store.latest_step() is not None:
         # the description first: another run's state may not even have this run's shapes
         if store.meta().get("run") != meta["run"]:
-            raise ValidationError(f"`checkpoint_dir`: expected a checkpoint of this run or an empty folder, "
-                                  f"got one of another run ({store.directory}).")
+            raise ValidationError(
+                f"`checkpoint_dir`: expected a checkpoint of this run or an empty folder, "
+                f"got one of another run ({store.directory})."
+            )
         restored, saved = store.restore({"loop": loop, "best": best})
         # restored arrays are committed to a device, fresh ones are not: without this the chunk
         # would compile a second time for the resumed loop
         restored = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), restored)
         loop, best = restored["loop"], restored["best"]
-        curve, curve_steps = list(saved.get("validation", [])), list(saved.get("validation_steps", []))
+        curve, curve_steps = (
+            list(saved.get("validation", [])),
+            list(saved.get("validation_steps", [])),
+        )
         best_value = min(curve) if curve else np.inf
         best_step, since = int(saved.get("best_step", 0)), int(saved.get("since", 0))
     validate_jit = jax.jit(validate) if validate is not None else None
+
     def trained(calls_run: int) -> int:  # training steps taken by that many calls
         return min(calls_run * stride, steps)
 
@@ -361,27 +454,50 @@ def run(step: Step, state: PyTree, data: PyTree, *, key: KeyLike, steps: int, ch
             chunks_run += 1
             bad = int(loop.bad_step)
             if bad >= 0 and guard is not None:  # a bad step is only ever marked by a guard
-                raise rep.diverged(guard, {name: np.asarray(h[bad]) for name, h in loop.history.items()},
-                                   int(loop.bad_index), np.ndim(loop.history[guard]) > 1, trained(bad))
+                raise rep.diverged(
+                    guard,
+                    {name: np.asarray(h[bad]) for name, h in loop.history.items()},
+                    int(loop.bad_index),
+                    np.ndim(loop.history[guard]) > 1,
+                    trained(bad),
+                )
             done = int(loop.step)
             if rep.postfix:
-                bar.set_postfix({name: f"{float(jnp.mean(loop.history[name][start:done])):.4f}"
-                                 for name in rep.postfix if name in loop.history})
+                bar.set_postfix(
+                    {
+                        name: f"{float(jnp.mean(loop.history[name][start:done])):.4f}"
+                        for name in rep.postfix
+                        if name in loop.history
+                    }
+                )
             bar.update(trained(done) - trained(start))
             if validate_jit is not None:
                 value = float(validate_jit(loop.state))
                 curve.append(value)
                 curve_steps.append(trained(done))
                 if value < best_value:
-                    best, best_value, best_step, since = jax.tree.map(jnp.copy, loop.state), value, trained(done), 0
+                    best, best_value, best_step, since = (
+                        jax.tree.map(jnp.copy, loop.state),
+                        value,
+                        trained(done),
+                        0,
+                    )
                 else:
                     since += 1
                 if patience is not None and since >= patience:
                     stopped = True
             if store is not None:
-                store.save(trained(done), {"loop": loop, "best": best},
-                           {**meta, "validation": curve, "validation_steps": curve_steps,
-                            "best_step": best_step, "since": since})
+                store.save(
+                    trained(done),
+                    {"loop": loop, "best": best},
+                    {
+                        **meta,
+                        "validation": curve,
+                        "validation_steps": curve_steps,
+                        "best_step": best_step,
+                        "since": since,
+                    },
+                )
             if stopped:
                 break
     finally:
@@ -389,8 +505,15 @@ def run(step: Step, state: PyTree, data: PyTree, *, key: KeyLike, steps: int, ch
     run_calls = int(loop.step)
     run_steps = trained(run_calls)
     host_history = {name: np.asarray(h[:run_calls]) for name, h in loop.history.items()}
-    return LoopResult(state=loop.state, best=best if validate is not None else loop.state, history=host_history,
-                      steps=run_steps, validation=np.asarray(curve), validation_steps=np.asarray(curve_steps, int),
-                      best_step=best_step if validate is not None else run_steps,
-                      finished=stopped or run_steps >= steps, best_value=best_value, since=since)
-
+    return LoopResult(
+        state=loop.state,
+        best=best if validate is not None else loop.state,
+        history=host_history,
+        steps=run_steps,
+        validation=np.asarray(curve),
+        validation_steps=np.asarray(curve_steps, int),
+        best_step=best_step if validate is not None else run_steps,
+        finished=stopped or run_steps >= steps,
+        best_value=best_value,
+        since=since,
+    )

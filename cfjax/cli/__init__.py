@@ -33,10 +33,13 @@ __all__ = ["cli", "main"]
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="cfjax", prog_name="cfjax")
-@click.option("--no-cache", is_flag=True,
-              help="compile every program afresh, without the persistent compilation cache (on by "
-                   "default, in the per-user cache folder; CFJAX_CACHE_DIR=PATH moves it, "
-                   "CFJAX_CACHE_DIR=off turns it off)")
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="compile every program afresh, without the persistent compilation cache (on by "
+    "default, in the per-user cache folder; CFJAX_CACHE_DIR=PATH moves it, "
+    "CFJAX_CACHE_DIR=off turns it off)",
+)
 def cli(no_cache: bool) -> None:
     """cfjax: evaluate models with counterfactuals (counterfactual marginalisation, sensitivity
     of counterfactual fairness to unmeasured confounding, counterfactual representations).
@@ -53,8 +56,9 @@ def _cached(callback: Callable[_P, _R]) -> Callable[_P, _R]:
     def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         from cfjax import platform
 
-        platform.use_compilation_cache(False if click.get_current_context().find_root().params.get("no_cache")
-                                       else None)
+        platform.use_compilation_cache(
+            False if click.get_current_context().find_root().params.get("no_cache") else None
+        )
         return callback(*args, **kwargs)
 
     return run

@@ -17,8 +17,21 @@ from cfjax._errors import ValidationError
 from cfjax._results import plain
 from cfjax.io import atomic_write_bytes
 
-__all__ = ["UserError", "out_option", "force_option", "seed_option", "devices_option", "use_devices", "check_out", "prepare_out", "write_json",
-           "write_text", "run", "progress", "data_row"]
+__all__ = [
+    "UserError",
+    "out_option",
+    "force_option",
+    "seed_option",
+    "devices_option",
+    "use_devices",
+    "check_out",
+    "prepare_out",
+    "write_json",
+    "write_text",
+    "run",
+    "progress",
+    "data_row",
+]
 
 #: Exit code of a user mistake (click uses 2 for usage errors too).
 USER_ERROR = 2
@@ -34,19 +47,32 @@ class UserError(click.ClickException):
 
 
 def out_option(default: str) -> Callable:
-    return click.option("--out", "out", type=click.Path(file_okay=False), default=default, show_default=True,
-                        help="output folder (created; an existing non-empty one needs --force)")
+    return click.option(
+        "--out",
+        "out",
+        type=click.Path(file_okay=False),
+        default=default,
+        show_default=True,
+        help="output folder (created; an existing non-empty one needs --force)",
+    )
 
 
-force_option = click.option("--force", is_flag=True, help="write into an existing non-empty --out folder")
-seed_option = click.option("--seed", type=int, default=0, show_default=True,
-                           help="random seed (same seed, same numbers)")
+force_option = click.option(
+    "--force", is_flag=True, help="write into an existing non-empty --out folder"
+)
+seed_option = click.option(
+    "--seed", type=int, default=0, show_default=True, help="random seed (same seed, same numbers)"
+)
 
 
 devices_option = click.option(
-    "--devices", type=click.IntRange(min=1), default=None, metavar="N",
+    "--devices",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
     help="split the work over N devices of the default backend (on a CPU: N host devices, "
-         "at most one per core is useful) [default: one device]")
+    "at most one per core is useful) [default: one device]",
+)
 
 
 def use_devices(n: int | None) -> int | None:
@@ -62,8 +88,10 @@ def use_devices(n: int | None) -> int | None:
     except ValidationError:
         import jax
 
-        raise UserError(f"--devices {n}: the {jax.default_backend()} backend has {len(jax.devices())} "
-                        f"device(s); pass --devices {len(jax.devices())} or fewer") from None
+        raise UserError(
+            f"--devices {n}: the {jax.default_backend()} backend has {len(jax.devices())} "
+            f"device(s); pass --devices {len(jax.devices())} or fewer"
+        ) from None
     return n
 
 
@@ -89,8 +117,10 @@ def prepare_out(out: str, force: bool) -> str:
     if os.path.exists(out) and not os.path.isdir(out):
         raise UserError(f"--out {out!r} is a file; pass a folder")
     if os.path.isdir(out) and os.listdir(out) and not force:
-        raise UserError(f"--out {out!r} exists and is not empty; pass --force to write into it, "
-                        "or choose another folder")
+        raise UserError(
+            f"--out {out!r} exists and is not empty; pass --force to write into it, "
+            "or choose another folder"
+        )
     os.makedirs(out, exist_ok=True)
     return out
 
@@ -104,7 +134,9 @@ def check_out(out: str, force: bool) -> None:
 
 def write_json(path: str, value: Any) -> None:
     """Atomic, deterministic JSON (sorted keys, strict: NaN/inf as null)."""
-    text = json.dumps(plain(value, strict=True, shortest=True), indent=1, sort_keys=True, allow_nan=False)
+    text = json.dumps(
+        plain(value, strict=True, shortest=True), indent=1, sort_keys=True, allow_nan=False
+    )
     atomic_write_bytes(path, (text + "\n").encode())
 
 

@@ -33,10 +33,14 @@ Example:
 """
 
 #: names that moved to the library: (module, its name there); the public ones warn when used
-_MOVED = {"Scale": ("cfjax.study.demo", "Scale"), "DEMO": ("cfjax.study.demo", "DEMO"),
-          "QUICK": ("cfjax.study.demo", "QUICK"), "demo": ("cfjax.study.demo", "run_demo"),
-          "_search_notes": ("cfjax.study.demo_report", "search_notes"),
-          "_sensitivity_section": ("cfjax.study.demo_report", "sensitivity_section")}
+_MOVED = {
+    "Scale": ("cfjax.study.demo", "Scale"),
+    "DEMO": ("cfjax.study.demo", "DEMO"),
+    "QUICK": ("cfjax.study.demo", "QUICK"),
+    "demo": ("cfjax.study.demo", "run_demo"),
+    "_search_notes": ("cfjax.study.demo_report", "search_notes"),
+    "_sensitivity_section": ("cfjax.study.demo_report", "sensitivity_section"),
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -54,9 +58,16 @@ def __getattr__(name: str) -> Any:
     if name.startswith("_"):
         return obj
     if name == "demo":
-        def demo(out: str, *, quick: bool = False, seed: int = 0, command: str = "cfjax demo",
-                 log: Callable[[str], None] = click.echo,
-                 progress: bool | None = None) -> dict[str, Any]:
+
+        def demo(
+            out: str,
+            *,
+            quick: bool = False,
+            seed: int = 0,
+            command: str = "cfjax demo",
+            log: Callable[[str], None] = click.echo,
+            progress: bool | None = None,
+        ) -> dict[str, Any]:
             return obj(out, quick=quick, key=seed, command=command, log=log, progress=progress)
 
         obj, new = demo, "run_demo (key= for seed=)"
@@ -83,13 +94,17 @@ def command(out: str, force: bool, seed: int, quick: bool, devices: int | None) 
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        raise UserError("the demo draws figures with matplotlib: pip install 'cfjax[plots]' "
-                        "(make demo installs it)") from None
+        raise UserError(
+            "the demo draws figures with matplotlib: pip install 'cfjax[plots]' "
+            "(make demo installs it)"
+        ) from None
     folder = common.prepare_out(out, force)
     cmd = "cfjax demo" + (" --quick" if quick else "") + (f" --seed {seed}" if seed else "")
     from cfjax.study.demo import run_demo
 
     t0 = time.perf_counter()
     run_demo(folder, quick=quick, key=seed, command=cmd, log=click.echo)
-    click.echo(f"cfjax demo: done in {time.perf_counter() - t0:.0f} s; report: {os.path.join(folder, 'report.md')} "
-               f"(results.json and figures beside it)")
+    click.echo(
+        f"cfjax demo: done in {time.perf_counter() - t0:.0f} s; report: {os.path.join(folder, 'report.md')} "
+        f"(results.json and figures beside it)"
+    )

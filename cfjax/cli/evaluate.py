@@ -54,7 +54,9 @@ def _strip_labels(d: dict[str, Any], labelled: bool) -> dict[str, Any]:
     return d if labelled else {k: v for k, v in d.items() if k not in LABEL_FIELDS}
 
 
-def _rows(est: dict, low: dict, high: dict, meaning: dict[str, str]) -> list[tuple[str, Any, Any, Any, str]]:
+def _rows(
+    est: dict, low: dict, high: dict, meaning: dict[str, str]
+) -> list[tuple[str, Any, Any, Any, str]]:
     """The report table's rows; ``meaning``: :func:`cfjax.metrics.descriptions` (every field
     has one: a field without is a programming error)."""
     rows = []
@@ -73,8 +75,9 @@ def _fmt(v: Any) -> str:
     return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.4f}"
 
 
-def _reliability_inputs(p: np.ndarray, labels: np.ndarray, q: np.ndarray,
-                        classes: int | None) -> tuple[np.ndarray, np.ndarray]:
+def _reliability_inputs(
+    p: np.ndarray, labels: np.ndarray, q: np.ndarray, classes: int | None
+) -> tuple[np.ndarray, np.ndarray]:
     """The scores and labels of a reliability diagram. Binary scores: ``p`` against ``y (n,)``,
     or against ``ȳ = y_cf @ q`` for counterfactual labels ``(n, K)``. Class probabilities: the
     top-label confidence against whether the argmax class is the label (its probability
@@ -94,20 +97,39 @@ def _figures(out: str, bands: dict[str, Any]) -> tuple[list[str], str | None]:
     try:
         figures.pyplot()
     except ImportError:
-        return [], "matplotlib is not installed: no reliability figures (pip install 'cfjax[plots]')."
+        return (
+            [],
+            "matplotlib is not installed: no reliability figures (pip install 'cfjax[plots]').",
+        )
     from matplotlib.figure import Figure
 
     from cfjax.metrics.plots import reliability_diagram
 
-    fig = reliability_diagram(bands["obs"], bands.get("cm"), labels=("p_obs", "marginalised"),
-                              title="Smoothed reliability")
+    fig = reliability_diagram(
+        bands["obs"],
+        bands.get("cm"),
+        labels=("p_obs", "marginalised"),
+        title="Smoothed reliability",
+    )
     assert isinstance(fig, Figure)  # no ax given: a figure of its own
-    return [os.path.basename(f) for f in figures.save_figure(fig, os.path.join(out, "reliability.png"))], None
+    return [
+        os.path.basename(f) for f in figures.save_figure(fig, os.path.join(out, "reliability.png"))
+    ], None
 
 
-def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, tau: float,
-              figures: bool, out: str, source: str, devices: int | None = None,
-              log: Any = lambda message: None) -> tuple[dict[str, Any], str]:
+def _evaluate(
+    data: dict[str, Any],
+    *,
+    seed: int,
+    resamples: int,
+    level: float,
+    tau: float,
+    figures: bool,
+    out: str,
+    source: str,
+    devices: int | None = None,
+    log: Any = lambda message: None,
+) -> tuple[dict[str, Any], str]:
     import jax
 
     from cfjax import distributed, metrics
@@ -115,54 +137,108 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
     p_obs, p_cf, y, y_cf, w = data["p_obs"], data["p_cf"], data["y"], data["y_cf"], data["weights"]
     classes = data["classes"]
     n, k = p_cf.shape[:2]
-    log(f"every metric on {n} units × K = {k}, with {resamples} bootstrap resamples (the first run compiles)")
-    boot = metrics.evaluate_bootstrap(p_obs, p_cf, y, y_cf=y_cf, key=jax.random.key(seed), resamples=resamples,
-                                      level=level, weights=w, tau=tau,
-                                      mesh=distributed.as_mesh(devices))
+    log(
+        f"every metric on {n} units × K = {k}, with {resamples} bootstrap resamples (the first run compiles)"
+    )
+    boot = metrics.evaluate_bootstrap(
+        p_obs,
+        p_cf,
+        y,
+        y_cf=y_cf,
+        key=jax.random.key(seed),
+        resamples=resamples,
+        level=level,
+        weights=w,
+        tau=tau,
+        mesh=distributed.as_mesh(devices),
+    )
     labelled = y is not None
     q = np.full(k, 1.0 / k) if w is None else np.asarray(w, np.float64)
-    est, low, high = (_strip_labels(r.to_dict(), labelled) for r in (boot.estimate, boot.low, boot.high))
+    est, low, high = (
+        _strip_labels(r.to_dict(), labelled) for r in (boot.estimate, boot.low, boot.high)
+    )
     results: dict[str, Any] = {
-        "input": {"file": os.path.basename(source), "format": data["format"], "n": n, "K": k,
-                  "classes": classes, "labels": labelled, "counterfactual_labels": y_cf is not None,
-                  "weights": "uniform" if w is None else plain(w, strict=True, shortest=True),
-                  "predictor": data["predictor"], "not_read": data["unused"]},
+        "input": {
+            "file": os.path.basename(source),
+            "format": data["format"],
+            "n": n,
+            "K": k,
+            "classes": classes,
+            "labels": labelled,
+            "counterfactual_labels": y_cf is not None,
+            "weights": "uniform" if w is None else plain(w, strict=True, shortest=True),
+            "predictor": data["predictor"],
+            "not_read": data["unused"],
+        },
         # class probabilities decide by the argmax: no threshold
-        "options": {"seed": seed, "resamples": resamples, "level": level, "tau": None if classes else tau},
-        "estimate": est, "low": low, "high": high, "groups": {}, "reliability": {},
+        "options": {
+            "seed": seed,
+            "resamples": resamples,
+            "level": level,
+            "tau": None if classes else tau,
+        },
+        "estimate": est,
+        "low": low,
+        "high": high,
+        "groups": {},
+        "reliability": {},
     }
     notes: list[str] = []
     if data["unused"]:
-        notes.append(f"Not read from the file: {', '.join(data['unused'])} (group columns are named with --group, "
-                     "or named group_<name> to be used without it).")
+        notes.append(
+            f"Not read from the file: {', '.join(data['unused'])} (group columns are named with --group, "
+            "or named group_<name> to be used without it)."
+        )
     if y_cf is not None:
         changed = float(np.mean(y_cf != y[:, None]))
-        notes.append(f"Counterfactual labels (y_cf; {100 * changed:.1f}% of the n × K differ from y): "
-                     "risk_ie, risk_cvar and risk_wc score each counterfactual against its own label; "
-                     "the marginalised prediction's risk, Brier, ECE, smooth ECE and MCE and its "
-                     "reliability diagram use the unit's label averaged over the interventions; "
-                     "risk_orig, the observed calibration and ΔAUC use y.")
+        notes.append(
+            f"Counterfactual labels (y_cf; {100 * changed:.1f}% of the n × K differ from y): "
+            "risk_ie, risk_cvar and risk_wc score each counterfactual against its own label; "
+            "the marginalised prediction's risk, Brier, ECE, smooth ECE and MCE and its "
+            "reliability diagram use the unit's label averaged over the interventions; "
+            "risk_orig, the observed calibration and ΔAUC use y."
+        )
     if not labelled:
-        notes.append("No labels (`y`) in the file: only the label-free stability fields are "
-                     "reported; risks, calibration, reliability diagrams and ΔAUC need labels.")
-    p_bar = np.asarray(metrics.marginalise(p_cf, w)) if classes is None else np.einsum("k,nkc->nc", q, p_cf)
+        notes.append(
+            "No labels (`y`) in the file: only the label-free stability fields are "
+            "reported; risks, calibration, reliability diagrams and ΔAUC need labels."
+        )
+    p_bar = (
+        np.asarray(metrics.marginalise(p_cf, w))
+        if classes is None
+        else np.einsum("k,nkc->nc", q, p_cf)
+    )
     curves = {}
     if labelled:
-        log("reliability curves" + (f" and ΔAUC of {len(data['groups'])} group column(s)" if data["groups"] else ""))
+        log(
+            "reliability curves"
+            + (f" and ΔAUC of {len(data['groups'])} group column(s)" if data["groups"] else "")
+        )
         for which, p in (("obs", p_obs), ("cm", p_bar.astype(p_obs.dtype))):
             labels = y_cf if which == "cm" and y_cf is not None else y
             pp, yy = _reliability_inputs(p, labels, q, classes)
             # the report's resamples (same key: the smECE interval is the table's)
-            band = metrics.reliability_band(pp, yy.astype(pp.dtype) if yy.dtype.kind == "f" else yy,
-                                            key=jax.random.key(seed), resamples=resamples, level=level, grid=201)
+            band = metrics.reliability_band(
+                pp,
+                yy.astype(pp.dtype) if yy.dtype.kind == "f" else yy,
+                key=jax.random.key(seed),
+                resamples=resamples,
+                level=level,
+                grid=201,
+            )
             curves[which] = band
             c, every = band.curve, slice(None, None, 10)  # 21 of the 201 points in results.json
             results["reliability"][which] = {
-                "t": np.asarray(c.t)[every], "mean_label": np.asarray(c.mean_label)[every],
-                "low": np.asarray(band.low)[every], "high": np.asarray(band.high)[every],
-                "density": np.asarray(c.density)[every], "bandwidth": float(c.bandwidth),
-                "smooth_ece": float(c.smooth_ece), "smooth_ece_low": float(band.smooth_ece_low),
-                "smooth_ece_high": float(band.smooth_ece_high)}
+                "t": np.asarray(c.t)[every],
+                "mean_label": np.asarray(c.mean_label)[every],
+                "low": np.asarray(band.low)[every],
+                "high": np.asarray(band.high)[every],
+                "density": np.asarray(c.density)[every],
+                "bandwidth": float(c.bandwidth),
+                "smooth_ece": float(c.smooth_ece),
+                "smooth_ece_low": float(band.smooth_ece_low),
+                "smooth_ece_high": float(band.smooth_ece_high),
+            }
         if classes is not None:
             notes.append("Class probabilities: reliability of the top-label confidence.")
     for g, col in data["groups"].items():
@@ -172,11 +248,17 @@ def _evaluate(data: dict[str, Any], *, seed: int, resamples: int, level: float, 
             notes.append(f"Group {g!r}: ΔAUC needs binary scores; skipped for class probabilities.")
             continue
         values, codes = np.unique(col, return_inverse=True)
-        entry = {"values": [v.item() if hasattr(v, "item") else v for v in values],
-                 "counts": np.bincount(codes.reshape(-1), minlength=len(values))}
+        entry = {
+            "values": [v.item() if hasattr(v, "item") else v for v in values],
+            "counts": np.bincount(codes.reshape(-1), minlength=len(values)),
+        }
         for which, p in (("obs", p_obs), ("cm", p_bar.astype(p_obs.dtype))):
-            entry[f"auc_{which}"] = np.asarray(metrics.stratified_auc(p, y, codes.reshape(-1).astype(np.int32)))
-            entry[f"delta_auc_{which}"] = float(metrics.delta_auc(p, y, codes.reshape(-1).astype(np.int32)))
+            entry[f"auc_{which}"] = np.asarray(
+                metrics.stratified_auc(p, y, codes.reshape(-1).astype(np.int32))
+            )
+            entry[f"delta_auc_{which}"] = float(
+                metrics.delta_auc(p, y, codes.reshape(-1).astype(np.int32))
+            )
         results["groups"][g] = entry
     files: list[str] = []
     if curves and figures:
@@ -194,46 +276,83 @@ def _markdown(r: dict[str, Any], source: str) -> str:
     from cfjax.metrics.report import NOTATION, descriptions
 
     inp, opt = r["input"], r["options"]
-    meaning = descriptions(classes=inp["classes"] is not None, counterfactual_labels=inp["counterfactual_labels"])
-    decisions = ("decisions by the argmax class" if inp["classes"]
-                 else f"decision threshold tau = {opt['tau']:g}")
+    meaning = descriptions(
+        classes=inp["classes"] is not None, counterfactual_labels=inp["counterfactual_labels"]
+    )
+    decisions = (
+        "decisions by the argmax class"
+        if inp["classes"]
+        else f"decision threshold tau = {opt['tau']:g}"
+    )
     pct = f"{100 * opt['level']:g}%"
     chosen = inp["predictor"]
-    which = (f"Predictor {chosen['name']!r}, training seed {chosen['seed']} (of the file's {chosen['predictors']} "
-             f"predictors × {chosen['seeds']} seeds). " if chosen else "")
-    lines = [f"# Counterfactual-marginalisation report: {inp['file']}", "",
-             which + f"{inp['n']} units, K = {inp['K']} interventions"
-             + (f", {inp['classes']} classes" if inp["classes"] else ", binary scores")
-             + f", weights {'uniform' if inp['weights'] == 'uniform' else inp['weights']}, "
-             + (("labels and counterfactual labels given" if inp["counterfactual_labels"] else "labels given")
-                if inp["labels"] else "no labels (stability fields only)") + ".",
-             f"Intervals: percentile bootstrap over units, {opt['resamples']} resamples, "
-             f"level {pct}, seed {opt['seed']}; {decisions}.", "",
-             f"Definitions (docs/definitions.md §1): {NOTATION}.", ""]
+    which = (
+        f"Predictor {chosen['name']!r}, training seed {chosen['seed']} (of the file's {chosen['predictors']} "
+        f"predictors × {chosen['seeds']} seeds). "
+        if chosen
+        else ""
+    )
+    lines = [
+        f"# Counterfactual-marginalisation report: {inp['file']}",
+        "",
+        which
+        + f"{inp['n']} units, K = {inp['K']} interventions"
+        + (f", {inp['classes']} classes" if inp["classes"] else ", binary scores")
+        + f", weights {'uniform' if inp['weights'] == 'uniform' else inp['weights']}, "
+        + (
+            (
+                "labels and counterfactual labels given"
+                if inp["counterfactual_labels"]
+                else "labels given"
+            )
+            if inp["labels"]
+            else "no labels (stability fields only)"
+        )
+        + ".",
+        f"Intervals: percentile bootstrap over units, {opt['resamples']} resamples, "
+        f"level {pct}, seed {opt['seed']}; {decisions}.",
+        "",
+        f"Definitions (docs/definitions.md §1): {NOTATION}.",
+        "",
+    ]
     lines += [f"| metric | estimate | {pct} interval | definition |", "|---|---:|---:|---|"]
     for name, v, lo, hi, text in _rows(r["estimate"], r["low"], r["high"], meaning):
         cell = text.replace("|", "\\|")  # absolute values: a bar inside a markdown cell is escaped
         lines.append(f"| {name} | {_fmt(v)} | [{_fmt(lo)}, {_fmt(hi)}] | {cell} |")
     if r["groups"]:
-        lines += ["", "## AUC by group", "",
-                  "ΔAUC = largest minus smallest AUC over a column's groups, of p_obs and of the "
-                  "marginalised prediction.", "",
-                  "| column | group | units | AUC p_obs | AUC marginalised |", "|---|---|---:|---:|---:|"]
+        lines += [
+            "",
+            "## AUC by group",
+            "",
+            "ΔAUC = largest minus smallest AUC over a column's groups, of p_obs and of the "
+            "marginalised prediction.",
+            "",
+            "| column | group | units | AUC p_obs | AUC marginalised |",
+            "|---|---|---:|---:|---:|",
+        ]
         for g, e in r["groups"].items():
-            for v, c, a, b in zip(e["values"], np.asarray(e["counts"]).tolist(), e["auc_obs"], e["auc_cm"]):
+            for v, c, a, b in zip(
+                e["values"], np.asarray(e["counts"]).tolist(), e["auc_obs"], e["auc_cm"]
+            ):
                 lines.append(f"| {g} | {v} | {c} | {_fmt(float(a))} | {_fmt(float(b))} |")
-            lines.append(f"| {g} | **ΔAUC** | | **{_fmt(e['delta_auc_obs'])}** | **{_fmt(e['delta_auc_cm'])}** |")
+            lines.append(
+                f"| {g} | **ΔAUC** | | **{_fmt(e['delta_auc_obs'])}** | **{_fmt(e['delta_auc_cm'])}** |"
+            )
     if r["figures"]:
         lines += ["", "## Reliability", ""]
         lines += [f"![{f}]({f})" for f in r["figures"] if f.endswith(".png")]
-        lines += ["", f"*The mean label smoothed by a Gaussian kernel (reflected at 0 and 1, width σ\\* of the "
-                  f"smooth ECE) against the prediction, for p_obs and the marginalised prediction; shaded: "
-                  f"{pct} bootstrap bands over units (drawn where the kernel holds at least one unit); beneath: the "
-                  "density of the predictions. Where a curve "
-                  "leaves the diagonal by more than its band, the predictions are miscalibrated there; where "
-                  "the two bands overlap, marginalising over the counterfactuals leaves calibration unchanged "
-                  "within sampling error. Vector version: "
-                  + ", ".join(f for f in r["figures"] if not f.endswith(".png")) + ".*"]
+        lines += [
+            "",
+            f"*The mean label smoothed by a Gaussian kernel (reflected at 0 and 1, width σ\\* of the "
+            f"smooth ECE) against the prediction, for p_obs and the marginalised prediction; shaded: "
+            f"{pct} bootstrap bands over units (drawn where the kernel holds at least one unit); beneath: the "
+            "density of the predictions. Where a curve "
+            "leaves the diagonal by more than its band, the predictions are miscalibrated there; where "
+            "the two bands overlap, marginalising over the counterfactuals leaves calibration unchanged "
+            "within sampling error. Vector version: "
+            + ", ".join(f for f in r["figures"] if not f.endswith(".png"))
+            + ".*",
+        ]
     if r["notes"]:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in r["notes"]]
     return "\n".join(lines) + "\n"
@@ -244,29 +363,81 @@ def _markdown(r: dict[str, Any], source: str) -> str:
 @common.out_option("results/evaluate")
 @common.force_option
 @common.seed_option
-@click.option("--resamples", type=click.IntRange(min=1), default=None,
-              help=f"bootstrap resamples [default: {RESAMPLES}; {QUICK_RESAMPLES} with --quick]")
-@click.option("--quick", is_flag=True, help=f"a first look: {QUICK_RESAMPLES} resamples, no figures")
-@click.option("--level", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
-              show_default=True, help="coverage of the bootstrap intervals")
-@click.option("--tau", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="decision threshold of the binary scores (s_flip, d_obs)")
-@click.option("--weights", default=None, metavar="W0,W1,...|FILE",
-              help="intervention weights (K values summing to 1), or a file of them; "
-                   "default: the file's 'weights' array (npz) or uniform")
-@click.option("--group", "groups", multiple=True, metavar="COL",
-              help="a group column or array for ΔAUC, COL or group_COL (repeatable); without --group "
-                   "every column or array named group_<name>, in every format")
-@click.option("--predictor", default=None, metavar="NAME",
-              help="in a .npz of several predictors (arrays names, seeds; as cfjax demo writes): the one "
-                   "to evaluate")
-@click.option("--predictor-seed", type=int, default=None, metavar="S",
-              help="with --predictor: its training seed [default: the file's first]")
-@click.option("--example-file", default=None, metavar="PATH",
-              help="write a synthetic predictions file (.npz or .csv) to PATH and exit")
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"bootstrap resamples [default: {RESAMPLES}; {QUICK_RESAMPLES} with --quick]",
+)
+@click.option(
+    "--quick", is_flag=True, help=f"a first look: {QUICK_RESAMPLES} resamples, no figures"
+)
+@click.option(
+    "--level",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="coverage of the bootstrap intervals",
+)
+@click.option(
+    "--tau",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="decision threshold of the binary scores (s_flip, d_obs)",
+)
+@click.option(
+    "--weights",
+    default=None,
+    metavar="W0,W1,...|FILE",
+    help="intervention weights (K values summing to 1), or a file of them; "
+    "default: the file's 'weights' array (npz) or uniform",
+)
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    metavar="COL",
+    help="a group column or array for ΔAUC, COL or group_COL (repeatable); without --group "
+    "every column or array named group_<name>, in every format",
+)
+@click.option(
+    "--predictor",
+    default=None,
+    metavar="NAME",
+    help="in a .npz of several predictors (arrays names, seeds; as cfjax demo writes): the one "
+    "to evaluate",
+)
+@click.option(
+    "--predictor-seed",
+    type=int,
+    default=None,
+    metavar="S",
+    help="with --predictor: its training seed [default: the file's first]",
+)
+@click.option(
+    "--example-file",
+    default=None,
+    metavar="PATH",
+    help="write a synthetic predictions file (.npz or .csv) to PATH and exit",
+)
 @common.devices_option
-def command(predictions, out, force, seed, resamples, quick, level, tau, weights, groups, predictor, predictor_seed,
-            example_file, devices):
+def command(
+    predictions,
+    out,
+    force,
+    seed,
+    resamples,
+    quick,
+    level,
+    tau,
+    weights,
+    groups,
+    predictor,
+    predictor_seed,
+    example_file,
+    devices,
+):
     """Evaluate a predictor on its counterfactuals: PREDICTIONS (.npz, .csv or .parquet) →
     report.md, results.json and reliability diagrams in --out.
 
@@ -285,20 +456,35 @@ def command(predictions, out, force, seed, resamples, quick, level, tau, weights
         click.echo(f"wrote {example_file}; now run: cfjax evaluate {example_file} --out {out}")
         return
     if predictions is None:
-        raise UserError("missing PREDICTIONS file (a .npz, .csv or .parquet); "
-                        "`cfjax evaluate --example-file preds.npz` writes an example")
+        raise UserError(
+            "missing PREDICTIONS file (a .npz, .csv or .parquet); "
+            "`cfjax evaluate --example-file preds.npz` writes an example"
+        )
     data = load_predictions(predictions, tuple(groups), weights, predictor, predictor_seed)
     if data["classes"] is not None and tau != 0.5:
-        raise UserError(f"--tau {tau:g}: class probabilities decide by the argmax; --tau applies "
-                        "to binary scores only")
+        raise UserError(
+            f"--tau {tau:g}: class probabilities decide by the argmax; --tau applies "
+            "to binary scores only"
+        )
     prepare = common.prepare_out(out, force)
     b = resamples if resamples is not None else (QUICK_RESAMPLES if quick else RESAMPLES)
-    results, text = _evaluate(data, seed=seed, resamples=b, level=level, tau=tau,
-                              figures=not quick, out=prepare, source=predictions, devices=devices,
-                              log=common.progress("evaluate"))
+    results, text = _evaluate(
+        data,
+        seed=seed,
+        resamples=b,
+        level=level,
+        tau=tau,
+        figures=not quick,
+        out=prepare,
+        source=predictions,
+        devices=devices,
+        log=common.progress("evaluate"),
+    )
     common.write_json(os.path.join(out, "results.json"), results)
     common.write_text(os.path.join(out, "report.md"), text)
-    click.echo(f"wrote {os.path.join(out, 'report.md')}, results.json"
-               + "".join(f", {f}" for f in results["figures"]))
+    click.echo(
+        f"wrote {os.path.join(out, 'report.md')}, results.json"
+        + "".join(f", {f}" for f in results["figures"])
+    )
     for n in results["notes"]:
         click.echo(n)

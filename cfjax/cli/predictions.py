@@ -50,16 +50,22 @@ def _read_table(path: str, kind: str) -> dict[str, np.ndarray]:
         try:
             import pandas as pd
         except ImportError:
-            raise UserError(f"{path}: reading parquet needs pandas (pip install pandas pyarrow); "
-                            "or save the predictions as .csv or .npz") from None
+            raise UserError(
+                f"{path}: reading parquet needs pandas (pip install pandas pyarrow); "
+                "or save the predictions as .csv or .npz"
+            ) from None
         try:
             frame = pd.read_parquet(path)
         except ImportError as e:
-            raise UserError(f"{path}: reading parquet needs pyarrow or fastparquet (pip install "
-                            f"pyarrow); or save as .csv or .npz ({str(e).splitlines()[0]})") from None
+            raise UserError(
+                f"{path}: reading parquet needs pyarrow or fastparquet (pip install "
+                f"pyarrow); or save as .csv or .npz ({str(e).splitlines()[0]})"
+            ) from None
         except Exception as e:  # a corrupt file: pandas/pyarrow raise many kinds
-            raise UserError(f"{path}: not a readable parquet file ({type(e).__name__}: "
-                            f"{str(e).splitlines()[0] if str(e) else ''})") from None
+            raise UserError(
+                f"{path}: not a readable parquet file ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''})"
+            ) from None
         raw = {str(c): frame[c].to_numpy() for c in frame.columns}
         out = {}
         for name, col in raw.items():
@@ -72,8 +78,10 @@ def _read_table(path: str, kind: str) -> dict[str, np.ndarray]:
         with open(path, newline="", encoding="utf-8-sig") as f:
             rows = list(csv.reader(f))
     except UnicodeDecodeError:
-        raise UserError(f"{path}: not a text CSV file (save the predictions as CSV with a header "
-                        "row, or as .npz)") from None
+        raise UserError(
+            f"{path}: not a text CSV file (save the predictions as CSV with a header "
+            "row, or as .npz)"
+        ) from None
     if not rows or not rows[0]:
         raise UserError(f"{path}: empty CSV file; expected a header row with p_obs, p_cf_0, ...")
     header = [h.strip() for h in rows[0]]
@@ -85,10 +93,14 @@ def _read_table(path: str, kind: str) -> dict[str, np.ndarray]:
         raise UserError(f"{path}: no data rows below the header")
     for i, r in enumerate(body):
         if len(r) != len(header):
-            raise UserError(f"{path}: {common.data_row(i)} has {len(r)} fields, the header has {len(header)}")
+            raise UserError(
+                f"{path}: {common.data_row(i)} has {len(r)} fields, the header has {len(header)}"
+            )
     cols = np.asarray(body, dtype=object).T
-    return {h: _parse_column(np.asarray([c.strip() for c in col], dtype=str))
-            for h, col in zip(header, cols)}
+    return {
+        h: _parse_column(np.asarray([c.strip() for c in col], dtype=str))
+        for h, col in zip(header, cols)
+    }
 
 
 def _parse_column(col: np.ndarray) -> np.ndarray:
@@ -113,24 +125,31 @@ def _numbered(path: str, table: dict[str, np.ndarray], stem: str) -> list[str]:
         return []
     missing = sorted(set(range(max(found) + 1)) - set(found))
     if missing:
-        raise UserError(f"{path}: columns {stem}_0 … {stem}_{max(found)} must be numbered without "
-                        f"gaps; missing {', '.join(f'{stem}_{i}' for i in missing[:5])}")
+        raise UserError(
+            f"{path}: columns {stem}_0 … {stem}_{max(found)} must be numbered without "
+            f"gaps; missing {', '.join(f'{stem}_{i}' for i in missing[:5])}"
+        )
     return [f"{stem}_{i}" for i in range(len(found))]
 
 
 def _from_table(path: str, table: dict[str, np.ndarray], groups: tuple[str, ...]) -> dict[str, Any]:
     if "p_obs" not in table:
         if _numbered(path, table, "p_obs"):
-            raise UserError(f"{path}: class probabilities (p_obs_0, p_obs_1, …) are read from .npz "
-                            "files only (arrays p_obs (n, C), p_cf (n, K, C)); save as .npz")
+            raise UserError(
+                f"{path}: class probabilities (p_obs_0, p_obs_1, …) are read from .npz "
+                "files only (arrays p_obs (n, C), p_cf (n, K, C)); save as .npz"
+            )
         raise UserError(f"{path}: no column 'p_obs'; found columns {_listing(table)}")
     cf_cols = _numbered(path, table, "p_cf")
     if not cf_cols:
-        raise UserError(f"{path}: no columns 'p_cf_0', 'p_cf_1', … (one per intervention); "
-                        f"found columns {_listing(table)}")
-    data: dict[str, Any] = {"p_obs": _numeric(path, "p_obs", table["p_obs"]),
-                            "names": {"p_obs": "column 'p_obs'", "p_cf": "columns p_cf_*",
-                                      "y": "column 'y'"}}
+        raise UserError(
+            f"{path}: no columns 'p_cf_0', 'p_cf_1', … (one per intervention); "
+            f"found columns {_listing(table)}"
+        )
+    data: dict[str, Any] = {
+        "p_obs": _numeric(path, "p_obs", table["p_obs"]),
+        "names": {"p_obs": "column 'p_obs'", "p_cf": "columns p_cf_*", "y": "column 'y'"},
+    }
     data["p_cf"] = np.stack([_numeric(path, c, table[c]) for c in cf_cols], axis=1)
     data["p_cf_columns"] = cf_cols
     if "y" in table:
@@ -153,16 +172,21 @@ def _group_key(found: Any, g: str, reserved: set[str]) -> str:
     return g if g in found and g not in reserved else f"group_{g}"
 
 
-def _groups(path: str, found: dict[str, np.ndarray], groups: tuple[str, ...], reserved: set[str],
-            kind: str) -> dict[str, np.ndarray]:
+def _groups(
+    path: str, found: dict[str, np.ndarray], groups: tuple[str, ...], reserved: set[str], kind: str
+) -> dict[str, np.ndarray]:
     """The group columns, one rule for every format: with ``--group`` the named ones (a column
     or array NAME, or group_NAME), without it every one named ``group_<name>``."""
-    names = groups or tuple(k[len("group_"):] for k in found if k.startswith("group_") and len(k) > len("group_"))
+    names = groups or tuple(
+        k[len("group_") :] for k in found if k.startswith("group_") and len(k) > len("group_")
+    )
     out = {}
     for g in names:
         key = _group_key(found, g, reserved)
         if key not in found:
-            raise UserError(f"{path}: --group {g!r}: no {kind} {g!r} or 'group_{g}'; found {kind}s {_listing(found)}")
+            raise UserError(
+                f"{path}: --group {g!r}: no {kind} {g!r} or 'group_{g}'; found {kind}s {_listing(found)}"
+            )
         out[g] = found[key]
     return out
 
@@ -173,13 +197,19 @@ def _listing(names: Any) -> str:
     return shown or "(none)"
 
 
-def _from_npz(path: str, groups: tuple[str, ...], predictor: str | None = None,
-              predictor_seed: int | None = None) -> dict[str, Any]:
+def _from_npz(
+    path: str,
+    groups: tuple[str, ...],
+    predictor: str | None = None,
+    predictor_seed: int | None = None,
+) -> dict[str, Any]:
     import zipfile
 
     if not zipfile.is_zipfile(path):
-        raise UserError(f"{path}: not a .npz archive (write one with numpy.savez(path, p_obs=..., "
-                        "p_cf=..., y=...))")
+        raise UserError(
+            f"{path}: not a .npz archive (write one with numpy.savez(path, p_obs=..., "
+            "p_cf=..., y=...))"
+        )
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -187,8 +217,10 @@ def _from_npz(path: str, groups: tuple[str, ...], predictor: str | None = None,
         raise UserError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
     for need in ("p_obs", "p_cf"):
         if need not in arrays:
-            raise UserError(f"{path}: no array {need!r}; found arrays {_listing(arrays)} "
-                            "(expected p_obs (n,), p_cf (n, K), optional y, weights, group_<name>)")
+            raise UserError(
+                f"{path}: no array {need!r}; found arrays {_listing(arrays)} "
+                "(expected p_obs (n,), p_cf (n, K), optional y, weights, group_<name>)"
+            )
     for k, a in arrays.items():
         if k in ("p_obs", "p_cf", "y", "y_cf", "weights") and a.dtype.kind not in "biuf":
             raise UserError(f"{path}: array {k!r} must hold numbers; found dtype {a.dtype}")
@@ -201,24 +233,39 @@ def _from_npz(path: str, groups: tuple[str, ...], predictor: str | None = None,
                 f"cfjax with y_cf ({arrays['y_cf'].shape}) as (K, n), one row per intervention; this cfjax reads "
                 f"format {FORMAT_VERSION}, y_cf (n, K), units first. Run the study again, or convert the file in "
                 f"Python: d = dict(np.load(path)); d['y_cf'] = d['y_cf'].T; d['format_version'] = {FORMAT_VERSION}; "
-                "np.savez(path, **d)")
+                "np.savez(path, **d)"
+            )
         arrays, chosen = _one_predictor(path, arrays, predictor, predictor_seed)
     elif predictor is not None or predictor_seed is not None:
-        raise UserError(f"{path}: --predictor and --predictor-seed choose one predictor of a file that holds "
-                        "several (arrays names, seeds, p_obs (P, S, n), p_cf (P, S, n, K), as the study and "
-                        f"cfjax demo write); this one holds a single predictor (arrays {_listing(arrays)})")
+        raise UserError(
+            f"{path}: --predictor and --predictor-seed choose one predictor of a file that holds "
+            "several (arrays names, seeds, p_obs (P, S, n), p_cf (P, S, n, K), as the study and "
+            f"cfjax demo write); this one holds a single predictor (arrays {_listing(arrays)})"
+        )
     # floats keep their dtype until the checks (a float32 value is quoted as float32 prints it)
-    scores = {k: arrays[k] if arrays[k].dtype.kind == "f" else arrays[k].astype(np.float64) for k in ("p_obs", "p_cf")}
-    data: dict[str, Any] = {**scores,
-                            "names": {"p_obs": "array 'p_obs'", "p_cf": "array 'p_cf'",
-                                      "y": "array 'y'", "y_cf": "array 'y_cf'"}}
+    scores = {
+        k: arrays[k] if arrays[k].dtype.kind == "f" else arrays[k].astype(np.float64)
+        for k in ("p_obs", "p_cf")
+    }
+    data: dict[str, Any] = {
+        **scores,
+        "names": {
+            "p_obs": "array 'p_obs'",
+            "p_cf": "array 'p_cf'",
+            "y": "array 'y'",
+            "y_cf": "array 'y_cf'",
+        },
+    }
     if "y" in arrays:
         data["y"] = arrays["y"].astype(np.float64)
     if "y_cf" in arrays:
         data["y_cf"] = arrays["y_cf"].astype(np.float64)
     if "weights" in arrays:
-        data["weights"] = arrays["weights"] if arrays["weights"].dtype.kind == "f" else \
-            arrays["weights"].astype(np.float64)
+        data["weights"] = (
+            arrays["weights"]
+            if arrays["weights"].dtype.kind == "f"
+            else arrays["weights"].astype(np.float64)
+        )
     reserved = {"p_obs", "p_cf", "y", "y_cf", "weights", "names", "seeds", "format_version"}
     data["groups"] = _groups(path, arrays, groups, reserved, "array")
     used = reserved | {_group_key(arrays, g, reserved) for g in data["groups"]}
@@ -234,17 +281,22 @@ def _format_version(path: str, arrays: dict[str, np.ndarray]) -> int | None:
         return None
     v = arrays["format_version"]
     if v.shape != () or v.dtype.kind not in "iu":
-        raise UserError(f"{path}: array 'format_version' must be one integer; found dtype {v.dtype} "
-                        f"and shape {v.shape}")
+        raise UserError(
+            f"{path}: array 'format_version' must be one integer; found dtype {v.dtype} "
+            f"and shape {v.shape}"
+        )
     if int(v) != FORMAT_VERSION:
-        raise UserError(f"{path}: array 'format_version' is {int(v)}; this cfjax reads format {FORMAT_VERSION} "
-                        "(y_cf (n, K), units first)" + ("; upgrade cfjax to read it" if int(v) > FORMAT_VERSION
-                                                         else ""))
+        raise UserError(
+            f"{path}: array 'format_version' is {int(v)}; this cfjax reads format {FORMAT_VERSION} "
+            "(y_cf (n, K), units first)"
+            + ("; upgrade cfjax to read it" if int(v) > FORMAT_VERSION else "")
+        )
     return int(v)
 
 
-def _one_predictor(path: str, arrays: dict[str, np.ndarray], predictor: str | None,
-                   seed: int | None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def _one_predictor(
+    path: str, arrays: dict[str, np.ndarray], predictor: str | None, seed: int | None
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """One predictor of a file holding several, as :func:`cfjax.study.run` (``cfjax demo``)
     writes them (:func:`cfjax.study.save_predictions`): ``names (P,)``, ``seeds (S,)``,
     ``p_obs (P, S, n)``, ``p_cf (P, S, n, K)``, ``y (n,)``, ``y_cf (n, K)``, ``weights (K,)``
@@ -253,22 +305,34 @@ def _one_predictor(path: str, arrays: dict[str, np.ndarray], predictor: str | No
     names = [str(v) for v in arrays["names"].reshape(-1)]
     seeds = [int(v) for v in arrays["seeds"].reshape(-1)]
     p_obs, p_cf = arrays["p_obs"], arrays["p_cf"]
-    if p_obs.shape[:2] != (len(names), len(seeds)) or p_cf.shape[:2] != (len(names), len(seeds)) \
-            or p_obs.ndim not in (3, 4) or p_cf.ndim != p_obs.ndim + 1:
-        raise UserError(f"{path}: arrays 'names' ({len(names)}) and 'seeds' ({len(seeds)}) announce several "
-                        f"predictors, but p_obs has shape {p_obs.shape} and p_cf {p_cf.shape}; expected p_obs "
-                        f"({len(names)}, {len(seeds)}, n) and p_cf ({len(names)}, {len(seeds)}, n, K)")
+    if (
+        p_obs.shape[:2] != (len(names), len(seeds))
+        or p_cf.shape[:2] != (len(names), len(seeds))
+        or p_obs.ndim not in (3, 4)
+        or p_cf.ndim != p_obs.ndim + 1
+    ):
+        raise UserError(
+            f"{path}: arrays 'names' ({len(names)}) and 'seeds' ({len(seeds)}) announce several "
+            f"predictors, but p_obs has shape {p_obs.shape} and p_cf {p_cf.shape}; expected p_obs "
+            f"({len(names)}, {len(seeds)}, n) and p_cf ({len(names)}, {len(seeds)}, n, K)"
+        )
     listing = ", ".join(names)
     if predictor is None:
-        raise UserError(f"{path}: holds {len(names)} predictors × {len(seeds)} training seeds; choose one with "
-                        f"--predictor NAME ({listing}) and optionally --predictor-seed "
-                        f"({', '.join(map(str, seeds))}; default {seeds[0]})")
+        raise UserError(
+            f"{path}: holds {len(names)} predictors × {len(seeds)} training seeds; choose one with "
+            f"--predictor NAME ({listing}) and optionally --predictor-seed "
+            f"({', '.join(map(str, seeds))}; default {seeds[0]})"
+        )
     if predictor not in names:
-        raise UserError(f"{path}: --predictor {predictor!r}: not in the file; its predictors are {listing}")
+        raise UserError(
+            f"{path}: --predictor {predictor!r}: not in the file; its predictors are {listing}"
+        )
     seed = seeds[0] if seed is None else seed
     if seed not in seeds:
-        raise UserError(f"{path}: --predictor-seed {seed}: not in the file; its seeds are "
-                        f"{', '.join(map(str, seeds))}")
+        raise UserError(
+            f"{path}: --predictor-seed {seed}: not in the file; its seeds are "
+            f"{', '.join(map(str, seeds))}"
+        )
     i, j = names.index(predictor), seeds.index(seed)
     out = {k: v for k, v in arrays.items()}
     out["p_obs"], out["p_cf"] = p_obs[i, j], p_cf[i, j]
@@ -290,12 +354,19 @@ def _parse_weights(spec: str) -> np.ndarray:
     try:
         return np.asarray([float(v) for v in spec.split(",")], np.float64)
     except ValueError:
-        raise UserError(f"--weights {spec!r}: expected comma-separated numbers like "
-                        "0.5,0.5 or an existing file of numbers") from None
+        raise UserError(
+            f"--weights {spec!r}: expected comma-separated numbers like "
+            "0.5,0.5 or an existing file of numbers"
+        ) from None
 
 
-def load_predictions(path: str, groups: tuple[str, ...] = (), weights: str | None = None,
-                     predictor: str | None = None, predictor_seed: int | None = None) -> dict[str, Any]:
+def load_predictions(
+    path: str,
+    groups: tuple[str, ...] = (),
+    weights: str | None = None,
+    predictor: str | None = None,
+    predictor_seed: int | None = None,
+) -> dict[str, Any]:
     """Read and check a predictions file; every problem is a :class:`UserError` naming the file
     and the array or column (rows counted from 1, the header not counted).
 
@@ -336,13 +407,17 @@ def load_predictions(path: str, groups: tuple[str, ...] = (), weights: str | Non
         data = _from_npz(path, groups, predictor, predictor_seed)
     elif ext in (".csv", ".parquet", ".pq"):
         if predictor is not None or predictor_seed is not None:
-            raise UserError(f"{path}: --predictor and --predictor-seed choose one predictor of a .npz that holds "
-                            "several; a table holds one")
+            raise UserError(
+                f"{path}: --predictor and --predictor-seed choose one predictor of a .npz that holds "
+                "several; a table holds one"
+            )
         kind = "csv" if ext == ".csv" else "parquet"
         data = _from_table(path, _read_table(path, kind), groups)
         data["predictor"] = None
     else:
-        raise UserError(f"{path}: unknown extension {ext or '(none)'!r}; expected .npz, .csv or .parquet")
+        raise UserError(
+            f"{path}: unknown extension {ext or '(none)'!r}; expected .npz, .csv or .parquet"
+        )
     data["format"] = ext.lstrip(".")
     if weights is not None:
         data["weights"] = _parse_weights(weights)
@@ -355,92 +430,141 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
     names = data["names"]
     p_obs, p_cf = data["p_obs"], data["p_cf"]
     if p_obs.ndim not in (1, 2) or p_cf.ndim != p_obs.ndim + 1:
-        raise UserError(f"{path}: {names['p_obs']} has shape {p_obs.shape} and {names['p_cf']} "
-                        f"{p_cf.shape}; expected p_obs (n,) with p_cf (n, K), or class "
-                        "probabilities p_obs (n, C) with p_cf (n, K, C)")
+        raise UserError(
+            f"{path}: {names['p_obs']} has shape {p_obs.shape} and {names['p_cf']} "
+            f"{p_cf.shape}; expected p_obs (n,) with p_cf (n, K), or class "
+            "probabilities p_obs (n, C) with p_cf (n, K, C)"
+        )
     n = p_obs.shape[0]
     if n < 2 or p_cf.shape[0] != n:
-        raise UserError(f"{path}: {names['p_obs']} has {n} rows and {names['p_cf']} "
-                        f"{p_cf.shape[0]}; expected the same number of units, at least 2")
+        raise UserError(
+            f"{path}: {names['p_obs']} has {n} rows and {names['p_cf']} "
+            f"{p_cf.shape[0]}; expected the same number of units, at least 2"
+        )
     if p_cf.shape[1] < 1:
         raise UserError(f"{path}: {names['p_cf']} has no interventions (K = 0)")
     classes = None
     if p_obs.ndim == 2:
         classes = p_obs.shape[1]
         if classes < 2 or p_cf.shape[2] != classes:
-            raise UserError(f"{path}: class probabilities p_obs {p_obs.shape} and p_cf "
-                            f"{p_cf.shape} must share C >= 2 classes in the last axis")
+            raise UserError(
+                f"{path}: class probabilities p_obs {p_obs.shape} and p_cf "
+                f"{p_cf.shape} must share C >= 2 classes in the last axis"
+            )
     cols = data.get("p_cf_columns")
     for key, arr in (("p_obs", p_obs), ("p_cf", p_cf)):
         bad_nan = ~np.isfinite(arr)
         bad_range = (arr < 0) | (arr > 1)
-        for bad, what in ((bad_nan, "NaN, infinite or missing values"), (bad_range, "values outside [0, 1]")):
+        for bad, what in (
+            (bad_nan, "NaN, infinite or missing values"),
+            (bad_range, "values outside [0, 1]"),
+        ):
             if bad.any():
                 where = np.argwhere(bad)[0]
                 label, at = _cell(names[key], cols if key == "p_cf" else None, where)
-                value = f": {float(plain_floats(arr[tuple(where)]))!r}" if what.startswith("values") else ""
-                raise UserError(f"{path}: {label} has {what} (first at {at}{value}); scores must be "
-                                "probabilities in [0, 1]")
+                value = (
+                    f": {float(plain_floats(arr[tuple(where)]))!r}"
+                    if what.startswith("values")
+                    else ""
+                )
+                raise UserError(
+                    f"{path}: {label} has {what} (first at {at}{value}); scores must be "
+                    "probabilities in [0, 1]"
+                )
     if classes is not None:
         for key, arr in (("p_obs", p_obs), ("p_cf", p_cf)):
             s = arr.astype(np.float64).sum(-1)
             if np.abs(s - 1).max() > 1e-3:
                 where = np.unravel_index(np.abs(s - 1).argmax(), s.shape)
                 label, at = _cell(names[key], None, where)
-                raise UserError(f"{path}: {label}: class probabilities must sum to 1 over the last axis; "
-                                f"found {at} summing to {s[where]:.4g}")
+                raise UserError(
+                    f"{path}: {label}: class probabilities must sum to 1 over the last axis; "
+                    f"found {at} summing to {s[where]:.4g}"
+                )
     k = p_cf.shape[1]
     y, y_cf = data.get("y"), data.get("y_cf")
     if y is not None:
         if y.shape != (n,):
-            raise UserError(f"{path}: {names['y']} has shape {y.shape}; expected ({n},), one label per unit")
+            raise UserError(
+                f"{path}: {names['y']} has shape {y.shape}; expected ({n},), one label per unit"
+            )
         y = _check_labels(path, names["y"], y, classes, "drop those units or omit 'y'")
     if y_cf is not None:
         if y is None:
-            raise UserError(f"{path}: {names['y_cf']} given without the observed labels 'y'; "
-                            "risk_orig and the observed calibration need y")
+            raise UserError(
+                f"{path}: {names['y_cf']} given without the observed labels 'y'; "
+                "risk_orig and the observed calibration need y"
+            )
         if y_cf.shape != (n, k):
-            raise UserError(f"{path}: {names['y_cf']} has shape {y_cf.shape}; expected ({n}, {k}), "
-                            f"one label per unit and intervention (K = {k} from {names['p_cf']})")
-        y_cf = _check_labels(path, names["y_cf"], y_cf, classes, "drop those units", data.get("y_cf_columns"))
+            raise UserError(
+                f"{path}: {names['y_cf']} has shape {y_cf.shape}; expected ({n}, {k}), "
+                f"one label per unit and intervention (K = {k} from {names['p_cf']})"
+            )
+        y_cf = _check_labels(
+            path, names["y_cf"], y_cf, classes, "drop those units", data.get("y_cf_columns")
+        )
     w = data.get("weights")
     if w is not None:
         if w.shape != (k,):
-            raise UserError(f"weights: expected {k} values (one per intervention, K = {k}); found {w.size}")
+            raise UserError(
+                f"weights: expected {k} values (one per intervention, K = {k}); found {w.size}"
+            )
         if not np.isfinite(w).all() or (w < 0).any() or abs(w.sum() - 1) > 1e-5:
-            raise UserError(f"weights: expected {k} non-negative values summing to 1; found "
-                            f"{np.round(w, 6).tolist()[:8]} (sum {w.sum():.6g})")
+            raise UserError(
+                f"weights: expected {k} non-negative values summing to 1; found "
+                f"{np.round(w, 6).tolist()[:8]} (sum {w.sum():.6g})"
+            )
     groups = {}
     for g, col in data["groups"].items():
         col = np.asarray(col)
         if col.shape != (n,):
             raise UserError(f"{path}: group {g!r} has shape {col.shape}; expected ({n},)")
         if col.dtype.kind == "f" and not np.isfinite(col).all():
-            raise UserError(f"{path}: group {g!r} has missing values (first at "
-                            f"{common.data_row(int(np.argmin(np.isfinite(col))))})")
+            raise UserError(
+                f"{path}: group {g!r} has missing values (first at "
+                f"{common.data_row(int(np.argmin(np.isfinite(col))))})"
+            )
         if col.dtype.kind == "f" and (col == np.round(col)).all():
             col = col.astype(np.int64)  # CSV numbers: 0.0/1.0 codes are the groups 0 and 1
         values, codes = np.unique(col, return_inverse=True)
         if len(values) < 2:
-            raise UserError(f"{path}: group {g!r} has one value ({values[0].item()!r}); a ΔAUC "
-                            "needs at least two groups, drop --group for it")
+            raise UserError(
+                f"{path}: group {g!r} has one value ({values[0].item()!r}); a ΔAUC "
+                "needs at least two groups, drop --group for it"
+            )
         if y is not None and classes is None:
             for s, v in enumerate(values):
                 present = np.unique(y[codes.reshape(-1) == s])
                 if len(present) < 2:
-                    raise UserError(f"{path}: group {g!r} = {v.item()!r} has only label(s) "
-                                    f"{present.tolist()}; an AUC needs both labels in every group")
+                    raise UserError(
+                        f"{path}: group {g!r} = {v.item()!r} has only label(s) "
+                        f"{present.tolist()}; an AUC needs both labels in every group"
+                    )
         groups[g] = col
     x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]  # a run-time flag
     dtype = np.float64 if x64 else np.float32
-    return {"p_obs": p_obs.astype(dtype), "p_cf": p_cf.astype(dtype), "y": y, "y_cf": y_cf,
-            "weights": None if w is None else w.astype(dtype), "groups": groups,
-            "classes": classes, "format": data["format"], "unused": data["unused"],
-            "predictor": data["predictor"]}
+    return {
+        "p_obs": p_obs.astype(dtype),
+        "p_cf": p_cf.astype(dtype),
+        "y": y,
+        "y_cf": y_cf,
+        "weights": None if w is None else w.astype(dtype),
+        "groups": groups,
+        "classes": classes,
+        "format": data["format"],
+        "unused": data["unused"],
+        "predictor": data["predictor"],
+    }
 
 
-def _check_labels(path: str, name: str, y: np.ndarray, classes: int | None, fix: str,
-                  columns: list[str] | None = None) -> np.ndarray:
+def _check_labels(
+    path: str,
+    name: str,
+    y: np.ndarray,
+    classes: int | None,
+    fix: str,
+    columns: list[str] | None = None,
+) -> np.ndarray:
     """Labels in {0, 1} (binary scores) or 0..C-1 (class probabilities), as int32."""
     missing = ~np.isfinite(y)
     if missing.any():
@@ -450,8 +574,10 @@ def _check_labels(path: str, name: str, y: np.ndarray, classes: int | None, fix:
     if wrong.any():
         want = "0 or 1" if classes is None else f"integers 0..{classes - 1}"
         label, at = _cell(name, columns, np.argwhere(wrong)[0])
-        raise UserError(f"{path}: {label} must hold labels {want}; found {np.unique(y[wrong])[:5].tolist()} "
-                        f"(first at {at})")
+        raise UserError(
+            f"{path}: {label} must hold labels {want}; found {np.unique(y[wrong])[:5].tolist()} "
+            f"(first at {at})"
+        )
     return y.astype(np.int32)
 
 
@@ -510,5 +636,6 @@ def write_example(path: str, seed: int = 0, n: int = 400, k: int = 8) -> None:
             lines.append(",".join(vals + [str(y[i]), str(sex[i]), age_group[i]]))
         common.write_text(path, "\n".join(lines) + "\n")
     else:
-        raise UserError(f"--example-file {path}: unknown extension {ext or '(none)'!r}; use .npz or .csv")
-
+        raise UserError(
+            f"--example-file {path}: unknown extension {ext or '(none)'!r}; use .npz or .csv"
+        )

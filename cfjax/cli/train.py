@@ -35,7 +35,9 @@ def parse_objective(text: str):
     try:
         number = float(value) if value else None
     except ValueError:
-        raise UserError(f"--objective {text!r}: expected NAME or NAME:NUMBER, got {value!r} after the colon") from None
+        raise UserError(
+            f"--objective {text!r}: expected NAME or NAME:NUMBER, got {value!r} after the colon"
+        ) from None
     try:
         if name == "cvar":
             objective = Objective("cvar", alpha=1.0 if number is None else number)
@@ -51,8 +53,10 @@ def parse_objective(text: str):
         raise UserError(f"--objective {text!r}: {e}") from None
     if not objective.needs_counterfactuals:
         choices = [o for o in OBJECTIVES if o not in ("basic", "group_dro")]
-        raise UserError(f"--objective {text!r}: expected a counterfactual objective, one of {choices} "
-                        "(basic, reweighting and group DRO are always trained)")
+        raise UserError(
+            f"--objective {text!r}: expected a counterfactual objective, one of {choices} "
+            "(basic, reweighting and group DRO are always trained)"
+        )
     return objective
 
 
@@ -61,13 +65,29 @@ def parse_objective(text: str):
 @common.force_option
 @common.seed_option
 @common.devices_option
-@click.option("--objective", "objectives", multiple=True, metavar="NAME[:VALUE]",
-              help="a counterfactual objective to train (repeatable): augment, cf_risk, cvar:ALPHA, "
-                   "variance:STRENGTH, flip:STRENGTH [default: augment, variance:0.3, variance:1, variance:3, cf_risk]")
-@click.option("--bias", "biases", multiple=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="sex-bias strength α of a training set (repeatable) [default: 0.8, 0.9, 0.95]")
-@click.option("--seeds", type=click.IntRange(1, 10), default=2, show_default=True, help="seeds per method")
-@click.option("--learned", is_flag=True, help="train an HVAE generator and the objectives with its counterfactuals too")
+@click.option(
+    "--objective",
+    "objectives",
+    multiple=True,
+    metavar="NAME[:VALUE]",
+    help="a counterfactual objective to train (repeatable): augment, cf_risk, cvar:ALPHA, "
+    "variance:STRENGTH, flip:STRENGTH [default: augment, variance:0.3, variance:1, variance:3, cf_risk]",
+)
+@click.option(
+    "--bias",
+    "biases",
+    multiple=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="sex-bias strength α of a training set (repeatable) [default: 0.8, 0.9, 0.95]",
+)
+@click.option(
+    "--seeds", type=click.IntRange(1, 10), default=2, show_default=True, help="seeds per method"
+)
+@click.option(
+    "--learned",
+    is_flag=True,
+    help="train an HVAE generator and the objectives with its counterfactuals too",
+)
 @click.option("--quick", is_flag=True, help="a tiny scale that checks the pipeline")
 def command(out, force, seed, devices, objectives, biases, seeds, learned, quick):
     """Counterfactual training against a sex shortcut: the basic classifier, counterfactual
@@ -81,7 +101,9 @@ def command(out, force, seed, devices, objectives, biases, seeds, learned, quick
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        raise UserError("the report draws a figure with matplotlib: pip install 'cfjax[plots]'") from None
+        raise UserError(
+            "the report draws a figure with matplotlib: pip install 'cfjax[plots]'"
+        ) from None
     folder = common.prepare_out(out, force)
     import dataclasses
 

@@ -31,7 +31,15 @@ from cfjax._core.keys import as_key
 from cfjax.data.render import EFFUSION_SIZE, Acquisition, ImageNoise, render, sample_image_noise
 from cfjax.typing import ArrayLike, KeyLike, MeshLike, PyTree
 
-__all__ = ["ChestSCM", "ChestRenderer", "ChestCounterfactuals", "PARENTS", "IMAGE_PARENTS", "AGE_GROUPS", "LABEL_MODES"]
+__all__ = [
+    "ChestSCM",
+    "ChestRenderer",
+    "ChestCounterfactuals",
+    "PARENTS",
+    "IMAGE_PARENTS",
+    "AGE_GROUPS",
+    "LABEL_MODES",
+]
 
 #: paper 000's parent graph (the image is a child of all of them)
 PARENTS = {"sex": [], "age": [], "race": [], "lung": ["sex", "age"], "effusion": ["age"]}
@@ -45,8 +53,9 @@ AGES = (20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0)
 LABEL_MODES = ("fixed", "follows")
 #: interventions on the parents: ``{node: (K,) or (N, K)}`` (values or
 #: :class:`cfjax.scm.Shift`), or a sequence of such groups
-Interventions = (Mapping[str, ArrayLike | cfscm.Shift]
-                 | Sequence[Mapping[str, ArrayLike | cfscm.Shift]])
+Interventions = (
+    Mapping[str, ArrayLike | cfscm.Shift] | Sequence[Mapping[str, ArrayLike | cfscm.Shift]]
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,17 +93,27 @@ class ChestSCM:
         if not (isinstance(self.size, int) and 32 <= self.size <= 192):
             _checks.fail("size", "an integer in [32, 192]", repr(self.size))
         e = self.effusion_size
-        if isinstance(e, bool) or not isinstance(e, (int, float, np.floating, np.integer)) or not (0 < e < 0.7):
+        if (
+            isinstance(e, bool)
+            or not isinstance(e, (int, float, np.floating, np.integer))
+            or not (0 < e < 0.7)
+        ):
             _checks.fail("effusion_size", "a number in (0, 0.7)", repr(e))
         object.__setattr__(self, "effusion_size", float(e))  # hashable static argument
 
     # ---------------------------------------------------------------- the parent SCM
     @property
     def scm(self) -> cfscm.SCM:
-        return cfscm.SCM(PARENTS, {
-            "sex": cfscm.GumbelMax(2), "age": cfscm.Spline(low=20.0, high=90.0, hidden=()),
-            "race": cfscm.GumbelMax(3), "lung": cfscm.LocationScale(),
-            "effusion": cfscm.GumbelMax(2)})
+        return cfscm.SCM(
+            PARENTS,
+            {
+                "sex": cfscm.GumbelMax(2),
+                "age": cfscm.Spline(low=20.0, high=90.0, hidden=()),
+                "race": cfscm.GumbelMax(3),
+                "lung": cfscm.LocationScale(),
+                "effusion": cfscm.GumbelMax(2),
+            },
+        )
 
     def params(self) -> dict[str, PyTree]:
         """The fixed, known parameters of the parent mechanisms (built once per prevalence)."""
@@ -134,8 +153,9 @@ class ChestSCM:
         return {**self.params(), "image": {}}
 
     # ---------------------------------------------------------------- images
-    def render(self, parents: Mapping[str, jax.Array], noise: ImageNoise, *,
-               mesh: MeshLike = None) -> jax.Array:
+    def render(
+        self, parents: Mapping[str, jax.Array], noise: ImageNoise, *, mesh: MeshLike = None
+    ) -> jax.Array:
         """Images of units with parents ``{node: (N,)}`` and noise, ``(N, size, size)``.
 
         Rendered in chunks of a power-of-two number of units (at least 8, at most about 2²²
@@ -147,14 +167,25 @@ class ChestSCM:
         block in such chunks; the images equal the one-device render's up to float rounding.
         """
         mesh = _dist.as_mesh(mesh)
-        args = (parents["sex"], parents["age"], parents["race"], parents["lung"], parents["effusion"], noise)
+        args = (
+            parents["sex"],
+            parents["age"],
+            parents["race"],
+            parents["lung"],
+            parents["effusion"],
+            noise,
+        )
         if mesh is None:
             return _chunked(_render_many, args, self.size, self.site, self.effusion_size)
         n = int(np.shape(args[0])[0])
         chunk = _chunk_size(-(-n // mesh.size), self.size)
         padded = _dist.pad_axis(args, mesh.size * chunk)
-        images = _dist.map_batch(_render_fn(self.size, self.site, self.effusion_size), *padded, mesh=mesh,
-                                 chunk_size=chunk)
+        images = _dist.map_batch(
+            _render_fn(self.size, self.site, self.effusion_size),
+            *padded,
+            mesh=mesh,
+            chunk_size=chunk,
+        )
         return images if images.shape[0] == n else images[:n]
 
     def sample(self, n: int, *, key: KeyLike) -> dict[str, PyTree]:
@@ -172,8 +203,9 @@ class ChestSCM:
         k_parents, k_image = jax.random.split(as_key(key))
         return self.scm.sample(self.params(), n, key=k_parents), jax.random.split(k_image, n)
 
-    def records(self, parents: Mapping[str, jax.Array], noise_keys: jax.Array,
-                idx: ArrayLike | None = None) -> dict[str, PyTree]:
+    def records(
+        self, parents: Mapping[str, jax.Array], noise_keys: jax.Array, idx: ArrayLike | None = None
+    ) -> dict[str, PyTree]:
         """Records of the units ``idx`` (all when None) of drawn parents and noise keys: only
         those units' noise is drawn and only their images rendered."""
         if idx is not None:
@@ -184,9 +216,15 @@ class ChestSCM:
         # program rounds alike everywhere), so a null intervention reproduces them bit for bit.
         return {"parents": dict(parents), "noise": noise, "image": self.render(parents, noise)}
 
-    def counterfactuals(self, records: Mapping[str, PyTree], interventions: Interventions, *,
-                        key: KeyLike, label: str = "fixed",
-                        mesh: MeshLike = None) -> dict[str, PyTree]:
+    def counterfactuals(
+        self,
+        records: Mapping[str, PyTree],
+        interventions: Interventions,
+        *,
+        key: KeyLike,
+        label: str = "fixed",
+        mesh: MeshLike = None,
+    ) -> dict[str, PyTree]:
         """Exact counterfactuals of every record under K interventions on the parents.
 
         The parents come from abduction–action–prediction in the parent SCM
@@ -241,7 +279,9 @@ class ChestSCM:
         mesh = _dist.as_mesh(mesh)
         if label == "fixed":
             interventions = _hold_label(interventions, records["parents"]["effusion"])
-        parents = self.scm.counterfactual(self.params(), records["parents"], interventions, key=key, mesh=mesh)
+        parents = self.scm.counterfactual(
+            self.params(), records["parents"], interventions, key=key, mesh=mesh
+        )
         n, k = parents["sex"].shape
         # One flat batch of N·K renders (unit by unit) through the same chunked renderer as
         # the factual images (a unit's image does not depend on its chunk), so a null
@@ -251,10 +291,15 @@ class ChestSCM:
         images = self.render(flat, noise, mesh=mesh).reshape(n, k, self.size, self.size)
         return {"parents": parents, "image": images}
 
-
-    def counterfactual_source(self, records: Mapping[str, PyTree], interventions: Interventions, *,
-                              key: KeyLike, label: str = "fixed",
-                              weights: ArrayLike | None = None) -> ChestCounterfactuals:
+    def counterfactual_source(
+        self,
+        records: Mapping[str, PyTree],
+        interventions: Interventions,
+        *,
+        key: KeyLike,
+        label: str = "fixed",
+        weights: ArrayLike | None = None,
+    ) -> ChestCounterfactuals:
         """The exact counterfactuals of :meth:`counterfactuals` as a training source
         (:mod:`cfjax.predictors.sources`): the counterfactual parents ``(N, K)`` are computed
         here (the same abduction, ``key`` and ``label`` mode), no image is rendered; a training
@@ -275,8 +320,11 @@ class ChestSCM:
         if label not in LABEL_MODES:
             _checks.fail("label", f"one of {list(LABEL_MODES)}", repr(label))
         if not isinstance(interventions, Mapping):
-            _checks.fail("interventions", "one group of K interventions {node: (K,) or (N, K)}",
-                         type(interventions).__name__)
+            _checks.fail(
+                "interventions",
+                "one group of K interventions {node: (K,) or (N, K)}",
+                type(interventions).__name__,
+            )
         if label == "fixed":
             interventions = _hold_label(interventions, records["parents"]["effusion"])
         parents = self.scm.counterfactual(self.params(), records["parents"], interventions, key=key)
@@ -286,8 +334,14 @@ class ChestSCM:
         else:
             _checks.check_weights("weights", weights, k)
             q = jnp.asarray(weights, jnp.float32)
-        return ChestCounterfactuals({v: parents[v] for v in IMAGE_PARENTS}, records["noise"], q,
-                                    self.size, self.site, self.effusion_size)
+        return ChestCounterfactuals(
+            {v: parents[v] for v in IMAGE_PARENTS},
+            records["noise"],
+            q,
+            self.size,
+            self.site,
+            self.effusion_size,
+        )
 
 
 @struct.dataclass
@@ -320,10 +374,13 @@ class ChestCounterfactuals:
 
     def images(self, idx: jax.Array, which: jax.Array) -> jax.Array:
         """Unit ``idx[b]`` rendered under intervention ``which[b, j]``: ``(B, J, size, size)``."""
-        sex, age, race, lung, effusion = (self.parents[v][idx[:, None], which]
-                                          for v in IMAGE_PARENTS)  # each (B, J)
+        sex, age, race, lung, effusion = (
+            self.parents[v][idx[:, None], which] for v in IMAGE_PARENTS
+        )  # each (B, J)
         noise = jax.tree.map(lambda a: a[idx], self.noise)
-        one = functools.partial(render, size=self.size, site=self.site, effusion_size=self.effusion_size)
+        one = functools.partial(
+            render, size=self.size, site=self.site, effusion_size=self.effusion_size
+        )
         per_unit = jax.vmap(one, in_axes=(0, 0, 0, 0, 0, None))  # the J interventions of one unit
         return jax.vmap(per_unit)(sex, age, race, lung, effusion, noise)
 
@@ -370,8 +427,11 @@ class ChestRenderer(cfscm.Mechanism):
 
     def init(self, key: jax.Array, parent_dim: int) -> PyTree:
         if parent_dim != len(IMAGE_PARENTS):
-            _checks.fail("parents", f"the {len(IMAGE_PARENTS)} parents {list(IMAGE_PARENTS)}",
-                         f"{parent_dim} parent values")
+            _checks.fail(
+                "parents",
+                f"the {len(IMAGE_PARENTS)} parents {list(IMAGE_PARENTS)}",
+                f"{parent_dim} parent values",
+            )
         return {}
 
     def sample_noise(self, key: jax.Array) -> ImageNoise:
@@ -379,19 +439,32 @@ class ChestRenderer(cfscm.Mechanism):
 
     def forward(self, params: PyTree, u: ImageNoise, pa: jax.Array) -> jax.Array:
         sex, age, race, lung, effusion = (pa[i] for i in range(len(IMAGE_PARENTS)))
-        return render(sex, age, race, lung, effusion, u, size=self.size, site=self.site,
-                      effusion_size=self.effusion_size)
+        return render(
+            sex,
+            age,
+            race,
+            lung,
+            effusion,
+            u,
+            size=self.size,
+            site=self.site,
+            effusion_size=self.effusion_size,
+        )
 
-    def abduct(self, params: PyTree, x: jax.Array, pa: jax.Array,
-               key: jax.Array | None) -> ImageNoise:
+    def abduct(
+        self, params: PyTree, x: jax.Array, pa: jax.Array, key: jax.Array | None
+    ) -> ImageNoise:
         raise _checks.ValidationError(
             "`noise`: the image noise (pose, anatomy, effusion severity and laterality, texture) "
             "cannot be computed from an image; it is known from the simulation: pass "
-            "`noise={'image': records['noise']}` to `counterfactual`, got no noise for 'image'.")
+            "`noise={'image': records['noise']}` to `counterfactual`, got no noise for 'image'."
+        )
 
     def log_prob(self, params: PyTree, x: jax.Array, pa: jax.Array) -> jax.Array:
-        raise TypeError("ChestRenderer has no density (the image is a deterministic render of its "
-                        "parents and noise): score or fit the parent nodes only (`nodes=`).")
+        raise TypeError(
+            "ChestRenderer has no density (the image is a deterministic render of its "
+            "parents and noise): score or fit the parent nodes only (`nodes=`)."
+        )
 
 
 @functools.lru_cache(maxsize=32)
@@ -477,8 +550,11 @@ def _chunked(fn, args: tuple, size: int, *static):
         args = jax.tree.map(lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), args)
     if n + pad == b:
         return jax.tree.map(lambda a: a[:n], fn(*args, size, *static))
-    chunks = [fn(*jax.tree.map(lambda a, i=i: a[i:i + b], args), size, *static) for i in range(0, n + pad, b)]
-    chunks[-1] = jax.tree.map(lambda a: a[:b - pad], chunks[-1])
+    chunks = [
+        fn(*jax.tree.map(lambda a, i=i: a[i : i + b], args), size, *static)
+        for i in range(0, n + pad, b)
+    ]
+    chunks[-1] = jax.tree.map(lambda a: a[: b - pad], chunks[-1])
     return jax.tree.map(lambda *a: jnp.concatenate(a), *chunks)
 
 

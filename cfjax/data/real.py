@@ -32,9 +32,10 @@ import math
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -58,15 +59,23 @@ class _Table:
     def __iter__(self) -> Iterator[tuple[tuple[int, int], dict[str, str]]]:
         return iter(self.rows)
 
-    def value(self, where: tuple[int, int], row: dict[str, str], column: str,
-              parse: Callable[[str], _T], expected: str) -> _T:
+    def value(
+        self,
+        where: tuple[int, int],
+        row: dict[str, str],
+        column: str,
+        parse: Callable[[str], _T],
+        expected: str,
+    ) -> _T:
         """``parse(row[column])``, or ValidationError naming the file, column and row."""
         raw = row[column]
         try:
             return parse(raw)
         except (ValueError, TypeError):
-            raise ValidationError(f"file {str(self.path)!r}, column {column!r}, row {where[0]} (line "
-                                  f"{where[1]}): expected {expected}, got {raw!r}.") from None
+            raise ValidationError(
+                f"file {str(self.path)!r}, column {column!r}, row {where[0]} (line "
+                f"{where[1]}): expected {expected}, got {raw!r}."
+            ) from None
 
 
 def _find(path: Path) -> Path:
@@ -91,7 +100,9 @@ def _read_csv(path: Path, columns: Iterable[str]) -> _Table:
             header = reader.fieldnames or []
             for c in columns:
                 if c not in header:
-                    raise ValidationError(f"file {str(path)!r}: missing column {c!r}; columns are {header}.")
+                    raise ValidationError(
+                        f"file {str(path)!r}: missing column {c!r}; columns are {header}."
+                    )
             rows = []
             for i, row in enumerate(reader, 1):  # line_num: the line the row ends on (header: 1)
                 rows.append(((i, reader.line_num), row))
@@ -134,7 +145,9 @@ _EFFUSION_EXPECTED = "1, 0, -1 or blank"
 
 def _check_policy(uncertain: str, blank: str, size: int) -> None:
     if uncertain not in ("drop", "positive", "negative"):
-        raise ValidationError(f"`uncertain`: expected 'drop', 'positive' or 'negative', got {uncertain!r}.")
+        raise ValidationError(
+            f"`uncertain`: expected 'drop', 'positive' or 'negative', got {uncertain!r}."
+        )
     if blank not in ("negative", "drop"):
         raise ValidationError(f"`blank`: expected 'negative' or 'drop', got {blank!r}.")
     if not (isinstance(size, int) and size >= 8):
@@ -161,8 +174,9 @@ def _progress(items: list[Path], what: str):
     return tqdm(items, desc=what, unit="img", disable=None, leave=False)
 
 
-def _load_images(paths: list[Path], size: int, cache_dir: str | os.PathLike | None,
-                 tag: str) -> np.ndarray:
+def _load_images(
+    paths: list[Path], size: int, cache_dir: str | os.PathLike | None, tag: str
+) -> np.ndarray:
     try:
         from PIL import Image
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -186,7 +200,9 @@ def _load_images(paths: list[Path], size: int, cache_dir: str | os.PathLike | No
         os.close(fd)
         try:
             out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
-            for i, p in enumerate(_progress(paths, f"decoding {len(paths)} images into {cache.name}")):
+            for i, p in enumerate(
+                _progress(paths, f"decoding {len(paths)} images into {cache.name}")
+            ):
                 out[i] = _decode(Image, p, size)
             out.flush()
             del out
@@ -197,25 +213,39 @@ def _load_images(paths: list[Path], size: int, cache_dir: str | os.PathLike | No
     return np.load(cache, mmap_mode="r")
 
 
-def _finish(rows: list[tuple[Path, int, float, int]], dropped: Counter[str], size: int,
-            cache_dir: str | os.PathLike | None, tag: str, source: str) -> dict[str, Any]:
+def _finish(
+    rows: list[tuple[Path, int, float, int]],
+    dropped: Counter[str],
+    size: int,
+    cache_dir: str | os.PathLike | None,
+    tag: str,
+    source: str,
+) -> dict[str, Any]:
     if not rows:
         raise ValidationError(f"{source}: no usable frontal image left; dropped {dict(dropped)}.")
     paths = [r[0] for r in rows]
     return {
         "image": _load_images(paths, size, cache_dir, tag),
-        "parents": {"sex": np.array([r[1] for r in rows], np.int32),
-                    "age": np.array([r[2] for r in rows], np.float32),
-                    "effusion": np.array([r[3] for r in rows], np.int32)},
+        "parents": {
+            "sex": np.array([r[1] for r in rows], np.int32),
+            "age": np.array([r[2] for r in rows], np.float32),
+            "effusion": np.array([r[3] for r in rows], np.int32),
+        },
         "path": np.array([str(p) for p in paths]),
         "dropped": dict(dropped),
     }
 
 
-def load_chexpert(root: str | os.PathLike, split: str = "train", *, size: int = 64,
-                  uncertain: str = "drop", blank: str = "negative",
-                  age_range: tuple[float, float] = (20.0, 90.0),
-                  cache_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+def load_chexpert(
+    root: str | os.PathLike,
+    split: str = "train",
+    *,
+    size: int = 64,
+    uncertain: str = "drop",
+    blank: str = "negative",
+    age_range: tuple[float, float] = (20.0, 90.0),
+    cache_dir: str | os.PathLike | None = None,
+) -> dict[str, Any]:
     """CheXpert (``train.csv`` or ``valid.csv`` in ``root``, plain or ``.csv.gz``; its
     ``Path`` column is resolved against ``root`` or its parent, as in the released archive).
 
@@ -255,14 +285,26 @@ def load_chexpert(root: str | os.PathLike, split: str = "train", *, size: int = 
         assert label is not None  # _effusion gives a label whenever it gives no reason
         path = root / rel if (root / rel).exists() else root.parent / rel
         rows.append((path, sex, age, label))
-    return _finish(rows, dropped, size, cache_dir, f"chexpert|{table.path}|{uncertain}|{blank}",
-                   str(table.path))
+    return _finish(
+        rows,
+        dropped,
+        size,
+        cache_dir,
+        f"chexpert|{table.path}|{uncertain}|{blank}",
+        str(table.path),
+    )
 
 
-def load_mimic_cxr(root: str | os.PathLike, patients_csv: str | os.PathLike, *, size: int = 64,
-                   uncertain: str = "drop", blank: str = "negative",
-                   age_range: tuple[float, float] = (20.0, 90.0),
-                   cache_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+def load_mimic_cxr(
+    root: str | os.PathLike,
+    patients_csv: str | os.PathLike,
+    *,
+    size: int = 64,
+    uncertain: str = "drop",
+    blank: str = "negative",
+    age_range: tuple[float, float] = (20.0, 90.0),
+    cache_dir: str | os.PathLike | None = None,
+) -> dict[str, Any]:
     """MIMIC-CXR-JPG: ``mimic-cxr-2.0.0-metadata.csv.gz`` (views), ``mimic-cxr-2.0.0-chexpert.csv.gz``
     (labels), as shipped or decompressed, and images ``files/p{XX}/p{subject}/s{study}/{dicom}.jpg``
     under ``root``; sex (``gender``) and age (``anchor_age``) from MIMIC-IV's
@@ -277,7 +319,10 @@ def load_mimic_cxr(root: str | os.PathLike, patients_csv: str | os.PathLike, *, 
     """
     _check_policy(uncertain, blank, size)
     root = Path(root)
-    meta = _read_csv(root / "mimic-cxr-2.0.0-metadata.csv", ["dicom_id", "subject_id", "study_id", "ViewPosition"])
+    meta = _read_csv(
+        root / "mimic-cxr-2.0.0-metadata.csv",
+        ["dicom_id", "subject_id", "study_id", "ViewPosition"],
+    )
     labels = _read_csv(root / "mimic-cxr-2.0.0-chexpert.csv", ["subject_id", "study_id", EFFUSION])
     patients = _read_csv(Path(patients_csv), ["subject_id", "gender", "anchor_age"])
     dropped: Counter[str] = Counter()
@@ -297,7 +342,10 @@ def load_mimic_cxr(root: str | os.PathLike, patients_csv: str | os.PathLike, *, 
     conflicting_people: set[str] = set()
     for where, row in patients:
         subject = row["subject_id"].strip()
-        record = (row["gender"].strip(), patients.value(where, row, "anchor_age", _number, "a number (years)"))
+        record = (
+            row["gender"].strip(),
+            patients.value(where, row, "anchor_age", _number, "a number (years)"),
+        )
         if subject in person:
             dropped["duplicate patient row"] += 1
             if person[subject] != record:
@@ -343,4 +391,11 @@ def load_mimic_cxr(root: str | os.PathLike, patients_csv: str | os.PathLike, *, 
         assert label is not None  # _effusion gives a label whenever it gives no reason
         path = root / "files" / f"p{subject[:2]}" / f"p{subject}" / f"s{study}" / f"{dicom}.jpg"
         rows.append((path, sex, age, label))
-    return _finish(rows, dropped, size, cache_dir, f"mimic|{root}|{patients.path}|{uncertain}|{blank}", str(root))
+    return _finish(
+        rows,
+        dropped,
+        size,
+        cache_dir,
+        f"mimic|{root}|{patients.path}|{uncertain}|{blank}",
+        str(root),
+    )

@@ -38,8 +38,18 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["ImageNoise", "Acquisition", "body_mask", "render", "sample_image_noise", "TEXTURE_GRID",
-           "EFFUSION_SIZE", "LATERALITY", "effusion_height", "laterality"]
+__all__ = [
+    "ImageNoise",
+    "Acquisition",
+    "body_mask",
+    "render",
+    "sample_image_noise",
+    "TEXTURE_GRID",
+    "EFFUSION_SIZE",
+    "LATERALITY",
+    "effusion_height",
+    "laterality",
+]
 
 TEXTURE_GRID = 8  # the texture noise is an 8 x 8 field, upsampled bilinearly
 #: default median height of the fluid as a fraction of the lung's height (ChestSCM's knob)
@@ -86,11 +96,16 @@ def sample_image_noise(key: jax.Array) -> ImageNoise:
       ((8, 8), ())
     """
     k = jax.random.split(key, 8)
-    return ImageNoise(jax.random.normal(k[0], (3,)), jax.random.normal(k[1], (2,)),
-                      jax.random.normal(k[2], (2,)),
-                      jax.random.normal(k[3], (TEXTURE_GRID, TEXTURE_GRID)),
-                      jax.random.normal(k[4], (2,)), jax.random.normal(k[5], (2,)),
-                      jax.random.normal(k[6], ()), jax.random.normal(k[7], ()))
+    return ImageNoise(
+        jax.random.normal(k[0], (3,)),
+        jax.random.normal(k[1], (2,)),
+        jax.random.normal(k[2], (2,)),
+        jax.random.normal(k[3], (TEXTURE_GRID, TEXTURE_GRID)),
+        jax.random.normal(k[4], (2,)),
+        jax.random.normal(k[5], (2,)),
+        jax.random.normal(k[6], ()),
+        jax.random.normal(k[7], ()),
+    )
 
 
 def laterality(u_laterality) -> jax.Array:
@@ -191,8 +206,17 @@ def _lung(x, y, side, lung_size, u_shape, u_dome):
     return field, (cx, cy, rx, ry, bottom - 0.04 * u_dome)
 
 
-def render(sex, age, race, lung_size, effusion, u: ImageNoise, size: int = 64,
-           site: Acquisition = Acquisition(), effusion_size: float = EFFUSION_SIZE) -> jax.Array:
+def render(
+    sex,
+    age,
+    race,
+    lung_size,
+    effusion,
+    u: ImageNoise,
+    size: int = 64,
+    site: Acquisition = Acquisition(),
+    effusion_size: float = EFFUSION_SIZE,
+) -> jax.Array:
     """Render one unit's radiograph, shape ``(size, size)``, values in [0, 1].
 
     Args:
@@ -210,7 +234,9 @@ def render(sex, age, race, lung_size, effusion, u: ImageNoise, size: int = 64,
       ((32, 32), True, True)
     """
     dtype = jnp.result_type(float)
-    sex, age, race, lung_size, effusion = (jnp.asarray(v).astype(dtype) for v in (sex, age, race, lung_size, effusion))
+    sex, age, race, lung_size, effusion = (
+        jnp.asarray(v).astype(dtype) for v in (sex, age, race, lung_size, effusion)
+    )
     u = ImageNoise(*(jnp.asarray(a).astype(dtype) for a in u))
     x, y = _patient_grid(u, size, dtype)  # the patient's frame (pose from u)
     female = sex
@@ -238,7 +264,9 @@ def render(sex, age, race, lung_size, effusion, u: ImageNoise, size: int = 64,
         level = bottom - 2 * ry * height * (0.55 + 0.45 * lateral)
         meniscus = jax.nn.sigmoid((y - level) * 40.0)
         lungs = lungs + field
-        pleura = _smoothstep(x * side / 0.08)  # fluid stays on its side: exactly 0 across the midline
+        pleura = _smoothstep(
+            x * side / 0.08
+        )  # fluid stays on its side: exactly 0 across the midline
         fluid = fluid + on[side] * field * meniscus * pleura
     tissue = tissue - 0.32 * lungs + 0.30 * effusion * fluid
 
@@ -246,21 +274,30 @@ def render(sex, age, race, lung_size, effusion, u: ImageNoise, size: int = 64,
     hx = 0.25 * (1 + 0.07 * u.heart[0]) * (1 + 0.10 * age01) * (1 - 0.05 * female)
     hy = 0.19 * (1 + 0.07 * u.heart[1])
     heart = _ellipse(x, y, 0.10, 0.30, hx, hy, 8.0)
-    mediastinum = (jnp.exp(-((x - 0.01) / 0.13) ** 4) * jax.nn.sigmoid((0.35 - y) * 10.0)
-                   * jax.nn.sigmoid((y + 0.8) * 10.0))
+    mediastinum = (
+        jnp.exp(-(((x - 0.01) / 0.13) ** 4))
+        * jax.nn.sigmoid((0.35 - y) * 10.0)
+        * jax.nn.sigmoid((y + 0.8) * 10.0)
+    )
     knob = _ellipse(x, y, -0.06, -0.30, 0.07, 0.05, 6.0)  # aortic knob, patient's left
     tissue = tissue + 0.20 * jnp.maximum(heart, mediastinum) + 0.05 * knob
 
     # Bone: spine, posterior rib arcs and clavicles; density (brightness) falls with age.
     density = 0.30 - 0.14 * age01
-    spine = jnp.exp(-(x / 0.06) ** 2) * (jnp.abs(y) < 0.95).astype(dtype)
+    spine = jnp.exp(-((x / 0.06) ** 2)) * (jnp.abs(y) < 0.95).astype(dtype)
     ax = jnp.abs(x)
     arc = y + 0.10 * ax - 0.55 * (ax - 0.08) ** 2  # posterior ribs: up from the spine, then down
-    ribs = ((0.5 + 0.5 * jnp.cos(2 * math.pi * arc / 0.2)) ** 3
-            * jax.nn.sigmoid((ax - 0.08) * 40.0) * _ellipse(x, y, 0.0, -0.06, 0.72, 0.72, 10.0))
+    ribs = (
+        (0.5 + 0.5 * jnp.cos(2 * math.pi * arc / 0.2)) ** 3
+        * jax.nn.sigmoid((ax - 0.08) * 40.0)
+        * _ellipse(x, y, 0.0, -0.06, 0.72, 0.72, 10.0)
+    )
     clav_y = -0.56 - 0.22 * (ax - 0.08) + 0.25 * (ax - 0.35) ** 2
-    clav = (jnp.exp(-((y - clav_y) / 0.035) ** 2) * jax.nn.sigmoid((ax - 0.06) * 40.0)
-            * jax.nn.sigmoid((0.62 - ax) * 30.0))
+    clav = (
+        jnp.exp(-(((y - clav_y) / 0.035) ** 2))
+        * jax.nn.sigmoid((ax - 0.06) * 40.0)
+        * jax.nn.sigmoid((0.62 - ax) * 30.0)
+    )
     tissue = tissue + density * (spine + 0.35 * ribs + 0.8 * clav)
 
     # Race: a subtle shift of tissue brightness (inside the body only).

@@ -62,7 +62,10 @@ __all__ = [
 _DEPRECATED = {
     "AntiCausal": ("cfjax.generative.anticausal.AntiCausal", _anticausal.AntiCausal),
     "chest_spec": ("cfjax.generative.anticausal.chest_spec", _anticausal.chest_spec),
-    "DecodedCounterfactuals": ("cfjax.generative.sources.DecodedCounterfactuals", _sources.DecodedCounterfactuals),
+    "DecodedCounterfactuals": (
+        "cfjax.generative.sources.DecodedCounterfactuals",
+        _sources.DecodedCounterfactuals,
+    ),
     "entropy_weight": ("cfjax.generative.anticausal.entropy_weight", _anticausal.entropy_weight),
     "gaussian_kl": ("cfjax.generative.hvae.gaussian_kl", _hvae.gaussian_kl),
     "gaussian_log_prob": ("cfjax.generative.hvae.gaussian_log_prob", _hvae.gaussian_log_prob),

@@ -32,13 +32,27 @@ from jax import lax
 from cfjax import _checks
 from cfjax._core import training as _training
 from cfjax._core.keys import as_key
-from cfjax._core.optim import standard_promotion
 from cfjax._core.nn import Conv3x3, mean_pool2
+from cfjax._core.optim import standard_promotion
 from cfjax.typing import Array, ArrayLike, KeyLike, PyTree
 
-__all__ = ["Head", "ParentSpec", "CHEST_SPEC", "chest_spec", "check_spec", "ParentPredictor", "AntiCausal",
-           "anticausal_loss", "AntiCausalConfig", "train_anticausal", "predict_parents", "entropy_weight", "Imputed", "impute",
-           "SCALE_SUFFIX"]
+__all__ = [
+    "Head",
+    "ParentSpec",
+    "CHEST_SPEC",
+    "chest_spec",
+    "check_spec",
+    "ParentPredictor",
+    "AntiCausal",
+    "anticausal_loss",
+    "AntiCausalConfig",
+    "train_anticausal",
+    "predict_parents",
+    "entropy_weight",
+    "Imputed",
+    "impute",
+    "SCALE_SUFFIX",
+]
 
 KINDS = ("categorical", "gaussian")
 #: key suffix of a Gaussian head's predicted scale in :func:`predict_parents`' output
@@ -74,7 +88,9 @@ class Head:
         if self.kind == "categorical":
             c = self.classes
             if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < 2:
-                _checks.fail("classes", f"an integer >= 2 for categorical head {self.name!r}", repr(c))
+                _checks.fail(
+                    "classes", f"an integer >= 2 for categorical head {self.name!r}", repr(c)
+                )
             object.__setattr__(self, "classes", int(c))
         elif self.classes is not None:
             _checks.fail("classes", f"None for Gaussian head {self.name!r}", repr(self.classes))
@@ -93,8 +109,12 @@ ParentSpec = tuple[Head, ...]
 
 #: :class:`cfjax.data.ChestSCM`'s parents without lung size: sex (2), age (continuous),
 #: race (3), effusion (2).
-CHEST_SPEC: ParentSpec = (Head("sex", "categorical", 2), Head("age", "gaussian"),
-                          Head("race", "categorical", 3), Head("effusion", "categorical", 2))
+CHEST_SPEC: ParentSpec = (
+    Head("sex", "categorical", 2),
+    Head("age", "gaussian"),
+    Head("race", "categorical", 3),
+    Head("effusion", "categorical", 2),
+)
 
 
 def chest_spec(lung: bool = False) -> ParentSpec:
@@ -112,14 +132,26 @@ def chest_spec(lung: bool = False) -> ParentSpec:
 def check_spec(spec: Sequence[Head], name: str = "spec") -> ParentSpec:
     """``spec`` as a :data:`ParentSpec`: a non-empty sequence of :class:`Head` with distinct
     names, no name equal to a Gaussian head's name plus :data:`SCALE_SUFFIX`."""
-    if not isinstance(spec, (tuple, list)) or not spec or not all(isinstance(h, Head) for h in spec):
+    if (
+        not isinstance(spec, (tuple, list))
+        or not spec
+        or not all(isinstance(h, Head) for h in spec)
+    ):
         _checks.fail(name, "a non-empty tuple of Head", repr(spec))
     names = [h.name for h in spec]
     if len(set(names)) != len(names):
         _checks.fail(name, "heads with distinct names", repr(names))
-    clash = [h.name + SCALE_SUFFIX for h in spec if h.kind == "gaussian" and h.name + SCALE_SUFFIX in names]
+    clash = [
+        h.name + SCALE_SUFFIX
+        for h in spec
+        if h.kind == "gaussian" and h.name + SCALE_SUFFIX in names
+    ]
     if clash:
-        _checks.fail(name, f"no head named like a Gaussian head's scale key (<name>{SCALE_SUFFIX})", repr(clash))
+        _checks.fail(
+            name,
+            f"no head named like a Gaussian head's scale key (<name>{SCALE_SUFFIX})",
+            repr(clash),
+        )
     return tuple(spec)
 
 
@@ -156,8 +188,10 @@ class ParentPredictor(nn.Module):
                 h = mean_pool2(h)
         h = jnp.concatenate([h.mean(axis=(1, 2)), h.max(axis=(1, 2))], axis=-1)
         h = nn.relu(nn.Dense(self.hidden, param_dtype=images.dtype, name="hidden")(h))
-        return {head.name: nn.Dense(head.outputs, param_dtype=images.dtype, name=f"head_{head.name}")(h)
-                for head in self.spec}
+        return {
+            head.name: nn.Dense(head.outputs, param_dtype=images.dtype, name=f"head_{head.name}")(h)
+            for head in self.spec
+        }
 
 
 @struct.dataclass
@@ -183,8 +217,12 @@ class AntiCausal:
         return self.model.spec
 
 
-def _head_losses(outputs: Mapping[str, jax.Array], targets: Mapping[str, jax.Array], mask: jax.Array,
-                 spec: ParentSpec) -> jax.Array:
+def _head_losses(
+    outputs: Mapping[str, jax.Array],
+    targets: Mapping[str, jax.Array],
+    mask: jax.Array,
+    spec: ParentSpec,
+) -> jax.Array:
     """``(n_heads,)``: each head's loss averaged over the units whose label it observes
     (``mask (B, n_heads)``); 0 for a head without an observed label. Gaussian targets are
     already standardised."""
@@ -205,9 +243,15 @@ def _head_losses(outputs: Mapping[str, jax.Array], targets: Mapping[str, jax.Arr
     return jnp.stack(losses)
 
 
-def anticausal_loss(params: PyTree, model: ParentPredictor, loc: Mapping[str, Array],
-                    scale: Mapping[str, Array], images: jax.Array, parents: Mapping[str, jax.Array],
-                    mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+def anticausal_loss(
+    params: PyTree,
+    model: ParentPredictor,
+    loc: Mapping[str, Array],
+    scale: Mapping[str, Array],
+    images: jax.Array,
+    parents: Mapping[str, jax.Array],
+    mask: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
     """The training loss of a batch: per head, the categorical cross-entropy or Gaussian
     negative log-likelihood (of the standardised target, ``(y − loc)/scale``) averaged over the
     units whose label ``mask`` marks observed; the total is their sum. A masked label
@@ -231,8 +275,14 @@ def anticausal_loss(params: PyTree, model: ParentPredictor, loc: Mapping[str, Ar
       (1,)
     """
     outputs = cast(dict[str, jax.Array], model.apply(params, images))  # no mutable state
-    targets = {h.name: ((parents[h.name] - loc[h.name]) / scale[h.name] if h.kind == "gaussian"
-                        else parents[h.name]) for h in model.spec}
+    targets = {
+        h.name: (
+            (parents[h.name] - loc[h.name]) / scale[h.name]
+            if h.kind == "gaussian"
+            else parents[h.name]
+        )
+        for h in model.spec
+    }
     per_head = _head_losses(outputs, targets, mask, model.spec)
     return jnp.sum(per_head), per_head
 
@@ -241,7 +291,11 @@ def anticausal_loss(params: PyTree, model: ParentPredictor, loc: Mapping[str, Ar
 def _check_images(name: str, images: ArrayLike, min_ndim: int = 3) -> tuple[int, ...]:
     shape = _checks.shape_of(images)
     if len(shape) < min_ndim:
-        _checks.fail(name, f"an array of images (..., H, W) with at least {min_ndim} dimensions", f"shape {shape}")
+        _checks.fail(
+            name,
+            f"an array of images (..., H, W) with at least {min_ndim} dimensions",
+            f"shape {shape}",
+        )
     _checks.check_nonempty(name, images)
     dtype = getattr(images, "dtype", None)  # (a numpy dtype is falsy: no `or` here)
     dtype = np.dtype(np.asarray(images).dtype if dtype is None else dtype)
@@ -251,8 +305,9 @@ def _check_images(name: str, images: ArrayLike, min_ndim: int = 3) -> tuple[int,
     return shape
 
 
-def _mask_array(mask: ArrayLike | Mapping[str, ArrayLike] | None, spec: ParentSpec,
-                n: int) -> np.ndarray:
+def _mask_array(
+    mask: ArrayLike | Mapping[str, ArrayLike] | None, spec: ParentSpec, n: int
+) -> np.ndarray:
     """``mask`` (None, ``(N, n_heads)`` or ``{name: (N,)}``) as a boolean ``(N, n_heads)``."""
     if mask is None:
         return np.ones((n, len(spec)), bool)
@@ -278,8 +333,9 @@ def _mask_array(mask: ArrayLike | Mapping[str, ArrayLike] | None, spec: ParentSp
     return m
 
 
-def _check_parents(parents: Mapping[str, ArrayLike], spec: ParentSpec, n: int,
-                   mask: np.ndarray) -> dict[str, np.ndarray]:
+def _check_parents(
+    parents: Mapping[str, ArrayLike], spec: ParentSpec, n: int, mask: np.ndarray
+) -> dict[str, np.ndarray]:
     """The heads' labels as host arrays ``(N,)``, checked where observed."""
     if not isinstance(parents, Mapping):
         _checks.fail("parents", "a mapping {name: (N,)}", type(parents).__name__)
@@ -289,14 +345,23 @@ def _check_parents(parents: Mapping[str, ArrayLike], spec: ParentSpec, n: int,
             _checks.fail("parents", f"a label array for head {h.name!r}", f"keys {sorted(parents)}")
         y = np.asarray(parents[h.name])
         if y.shape != (n,):
-            _checks.fail("parents", f"shape ({n},) for {h.name!r} (one label per image)", f"shape {y.shape}")
+            _checks.fail(
+                "parents", f"shape ({n},) for {h.name!r} (one label per image)", f"shape {y.shape}"
+            )
         seen = y[mask[:, j]]
         if h.kind == "categorical":
             assert h.classes is not None  # a categorical head's: Head.__post_init__
-            if seen.size and (not np.all(np.isfinite(seen)) or np.any(seen != np.round(seen))
-                              or seen.min() < 0 or seen.max() >= h.classes):
-                _checks.fail("parents", f"observed {h.name!r} labels in {{0, …, {h.classes - 1}}}",
-                             f"values {np.unique(seen)[:5].tolist()}")
+            if seen.size and (
+                not np.all(np.isfinite(seen))
+                or np.any(seen != np.round(seen))
+                or seen.min() < 0
+                or seen.max() >= h.classes
+            ):
+                _checks.fail(
+                    "parents",
+                    f"observed {h.name!r} labels in {{0, …, {h.classes - 1}}}",
+                    f"values {np.unique(seen)[:5].tolist()}",
+                )
         elif seen.size and not np.all(np.isfinite(seen)):
             _checks.fail("parents", f"finite observed {h.name!r} values", "NaN or infinite values")
         out[h.name] = y
@@ -325,17 +390,26 @@ class _Step:
     steps: int
 
     def optimizer(self) -> optax.GradientTransformation:
-        schedule = optax.warmup_cosine_decay_schedule(0.0, self.learning_rate, self.warmup, self.steps,
-                                                      self.learning_rate / 100)
+        schedule = optax.warmup_cosine_decay_schedule(
+            0.0, self.learning_rate, self.warmup, self.steps, self.learning_rate / 100
+        )
         return standard_promotion(optax.adamw(schedule, weight_decay=self.weight_decay))
 
-    def __call__(self, state: tuple[PyTree, PyTree], data: Mapping[str, PyTree],
-                 key: jax.Array) -> tuple[tuple[PyTree, PyTree], dict[str, jax.Array]]:
+    def __call__(
+        self, state: tuple[PyTree, PyTree], data: Mapping[str, PyTree], key: jax.Array
+    ) -> tuple[tuple[PyTree, PyTree], dict[str, jax.Array]]:
         params, opt_state = state
         idx = jax.random.choice(key, data["p_unit"].shape[0], (self.batch_size,), p=data["p_unit"])
         batch = {name: y[idx] for name, y in data["targets"].items()}
         (loss, _), grads = jax.value_and_grad(anticausal_loss, has_aux=True)(
-            params, self.model, data["loc"], data["scale"], data["images"][idx], batch, data["mask"][idx])
+            params,
+            self.model,
+            data["loc"],
+            data["scale"],
+            data["images"][idx],
+            batch,
+            data["mask"][idx],
+        )
         updates, opt_state = self.optimizer().update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), {"loss": loss}
 
@@ -375,17 +449,32 @@ class AntiCausalConfig:
         for name in ("steps", "batch_size", "chunk_steps", "hidden"):
             _checks.check_positive_int(name, getattr(self, name))
         w = self.warmup
-        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, np.integer)) or not 0 <= w < self.steps):
+        if w is not None and (
+            isinstance(w, bool) or not isinstance(w, (int, np.integer)) or not 0 <= w < self.steps
+        ):
             _checks.fail("warmup", f"an integer in [0, steps = {self.steps})", repr(w))
         for name in ("learning_rate", "weight_decay"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-                    or not math.isfinite(value) or value < 0 or (name == "learning_rate" and value == 0):
-                _checks.fail(name, "a finite value > 0" if name == "learning_rate" else "a finite value >= 0",
-                             repr(value))
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float, np.floating, np.integer))
+                or not math.isfinite(value)
+                or value < 0
+                or (name == "learning_rate" and value == 0)
+            ):
+                _checks.fail(
+                    name,
+                    "a finite value > 0" if name == "learning_rate" else "a finite value >= 0",
+                    repr(value),
+                )
         f = self.features
-        if not isinstance(f, tuple) or not f or not all(
-                isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 1 for c in f):
+        if (
+            not isinstance(f, tuple)
+            or not f
+            or not all(
+                isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 1 for c in f
+            )
+        ):
             _checks.fail("features", "a non-empty tuple of positive integers", repr(f))
 
     @property
@@ -396,16 +485,26 @@ class AntiCausalConfig:
 
 def _fold_train_anticausal(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
     """:func:`train_anticausal`'s old keyword arguments into its ``config``."""
-    return _training.regroup("train_anticausal", old, kwargs,
-                             {f.name: ("config", f.name) for f in dataclasses.fields(AntiCausalConfig)},
-                             {"config": AntiCausalConfig})
+    return _training.regroup(
+        "train_anticausal",
+        old,
+        kwargs,
+        {f.name: ("config", f.name) for f in dataclasses.fields(AntiCausalConfig)},
+        {"config": AntiCausalConfig},
+    )
 
 
 @_training.legacy_keywords(_fold_train_anticausal)
-def train_anticausal(images: ArrayLike, parents: Mapping[str, ArrayLike], spec: ParentSpec,
-                     config: AntiCausalConfig = AntiCausalConfig(), *, key: KeyLike,  # noqa: B008 (frozen)
-                     mask: ArrayLike | Mapping[str, ArrayLike] | None = None,
-                     progress: bool | None = None) -> AntiCausal:
+def train_anticausal(
+    images: ArrayLike,
+    parents: Mapping[str, ArrayLike],
+    spec: ParentSpec,
+    config: AntiCausalConfig = AntiCausalConfig(),
+    *,
+    key: KeyLike,  # noqa: B008 (frozen)
+    mask: ArrayLike | Mapping[str, ArrayLike] | None = None,
+    progress: bool | None = None,
+) -> AntiCausal:
     """Train ``q(pa | x)``: a :class:`ParentPredictor` with one head per entry of ``spec``.
 
     Each step draws ``config.batch_size`` units with replacement, uniformly among the units
@@ -459,9 +558,12 @@ def train_anticausal(images: ArrayLike, parents: Mapping[str, ArrayLike], spec: 
     steps, features = config.steps, config.features
     smallest = 2 ** (len(features) - 1)
     if min(shape[1:]) < smallest:
-        _checks.fail("features", f"at most {len(features)} blocks for images of side {min(shape[1:])} "
-                     f"(each block but the last halves the side; {len(features)} blocks need >= {smallest})",
-                     repr(features))
+        _checks.fail(
+            "features",
+            f"at most {len(features)} blocks for images of side {min(shape[1:])} "
+            f"(each block but the last halves the side; {len(features)} blocks need >= {smallest})",
+            repr(features),
+        )
     m = _mask_array(mask, spec, n)
     labels = _check_parents(parents, spec, n, m)
 
@@ -474,32 +576,75 @@ def train_anticausal(images: ArrayLike, parents: Mapping[str, ArrayLike], spec: 
         if h.kind == "gaussian":
             sd = float(np.std(seen.astype(np.float64)))
             if not sd > 0:
-                _checks.fail("parents", f"observed {h.name!r} values that are not all equal", f"all {seen[0]!r}")
+                _checks.fail(
+                    "parents",
+                    f"observed {h.name!r} values that are not all equal",
+                    f"all {seen[0]!r}",
+                )
             loc[h.name] = jnp.asarray(np.mean(seen.astype(np.float64)), dtype)
             scale[h.name] = jnp.asarray(sd, dtype)
-    targets = {h.name: jnp.asarray(np.where(m[:, j], labels[h.name], 0)).astype(
-        dtype if h.kind == "gaussian" else jnp.int32) for j, h in enumerate(spec)}
+    targets = {
+        h.name: jnp.asarray(np.where(m[:, j], labels[h.name], 0)).astype(
+            dtype if h.kind == "gaussian" else jnp.int32
+        )
+        for j, h in enumerate(spec)
+    }
     any_label = m.any(axis=1)
     p_unit = jnp.asarray(any_label / any_label.sum(), dtype)
 
     model = ParentPredictor(spec, tuple(int(f) for f in features), int(config.hidden), config.conv)
-    step = _Step(model, int(config.batch_size), float(config.learning_rate), float(config.weight_decay),
-                 config.warmup_steps, int(steps))
+    step = _Step(
+        model,
+        int(config.batch_size),
+        float(config.learning_rate),
+        float(config.weight_decay),
+        config.warmup_steps,
+        int(steps),
+    )
     k_init, k_data = jax.random.split(as_key(key))
     x = jnp.asarray(images)
     params = model.init(k_init, x[:1])
-    data = {"images": x, "targets": targets, "mask": jnp.asarray(m), "p_unit": p_unit, "loc": loc, "scale": scale}
-    reporter = _training.Reporter(progress=progress, desc="anti-causal predictors",
-                                  hint="lower the learning rate or check the images and labels")
-    out = _training.run(step, (params, step.optimizer().init(params)), data, key=k_data, steps=int(steps),
-                        chunk_steps=int(config.chunk_steps), reporter=reporter)
-    return AntiCausal(params=out.state[0], loc=loc, scale=scale, loss=jnp.asarray(out.history["loss"]), model=model)
+    data = {
+        "images": x,
+        "targets": targets,
+        "mask": jnp.asarray(m),
+        "p_unit": p_unit,
+        "loc": loc,
+        "scale": scale,
+    }
+    reporter = _training.Reporter(
+        progress=progress,
+        desc="anti-causal predictors",
+        hint="lower the learning rate or check the images and labels",
+    )
+    out = _training.run(
+        step,
+        (params, step.optimizer().init(params)),
+        data,
+        key=k_data,
+        steps=int(steps),
+        chunk_steps=int(config.chunk_steps),
+        reporter=reporter,
+    )
+    return AntiCausal(
+        params=out.state[0],
+        loc=loc,
+        scale=scale,
+        loss=jnp.asarray(out.history["loss"]),
+        model=model,
+    )
 
 
 # ----------------------------------------------------------------------- prediction
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _predict_flat(model: ParentPredictor, chunk: int, params: PyTree, loc: Mapping[str, Array],
-                  scale: Mapping[str, Array], images: jax.Array) -> dict[str, jax.Array]:
+def _predict_flat(
+    model: ParentPredictor,
+    chunk: int,
+    params: PyTree,
+    loc: Mapping[str, Array],
+    scale: Mapping[str, Array],
+    images: jax.Array,
+) -> dict[str, jax.Array]:
     """``images (M, H, W)`` in blocks of ``chunk`` (``lax.map``, the last padded with copies of
     the final image) to probabilities / means and scales ``(M, ...)``."""
     n = images.shape[0]
@@ -518,15 +663,17 @@ def _predict_flat(model: ParentPredictor, chunk: int, params: PyTree, loc: Mappi
             else:
                 res[h.name] = loc[h.name] + scale[h.name] * o[:, 0]
                 res[h.name + SCALE_SUFFIX] = scale[h.name] * jnp.exp(
-                    jnp.clip(o[:, 1], -_LOG_SCALE_BOUND, _LOG_SCALE_BOUND))
+                    jnp.clip(o[:, 1], -_LOG_SCALE_BOUND, _LOG_SCALE_BOUND)
+                )
         return res
 
     out = lax.map(one_block, blocks)
     return {k: v.reshape((-1,) + v.shape[2:])[:n] for k, v in out.items()}
 
 
-def predict_parents(result: AntiCausal, images: ArrayLike, *,
-                    chunk: int = 256) -> dict[str, jax.Array]:
+def predict_parents(
+    result: AntiCausal, images: ArrayLike, *, chunk: int = 256
+) -> dict[str, jax.Array]:
     """``q(pa | x)`` of images with any leading batch shape, e.g. counterfactuals ``(N, K, H, W)``.
 
     The images are flattened to one batch and run through the network in compiled chunks of
@@ -557,7 +704,9 @@ def predict_parents(result: AntiCausal, images: ArrayLike, *,
     shape = _check_images("images", images, min_ndim=3)
     lead, hw = shape[:-2], shape[-2:]
     flat = jnp.asarray(images).reshape((math.prod(lead),) + hw)
-    out = _predict_flat(result.model, min(chunk, flat.shape[0]), result.params, result.loc, result.scale, flat)
+    out = _predict_flat(
+        result.model, min(chunk, flat.shape[0]), result.params, result.loc, result.scale, flat
+    )
     return {k: v.reshape(lead + v.shape[1:]) for k, v in sorted(out.items())}
 
 
@@ -586,8 +735,14 @@ class Imputed(NamedTuple):
     weights: dict[str, jax.Array]
 
 
-def impute(result: AntiCausal, images: ArrayLike, parents: Mapping[str, ArrayLike],
-           mask: ArrayLike | Mapping[str, ArrayLike], *, chunk: int = 256) -> Imputed:
+def impute(
+    result: AntiCausal,
+    images: ArrayLike,
+    parents: Mapping[str, ArrayLike],
+    mask: ArrayLike | Mapping[str, ArrayLike],
+    *,
+    chunk: int = 256,
+) -> Imputed:
     """Observed labels where ``mask`` says so, ``q(pa | x)``'s prediction elsewhere.
 
     A categorical head imputes its most probable class with weight ``1 − H(q)/log C``
@@ -628,8 +783,12 @@ def impute(result: AntiCausal, images: ArrayLike, parents: Mapping[str, ArrayLik
         seen = jnp.asarray(m[:, j])
         if h.kind == "categorical":
             observed = jnp.asarray(np.where(m[:, j], labels[h.name], 0)).astype(jnp.int32)
-            values[h.name] = jnp.where(seen, observed, jnp.argmax(pred[h.name], axis=-1).astype(jnp.int32))
-            weights[h.name] = jnp.where(seen, jnp.ones((), dtype), entropy_weight(pred[h.name]).astype(dtype))
+            values[h.name] = jnp.where(
+                seen, observed, jnp.argmax(pred[h.name], axis=-1).astype(jnp.int32)
+            )
+            weights[h.name] = jnp.where(
+                seen, jnp.ones((), dtype), entropy_weight(pred[h.name]).astype(dtype)
+            )
         else:
             observed = jnp.asarray(np.where(m[:, j], labels[h.name], 0)).astype(dtype)
             values[h.name] = jnp.where(seen, observed, pred[h.name].astype(dtype))

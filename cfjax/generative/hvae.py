@@ -27,8 +27,8 @@ import distrax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from jax.typing import DTypeLike
 import numpy as np
+from jax.typing import DTypeLike
 
 from cfjax import _checks
 from cfjax._core.nn import HE, LECUN, Conv3x3, fan_in_normal, mean_pool2
@@ -86,23 +86,43 @@ class HVAEConfig:
         for name in ("channels", "latent_dims"):
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(
-                    isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
+            ):
                 _checks.fail(name, "a tuple of integers", repr(value))
         if len(self.channels) < 2 or any(c < 1 for c in self.channels):
-            _checks.fail("channels", "at least 2 positive feature counts (one per resolution)",
-                         repr(self.channels))
+            _checks.fail(
+                "channels",
+                "at least 2 positive feature counts (one per resolution)",
+                repr(self.channels),
+            )
         if len(self.latent_dims) != len(self.channels):
-            _checks.fail("latent_dims", f"{len(self.channels)} entries, one per resolution of `channels`",
-                         repr(self.latent_dims))
+            _checks.fail(
+                "latent_dims",
+                f"{len(self.channels)} entries, one per resolution of `channels`",
+                repr(self.latent_dims),
+            )
         if any(d < 0 for d in self.latent_dims) or sum(d > 0 for d in self.latent_dims) < 2:
-            _checks.fail("latent_dims", "non-negative sizes with a latent at 2 or more resolutions",
-                         repr(self.latent_dims))
+            _checks.fail(
+                "latent_dims",
+                "non-negative sizes with a latent at 2 or more resolutions",
+                repr(self.latent_dims),
+            )
         halvings = len(self.channels) - 1
-        if (isinstance(self.image_size, bool) or not isinstance(self.image_size, (int, np.integer))
-                or self.image_size < 1 or self.image_size % 2 ** halvings):
-            _checks.fail("image_size", f"a positive multiple of {2 ** halvings} ({halvings} halvings for "
-                         f"{len(self.channels)} resolutions)", repr(self.image_size))
-        ok = isinstance(self.sigma_min, (float, int, np.floating)) and not isinstance(self.sigma_min, bool)
+        if (
+            isinstance(self.image_size, bool)
+            or not isinstance(self.image_size, (int, np.integer))
+            or self.image_size < 1
+            or self.image_size % 2**halvings
+        ):
+            _checks.fail(
+                "image_size",
+                f"a positive multiple of {2**halvings} ({halvings} halvings for "
+                f"{len(self.channels)} resolutions)",
+                repr(self.image_size),
+            )
+        ok = isinstance(self.sigma_min, (float, int, np.floating)) and not isinstance(
+            self.sigma_min, bool
+        )
         if not ok or not 0.0 < float(self.sigma_min) < 1.0:
             _checks.fail("sigma_min", "a pixel scale bound in (0, 1)", repr(self.sigma_min))
         if self.conv not in ("auto", "matmul", "xla"):
@@ -124,7 +144,9 @@ class HVAEConfig:
         return tuple((s >> i, s >> i, int(self.latent_dims[i])) for i in self.levels)
 
 
-def gaussian_kl(mu_q: jax.Array, log_s_q: jax.Array, mu_p: jax.Array, log_s_p: jax.Array) -> jax.Array:
+def gaussian_kl(
+    mu_q: jax.Array, log_s_q: jax.Array, mu_p: jax.Array, log_s_p: jax.Array
+) -> jax.Array:
     """Elementwise ``KL(N(μ_q, σ_q²) ‖ N(μ_p, σ_p²))``:
     ``log σ_p − log σ_q + (σ_q² + (μ_q − μ_p)²) / (2σ_p²) − 1/2``
     (``distrax.LogStddevNormal``'s analytic KL).
@@ -133,7 +155,9 @@ def gaussian_kl(mu_q: jax.Array, log_s_q: jax.Array, mu_p: jax.Array, log_s_p: j
       >>> float(gaussian_kl(jnp.float32(1.0), jnp.float32(0.0), jnp.float32(0.0), jnp.float32(0.0)))
       0.5
     """
-    return distrax.LogStddevNormal(mu_q, log_s_q).kl_divergence(distrax.LogStddevNormal(mu_p, log_s_p))
+    return distrax.LogStddevNormal(mu_q, log_s_q).kl_divergence(
+        distrax.LogStddevNormal(mu_p, log_s_p)
+    )
 
 
 def gaussian_log_prob(x: jax.Array, loc: jax.Array, log_scale: jax.Array) -> jax.Array:
@@ -234,17 +258,26 @@ class HVAE(nn.Module):
         return feats
 
     @nn.compact
-    def __call__(self, pa: jax.Array, x: jax.Array | None = None, noise: tuple[jax.Array, ...] = (),
-                 temperature: ArrayLike = 1.0) -> HVAEOutput:
+    def __call__(
+        self,
+        pa: jax.Array,
+        x: jax.Array | None = None,
+        noise: tuple[jax.Array, ...] = (),
+        temperature: ArrayLike = 1.0,
+    ) -> HVAEOutput:
         cfg = self.config
         noise = tuple(noise)
         if len(noise) != len(cfg.levels):
-            raise ValueError(f"`noise`: expected {len(cfg.levels)} latent arrays, got {len(noise)}.")
+            raise ValueError(
+                f"`noise`: expected {len(cfg.levels)} latent arrays, got {len(noise)}."
+            )
         b = pa.shape[0]
         feats = self._encode(x) if x is not None else None
         top = len(cfg.channels) - 1
         side = cfg.image_size >> top
-        h0 = self.param("td_start", nn.initializers.zeros_init(), (side, side, cfg.channels[top]), pa.dtype)
+        h0 = self.param(
+            "td_start", nn.initializers.zeros_init(), (side, side, cfg.channels[top]), pa.dtype
+        )
         h = jnp.broadcast_to(h0[None], (b,) + h0.shape)
         eps_out, kls = [], []
         level = 0
@@ -253,15 +286,20 @@ class HVAE(nn.Module):
             h = h + _broadcast_hw(_dense(c, f"td_pa{i}", pa.dtype)(pa), h)  # parents in every block
             d = cfg.latent_dims[i]
             if d > 0:
-                prior = Conv3x3(2 * d + c, conv=cfg.conv, kernel_init=_small, name=f"prior{i}")(nn.gelu(h))
-                mu_p, raw_p, h_p = prior[..., :d], prior[..., d:2 * d], prior[..., 2 * d:]
+                prior = Conv3x3(2 * d + c, conv=cfg.conv, kernel_init=_small, name=f"prior{i}")(
+                    nn.gelu(h)
+                )
+                mu_p, raw_p, h_p = prior[..., :d], prior[..., d : 2 * d], prior[..., 2 * d :]
                 log_s_p = _LATENT_LOG_SCALE_BOUND * jnp.tanh(raw_p / _LATENT_LOG_SCALE_BOUND)
                 n = noise[level]
                 if feats is not None:
                     post = Conv3x3(2 * d, conv=cfg.conv, kernel_init=_small, name=f"posterior{i}")(
-                        nn.gelu(jnp.concatenate([h, feats[i]], axis=-1)))
+                        nn.gelu(jnp.concatenate([h, feats[i]], axis=-1))
+                    )
                     mu_q = post[..., :d]
-                    log_s_q = _LATENT_LOG_SCALE_BOUND * jnp.tanh(post[..., d:] / _LATENT_LOG_SCALE_BOUND)
+                    log_s_q = _LATENT_LOG_SCALE_BOUND * jnp.tanh(
+                        post[..., d:] / _LATENT_LOG_SCALE_BOUND
+                    )
                     z = mu_q + temperature * jnp.exp(log_s_q) * n
                     eps_out.append((z - mu_p) * jnp.exp(-log_s_p))
                     kls.append(gaussian_kl(mu_q, log_s_q, mu_p, log_s_p).sum(axis=(1, 2, 3)))

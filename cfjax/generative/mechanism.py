@@ -80,8 +80,12 @@ class ImageHVAE(Mechanism):
         if not isinstance(self.config, HVAEConfig):
             _checks.fail("config", "an HVAEConfig", repr(self.config))
         t = self.temperature
-        if (isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating))
-                or not math.isfinite(t) or t < 0):
+        if (
+            isinstance(t, bool)
+            or not isinstance(t, (int, float, np.integer, np.floating))
+            or not math.isfinite(t)
+            or t < 0
+        ):
             _checks.fail("temperature", "a finite posterior temperature >= 0", repr(t))
 
     # ------------------------------------------------------------------ structure
@@ -106,8 +110,10 @@ class ImageHVAE(Mechanism):
         """Images ``(..., H, W)`` of finite numbers."""
         shape = _checks.shape_of(values)
         if tuple(shape[-2:]) != self.config.image_shape:
-            raise ValidationError(f"`{what}`: expected images of shape (..., {self.config.image_size}, "
-                                  f"{self.config.image_size}) for node {name!r}, got shape {shape}.")
+            raise ValidationError(
+                f"`{what}`: expected images of shape (..., {self.config.image_size}, "
+                f"{self.config.image_size}) for node {name!r}, got shape {shape}."
+            )
         super().check_values(name, values, what)
 
     # ------------------------------------------------------------------ parameters and noise
@@ -116,32 +122,46 @@ class ImageHVAE(Mechanism):
         parent_dim = _checks.check_positive_int("parent_dim", parent_dim)
         dtype = jnp.result_type(float)
         noise = tuple(jnp.zeros((1,) + s, dtype) for s in self.config.latent_shapes)
-        return self.model.init(key, jnp.zeros((1, parent_dim), dtype),
-                               jnp.zeros((1,) + self.config.image_shape, dtype), noise)
+        return self.model.init(
+            key,
+            jnp.zeros((1, parent_dim), dtype),
+            jnp.zeros((1,) + self.config.image_shape, dtype),
+            noise,
+        )
 
     def sample_noise(self, key: jax.Array) -> dict[str, Any]:
         """``{"z": standard normal ε_l per level, "eps": standard normal (H, W)}``."""
         dtype = jnp.result_type(float)
         keys = jax.random.split(key, len(self.config.latent_shapes) + 1)
-        z = tuple(jax.random.normal(k, s, dtype) for k, s in zip(keys[1:], self.config.latent_shapes))
+        z = tuple(
+            jax.random.normal(k, s, dtype) for k, s in zip(keys[1:], self.config.latent_shapes)
+        )
         return {"z": z, "eps": jax.random.normal(keys[0], self.config.image_shape, dtype)}
 
     # ------------------------------------------------------------------ the structural equation
     def _check(self, params: PyTree, pa: jax.Array, x: jax.Array | None = None) -> None:
         p = parent_dim_of(params)
         if _checks.shape_of(pa) != (p,):
-            _checks.fail("pa", f"one unit's parents of shape ({p},) (as initialised)",
-                         f"shape {_checks.shape_of(pa)}")
+            _checks.fail(
+                "pa",
+                f"one unit's parents of shape ({p},) (as initialised)",
+                f"shape {_checks.shape_of(pa)}",
+            )
         if x is not None and _checks.shape_of(x) != self.config.image_shape:
-            _checks.fail("x", f"one image of shape {self.config.image_shape}", f"shape {_checks.shape_of(x)}")
+            _checks.fail(
+                "x", f"one image of shape {self.config.image_shape}", f"shape {_checks.shape_of(x)}"
+            )
 
-    def decode(self, params: PyTree, z: tuple[jax.Array, ...], pa: jax.Array
-               ) -> tuple[jax.Array, jax.Array]:
+    def decode(
+        self, params: PyTree, z: tuple[jax.Array, ...], pa: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
         """``(μ, log σ)`` of the pixels, ``(H, W)`` each, from prior-standardised latents ``z``."""
         self._check(params, pa)
         shapes = tuple(tuple(e.shape) for e in z)
         if shapes != self.config.latent_shapes:
-            _checks.fail("u['z']", f"latents of shapes {self.config.latent_shapes}", f"shapes {shapes}")
+            _checks.fail(
+                "u['z']", f"latents of shapes {self.config.latent_shapes}", f"shapes {shapes}"
+            )
         dtype = params["params"]["td_start"].dtype
         latents = tuple(e[None].astype(dtype) for e in z)
         out = cast(HVAEOutput, self.model.apply(params, pa[None].astype(dtype), None, latents))
@@ -151,13 +171,22 @@ class ImageHVAE(Mechanism):
         """``x = μ(z, pa) + σ(z, pa)·eps``, the latents ``z`` decoded from ``u["z"]`` through the
         conditional prior given ``pa``; shape ``(H, W)``."""
         if _checks.shape_of(u["eps"]) != self.config.image_shape:
-            _checks.fail("u['eps']", f"pixel noise of shape {self.config.image_shape}",
-                         f"shape {_checks.shape_of(u['eps'])}")
+            _checks.fail(
+                "u['eps']",
+                f"pixel noise of shape {self.config.image_shape}",
+                f"shape {_checks.shape_of(u['eps'])}",
+            )
         loc, log_scale = self.decode(params, u["z"], pa)
         return loc + jnp.exp(log_scale) * u["eps"]
 
-    def posterior(self, params: PyTree, x: jax.Array, pa: jax.Array, key: jax.Array | None,
-                  temperature: ArrayLike | None = None) -> HVAEOutput:
+    def posterior(
+        self,
+        params: PyTree,
+        x: jax.Array,
+        pa: jax.Array,
+        key: jax.Array | None,
+        temperature: ArrayLike | None = None,
+    ) -> HVAEOutput:
         """The posterior pass for one unit (batch axis of size 1): latents drawn at
         ``temperature`` (default: the mechanism's), their KL per level, the pixel ``(μ, log σ)``."""
         self._check(params, pa, x)
@@ -166,8 +195,10 @@ class ImageHVAE(Mechanism):
         shapes = self.config.latent_shapes
         if key is None:
             if not (isinstance(t, (int, float)) and t == 0):
-                raise ValidationError("`key`: expected a random key for abduction at temperature "
-                                      f"{t} (only temperature 0 is deterministic), got None.")
+                raise ValidationError(
+                    "`key`: expected a random key for abduction at temperature "
+                    f"{t} (only temperature 0 is deterministic), got None."
+                )
             xi = tuple(jnp.zeros((1,) + s, dtype) for s in shapes)
         else:
             keys = jax.random.split(key, len(shapes))
@@ -175,8 +206,9 @@ class ImageHVAE(Mechanism):
         out = self.model.apply(params, pa[None].astype(dtype), x[None].astype(dtype), xi, t)
         return cast(HVAEOutput, out)  # no mutable state: the output alone
 
-    def abduct(self, params: PyTree, x: jax.Array, pa: jax.Array,
-               key: jax.Array | None) -> dict[str, Any]:
+    def abduct(
+        self, params: PyTree, x: jax.Array, pa: jax.Array, key: jax.Array | None
+    ) -> dict[str, Any]:
         """``{"z": prior-standardised posterior latents, "eps": (x − μ(z, pa)) / σ(z, pa)}``."""
         out = self.posterior(params, x, pa, key)
         eps = (x.astype(out.loc.dtype) - out.loc[0]) * jnp.exp(-out.log_scale[0])

@@ -49,12 +49,21 @@ def _check_node(scm: Any, node: Any) -> int:
         _checks.fail("node", f"a node of the SCM ({list(scm.nodes)})", repr(node))
     i = scm.graph.index(node)
     if not scm.graph.parents[i]:
-        _checks.fail("node", "a node with at least one parent (the HVAE is conditional)", f"root node {node!r}")
+        _checks.fail(
+            "node",
+            "a node with at least one parent (the HVAE is conditional)",
+            f"root node {node!r}",
+        )
     return i
 
 
-def impute_parents(scm: SCM, node: str, data: Mapping[str, Any], mask: Mapping[str, Any] | None = None,
-                   anticausal: Any = None) -> tuple[dict[str, Any], jax.Array]:
+def impute_parents(
+    scm: SCM,
+    node: str,
+    data: Mapping[str, Any],
+    mask: Mapping[str, Any] | None = None,
+    anticausal: Any = None,
+) -> tuple[dict[str, Any], jax.Array]:
     """The data with the missing parent labels of ``node`` imputed, and each unit's weight.
 
     A parent ``p`` in ``mask`` keeps its observed label where ``mask[p]`` is True and takes
@@ -87,39 +96,68 @@ def impute_parents(scm: SCM, node: str, data: Mapping[str, Any], mask: Mapping[s
             _checks.fail("mask", "a mask {parent: (N,) bool} when `anticausal` is given", "None")
         return dict(data), jnp.ones((n,), dtype)
     if anticausal is None:
-        _checks.fail("anticausal", "anti-causal predictors (AntiCausal) to impute the labels `mask` hides",
-                     "None")
+        _checks.fail(
+            "anticausal",
+            "anti-causal predictors (AntiCausal) to impute the labels `mask` hides",
+            "None",
+        )
     if not isinstance(anticausal, _ac.AntiCausal):
-        _checks.fail("anticausal", "an AntiCausal (train_anticausal's result)", type(anticausal).__name__)
+        _checks.fail(
+            "anticausal", "an AntiCausal (train_anticausal's result)", type(anticausal).__name__
+        )
     if not isinstance(mask, Mapping):
         _checks.fail("mask", "a mapping {parent: (N,) bool}", type(mask).__name__)
     parents = scm.graph.parents[i]
     unknown = [p for p in mask if p not in parents]
     if unknown:
-        _checks.fail("mask", f"keys among the parents of {node!r} ({list(parents)})", f"unknown {unknown}")
+        _checks.fail(
+            "mask", f"keys among the parents of {node!r} ({list(parents)})", f"unknown {unknown}"
+        )
     heads = {h.name: h for h in anticausal.spec}
     missing = [p for p in mask if p not in heads]
     if missing:
-        _checks.fail("anticausal", f"a head for every masked parent {sorted(mask)}", f"none for {missing}")
+        _checks.fail(
+            "anticausal", f"a head for every masked parent {sorted(mask)}", f"none for {missing}"
+        )
     for p in mask:
-        if heads[p].kind == "categorical" and (not scm.mechanism(p).discrete
-                                               or heads[p].classes != getattr(scm.mechanism(p), "num_classes", None)):
-            _checks.fail("anticausal", f"a head for {p!r} matching its mechanism", f"categorical head {heads[p]}")
+        if heads[p].kind == "categorical" and (
+            not scm.mechanism(p).discrete
+            or heads[p].classes != getattr(scm.mechanism(p), "num_classes", None)
+        ):
+            _checks.fail(
+                "anticausal",
+                f"a head for {p!r} matching its mechanism",
+                f"categorical head {heads[p]}",
+            )
         if heads[p].kind == "gaussian" and scm.mechanism(p).discrete:
-            _checks.fail("anticausal", f"a categorical head for discrete parent {p!r}", "a Gaussian head")
+            _checks.fail(
+                "anticausal", f"a categorical head for discrete parent {p!r}", "a Gaussian head"
+            )
     masks = {}
     for p, m in mask.items():
         if p not in data:
-            _checks.fail("data", f"a column {p!r} (masked labels may hold anything)", f"columns {sorted(data)}")
+            _checks.fail(
+                "data",
+                f"a column {p!r} (masked labels may hold anything)",
+                f"columns {sorted(data)}",
+            )
         m = np.asarray(m)
         if m.shape != (n,) or not (m.dtype == bool or np.all((m == 0) | (m == 1))):
-            _checks.fail(f"mask[{p!r}]", f"a boolean array of shape ({n},)", f"shape {m.shape}, dtype {m.dtype}")
+            _checks.fail(
+                f"mask[{p!r}]",
+                f"a boolean array of shape ({n},)",
+                f"shape {m.shape}, dtype {m.dtype}",
+            )
         masks[p] = m.astype(bool)
     images = data[node]
     if len(_check_images("data", images)) != 3:
-        _checks.fail("data", f"a column {node!r} of images (N, H, W)", f"shape {_checks.shape_of(images)}")
+        _checks.fail(
+            "data", f"a column {node!r} of images (N, H, W)", f"shape {_checks.shape_of(images)}"
+        )
     labels, head_mask = {}, {}
-    for name in heads:  # heads that are not masked parents: observed when given, else imputed and unused
+    for (
+        name
+    ) in heads:  # heads that are not masked parents: observed when given, else imputed and unused
         if name in masks:
             labels[name], head_mask[name] = np.asarray(data[name]), masks[name]
         elif name in data:

@@ -31,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -46,14 +47,25 @@ from cfjax.generative.anticausal import AntiCausal, predict_parents
 from cfjax.scm import Mechanism
 from cfjax.typing import ArrayLike, KeyLike, MeshLike, PyTree
 
-__all__ = ["effectiveness", "effectiveness_ceiling", "composition", "reversibility", "pixel_mae",
-           "decision_agreement", "relative_gap", "QualityReport", "quality_report"]
+__all__ = [
+    "effectiveness",
+    "effectiveness_ceiling",
+    "composition",
+    "reversibility",
+    "pixel_mae",
+    "decision_agreement",
+    "relative_gap",
+    "QualityReport",
+    "quality_report",
+]
 
 
 # ----------------------------------------------------------------------- checks
 def _check_mechanism(mechanism: Any) -> Mechanism:
     if not isinstance(mechanism, Mechanism):
-        _checks.fail("mechanism", "a cfjax.scm.Mechanism (e.g. ImageHVAE)", type(mechanism).__name__)
+        _checks.fail(
+            "mechanism", "a cfjax.scm.Mechanism (e.g. ImageHVAE)", type(mechanism).__name__
+        )
     return mechanism
 
 
@@ -69,16 +81,24 @@ def _check_float_images(name: str, x: Any, ndim: int | None = None) -> jax.Array
     return a
 
 
-def _unit_inputs(mechanism: Mechanism, images: ArrayLike, parents: ArrayLike
-                 ) -> tuple[jax.Array, jax.Array]:
+def _unit_inputs(
+    mechanism: Mechanism, images: ArrayLike, parents: ArrayLike
+) -> tuple[jax.Array, jax.Array]:
     event = tuple(mechanism.event_shape)
     x = _check_float_images("images", images)
     if x.ndim != 1 + len(event) or tuple(x.shape[1:]) != event:
-        _checks.fail("images", f"shape (N, {', '.join(map(str, event))}) (the mechanism's event shape)",
-                     f"shape {tuple(x.shape)}")
+        _checks.fail(
+            "images",
+            f"shape (N, {', '.join(map(str, event))}) (the mechanism's event shape)",
+            f"shape {tuple(x.shape)}",
+        )
     pa = _check_float_images("parents", parents)
     if pa.ndim != 2 or pa.shape[0] != x.shape[0]:
-        _checks.fail("parents", f"encoded parent inputs of shape (N = {x.shape[0]}, P)", f"shape {tuple(pa.shape)}")
+        _checks.fail(
+            "parents",
+            f"encoded parent inputs of shape (N = {x.shape[0]}, P)",
+            f"shape {tuple(pa.shape)}",
+        )
     return x, pa.astype(x.dtype)
 
 
@@ -107,22 +127,31 @@ def _but_interventions(ndim: int, by_intervention: bool) -> tuple[int, ...] | No
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _effectiveness(spec, by_intervention: bool, pred: Mapping[str, jax.Array],
-                   parents: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+def _effectiveness(
+    spec, by_intervention: bool, pred: Mapping[str, jax.Array], parents: Mapping[str, jax.Array]
+) -> dict[str, jax.Array]:
     out = {}
     for h, key in zip(spec, _effectiveness_keys(spec)):
         y = parents[h.name]
         if h.kind == "categorical":
-            err = (jnp.argmax(pred[h.name], axis=-1) == y.astype(jnp.int32)).astype(pred[h.name].dtype)
+            err = (jnp.argmax(pred[h.name], axis=-1) == y.astype(jnp.int32)).astype(
+                pred[h.name].dtype
+            )
         else:
             err = jnp.abs(pred[h.name] - y.astype(pred[h.name].dtype))
         out[key] = jnp.mean(err, axis=_but_interventions(err.ndim, by_intervention))
     return out
 
 
-def effectiveness(predictors: AntiCausal, images: ArrayLike, parents: Mapping[str, Any], *,
-                  heads: tuple[str, ...] | None = None, by_intervention: bool = False,
-                  chunk: int = 256) -> dict[str, jax.Array]:
+def effectiveness(
+    predictors: AntiCausal,
+    images: ArrayLike,
+    parents: Mapping[str, Any],
+    *,
+    heads: tuple[str, ...] | None = None,
+    by_intervention: bool = False,
+    chunk: int = 256,
+) -> dict[str, jax.Array]:
     """How well anti-causal predictors recover the (counterfactual) parents from images.
 
     Args:
@@ -152,7 +181,9 @@ def effectiveness(predictors: AntiCausal, images: ArrayLike, parents: Mapping[st
       (2,)
     """
     if not isinstance(predictors, AntiCausal):
-        _checks.fail("predictors", "an AntiCausal (train_anticausal's result)", type(predictors).__name__)
+        _checks.fail(
+            "predictors", "an AntiCausal (train_anticausal's result)", type(predictors).__name__
+        )
     spec = predictors.spec
     names = [h.name for h in spec]
     if heads is None:
@@ -162,10 +193,14 @@ def effectiveness(predictors: AntiCausal, images: ArrayLike, parents: Mapping[st
     spec = tuple(h for h in spec if h.name in heads)
     x = _check_float_images("images", images)
     if x.ndim < 3:
-        _checks.fail("images", "images (..., H, W) with at least one leading axis", f"shape {tuple(x.shape)}")
+        _checks.fail(
+            "images", "images (..., H, W) with at least one leading axis", f"shape {tuple(x.shape)}"
+        )
     lead = tuple(x.shape[:-2])
     if by_intervention and len(lead) < 2:
-        _checks.fail("images", "images (N, K, H, W) with by_intervention", f"shape {tuple(x.shape)}")
+        _checks.fail(
+            "images", "images (N, K, H, W) with by_intervention", f"shape {tuple(x.shape)}"
+        )
     if not isinstance(parents, Mapping):
         _checks.fail("parents", "a mapping {name: (...)}", type(parents).__name__)
     ys = {}
@@ -174,21 +209,32 @@ def effectiveness(predictors: AntiCausal, images: ArrayLike, parents: Mapping[st
             _checks.fail("parents", f"values of head {h.name!r}", f"keys {sorted(parents)}")
         y = jnp.asarray(parents[h.name])
         if tuple(y.shape) != lead:
-            _checks.fail("parents", f"shape {lead} for {h.name!r} (one value per image)", f"shape {tuple(y.shape)}")
+            _checks.fail(
+                "parents",
+                f"shape {lead} for {h.name!r} (one value per image)",
+                f"shape {tuple(y.shape)}",
+            )
         _checks.check_finite("parents", y)
         ys[h.name] = y
     pred = predict_parents(predictors, x, chunk=chunk)
     return _effectiveness(spec, bool(by_intervention), {h.name: pred[h.name] for h in spec}, ys)
 
 
-def effectiveness_ceiling(predictors: AntiCausal, exact_images: Any, parents: Mapping[str, Any], *,
-                          heads: tuple[str, ...] | None = None, by_intervention: bool = False,
-                          chunk: int = 256) -> dict[str, jax.Array]:
+def effectiveness_ceiling(
+    predictors: AntiCausal,
+    exact_images: Any,
+    parents: Mapping[str, Any],
+    *,
+    heads: tuple[str, ...] | None = None,
+    by_intervention: bool = False,
+    chunk: int = 256,
+) -> dict[str, jax.Array]:
     """:func:`effectiveness` on *exact* counterfactual images (a synthetic SCM's): the best
     figure the anti-causal predictors allow, against which a learned mechanism's
     effectiveness is read (:func:`relative_gap`)."""
-    return effectiveness(predictors, exact_images, parents, heads=heads, by_intervention=by_intervention,
-                         chunk=chunk)
+    return effectiveness(
+        predictors, exact_images, parents, heads=heads, by_intervention=by_intervention, chunk=chunk
+    )
 
 
 def relative_gap(learned: Mapping[str, Any], ceiling: Mapping[str, Any]) -> dict[str, jax.Array]:
@@ -203,8 +249,10 @@ def relative_gap(learned: Mapping[str, Any], ceiling: Mapping[str, Any]) -> dict
     keys = sorted(set(learned) & set(ceiling))
     if not keys:
         _checks.fail("ceiling", "a mapping sharing keys with `learned`", f"keys {sorted(ceiling)}")
-    return {k: (jnp.asarray(learned[k]) - jnp.asarray(ceiling[k])) / jnp.abs(jnp.asarray(ceiling[k]))
-            for k in keys}
+    return {
+        k: (jnp.asarray(learned[k]) - jnp.asarray(ceiling[k])) / jnp.abs(jnp.asarray(ceiling[k]))
+        for k in keys
+    }
 
 
 # ----------------------------------------------------------------------- composition, reversibility
@@ -220,8 +268,9 @@ class _Composition:
     mechanism: Mechanism
     n_times: int
 
-    def __call__(self, images: jax.Array, parents: jax.Array, keys: jax.Array | None,
-                 params: PyTree) -> jax.Array:
+    def __call__(
+        self, images: jax.Array, parents: jax.Array, keys: jax.Array | None, params: PyTree
+    ) -> jax.Array:
         mech = self.mechanism
 
         def unit(x, pa, k):
@@ -229,6 +278,7 @@ class _Composition:
                 kt = None if k is None else jax.random.fold_in(k, t)
                 y = mech.forward(params, mech.abduct(params, y, pa, kt), pa)
                 return y, _l1(y, x)
+
             return lax.scan(cycle, x, jnp.arange(self.n_times))[1]
 
         if keys is None:
@@ -236,10 +286,18 @@ class _Composition:
         return jax.vmap(unit)(images, parents, _wrap(keys))
 
 
-def composition(mechanism: Mechanism, params: PyTree, images: ArrayLike, parents: ArrayLike, *,
-                n_times: int = 10,
-                key: KeyLike | None = None, per_unit: bool = False, chunk: int = 256,
-                mesh: MeshLike = None) -> jax.Array:
+def composition(
+    mechanism: Mechanism,
+    params: PyTree,
+    images: ArrayLike,
+    parents: ArrayLike,
+    *,
+    n_times: int = 10,
+    key: KeyLike | None = None,
+    per_unit: bool = False,
+    chunk: int = 256,
+    mesh: MeshLike = None,
+) -> jax.Array:
     """Composition: the L1 distance between each image and the image after the null
     intervention applied ``1, 2, …, n_times`` times in a row (each time: abduct the noise of the
     current image, predict with the same parents). An exact mechanism gives 0 every time; a
@@ -275,8 +333,15 @@ def composition(mechanism: Mechanism, params: PyTree, images: ArrayLike, parents
     n_times = _checks.check_positive_int("n_times", n_times)
     chunk = _checks.check_positive_int("chunk", chunk)
     x, pa = _unit_inputs(mechanism, images, parents)
-    out = map_batch(_Composition(mechanism, n_times), x, pa, _unit_keys(key, x.shape[0]), shared=(params,),
-                    mesh=mesh, chunk_size=chunk)
+    out = map_batch(
+        _Composition(mechanism, n_times),
+        x,
+        pa,
+        _unit_keys(key, x.shape[0]),
+        shared=(params,),
+        mesh=mesh,
+        chunk_size=chunk,
+    )
     return out if per_unit else out.mean(axis=0)
 
 
@@ -286,8 +351,14 @@ class _Reversibility:
 
     mechanism: Mechanism
 
-    def __call__(self, images: jax.Array, parents: jax.Array, targets: jax.Array, keys: jax.Array | None,
-                 params: PyTree) -> jax.Array:
+    def __call__(
+        self,
+        images: jax.Array,
+        parents: jax.Array,
+        targets: jax.Array,
+        keys: jax.Array | None,
+        params: PyTree,
+    ) -> jax.Array:
         mech = self.mechanism
 
         def unit(x, pa, pa_star, k):  # pa_star (K, P)
@@ -299,6 +370,7 @@ class _Reversibility:
                 kj = None if k is None else jax.random.fold_in(k, j + 1)
                 back = mech.forward(params, mech.abduct(params, x_star, ps, kj), pa)
                 return _l1(back, x)
+
             return jax.vmap(one)(pa_star, jnp.arange(pa_star.shape[0]))
 
         if keys is None:
@@ -306,10 +378,18 @@ class _Reversibility:
         return jax.vmap(unit)(images, parents, targets, _wrap(keys))
 
 
-def reversibility(mechanism: Mechanism, params: PyTree, images: ArrayLike, parents: ArrayLike,
-                  targets: ArrayLike, *,
-                  key: KeyLike | None = None, per_unit: bool = False, chunk: int = 256,
-                  mesh: MeshLike = None) -> jax.Array:
+def reversibility(
+    mechanism: Mechanism,
+    params: PyTree,
+    images: ArrayLike,
+    parents: ArrayLike,
+    targets: ArrayLike,
+    *,
+    key: KeyLike | None = None,
+    per_unit: bool = False,
+    chunk: int = 256,
+    mesh: MeshLike = None,
+) -> jax.Array:
     """Reversibility: the L1 distance between each image and the image after ``do(pa*)``
     then ``do(pa)`` back (abduct from ``(x, pa)``, predict ``x*`` with ``pa*``, abduct from
     ``(x*, pa*)``, predict with ``pa``), for each of K interventions.
@@ -340,10 +420,21 @@ def reversibility(mechanism: Mechanism, params: PyTree, images: ArrayLike, paren
     if t.ndim == 2 and t.shape[1] == p:
         t = jnp.broadcast_to(t[None], (n,) + t.shape)
     if t.ndim != 3 or t.shape[0] != n or t.shape[2] != p:
-        _checks.fail("targets", f"intervened parent inputs of shape ({n}, K, {p}) or (K, {p})",
-                     f"shape {tuple(t.shape)}")
-    out = map_batch(_Reversibility(mechanism), x, pa, t, _unit_keys(key, n), shared=(params,), mesh=mesh,
-                    chunk_size=chunk)
+        _checks.fail(
+            "targets",
+            f"intervened parent inputs of shape ({n}, K, {p}) or (K, {p})",
+            f"shape {tuple(t.shape)}",
+        )
+    out = map_batch(
+        _Reversibility(mechanism),
+        x,
+        pa,
+        t,
+        _unit_keys(key, n),
+        shared=(params,),
+        mesh=mesh,
+        chunk_size=chunk,
+    )
     return out if per_unit else out.mean(axis=0)
 
 
@@ -370,20 +461,27 @@ def pixel_mae(learned: ArrayLike, exact: ArrayLike, *, by_intervention: bool = F
     a = _check_float_images("learned", learned)
     b = _check_float_images("exact", exact)
     if a.shape != b.shape:
-        _checks.fail("exact", f"shape {tuple(a.shape)} (that of `learned`)", f"shape {tuple(b.shape)}")
+        _checks.fail(
+            "exact", f"shape {tuple(a.shape)} (that of `learned`)", f"shape {tuple(b.shape)}"
+        )
     if by_intervention and a.ndim < 2:
-        _checks.fail("learned", "at least 2 axes (N, K, ...) with by_intervention", f"shape {tuple(a.shape)}")
+        _checks.fail(
+            "learned", "at least 2 axes (N, K, ...) with by_intervention", f"shape {tuple(a.shape)}"
+        )
     return _mae(bool(by_intervention), a, b.astype(a.dtype))
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
-def _agreement(by_intervention: bool, a: jax.Array, b: jax.Array, threshold: jax.Array) -> jax.Array:
+def _agreement(
+    by_intervention: bool, a: jax.Array, b: jax.Array, threshold: jax.Array
+) -> jax.Array:
     same = ((a >= threshold) == (b >= threshold)).astype(a.dtype)
     return jnp.mean(same, axis=_but_interventions(same.ndim, by_intervention))
 
 
-def decision_agreement(learned: ArrayLike, exact: ArrayLike, threshold: float = 0.5, *,
-                       by_intervention: bool = False) -> jax.Array:
+def decision_agreement(
+    learned: ArrayLike, exact: ArrayLike, threshold: float = 0.5, *, by_intervention: bool = False
+) -> jax.Array:
     """The fraction of units on which a fixed classifier makes the same decision
     (``p ≥ threshold``) on the learned as on the exact counterfactual image.
 
@@ -400,12 +498,19 @@ def decision_agreement(learned: ArrayLike, exact: ArrayLike, threshold: float = 
     a = _check_float_images("learned", learned)
     b = _check_float_images("exact", exact)
     if a.shape != b.shape:
-        _checks.fail("exact", f"shape {tuple(a.shape)} (that of `learned`)", f"shape {tuple(b.shape)}")
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating, np.integer)) \
-            or not math.isfinite(threshold):
+        _checks.fail(
+            "exact", f"shape {tuple(a.shape)} (that of `learned`)", f"shape {tuple(b.shape)}"
+        )
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float, np.floating, np.integer))
+        or not math.isfinite(threshold)
+    ):
         _checks.fail("threshold", "a finite number", repr(threshold))
     if by_intervention and a.ndim < 2:
-        _checks.fail("learned", "at least 2 axes (N, K, ...) with by_intervention", f"shape {tuple(a.shape)}")
+        _checks.fail(
+            "learned", "at least 2 axes (N, K, ...) with by_intervention", f"shape {tuple(a.shape)}"
+        )
     return _agreement(bool(by_intervention), a, b.astype(a.dtype), jnp.asarray(threshold, a.dtype))
 
 
@@ -462,13 +567,19 @@ class QualityReport:
         items = []
         if self.composition is not None:
             c = self.composition
-            items += [("composition_after_1", c[0]), (f"composition_after_{c.shape[0]}", c[-1])] \
-                if getattr(c, "ndim", 0) == 1 else [("composition", c)]
+            items += (
+                [("composition_after_1", c[0]), (f"composition_after_{c.shape[0]}", c[-1])]
+                if getattr(c, "ndim", 0) == 1
+                else [("composition", c)]
+            )
         if self.reversibility is not None:
             items.append(("reversibility_mean", jnp.mean(jnp.asarray(self.reversibility))))
         for name in ("effectiveness", "effectiveness_ceiling"):
             if getattr(self, name) is not None:
-                items += [(f"{name}.{k}", jnp.mean(jnp.asarray(v))) for k, v in getattr(self, name).items()]
+                items += [
+                    (f"{name}.{k}", jnp.mean(jnp.asarray(v)))
+                    for k, v in getattr(self, name).items()
+                ]
         for name in ("pixel_mae", "decision_agreement"):
             if getattr(self, name) is not None:
                 items.append((name, jnp.mean(jnp.asarray(getattr(self, name)))))
@@ -476,17 +587,26 @@ class QualityReport:
         return text if len(text) < 400 else text[:392] + ", ...)"
 
 
-def quality_report(mechanism: Mechanism | None = None, params: PyTree | None = None,
-                   images: Any = None,
-                   parents: Any = None, *, targets: ArrayLike | None = None,
-                   n_times: int = 10,
-                   key: KeyLike | None = None,
-                   predictors: AntiCausal | None = None, counterfactuals: Any = None,
-                   counterfactual_parents: Mapping[str, Any] | None = None,
-                   exact: ArrayLike | None = None,
-                   p_learned: Any = None, p_exact: Any = None, threshold: float = 0.5,
-                   by_intervention: bool = False, chunk: int = 256,
-                   mesh: MeshLike = None) -> QualityReport:
+def quality_report(
+    mechanism: Mechanism | None = None,
+    params: PyTree | None = None,
+    images: Any = None,
+    parents: Any = None,
+    *,
+    targets: ArrayLike | None = None,
+    n_times: int = 10,
+    key: KeyLike | None = None,
+    predictors: AntiCausal | None = None,
+    counterfactuals: Any = None,
+    counterfactual_parents: Mapping[str, Any] | None = None,
+    exact: ArrayLike | None = None,
+    p_learned: Any = None,
+    p_exact: Any = None,
+    threshold: float = 0.5,
+    by_intervention: bool = False,
+    chunk: int = 256,
+    mesh: MeshLike = None,
+) -> QualityReport:
     """Every quality figure the arguments allow, in one :class:`QualityReport`.
 
     - composition: with ``mechanism``, ``params``, ``images (N, H, W)`` and ``parents (N, P)``
@@ -512,26 +632,45 @@ def quality_report(mechanism: Mechanism | None = None, params: PyTree | None = N
     k_comp, k_rev = (None, None) if key is None else tuple(jax.random.split(as_key(key)))
     fields: dict[str, Any] = {}
     if mechanism is not None:
-        fields["composition"] = composition(mechanism, params, images, parents, n_times=n_times, key=k_comp,
-                                            chunk=chunk, mesh=mesh)
+        fields["composition"] = composition(
+            mechanism, params, images, parents, n_times=n_times, key=k_comp, chunk=chunk, mesh=mesh
+        )
         if targets is not None:
-            fields["reversibility"] = reversibility(mechanism, params, images, parents, targets, key=k_rev,
-                                                    chunk=chunk, mesh=mesh)
+            fields["reversibility"] = reversibility(
+                mechanism, params, images, parents, targets, key=k_rev, chunk=chunk, mesh=mesh
+            )
     if predictors is not None:
         if counterfactuals is None or counterfactual_parents is None:
-            _checks.fail("counterfactuals", "learned counterfactual images and `counterfactual_parents` "
-                         "with `predictors`", "None")
-        fields["effectiveness"] = effectiveness(predictors, counterfactuals, counterfactual_parents,
-                                                by_intervention=by_intervention, chunk=chunk)
+            _checks.fail(
+                "counterfactuals",
+                "learned counterfactual images and `counterfactual_parents` with `predictors`",
+                "None",
+            )
+        fields["effectiveness"] = effectiveness(
+            predictors,
+            counterfactuals,
+            counterfactual_parents,
+            by_intervention=by_intervention,
+            chunk=chunk,
+        )
         if exact is not None:
             fields["effectiveness_ceiling"] = effectiveness_ceiling(
-                predictors, exact, counterfactual_parents, by_intervention=by_intervention, chunk=chunk)
+                predictors,
+                exact,
+                counterfactual_parents,
+                by_intervention=by_intervention,
+                chunk=chunk,
+            )
     if counterfactuals is not None and exact is not None:
         fields["pixel_mae"] = pixel_mae(counterfactuals, exact, by_intervention=by_intervention)
     if (p_learned is None) != (p_exact is None):
-        _checks.fail("p_exact" if p_exact is None else "p_learned",
-                     "the classifier's probabilities on both learned and exact counterfactuals", "only one of them")
+        _checks.fail(
+            "p_exact" if p_exact is None else "p_learned",
+            "the classifier's probabilities on both learned and exact counterfactuals",
+            "only one of them",
+        )
     if p_learned is not None:
-        fields["decision_agreement"] = decision_agreement(p_learned, p_exact, threshold,
-                                                          by_intervention=by_intervention)
+        fields["decision_agreement"] = decision_agreement(
+            p_learned, p_exact, threshold, by_intervention=by_intervention
+        )
     return QualityReport(**fields)

@@ -63,7 +63,9 @@ def make_regulariser(scm: SCM, node: str, regulariser: Any, data: Mapping[str, A
     """
     i = _check_node(scm, node)
     if not isinstance(regulariser, _ac.AntiCausal):
-        _checks.fail("regulariser", "an AntiCausal (train_anticausal's result)", type(regulariser).__name__)
+        _checks.fail(
+            "regulariser", "an AntiCausal (train_anticausal's result)", type(regulariser).__name__
+        )
     parents = scm.graph.parents[i]
     offsets, off = {}, 0
     for p in parents:
@@ -75,17 +77,32 @@ def make_regulariser(scm: SCM, node: str, regulariser: Any, data: Mapping[str, A
     slots, mechs, cols = [], [], []
     for h in regulariser.spec:
         if h.name not in offsets:
-            _checks.fail("regulariser", f"heads named after parents of {node!r} ({list(parents)})",
-                         f"head {h.name!r}")
+            _checks.fail(
+                "regulariser",
+                f"heads named after parents of {node!r} ({list(parents)})",
+                f"head {h.name!r}",
+            )
         mech = scm.mechanism(h.name)
-        if h.kind == "categorical" and (not mech.discrete or h.classes != getattr(mech, "num_classes", None)):
-            _checks.fail("regulariser", f"a head for {h.name!r} matching its mechanism", f"categorical head {h}")
+        if h.kind == "categorical" and (
+            not mech.discrete or h.classes != getattr(mech, "num_classes", None)
+        ):
+            _checks.fail(
+                "regulariser",
+                f"a head for {h.name!r} matching its mechanism",
+                f"categorical head {h}",
+            )
         if h.kind == "gaussian" and (mech.discrete or scm.event(h.name) != ()):
-            _checks.fail("regulariser", f"a categorical head for {h.name!r} (Gaussian heads: continuous scalars)",
-                         "a Gaussian head")
+            _checks.fail(
+                "regulariser",
+                f"a categorical head for {h.name!r} (Gaussian heads: continuous scalars)",
+                "a Gaussian head",
+            )
         if h.name not in data:
-            _checks.fail("data", f"a column {h.name!r} (a parent the regulariser intervenes on)",
-                         f"columns {sorted(data)}")
+            _checks.fail(
+                "data",
+                f"a column {h.name!r} (a parent the regulariser intervenes on)",
+                f"columns {sorted(data)}",
+            )
         slots.append(offsets[h.name])
         mechs.append(mech)
         cols.append(np.asarray(data[h.name], dtype=np.float64).reshape(-1))
@@ -93,8 +110,9 @@ def make_regulariser(scm: SCM, node: str, regulariser: Any, data: Mapping[str, A
     return Regulariser(regulariser, labels, tuple(slots), tuple(mechs))
 
 
-def _intervene_unit(reg: Regulariser, key: jax.Array, labels: jax.Array,
-                    pa: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _intervene_unit(
+    reg: Regulariser, key: jax.Array, labels: jax.Array, pa: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """One unit: one intervention on a head drawn uniformly; ``(pa*, targets, head)``."""
     spec = reg.spec
     k_head, k_val = jax.random.split(key)
@@ -118,8 +136,9 @@ def _intervene_unit(reg: Regulariser, key: jax.Array, labels: jax.Array,
     return pa_star, targets, head
 
 
-def counterfactual_targets(reg: Regulariser, key: jax.Array, labels: jax.Array,
-                           parents: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+def counterfactual_targets(
+    reg: Regulariser, key: jax.Array, labels: jax.Array, parents: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Each unit's intervention (its own key, ``split(key, B)``): a head ``j`` drawn uniformly,
     its parent set to a new value (categorical: a different class, uniformly; Gaussian: the
     value of a unit drawn uniformly from ``reg.labels``), the other parents held.

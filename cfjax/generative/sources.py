@@ -59,10 +59,17 @@ class DecodedCounterfactuals:
         return jax.vmap(one)(noise, pa)
 
 
-def decoded_counterfactuals(mechanism: ImageHVAE, params: PyTree, images: Any, parents: Any,
-                            parents_cf: Any, *,
-                            key: KeyLike, weights: Any = None,
-                            chunk: int = 256) -> DecodedCounterfactuals:
+def decoded_counterfactuals(
+    mechanism: ImageHVAE,
+    params: PyTree,
+    images: Any,
+    parents: Any,
+    parents_cf: Any,
+    *,
+    key: KeyLike,
+    weights: Any = None,
+    chunk: int = 256,
+) -> DecodedCounterfactuals:
     """Abduct every unit's noise once and keep it with the counterfactual parents.
 
     Unit ``n``'s noise is ``mechanism.abduct(params, images[n], parents[n], split(key, N)[n])``
@@ -97,7 +104,11 @@ def decoded_counterfactuals(mechanism: ImageHVAE, params: PyTree, images: Any, p
         _checks.fail("parents", f"encoded parents of shape ({n}, P)", f"shape {pa.shape}")
     pa_cf = jnp.asarray(parents_cf)
     if pa_cf.ndim != 3 or pa_cf.shape[0] != n or pa_cf.shape[2] != pa.shape[1]:
-        _checks.fail("parents_cf", f"counterfactual parents of shape ({n}, K, {pa.shape[1]})", f"shape {pa_cf.shape}")
+        _checks.fail(
+            "parents_cf",
+            f"counterfactual parents of shape ({n}, K, {pa.shape[1]})",
+            f"shape {pa_cf.shape}",
+        )
     k = pa_cf.shape[1]
     if weights is None:
         q = jnp.full((k,), 1.0 / k, x.dtype)

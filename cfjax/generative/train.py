@@ -47,8 +47,12 @@ from cfjax._core.keys import as_key
 from cfjax._errors import TrainingError
 from cfjax.generative import anticausal as _ac
 from cfjax.generative.anticausal import _check_images
-from cfjax.generative.hvae import HVAE, HVAEOutput, gaussian_log_prob
-from cfjax.generative.hvae import HVAEConfig  # noqa: F401 (the examples use it)
+from cfjax.generative.hvae import (
+    HVAE,
+    HVAEConfig,  # noqa: F401 (the examples use it)
+    HVAEOutput,
+    gaussian_log_prob,
+)
 from cfjax.generative.mechanism import ImageHVAE
 from cfjax.generative.parents import _check_node, impute_parents, parent_inputs
 from cfjax.generative.regulariser import Regulariser, counterfactual_targets, make_regulariser
@@ -56,9 +60,23 @@ from cfjax.generative.train_config import GeneratorConfig
 from cfjax.scm import SCM
 from cfjax.typing import KeyLike, PyTree
 
-__all__ = ["GeneratorConfig", "GeneratorData", "GeneratorState", "GeneratorFit", "TrainingError", "parent_inputs",
-           "impute_parents", "generator_loss", "init_state", "train_step", "fit_generator", "Regulariser",
-           "make_regulariser", "counterfactual_targets", "counterfactual_loss"]
+__all__ = [
+    "GeneratorConfig",
+    "GeneratorData",
+    "GeneratorState",
+    "GeneratorFit",
+    "TrainingError",
+    "parent_inputs",
+    "impute_parents",
+    "generator_loss",
+    "init_state",
+    "train_step",
+    "fit_generator",
+    "Regulariser",
+    "make_regulariser",
+    "counterfactual_targets",
+    "counterfactual_loss",
+]
 
 
 # ----------------------------------------------------------------------- the step
@@ -78,11 +96,22 @@ def _check_generator_images(images: Any, config: GeneratorConfig, name: str) -> 
     shape = _check_images(name, images)
     if len(shape) != 3 or shape[1:] != config.hvae.image_shape:
         want = config.hvae.image_shape
-        _checks.fail(name, f"images of shape (N, {want[0]}, {want[1]}) (config.hvae.image_size)", f"shape {shape}")
+        _checks.fail(
+            name,
+            f"images of shape (N, {want[0]}, {want[1]}) (config.hvae.image_size)",
+            f"shape {shape}",
+        )
 
 
-def _cf_term(config: GeneratorConfig, params: PyTree, reg: Regulariser, out: Any, images: jax.Array,
-             pa_star: jax.Array, targets: jax.Array) -> jax.Array:
+def _cf_term(
+    config: GeneratorConfig,
+    params: PyTree,
+    reg: Regulariser,
+    out: Any,
+    images: jax.Array,
+    pa_star: jax.Array,
+    targets: jax.Array,
+) -> jax.Array:
     """The regulariser from a posterior pass ``out`` (its latents and pixel noise abducted)."""
     eps = (images - out.loc) * jnp.exp(-out.log_scale)
     cf = cast(HVAEOutput, HVAE(config.hvae).apply(params, pa_star, None, out.eps))
@@ -95,8 +124,9 @@ def _cf_term(config: GeneratorConfig, params: PyTree, reg: Regulariser, out: Any
     return total
 
 
-def _posterior_pass(config: GeneratorConfig, params: PyTree, images: jax.Array, parents: jax.Array,
-                    key: jax.Array) -> Any:
+def _posterior_pass(
+    config: GeneratorConfig, params: PyTree, images: jax.Array, parents: jax.Array, key: jax.Array
+) -> Any:
     shapes = config.hvae.latent_shapes
     b = images.shape[0]
     keys = jax.random.split(key, len(shapes))
@@ -104,9 +134,16 @@ def _posterior_pass(config: GeneratorConfig, params: PyTree, images: jax.Array, 
     return HVAE(config.hvae).apply(params, parents, images, xi, 1.0)
 
 
-def counterfactual_loss(config: GeneratorConfig, params: PyTree, reg: Regulariser,
-                        images: jax.Array,
-                        parents: jax.Array, pa_star: jax.Array, targets: jax.Array, key: jax.Array) -> jax.Array:
+def counterfactual_loss(
+    config: GeneratorConfig,
+    params: PyTree,
+    reg: Regulariser,
+    images: jax.Array,
+    parents: jax.Array,
+    pa_star: jax.Array,
+    targets: jax.Array,
+    key: jax.Array,
+) -> jax.Array:
     """The counterfactual regulariser on a batch (paper 000): each unit's counterfactual image
     ``x̃_b = forward(abduct(x_b, pa_b), pa*_b)`` (one posterior draw per unit from ``key``, as
     :func:`generator_loss` draws it, then the exact pixel noise), and the mean over units of
@@ -157,13 +194,23 @@ def init_state(config: GeneratorConfig, parent_dim: int, *, key: KeyLike) -> Gen
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _init_state(config: GeneratorConfig, parent_dim: int, key: jax.Array) -> GeneratorState:
     params = ImageHVAE(config.hvae, config.temperature).init(key, parent_dim)
-    return GeneratorState(params=params, ema_params=params, opt_state=config.optimizer().init(params),
-                          step=jnp.zeros((), jnp.int32))
+    return GeneratorState(
+        params=params,
+        ema_params=params,
+        opt_state=config.optimizer().init(params),
+        step=jnp.zeros((), jnp.int32),
+    )
 
 
-def generator_loss(config: GeneratorConfig, params: PyTree, images: jax.Array, parents: jax.Array,
-                   weights: jax.Array, key: jax.Array, kl_weight: jax.Array
-                   ) -> tuple[jax.Array, dict[str, jax.Array]]:
+def generator_loss(
+    config: GeneratorConfig,
+    params: PyTree,
+    images: jax.Array,
+    parents: jax.Array,
+    weights: jax.Array,
+    key: jax.Array,
+    kl_weight: jax.Array,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The training objective on a batch, per pixel: with ``B`` units of weight ``w_b``,
     reconstruction ``rec_b = −log N(x_b; μ, σ²)`` (summed over pixels, one posterior draw per
     unit from ``key``) and level KLs ``KL_lb``,
@@ -180,8 +227,9 @@ def generator_loss(config: GeneratorConfig, params: PyTree, images: jax.Array, p
     return _elbo_terms(config, out, images, weights, kl_weight)
 
 
-def _elbo_terms(config: GeneratorConfig, out: Any, images: jax.Array, weights: jax.Array,
-                kl_weight: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+def _elbo_terms(
+    config: GeneratorConfig, out: Any, images: jax.Array, weights: jax.Array, kl_weight: jax.Array
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     cfg = config.hvae
     shapes = cfg.latent_shapes
     b = images.shape[0]
@@ -196,8 +244,9 @@ def _elbo_terms(config: GeneratorConfig, out: Any, images: jax.Array, weights: j
     return loss, {"loss": loss, "rec": rec_mean / pixels, "kl": kl / pixels}
 
 
-def train_step(config: GeneratorConfig, state: GeneratorState, data: GeneratorData,
-               key: jax.Array) -> tuple[GeneratorState, dict[str, jax.Array]]:
+def train_step(
+    config: GeneratorConfig, state: GeneratorState, data: GeneratorData, key: jax.Array
+) -> tuple[GeneratorState, dict[str, jax.Array]]:
     """One optimisation step with the step's own ``key`` (:func:`fit_generator` passes
     ``fold_in(data_key, t)`` at step ``t``): ``config.batch_size`` units drawn uniformly with
     replacement, :func:`generator_loss` with the step's KL weight, one clipped AdamW update,
@@ -215,20 +264,31 @@ def train_step(config: GeneratorConfig, state: GeneratorState, data: GeneratorDa
     idx = jax.random.randint(k_idx, (config.batch_size,), 0, data.images.shape[0])
     if config.cf_weight == 0:
         grads, metrics = jax.grad(generator_loss, argnums=1, has_aux=True)(
-            config, state.params, data.images[idx], data.parents[idx], data.weights[idx], k_post,
-            config.kl_weight(state.step))
+            config,
+            state.params,
+            data.images[idx],
+            data.parents[idx],
+            data.weights[idx],
+            k_post,
+            config.kl_weight(state.step),
+        )
     else:
         reg = data.regulariser
         if reg is None:
-            raise ValueError("`data`: expected a regulariser (GeneratorData.regulariser) with config.cf_weight > 0.")
-        pa_star, targets, _ = counterfactual_targets(reg, jax.random.fold_in(key, 1), reg.labels[idx],
-                                                     data.parents[idx])
+            raise ValueError(
+                "`data`: expected a regulariser (GeneratorData.regulariser) with config.cf_weight > 0."
+            )
+        pa_star, targets, _ = counterfactual_targets(
+            reg, jax.random.fold_in(key, 1), reg.labels[idx], data.parents[idx]
+        )
         w_cf = config.cf_weight_at(state.step)
 
         def loss_fn(params):
             images, parents = data.images[idx], data.parents[idx]
             out = _posterior_pass(config, params, images, parents, k_post)
-            loss, metrics = _elbo_terms(config, out, images, data.weights[idx], config.kl_weight(state.step))
+            loss, metrics = _elbo_terms(
+                config, out, images, data.weights[idx], config.kl_weight(state.step)
+            )
             cf = _cf_term(config, params, reg, out, images, pa_star, targets)
             loss = loss + w_cf * cf
             return loss, {**metrics, "loss": loss, "cf": cf}
@@ -238,8 +298,9 @@ def train_step(config: GeneratorConfig, state: GeneratorState, data: GeneratorDa
     params = optax.apply_updates(state.params, updates)
     d = config.ema_decay_at(state.step)
     ema = jax.tree.map(lambda e, p: (d * e + (1 - d) * p).astype(e.dtype), state.ema_params, params)
-    new = dataclasses.replace(state, params=params, ema_params=ema, opt_state=opt_state,
-                              step=state.step + 1)
+    new = dataclasses.replace(
+        state, params=params, ema_params=ema, opt_state=opt_state, step=state.step + 1
+    )
     return new, metrics
 
 
@@ -249,8 +310,9 @@ class _Step:
 
     config: GeneratorConfig
 
-    def __call__(self, state: GeneratorState, data: GeneratorData,
-                 key: jax.Array) -> tuple[GeneratorState, dict[str, jax.Array]]:
+    def __call__(
+        self, state: GeneratorState, data: GeneratorData, key: jax.Array
+    ) -> tuple[GeneratorState, dict[str, jax.Array]]:
         return train_step(self.config, state, data, key)
 
 
@@ -273,11 +335,20 @@ class GeneratorFit(NamedTuple):
     history: dict[str, np.ndarray]
 
 
-def fit_generator(data: Mapping[str, Any], config: GeneratorConfig = GeneratorConfig(), *, scm: SCM,
-                  key: KeyLike,  # noqa: B008 (frozen)
-                  node: str = "image", mask: Mapping[str, Any] | None = None, anticausal: Any = None,
-                  regulariser: Any = None, checkpoint_dir: str | os.PathLike | None = None,
-                  progress: bool | None = None, max_chunks: int | None = None) -> GeneratorFit:
+def fit_generator(
+    data: Mapping[str, Any],
+    config: GeneratorConfig = GeneratorConfig(),
+    *,
+    scm: SCM,
+    key: KeyLike,  # noqa: B008 (frozen)
+    node: str = "image",
+    mask: Mapping[str, Any] | None = None,
+    anticausal: Any = None,
+    regulariser: Any = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+    progress: bool | None = None,
+    max_chunks: int | None = None,
+) -> GeneratorFit:
     """Fit the conditional HVAE image mechanism of ``node`` to SCM data by maximising its ELBO.
 
     The parents enter as :func:`parent_inputs` (what the SCM feeds the node's mechanism), so
@@ -347,9 +418,13 @@ def fit_generator(data: Mapping[str, Any], config: GeneratorConfig = GeneratorCo
         max_chunks = _checks.check_positive_int("max_chunks", max_chunks)
     key = as_key(key)
     if regulariser is not None and not isinstance(regulariser, _ac.AntiCausal):
-        _checks.fail("regulariser", "an AntiCausal (train_anticausal's result)", type(regulariser).__name__)
+        _checks.fail(
+            "regulariser", "an AntiCausal (train_anticausal's result)", type(regulariser).__name__
+        )
     if config.cf_weight > 0 and regulariser is None:
-        _checks.fail("regulariser", "anti-causal predictors (AntiCausal) when config.cf_weight > 0", "None")
+        _checks.fail(
+            "regulariser", "anti-causal predictors (AntiCausal) when config.cf_weight > 0", "None"
+        )
     completed, weights = impute_parents(scm, node, data, mask, anticausal)
     pa = parent_inputs(scm, node, completed)
     dtype = jnp.result_type(float)
@@ -359,25 +434,44 @@ def fit_generator(data: Mapping[str, Any], config: GeneratorConfig = GeneratorCo
 
     init_key, data_key = jax.random.split(key)
     state = _init_state(config, int(pa.shape[1]), init_key)
-    run = {"config": dataclasses.asdict(config), "images": [list(images.shape), str(images.dtype)],
-           "data": _ckpt.digest(pa, weights), "key": _ckpt.digest(jax.random.key_data(key))}
+    run = {
+        "config": dataclasses.asdict(config),
+        "images": [list(images.shape), str(images.dtype)],
+        "data": _ckpt.digest(pa, weights),
+        "key": _ckpt.digest(jax.random.key_data(key)),
+    }
     if reg is not None:
         run["regulariser"] = _ckpt.digest(reg.labels, *jax.tree.leaves(reg.predictor.params))
     store = _ckpt.CheckpointStore(checkpoint_dir) if checkpoint_dir is not None else None
     try:
         out = _training.run(
-            _Step(config), state, train_data, key=data_key, steps=config.steps, chunk_steps=config.chunk_steps,
+            _Step(config),
+            state,
+            train_data,
+            key=data_key,
+            steps=config.steps,
+            chunk_steps=config.chunk_steps,
             max_chunks=max_chunks,
             reporter=_training.Reporter(
-                progress=progress, desc="generator", postfix=("loss", "rec", "kl"),
-                hint="lower `config.learning_rate` or `config.clip_norm`, or check the images and parents"),
-            checkpoint=None if store is None else _training.Checkpointing(store, json.loads(json.dumps(run))))
+                progress=progress,
+                desc="generator",
+                postfix=("loss", "rec", "kl"),
+                hint="lower `config.learning_rate` or `config.clip_norm`, or check the images and parents",
+            ),
+            checkpoint=None
+            if store is None
+            else _training.Checkpointing(store, json.loads(json.dumps(run))),
+        )
     finally:
         if store is not None:
             store.close()
     history = {**out.history, "step": np.arange(out.steps)}
-    return GeneratorFit(mechanism=ImageHVAE(config.hvae, config.temperature), params=out.state.ema_params,
-                        raw_params=out.state.params, history=history)
+    return GeneratorFit(
+        mechanism=ImageHVAE(config.hvae, config.temperature),
+        params=out.state.ema_params,
+        raw_params=out.state.params,
+        history=history,
+    )
 
 
 #: ``train`` is :func:`fit_generator`'s old name (it fits a model of the data: docs/contract.md §6).

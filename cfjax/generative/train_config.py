@@ -100,7 +100,9 @@ class GeneratorConfig:
             if not _is_number(v) or not math.isfinite(v) or v < 0:
                 _checks.fail(name, "a finite value >= 0", repr(v))
         if not _is_number(self.clip_norm) or math.isnan(self.clip_norm) or self.clip_norm <= 0:
-            _checks.fail("clip_norm", "a gradient norm > 0 (inf: no clipping)", repr(self.clip_norm))
+            _checks.fail(
+                "clip_norm", "a gradient norm > 0 (inf: no clipping)", repr(self.clip_norm)
+            )
         if not _is_number(self.ema_decay) or not 0 <= self.ema_decay < 1:
             _checks.fail("ema_decay", "a decay in [0, 1)", repr(self.ema_decay))
 
@@ -118,10 +120,16 @@ class GeneratorConfig:
         """Global-norm clipping, then AdamW with linear warm-up and cosine decay (under either dtype
         promotion: :func:`cfjax._core.optim.standard_promotion`)."""
         schedule = optax.warmup_cosine_decay_schedule(
-            0.0, self.learning_rate, self.warmup, self.steps, self.learning_rate / 100)
-        clip = (optax.identity() if math.isinf(self.clip_norm)
-                else optax.clip_by_global_norm(self.clip_norm))
-        return standard_promotion(optax.chain(clip, optax.adamw(schedule, weight_decay=self.weight_decay)))
+            0.0, self.learning_rate, self.warmup, self.steps, self.learning_rate / 100
+        )
+        clip = (
+            optax.identity()
+            if math.isinf(self.clip_norm)
+            else optax.clip_by_global_norm(self.clip_norm)
+        )
+        return standard_promotion(
+            optax.chain(clip, optax.adamw(schedule, weight_decay=self.weight_decay))
+        )
 
     def ema_decay_at(self, step: jax.Array) -> jax.Array:
         """The EMA decay of the update after ``step`` steps (traceable),

@@ -103,16 +103,28 @@ __all__ = [
 _DEPRECATED = {
     "bce": ("cfjax.metrics.risk.bce", _risk.bce),
     "BootstrapReport": ("cfjax.metrics.bootstrap.BootstrapReport", _bootstrap.BootstrapReport),
-    "calibration_bins": ("cfjax.metrics.calibration.calibration_bins", _calibration.calibration_bins),
-    "CounterfactualLabelReport": ("cfjax.metrics.report.CounterfactualLabelReport", _report.CounterfactualLabelReport),
+    "calibration_bins": (
+        "cfjax.metrics.calibration.calibration_bins",
+        _calibration.calibration_bins,
+    ),
+    "CounterfactualLabelReport": (
+        "cfjax.metrics.report.CounterfactualLabelReport",
+        _report.CounterfactualLabelReport,
+    ),
     "cvar": ("cfjax.metrics.risk.cvar", _risk.cvar),
     "descriptions": ("cfjax.metrics.report.descriptions", _report.descriptions),
     "LABEL_FIELDS": ("cfjax.metrics.report.LABEL_FIELDS", _report.LABEL_FIELDS),
     "NOTATION": ("cfjax.metrics.report.NOTATION", _report.NOTATION),
     "rankdata": ("cfjax.metrics.ranking.rankdata", _ranking.rankdata),
     "ReliabilityBand": ("cfjax.metrics.reliability.ReliabilityBand", _reliability.ReliabilityBand),
-    "ReliabilityCurve": ("cfjax.metrics.reliability.ReliabilityCurve", _reliability.ReliabilityCurve),
-    "smooth_ece_bandwidth": ("cfjax.metrics.smooth_calibration.smooth_ece_bandwidth", _smooth_calibration.smooth_ece_bandwidth),
+    "ReliabilityCurve": (
+        "cfjax.metrics.reliability.ReliabilityCurve",
+        _reliability.ReliabilityCurve,
+    ),
+    "smooth_ece_bandwidth": (
+        "cfjax.metrics.smooth_calibration.smooth_ece_bandwidth",
+        _smooth_calibration.smooth_ece_bandwidth,
+    ),
     "SubgroupMeans": ("cfjax.metrics.subgroups.SubgroupMeans", _subgroups.SubgroupMeans),
 }
 __getattr__ = _deprecations.getattr_for(__name__, _DEPRECATED)

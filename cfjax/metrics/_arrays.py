@@ -24,8 +24,9 @@ def as_float(x: ArrayLike, dtype: DTypeLike) -> jax.Array:
     return jnp.asarray(x).astype(dtype)
 
 
-def resolve_weights(weights: ArrayLike | None, k: int, dtype: DTypeLike,
-                    name: str = "weights") -> jax.Array:
+def resolve_weights(
+    weights: ArrayLike | None, k: int, dtype: DTypeLike, name: str = "weights"
+) -> jax.Array:
     """Validated intervention weights ``q`` of shape ``(K,)``; uniform ``1/K`` when None."""
     if weights is None:
         return jnp.full((k,), 1.0 / k, dtype)

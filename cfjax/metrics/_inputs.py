@@ -48,22 +48,33 @@ def expected_labels(name: str, y: ArrayLike, n_name: str, ref: ArrayLike) -> Non
 @overload
 def prepare(*, p_obs: ArrayLike, y: ArrayLike) -> tuple[Array, None, Array, None]: ...
 @overload
-def prepare(*, p_obs: ArrayLike, p_cf: ArrayLike, y: ArrayLike | None = None,
-            weights: ArrayLike | None = None) -> tuple[Array, Array, Array | None, Array]: ...
-@overload
-def prepare(*, p_cf: ArrayLike, weights: ArrayLike | None = None
-            ) -> tuple[None, Array, None, Array]: ...
-@overload
-def prepare(*, p_cf: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None
-            ) -> tuple[None, Array, Array, Array]: ...
+def prepare(
+    *,
+    p_obs: ArrayLike,
+    p_cf: ArrayLike,
+    y: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+) -> tuple[Array, Array, Array | None, Array]: ...
 @overload
 def prepare(
-    p_obs: ArrayLike | None = None, p_cf: ArrayLike | None = None, y: ArrayLike | None = None,
-    weights: ArrayLike | None = None
+    *, p_cf: ArrayLike, weights: ArrayLike | None = None
+) -> tuple[None, Array, None, Array]: ...
+@overload
+def prepare(
+    *, p_cf: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None
+) -> tuple[None, Array, Array, Array]: ...
+@overload
+def prepare(
+    p_obs: ArrayLike | None = None,
+    p_cf: ArrayLike | None = None,
+    y: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
 ) -> tuple[Array | None, Array | None, Array | None, Array | None]: ...
 def prepare(
-    p_obs: ArrayLike | None = None, p_cf: ArrayLike | None = None, y: ArrayLike | None = None,
-    weights: ArrayLike | None = None
+    p_obs: ArrayLike | None = None,
+    p_cf: ArrayLike | None = None,
+    y: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
 ) -> tuple[jax.Array | None, jax.Array | None, jax.Array | None, jax.Array | None]:
     """Validate whichever of the four inputs are given and convert them to one float dtype.
 
@@ -95,8 +106,11 @@ def check_simplex_rows(name: str, p: ArrayLike, atol: float = 1e-3) -> None:
     sums = np.asarray(jnp.sum(jnp.asarray(p), axis=-1), dtype=np.float64)
     worst = float(np.max(np.abs(sums - 1.0)))
     if not worst <= atol:  # also catches NaN
-        _checks.fail(name, f"class probabilities whose last axis sums to 1 (within {atol:g})",
-                     f"a row summing to {float(sums.flat[np.argmax(np.abs(sums - 1.0))]):.6g}")
+        _checks.fail(
+            name,
+            f"class probabilities whose last axis sums to 1 (within {atol:g})",
+            f"a row summing to {float(sums.flat[np.argmax(np.abs(sums - 1.0))]):.6g}",
+        )
 
 
 def class_probabilities(name: str, p: ArrayLike, ndim: int, what: str) -> None:
@@ -107,19 +121,25 @@ def class_probabilities(name: str, p: ArrayLike, ndim: int, what: str) -> None:
 
 
 @overload
-def prepare_stability(p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = None,
-                      tau: ArrayLike = 0.5) -> tuple[Array, Array, Array, bool]: ...
-@overload
-def prepare_stability(p_obs: None = None, *, p_cf: ArrayLike, weights: ArrayLike | None = None,
-                      tau: ArrayLike = 0.5) -> tuple[None, Array, Array, bool]: ...
+def prepare_stability(
+    p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = None, tau: ArrayLike = 0.5
+) -> tuple[Array, Array, Array, bool]: ...
 @overload
 def prepare_stability(
-    p_obs: ArrayLike | None = None, p_cf: ArrayLike | None = None,
-    weights: ArrayLike | None = None, tau: ArrayLike = 0.5
+    p_obs: None = None, *, p_cf: ArrayLike, weights: ArrayLike | None = None, tau: ArrayLike = 0.5
+) -> tuple[None, Array, Array, bool]: ...
+@overload
+def prepare_stability(
+    p_obs: ArrayLike | None = None,
+    p_cf: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    tau: ArrayLike = 0.5,
 ) -> tuple[Array | None, Array | None, Array | None, bool]: ...
 def prepare_stability(
-    p_obs: ArrayLike | None = None, p_cf: ArrayLike | None = None,
-    weights: ArrayLike | None = None, tau: ArrayLike = 0.5
+    p_obs: ArrayLike | None = None,
+    p_cf: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    tau: ArrayLike = 0.5,
 ) -> tuple[jax.Array | None, jax.Array | None, jax.Array | None, bool]:
     """Validate the inputs of a stability metric, binary scores or class probabilities.
 
@@ -130,33 +150,48 @@ def prepare_stability(
     """
     if p_cf is not None:
         if np.ndim(p_cf) not in (2, 3):
-            _checks.fail("p_cf", "a 2-d array (n, K) of scores or a 3-d array (n, K, C) of class "
-                         "probabilities", f"shape {np.shape(p_cf)}")
+            _checks.fail(
+                "p_cf",
+                "a 2-d array (n, K) of scores or a 3-d array (n, K, C) of class probabilities",
+                f"shape {np.shape(p_cf)}",
+            )
         multiclass = np.ndim(p_cf) == 3
     else:
         if _ndim(p_obs) not in (1, 2):
-            _checks.fail("p_obs", "a 1-d array (n,) of scores or a 2-d array (n, C) of class "
-                         "probabilities", f"shape {_checks.shape_of(p_obs)}")
+            _checks.fail(
+                "p_obs",
+                "a 1-d array (n,) of scores or a 2-d array (n, C) of class probabilities",
+                f"shape {_checks.shape_of(p_obs)}",
+            )
         multiclass = _ndim(p_obs) == 2
     if not multiclass:
         _checks.check_threshold("tau", tau)
         p_obs, p_cf, _, q = prepare(p_obs=p_obs, p_cf=p_cf, weights=weights)
         return p_obs, p_cf, q, False
     if _checks.is_concrete(tau) and not (np.shape(tau) == () and float(np.asarray(tau)) == 0.5):
-        _checks.fail("tau", "0.5 (the default) with class probabilities, whose decision is the "
-                     "argmax", repr(tau))
+        _checks.fail(
+            "tau",
+            "0.5 (the default) with class probabilities, whose decision is the argmax",
+            repr(tau),
+        )
     if p_cf is not None:
         class_probabilities("p_cf", p_cf, 3, "of class probabilities (n, K, C)")
     if p_obs is not None:
         if p_cf is not None and np.ndim(p_obs) != 2:
-            _checks.fail("p_obs", "class probabilities (n, C) like `p_cf` (n, K, C)",
-                         f"shape {np.shape(p_obs)}")
+            _checks.fail(
+                "p_obs",
+                "class probabilities (n, C) like `p_cf` (n, K, C)",
+                f"shape {np.shape(p_obs)}",
+            )
         class_probabilities("p_obs", p_obs, 2, "of class probabilities (n, C)")
     if p_obs is not None and p_cf is not None:
         n, c = np.shape(p_obs)
         if np.shape(p_cf)[0] != n or np.shape(p_cf)[2] != c:
-            _checks.fail("p_cf", f"shape ({n}, K, {c}) to match `p_obs` {np.shape(p_obs)}",
-                         f"shape {np.shape(p_cf)}")
+            _checks.fail(
+                "p_cf",
+                f"shape ({n}, K, {c}) to match `p_obs` {np.shape(p_obs)}",
+                f"shape {np.shape(p_cf)}",
+            )
     dtype = _arrays.float_dtype(p_obs, p_cf)
     q = None if p_cf is None else _arrays.resolve_weights(weights, np.shape(p_cf)[1], dtype)
     cast = lambda v: None if v is None else _arrays.as_float(v, dtype)  # noqa: E731
@@ -182,12 +217,16 @@ def check_class_labels(name: str, y: ArrayLike, n_classes: int) -> None:
         v = v.astype(np.int64)
     if not (np.issubdtype(v.dtype, np.integer) or np.issubdtype(v.dtype, np.floating)):
         _checks.fail(name, f"integer class labels in 0..{n_classes - 1}", f"dtype {v.dtype}")
-    bad = ~np.isfinite(v) | (v != np.round(v)) | (v < 0) | (v > n_classes - 1) \
-        if np.issubdtype(v.dtype, np.floating) else (v < 0) | (v > n_classes - 1)
+    bad = (
+        ~np.isfinite(v) | (v != np.round(v)) | (v < 0) | (v > n_classes - 1)
+        if np.issubdtype(v.dtype, np.floating)
+        else (v < 0) | (v > n_classes - 1)
+    )
     if bad.any():
         found = np.unique(v[bad])[:5].tolist()
-        _checks.fail(name, f"integer class labels in 0..{n_classes - 1}",
-                     f"other values, e.g. {found}")
+        _checks.fail(
+            name, f"integer class labels in 0..{n_classes - 1}", f"other values, e.g. {found}"
+        )
 
 
 def _label_shape(name: str, y: ArrayLike, shape: tuple[int, ...], what: str) -> None:
@@ -195,12 +234,14 @@ def _label_shape(name: str, y: ArrayLike, shape: tuple[int, ...], what: str) -> 
         _checks.fail(name, f"shape {tuple(shape)} {what}", f"shape {tuple(np.shape(y))}")
 
 
-def prepare_counterfactual_labels(y_cf: ArrayLike, cf_shape: tuple[int, ...],
-                                  dtype: DTypeLike) -> jax.Array:
+def prepare_counterfactual_labels(
+    y_cf: ArrayLike, cf_shape: tuple[int, ...], dtype: DTypeLike
+) -> jax.Array:
     """Binary counterfactual labels ``y_cf (n, K)`` in {0, 1}, matching ``p_cf (n, K)``, cast
     to the scores' float dtype."""
-    _label_shape("y_cf", y_cf, cf_shape[:2], "(n, K), one label per unit and intervention, "
-                 "like `p_cf`")
+    _label_shape(
+        "y_cf", y_cf, cf_shape[:2], "(n, K), one label per unit and intervention, like `p_cf`"
+    )
     _checks.check_binary_labels("y_cf", y_cf)
     return _arrays.as_float(y_cf, dtype)
 
@@ -212,9 +253,10 @@ def prepare_class_labels(
     ``p_cf`` of shape ``(n, K, C)``; returned as int32 (None stays None)."""
     n, k, c = cf_shape
     out: list[Array | None] = []
-    for name, v, shape, what in (("y", y, (n,), "(n,), one label per unit, like `p_obs`"),
-                                 ("y_cf", y_cf, (n, k), "(n, K), one label per unit and "
-                                  "intervention, like `p_cf`")):
+    for name, v, shape, what in (
+        ("y", y, (n,), "(n,), one label per unit, like `p_obs`"),
+        ("y_cf", y_cf, (n, k), "(n, K), one label per unit and intervention, like `p_cf`"),
+    ):
         if v is None:
             out.append(None)
             continue

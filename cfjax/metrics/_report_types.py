@@ -13,8 +13,19 @@ __all__ = ["CounterfactualLabelReport", "LABEL_FIELDS", "MarginalisationReport",
 
 #: Report fields that need labels; NaN when ``evaluate`` is called with ``y=None``.
 LABEL_FIELDS = (
-    "risk_orig", "risk_cm", "risk_ie", "risk_cvar", "risk_wc",
-    "brier_orig", "ece_orig", "mce_orig", "smece_orig", "brier_cm", "ece_cm", "mce_cm", "smece_cm",
+    "risk_orig",
+    "risk_cm",
+    "risk_ie",
+    "risk_cvar",
+    "risk_wc",
+    "brier_orig",
+    "ece_orig",
+    "mce_orig",
+    "smece_orig",
+    "brier_cm",
+    "ece_cm",
+    "mce_cm",
+    "smece_cm",
 )
 
 

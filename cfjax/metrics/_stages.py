@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -53,24 +53,34 @@ from cfjax.typing import Array, ArrayLike
 Report = MarginalisationReport | MulticlassReport
 
 
-def check_options(alphas: Sequence[float], n_bins: int, tau: ArrayLike
-                  ) -> tuple[tuple[float, ...], int]:
+def check_options(
+    alphas: Sequence[float], n_bins: int, tau: ArrayLike
+) -> tuple[tuple[float, ...], int]:
     """Validate the options shared by every report function."""
     _checks.check_threshold("tau", tau)
     return _checks.check_alphas("alphas", alphas), _checks.check_positive_int("n_bins", n_bins)
 
 
-def prepare(p_obs: ArrayLike, p_cf: ArrayLike, y: ArrayLike | None, y_cf: ArrayLike | None,
-            weights: ArrayLike | None, tau: ArrayLike
-            ) -> tuple[Array, Array, Array | None, Array | None, Array, Array]:
+def prepare(
+    p_obs: ArrayLike,
+    p_cf: ArrayLike,
+    y: ArrayLike | None,
+    y_cf: ArrayLike | None,
+    weights: ArrayLike | None,
+    tau: ArrayLike,
+) -> tuple[Array, Array, Array | None, Array | None, Array, Array]:
     """Validate a report's inputs, binary scores or class probabilities, and convert them.
 
     Returns ``(p_obs, p_cf, y, y_cf, q, tau)``: scores of one float dtype, binary labels in
     that dtype or class labels as int32, the resolved weights ``q (K,)`` and ``tau``.
     """
     if y is None and y_cf is not None:
-        _checks.fail("y", "observed labels of shape (n,) when `y_cf` is given (risk_orig and "
-                     "the *_orig calibration use them)", "None")
+        _checks.fail(
+            "y",
+            "observed labels of shape (n,) when `y_cf` is given (risk_orig and "
+            "the *_orig calibration use them)",
+            "None",
+        )
     cf_labels: Array | None = None
     if _inputs.is_multiclass(p_obs, p_cf):
         obs, cf, q, _ = _inputs.prepare_stability(p_obs, p_cf, weights, tau)
@@ -218,7 +228,7 @@ class UnitSums:
     risk_wc: jax.Array | None = None  # Σ_i max_k L[i, k]
     risk_cvar: jax.Array | None = None  # (len(alphas),): Σ_i CVaR_a(L[i, :])
 
-    def __add__(self, other: "UnitSums") -> "UnitSums":
+    def __add__(self, other: UnitSums) -> UnitSums:
         return jax.tree.map(jnp.add, self, other)
 
 
@@ -242,8 +252,12 @@ def _over_interventions(kind, p_obs, x, p_bar, y, y_cf, q, tau):
     dtype = x.dtype
     total = functools.partial(weighted_sum, q)
     flips = (kind.decide(x, tau) != kind.decide(p_obs, tau)[None]).astype(dtype)
-    sums = UnitSums(count=jnp.ones(p_obs.shape[:1], dtype), s_var=total(kind.spread(x - p_bar[None])),
-                    s_flip=total(flips), s_tv=total(kind.distance(x, p_obs[None])) if kind.classes else None)
+    sums = UnitSums(
+        count=jnp.ones(p_obs.shape[:1], dtype),
+        s_var=total(kind.spread(x - p_bar[None])),
+        s_flip=total(flips),
+        s_tv=total(kind.distance(x, p_obs[None])) if kind.classes else None,
+    )
     y_bar = losses = None
     if y is not None:
         labels = jnp.broadcast_to(y, x.shape[:2]) if y_cf is None else y_cf
@@ -256,9 +270,17 @@ def _over_interventions(kind, p_obs, x, p_bar, y, y_cf, q, tau):
     return y_bar, sums, losses
 
 
-def unit_stage(p_obs: jax.Array, p_cf: jax.Array, y: jax.Array | None, y_cf: jax.Array | None,
-               q: jax.Array, tau: jax.Array, *, alphas: tuple[float, ...], uniform: bool = False
-               ) -> tuple[jax.Array, jax.Array | None, UnitSums]:
+def unit_stage(
+    p_obs: jax.Array,
+    p_cf: jax.Array,
+    y: jax.Array | None,
+    y_cf: jax.Array | None,
+    q: jax.Array,
+    tau: jax.Array,
+    *,
+    alphas: tuple[float, ...],
+    uniform: bool = False,
+) -> tuple[jax.Array, jax.Array | None, UnitSums]:
     """The reductions over the intervention axis of every unit (traced), of ``p_obs (n,)``,
     ``p_cf (n, K)`` (classes ``(n, C)``, ``(n, K, C)``), ``y (n,)`` or None, ``y_cf (n, K)``
     or None.
@@ -270,7 +292,8 @@ def unit_stage(p_obs: jax.Array, p_cf: jax.Array, y: jax.Array | None, y_cf: jax
     kind = _kind(classes_of(p_obs))
     p_bar = marginalise(p_cf, q)
     y_bar, per_unit, losses = _over_interventions(
-        kind, p_obs, jnp.moveaxis(p_cf, 1, 0), p_bar, y, None if y_cf is None else y_cf.T, q, tau)
+        kind, p_obs, jnp.moveaxis(p_cf, 1, 0), p_bar, y, None if y_cf is None else y_cf.T, q, tau
+    )
     if losses is not None:  # every unit's tail risks in one sort over K
         per_unit = per_unit.replace(risk_cvar=cvar_units_kn(losses, q, alphas, uniform=uniform).T)
     return p_bar, y_bar, per_unit
@@ -309,16 +332,33 @@ class UnitStage:
     uniform: bool = struct.field(pytree_node=False, default=False)
 
     def __call__(self, arrays, q, tau):
-        return unit_stage(arrays["p_obs"], arrays["p_cf"], arrays.get("y"), arrays.get("y_cf"), q, tau,
-                          alphas=self.alphas, uniform=self.uniform)
+        return unit_stage(
+            arrays["p_obs"],
+            arrays["p_cf"],
+            arrays.get("y"),
+            arrays.get("y_cf"),
+            q,
+            tau,
+            alphas=self.alphas,
+            uniform=self.uniform,
+        )
 
 
 # ----------------------------------------------------------------------------- stage 2: finish
 
 
-def finish(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.Array | None,
-           sums: UnitSums, tau: jax.Array, *, alphas: tuple[float, ...], n_bins: int,
-           mask: jax.Array | None = None) -> Report:
+def finish(
+    p_obs: jax.Array,
+    p_bar: jax.Array,
+    y: jax.Array | None,
+    y_bar: jax.Array | None,
+    sums: UnitSums,
+    tau: jax.Array,
+    *,
+    alphas: tuple[float, ...],
+    n_bins: int,
+    mask: jax.Array | None = None,
+) -> Report:
     """The reductions over the units (traced): the report from the per-unit vectors
     ``p_obs``, ``p_bar`` (``(n,)``, or ``(n, C)``), labels ``y (n,)`` and, with
     counterfactual labels, ``y_bar`` (``(n,)`` or ``(n, C)``), and the summed statistics of
@@ -350,8 +390,9 @@ def finish(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.A
         assert sums.risk_ie is not None and sums.risk_cvar is not None and sums.risk_wc is not None
         hard = kind.target(y, dtype)
         target = hard if y_bar is None else y_bar
-        risk_cm = (mean(kind.loss(p_bar, y)) if y_bar is None
-                   else mean(kind.expected_loss(p_bar, y_bar)))  # expected over the labels
+        risk_cm = (
+            mean(kind.loss(p_bar, y)) if y_bar is None else mean(kind.expected_loss(p_bar, y_bar))
+        )  # expected over the labels
         labelled = dict(
             risk_orig=mean(kind.loss(p_obs, y)),
             risk_cm=risk_cm,
@@ -364,10 +405,17 @@ def finish(p_obs: jax.Array, p_bar: jax.Array, y: jax.Array | None, y_bar: jax.A
             brier_cm=mean(kind.squared_error(p_bar, target) + kind.label_spread(target)),
         )
         for suffix, p, t in (("orig", p_obs, hard), ("cm", p_bar, target)):
-            labelled.update(_binned_calibration(suffix, *kind.calibration_pair(p, t), n_bins, mask, count))
+            labelled.update(
+                _binned_calibration(suffix, *kind.calibration_pair(p, t), n_bins, mask, count)
+            )
     if n_classes is not None:
-        return MulticlassReport(**labelled, **stability, alphas=alphas,
-                                labels="invariant" if y_bar is None else "counterfactual", classes=n_classes)
+        return MulticlassReport(
+            **labelled,
+            **stability,
+            alphas=alphas,
+            labels="invariant" if y_bar is None else "counterfactual",
+            classes=n_classes,
+        )
     cls = MarginalisationReport if y_bar is None else CounterfactualLabelReport
     return cls(**labelled, **stability, alphas=alphas)
 
@@ -379,8 +427,9 @@ def _masked_mean(v: jax.Array, *, mask: jax.Array | None, count: jax.Array) -> j
     return jnp.sum(jnp.where(mask, v, jnp.zeros((), v.dtype))) / count.astype(v.dtype)
 
 
-def _rank_fields(a: jax.Array, b: jax.Array, mask: jax.Array | None = None
-                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _rank_fields(
+    a: jax.Array, b: jax.Array, mask: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Spearman, Kendall's τ_b and the mean absolute rank change of scores ``a``, ``b (n,)``;
     for class probabilities ``(n, C)`` the averages over the classes of the class-c scores'.
     With ``mask``, of the units in it: the others get the largest key in both orders, so they
@@ -392,16 +441,23 @@ def _rank_fields(a: jax.Array, b: jax.Array, mask: jax.Array | None = None
     if mask is None:
         bounds_a, bounds_b = _arrays.rank_bounds(a), _arrays.rank_bounds(b)
     else:
+
         def masked_key(x):
             key = _arrays.sortable_key(x)
             return jnp.where(mask, key, jnp.iinfo(key.dtype).max)
+
         bounds_a = _arrays.key_rank_bounds(masked_key(a))
         bounds_b = _arrays.key_rank_bounds(masked_key(b))
     ranks_a = _arrays.average_ranks_from_bounds(*bounds_a, dtype)
     ranks_b = _arrays.average_ranks_from_bounds(*bounds_b, dtype)
     change = jnp.abs(ranks_a - ranks_b)
-    return (_spearman(ranks_a, ranks_b, mask), _kendall_tau_b(bounds_a, bounds_b, dtype, mask),
-            jnp.mean(change) if mask is None else jnp.sum(jnp.where(mask, change, 0)) / jnp.sum(mask).astype(dtype))
+    return (
+        _spearman(ranks_a, ranks_b, mask),
+        _kendall_tau_b(bounds_a, bounds_b, dtype, mask),
+        jnp.mean(change)
+        if mask is None
+        else jnp.sum(jnp.where(mask, change, 0)) / jnp.sum(mask).astype(dtype),
+    )
 
 
 def _nan_label_fields(dtype: DTypeLike, alphas: tuple[float, ...]) -> dict[str, jax.Array]:
@@ -411,8 +467,14 @@ def _nan_label_fields(dtype: DTypeLike, alphas: tuple[float, ...]) -> dict[str, 
     return labelled
 
 
-def _binned_calibration(suffix: str, p: jax.Array, target: jax.Array, n_bins: int,
-                        mask: jax.Array | None = None, units: jax.Array | None = None) -> dict[str, jax.Array]:
+def _binned_calibration(
+    suffix: str,
+    p: jax.Array,
+    target: jax.Array,
+    n_bins: int,
+    mask: jax.Array | None = None,
+    units: jax.Array | None = None,
+) -> dict[str, jax.Array]:
     """ECE, MCE (equal-width bins) and smooth ECE of scores ``p (n,)`` against (possibly
     soft) targets ``target (n,)`` in [0, 1]; with ``mask``, of the ``units`` units in it."""
     count, sum_p, sum_y = _bins(p, target, n_bins, mask)
@@ -436,7 +498,9 @@ def _binned_calibration(suffix: str, p: jax.Array, target: jax.Array, n_bins: in
 def report(p_obs, p_cf, y, y_cf, q, tau, *, alphas, n_bins, uniform=False) -> Report:
     """The report of prepared inputs (:func:`prepare`), traced: :func:`unit_stage`,
     :func:`sum_units`, :func:`finish`. Jittable and vmappable. ``uniform``: ``q`` is ``1/K``."""
-    p_bar, y_bar, per_unit = unit_stage(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, uniform=uniform)
+    p_bar, y_bar, per_unit = unit_stage(
+        p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, uniform=uniform
+    )
     return finish(p_obs, p_bar, y, y_bar, sum_units(per_unit), tau, alphas=alphas, n_bins=n_bins)
 
 
@@ -454,8 +518,17 @@ class BatchReports:
     def __call__(self, arrays: dict, shared: dict):
         def one(a):
             v = {**shared, **a}
-            return report(v["p_obs"], v["p_cf"], v.get("y"), v.get("y_cf"), v["q"], v["tau"],
-                          alphas=self.alphas, n_bins=self.n_bins, uniform=self.uniform)
+            return report(
+                v["p_obs"],
+                v["p_cf"],
+                v.get("y"),
+                v.get("y_cf"),
+                v["q"],
+                v["tau"],
+                alphas=self.alphas,
+                n_bins=self.n_bins,
+                uniform=self.uniform,
+            )
 
         if jax.tree.leaves(arrays)[0].shape[0] == 1:
             return jax.tree.map(lambda v: v[None], one(jax.tree.map(lambda v: v[0], arrays)))
@@ -465,13 +538,30 @@ class BatchReports:
 _finish_jit = jax.jit(finish, static_argnames=("alphas", "n_bins"))
 
 
-def finish_on_host(p_obs: ArrayLike, p_bar: ArrayLike, y: ArrayLike | None,
-                   y_bar: ArrayLike | None, sums: UnitSums, tau: ArrayLike, *,
-                   alphas: tuple[float, ...], n_bins: int, mask: ArrayLike | None = None
-                   ) -> Report:
+def finish_on_host(
+    p_obs: ArrayLike,
+    p_bar: ArrayLike,
+    y: ArrayLike | None,
+    y_bar: ArrayLike | None,
+    sums: UnitSums,
+    tau: ArrayLike,
+    *,
+    alphas: tuple[float, ...],
+    n_bins: int,
+    mask: ArrayLike | None = None,
+) -> Report:
     """:func:`finish` run once on the default device: the per-unit vectors and the sums come
     back to the host first (left on a mesh they would be replicated, and the stage run on
     every device). ``mask``: as in :func:`finish`."""
     as_dev = lambda v: None if v is None else jnp.asarray(np.asarray(v))  # noqa: E731
-    return _finish_jit(as_dev(p_obs), as_dev(p_bar), as_dev(y), as_dev(y_bar), jax.tree.map(as_dev, sums),
-                       as_dev(tau), alphas=alphas, n_bins=n_bins, mask=as_dev(mask))
+    return _finish_jit(
+        as_dev(p_obs),
+        as_dev(p_bar),
+        as_dev(y),
+        as_dev(y_bar),
+        jax.tree.map(as_dev, sums),
+        as_dev(tau),
+        alphas=alphas,
+        n_bins=n_bins,
+        mask=as_dev(mask),
+    )

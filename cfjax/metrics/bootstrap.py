@@ -20,16 +20,16 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from cfjax import _checks
+from cfjax import _checks, platform
 from cfjax import distributed as _dist
-from cfjax import platform
 from cfjax._core.keys import as_key
 from cfjax.metrics import _stages
 from cfjax.metrics._report_types import MarginalisationReport, MulticlassReport
@@ -62,9 +62,13 @@ class BootstrapReport:
     def to_dict(self) -> dict[str, Any]:
         """``{"level", "resamples", "estimate", "low", "high"}``, the reports as plain numbers
         (:meth:`MarginalisationReport.to_dict`); the replicates are left out."""
-        return {"level": self.level, "resamples": self.resamples,
-                "estimate": self.estimate.to_dict(), "low": self.low.to_dict(),
-                "high": self.high.to_dict()}
+        return {
+            "level": self.level,
+            "resamples": self.resamples,
+            "estimate": self.estimate.to_dict(),
+            "low": self.low.to_dict(),
+            "high": self.high.to_dict(),
+        }
 
 
 def _draw(key: jax.Array, b: jax.Array, n: int) -> jax.Array:
@@ -163,24 +167,42 @@ def evaluate_bootstrap(
     where = _dist.as_mesh(mesh)
     key = as_key(key)
     resamples = _checks.check_positive_int("resamples", resamples)
-    if isinstance(level, bool) or not isinstance(level, (float, int, np.floating, np.integer)) \
-            or not 0.0 < float(level) < 1.0:
+    if (
+        isinstance(level, bool)
+        or not isinstance(level, (float, int, np.floating, np.integer))
+        or not 0.0 < float(level) < 1.0
+    ):
         _checks.fail("level", "a coverage level in (0, 1)", repr(level))
     level = float(level)
     p_obs, p_cf, y, y_cf, q, tau = _stages.prepare(p_obs, p_cf, y, y_cf, weights, tau)
     if resample_chunk == "auto":
-        resample_chunk = platform.default_resample_batch(int(np.prod(p_cf.shape)), resamples, _AUTO_CHUNK_ELEMENTS)
+        resample_chunk = platform.default_resample_batch(
+            int(np.prod(p_cf.shape)), resamples, _AUTO_CHUNK_ELEMENTS
+        )
     elif resample_chunk is not None:
         resample_chunk = _checks.check_positive_int("resample_chunk", resample_chunk)
     data = dict(p_obs=p_obs, p_cf=p_cf, y=y, y_cf=y_cf, q=q, tau=tau)
     uniform = weights is None
-    estimate = _stages.report(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, n_bins=n_bins, uniform=uniform)
+    estimate = _stages.report(
+        p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, n_bins=n_bins, uniform=uniform
+    )
     ids = jnp.arange(resamples, dtype=jnp.int32)
-    replicates = _dist.map_batch(_Replicates(alphas, n_bins, uniform), ids, shared=(data, key), mesh=where,
-                                 chunk_size=resample_chunk)
+    replicates = _dist.map_batch(
+        _Replicates(alphas, n_bins, uniform),
+        ids,
+        shared=(data, key),
+        mesh=where,
+        chunk_size=resample_chunk,
+    )
     low, high = _bounds(replicates, level=level)
-    return BootstrapReport(estimate=estimate, low=low, high=high, replicates=replicates,
-                           level=level, resamples=resamples)
+    return BootstrapReport(
+        estimate=estimate,
+        low=low,
+        high=high,
+        replicates=replicates,
+        level=level,
+        resamples=resamples,
+    )
 
 
 def _deprecated_options(deprecated: dict[str, Any]) -> int | None | str:
@@ -189,14 +211,23 @@ def _deprecated_options(deprecated: dict[str, Any]) -> int | None | str:
     DeprecationWarning; any other keyword is a TypeError."""
     unknown = set(deprecated) - {"resample_chunk", "return_replicates"}
     if unknown:
-        raise TypeError(f"evaluate_bootstrap() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        raise TypeError(
+            f"evaluate_bootstrap() got an unexpected keyword argument {sorted(unknown)[0]!r}"
+        )
     if "return_replicates" in deprecated:
-        warnings.warn("evaluate_bootstrap(return_replicates=) is deprecated and will be removed in the next "
-                      "release: the report's replicates are always returned", DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            "evaluate_bootstrap(return_replicates=) is deprecated and will be removed in the next "
+            "release: the report's replicates are always returned",
+            DeprecationWarning,
+            stacklevel=3,
+        )
     if "resample_chunk" in deprecated:
-        warnings.warn("evaluate_bootstrap(resample_chunk=) is deprecated and will be removed in the next "
-                      "release: cfjax.platform.default_resample_batch chooses the chunk",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            "evaluate_bootstrap(resample_chunk=) is deprecated and will be removed in the next "
+            "release: cfjax.platform.default_resample_batch chooses the chunk",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         return deprecated["resample_chunk"]
     return "auto"
 
@@ -214,15 +245,21 @@ class _Replicates:
     def __call__(self, ids: jax.Array, data: dict, key: jax.Array):
         n = data["p_obs"].shape[0]
         units = ("p_obs", "p_cf", "y", "y_cf")
-        resampled = jax.vmap(lambda b: {f: None if data[f] is None else data[f][_draw(key, b, n)] for f in units})
-        return _stages.BatchReports(self.alphas, self.n_bins, self.uniform)(resampled(ids), {"q": data["q"], "tau": data["tau"]})
+        resampled = jax.vmap(
+            lambda b: {f: None if data[f] is None else data[f][_draw(key, b, n)] for f in units}
+        )
+        return _stages.BatchReports(self.alphas, self.n_bins, self.uniform)(
+            resampled(ids), {"q": data["q"], "tau": data["tau"]}
+        )
 
 
 @functools.partial(jax.jit, static_argnames=("level",))
 def _bounds(replicates: PyTree, *, level: float) -> tuple[PyTree, PyTree]:
     """The ``100 (1 − level) / 2`` and ``100 (1 + level) / 2`` percentiles of every field."""
-    return tuple(jax.tree.map(functools.partial(_percentile, q=q_), replicates)
-                 for q_ in (50.0 * (1.0 - level), 50.0 * (1.0 + level)))
+    return tuple(
+        jax.tree.map(functools.partial(_percentile, q=q_), replicates)
+        for q_ in (50.0 * (1.0 - level), 50.0 * (1.0 + level))
+    )
 
 
 def _percentile(values: jax.Array, q: float) -> jax.Array:

@@ -33,16 +33,18 @@ def _brier(p: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.mean(jnp.square(p - y))
 
 
-def calibration_bins(p: ArrayLike, y: ArrayLike, n_bins: int = 15
-                     ) -> tuple[jax.Array, jax.Array, jax.Array]:
+def calibration_bins(
+    p: ArrayLike, y: ArrayLike, n_bins: int = 15
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Per-bin ``(count, Σ p, Σ y)``, each of shape ``(n_bins,)``."""
     n_bins = _checks.check_positive_int("n_bins", n_bins)
     p, _, y, _ = _inputs.prepare(p_obs=p, y=y)
     return _bins(p, y, n_bins)
 
 
-def _bins(p: jax.Array, y: jax.Array, n_bins: int, mask: jax.Array | None = None
-          ) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _bins(
+    p: jax.Array, y: jax.Array, n_bins: int, mask: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     # Edges as constants, divided in numpy (XLA may turn a division by a constant into a
     # multiplication, which rounds differently at the edges).
     dtype = np.dtype(p.dtype)

@@ -22,12 +22,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cfjax import _checks
-from cfjax import figures
+from cfjax import _checks, figures
 from cfjax.metrics.reliability import ReliabilityBand, ReliabilityCurve
 
 if TYPE_CHECKING:
@@ -38,7 +38,9 @@ __all__ = ["reliability_diagram"]
 
 #: font sizes (points) of the figures: tick labels and legends, axis labels, titles
 TICK_PT, LABEL_PT, TITLE_PT = 8, 9, 10
-_RESULT = "a ReliabilityCurve or ReliabilityBand (cfjax.metrics.reliability_curve / reliability_band)"
+_RESULT = (
+    "a ReliabilityCurve or ReliabilityBand (cfjax.metrics.reliability_curve / reliability_band)"
+)
 
 
 def _check_result(name: str, r: ReliabilityCurve | ReliabilityBand) -> None:
@@ -46,13 +48,20 @@ def _check_result(name: str, r: ReliabilityCurve | ReliabilityBand) -> None:
         _checks.fail(name, _RESULT, type(r).__name__)
     t = r.curve.t if isinstance(r, ReliabilityBand) else r.t
     if np.ndim(t) != 1:
-        _checks.fail(name, "one curve (points t of shape (T,)); index a vmapped result first",
-                     f"points of shape {np.shape(t)}")
+        _checks.fail(
+            name,
+            "one curve (points t of shape (T,)); index a vmapped result first",
+            f"points of shape {np.shape(t)}",
+        )
 
 
 def _check_strings(name: str, value: Sequence[str], count: int) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence) or len(value) < count \
-            or not all(isinstance(v, str) for v in value):
+    if (
+        isinstance(value, str)
+        or not isinstance(value, Sequence)
+        or len(value) < count
+        or not all(isinstance(v, str) for v in value)
+    ):
         _checks.fail(name, f"a sequence of at least {count} strings", repr(value))
     return tuple(value[:count])
 
@@ -72,7 +81,12 @@ def _axes(ax: Axes | Sequence[Axes] | None) -> tuple[Axes, Axes]:
         from mpl_toolkits.axes_grid1 import make_axes_locatable
 
         return ax, make_axes_locatable(ax).append_axes("bottom", size="22%", pad=0.08, sharex=ax)
-    if isinstance(ax, Sequence) and len(ax) == 2 and all(isinstance(a, Axes) for a in ax) and ax[0] is not ax[1]:
+    if (
+        isinstance(ax, Sequence)
+        and len(ax) == 2
+        and all(isinstance(a, Axes) for a in ax)
+        and ax[0] is not ax[1]
+    ):
         return ax[0], ax[1]
     _checks.fail("ax", "None, a matplotlib Axes, or a pair (main axes, density axes)", repr(ax))
     raise AssertionError  # unreachable: fail raises
@@ -86,12 +100,16 @@ def _legend_label(label: str, r: ReliabilityCurve | ReliabilityBand) -> str:
     return text
 
 
-def reliability_diagram(original: ReliabilityCurve | ReliabilityBand,
-                        marginalised: ReliabilityCurve | ReliabilityBand | None = None, *,
-                        labels: Sequence[str] = ("original", "marginalised"),
-                        colors: Sequence[str] = ("C0", "C3"),
-                        title: str | None = None, min_count: float = 1.0,
-                        ax: Axes | Sequence[Axes] | None = None) -> Figure | SubFigure:
+def reliability_diagram(
+    original: ReliabilityCurve | ReliabilityBand,
+    marginalised: ReliabilityCurve | ReliabilityBand | None = None,
+    *,
+    labels: Sequence[str] = ("original", "marginalised"),
+    colors: Sequence[str] = ("C0", "C3"),
+    title: str | None = None,
+    min_count: float = 1.0,
+    ax: Axes | Sequence[Axes] | None = None,
+) -> Figure | SubFigure:
     """The smoothed reliability diagram of the original and (optionally) the counterfactually
     marginalised prediction, on one axis.
 
@@ -132,8 +150,11 @@ def reliability_diagram(original: ReliabilityCurve | ReliabilityBand,
     colors = _check_strings("colors", colors, len(results))
     if title is not None and not isinstance(title, str):
         _checks.fail("title", "a string or None", repr(title))
-    if isinstance(min_count, bool) or not isinstance(min_count, (int, float, np.integer, np.floating)) \
-            or not 0 <= float(min_count) < float("inf"):
+    if (
+        isinstance(min_count, bool)
+        or not isinstance(min_count, (int, float, np.integer, np.floating))
+        or not 0 <= float(min_count) < float("inf")
+    ):
         _checks.fail("min_count", "a number >= 0", repr(min_count))
     main, strip = _axes(ax)
 
@@ -144,17 +165,37 @@ def reliability_diagram(original: ReliabilityCurve | ReliabilityBand,
         t = np.asarray(c.t, np.float64)
         shown = np.asarray(c.count, np.float64) >= float(min_count)
         if isinstance(r, ReliabilityBand):
-            main.fill_between(t, np.asarray(r.low, np.float64), np.asarray(r.high, np.float64), where=shown,
-                              color=colour, alpha=0.2, lw=0)
+            main.fill_between(
+                t,
+                np.asarray(r.low, np.float64),
+                np.asarray(r.high, np.float64),
+                where=shown,
+                color=colour,
+                alpha=0.2,
+                lw=0,
+            )
             banded = r if banded is None else banded
-        main.plot(t, np.where(shown, np.asarray(c.mean_label, np.float64), np.nan), color=colour, lw=2,
-                  label=_legend_label(label, r))
+        main.plot(
+            t,
+            np.where(shown, np.asarray(c.mean_label, np.float64), np.nan),
+            color=colour,
+            lw=2,
+            label=_legend_label(label, r),
+        )
         density = np.asarray(c.density, np.float64)
         strip.fill_between(t, 0, density, color=colour, alpha=0.2, lw=0)
         strip.plot(t, density, color=colour, lw=1)
-    main.legend(loc="upper left", fontsize=TICK_PT, title_fontsize=TICK_PT,
-                title=(f"shaded: {100 * banded.level:g}% bootstrap band" if banded is not None else None),
-                handlelength=1.6, borderaxespad=0.3, frameon=True, framealpha=0.85, edgecolor="none")
+    main.legend(
+        loc="upper left",
+        fontsize=TICK_PT,
+        title_fontsize=TICK_PT,
+        title=(f"shaded: {100 * banded.level:g}% bootstrap band" if banded is not None else None),
+        handlelength=1.6,
+        borderaxespad=0.3,
+        frameon=True,
+        framealpha=0.85,
+        edgecolor="none",
+    )
     main.set_xlim(0, 1)
     main.set_ylim(0, 1)
     main.set_ylabel("mean label (kernel-smoothed)", fontsize=LABEL_PT)

@@ -182,8 +182,9 @@ def _count_inversions(v: jax.Array, dtype: DTypeLike) -> jax.Array:
     return total
 
 
-def _kendall_tau_b(bounds_a, bounds_b, dtype: DTypeLike,
-                   mask: jax.Array | None = None) -> jax.Array:
+def _kendall_tau_b(
+    bounds_a, bounds_b, dtype: DTypeLike, mask: jax.Array | None = None
+) -> jax.Array:
     """τ_b from the rank bounds of both orders. With ``mask``, of the units in it, the bounds
     computed with the others at the largest key in both orders: those come last in the
     lexicographic order and above every unit in both, so they add no discordant pair; their
@@ -235,6 +236,8 @@ def _masked_auc(p: jax.Array, y: jax.Array, mask: jax.Array) -> jax.Array:
 # operations dispatched one by one, every one compiled on its first call per shape).
 _ranks_jit = jax.jit(_ranks)
 _spearman_jit = jax.jit(lambda a, b: _spearman(_ranks(a), _ranks(b)))
-_kendall_jit = jax.jit(lambda a, b: _kendall_tau_b(_arrays.rank_bounds(a), _arrays.rank_bounds(b), a.dtype))
+_kendall_jit = jax.jit(
+    lambda a, b: _kendall_tau_b(_arrays.rank_bounds(a), _arrays.rank_bounds(b), a.dtype)
+)
 _rank_change_jit = jax.jit(lambda a, b: jnp.mean(jnp.abs(_ranks(a) - _ranks(b))))
 _auc_jit = jax.jit(lambda p, y: _masked_auc(p, y, jnp.ones(p.shape, bool)))

@@ -43,8 +43,13 @@ from jax.typing import DTypeLike
 from cfjax import _checks
 from cfjax._core.keys import as_key
 from cfjax.metrics.bootstrap import _draw
-from cfjax.metrics.smooth_calibration import (_check_bandwidth, _prepare, _residual_spectrum, _smece_at,
-                                              _smooth_ece)
+from cfjax.metrics.smooth_calibration import (
+    _check_bandwidth,
+    _prepare,
+    _residual_spectrum,
+    _smece_at,
+    _smooth_ece,
+)
 from cfjax.typing import ArrayLike, KeyLike
 
 __all__ = ["ReliabilityBand", "ReliabilityCurve", "reliability_band", "reliability_curve"]
@@ -126,11 +131,15 @@ def _kernel(t: jax.Array, p: jax.Array, sigma: jax.Array) -> tuple[jax.Array, ja
     at the nearest prediction's distance, ``K = W exp(log_scale) / (σ √(2π))``. Every row of
     ``W`` holds a 1 (the nearest prediction), so its sums never underflow."""
     d0 = jnp.square(t[:, None] - p[None, :])
-    nearest = jnp.min(d0, axis=1, keepdims=True)  # the image p itself is the nearest for t, p in [0, 1]
+    nearest = jnp.min(
+        d0, axis=1, keepdims=True
+    )  # the image p itself is the nearest for t, p in [0, 1]
     scale = 0.5 / jnp.square(sigma)
-    w = (jnp.exp(-(d0 - nearest) * scale)
-         + jnp.exp(-(jnp.square(t[:, None] + p[None, :]) - nearest) * scale)
-         + jnp.exp(-(jnp.square(2 - t[:, None] - p[None, :]) - nearest) * scale))
+    w = (
+        jnp.exp(-(d0 - nearest) * scale)
+        + jnp.exp(-(jnp.square(t[:, None] + p[None, :]) - nearest) * scale)
+        + jnp.exp(-(jnp.square(2 - t[:, None] - p[None, :]) - nearest) * scale)
+    )
     return w, -nearest[:, 0] * scale
 
 
@@ -145,15 +154,18 @@ def _average(num: jax.Array, den: jax.Array) -> jax.Array:
     return jnp.where(ok, jnp.clip(num / jnp.where(ok, den, 1), 0, 1), jnp.nan)
 
 
-def _sigma_and_smece(p: jax.Array, y: jax.Array, bandwidth: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+def _sigma_and_smece(
+    p: jax.Array, y: jax.Array, bandwidth: jax.Array | None
+) -> tuple[jax.Array, jax.Array]:
     if bandwidth is None:
         smece, sigma = _smooth_ece(p, y)
         return sigma, smece
     return bandwidth, _smece_at(_residual_spectrum(p, y), bandwidth, p.dtype)
 
 
-def _curve_core(p: jax.Array, y: jax.Array, t: jax.Array, bandwidth: jax.Array | None
-                ) -> tuple[ReliabilityCurve, jax.Array]:
+def _curve_core(
+    p: jax.Array, y: jax.Array, t: jax.Array, bandwidth: jax.Array | None
+) -> tuple[ReliabilityCurve, jax.Array]:
     """The curve, and the kernel weights ``W (T, n)`` the bootstrap reuses."""
     dtype = p.dtype
     sigma, smece = _sigma_and_smece(p, y, bandwidth)
@@ -162,8 +174,9 @@ def _curve_core(p: jax.Array, y: jax.Array, t: jax.Array, bandwidth: jax.Array |
     mean = _average(_matvec(w, y), den)
     count = den * jnp.exp(log_scale)
     density = count * (jnp.asarray(1.0 / math.sqrt(2 * math.pi), dtype) / (sigma * p.shape[0]))
-    return ReliabilityCurve(t=t, mean_label=mean, density=density, count=count, bandwidth=sigma,
-                            smooth_ece=smece), w
+    return ReliabilityCurve(
+        t=t, mean_label=mean, density=density, count=count, bandwidth=sigma, smooth_ece=smece
+    ), w
 
 
 @jax.jit
@@ -171,8 +184,9 @@ def _curve(p, y, t, bandwidth) -> ReliabilityCurve:
     return _curve_core(p, y, t, bandwidth)[0]
 
 
-def reliability_curve(p: ArrayLike, y: ArrayLike, grid: ArrayLike = 201,
-                      bandwidth: ArrayLike | None = None) -> ReliabilityCurve:
+def reliability_curve(
+    p: ArrayLike, y: ArrayLike, grid: ArrayLike = 201, bandwidth: ArrayLike | None = None
+) -> ReliabilityCurve:
     """The smoothed reliability diagram of scores ``p (n,)`` against labels ``y (n,)``: the
     kernel average of the labels at each point, in [0, 1] (module docstring).
 
@@ -212,7 +226,11 @@ def _band(p, y, t, bandwidth, key, *, resamples: int, level: float, chunk: int) 
         counts = jnp.zeros((n,), p.dtype).at[idx].add(1)
         mean = _average(_matvec(w, counts * y), _matvec(w, counts))
         pb, yb = p[idx], y[idx]
-        smece = _smece_at(_residual_spectrum(pb, yb), bandwidth, p.dtype) if fixed else _smooth_ece(pb, yb)[0]
+        smece = (
+            _smece_at(_residual_spectrum(pb, yb), bandwidth, p.dtype)
+            if fixed
+            else _smooth_ece(pb, yb)[0]
+        )
         return mean, smece
 
     means, smeces = lax.map(one, jnp.arange(resamples, dtype=jnp.int32), batch_size=chunk)
@@ -222,13 +240,27 @@ def _band(p, y, t, bandwidth, key, *, resamples: int, level: float, chunk: int) 
     low, high = (jnp.nanpercentile(means, q, axis=0, method="linear") for q in qs)
     low, high = (jnp.where(jnp.isnan(v), curve.mean_label, v) for v in (low, high))
     s_low, s_high = (jnp.percentile(smeces, q, method="linear") for q in qs)
-    return ReliabilityBand(curve=curve, low=low, high=high, smooth_ece_low=s_low, smooth_ece_high=s_high,
-                           level=level, resamples=resamples)
+    return ReliabilityBand(
+        curve=curve,
+        low=low,
+        high=high,
+        smooth_ece_low=s_low,
+        smooth_ece_high=s_high,
+        level=level,
+        resamples=resamples,
+    )
 
 
-def reliability_band(p: ArrayLike, y: ArrayLike, *, key: KeyLike, resamples: int = 200,
-                     level: float = 0.95,
-                     grid: ArrayLike = 201, bandwidth: ArrayLike | None = None) -> ReliabilityBand:
+def reliability_band(
+    p: ArrayLike,
+    y: ArrayLike,
+    *,
+    key: KeyLike,
+    resamples: int = 200,
+    level: float = 0.95,
+    grid: ArrayLike = 201,
+    bandwidth: ArrayLike | None = None,
+) -> ReliabilityBand:
     """:func:`reliability_curve` with percentile bootstrap intervals over units: a band around
     the curve at each point and an interval of the smooth ECE.
 
@@ -257,10 +289,22 @@ def reliability_band(p: ArrayLike, y: ArrayLike, *, key: KeyLike, resamples: int
     """
     key = as_key(key)
     resamples = _checks.check_positive_int("resamples", resamples)
-    if isinstance(level, bool) or not isinstance(level, (float, int, np.floating, np.integer)) \
-            or not 0.0 < float(level) < 1.0:
+    if (
+        isinstance(level, bool)
+        or not isinstance(level, (float, int, np.floating, np.integer))
+        or not 0.0 < float(level) < 1.0
+    ):
         _checks.fail("level", "a coverage level in (0, 1)", repr(level))
     p, y = _prepare(p, y)
     t = _points(grid, p.dtype)
     chunk = max(1, min(resamples, _CHUNK_ELEMENTS // max(p.shape[0], 1)))
-    return _band(p, y, t, _bandwidth(bandwidth, p.dtype), key, resamples=resamples, level=float(level), chunk=chunk)
+    return _band(
+        p,
+        y,
+        t,
+        _bandwidth(bandwidth, p.dtype),
+        key,
+        resamples=resamples,
+        level=float(level),
+        chunk=chunk,
+    )

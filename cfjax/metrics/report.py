@@ -19,7 +19,7 @@ longer holds in general (a predictor that follows the label can beat its own ave
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 
@@ -35,14 +35,21 @@ from cfjax.metrics._report_types import (
 from cfjax.typing import ArrayLike, MeshLike
 
 __all__ = [
-    "CounterfactualLabelReport", "MarginalisationReport", "MulticlassReport", "evaluate",
-    "LABEL_FIELDS", "NOTATION", "descriptions",
+    "CounterfactualLabelReport",
+    "MarginalisationReport",
+    "MulticlassReport",
+    "evaluate",
+    "LABEL_FIELDS",
+    "NOTATION",
+    "descriptions",
 ]
 
 #: The symbols of :func:`descriptions`' one-line definitions.
-NOTATION = ("p̄ = Σ_k q_k p_cf[k], the marginalised prediction; ℓ the cross-entropy; d(p) the decision "
-            "(1[p ≥ tau] for a binary score, the argmax class for class probabilities); q the intervention "
-            "weights; every 'mean' is over the n units")
+NOTATION = (
+    "p̄ = Σ_k q_k p_cf[k], the marginalised prediction; ℓ the cross-entropy; d(p) the decision "
+    "(1[p ≥ tau] for a binary score, the argmax class for class probabilities); q the intervention "
+    "weights; every 'mean' is over the n units"
+)
 
 # One line per report field, as definitions §1 defines it (binary scores, invariant labels) ...
 _DESCRIPTIONS = {
@@ -61,7 +68,7 @@ _DESCRIPTIONS = {
     "smece_cm": "smooth ECE of p̄ (kernel-smoothed residuals y − p̄, no bins)",
     "s_var": "S_var: mean Σ_k q_k (p_cf[k] − p̄)², the spread of the predictions over the interventions",
     "s_flip": "S_flip: mean Σ_k q_k 1[d(p_cf[k]) ≠ d(p_obs)], the share of counterfactual decisions "
-              "that differ from the observed one",
+    "that differ from the observed one",
     "d_obs": "mean 1[d(p_obs) ≠ d(p̄)], the share of units whose observed and marginalised decisions differ",
     "score_shift": "mean |p_obs − p̄|, the observed prediction's distance from the marginalised one",
     "spearman": "Spearman correlation of p_obs and p̄",
@@ -72,9 +79,9 @@ _DESCRIPTIONS = {
 _CLASS_DESCRIPTIONS = {
     "brier_orig": "Brier score of p_obs: mean Σ_c (p_obs[c] − 1[y = c])²",
     "ece_orig": "top-label ECE of p_obs: Σ_b (n_b / n) |mean 1[argmax p_obs = y] − mean max_c p_obs[c]| "
-                "over equal-width bins b",
+    "over equal-width bins b",
     "mce_orig": "top-label MCE of p_obs: max over non-empty equal-width bins of "
-                "|mean 1[argmax p_obs = y] − mean max_c p_obs[c]|",
+    "|mean 1[argmax p_obs = y] − mean max_c p_obs[c]|",
     "smece_orig": "top-label smooth ECE of p_obs (confidence max_c p_obs[c] against 1[argmax p_obs = y])",
     "brier_cm": "Brier score of p̄: mean Σ_c (p̄[c] − 1[y = c])²",
     "ece_cm": "top-label ECE of p̄: Σ_b (n_b / n) |mean 1[argmax p̄ = y] − mean max_c p̄[c]| over equal-width bins b",
@@ -101,11 +108,11 @@ _COUNTERFACTUAL_LABEL_DESCRIPTIONS = {
 _COUNTERFACTUAL_CLASS_DESCRIPTIONS = {
     "brier_cm": "Brier score of p̄: mean Σ_k q_k Σ_c (p̄[c] − 1[y_cf[k] = c])²",
     "ece_cm": "top-label ECE of p̄: Σ_b (n_b / n) |mean ȳ[argmax p̄] − mean max_c p̄[c]| over equal-width bins b, "
-              "ȳ[c] = Σ_k q_k 1[y_cf[k] = c]",
+    "ȳ[c] = Σ_k q_k 1[y_cf[k] = c]",
     "mce_cm": "top-label MCE of p̄: max over non-empty equal-width bins of |mean ȳ[argmax p̄] − mean max_c p̄[c]|, "
-              "ȳ[c] = Σ_k q_k 1[y_cf[k] = c]",
+    "ȳ[c] = Σ_k q_k 1[y_cf[k] = c]",
     "smece_cm": "top-label smooth ECE of p̄ (confidence max_c p̄[c] against ȳ[argmax p̄], "
-                "ȳ[c] = Σ_k q_k 1[y_cf[k] = c])",
+    "ȳ[c] = Σ_k q_k 1[y_cf[k] = c])",
 }
 
 
@@ -133,7 +140,11 @@ def descriptions(*, classes: bool = False, counterfactual_labels: bool = False) 
         out.update(_COUNTERFACTUAL_LABEL_DESCRIPTIONS)
         if classes:
             out.update(_COUNTERFACTUAL_CLASS_DESCRIPTIONS)
-    fields = MulticlassReport.__dataclass_fields__ if classes else MarginalisationReport.__dataclass_fields__
+    fields = (
+        MulticlassReport.__dataclass_fields__
+        if classes
+        else MarginalisationReport.__dataclass_fields__
+    )
     return {f: out[f] for f in fields if f not in _STATIC_FIELDS}
 
 
@@ -206,9 +217,17 @@ def evaluate(
     p_obs, p_cf, y, y_cf, q, tau = _stages.prepare(p_obs, p_cf, y, y_cf, weights, tau)
     uniform = weights is None
     if mesh is None:
-        return _stages.report(p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, n_bins=n_bins, uniform=uniform)
-    arrays = {f: v for f, v in (("p_obs", p_obs), ("p_cf", p_cf), ("y", y), ("y_cf", y_cf)) if v is not None}
-    p_bar, y_bar, per_unit = _dist.map_batch(_stages.UnitStage(alphas, uniform), arrays, shared=(q, tau), mesh=mesh)
+        return _stages.report(
+            p_obs, p_cf, y, y_cf, q, tau, alphas=alphas, n_bins=n_bins, uniform=uniform
+        )
+    arrays = {
+        f: v
+        for f, v in (("p_obs", p_obs), ("p_cf", p_cf), ("y", y), ("y_cf", y_cf))
+        if v is not None
+    }
+    p_bar, y_bar, per_unit = _dist.map_batch(
+        _stages.UnitStage(alphas, uniform), arrays, shared=(q, tau), mesh=mesh
+    )
     sums = _sum_units(per_unit)
     return _stages.finish_on_host(p_obs, p_bar, y, y_bar, sums, tau, alphas=alphas, n_bins=n_bins)
 

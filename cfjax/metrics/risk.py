@@ -101,8 +101,9 @@ def marginal_risk(p_cf: ArrayLike, y: ArrayLike, weights: ArrayLike | None = Non
     return jnp.mean(binary_bce(p_cf @ q, y))
 
 
-def interventional_risk(p_cf: ArrayLike, y: ArrayLike,
-                        weights: ArrayLike | None = None) -> jax.Array:
+def interventional_risk(
+    p_cf: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None
+) -> jax.Array:
     """``R_IE = mean_i Σ_k q_k bce(p_cf[i, k], y[i])``: expected loss over interventions.
 
     By Jensen ``R_CM ≤ R_IE``.
@@ -111,8 +112,9 @@ def interventional_risk(p_cf: ArrayLike, y: ArrayLike,
     return jnp.mean(jnp.sum(q[None, :] * bce_losses(p_cf, y), axis=1))
 
 
-def cvar_risk(p_cf: ArrayLike, y: ArrayLike, alpha: ArrayLike,
-              weights: ArrayLike | None = None) -> jax.Array:
+def cvar_risk(
+    p_cf: ArrayLike, y: ArrayLike, alpha: ArrayLike, weights: ArrayLike | None = None
+) -> jax.Array:
     """``mean_i CVaR_alpha(L_i)``, ``L_i[k] = bce(p_cf[i, k], y[i])`` with atoms weighted by q.
 
     Args:
@@ -163,7 +165,9 @@ def unit_cvar(losses: jax.Array, q: jax.Array, levels: tuple[float, ...]) -> jax
     return cvar_units(losses[None], q, levels)[0]
 
 
-def cvar_units(losses: jax.Array, q: jax.Array, levels: tuple[float, ...], *, uniform: bool = False) -> jax.Array:
+def cvar_units(
+    losses: jax.Array, q: jax.Array, levels: tuple[float, ...], *, uniform: bool = False
+) -> jax.Array:
     """``CVaR_a`` of every unit's losses ``losses (n, K)`` under the weights ``q (K,)``, for
     each level a: ``(n, len(levels))``. Exact.
 
@@ -179,7 +183,9 @@ def cvar_units(losses: jax.Array, q: jax.Array, levels: tuple[float, ...], *, un
     return cvar_units_kn(losses.T, q, levels, uniform=uniform).T
 
 
-def cvar_units_kn(x: jax.Array, q: jax.Array, levels: tuple[float, ...], *, uniform: bool = False) -> jax.Array:
+def cvar_units_kn(
+    x: jax.Array, q: jax.Array, levels: tuple[float, ...], *, uniform: bool = False
+) -> jax.Array:
     """:func:`cvar_units` of losses laid out ``(K, n)`` (units last): ``(len(levels), n)``."""
     k = x.shape[0]
     if uniform:
@@ -215,7 +221,9 @@ def _sort_descending(x: jax.Array, *payload: jax.Array) -> tuple[jax.Array, ...]
         j = block // 2
         while j >= 1:
             first = idx < (idx ^ j)
-            larger = jnp.asarray(np.where(first, (idx & block) == 0, (idx & block) != 0)).reshape(column)
+            larger = jnp.asarray(np.where(first, (idx & block) == 0, (idx & block) != 0)).reshape(
+                column
+            )
             partner = partner_of(x, j)
             if payload:
                 keep = jnp.where(larger, x >= partner, x <= partner)

@@ -99,7 +99,9 @@ def _smece_at(spectrum: jax.Array, sigma: jax.Array, dtype: DTypeLike) -> jax.Ar
     return _integral(jnp.abs(_smooth(spectrum, sigma, dtype)))
 
 
-def _smooth_ece(p: jax.Array, y: jax.Array, mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+def _smooth_ece(
+    p: jax.Array, y: jax.Array, mask: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array]:
     """``(smECE, σ*)`` of scores ``p (n,)`` and labels ``y (n,)`` (traced core); with ``mask``
     (bool ``(n,)``), of the units in it."""
     dtype = p.dtype
@@ -137,8 +139,11 @@ def _check_bandwidth(bandwidth: ArrayLike) -> None:
         return
     b = np.asarray(bandwidth, dtype=np.float64)
     if b.shape != () or not (0.0 < float(b) <= 10.0):
-        _checks.fail("bandwidth", "a kernel width σ in (0, 10] (or None for the automatic one)",
-                     repr(bandwidth))
+        _checks.fail(
+            "bandwidth",
+            "a kernel width σ in (0, 10] (or None for the automatic one)",
+            repr(bandwidth),
+        )
 
 
 @functools.partial(jax.jit, static_argnames=("fixed",))

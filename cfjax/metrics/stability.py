@@ -55,8 +55,9 @@ def stability_variance(p_cf: ArrayLike, weights: ArrayLike | None = None) -> jax
     return jnp.mean(jnp.sum(q[None, :] * jnp.square(p_cf - (p_cf @ q)[:, None]), axis=1))
 
 
-def flip_rate(p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = None,
-              tau: ArrayLike = 0.5) -> jax.Array:
+def flip_rate(
+    p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = None, tau: ArrayLike = 0.5
+) -> jax.Array:
     """``S_flip = mean_i Σ_k q_k 1[d(p_cf[i, k]) ≠ d(p_obs[i])]``: how often an intervention
     flips the decision.
 
@@ -80,8 +81,9 @@ def flip_rate(p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = Non
     return jnp.mean(jnp.sum(q[None, :] * flips.astype(p_cf.dtype), axis=1))
 
 
-def decision_disagreement(p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = None,
-                          tau: ArrayLike = 0.5) -> jax.Array:
+def decision_disagreement(
+    p_obs: ArrayLike, p_cf: ArrayLike, weights: ArrayLike | None = None, tau: ArrayLike = 0.5
+) -> jax.Array:
     """``D_obs = mean_i 1[d(p_obs[i]) ≠ d(p_bar[i])]``: disagreement between the original and
     the marginalised decision. Shapes and arguments as in :func:`flip_rate`.
 

@@ -14,7 +14,8 @@ probabilities).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -98,7 +99,10 @@ def evaluate_chunks(
             layout = _layout(parts, weights, tau, devices)
         _check_consistent(parts, layout, index)
         for start in range(0, parts["p_obs"].shape[0], layout["block"]):
-            piece = {f: None if v is None else v[start:start + layout["block"]] for f, v in parts.items()}
+            piece = {
+                f: None if v is None else v[start : start + layout["block"]]
+                for f, v in parts.items()
+            }
             sums, block_vectors = _reduce_block(piece, layout, mesh, alphas)
             total = sums if total is None else total + sums
             for name, v in block_vectors.items():
@@ -107,19 +111,30 @@ def evaluate_chunks(
         _checks.fail("chunks", "at least one chunk of predictions", "an empty iterable")
     assert total is not None  # summed from the first chunk on
     vectors: dict[str, np.ndarray | None] = {
-        name: np.concatenate(parts) if parts else None for name, parts in kept.items()}
+        name: np.concatenate(parts) if parts else None for name, parts in kept.items()
+    }
     if across_processes and jax.process_count() > 1:
         total, vectors = _gather_processes(total, vectors)
     p_obs = vectors["p_obs"]
     assert p_obs is not None  # every chunk has p_obs
     n = p_obs.shape[0]
-    size = dist.bucket(n)  # the reductions over the units: one program per bucket of N, padding masked
+    size = dist.bucket(
+        n
+    )  # the reductions over the units: one program per bucket of N, padding masked
     vectors = {name: None if v is None else dist.pad_axis(v, size) for name, v in vectors.items()}
     padded_obs, padded_bar = vectors["p_obs"], vectors["p_bar"]
     assert padded_obs is not None and padded_bar is not None  # every chunk gives both
-    return _stages.finish_on_host(padded_obs, padded_bar, vectors["y"], vectors["y_bar"], total,
-                                  layout["tau"], alphas=alphas, n_bins=n_bins,
-                                  mask=np.arange(size) < n)
+    return _stages.finish_on_host(
+        padded_obs,
+        padded_bar,
+        vectors["y"],
+        vectors["y_bar"],
+        total,
+        layout["tau"],
+        alphas=alphas,
+        n_bins=n_bins,
+        mask=np.arange(size) < n,
+    )
 
 
 def _unpack(chunk: Any, index: int) -> dict[str, Any]:
@@ -127,12 +142,19 @@ def _unpack(chunk: Any, index: int) -> dict[str, Any]:
     if isinstance(chunk, Mapping):
         unknown = sorted(set(chunk) - set(_FIELDS))
         if unknown or "p_obs" not in chunk or "p_cf" not in chunk:
-            _checks.fail(name, "a mapping with keys p_obs, p_cf and optionally y, y_cf",
-                         f"keys {sorted(chunk)}")
+            _checks.fail(
+                name,
+                "a mapping with keys p_obs, p_cf and optionally y, y_cf",
+                f"keys {sorted(chunk)}",
+            )
         return {f: chunk.get(f) for f in _FIELDS}
     if not isinstance(chunk, (tuple, list)) or not 2 <= len(chunk) <= 4:
-        _checks.fail(name, "a tuple (p_obs, p_cf[, y[, y_cf]]) or a mapping with those keys",
-                     f"{type(chunk).__name__}" + (f" of length {len(chunk)}" if isinstance(chunk, (tuple, list)) else ""))
+        _checks.fail(
+            name,
+            "a tuple (p_obs, p_cf[, y[, y_cf]]) or a mapping with those keys",
+            f"{type(chunk).__name__}"
+            + (f" of length {len(chunk)}" if isinstance(chunk, (tuple, list)) else ""),
+        )
     values = list(chunk) + [None] * (4 - len(chunk))
     return dict(zip(_FIELDS, values))
 
@@ -150,44 +172,64 @@ def _prepare(parts: dict[str, Any], index: int, tau: ArrayLike) -> dict[str, Any
 
 
 def _prepare_fields(parts: dict[str, Any], index: int, tau: ArrayLike) -> dict[str, Any]:
-    p_obs, p_cf, y, y_cf, _, _ = _stages.prepare(parts["p_obs"], parts["p_cf"], parts["y"], parts["y_cf"],
-                                                 None, tau)
+    p_obs, p_cf, y, y_cf, _, _ = _stages.prepare(
+        parts["p_obs"], parts["p_cf"], parts["y"], parts["y_cf"], None, tau
+    )
     return dict(p_obs=p_obs, p_cf=p_cf, y=y, y_cf=y_cf)
 
 
-def _layout(parts: dict[str, Any], weights: ArrayLike | None, tau: ArrayLike,
-            devices: int) -> dict[str, Any]:
+def _layout(
+    parts: dict[str, Any], weights: ArrayLike | None, tau: ArrayLike, devices: int
+) -> dict[str, Any]:
     """What the first chunk fixes: K, dtype, the labels given, the compiled block length."""
     p_obs, k = parts["p_obs"], parts["p_cf"].shape[1]
     b = p_obs.shape[0]
     classes = int(p_obs.shape[1]) if p_obs.ndim == 2 else None
-    return dict(k=k, classes=classes, dtype=p_obs.dtype, labels=parts["y"] is not None,
-                cf_labels=parts["y_cf"] is not None,
-                q=_arrays.resolve_weights(weights, k, p_obs.dtype), uniform=weights is None,
-                tau=jnp.asarray(tau, p_obs.dtype), block=dist.bucket(-(-b // devices)) * devices)
+    return dict(
+        k=k,
+        classes=classes,
+        dtype=p_obs.dtype,
+        labels=parts["y"] is not None,
+        cf_labels=parts["y_cf"] is not None,
+        q=_arrays.resolve_weights(weights, k, p_obs.dtype),
+        uniform=weights is None,
+        tau=jnp.asarray(tau, p_obs.dtype),
+        block=dist.bucket(-(-b // devices)) * devices,
+    )
 
 
 def _check_consistent(parts: dict[str, Any], layout: dict[str, Any], index: int) -> None:
     """A chunk's K and fields match the first chunk's; cast in place to its dtype."""
     if parts["p_cf"].shape[1] != layout["k"]:
-        _checks.fail(f"chunks[{index}].p_cf", f"{layout['k']} counterfactuals per unit (K of the first chunk)",
-                     f"shape {parts['p_cf'].shape}")
+        _checks.fail(
+            f"chunks[{index}].p_cf",
+            f"{layout['k']} counterfactuals per unit (K of the first chunk)",
+            f"shape {parts['p_cf'].shape}",
+        )
     classes = int(parts["p_obs"].shape[1]) if parts["p_obs"].ndim == 2 else None
     if classes != layout["classes"]:
         want = "binary scores (b,)" if layout["classes"] is None else f"{layout['classes']} classes"
-        _checks.fail(f"chunks[{index}].p_obs", f"{want}, as in the first chunk", f"shape {parts['p_obs'].shape}")
+        _checks.fail(
+            f"chunks[{index}].p_obs",
+            f"{want}, as in the first chunk",
+            f"shape {parts['p_obs'].shape}",
+        )
     for field, first in (("y", layout["labels"]), ("y_cf", layout["cf_labels"])):
         if (parts[field] is not None) != first:
-            _checks.fail(f"chunks[{index}].{field}", f"{'an array' if first else 'None'}, as in the first chunk",
-                         "an array" if parts[field] is not None else "None")
+            _checks.fail(
+                f"chunks[{index}].{field}",
+                f"{'an array' if first else 'None'}, as in the first chunk",
+                "an array" if parts[field] is not None else "None",
+            )
     dtype = layout["dtype"]
     for field, v in parts.items():
         if v is not None and (layout["classes"] is None or field in ("p_obs", "p_cf")):
             parts[field] = v.astype(dtype)  # class labels stay integers
 
 
-def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: MeshLike,
-                  alphas: tuple[float, ...]) -> tuple[UnitSums, dict[str, np.ndarray]]:
+def _reduce_block(
+    piece: dict[str, Any], layout: dict[str, Any], mesh: MeshLike, alphas: tuple[float, ...]
+) -> tuple[UnitSums, dict[str, np.ndarray]]:
     """The first stage of one block of at most ``layout["block"]`` units, padded to it (one
     compiled program for every block; ``block`` is a multiple of the devices, so
     :func:`~cfjax.distributed.map_batch` pads nothing more) and the padding masked out of the
@@ -196,8 +238,12 @@ def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: MeshLike,
     block = layout["block"]
     arrays = {f: v for f, v in piece.items() if v is not None}
     arrays = dist.pad_axis(arrays, block) if m < block else arrays
-    p_bar, y_bar, per_unit = dist.map_batch(_stages.UnitStage(alphas, layout["uniform"]), arrays, shared=(layout["q"], layout["tau"]),
-                                            mesh=mesh)
+    p_bar, y_bar, per_unit = dist.map_batch(
+        _stages.UnitStage(alphas, layout["uniform"]),
+        arrays,
+        shared=(layout["q"], layout["tau"]),
+        mesh=mesh,
+    )
     sums = _masked_sums(per_unit, dist.valid_mask(m, block, layout["dtype"]))
     vectors = {"p_obs": np.asarray(piece["p_obs"]), "p_bar": np.asarray(p_bar)[:m]}
     if piece["y"] is not None:
@@ -210,12 +256,15 @@ def _reduce_block(piece: dict[str, Any], layout: dict[str, Any], mesh: MeshLike,
 _masked_sums = jax.jit(_stages.sum_units)
 
 
-def _gather_processes(total: UnitSums, vectors: dict[str, np.ndarray | None]
-                      ) -> tuple[UnitSums, dict[str, np.ndarray | None]]:
+def _gather_processes(
+    total: UnitSums, vectors: dict[str, np.ndarray | None]
+) -> tuple[UnitSums, dict[str, np.ndarray | None]]:
     """Every process's sums added and its per-unit vectors concatenated in process order."""
     from jax.experimental import multihost_utils as mh
 
-    total = jax.tree.map(lambda a: np.sum(np.asarray(mh.process_allgather(np.asarray(a))), axis=0), total)
+    total = jax.tree.map(
+        lambda a: np.sum(np.asarray(mh.process_allgather(np.asarray(a))), axis=0), total
+    )
     p_obs = vectors["p_obs"]
     assert p_obs is not None  # every chunk has p_obs
     rows = np.asarray(mh.process_allgather(np.asarray([p_obs.shape[0]], np.int64))).reshape(-1)
@@ -226,7 +275,7 @@ def _gather_processes(total: UnitSums, vectors: dict[str, np.ndarray | None]
             out[name] = None
             continue
         padded = np.zeros((longest,) + v.shape[1:], v.dtype)
-        padded[:v.shape[0]] = v
+        padded[: v.shape[0]] = v
         every = np.asarray(mh.process_allgather(padded)).reshape((len(rows), longest) + v.shape[1:])
-        out[name] = np.concatenate([every[p, :rows[p]] for p in range(len(rows))])
+        out[name] = np.concatenate([every[p, : rows[p]] for p in range(len(rows))])
     return total, out

@@ -29,7 +29,11 @@ def _group_codes(name: str, groups: ArrayLike, n_ref: ArrayLike, num_groups: int
         if _checks.is_concrete(groups):
             g = np.asarray(groups)
             if not np.issubdtype(g.dtype, np.integer) or g.min() < 0 or g.max() >= num_groups:
-                _checks.fail(name, f"integer codes in [0, {num_groups})", f"values {np.unique(g)[:5].tolist()}")
+                _checks.fail(
+                    name,
+                    f"integer codes in [0, {num_groups})",
+                    f"values {np.unique(g)[:5].tolist()}",
+                )
         return jnp.asarray(groups), num_groups
     if not _checks.is_concrete(groups):
         _checks.fail("num_groups", "an int when `groups` is traced (inside jit/vmap)", "None")
@@ -37,8 +41,9 @@ def _group_codes(name: str, groups: ArrayLike, n_ref: ArrayLike, num_groups: int
     return jnp.asarray(codes.reshape(-1).astype(np.int32)), int(codes.max()) + 1
 
 
-def stratified_auc(p: ArrayLike, y: ArrayLike, groups: ArrayLike,
-                   num_groups: int | None = None) -> jax.Array:
+def stratified_auc(
+    p: ArrayLike, y: ArrayLike, groups: ArrayLike, num_groups: int | None = None
+) -> jax.Array:
     """AUC within each stratum of ``groups``, shape ``(G,)`` (strata in sorted label order).
 
     Args:
@@ -58,14 +63,18 @@ def stratified_auc(p: ArrayLike, y: ArrayLike, groups: ArrayLike,
         for s in range(g):
             classes = np.unique(yy[cc == s])
             if len(classes) < 2:
-                _checks.fail("groups", "both classes of `y` in every stratum",
-                             f"stratum {s} with classes {classes.tolist()}")
+                _checks.fail(
+                    "groups",
+                    "both classes of `y` in every stratum",
+                    f"stratum {s} with classes {classes.tolist()}",
+                )
     masks = codes[None, :] == jnp.arange(g, dtype=codes.dtype)[:, None]
     return jax.vmap(_masked_auc, in_axes=(None, None, 0))(p, y, masks)
 
 
-def delta_auc(p: ArrayLike, y: ArrayLike, groups: ArrayLike,
-              num_groups: int | None = None) -> jax.Array:
+def delta_auc(
+    p: ArrayLike, y: ArrayLike, groups: ArrayLike, num_groups: int | None = None
+) -> jax.Array:
     """ΔAUC: ``max_s AUC_s − min_s AUC_s`` over the strata of an attribute (paper 000).
 
     Example:
@@ -120,8 +129,11 @@ def subgroup_means(p_obs: ArrayLike, a: ArrayLike, p_do: ArrayLike) -> SubgroupM
     if _checks.is_concrete(a):
         av = np.asarray(a)
         if not np.issubdtype(av.dtype, np.integer) or av.min() < 0 or av.max() >= z:
-            _checks.fail("a", f"integer codes in [0, {z}) matching the columns of `p_do`",
-                         f"values {np.unique(av)[:5].tolist()}")
+            _checks.fail(
+                "a",
+                f"integer codes in [0, {z}) matching the columns of `p_do`",
+                f"values {np.unique(av)[:5].tolist()}",
+            )
     a = jnp.asarray(a)
     onehot = (a[:, None] == jnp.arange(z, dtype=a.dtype)[None, :]).astype(p_obs.dtype)  # (n, Z)
     count = jnp.sum(onehot, axis=0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -79,16 +79,26 @@ def evaluate_many(
     """
     alphas, n_bins = _stages.check_options(alphas, n_bins, tau)
     classes = np.ndim(p_cf) == 4 or np.ndim(p_obs) == 3
-    _checks.check_ndim("p_obs", p_obs, 3 if classes else 2, "of shape (M, n, C)" if classes else "of shape (M, n)")
-    _checks.check_ndim("p_cf", p_cf, 4 if classes else 3, "of shape (M, n, K, C)" if classes else "of shape (M, n, K)")
+    _checks.check_ndim(
+        "p_obs", p_obs, 3 if classes else 2, "of shape (M, n, C)" if classes else "of shape (M, n)"
+    )
+    _checks.check_ndim(
+        "p_cf",
+        p_cf,
+        4 if classes else 3,
+        "of shape (M, n, K, C)" if classes else "of shape (M, n, K)",
+    )
     _checks.check_nonempty("p_obs", p_obs)
     _checks.check_nonempty("p_cf", p_cf)
     n_pred, n = np.shape(p_obs)[:2]
     k = np.shape(p_cf)[2]
     want = (n_pred, n, k) + np.shape(p_obs)[2:]
     if np.shape(p_cf) != want:
-        _checks.fail("p_cf", f"shape {want} to match `p_obs` {np.shape(p_obs)} (M, n, K{', C' if classes else ''})",
-                     f"shape {np.shape(p_cf)}")
+        _checks.fail(
+            "p_cf",
+            f"shape {want} to match `p_obs` {np.shape(p_obs)} (M, n, K{', C' if classes else ''})",
+            f"shape {np.shape(p_cf)}",
+        )
     y_split = _label_rows("y", y, n_pred, (n,))
     y_cf_split = _label_rows("y_cf", y_cf, n_pred, (n, k))
     # Shapes, options and dtypes checked as one predictor's (the first's rows), then every
@@ -96,8 +106,9 @@ def evaluate_many(
     # flattened (a reshape of a device array is a copy, of M·n·K values here).
     first = lambda v, split: None if v is None else np.asarray(v)[0] if split else v  # noqa: E731
     p_obs_j, p_cf_j = jnp.asarray(p_obs), jnp.asarray(p_cf)
-    _, _, _, _, q, tau = _stages.prepare(p_obs_j[0], p_cf_j[0], first(y, y_split), first(y_cf, y_cf_split),
-                                         weights, tau)
+    _, _, _, _, q, tau = _stages.prepare(
+        p_obs_j[0], p_cf_j[0], first(y, y_split), first(y_cf, y_cf_split), weights, tau
+    )
     for name, v in (("p_obs", p_obs_j), ("p_cf", p_cf_j)):
         _checks.check_probabilities(name, v)
         if classes:
@@ -108,11 +119,17 @@ def evaluate_many(
             _inputs.check_class_labels(name, given, np.shape(p_obs)[2])
         else:
             _checks.check_binary_labels(name, given)
-    cast = (lambda v: jnp.asarray(v).astype(jnp.int32)) if classes else (lambda v: _arrays.as_float(v, q.dtype))  # noqa: E731
+    cast = (
+        (lambda v: jnp.asarray(v).astype(jnp.int32))
+        if classes
+        else (lambda v: _arrays.as_float(v, q.dtype))
+    )  # noqa: E731
     y_f, y_cf_f = (None if v is None else cast(v) for v in (y, y_cf))
     where = _dist.as_mesh(mesh)
     if predictor_chunk == "auto":
-        predictor_chunk = platform.default_predictor_batch(None if where is None else list(where.devices.flat))
+        predictor_chunk = platform.default_predictor_batch(
+            None if where is None else list(where.devices.flat)
+        )
     elif predictor_chunk is not None:
         predictor_chunk = _checks.check_positive_int("predictor_chunk", predictor_chunk)
     split = {"p_obs": p_obs_j.astype(q.dtype), "p_cf": p_cf_j.astype(q.dtype)}
@@ -120,8 +137,13 @@ def evaluate_many(
     for name, cast_labels, per_predictor in (("y", y_f, y_split), ("y_cf", y_cf_f, y_cf_split)):
         if cast_labels is not None:
             (split if per_predictor else shared)[name] = cast_labels
-    return _dist.map_batch(_stages.BatchReports(alphas, n_bins, weights is None), split, shared=(shared,),
-                           mesh=where, chunk_size=predictor_chunk)
+    return _dist.map_batch(
+        _stages.BatchReports(alphas, n_bins, weights is None),
+        split,
+        shared=(shared,),
+        mesh=where,
+        chunk_size=predictor_chunk,
+    )
 
 
 def _label_rows(name: str, v: ArrayLike | None, n_pred: int, shape: tuple[int, ...]) -> bool:
@@ -130,7 +152,11 @@ def _label_rows(name: str, v: ArrayLike | None, n_pred: int, shape: tuple[int, .
     if v is None:
         return False
     if np.shape(v) not in (shape, (n_pred,) + shape):
-        dims = ", ".join(("n", "K")[:len(shape)])
-        _checks.fail(name, f"labels of shape {shape} ({dims}), shared by all predictors, or "
-                     f"{(n_pred,) + shape} (M, {dims}), one row per predictor", f"shape {np.shape(v)}")
+        dims = ", ".join(("n", "K")[: len(shape)])
+        _checks.fail(
+            name,
+            f"labels of shape {shape} ({dims}), shared by all predictors, or "
+            f"{(n_pred,) + shape} (M, {dims}), one row per predictor",
+            f"shape {np.shape(v)}",
+        )
     return np.ndim(v) == len(shape) + 1

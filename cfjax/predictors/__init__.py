@@ -14,28 +14,28 @@ from cfjax._core.checkpoint import CheckpointStore as CheckpointStore
 from cfjax._core.checkpoint import latest_checkpoint_step as latest_checkpoint_step
 from cfjax._core.checkpoint import restore_checkpoint as restore_checkpoint
 from cfjax._core.checkpoint import save_checkpoint as save_checkpoint
+from cfjax._errors import TrainingError as TrainingError
+from cfjax.platform import default_member_chunk as default_member_chunk
+from cfjax.predictors import objectives as objectives
 from cfjax.predictors.cnn import Conv3x3 as Conv3x3
 from cfjax.predictors.cnn import EffusionCNN as EffusionCNN
 from cfjax.predictors.cnn import default_conv as default_conv
-from cfjax._errors import TrainingError as TrainingError
 from cfjax.predictors.config import EnsembleConfig as EnsembleConfig
 from cfjax.predictors.config import MemberObjectives as MemberObjectives
 from cfjax.predictors.config import TrainOptions as TrainOptions
 from cfjax.predictors.data import MemberData as MemberData
 from cfjax.predictors.data import member_data as member_data
 from cfjax.predictors.ensemble import train as train
-from cfjax.predictors.rounds import EnsembleRound as EnsembleRound
-from cfjax.predictors.state import EnsembleState as EnsembleState
-from cfjax.predictors.state import init_state as init_state
-from cfjax.predictors.step import member_step as member_step
-from cfjax.platform import default_member_chunk as default_member_chunk
-from cfjax.predictors import objectives as objectives
-from cfjax.predictors.objectives import Objective as Objective
 from cfjax.predictors.inference import ensemble_size as ensemble_size
 from cfjax.predictors.inference import init_params as init_params
 from cfjax.predictors.inference import map_members as map_members
 from cfjax.predictors.inference import member_keys as member_keys
 from cfjax.predictors.inference import predict as predict
+from cfjax.predictors.objectives import Objective as Objective
+from cfjax.predictors.rounds import EnsembleRound as EnsembleRound
+from cfjax.predictors.state import EnsembleState as EnsembleState
+from cfjax.predictors.state import init_state as init_state
+from cfjax.predictors.step import member_step as member_step
 
 __all__ = [
     "CheckpointStore",

@@ -3,7 +3,6 @@ logit."""
 
 from __future__ import annotations
 
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -11,8 +10,6 @@ import jax.numpy as jnp
 from cfjax._core.nn import LECUN, Conv3x3, default_conv, mean_pool2, mean_pool2_cnhw
 
 __all__ = ["EffusionCNN", "Conv3x3", "default_conv", "mean_pool2"]
-
-
 
 
 class EffusionCNN(nn.Module):

@@ -63,14 +63,28 @@ class EnsembleConfig:
         check_member_chunk(self.member_chunk)
         for name in ("steps", "batch_size", "eval_every", "patience", "eval_chunk"):
             _checks.check_positive_int(name, getattr(self, name))
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, (int, np.integer)) \
-                or not 0 <= self.warmup < self.steps:
+        if (
+            isinstance(self.warmup, bool)
+            or not isinstance(self.warmup, (int, np.integer))
+            or not 0 <= self.warmup < self.steps
+        ):
             _checks.fail("warmup", f"an integer in [0, steps = {self.steps})", repr(self.warmup))
         for name in ("learning_rate", "weight_decay"):
             value = getattr(self, name)
-            ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
-            if not ok or not math.isfinite(value) or value < 0 or (name == "learning_rate" and value == 0):
-                fail_what = "a finite learning rate > 0" if name == "learning_rate" else "a finite value >= 0"
+            ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(
+                value, bool
+            )
+            if (
+                not ok
+                or not math.isfinite(value)
+                or value < 0
+                or (name == "learning_rate" and value == 0)
+            ):
+                fail_what = (
+                    "a finite learning rate > 0"
+                    if name == "learning_rate"
+                    else "a finite value >= 0"
+                )
                 _checks.fail(name, fail_what, repr(value))
 
     @property
@@ -86,7 +100,8 @@ class EnsembleConfig:
         """AdamW with linear warm-up and cosine decay (under either dtype promotion:
         :func:`cfjax._core.optim.standard_promotion`)."""
         schedule = optax.warmup_cosine_decay_schedule(
-            0.0, self.learning_rate, self.warmup, self.steps, self.learning_rate / 100)
+            0.0, self.learning_rate, self.warmup, self.steps, self.learning_rate / 100
+        )
         return standard_promotion(optax.adamw(schedule, weight_decay=self.weight_decay))
 
 

@@ -9,11 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfjax import _checks
-from cfjax import _results
+from cfjax import _checks, _results
 from cfjax.typing import ArrayLike
 
 __all__ = ["MemberData", "member_data"]
+
 
 class MemberData(NamedTuple):
     """One member's view of the shared training set.
@@ -33,14 +33,31 @@ class MemberData(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as (nested) lists for ``json.dumps`` (the images in full: large)."""
-        return {f: _results.plain(getattr(self, f)) for f in self._fields if getattr(self, f) is not None}
+        return {
+            f: _results.plain(getattr(self, f))
+            for f in self._fields
+            if getattr(self, f) is not None
+        }
 
     def __repr__(self) -> str:
-        return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields
-                                                          if getattr(self, f) is not None))
+        return _results.fields_repr(
+            type(self).__name__,
+            (
+                (f, _results.sized(getattr(self, f)))
+                for f in self._fields
+                if getattr(self, f) is not None
+            ),
+        )
 
-def member_data(images: ArrayLike, labels: ArrayLike, weights: ArrayLike, *,
-                strengths: ArrayLike | None = None, groups: ArrayLike | None = None) -> MemberData:
+
+def member_data(
+    images: ArrayLike,
+    labels: ArrayLike,
+    weights: ArrayLike,
+    *,
+    strengths: ArrayLike | None = None,
+    groups: ArrayLike | None = None,
+) -> MemberData:
     """:class:`MemberData` of the members whose weights (or boolean masks) are the rows of
     ``weights (M, N)`` (``cdf`` is then ``(M, N)``; one row ``(N,)`` gives ``(N,)``), with
     their objectives' ``strengths (M,)`` (or ``()``) and the units' ``groups (N,)`` when given.
@@ -58,8 +75,10 @@ def member_data(images: ArrayLike, labels: ArrayLike, weights: ArrayLike, *,
     g = None if groups is None else jnp.asarray(groups, jnp.int32)
     return MemberData(x, jnp.asarray(labels).astype(x.dtype), jnp.cumsum(w, axis=-1), strength, g)
 
-def _check_training_set(images: ArrayLike, labels: ArrayLike, weights: ArrayLike,
-                        weights_name: str) -> None:
+
+def _check_training_set(
+    images: ArrayLike, labels: ArrayLike, weights: ArrayLike, weights_name: str
+) -> None:
     _checks.check_ndim("images", images, 3, "of shape (N, H, W)")
     _checks.check_nonempty("images", images)
     dtype = np.dtype(getattr(images, "dtype", None) or np.asarray(images).dtype)
@@ -71,19 +90,29 @@ def _check_training_set(images: ArrayLike, labels: ArrayLike, weights: ArrayLike
     _checks.check_binary_labels("labels", labels)
     w_shape = _checks.shape_of(weights)
     if len(w_shape) not in (1, 2) or w_shape[-1] != _checks.shape_of(images)[0]:
-        _checks.fail(weights_name, f"shape (M, {_checks.shape_of(images)[0]}) (one row per member)",
-                     f"shape {w_shape}")
+        _checks.fail(
+            weights_name,
+            f"shape (M, {_checks.shape_of(images)[0]}) (one row per member)",
+            f"shape {w_shape}",
+        )
     if w_shape[0] == 0:
         _checks.fail(weights_name, "at least one member", f"shape {w_shape}")
     if _checks.is_concrete(weights):
         w = np.asarray(weights)
         if w.dtype != bool:
             if not np.issubdtype(w.dtype, np.number):
-                _checks.fail(weights_name, "a boolean mask or non-negative weights", f"dtype {w.dtype}")
+                _checks.fail(
+                    weights_name, "a boolean mask or non-negative weights", f"dtype {w.dtype}"
+                )
             w = w.astype(np.float64)
             if not np.isfinite(w).all() or (w < 0).any():
-                _checks.fail(weights_name, "finite non-negative weights", "negative, NaN or infinite values")
+                _checks.fail(
+                    weights_name, "finite non-negative weights", "negative, NaN or infinite values"
+                )
         sums = np.atleast_2d(w).sum(axis=-1)
         if (sums <= 0).any():
-            _checks.fail(weights_name, "every member with at least one unit of positive weight",
-                         f"member(s) {np.flatnonzero(sums <= 0).tolist()} with none")
+            _checks.fail(
+                weights_name,
+                "every member with at least one unit of positive weight",
+                f"member(s) {np.flatnonzero(sums <= 0).tolist()} with none",
+            )

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -38,27 +39,47 @@ from cfjax.typing import ArrayLike, KeyLike, MeshLike, PyTree
 __all__ = ["train"]
 
 #: ``train``'s keyword arguments of earlier releases: ``old name -> (group argument, field)``.
-_TRAIN_LEGACY = {"names": ("options", "names"), "progress": ("options", "progress"),
-                 "checkpoint_dir": ("options", "checkpoint_dir"), "max_rounds": ("options", "max_rounds"),
-                 "counterfactuals": ("objectives", "counterfactuals"), "groups": ("objectives", "groups")}
+_TRAIN_LEGACY = {
+    "names": ("options", "names"),
+    "progress": ("options", "progress"),
+    "checkpoint_dir": ("options", "checkpoint_dir"),
+    "max_rounds": ("options", "max_rounds"),
+    "counterfactuals": ("objectives", "counterfactuals"),
+    "groups": ("objectives", "groups"),
+}
 
 
 def _fold_train(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
     """:func:`train`'s old keyword arguments into ``options`` and ``objectives``."""
-    if any(k in old for k in ("counterfactuals", "groups")) and not isinstance(kwargs.get("objectives"),
-                                                                                MemberObjectives):
+    if any(k in old for k in ("counterfactuals", "groups")) and not isinstance(
+        kwargs.get("objectives"), MemberObjectives
+    ):
         kwargs["objectives"] = MemberObjectives(kwargs.get("objectives"))
-    return _training.regroup("train", old, kwargs, _TRAIN_LEGACY,
-                             {"options": TrainOptions, "objectives": MemberObjectives})
+    return _training.regroup(
+        "train",
+        old,
+        kwargs,
+        _TRAIN_LEGACY,
+        {"options": TrainOptions, "objectives": MemberObjectives},
+    )
 
 
 @_training.legacy_keywords(_fold_train)
-def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLike, val_images: ArrayLike,
-          val_labels: ArrayLike, config: EnsembleConfig = EnsembleConfig(), *, key: KeyLike | None = None,
-          seeds: npt.ArrayLike | None = None,
-          objectives: MemberObjectives | Objective | str | Sequence[Objective | str] | None = None,
-          mesh: MeshLike = None,
-          options: TrainOptions = TrainOptions()) -> EnsembleState:  # noqa: B008 (frozen)
+def train(
+    model: nn.Module,
+    images: ArrayLike,
+    labels: ArrayLike,
+    masks: ArrayLike,
+    val_images: ArrayLike,
+    val_labels: ArrayLike,
+    config: EnsembleConfig = EnsembleConfig(),
+    *,
+    key: KeyLike | None = None,
+    seeds: npt.ArrayLike | None = None,
+    objectives: MemberObjectives | Objective | str | Sequence[Objective | str] | None = None,
+    mesh: MeshLike = None,
+    options: TrainOptions = TrainOptions(),
+) -> EnsembleState:  # noqa: B008 (frozen)
     """Train M members at once, each on its own weighting of one shared training set.
 
     Member ``m`` starts from its key (``jax.random.split(key, M)[m]``, or
@@ -151,8 +172,12 @@ def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLi
         _checks.fail("config", "an EnsembleConfig", repr(config))
     if not isinstance(options, TrainOptions):
         _checks.fail("options", "a TrainOptions", repr(options))
-    names, progress, checkpoint_dir, max_rounds = options.names, options.progress, options.checkpoint_dir, \
-        options.max_rounds
+    names, progress, checkpoint_dir, max_rounds = (
+        options.names,
+        options.progress,
+        options.checkpoint_dir,
+        options.max_rounds,
+    )
     counterfactuals, groups = None, None
     if isinstance(objectives, MemberObjectives):
         counterfactuals, groups = objectives.counterfactuals, objectives.groups
@@ -165,8 +190,11 @@ def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLi
     image_shape = _checks.shape_of(images)[1:]
     _checks.check_ndim("val_images", val_images, 3, "of shape (V, H, W)")
     if _checks.shape_of(val_images)[1:] != image_shape:
-        _checks.fail("val_images", f"images of size {image_shape} like `images`",
-                     f"shape {_checks.shape_of(val_images)}")
+        _checks.fail(
+            "val_images",
+            f"images of size {image_shape} like `images`",
+            f"shape {_checks.shape_of(val_images)}",
+        )
     _checks.check_nonempty("val_images", val_images)
     _checks.check_finite("val_images", val_images)
     _checks.check_ndim("val_labels", val_labels, 1, "of shape (V,)")
@@ -174,7 +202,9 @@ def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLi
     _checks.check_binary_labels("val_labels", val_labels)
     n_pos = int(np.sum(np.asarray(val_labels) == 1))
     if n_pos in (0, len(np.asarray(val_labels))):
-        _checks.fail("val_labels", "both classes for a validation AUC", f"only class {int(n_pos > 0)}")
+        _checks.fail(
+            "val_labels", "both classes for a validation AUC", f"only class {int(n_pos > 0)}"
+        )
     if names is not None:
         names = [str(n) for n in names]
         if len(names) != m:
@@ -188,7 +218,9 @@ def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLi
     if any(o.needs_counterfactuals for o in member_objectives):
         if counterfactuals is None:
             needing = sorted({o.name for o in member_objectives if o.needs_counterfactuals})
-            _checks.fail("counterfactuals", f"a counterfactual source for the objective(s) {needing}", "None")
+            _checks.fail(
+                "counterfactuals", f"a counterfactual source for the objective(s) {needing}", "None"
+            )
         check_source(counterfactuals, n, tuple(image_shape))
     else:
         counterfactuals = None
@@ -200,7 +232,9 @@ def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLi
     data = member_data(images, labels, masks, strengths=strengths, groups=unit_groups)
     dtype = data.images.dtype
     val = (jnp.asarray(val_images).astype(dtype), jnp.asarray(val_labels).astype(dtype))
-    state = _init_state(model, config, keys, tuple(int(v) for v in image_shape), jnp.dtype(dtype), num_groups)
+    state = _init_state(
+        model, config, keys, tuple(int(v) for v in image_shape), jnp.dtype(dtype), num_groups
+    )
     meta = _run_metadata(model, config, data, keys, member_objectives, counterfactuals)
     extra = 0
     if where is not None:
@@ -210,23 +244,38 @@ def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLi
         # resume on any devices: there the members are padded at every step.
         extra = 0 if checkpoint_dir is not None else -m % where.size
         state, data = _pad_members(state, data, extra)
-        if extra and plan:  # the padding (copies of the last member) steps in the last member's group
-            plan = tuple((o, idx + tuple(range(m, m + extra)) if m - 1 in idx else idx) for o, idx in plan)
+        if (
+            extra and plan
+        ):  # the padding (copies of the last member) steps in the last member's group
+            plan = tuple(
+                (o, idx + tuple(range(m, m + extra)) if m - 1 in idx else idx) for o, idx in plan
+            )
         state, data, val = _place(state, data, val, where)
         counterfactuals = replicate(counterfactuals, where) if counterfactuals is not None else None
     store = None if checkpoint_dir is None else _ckpt.CheckpointStore(checkpoint_dir)
     member_names = tuple(f"{i}" + ("" if names is None else f" ({names[i]!r})") for i in range(m))
     try:
         reporter = _training.Reporter(
-            progress=progress, desc="training", postfix=("mean_loss", "active"),
+            progress=progress,
+            desc="training",
+            postfix=("mean_loss", "active"),
             hint="lower `config.learning_rate` or check the images and labels for NaN",
             member_names=member_names + tuple(f"{m + i} (padding)" for i in range(extra)),
-            locate=lambda metrics, m: f"at step {int(metrics['bad_step'][m])}")
+            locate=lambda metrics, m: f"at step {int(metrics['bad_step'][m])}",
+        )
         result = _training.run(
-            EnsembleRound(model, config, where, plan), state, (data,) + val + (counterfactuals,), key=0,
-            steps=config.steps, chunk_steps=config.eval_every, stride=config.eval_every, guard="loss",
-            max_chunks=max_rounds, reporter=reporter,
-            checkpoint=None if store is None else _training.Checkpointing(store, meta))
+            EnsembleRound(model, config, where, plan),
+            state,
+            (data,) + val + (counterfactuals,),
+            key=0,
+            steps=config.steps,
+            chunk_steps=config.eval_every,
+            stride=config.eval_every,
+            guard="loss",
+            max_chunks=max_rounds,
+            reporter=reporter,
+            checkpoint=None if store is None else _training.Checkpointing(store, meta),
+        )
     finally:
         if store is not None:
             store.close()
@@ -235,9 +284,12 @@ def train(model: nn.Module, images: ArrayLike, labels: ArrayLike, masks: ArrayLi
     state = jax.device_put(result.state, where.devices.flat[0])
     return _take_members(state, m) if extra else state
 
-def _member_objectives(objectives: Objective | str | Sequence[Objective | str] | None,
-                       m: int) -> tuple[Objective, ...]:
+
+def _member_objectives(
+    objectives: Objective | str | Sequence[Objective | str] | None, m: int
+) -> tuple[Objective, ...]:
     """Each member's :class:`Objective` from ``train``'s ``objectives``."""
+
     def one(o):
         if isinstance(o, Objective):
             return o
@@ -254,6 +306,7 @@ def _member_objectives(objectives: Objective | str | Sequence[Objective | str] |
         _checks.fail("objectives", f"{m} objectives, one per member", f"{len(out)}")
     return out
 
+
 def _plan(objectives: tuple[Objective, ...]) -> tuple[tuple[Objective, tuple[int, ...]], ...]:
     """The members grouped by objective kind, in order of first appearance; empty when every
     member is basic (the plain program)."""
@@ -264,24 +317,43 @@ def _plan(objectives: tuple[Objective, ...]) -> tuple[tuple[Objective, tuple[int
         return ()
     return tuple((k, tuple(v)) for k, v in kinds.items())
 
+
 def _check_groups(groups: npt.ArrayLike | None, n: int) -> tuple[jax.Array, int]:
     """``(groups (N,) int32, G)`` checked for group DRO."""
     if groups is None:
-        _checks.fail("groups", f"each training unit's group, shape ({n},), for 'group_dro' members", "None")
+        _checks.fail(
+            "groups", f"each training unit's group, shape ({n},), for 'group_dro' members", "None"
+        )
     g = np.asarray(groups)
     if g.shape != (n,):
         _checks.fail("groups", f"shape ({n},), one group per training unit", f"shape {g.shape}")
     if g.dtype == bool or not np.issubdtype(g.dtype, np.integer) or (g < 0).any():
-        _checks.fail("groups", "non-negative integer groups", f"dtype {g.dtype}" if g.dtype == bool or not
-                     np.issubdtype(g.dtype, np.integer) else f"minimum {g.min()}")
+        _checks.fail(
+            "groups",
+            "non-negative integer groups",
+            f"dtype {g.dtype}"
+            if g.dtype == bool or not np.issubdtype(g.dtype, np.integer)
+            else f"minimum {g.min()}",
+        )
     return jnp.asarray(g, jnp.int32), int(g.max()) + 1
 
-def _run_metadata(model: nn.Module, config: EnsembleConfig, data: MemberData, keys: jax.Array,
-                  objectives: tuple[Objective, ...] = (), source: PyTree = None) -> dict[str, Any]:
+
+def _run_metadata(
+    model: nn.Module,
+    config: EnsembleConfig,
+    data: MemberData,
+    keys: jax.Array,
+    objectives: tuple[Objective, ...] = (),
+    source: PyTree = None,
+) -> dict[str, Any]:
     """What identifies a run in its checkpoints (the images enter by shape and dtype only)."""
-    run = {"model": repr(model), "config": dataclasses.asdict(config),
-           "images": [list(data.images.shape), str(data.images.dtype)],
-           "data": _ckpt.digest(data.labels, data.cdf), "keys": _ckpt.digest(jax.random.key_data(keys))}
+    run = {
+        "model": repr(model),
+        "config": dataclasses.asdict(config),
+        "images": [list(data.images.shape), str(data.images.dtype)],
+        "data": _ckpt.digest(data.labels, data.cdf),
+        "keys": _ckpt.digest(jax.random.key_data(keys)),
+    }
     if any(o != Objective() for o in objectives):  # a basic run's metadata is as before
         run["objectives"] = [repr(o) for o in objectives]
         if data.groups is not None:

@@ -36,15 +36,19 @@ def ensemble_size(params: PyTree) -> int:
         _checks.fail("params", "a parameter pytree with a leading member axis", "an empty pytree")
     sizes: set[int | None] = {np.shape(a)[0] if np.ndim(a) else None for a in leaves}
     if len(sizes) != 1 or None in sizes:
-        _checks.fail("params", "every leaf with the same leading member axis M",
-                     f"leading sizes {sorted(str(s) for s in sizes)}")
+        _checks.fail(
+            "params",
+            "every leaf with the same leading member axis M",
+            f"leading sizes {sorted(str(s) for s in sizes)}",
+        )
     size = sizes.pop()
     assert size is not None  # checked above
     return int(size)
 
 
-def member_keys(members: int | None = None, *, key: KeyLike | None = None,
-                seeds: npt.ArrayLike | None = None) -> jax.Array:
+def member_keys(
+    members: int | None = None, *, key: KeyLike | None = None, seeds: npt.ArrayLike | None = None
+) -> jax.Array:
     """The ``(M,)`` typed keys of M members: ``jax.random.split(key, members)``, or
     ``jax.random.key(seeds[m])`` for explicit per-member seeds (exactly one of ``key`` and
     ``seeds``; ``members``, when given with ``seeds``, must equal their number).
@@ -62,8 +66,11 @@ def member_keys(members: int | None = None, *, key: KeyLike | None = None,
       True
     """
     if (key is None) == (seeds is None):
-        _checks.fail("key", "a PRNG key or an int seed (or per-member `seeds` instead)",
-                     "both" if key is not None else "neither")
+        _checks.fail(
+            "key",
+            "a PRNG key or an int seed (or per-member `seeds` instead)",
+            "both" if key is not None else "neither",
+        )
     if seeds is not None:
         s = np.asarray(seeds)
         if s.ndim != 1 or s.size == 0 or not np.issubdtype(s.dtype, np.integer) or (s < 0).any():
@@ -77,16 +84,25 @@ def member_keys(members: int | None = None, *, key: KeyLike | None = None,
 
 
 def _check_image_shape(image_shape: tuple[int, int]) -> tuple[int, int]:
-    if (not isinstance(image_shape, tuple) or len(image_shape) != 2
-            or not all(isinstance(s, (int, np.integer)) and s >= 1 for s in image_shape)):
+    if (
+        not isinstance(image_shape, tuple)
+        or len(image_shape) != 2
+        or not all(isinstance(s, (int, np.integer)) and s >= 1 for s in image_shape)
+    ):
         _checks.fail("image_shape", "a tuple (H, W) of positive integers", repr(image_shape))
     h, w = image_shape
     return int(h), int(w)
 
 
-def init_params(model: nn.Module, image_shape: tuple[int, int], dtype: DTypeLike = jnp.float32, *,
-                key: KeyLike | None = None, members: int | None = None,
-                seeds: npt.ArrayLike | None = None) -> PyTree:
+def init_params(
+    model: nn.Module,
+    image_shape: tuple[int, int],
+    dtype: DTypeLike = jnp.float32,
+    *,
+    key: KeyLike | None = None,
+    members: int | None = None,
+    seeds: npt.ArrayLike | None = None,
+) -> PyTree:
     """Parameters of M members stacked on a leading axis ``(M, ...)``.
 
     Member ``m`` is ``model.init`` from the first half of its key split in two
@@ -109,8 +125,9 @@ def check_member_chunk(member_chunk: int | None) -> int | None:
     return _checks.check_positive_int("member_chunk", member_chunk)
 
 
-def map_members(fn: Callable[[PyTree], PyTree], xs: PyTree,
-                member_chunk: int | None = None) -> PyTree:
+def map_members(
+    fn: Callable[[PyTree], PyTree], xs: PyTree, member_chunk: int | None = None
+) -> PyTree:
     """``fn`` over the leading member axis of the pytree ``xs``: ``vmap`` over groups of
     ``member_chunk`` members, ``lax.map`` (a loop inside the compiled program) over the groups.
     ``member_chunk >= M`` is one ``vmap``; ``None`` is
@@ -134,6 +151,7 @@ def map_members(fn: Callable[[PyTree], PyTree], xs: PyTree,
 def _init(model: nn.Module, keys: Array, image_shape: tuple[int, int], dtype: DTypeLike) -> PyTree:
     def one(key):
         return model.init(jax.random.split(key)[0], jnp.zeros((1,) + image_shape, dtype))
+
     return jax.vmap(one)(keys)
 
 
@@ -147,7 +165,9 @@ class MemberLogits:
     member_chunk: int | None
 
     def __call__(self, params: PyTree, images: jax.Array) -> jax.Array:
-        return chunked_logits(self.model, params, images, min(self.chunk, images.shape[0]), self.member_chunk)
+        return chunked_logits(
+            self.model, params, images, min(self.chunk, images.shape[0]), self.member_chunk
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,12 +180,23 @@ class _UnitLogits:
     member_chunk: int | None
 
     def __call__(self, images: jax.Array, params: PyTree) -> jax.Array:
-        return chunked_logits(self.model, params, images, min(self.chunk, images.shape[0]), self.member_chunk).T
+        return chunked_logits(
+            self.model, params, images, min(self.chunk, images.shape[0]), self.member_chunk
+        ).T
 
 
-def predict(model: nn.Module, params: PyTree, images: ArrayLike, *, chunk: int = 256,
-            logits: bool = False, member_chunk: int | None = None, mesh: MeshLike = None,
-            shard: str = "members", buckets: bool = True) -> jax.Array:
+def predict(
+    model: nn.Module,
+    params: PyTree,
+    images: ArrayLike,
+    *,
+    chunk: int = 256,
+    logits: bool = False,
+    member_chunk: int | None = None,
+    mesh: MeshLike = None,
+    shard: str = "members",
+    buckets: bool = True,
+) -> jax.Array:
     """Every member's effusion probability (or logit) for every image.
 
     Args:
@@ -216,7 +247,9 @@ def predict(model: nn.Module, params: PyTree, images: ArrayLike, *, chunk: int =
     ensemble_size(params)
     shape = _checks.shape_of(images)
     if len(shape) not in (3, 4):
-        _checks.fail("images", "images (N, H, W) or counterfactual images (N, K, H, W)", f"shape {shape}")
+        _checks.fail(
+            "images", "images (N, H, W) or counterfactual images (N, K, H, W)", f"shape {shape}"
+        )
     _checks.check_nonempty("images", images)
     chunk = _checks.check_positive_int("chunk", chunk)
     if not isinstance(logits, bool):
@@ -242,12 +275,18 @@ def predict(model: nn.Module, params: PyTree, images: ArrayLike, *, chunk: int =
     chunk = min(chunk, flat.shape[0])
     if where is not None and shard == "units":
         chunk = min(chunk, -(-flat.shape[0] // where.size))
-        out = _dist.map_batch(_UnitLogits(model, chunk, member_chunk), flat, shared=(replicate(params, where),),
-                              mesh=where)
+        out = _dist.map_batch(
+            _UnitLogits(model, chunk, member_chunk),
+            flat,
+            shared=(replicate(params, where),),
+            mesh=where,
+        )
         out = jax.device_put(out, where.devices.flat[0]).T
     else:
         shared = flat if where is None else replicate(flat, where)
-        out = _dist.map_batch(MemberLogits(model, chunk, member_chunk), params, shared=(shared,), mesh=where)
+        out = _dist.map_batch(
+            MemberLogits(model, chunk, member_chunk), params, shared=(shared,), mesh=where
+        )
         if where is not None:
             out = jax.device_put(out, where.devices.flat[0])
     if not logits:
@@ -264,8 +303,9 @@ def replicate(tree: PyTree, where: Mesh) -> PyTree:
     return jax.device_put(tree, NamedSharding(where, PartitionSpec()))
 
 
-def chunked_logits(model: nn.Module, params: PyTree, images: jax.Array, chunk: int,
-                   member_chunk: int | None = None) -> jax.Array:
+def chunked_logits(
+    model: nn.Module, params: PyTree, images: jax.Array, chunk: int, member_chunk: int | None = None
+) -> jax.Array:
     """Traced core of :func:`predict`: ``(M, N)`` logits of ``images (N, H, W)``: for each
     member (:func:`map_members`), ``lax.map`` over ``ceil(N / chunk)`` equal chunks of at most
     ``chunk`` images (the last padded with copies of the final image, fewer than one per chunk:

@@ -49,8 +49,17 @@ from cfjax.metrics.risk import cvar as _cvar
 from cfjax.predictors.sources import all_interventions
 from cfjax.typing import Array, ArrayLike, KeyLike
 
-__all__ = ["Objective", "OBJECTIVES", "cf_risk", "cf_cvar", "logit_variance", "flip_probability", "cf_augmented",
-           "draw_interventions", "group_dro"]
+__all__ = [
+    "Objective",
+    "OBJECTIVES",
+    "cf_risk",
+    "cf_cvar",
+    "logit_variance",
+    "flip_probability",
+    "cf_augmented",
+    "draw_interventions",
+    "group_dro",
+]
 
 #: The objectives an :class:`Objective` can name.
 OBJECTIVES = ("basic", "augment", "cf_risk", "cvar", "variance", "flip", "group_dro")
@@ -58,9 +67,12 @@ OBJECTIVES = ("basic", "augment", "cf_risk", "cvar", "variance", "flip", "group_
 PENALTIES = ("variance", "flip")
 
 
-def _batch(logits_obs: ArrayLike | None = None, logits_cf: ArrayLike | None = None,
-           y: ArrayLike | None = None, weights: ArrayLike | None = None
-           ) -> tuple[Array | None, Array | None, Array | None, Array | None]:
+def _batch(
+    logits_obs: ArrayLike | None = None,
+    logits_cf: ArrayLike | None = None,
+    y: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+) -> tuple[Array | None, Array | None, Array | None, Array | None]:
     """One batch's arrays checked against each other, the one check every objective shares:
     factual logits ``o (N,)``, counterfactual logits ``c (N, K)``, labels ``y (N,)`` and the
     intervention weights ``q (K,)`` (uniform when None). Shapes are checked always (they are
@@ -71,8 +83,11 @@ def _batch(logits_obs: ArrayLike | None = None, logits_cf: ArrayLike | None = No
     c = None if logits_cf is None else _logits("logits_cf", logits_cf)
     o = None if logits_obs is None else _logits("logits_obs", logits_obs)
     y = None if y is None else jnp.asarray(y)
-    given = [(name, x) for name, x, rank in (("logits_cf", c, 2), ("logits_obs", o, 1), ("y", y, 1))
-             if x is not None and x.ndim == rank]
+    given = [
+        (name, x)
+        for name, x, rank in (("logits_cf", c, 2), ("logits_obs", o, 1), ("y", y, 1))
+        if x is not None and x.ndim == rank
+    ]
     sizes = [x.shape[0] for _, x in given]
     n = max(sizes, key=lambda s: (sizes.count(s), -sizes.index(s))) if sizes else None
     ref = next((name for name, x in given if x.shape[0] == n), None)
@@ -80,8 +95,11 @@ def _batch(logits_obs: ArrayLike | None = None, logits_cf: ArrayLike | None = No
         if c.ndim != 2:
             _checks.fail("logits_cf", "counterfactual logits of shape (N, K)", f"shape {c.shape}")
         if c.shape[0] != n:
-            _checks.fail("logits_cf", f"counterfactual logits of shape ({n}, K), one row per unit of {ref}",
-                         f"shape {c.shape}")
+            _checks.fail(
+                "logits_cf",
+                f"counterfactual logits of shape ({n}, K), one row per unit of {ref}",
+                f"shape {c.shape}",
+            )
         _checks.check_nonempty("logits_cf", c)
     for name, x, what in (("logits_obs", o, "factual logits"), ("y", y, "labels")):
         if x is None:
@@ -126,7 +144,9 @@ def _check_strength(name: str, strength: ArrayLike) -> None:
 
 def _losses(c: jax.Array, y: jax.Array) -> jax.Array:
     """``ℓ(c_ik, y_i)``, ``(N, K)``."""
-    return optax.sigmoid_binary_cross_entropy(c, jnp.broadcast_to(y.astype(c.dtype)[:, None], c.shape))
+    return optax.sigmoid_binary_cross_entropy(
+        c, jnp.broadcast_to(y.astype(c.dtype)[:, None], c.shape)
+    )
 
 
 def _risk(o: jax.Array, y: jax.Array) -> jax.Array:
@@ -174,8 +194,9 @@ def cf_risk(logits_cf: ArrayLike, y: ArrayLike, weights: ArrayLike | None = None
     return _cf_risk(c, y_, q)
 
 
-def cf_cvar(logits_cf: ArrayLike, y: ArrayLike, alpha: float,
-            weights: ArrayLike | None = None) -> jax.Array:
+def cf_cvar(
+    logits_cf: ArrayLike, y: ArrayLike, alpha: float, weights: ArrayLike | None = None
+) -> jax.Array:
     """``mean_i CVaR_α(ℓ(c_i·, y_i))``: each unit's worst α (by the weights q) of its
     counterfactual losses, exactly (:func:`cfjax.metrics.cvar`), averaged over units; α in
     (0, 1], α = 1 is :func:`cf_risk`.
@@ -199,8 +220,9 @@ def logit_variance(logits_cf: ArrayLike, weights: ArrayLike | None = None) -> ja
     return _logit_variance(c, q)
 
 
-def flip_probability(logits_obs: ArrayLike, logits_cf: ArrayLike,
-                     weights: ArrayLike | None = None) -> jax.Array:
+def flip_probability(
+    logits_obs: ArrayLike, logits_cf: ArrayLike, weights: ArrayLike | None = None
+) -> jax.Array:
     """The expected flip probability ``mean_i Σ_k q_k [p_ik (1 − p_i) + (1 − p_ik) p_i]``,
     ``p_i = σ(o_i)``, ``p_ik = σ(c_ik)``: the chance that decisions drawn from the factual and a
     counterfactual prediction differ (a smooth version of s_flip)."""
@@ -209,8 +231,9 @@ def flip_probability(logits_obs: ArrayLike, logits_cf: ArrayLike,
     return _flip_probability(o, c, q)
 
 
-def cf_augmented(logits_cf: ArrayLike, y: ArrayLike, *, key: KeyLike,
-                 weights: ArrayLike | None = None) -> jax.Array:
+def cf_augmented(
+    logits_cf: ArrayLike, y: ArrayLike, *, key: KeyLike, weights: ArrayLike | None = None
+) -> jax.Array:
     """Counterfactual data augmentation: ``mean_i ℓ(c_{i k_i}, y_i)`` with each ``k_i`` drawn
     from q (with ``key``). Its expectation over the draws is :func:`cf_risk`. A training step
     that renders only the drawn counterfactual calls :func:`draw_interventions` and gathers."""
@@ -233,11 +256,18 @@ def draw_interventions(n: int, weights: ArrayLike, *, key: KeyLike) -> jax.Array
         _checks.fail("weights", "intervention weights of shape (K,), K >= 1", f"shape {shape}")
     _checks.check_weights("weights", weights, shape[0])
     q = jnp.asarray(weights)
-    return _draw(n, q if jnp.issubdtype(q.dtype, jnp.floating) else q.astype(jnp.result_type(float)), key)
+    return _draw(
+        n, q if jnp.issubdtype(q.dtype, jnp.floating) else q.astype(jnp.result_type(float)), key
+    )
 
 
-def group_dro(logits_obs: ArrayLike, y: ArrayLike, groups: ArrayLike, group_weights: ArrayLike,
-              step_size: ArrayLike) -> tuple[jax.Array, jax.Array]:
+def group_dro(
+    logits_obs: ArrayLike,
+    y: ArrayLike,
+    groups: ArrayLike,
+    group_weights: ArrayLike,
+    step_size: ArrayLike,
+) -> tuple[jax.Array, jax.Array]:
     """One step of online group DRO (Sagawa et al., 2020, algorithm 1) on a batch.
 
     The batch's mean loss of each group, ``L_g = mean_{i: g_i = g} ℓ(o_i, y_i)`` (0 for a group
@@ -262,7 +292,11 @@ def group_dro(logits_obs: ArrayLike, y: ArrayLike, groups: ArrayLike, group_weig
     """
     for name, value in (("logits_obs", logits_obs), ("y", y)):
         if value is None:
-            _checks.fail(name, f"{'factual logits' if name == 'logits_obs' else 'labels'} of shape (N,)", "None")
+            _checks.fail(
+                name,
+                f"{'factual logits' if name == 'logits_obs' else 'labels'} of shape (N,)",
+                "None",
+            )
     o, _, y_, _ = _batch(logits_obs, None, y)
     assert o is not None and y_ is not None  # given (checked above)
     shape = _checks.shape_of(group_weights)
@@ -277,8 +311,11 @@ def group_dro(logits_obs: ArrayLike, y: ArrayLike, groups: ArrayLike, group_weig
     if _checks.is_concrete(groups) and g.size:
         lo, hi = int(g.min()), int(g.max())
         if lo < 0 or hi >= q.shape[0]:
-            _checks.fail("groups", f"groups in [0, {q.shape[0]}), one weight each in group_weights",
-                         f"values in [{lo}, {hi}]")
+            _checks.fail(
+                "groups",
+                f"groups in [0, {q.shape[0]}), one weight each in group_weights",
+                f"values in [{lo}, {hi}]",
+            )
     _check_strength("step_size", step_size)
     losses = optax.sigmoid_binary_cross_entropy(o, y_.astype(o.dtype))
     member = jax.nn.one_hot(g, q.shape[0], dtype=o.dtype)  # (N, G)
@@ -300,24 +337,46 @@ def _check_alpha(alpha: float) -> float:
 # minibatch from them (traced; the checks of ``Objective.loss`` on shapes only). A new objective
 # is a row here and its name in OBJECTIVES: the trainer asks the Objective, never its name.
 
-def _train_loss(obj: Objective, logits_obs: jax.Array | None, logits_cf: jax.Array | None, y: jax.Array,
-                strength: jax.Array, weights: jax.Array | None, groups: jax.Array | None,
-                group_weights: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+
+def _train_loss(
+    obj: Objective,
+    logits_obs: jax.Array | None,
+    logits_cf: jax.Array | None,
+    y: jax.Array,
+    strength: jax.Array,
+    weights: jax.Array | None,
+    groups: jax.Array | None,
+    group_weights: jax.Array | None,
+) -> tuple[jax.Array, jax.Array | None]:
     """:meth:`Objective.loss` (the group weights unchanged)."""
     return obj.loss(logits_obs, logits_cf, y, strength=strength, weights=weights), group_weights
 
 
-def _augment_train_loss(obj: Objective, logits_obs: jax.Array | None, logits_cf: jax.Array | None,
-                        y: jax.Array, strength: jax.Array, weights: jax.Array | None, groups: jax.Array | None,
-                        group_weights: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+def _augment_train_loss(
+    obj: Objective,
+    logits_obs: jax.Array | None,
+    logits_cf: jax.Array | None,
+    y: jax.Array,
+    strength: jax.Array,
+    weights: jax.Array | None,
+    groups: jax.Array | None,
+    group_weights: jax.Array | None,
+) -> tuple[jax.Array, jax.Array | None]:
     """The loss at each unit's one drawn counterfactual, ``logits_cf (B, 1)``."""
     assert logits_cf is not None  # needs_counterfactuals: the step renders the drawn ones
     return jnp.mean(optax.sigmoid_binary_cross_entropy(logits_cf[:, 0], y)), group_weights
 
 
-def _group_dro_train_loss(obj: Objective, logits_obs: jax.Array | None, logits_cf: jax.Array | None,
-                          y: jax.Array, strength: jax.Array, weights: jax.Array | None, groups: jax.Array | None,
-                          group_weights: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+def _group_dro_train_loss(
+    obj: Objective,
+    logits_obs: jax.Array | None,
+    logits_cf: jax.Array | None,
+    y: jax.Array,
+    strength: jax.Array,
+    weights: jax.Array | None,
+    groups: jax.Array | None,
+    group_weights: jax.Array | None,
+) -> tuple[jax.Array, jax.Array | None]:
     """:func:`group_dro`'s step: the loss and the adversary's new group weights."""
     # needs_factual and needs_groups: member_step gives all three
     assert logits_obs is not None and groups is not None and group_weights is not None
@@ -387,8 +446,12 @@ class Objective:
         if self.name not in OBJECTIVES:
             _checks.fail("objective", f"one of {', '.join(map(repr, OBJECTIVES))}", repr(self.name))
         s = self.strength
-        if isinstance(s, bool) or not isinstance(s, (int, float, np.floating, np.integer)) \
-                or not math.isfinite(s) or s < 0:
+        if (
+            isinstance(s, bool)
+            or not isinstance(s, (int, float, np.floating, np.integer))
+            or not math.isfinite(s)
+            or s < 0
+        ):
             _checks.fail("strength", "a finite penalty strength >= 0", repr(s))
         object.__setattr__(self, "strength", float(s))
         object.__setattr__(self, "alpha", _check_alpha(self.alpha))
@@ -397,7 +460,9 @@ class Objective:
     def needs_counterfactuals(self) -> bool:
         """Whether the loss reads the counterfactual logits (not for basic or group DRO, nor a
         penalty of strength 0)."""
-        return _RULES[self.name].counterfactuals != "none" and not (self.name in PENALTIES and self.strength == 0)
+        return _RULES[self.name].counterfactuals != "none" and not (
+            self.name in PENALTIES and self.strength == 0
+        )
 
     @property
     def needs_factual(self) -> bool:
@@ -426,17 +491,26 @@ class Objective:
             return draw_interventions(n, weights, key=key)[:, None]
         return all_interventions(n, _checks.shape_of(weights)[0])
 
-    def train_loss(self, logits_obs: Array | None, logits_cf: Array | None, y: Array, *, strength: ArrayLike,
-                   weights: Array | None = None, groups: Array | None = None,
-                   group_weights: Array | None = None) -> tuple[Array, Array | None]:
+    def train_loss(
+        self,
+        logits_obs: Array | None,
+        logits_cf: Array | None,
+        y: Array,
+        *,
+        strength: ArrayLike,
+        weights: Array | None = None,
+        groups: Array | None = None,
+        group_weights: Array | None = None,
+    ) -> tuple[Array, Array | None]:
         """A training step's loss of one minibatch, and the member's group weights after it:
         ``logits_obs (B,)`` (None where not :attr:`needs_factual`), ``logits_cf (B, J)`` those
         of :meth:`interventions` (None where not :attr:`needs_counterfactuals`), labels
         ``y (B,)``, the member's ``strength`` (traced); ``groups (B,)`` and ``group_weights
         (G,)`` where :attr:`needs_groups` (updated by group DRO, unchanged otherwise).
         :func:`cfjax.predictors.member_step` differentiates it."""
-        return _RULES[self.name].train_loss(self, logits_obs, logits_cf, y, strength, weights, groups,
-                                            group_weights)
+        return _RULES[self.name].train_loss(
+            self, logits_obs, logits_cf, y, strength, weights, groups, group_weights
+        )
 
     @property
     def kind(self) -> Objective:
@@ -445,28 +519,56 @@ class Objective:
         objective is its own kind. Members of one kind train as one vmapped group, each with its
         own strength as data (:meth:`loss`)."""
         if self.name in PENALTIES:
-            return Objective("basic") if self.strength == 0 else Objective(self.name, 1.0, self.alpha)
+            return (
+                Objective("basic") if self.strength == 0 else Objective(self.name, 1.0, self.alpha)
+            )
         return Objective(self.name, 0.0, self.alpha)
 
-    def __call__(self, logits_obs: ArrayLike | None, logits_cf: ArrayLike | None, y: ArrayLike, *,
-                 key: KeyLike | None = None, weights: ArrayLike | None = None,
-                 groups: ArrayLike | None = None,
-                 group_weights: ArrayLike | None = None) -> jax.Array:
+    def __call__(
+        self,
+        logits_obs: ArrayLike | None,
+        logits_cf: ArrayLike | None,
+        y: ArrayLike,
+        *,
+        key: KeyLike | None = None,
+        weights: ArrayLike | None = None,
+        groups: ArrayLike | None = None,
+        group_weights: ArrayLike | None = None,
+    ) -> jax.Array:
         """The batch's loss from its factual logits ``(N,)``, counterfactual logits ``(N, K)``
         (None where not :attr:`needs_counterfactuals`) and labels ``(N,)``; ``groups`` and
         ``group_weights`` for ``"group_dro"``."""
-        return self.loss(logits_obs, logits_cf, y, strength=self.strength, key=key, weights=weights, groups=groups,
-                         group_weights=group_weights)
+        return self.loss(
+            logits_obs,
+            logits_cf,
+            y,
+            strength=self.strength,
+            key=key,
+            weights=weights,
+            groups=groups,
+            group_weights=group_weights,
+        )
 
-    def loss(self, logits_obs: ArrayLike | None, logits_cf: ArrayLike | None, y: ArrayLike, *,
-             strength: ArrayLike, key: KeyLike | None = None, weights: ArrayLike | None = None,
-             groups: ArrayLike | None = None, group_weights: ArrayLike | None = None) -> jax.Array:
+    def loss(
+        self,
+        logits_obs: ArrayLike | None,
+        logits_cf: ArrayLike | None,
+        y: ArrayLike,
+        *,
+        strength: ArrayLike,
+        key: KeyLike | None = None,
+        weights: ArrayLike | None = None,
+        groups: ArrayLike | None = None,
+        group_weights: ArrayLike | None = None,
+    ) -> jax.Array:
         """:meth:`__call__` with the strength given (an array: traced in a compiled step; a
         concrete one must be finite and >= 0, as the constructor's)."""
         _check_strength("strength", strength)
         if self.name == "group_dro":
             if groups is None or group_weights is None:
-                _checks.fail("groups", "each unit's group and the group weights for 'group_dro'", "None")
+                _checks.fail(
+                    "groups", "each unit's group and the group weights for 'group_dro'", "None"
+                )
             if logits_obs is None:  # group_dro's own check
                 _checks.fail("logits_obs", "factual logits of shape (N,)", "None")
             return group_dro(logits_obs, y, groups, group_weights, strength)[0]
@@ -474,11 +576,16 @@ class Objective:
             _checks.fail("y", "labels (N,), one per unit", "None")
         factual = self.name in ("basic",) + PENALTIES
         if factual and logits_obs is None:
-            _checks.fail("logits_obs", f"factual logits (N,) for the objective {self.name!r}", "None")
+            _checks.fail(
+                "logits_obs", f"factual logits (N,) for the objective {self.name!r}", "None"
+            )
         unpenalised = self.name == "basic" or (
-            factual and _checks.is_concrete(strength) and float(np.asarray(strength)) == 0)
+            factual and _checks.is_concrete(strength) and float(np.asarray(strength)) == 0
+        )
         if logits_cf is None and not unpenalised:
-            _checks.fail("logits_cf", f"counterfactual logits (N, K) for the objective {self.name!r}", "None")
+            _checks.fail(
+                "logits_cf", f"counterfactual logits (N, K) for the objective {self.name!r}", "None"
+            )
         if self.name == "augment" and key is None:
             _checks.fail("key", "a key for the augmentation's draws", "None")
         o, c, y_, q = _batch(logits_obs, logits_cf, y, weights)

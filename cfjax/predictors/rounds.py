@@ -24,11 +24,15 @@ from cfjax.typing import MeshLike, PyTree
 
 __all__ = ["EnsembleRound"]
 
+
 def _select(flag: jax.Array, new: PyTree, old: PyTree) -> PyTree:
     """Per member: ``new`` where ``flag (M,)`` is True, else ``old`` (leaves ``(M, ...)``)."""
+
     def pick(a, b):
         return jnp.where(flag.reshape(flag.shape + (1,) * (a.ndim - 1)), a, b)
+
     return jax.tree.map(pick, new, old)
+
 
 @struct.dataclass
 class RoundInputs:
@@ -75,10 +79,13 @@ class _MemberRounds:
     config: EnsembleConfig
     objective: Objective = Objective()
 
-    def __call__(self, members: MemberState, cdf: jax.Array, strength: jax.Array,
-                 inputs: RoundInputs) -> MemberRound:
+    def __call__(
+        self, members: MemberState, cdf: jax.Array, strength: jax.Array, inputs: RoundInputs
+    ) -> MemberRound:
         config, s, step = self.config, members, inputs.step
-        left = jnp.clip(config.steps - step, 0, config.eval_every)  # an active member's steps this round
+        left = jnp.clip(
+            config.steps - step, 0, config.eval_every
+        )  # an active member's steps this round
         objective = self.objective
 
         def one(args):
@@ -88,41 +95,89 @@ class _MemberRounds:
 
             def body(i, carry):
                 p, o, q, total, bad = carry
-                u = member_step(self.model, config, p, o, member, jax.random.fold_in(key, step + i),
-                                objective=objective, source=inputs.source, group_weights=q)
-                return (u.params, u.opt_state, u.group_weights, total + u.loss,
-                        jnp.where((bad < 0) & ~jnp.isfinite(u.loss), step + i, bad))
+                u = member_step(
+                    self.model,
+                    config,
+                    p,
+                    o,
+                    member,
+                    jax.random.fold_in(key, step + i),
+                    objective=objective,
+                    source=inputs.source,
+                    group_weights=q,
+                )
+                return (
+                    u.params,
+                    u.opt_state,
+                    u.group_weights,
+                    total + u.loss,
+                    jnp.where((bad < 0) & ~jnp.isfinite(u.loss), step + i, bad),
+                )
 
             total = jnp.zeros((), inputs.images.dtype)
             bad = jnp.full((), -1, jnp.int32)
             return jax.lax.fori_loop(0, jnp.where(act, left, 0), body, (p, o, q, total, bad))
 
         params, opt_state, group_weights, total, bad = map_members(
-            one, (s.params, s.opt_state, cdf, s.data_keys, s.active, strength, s.group_weights), config.member_chunk)
+            one,
+            (s.params, s.opt_state, cdf, s.data_keys, s.active, strength, s.group_weights),
+            config.member_chunk,
+        )
         loss = jnp.where(s.active, total / jnp.maximum(left, 1).astype(total.dtype), 0)
         done = step + left
 
         def evaluate(_):
             val_images = inputs.val_images
-            logits = chunked_logits(self.model, params, val_images, min(config.eval_chunk, val_images.shape[0]),
-                                    config.member_chunk)
-            aucs = jax.vmap(_auc, in_axes=(0, None))(logits, inputs.val_labels).astype(s.best_auc.dtype)
+            logits = chunked_logits(
+                self.model,
+                params,
+                val_images,
+                min(config.eval_chunk, val_images.shape[0]),
+                config.member_chunk,
+            )
+            aucs = jax.vmap(_auc, in_axes=(0, None))(logits, inputs.val_labels).astype(
+                s.best_auc.dtype
+            )
             improved = s.active & (aucs > s.best_auc)
             since = jnp.where(improved, 0, s.since_best + s.active.astype(jnp.int32))
-            return (_select(improved, params, s.best_params), jnp.where(improved, aucs, s.best_auc),
-                    jnp.where(improved, done, s.best_step), since,
-                    s.active & (since < config.patience) & (done < config.steps), aucs)
+            return (
+                _select(improved, params, s.best_params),
+                jnp.where(improved, aucs, s.best_auc),
+                jnp.where(improved, done, s.best_step),
+                since,
+                s.active & (since < config.patience) & (done < config.steps),
+                aucs,
+            )
 
         def skip(_):
-            return s.best_params, s.best_auc, s.best_step, s.since_best, s.active, jnp.full_like(s.best_auc, jnp.nan)
+            return (
+                s.best_params,
+                s.best_auc,
+                s.best_step,
+                s.since_best,
+                s.active,
+                jnp.full_like(s.best_auc, jnp.nan),
+            )
 
-        best_params, best_auc, best_step, since_best, still, aucs = jax.lax.cond(inputs.live, evaluate, skip, None)
+        best_params, best_auc, best_step, since_best, still, aucs = jax.lax.cond(
+            inputs.live, evaluate, skip, None
+        )
         # the keys are left out of the result (None): a round never changes them, and passing them
         # back through map_batch would cost a copy and, for grouped members, a scatter per group
-        new = dataclasses.replace(s, params=params, opt_state=opt_state, best_params=best_params,
-                                  best_auc=best_auc, best_step=best_step, since_best=since_best,
-                                  active=still, group_weights=group_weights, data_keys=None)
+        new = dataclasses.replace(
+            s,
+            params=params,
+            opt_state=opt_state,
+            best_params=best_params,
+            best_auc=best_auc,
+            best_step=best_step,
+            since_best=since_best,
+            active=still,
+            group_weights=group_weights,
+            data_keys=None,
+        )
         return MemberRound(new, aucs, loss, bad)
+
 
 @dataclasses.dataclass(frozen=True)
 class EnsembleRound:
@@ -154,41 +209,78 @@ class EnsembleRound:
     mesh: MeshLike = None
     groups: tuple[tuple[Objective, tuple[int, ...]], ...] = ()
 
-    def __call__(self, state: EnsembleState, data: tuple[MemberData, jax.Array, jax.Array, PyTree],
-                 key: jax.Array) -> tuple[EnsembleState, dict[str, jax.Array]]:
+    def __call__(
+        self,
+        state: EnsembleState,
+        data: tuple[MemberData, jax.Array, jax.Array, PyTree],
+        key: jax.Array,
+    ) -> tuple[EnsembleState, dict[str, jax.Array]]:
         del key  # each member's minibatch stream is its own (state.data_keys)
         config = self.config
         train_data, val_images, val_labels, source = data
         live = jnp.any(state.active)  # once every member has stopped, a round changes nothing
         s = state
         m = s.active.shape[0]
-        strength = jnp.zeros((m,), train_data.images.dtype) if train_data.strength is None else train_data.strength
+        strength = (
+            jnp.zeros((m,), train_data.images.dtype)
+            if train_data.strength is None
+            else train_data.strength
+        )
         members = (s.members, train_data.cdf, strength)
-        inputs = RoundInputs(train_data.images, train_data.labels, train_data.groups, source, val_images, val_labels,
-                             s.step, live)
+        inputs = RoundInputs(
+            train_data.images,
+            train_data.labels,
+            train_data.groups,
+            source,
+            val_images,
+            val_labels,
+            s.step,
+            live,
+        )
         plan = self.groups or ((Objective(), tuple(range(m))),)
         if len(plan) == 1 and plan[0][1] == tuple(range(m)):
-            out = _dist.map_batch(_MemberRounds(self.model, config, plan[0][0]), *members, shared=(inputs,),
-                                  mesh=self.mesh)
+            out = _dist.map_batch(
+                _MemberRounds(self.model, config, plan[0][0]),
+                *members,
+                shared=(inputs,),
+                mesh=self.mesh,
+            )
         else:  # each group its own program, on its members; the results put back in member order
             parts = []
             for objective, idx in plan:
                 sel = np.asarray(idx)
                 sub = jax.tree.map(lambda a, sel=sel: a[sel], members)
-                parts.append((sel, _dist.map_batch(_MemberRounds(self.model, config, objective), *sub,
-                                                   shared=(inputs,), mesh=self.mesh)))
-            out = jax.tree.map(lambda *a: jnp.zeros((m,) + a[0].shape[1:], a[0].dtype), *(p for _, p in parts))
+                parts.append(
+                    (
+                        sel,
+                        _dist.map_batch(
+                            _MemberRounds(self.model, config, objective),
+                            *sub,
+                            shared=(inputs,),
+                            mesh=self.mesh,
+                        ),
+                    )
+                )
+            out = jax.tree.map(
+                lambda *a: jnp.zeros((m,) + a[0].shape[1:], a[0].dtype), *(p for _, p in parts)
+            )
             for sel, part in parts:
                 out = jax.tree.map(lambda o, p, sel=sel: o.at[sel].set(p), out, part)
         loss = out.loss.astype(s.loss.dtype)
         r = jnp.minimum(s.round, config.rounds - 1)
         left = jnp.clip(config.steps - s.step, 0, config.eval_every)
         n_active = jnp.sum(s.active).astype(loss.dtype)
-        metrics = {"loss": loss, "bad_step": out.bad_step, "mean_loss": jnp.sum(loss) / jnp.maximum(n_active, 1),
-                   "active": n_active}
+        metrics = {
+            "loss": loss,
+            "bad_step": out.bad_step,
+            "mean_loss": jnp.sum(loss) / jnp.maximum(n_active, 1),
+            "active": n_active,
+        }
         new = dataclasses.replace(
             s.with_members(dataclasses.replace(out.members, data_keys=s.data_keys)),
-            step=s.step + jnp.where(live, left, 0), round=s.round + live.astype(s.round.dtype),
+            step=s.step + jnp.where(live, left, 0),
+            round=s.round + live.astype(s.round.dtype),
             val_auc=s.val_auc.at[r].set(jnp.where(live, out.val_auc, s.val_auc[r])),
-            loss=s.loss.at[r].set(jnp.where(live, jnp.where(s.active, loss, jnp.nan), s.loss[r])))
+            loss=s.loss.at[r].set(jnp.where(live, jnp.where(s.active, loss, jnp.nan), s.loss[r])),
+        )
         return new, metrics

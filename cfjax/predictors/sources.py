@@ -64,16 +64,29 @@ def check_source(source: PyTree, n: int, image_shape: tuple[int, ...]) -> None:
     """A ValueError naming ``counterfactuals`` unless ``source`` is a source of ``n`` units' images
     of ``image_shape`` (checked by tracing one image of one unit: nothing is computed)."""
     if not hasattr(source, "images") or not hasattr(source, "weights"):
-        _checks.fail("counterfactuals", "a counterfactual source (a pytree with `weights` (K,) and "
-                     "`images(idx, which)`, e.g. cfjax.data.ChestCounterfactuals)", repr(type(source).__name__))
+        _checks.fail(
+            "counterfactuals",
+            "a counterfactual source (a pytree with `weights` (K,) and "
+            "`images(idx, which)`, e.g. cfjax.data.ChestCounterfactuals)",
+            repr(type(source).__name__),
+        )
     q = source.weights
     if len(_checks.shape_of(q)) != 1 or _checks.shape_of(q)[0] == 0:
-        _checks.fail("counterfactuals", "weights of shape (K,), K >= 1", f"shape {_checks.shape_of(q)}")
+        _checks.fail(
+            "counterfactuals", "weights of shape (K,), K >= 1", f"shape {_checks.shape_of(q)}"
+        )
     _checks.check_weights("counterfactuals.weights", q, _checks.shape_of(q)[0])
     units = getattr(source, "num_units", None)
     if units is not None and units != n:
-        _checks.fail("counterfactuals", f"a source of the {n} training units", f"one of {units} units")
-    out = jax.eval_shape(lambda s: s.images(jnp.zeros((1,), jnp.int32), jnp.zeros((1, 1), jnp.int32)), source)
+        _checks.fail(
+            "counterfactuals", f"a source of the {n} training units", f"one of {units} units"
+        )
+    out = jax.eval_shape(
+        lambda s: s.images(jnp.zeros((1,), jnp.int32), jnp.zeros((1, 1), jnp.int32)), source
+    )
     if tuple(out.shape) != (1, 1) + tuple(image_shape):
-        _checks.fail("counterfactuals", f"images of shape (B, J, {', '.join(map(str, image_shape))})",
-                     f"shape {tuple(out.shape)} for one unit and one intervention")
+        _checks.fail(
+            "counterfactuals",
+            f"images of shape (B, J, {', '.join(map(str, image_shape))})",
+            f"shape {tuple(out.shape)} for one unit and one intervention",
+        )

@@ -21,21 +21,34 @@ from cfjax.typing import PyTree
 
 __all__ = ["MemberUpdate", "member_step"]
 
+
 def _sample(key: jax.Array, cdf: jax.Array, batch_size: int) -> jax.Array:
     """``batch_size`` indices drawn with replacement, ``P(i) ∝ cdf[i] − cdf[i−1]``: a unit of
     zero weight is never drawn."""
     total = cdf[-1]
     target = jax.random.uniform(key, (batch_size,), cdf.dtype) * total
-    target = jnp.minimum(target, jnp.nextafter(total, jnp.zeros((), cdf.dtype)))  # strictly below the total
+    target = jnp.minimum(
+        target, jnp.nextafter(total, jnp.zeros((), cdf.dtype))
+    )  # strictly below the total
     return jnp.searchsorted(cdf, target, side="right", method="scan_unrolled")
+
 
 def _loss(params: PyTree, model: nn.Module, images: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.sigmoid_binary_cross_entropy(model.apply(params, images), labels).mean()
 
-def _objective_loss(params: PyTree, model: nn.Module, objective: Objective, strength: jax.Array,
-                    x: jax.Array, y: jax.Array, x_cf: jax.Array | None, weights: jax.Array | None,
-                    groups: jax.Array | None,
-                    group_weights: jax.Array | None) -> tuple[jax.Array, jax.Array | None]:
+
+def _objective_loss(
+    params: PyTree,
+    model: nn.Module,
+    objective: Objective,
+    strength: jax.Array,
+    x: jax.Array,
+    y: jax.Array,
+    x_cf: jax.Array | None,
+    weights: jax.Array | None,
+    groups: jax.Array | None,
+    group_weights: jax.Array | None,
+) -> tuple[jax.Array, jax.Array | None]:
     """``(loss, group weights)`` of one minibatch: factual images ``x (B, H, W)``, their
     counterfactual images ``x_cf (B, J, H, W)`` (None where not needed), all logits the
     objective reads from one call of the model, its :meth:`~Objective.train_loss`."""
@@ -52,8 +65,10 @@ def _objective_loss(params: PyTree, model: nn.Module, objective: Objective, stre
             o, c = logits[:b], logits[b:].reshape(b, j)
         else:  # counterfactual images only
             o, c = None, cast(jax.Array, model.apply(params, flat)).reshape(b, j)
-    return objective.train_loss(o, c, y, strength=strength, weights=weights, groups=groups,
-                                group_weights=group_weights)
+    return objective.train_loss(
+        o, c, y, strength=strength, weights=weights, groups=groups, group_weights=group_weights
+    )
+
 
 @struct.dataclass
 class MemberUpdate:
@@ -75,16 +90,28 @@ class MemberUpdate:
     def __iter__(self) -> Iterator[PyTree]:
         """The tuple of earlier releases, ``(params, opt_state, loss)`` and ``group_weights``
         when given (deprecated: read the fields)."""
-        warnings.warn("unpacking cfjax.predictors.member_step's result is deprecated and will be removed in the next "
-                      "release: use its fields .params, .opt_state, .loss, .group_weights", DeprecationWarning,
-                      stacklevel=2)
+        warnings.warn(
+            "unpacking cfjax.predictors.member_step's result is deprecated and will be removed in the next "
+            "release: use its fields .params, .opt_state, .loss, .group_weights",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         legacy = (self.params, self.opt_state, self.loss)
         return iter(legacy if self.group_weights is None else legacy + (self.group_weights,))
 
-def member_step(model: nn.Module, config: EnsembleConfig, params: PyTree, opt_state: PyTree,
-                data: MemberData, key: jax.Array, *, objective: Objective | None = None,
-                source: PyTree = None,
-                group_weights: jax.Array | None = None) -> MemberUpdate:
+
+def member_step(
+    model: nn.Module,
+    config: EnsembleConfig,
+    params: PyTree,
+    opt_state: PyTree,
+    data: MemberData,
+    key: jax.Array,
+    *,
+    objective: Objective | None = None,
+    source: PyTree = None,
+    group_weights: jax.Array | None = None,
+) -> MemberUpdate:
     """One optimisation step of one member: a minibatch of ``config.batch_size`` units drawn
     with ``key`` from the member's weights, the batch's loss, one AdamW update. Pure;
     :func:`cfjax.predictors.train` runs it for every member in every round of its loop. It
@@ -122,17 +149,35 @@ def member_step(model: nn.Module, config: EnsembleConfig, params: PyTree, opt_st
         x_cf, weights = None, None
         if objective.needs_counterfactuals:
             if source is None:
-                _checks.fail("source", f"a counterfactual source for the objective {objective.name!r}", "None")
+                _checks.fail(
+                    "source",
+                    f"a counterfactual source for the objective {objective.name!r}",
+                    "None",
+                )
             weights = jnp.asarray(source.weights, data.images.dtype)
             which = objective.interventions(idx.shape[0], weights, key=jax.random.fold_in(key, 1))
             x_cf = source.images(idx, which).astype(data.images.dtype)
         groups = None if data.groups is None else data.groups[idx]
         if objective.needs_groups and (groups is None or group_weights is None):
-            _checks.fail("group_weights", f"the member's group weights and `data.groups` for {objective.name!r}",
-                         "None")
-        strength = jnp.asarray(objective.strength if data.strength is None else data.strength, data.images.dtype)
+            _checks.fail(
+                "group_weights",
+                f"the member's group weights and `data.groups` for {objective.name!r}",
+                "None",
+            )
+        strength = jnp.asarray(
+            objective.strength if data.strength is None else data.strength, data.images.dtype
+        )
         (loss, q), grads = jax.value_and_grad(_objective_loss, has_aux=True)(
-            params, model, objective.kind, strength, data.images[idx], data.labels[idx], x_cf, weights, groups,
-            group_weights)
+            params,
+            model,
+            objective.kind,
+            strength,
+            data.images[idx],
+            data.labels[idx],
+            x_cf,
+            weights,
+            groups,
+            group_weights,
+        )
     updates, opt_state = config.optimizer().update(grads, opt_state, params)
     return MemberUpdate(optax.apply_updates(params, updates), opt_state, loss, q)

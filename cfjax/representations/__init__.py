@@ -78,24 +78,45 @@ __all__ = [
 #: Names that left the package's namespace (still importable from their modules) or were
 #: renamed: each warns, naming the new place, for one release.
 _DEPRECATED = {
-    "AugmentationResult": ("cfjax.representations.augment.AugmentationResult", _augment.AugmentationResult),
+    "AugmentationResult": (
+        "cfjax.representations.augment.AugmentationResult",
+        _augment.AugmentationResult,
+    ),
     "BiosRecords": ("cfjax.representations.text.BiosRecords", _text.BiosRecords),
     "CFRModel": ("cfjax.representations.cfr.CFRModel", _cfr.CFRModel),
     "CFRScores": ("cfjax.representations.metrics.CFRScores", _metrics.CFRScores),
     "class_moments": ("cfjax.representations.cfr.class_moments", _cfr.class_moments),
     "ClassMoments": ("cfjax.representations.cfr.ClassMoments", _cfr.ClassMoments),
-    "ConceptSubspace": ("cfjax.representations.subspace.ConceptSubspace", _subspace.ConceptSubspace),
+    "ConceptSubspace": (
+        "cfjax.representations.subspace.ConceptSubspace",
+        _subspace.ConceptSubspace,
+    ),
     "counterfactual": ("cfjax.representations.cfr.counterfactual", _cfr.counterfactual),
-    "cross_covariance": ("cfjax.representations.subspace.cross_covariance", _subspace.cross_covariance),
+    "cross_covariance": (
+        "cfjax.representations.subspace.cross_covariance",
+        _subspace.cross_covariance,
+    ),
     "EmbeddingData": ("cfjax.representations.synthetic.EmbeddingData", _synthetic.EmbeddingData),
-    "embeddings_report": ("cfjax.representations.report.embeddings_report", _report.embeddings_report),
+    "embeddings_report": (
+        "cfjax.representations.report.embeddings_report",
+        _report.embeddings_report,
+    ),
     "EMOTIONS": ("cfjax.representations.corpus.EMOTIONS", _corpus.EMOTIONS),
     "fit_logistic": ("cfjax.representations.train_logistic", train_logistic),
     "fit_regressions": ("cfjax.representations.cfr.fit_regressions", _cfr.fit_regressions),
-    "ledoit_wolf_shrinkage": ("cfjax.representations.subspace.ledoit_wolf_shrinkage", _subspace.ledoit_wolf_shrinkage),
-    "LinearClassifier": ("cfjax.representations.classifiers.LinearClassifier", _classifiers.LinearClassifier),
+    "ledoit_wolf_shrinkage": (
+        "cfjax.representations.subspace.ledoit_wolf_shrinkage",
+        _subspace.ledoit_wolf_shrinkage,
+    ),
+    "LinearClassifier": (
+        "cfjax.representations.classifiers.LinearClassifier",
+        _classifiers.LinearClassifier,
+    ),
     "other_values": ("cfjax.representations.augment.other_values", _augment.other_values),
-    "predict_classes": ("cfjax.representations.classifiers.predict_classes", _classifiers.predict_classes),
+    "predict_classes": (
+        "cfjax.representations.classifiers.predict_classes",
+        _classifiers.predict_classes,
+    ),
     "splits_section": ("cfjax.representations.report.splits_section", _report.splits_section),
     "TextCorpus": ("cfjax.representations.corpus.TextCorpus", _corpus.TextCorpus),
     "tpr": ("cfjax.representations.metrics.tpr", _metrics.tpr),

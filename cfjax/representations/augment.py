@@ -9,8 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfjax import _checks
-from cfjax import _results
+from cfjax import _checks, _results
 from cfjax.representations.cfr import CFRModel, counterfactuals
 from cfjax.representations.classifiers import LinearClassifier, predict_classes, train_logistic
 from cfjax.representations.metrics import tpr_gap
@@ -62,23 +61,34 @@ class AugmentationResult(NamedTuple):
         C floats, NaN for a class absent from a group), and the largest absolute gap of each.
         ``classifiers=True`` adds both classifiers' :meth:`LinearClassifier.to_dict`
         (their weights); by default only their sizes are recorded."""
-        out = {name: _results.plain(getattr(self, name))
-               for name in ("accuracy", "accuracy_augmented", "tpr_gap", "tpr_gap_augmented")}
+        out = {
+            name: _results.plain(getattr(self, name))
+            for name in ("accuracy", "accuracy_augmented", "tpr_gap", "tpr_gap_augmented")
+        }
         out["max_abs_tpr_gap"] = _max_abs(self.tpr_gap)
         out["max_abs_tpr_gap_augmented"] = _max_abs(self.tpr_gap_augmented)
         for name in ("classifier", "classifier_augmented"):
             clf = getattr(self, name)
-            out[name] = clf.to_dict() if classifiers else {"n_features": int(clf.W.shape[0]),
-                                                           "n_classes": int(clf.W.shape[1])}
+            out[name] = (
+                clf.to_dict()
+                if classifiers
+                else {"n_features": int(clf.W.shape[0]), "n_classes": int(clf.W.shape[1])}
+            )
         return out
 
     def __repr__(self) -> str:
-        return _results.fields_repr(type(self).__name__, [
-            ("accuracy", self.accuracy), ("accuracy_augmented", self.accuracy_augmented),
-            ("max_abs_tpr_gap", _max_abs(self.tpr_gap)),
-            ("max_abs_tpr_gap_augmented", _max_abs(self.tpr_gap_augmented)),
-            ("tpr_gap", self.tpr_gap), ("tpr_gap_augmented", self.tpr_gap_augmented),
-            ("classifier", self.classifier)])
+        return _results.fields_repr(
+            type(self).__name__,
+            [
+                ("accuracy", self.accuracy),
+                ("accuracy_augmented", self.accuracy_augmented),
+                ("max_abs_tpr_gap", _max_abs(self.tpr_gap)),
+                ("max_abs_tpr_gap_augmented", _max_abs(self.tpr_gap_augmented)),
+                ("tpr_gap", self.tpr_gap),
+                ("tpr_gap_augmented", self.tpr_gap_augmented),
+                ("classifier", self.classifier),
+            ],
+        )
 
 
 def _max_abs(gaps: Any) -> float:
@@ -87,8 +97,15 @@ def _max_abs(gaps: Any) -> float:
     return float(np.nanmax(g)) if np.isfinite(g).any() else float("nan")
 
 
-def augmentation_effect(model: CFRModel, train: tuple, test: tuple, *, value: int = 1, l2: float = 1e-4,
-                        n_classes: int | None = None) -> AugmentationResult:
+def augmentation_effect(
+    model: CFRModel,
+    train: tuple,
+    test: tuple,
+    *,
+    value: int = 1,
+    l2: float = 1e-4,
+    n_classes: int | None = None,
+) -> AugmentationResult:
     """Train on ``train = (X, y, z)`` with and without CFR augmentation, score on
     ``test = (X, y, z)``: accuracy and TPR-gaps (``Z = value`` vs the rest)."""
     X, y, z = train
@@ -100,7 +117,17 @@ def augmentation_effect(model: CFRModel, train: tuple, test: tuple, *, value: in
     out = []
     for clf in (plain, augmented):
         pred = predict_classes(clf, jnp.asarray(Xt))
-        out.append((float(jnp.mean(pred == jnp.asarray(yt))),
-                    np.asarray(tpr_gap(yt, pred, zt, value=value, n_classes=C))))
-    return AugmentationResult(accuracy=out[0][0], accuracy_augmented=out[1][0], tpr_gap=out[0][1],
-                              tpr_gap_augmented=out[1][1], classifier=plain, classifier_augmented=augmented)
+        out.append(
+            (
+                float(jnp.mean(pred == jnp.asarray(yt))),
+                np.asarray(tpr_gap(yt, pred, zt, value=value, n_classes=C)),
+            )
+        )
+    return AugmentationResult(
+        accuracy=out[0][0],
+        accuracy_augmented=out[1][0],
+        tpr_gap=out[0][1],
+        tpr_gap_augmented=out[1][1],
+        classifier=plain,
+        classifier_augmented=augmented,
+    )

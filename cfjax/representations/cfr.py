@@ -29,8 +29,7 @@ import numpy as np
 from flax import struct
 from jax.tree_util import PyTreeDef
 
-from cfjax import _checks
-from cfjax import _results
+from cfjax import _checks, _results
 from cfjax._core.keys import as_key
 from cfjax.platform import full_precision
 from cfjax.representations.subspace import ConceptSubspace, _check_embeddings, _fit_subspace
@@ -72,21 +71,28 @@ class CFRModel(struct.PyTreeNode):
         """Plain Python for ``json.dumps``: the subspace (:meth:`ConceptSubspace.to_dict`),
         ``n_values``, ``dtype`` and the arrays ``coef``, ``intercept``, ``resid_chol`` as
         (nested) lists; :meth:`from_dict` rebuilds the model (k·d·r numbers, no data)."""
-        return {"subspace": self.subspace.to_dict(), "n_values": self.n_values,
-                "dtype": jnp.dtype(self.coef.dtype).name,
-                **{f: _results.plain(getattr(self, f)) for f in ("coef", "intercept", "resid_chol")}}
+        return {
+            "subspace": self.subspace.to_dict(),
+            "n_values": self.n_values,
+            "dtype": jnp.dtype(self.coef.dtype).name,
+            **{f: _results.plain(getattr(self, f)) for f in ("coef", "intercept", "resid_chol")},
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CFRModel":
+    def from_dict(cls, data: dict[str, Any]) -> CFRModel:
         """The model whose :meth:`to_dict` is ``data``."""
         dtype = data.get("dtype", "float32")
-        arrays = {f: jnp.asarray(np.asarray(data[f], dtype)) for f in ("coef", "intercept", "resid_chol")}
+        arrays = {
+            f: jnp.asarray(np.asarray(data[f], dtype)) for f in ("coef", "intercept", "resid_chol")
+        }
         return cls(subspace=ConceptSubspace.from_dict(data["subspace"]), **arrays)
 
     def __repr__(self) -> str:
         d, r = self.coef.shape[-2:]
-        return (f"{type(self).__name__}(method={self.subspace.method!r}, n_values={self.coef.shape[-3]}, "
-                f"dim={d}, rank={r}, dtype={jnp.dtype(self.coef.dtype).name})")
+        return (
+            f"{type(self).__name__}(method={self.subspace.method!r}, n_values={self.coef.shape[-3]}, "
+            f"dim={d}, rank={r}, dtype={jnp.dtype(self.coef.dtype).name})"
+        )
 
 
 class ClassMoments(NamedTuple):
@@ -102,14 +108,17 @@ class ClassMoments(NamedTuple):
         return {f: _results.plain(getattr(self, f)) for f in self._fields}
 
     def __repr__(self) -> str:
-        return _results.fields_repr(type(self).__name__, ((f, getattr(self, f)) for f in self._fields))
+        return _results.fields_repr(
+            type(self).__name__, ((f, getattr(self, f)) for f in self._fields)
+        )
 
 
 _CHUNK = 1024  # rows per block in :func:`_class_outer`
 
 
-def _class_outer(X: jax.Array, z: jax.Array, k: int,
-                 feature: Callable[[jax.Array, jax.Array], jax.Array]) -> jax.Array:
+def _class_outer(
+    X: jax.Array, z: jax.Array, k: int, feature: Callable[[jax.Array, jax.Array], jax.Array]
+) -> jax.Array:
     """``Σ_{i: z_i = v} f(x_i, v) f(x_i, v)ᵀ`` for each concept value v: ``(k, p, p)``.
 
     ``feature(rows (m, d), v) -> (m, p)`` maps rows of X by value v's map: the rows themselves
@@ -133,10 +142,10 @@ def _class_outer(X: jax.Array, z: jax.Array, k: int,
     order = jnp.concatenate([order, jnp.zeros((pad,), order.dtype)])
     zs = jnp.concatenate([z[order[:n]], jnp.full((pad,), k - 1, z.dtype)])  # still sorted
     real = jnp.arange(m * B + 1) < n
-    rows, codes = order[:m * B].reshape(m, B), zs[:m * B].reshape(m, B)
+    rows, codes = order[: m * B].reshape(m, B), zs[: m * B].reshape(m, B)
     lead = codes[:, 0]
     regular = codes == lead[:, None]
-    keep = (regular & real[:m * B].reshape(m, B)).astype(X.dtype)
+    keep = (regular & real[: m * B].reshape(m, B)).astype(X.dtype)
 
     def step(acc, block):
         i, w, v = block
@@ -168,7 +177,9 @@ def _moments(X: jax.Array, z: jax.Array, k: int) -> ClassMoments:
     counts = jnp.zeros(k, X.dtype).at[z].add(1)
     means = jax.ops.segment_sum(Xc, z, num_segments=k) / counts[:, None]
     with full_precision():  # float32 products, not TF32: CFR accuracy
-        grams = _class_grams(Xc, z, k) - counts[:, None, None] * means[:, :, None] * means[:, None, :]
+        grams = (
+            _class_grams(Xc, z, k) - counts[:, None, None] * means[:, :, None] * means[:, None, :]
+        )
     return ClassMoments(counts, means + center, grams)
 
 
@@ -182,8 +193,9 @@ def class_moments(X: jax.Array, z: ArrayLike, n_values: int) -> ClassMoments:
 
 
 @jax.jit
-def fit_regressions(subspace: ConceptSubspace, moments: ClassMoments,
-                    ridge: jax.Array | float) -> tuple[jax.Array, jax.Array]:
+def fit_regressions(
+    subspace: ConceptSubspace, moments: ClassMoments, ridge: jax.Array | float
+) -> tuple[jax.Array, jax.Array]:
     """Ridge regressions of the concept coordinates ``c`` on the orthogonal part ``x⊥``, one per
     concept value, from the class moments of the embeddings alone.
 
@@ -217,8 +229,14 @@ def fit_regressions(subspace: ConceptSubspace, moments: ClassMoments,
 
 
 @functools.partial(jax.jit, static_argnames="k")
-def _residual_covariances(subspace: ConceptSubspace, X: jax.Array, z: jax.Array, k: int,
-                          moments: ClassMoments, coef: jax.Array) -> jax.Array:
+def _residual_covariances(
+    subspace: ConceptSubspace,
+    X: jax.Array,
+    z: jax.Array,
+    k: int,
+    moments: ClassMoments,
+    coef: jax.Array,
+) -> jax.Array:
     """Each class's covariance of its regression residuals ``(k, r, r)`` (divided by the class
     size), summed over the residuals themselves.
 
@@ -228,7 +246,9 @@ def _residual_covariances(subspace: ConceptSubspace, X: jax.Array, z: jax.Array,
     """
     coord, basis = subspace.coord, subspace.basis
     with full_precision():  # float32 products, not TF32: CFR accuracy
-        M = coord.T[None] - (coef - coord.T[None] @ (basis.T[None] @ coef))  # T coef without T: (k, d, r)
+        M = coord.T[None] - (
+            coef - coord.T[None] @ (basis.T[None] @ coef)
+        )  # T coef without T: (k, d, r)
 
         def residuals(x, v):
             return (x - moments.means[v][None]) @ M[v]
@@ -237,9 +257,16 @@ def _residual_covariances(subspace: ConceptSubspace, X: jax.Array, z: jax.Array,
     return 0.5 * (cov + jnp.swapaxes(cov, 1, 2))
 
 
-def fit_cfr(X: ArrayLike, z: ArrayLike, *, n_values: int | None = None, method: str = "orth",
-            ridge: float = 1.0,
-            shrinkage: float | str = "ledoit_wolf", jitter: float = 1e-6) -> CFRModel:
+def fit_cfr(
+    X: ArrayLike,
+    z: ArrayLike,
+    *,
+    n_values: int | None = None,
+    method: str = "orth",
+    ridge: float = 1.0,
+    shrinkage: float | str = "ledoit_wolf",
+    jitter: float = 1e-6,
+) -> CFRModel:
     """Fit the concept subspace, the per-concept-value regressions and their residual Gaussians.
 
     The regressions come from the class moments (:func:`class_moments`, :func:`fit_regressions`);
@@ -293,11 +320,15 @@ def fit_cfr(X: ArrayLike, z: ArrayLike, *, n_values: int | None = None, method: 
     cov = _residual_covariances(sub, X, z, k, moments, coef)
     r = cov.shape[-1]
     scale = jnp.trace(cov, axis1=1, axis2=2)[:, None, None] / r
-    chol = jnp.linalg.cholesky(cov + (jitter * scale + jnp.finfo(X.dtype).tiny) * jnp.eye(r, dtype=X.dtype)[None])
+    chol = jnp.linalg.cholesky(
+        cov + (jitter * scale + jnp.finfo(X.dtype).tiny) * jnp.eye(r, dtype=X.dtype)[None]
+    )
     return CFRModel(subspace=sub, coef=coef, intercept=intercept, resid_chol=chol)
 
 
-def counterfactual(model: CFRModel, x: jax.Array, target: jax.Array, noise: jax.Array | None = None) -> jax.Array:
+def counterfactual(
+    model: CFRModel, x: jax.Array, target: jax.Array, noise: jax.Array | None = None
+) -> jax.Array:
     """CFR of one embedding ``x (d,)`` for concept value ``target``.
 
     ``noise (r,)``: standard-normal draws for the stochastic CFR (``None``: deterministic).
@@ -325,9 +356,15 @@ def _check_x(model: CFRModel, X: ArrayLike) -> jax.Array:
 def _check_targets(model: CFRModel, targets: ArrayLike, n: int) -> jax.Array:
     t = jnp.asarray(targets)
     if t.shape != (n,) or not jnp.issubdtype(t.dtype, jnp.integer):
-        _checks.fail("targets", f"integer concept codes of shape ({n},)", f"shape {t.shape}, dtype {t.dtype}")
+        _checks.fail(
+            "targets", f"integer concept codes of shape ({n},)", f"shape {t.shape}, dtype {t.dtype}"
+        )
     if _checks.is_concrete(t) and (int(t.min()) < 0 or int(t.max()) >= model.n_values):
-        _checks.fail("targets", f"codes in 0..{model.n_values - 1}", f"values in [{int(t.min())}, {int(t.max())}]")
+        _checks.fail(
+            "targets",
+            f"codes in 0..{model.n_values - 1}",
+            f"values in [{int(t.min())}, {int(t.max())}]",
+        )
     return t
 
 
@@ -345,7 +382,9 @@ _all_targets_noisy = jax.vmap(_unit_targets_noisy, in_axes=(None, 0, None, 0))  
 _to_targets = jax.jit(_per_unit)
 _all_targets = jax.jit(jax.vmap(_unit_targets, in_axes=(None, 0, None)))  # (n, k, d)
 _sample_to_targets = jax.jit(jax.vmap(_unit_draws, in_axes=(None, 0, 0, 0)))  # (n, draws, d)
-_sample_all_targets = jax.jit(jax.vmap(_unit_targets_draws, in_axes=(None, 0, None, 0)))  # (n, k, draws, d)
+_sample_all_targets = jax.jit(
+    jax.vmap(_unit_targets_draws, in_axes=(None, 0, None, 0))
+)  # (n, k, draws, d)
 
 
 def counterfactuals(model: CFRModel, X: ArrayLike, targets: ArrayLike | None = None) -> jax.Array:
@@ -362,8 +401,9 @@ def counterfactuals(model: CFRModel, X: ArrayLike, targets: ArrayLike | None = N
     return _to_targets(model, X, _check_targets(model, targets, X.shape[0]))
 
 
-def sample_counterfactuals(model: CFRModel, X: ArrayLike, targets: ArrayLike | None, *,
-                           key: KeyLike, draws: int = 1) -> jax.Array:
+def sample_counterfactuals(
+    model: CFRModel, X: ArrayLike, targets: ArrayLike | None, *, key: KeyLike, draws: int = 1
+) -> jax.Array:
     """Stochastic CFRs: ``x⊥ + basis @ (ν_{z'}(x⊥) + L_{z'} ε)``, ``ε ~ N(0, I_r)``.
 
     Args:
@@ -400,9 +440,16 @@ def sample_counterfactuals(model: CFRModel, X: ArrayLike, targets: ArrayLike | N
     return _sample_to_targets(model, X, t, noise)
 
 
-def stochastic_proba(model: CFRModel, proba: Callable[..., ArrayLike], X: ArrayLike,
-                     targets: ArrayLike | None, *,
-                     key: KeyLike, draws: int = 32, jit: bool | None = None) -> jax.Array:
+def stochastic_proba(
+    model: CFRModel,
+    proba: Callable[..., ArrayLike],
+    X: ArrayLike,
+    targets: ArrayLike | None,
+    *,
+    key: KeyLike,
+    draws: int = 32,
+    jit: bool | None = None,
+) -> jax.Array:
     """Class probabilities averaged over ``draws`` stochastic CFRs.
 
     Args:
@@ -453,7 +500,11 @@ def stochastic_proba(model: CFRModel, proba: Callable[..., ArrayLike], X: ArrayL
     if jit is not None and not isinstance(jit, bool):
         _checks.fail("jit", "True, False or None", repr(jit))
     if not callable(proba):
-        _checks.fail("proba", "a callable mapping embeddings (m, d) to probabilities (m, C)", type(proba).__name__)
+        _checks.fail(
+            "proba",
+            "a callable mapping embeddings (m, d) to probabilities (m, C)",
+            type(proba).__name__,
+        )
     keys = jax.random.split(as_key(key), draws)
     if jit is not False:
         arrays, static = _split_callable(proba)
@@ -466,8 +517,12 @@ def stochastic_proba(model: CFRModel, proba: Callable[..., ArrayLike], X: ArrayL
 
 
 #: What tracing a host-only (numpy) callable raises: it reads a traced array's values.
-_NOT_TRACEABLE = (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError,
-                  jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
+_NOT_TRACEABLE = (
+    jax.errors.TracerArrayConversionError,
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
 
 
 @jax.jit
@@ -479,9 +534,13 @@ def _cfr_draw(model: CFRModel, X: jax.Array, t: jax.Array | None, key: jax.Array
     return _per_unit_noisy(model, X, t, noise)
 
 
-def _stochastic_host(model: CFRModel, proba: Callable[..., ArrayLike], X: jax.Array,
-                     t: jax.Array | None,
-                     keys: jax.Array) -> jax.Array:
+def _stochastic_host(
+    model: CFRModel,
+    proba: Callable[..., ArrayLike],
+    X: jax.Array,
+    t: jax.Array | None,
+    keys: jax.Array,
+) -> jax.Array:
     """:func:`stochastic_proba`'s host path: one call of ``proba`` per draw on a numpy array."""
     total: np.ndarray | None = None
     dtype = None
@@ -490,8 +549,12 @@ def _stochastic_host(model: CFRModel, proba: Callable[..., ArrayLike], X: jax.Ar
         rows = cfr.reshape(-1, cfr.shape[-1])
         p = np.asarray(proba(rows))
         if p.ndim != 2 or p.shape[0] != rows.shape[0] or not np.issubdtype(p.dtype, np.floating):
-            _checks.fail("proba", f"floating-point probabilities of shape ({rows.shape[0]}, C) for embeddings "
-                         f"of shape {rows.shape}", f"{p.dtype} of shape {p.shape}")
+            _checks.fail(
+                "proba",
+                f"floating-point probabilities of shape ({rows.shape[0]}, C) for embeddings "
+                f"of shape {rows.shape}",
+                f"{p.dtype} of shape {p.shape}",
+            )
         dtype = p.dtype
         total = p.astype(np.float64) if total is None else total + p
     assert total is not None  # draws >= 1 (checked by stochastic_proba)
@@ -499,8 +562,9 @@ def _stochastic_host(model: CFRModel, proba: Callable[..., ArrayLike], X: jax.Ar
     return jnp.asarray(mean.astype(jax.dtypes.canonicalize_dtype(dtype)))
 
 
-def _split_callable(f: Callable[..., ArrayLike]
-                    ) -> tuple[list[ArrayLike], tuple[PyTreeDef, tuple[object, ...]]]:
+def _split_callable(
+    f: Callable[..., ArrayLike],
+) -> tuple[list[ArrayLike], tuple[PyTreeDef, tuple[object, ...]]]:
     """A callable pytree → (its array leaves, hashable rest), so jit traces parameters, not constants."""
     leaves, treedef = jax.tree.flatten(f)
     is_array = [isinstance(v, (jax.Array, np.ndarray)) for v in leaves]
@@ -509,8 +573,9 @@ def _split_callable(f: Callable[..., ArrayLike]
     return arrays, (treedef, rest)
 
 
-def _join_callable(arrays: list[ArrayLike], static: tuple[PyTreeDef, tuple[object, ...]]
-                   ) -> Callable[..., ArrayLike]:
+def _join_callable(
+    arrays: list[ArrayLike], static: tuple[PyTreeDef, tuple[object, ...]]
+) -> Callable[..., ArrayLike]:
     treedef, rest = static
     it = iter(arrays)
     return jax.tree.unflatten(treedef, [next(it) if v is None else v for v in rest])
@@ -531,9 +596,16 @@ def _stochastic(model, arrays, static, X, t, keys):
         return acc + p, None
 
     first = jax.eval_shape(proba, X)
-    if len(first.shape) != 2 or first.shape[0] != n or not jnp.issubdtype(first.dtype, jnp.floating):
-        _checks.fail("proba", f"floating-point probabilities of shape ({n}, C) for embeddings of shape {(n, d)}",
-                     f"{first.dtype} of shape {first.shape}")
+    if (
+        len(first.shape) != 2
+        or first.shape[0] != n
+        or not jnp.issubdtype(first.dtype, jnp.floating)
+    ):
+        _checks.fail(
+            "proba",
+            f"floating-point probabilities of shape ({n}, C) for embeddings of shape {(n, d)}",
+            f"{first.dtype} of shape {first.shape}",
+        )
     shape = first.shape if t is not None else (n, model.coef.shape[0], first.shape[1])
     total, _ = jax.lax.scan(step, jnp.zeros(shape, first.dtype), keys)
     return total / keys.shape[0]

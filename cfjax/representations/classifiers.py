@@ -8,7 +8,8 @@ replaced by any callable ``(n, d) -> (n, C)`` wherever cfjax takes a classifier.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -42,18 +43,28 @@ class LinearClassifier(struct.PyTreeNode):
     def to_dict(self) -> dict[str, Any]:
         """The weights as plain Python for ``json.dumps``: ``W`` (d lists of C floats), ``b``
         (C floats) and their ``dtype``; :meth:`from_dict` rebuilds the classifier."""
-        return {"W": _results.plain(self.W), "b": _results.plain(self.b), "dtype": jnp.dtype(self.W.dtype).name}
+        return {
+            "W": _results.plain(self.W),
+            "b": _results.plain(self.b),
+            "dtype": jnp.dtype(self.W.dtype).name,
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LinearClassifier":
+    def from_dict(cls, data: dict[str, Any]) -> LinearClassifier:
         """The classifier whose :meth:`to_dict` is ``data``."""
         dtype = data.get("dtype", "float32")
-        return cls(W=jnp.asarray(np.asarray(data["W"], dtype)), b=jnp.asarray(np.asarray(data["b"], dtype)))
+        return cls(
+            W=jnp.asarray(np.asarray(data["W"], dtype)), b=jnp.asarray(np.asarray(data["b"], dtype))
+        )
 
     def __repr__(self) -> str:
         shape = self.W.shape
-        return (f"{type(self).__name__}(n_features={shape[-2]}, n_classes={shape[-1]}, "
-                f"dtype={jnp.dtype(self.W.dtype).name}" + (f", batch={tuple(shape[:-2])}" if len(shape) > 2 else "") + ")")
+        return (
+            f"{type(self).__name__}(n_features={shape[-2]}, n_classes={shape[-1]}, "
+            f"dtype={jnp.dtype(self.W.dtype).name}"
+            + (f", batch={tuple(shape[:-2])}" if len(shape) > 2 else "")
+            + ")"
+        )
 
 
 def predict_classes(proba: Callable[[jax.Array], jax.Array], X: jax.Array) -> jax.Array:
@@ -70,7 +81,9 @@ def _train(X, y, weights, l2, tol, n_classes, max_steps):
     def loss(params):
         W, b = params
         logp = jax.nn.log_softmax(X @ W + b[None, :], axis=-1)
-        return -jnp.sum(weights * jnp.sum(onehot * logp, axis=-1)) / total + 0.5 * l2 * jnp.sum(W**2)
+        return -jnp.sum(weights * jnp.sum(onehot * logp, axis=-1)) / total + 0.5 * l2 * jnp.sum(
+            W**2
+        )
 
     opt = standard_promotion(optax.lbfgs())
     value_and_grad = optax.value_and_grad_from_state(loss)
@@ -92,9 +105,16 @@ def _train(X, y, weights, l2, tol, n_classes, max_steps):
     return params, otu.tree_get(state, "count"), otu.tree_norm(otu.tree_get(state, "grad"))
 
 
-def train_logistic(X: ArrayLike, y: ArrayLike, *, n_classes: int | None = None, l2: float = 1e-4,
-                   sample_weight: ArrayLike | None = None, tol: float = 1e-6,
-                   max_steps: int = 500) -> LinearClassifier:
+def train_logistic(
+    X: ArrayLike,
+    y: ArrayLike,
+    *,
+    n_classes: int | None = None,
+    l2: float = 1e-4,
+    sample_weight: ArrayLike | None = None,
+    tol: float = 1e-6,
+    max_steps: int = 500,
+) -> LinearClassifier:
     """Multinomial logistic regression by L-BFGS (optax), full batch, in one jitted loop.
 
     Minimises ``Σ_i w_i CE(y_i, softmax(x_i W + b)) / Σ_i w_i + (l2 / 2) ‖W‖²`` (b unpenalised).
@@ -124,7 +144,11 @@ def train_logistic(X: ArrayLike, y: ArrayLike, *, n_classes: int | None = None, 
         _checks.fail("y", "integer class labels", f"dtype {y.dtype}")
     C = int(y.max()) + 1 if n_classes is None else int(n_classes)
     if y.min() < 0 or y.max() >= C or C < 2:
-        _checks.fail("y", f"labels in 0..{max(C, 2) - 1} with at least 2 classes", f"values in [{y.min()}, {y.max()}]")
+        _checks.fail(
+            "y",
+            f"labels in 0..{max(C, 2) - 1} with at least 2 classes",
+            f"values in [{y.min()}, {y.max()}]",
+        )
     if not float(l2) >= 0:
         _checks.fail("l2", "a penalty >= 0", repr(l2))
     if sample_weight is None:
@@ -132,14 +156,28 @@ def train_logistic(X: ArrayLike, y: ArrayLike, *, n_classes: int | None = None, 
     else:
         w_host = np.asarray(sample_weight)
         _checks.warn_if_downcast("sample_weight", w_host)
-        if w_host.shape != y.shape or not np.all(np.isfinite(w_host)) or (w_host < 0).any() \
-                or w_host.sum() <= 0:
-            _checks.fail("sample_weight", f"non-negative finite weights of shape {y.shape}, not all 0",
-                         f"shape {w_host.shape}")
+        if (
+            w_host.shape != y.shape
+            or not np.all(np.isfinite(w_host))
+            or (w_host < 0).any()
+            or w_host.sum() <= 0
+        ):
+            _checks.fail(
+                "sample_weight",
+                f"non-negative finite weights of shape {y.shape}, not all 0",
+                f"shape {w_host.shape}",
+            )
         w = jnp.asarray(w_host, emb.dtype)
     Xj = jnp.asarray(emb)
-    (W, b), _, _ = _train(Xj, jnp.asarray(y, jnp.int32), w, jnp.asarray(l2, Xj.dtype),
-                          jnp.asarray(tol, Xj.dtype), C, int(max_steps))
+    (W, b), _, _ = _train(
+        Xj,
+        jnp.asarray(y, jnp.int32),
+        w,
+        jnp.asarray(l2, Xj.dtype),
+        jnp.asarray(tol, Xj.dtype),
+        C,
+        int(max_steps),
+    )
     return LinearClassifier(W=W, b=b)
 
 

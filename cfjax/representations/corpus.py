@@ -22,8 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from cfjax import _checks
-from cfjax import _results
+from cfjax import _checks, _results
 from cfjax._core.keys import numpy_rng
 from cfjax.typing import KeyLike
 
@@ -65,17 +64,39 @@ _TEMPLATES = (
 )
 # Gendered noun phrases, paired by position (male, female).
 _PHRASES = (
-    ("my brother", "my sister"), ("this man", "this woman"), ("my father", "my mother"),
-    ("my son", "my daughter"), ("my husband", "my wife"), ("my uncle", "my aunt"),
-    ("the boy", "the girl"), ("my boyfriend", "my girlfriend"), ("my grandfather", "my grandmother"),
+    ("my brother", "my sister"),
+    ("this man", "this woman"),
+    ("my father", "my mother"),
+    ("my son", "my daughter"),
+    ("my husband", "my wife"),
+    ("my uncle", "my aunt"),
+    ("the boy", "the girl"),
+    ("my boyfriend", "my girlfriend"),
+    ("my grandfather", "my grandmother"),
     ("the gentleman", "the lady"),
 )
 # First names, paired by position across race within gender: (European-American, African-American).
 _NAMES = {
-    "male": (("Brad", "Darnell"), ("Connor", "Jamal"), ("Jake", "Tyrone"), ("Todd", "Malik"),
-             ("Greg", "Terrell"), ("Neil", "DeShawn"), ("Luke", "Lamar"), ("Wyatt", "Jerome")),
-    "female": (("Emily", "Aisha"), ("Claire", "Ebony"), ("Katie", "Keisha"), ("Megan", "Latoya"),
-               ("Allison", "Tamika"), ("Heather", "Imani"), ("Laurie", "Shanice"), ("Molly", "Latisha")),
+    "male": (
+        ("Brad", "Darnell"),
+        ("Connor", "Jamal"),
+        ("Jake", "Tyrone"),
+        ("Todd", "Malik"),
+        ("Greg", "Terrell"),
+        ("Neil", "DeShawn"),
+        ("Luke", "Lamar"),
+        ("Wyatt", "Jerome"),
+    ),
+    "female": (
+        ("Emily", "Aisha"),
+        ("Claire", "Ebony"),
+        ("Katie", "Keisha"),
+        ("Megan", "Latoya"),
+        ("Allison", "Tamika"),
+        ("Heather", "Imani"),
+        ("Laurie", "Shanice"),
+        ("Molly", "Latisha"),
+    ),
 }
 _PRONOUNS = {"male": ("he", "him", "his"), "female": ("she", "her", "her")}
 
@@ -101,7 +122,9 @@ class TextCorpus(NamedTuple):
         return {f: _results.plain(getattr(self, f)) for f in self._fields}
 
     def __repr__(self) -> str:
-        return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields))
+        return _results.fields_repr(
+            type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields)
+        )
 
 
 def _render(template: str, person: str, gender: str, state: str, situation: str) -> str:
@@ -110,8 +133,9 @@ def _render(template: str, person: str, gender: str, state: str, situation: str)
     return text[0].upper() + text[1:]
 
 
-def template_corpus(n: int, *, concept: str = "gender", split: str = "balanced", bias: float = 0.9,
-                    key: KeyLike = 0) -> TextCorpus:
+def template_corpus(
+    n: int, *, concept: str = "gender", split: str = "balanced", bias: float = 0.9, key: KeyLike = 0
+) -> TextCorpus:
     """Draw ``n`` sentences with their true counterfactual sentences.
 
     Args:
@@ -170,6 +194,15 @@ def template_corpus(n: int, *, concept: str = "gender", split: str = "balanced",
             pair = _NAMES[gender][rng.integers(len(_NAMES[gender]))]
             texts.append(_render(template, pair[z[i]], gender, state, situation))
             texts_cf.append(_render(template, pair[1 - z[i]], gender, state, situation))
-    values = ("male", "female") if concept == "gender" else ("European-American", "African-American")
-    return TextCorpus(texts=texts, texts_cf=texts_cf, y=y.astype(np.int32), z=z.astype(np.int32),
-                      z_cf=(1 - z).astype(np.int32), concept=concept, values=values)
+    values = (
+        ("male", "female") if concept == "gender" else ("European-American", "African-American")
+    )
+    return TextCorpus(
+        texts=texts,
+        texts_cf=texts_cf,
+        y=y.astype(np.int32),
+        z=z.astype(np.int32),
+        z_cf=(1 - z).astype(np.int32),
+        concept=concept,
+        values=values,
+    )

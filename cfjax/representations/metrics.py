@@ -32,8 +32,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from cfjax import _checks
-from cfjax import _results
+from cfjax import _checks, _results
 from cfjax.metrics.stability import decisions_agree, total_variation
 from cfjax.typing import ArrayLike
 
@@ -45,7 +44,11 @@ def _pair(name_a: str, a: ArrayLike, name_b: str, b: ArrayLike, *, check_a: bool
     _checks.warn_if_downcast(name_a, a)
     _checks.warn_if_downcast(name_b, b)
     if _checks.shape_of(a) != _checks.shape_of(b):
-        _checks.fail(name_b, f"shape {_checks.shape_of(a)} matching `{name_a}`", f"shape {_checks.shape_of(b)}")
+        _checks.fail(
+            name_b,
+            f"shape {_checks.shape_of(a)} matching `{name_a}`",
+            f"shape {_checks.shape_of(b)}",
+        )
     _checks.check_nonempty(name_a, a)
     if check_a:
         _checks.check_probabilities(name_a, a)
@@ -116,8 +119,9 @@ def tpr(y: jax.Array, y_pred: jax.Array, mask: jax.Array, n_classes: int) -> jax
     return jnp.where(total > 0, hits / jnp.where(total > 0, total, 1), jnp.nan)
 
 
-def tpr_gap(y: ArrayLike, y_pred: ArrayLike, z: ArrayLike, *, value: int = 1,
-            n_classes: int | None = None) -> jax.Array:
+def tpr_gap(
+    y: ArrayLike, y_pred: ArrayLike, z: ArrayLike, *, value: int = 1, n_classes: int | None = None
+) -> jax.Array:
     """TPR-gap per class: ``P[Ŷ=y | Z=value, Y=y] − P[Ŷ=y | Z≠value, Y=y]``, shape ``(C,)``.
 
     Args:
@@ -176,7 +180,9 @@ class CFRScores(NamedTuple):
         return {name: _results.plain(getattr(self, name)) for name in self._fields}
 
     def __repr__(self) -> str:
-        return _results.fields_repr(type(self).__name__, ((f, getattr(self, f)) for f in self._fields))
+        return _results.fields_repr(
+            type(self).__name__, ((f, getattr(self, f)) for f in self._fields)
+        )
 
 
 def score(p_obs: jax.Array, p_true: jax.Array, p_cfr: jax.Array) -> CFRScores:
@@ -199,6 +205,14 @@ def score(p_obs: jax.Array, p_true: jax.Array, p_cfr: jax.Array) -> CFRScores:
     _pair("p_obs", p_obs, "p_true", p_true)
     _pair("p_obs", p_obs, "p_cfr", p_cfr, check_a=False)
     effect, effect_cfr = _atv(p_true, p_obs), _atv(p_cfr, p_obs)
-    return CFRScores(pip=_pip(p_true, p_cfr), atv=_atv(p_true, p_cfr), pip_baseline=_pip(p_true, p_obs),
-                     atv_baseline=effect, ate=effect, ate_cfr=effect_cfr, ate_error=jnp.abs(effect - effect_cfr),
-                     mean_effect=_mean_effect(p_true, p_obs), mean_effect_cfr=_mean_effect(p_cfr, p_obs))
+    return CFRScores(
+        pip=_pip(p_true, p_cfr),
+        atv=_atv(p_true, p_cfr),
+        pip_baseline=_pip(p_true, p_obs),
+        atv_baseline=effect,
+        ate=effect,
+        ate_cfr=effect_cfr,
+        ate_error=jnp.abs(effect - effect_cfr),
+        mean_effect=_mean_effect(p_true, p_obs),
+        mean_effect_cfr=_mean_effect(p_cfr, p_obs),
+    )

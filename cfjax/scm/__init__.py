@@ -46,7 +46,10 @@ _DEPRECATED = {
     "Conditioner": ("cfjax.scm.nets.Conditioner", _nets.Conditioner),
     "Fit": ("cfjax.scm.fit.Fit", _fit.Fit),
     "FitInfo": ("cfjax.scm.fit.FitInfo", _fit.FitInfo),
-    "InterventionAxis": ("cfjax.scm.interventions.InterventionAxis", _interventions.InterventionAxis),
+    "InterventionAxis": (
+        "cfjax.scm.interventions.InterventionAxis",
+        _interventions.InterventionAxis,
+    ),
     "load_params": ("cfjax.scm.checkpoint.load_params", _checkpoint.load_params),
     "save_params": ("cfjax.scm.checkpoint.save_params", _checkpoint.save_params),
 }

@@ -3,7 +3,8 @@ the model's nodes, event shapes and supports, with messages naming the argument.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -52,8 +53,9 @@ def take(a: Any, idx: np.ndarray) -> Any:
     return np.take(a, idx, axis=0) if isinstance(a, np.ndarray) else a[idx]
 
 
-def data(scm, data: Data, what: str, check: bool = True,
-         nodes: tuple[str, ...] | None = None) -> dict[str, jax.Array]:
+def data(
+    scm, data: Data, what: str, check: bool = True, nodes: tuple[str, ...] | None = None
+) -> dict[str, jax.Array]:
     """Columns of every node (of ``nodes`` when given) as arrays (continuous: float,
     discrete: int32), validated: shape ``(N, *E)``, values in the support.
 
@@ -64,7 +66,9 @@ def data(scm, data: Data, what: str, check: bool = True,
     if hasattr(data, "columns") and hasattr(data, "to_numpy"):  # a pandas DataFrame
         data = {c: data[c].to_numpy() for c in data.columns}
     if not isinstance(data, Mapping):
-        raise ValidationError(f"`{what}`: expected a mapping node -> array or a DataFrame, got {type(data).__name__}.")
+        raise ValidationError(
+            f"`{what}`: expected a mapping node -> array or a DataFrame, got {type(data).__name__}."
+        )
     out: dict[str, jax.Array] = {}
     n = None
     first = None
@@ -74,17 +78,23 @@ def data(scm, data: Data, what: str, check: bool = True,
         if v not in data:
             children = scm.graph.children(v)
             role = f" (a parent of {list(children)})" if children else ""
-            raise ValidationError(f"`{what}`: missing column {v!r}{role}; got columns {sorted(data)}.")
+            raise ValidationError(
+                f"`{what}`: missing column {v!r}{role}; got columns {sorted(data)}."
+            )
         col = data[v]
         shape, event = tuple(np.shape(col)), tuple(mech.event_shape)
         if len(shape) != 1 + len(event) or shape[1:] != event:
-            raise ValidationError(f"`{what}[{v!r}]`: expected shape {shape_text(['N'], event)}, got {shape}.")
+            raise ValidationError(
+                f"`{what}[{v!r}]`: expected shape {shape_text(['N'], event)}, got {shape}."
+            )
         if n is None:
             n, first = shape[0], v
             if n == 0:
                 raise ValidationError(f"`{what}`: expected at least one unit, got 0 rows.")
         elif shape[0] != n:
-            raise ValidationError(f"`{what}[{v!r}]`: expected {n} rows like {first!r}, got {shape[0]}.")
+            raise ValidationError(
+                f"`{what}[{v!r}]`: expected {n} rows like {first!r}, got {shape[0]}."
+            )
         if not mech.discrete:
             _checks.warn_if_downcast(f"{what}[{v!r}]", col)
         if not check and is_numeric_array(col):
@@ -105,7 +115,9 @@ def noise(scm, noise: Data, n: int, convert: bool = True) -> dict[str, Any]:
     """Validated noise of the nodes given (any pytree per node, N units on the leading axis
     of every leaf); with ``convert`` its leaves become jax arrays."""
     if not isinstance(noise, Mapping):
-        raise ValidationError(f"`noise`: expected a mapping node -> noise (the output of `abduct`), got {type(noise).__name__}.")
+        raise ValidationError(
+            f"`noise`: expected a mapping node -> noise (the output of `abduct`), got {type(noise).__name__}."
+        )
     unknown = [v for v in noise if v not in scm.nodes]
     if unknown:
         raise ValidationError(f"`noise`: unknown nodes {unknown}; nodes are {list(scm.nodes)}.")
@@ -116,7 +128,8 @@ def noise(scm, noise: Data, n: int, convert: bool = True) -> dict[str, Any]:
         for leaf in jax.tree.leaves(noise[v]):
             if np.shape(leaf)[:1] != (n,):
                 raise ValidationError(
-                    f"`noise[{v!r}]`: expected {n} units on the first axis (of every leaf), got shape {np.shape(leaf)}.")
+                    f"`noise[{v!r}]`: expected {n} units on the first axis (of every leaf), got shape {np.shape(leaf)}."
+                )
         out[v] = jax.tree.map(jnp.asarray if convert else as_array, noise[v])
     return out
 
@@ -124,15 +137,21 @@ def noise(scm, noise: Data, n: int, convert: bool = True) -> dict[str, Any]:
 def check_key(scm, key: KeyLike | None, given: Mapping[str, Any] | None = None) -> None:
     """A key is needed when a node abducted by posterior sampling is not given its noise."""
     given = given or {}
-    names = [v for v, m in zip(scm.nodes, scm.mechanisms) if m.stochastic_abduction and v not in given]
+    names = [
+        v for v, m in zip(scm.nodes, scm.mechanisms) if m.stochastic_abduction and v not in given
+    ]
     if key is None and names:
-        raise ValidationError(f"`key`: nodes {names} are abducted by posterior sampling and need a key, got None.")
+        raise ValidationError(
+            f"`key`: nodes {names} are abducted by posterior sampling and need a key, got None."
+        )
 
 
 def node_subset(scm, nodes: Any) -> tuple[str, ...]:
     """Validated node names, in topological order."""
     if isinstance(nodes, str) or not isinstance(nodes, (list, tuple, set, frozenset)) or not nodes:
-        raise ValidationError(f"`nodes`: expected a non-empty sequence of node names, got {nodes!r}.")
+        raise ValidationError(
+            f"`nodes`: expected a non-empty sequence of node names, got {nodes!r}."
+        )
     unknown = [v for v in nodes if v not in scm.nodes]
     if unknown:
         raise ValidationError(f"`nodes`: unknown nodes {unknown}; nodes are {list(scm.nodes)}.")
@@ -147,8 +166,13 @@ def per_unit(scm, node: str, values: Any) -> bool:
     return np.ndim(values) == 2 + len(scm.event(node)) if node in scm.nodes else False
 
 
-def intervention_groups(scm, interventions: Any, n: int, check: bool = True,
-                        observed: Mapping[str, jax.Array] | None = None) -> tuple[dict[str, Any], ...]:
+def intervention_groups(
+    scm,
+    interventions: Any,
+    n: int,
+    check: bool = True,
+    observed: Mapping[str, jax.Array] | None = None,
+) -> tuple[dict[str, Any], ...]:
     """A mapping is one group; a sequence of mappings is several, concatenated along K.
     ``observed`` (checked data) resolves :class:`Shift` values when ``check`` is True.
     A group may be an ``(interventions, weights)`` pair from :func:`intervention_grid`
@@ -160,12 +184,15 @@ def intervention_groups(scm, interventions: Any, n: int, check: bool = True,
     if isinstance(interventions, Mapping):
         groups = (_group(scm, interventions, n, "interventions", check, observed),)
     elif isinstance(interventions, (list, tuple)) and interventions:
-        groups = tuple(_group(scm, g, n, f"interventions[{i}]", check, observed)
-                       for i, g in enumerate(interventions))
+        groups = tuple(
+            _group(scm, g, n, f"interventions[{i}]", check, observed)
+            for i, g in enumerate(interventions)
+        )
     else:
         raise ValidationError(
             f"`interventions`: expected a mapping node -> values or a non-empty sequence of them, "
-            f"got {type(interventions).__name__}.")
+            f"got {type(interventions).__name__}."
+        )
     for i, (g, w) in enumerate(zip(groups, within)):
         if w is not None:
             what = "interventions" if len(groups) == 1 else f"interventions[{i}]"
@@ -180,12 +207,20 @@ def group_size(scm, group: Mapping[str, Any]) -> int:
     return int(shape[1] if per_unit(scm, v, x) else shape[0])
 
 
-def _group(scm, interventions: Data, n: int, what: str, check: bool = True,
-           observed: Mapping[str, jax.Array] | None = None) -> dict[str, Any]:
+def _group(
+    scm,
+    interventions: Data,
+    n: int,
+    what: str,
+    check: bool = True,
+    observed: Mapping[str, jax.Array] | None = None,
+) -> dict[str, Any]:
     """One validated group of interventions (with ``check=False``: structure only, values
     as given, shifts unresolved)."""
     if not isinstance(interventions, Mapping):
-        raise ValidationError(f"`{what}`: expected a mapping node -> values, got {type(interventions).__name__}.")
+        raise ValidationError(
+            f"`{what}`: expected a mapping node -> values, got {type(interventions).__name__}."
+        )
     if not interventions:
         return {NULL: jnp.zeros((1,))}
     k = None
@@ -197,25 +232,35 @@ def _group(scm, interventions: Data, n: int, what: str, check: bool = True,
         event = tuple(mech.event_shape)
         shift = isinstance(values, Shift)
         if shift and mech.discrete:
-            raise ValidationError(f"`{what}[{v!r}]`: a Shift applies to continuous nodes; {v!r} is discrete.")
+            raise ValidationError(
+                f"`{what}[{v!r}]`: a Shift applies to continuous nodes; {v!r} is discrete."
+            )
         if shift and event:
             raise ValidationError(
                 f"`{what}[{v!r}]`: a Shift applies to scalar nodes; {v!r} has event shape {event}: "
-                f"pass explicit values of shape {shape_text(['K'], event)} or {shape_text([str(n), 'K'], event)}.")
+                f"pass explicit values of shape {shape_text(['K'], event)} or {shape_text([str(n), 'K'], event)}."
+            )
         shape = tuple(values.shape if shift else np.shape(values))
         unit = len(shape) == 2 + len(event)
-        if not shape or not ((len(shape) == 1 + len(event) and shape[1:] == event)
-                             or (unit and shape[0] == n and shape[2:] == event)):
+        if not shape or not (
+            (len(shape) == 1 + len(event) and shape[1:] == event)
+            or (unit and shape[0] == n and shape[2:] == event)
+        ):
             raise ValidationError(
                 f"`{what}[{v!r}]`: expected shape {shape_text(['K'], event)} or {shape_text([str(n), 'K'], event)}, "
-                f"got {shape}.")
+                f"got {shape}."
+            )
         kv = shape[1] if unit else shape[0]
         if k is None:
             k = kv
             if k == 0:
-                raise ValidationError(f"`{what}[{v!r}]`: expected at least one intervention, got K = 0.")
+                raise ValidationError(
+                    f"`{what}[{v!r}]`: expected at least one intervention, got K = 0."
+                )
         elif kv != k:
-            raise ValidationError(f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {kv}.")
+            raise ValidationError(
+                f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {kv}."
+            )
         if not check:
             out[v] = values if shift or is_numeric_array(values) else jnp.asarray(values)
             continue
@@ -223,7 +268,8 @@ def _group(scm, interventions: Data, n: int, what: str, check: bool = True,
             if observed is None:
                 raise ValidationError(
                     f"`{what}[{v!r}]`: a Shift moves observed values and is only defined for "
-                    f"counterfactuals; pass explicit values here.")
+                    f"counterfactuals; pass explicit values here."
+                )
             if _checks.is_concrete(values.delta):  # the shifted values' support is checked below
                 _checks.check_finite(f"{what}[{v!r}].delta", values.delta)
             values = values.resolve(observed[v])

@@ -24,8 +24,9 @@ def _path(path: Any) -> str:
     return os.path.abspath(os.fspath(path))
 
 
-def save_params(path: str | os.PathLike, params: PyTree,
-                meta: dict[str, Any] | None = None) -> None:
+def save_params(
+    path: str | os.PathLike, params: PyTree, meta: dict[str, Any] | None = None
+) -> None:
     """Write ``params`` (a pytree of arrays, e.g. from :meth:`cfjax.scm.SCM.fit`) to the
     directory ``path``, replacing what an earlier save wrote there.
 
@@ -48,6 +49,7 @@ def save_params(path: str | os.PathLike, params: PyTree,
       (1.5, True)
     """
     from cfjax._core.checkpoint import CheckpointStore, latest_checkpoint_step
+
     path = _path(path)
     if not jax.tree.leaves(params):
         _checks.fail("params", "a pytree with at least one array", repr(params))
@@ -83,6 +85,7 @@ def load_params(path: str | os.PathLike, like: PyTree | None = None) -> Any:
 
 def _restore(path: Any, like: PyTree) -> tuple[Any, dict[str, Any]]:
     from cfjax._core.checkpoint import FORMAT_VERSION, restore_checkpoint
+
     path = _path(path)
     if not os.path.isdir(path):
         _checks.fail("path", "a directory written by save_params", repr(path))
@@ -93,14 +96,22 @@ def _restore(path: Any, like: PyTree) -> tuple[Any, dict[str, Any]]:
         try:
             step = manager.latest_step()
             if step is None:
-                _checks.fail("path", "a directory written by save_params", f"{path!r} without parameters")
-            restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
-                                                                     meta=ocp.args.JsonRestore()))
+                _checks.fail(
+                    "path", "a directory written by save_params", f"{path!r} without parameters"
+                )
+            restored = manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()
+                ),
+            )
         finally:
             manager.close()
         state, meta = restored["state"], dict(restored["meta"])
         if meta.get("format") != FORMAT_VERSION:
-            _checks.fail("path", f"parameters of format {FORMAT_VERSION}", f"format {meta.get('format')!r}")
+            _checks.fail(
+                "path", f"parameters of format {FORMAT_VERSION}", f"format {meta.get('format')!r}"
+            )
     if meta.get("kind") != KIND:
         _checks.fail("path", "a directory written by save_params", f"kind {meta.get('kind')!r}")
     return state, meta

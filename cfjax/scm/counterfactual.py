@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -33,9 +34,13 @@ def _split(scm, groups: tuple[dict[str, Any], ...]) -> tuple[tuple[dict, ...], t
     return unit, common
 
 
-def predict_interventions(scm, params: PyTree, noise: Mapping[str, Any],
-                          groups: tuple[dict[str, Any], ...],
-                          observed: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
+def predict_interventions(
+    scm,
+    params: PyTree,
+    noise: Mapping[str, Any],
+    groups: tuple[dict[str, Any], ...],
+    observed: Mapping[str, jax.Array] | None = None,
+) -> dict[str, jax.Array]:
     """One unit's values under each of K interventions, ``{node: (K, *E)}``: every group's
     ``{node: (K_g, *E)}`` values predicted from the unit's noise (vmapped over K_g), the
     groups concatenated along K."""
@@ -62,11 +67,21 @@ class _Batch:
     def __call__(self, units, params, common):
         scm = self.scm
         raw, keys, given, unit_groups = units
-        common_ok = [scm.mechanism(v).values_ok(x) for g in common for v, x in g.items()
-                     if v in scm.nodes and not isinstance(x, Shift)]
-        common = tuple({v: x if isinstance(x, Shift) or v not in scm.nodes
-                        else jnp.asarray(x).astype(V.dtype(scm.mechanism(v))) for v, x in g.items()}
-                       for g in common)
+        common_ok = [
+            scm.mechanism(v).values_ok(x)
+            for g in common
+            for v, x in g.items()
+            if v in scm.nodes and not isinstance(x, Shift)
+        ]
+        common = tuple(
+            {
+                v: x
+                if isinstance(x, Shift) or v not in scm.nodes
+                else jnp.asarray(x).astype(V.dtype(scm.mechanism(v)))
+                for v, x in g.items()
+            }
+            for g in common
+        )
 
         def one(raw, key, given, unit_groups):
             x = V.cast_data(scm, raw)
@@ -80,7 +95,9 @@ class _Batch:
                         continue
                     if isinstance(values, Shift):
                         values = values.resolve(x[v])
-                    elif v in u:  # given values are checked as given (a class 1.5 must not pass as 1)
+                    elif (
+                        v in u
+                    ):  # given values are checked as given (a class 1.5 must not pass as 1)
                         checks.append(scm.mechanism(v).values_ok(values))
                     values = jnp.asarray(values).astype(V.dtype(scm.mechanism(v)))
                     if isinstance(c.get(v, u.get(v)), Shift):
@@ -115,27 +132,49 @@ def _prepare(scm, data: Data, interventions: Any, key: KeyLike | None, noise: Da
     return (raw, keys, given, unit_groups), common, n
 
 
-def counterfactual(scm, params: PyTree, data: Data, interventions: Any, *,
-                   key: KeyLike | None = None,
-                   noise: Data | None = None, chunk_size: int | None = None,
-                   mesh: MeshLike = None) -> dict[str, jax.Array]:
+def counterfactual(
+    scm,
+    params: PyTree,
+    data: Data,
+    interventions: Any,
+    *,
+    key: KeyLike | None = None,
+    noise: Data | None = None,
+    chunk_size: int | None = None,
+    mesh: MeshLike = None,
+) -> dict[str, jax.Array]:
     """:meth:`cfjax.scm.SCM.counterfactual`."""
     where = _dist.as_mesh(mesh)
     if chunk_size is not None:
         chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
     units, common, n = _prepare(scm, data, interventions, key, noise)
     # chunked: N padded to its shape bucket (one program for every N of a bucket)
-    out, ok = _dist.map_batch(_Batch(scm), units, shared=(params, common), mesh=where, chunk_size=chunk_size,
-                              buckets=chunk_size is not None)
-    if _checks.is_concrete(ok) and not np.asarray(ok).all():  # (N,) flags: read on the host, no dispatch
+    out, ok = _dist.map_batch(
+        _Batch(scm),
+        units,
+        shared=(params, common),
+        mesh=where,
+        chunk_size=chunk_size,
+        buckets=chunk_size is not None,
+    )
+    if (
+        _checks.is_concrete(ok) and not np.asarray(ok).all()
+    ):  # (N,) flags: read on the host, no dispatch
         V.raise_value_error(scm, data, interventions, n)
     return out
 
 
-def counterfactual_chunks(scm, params: PyTree, data: Data, interventions: Any, *, chunk_size: int,
-                          key: KeyLike | None = None, noise: Data | None = None,
-                          mesh: MeshLike = None
-                          ) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
+def counterfactual_chunks(
+    scm,
+    params: PyTree,
+    data: Data,
+    interventions: Any,
+    *,
+    chunk_size: int,
+    key: KeyLike | None = None,
+    noise: Data | None = None,
+    mesh: MeshLike = None,
+) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
     """:meth:`cfjax.scm.SCM.counterfactual_chunks` (inputs validated before the first chunk)."""
     chunk_size = _checks.check_positive_int("chunk_size", chunk_size)
     where = _dist.as_mesh(mesh)
@@ -144,7 +183,9 @@ def counterfactual_chunks(scm, params: PyTree, data: Data, interventions: Any, *
 
 
 def _chunks(scm, params, units, common, n, b, originals, where):
-    size = min(b, _dist.bucket(n, b))  # a chunk larger than the data: the data, padded to its bucket
+    size = min(
+        b, _dist.bucket(n, b)
+    )  # a chunk larger than the data: the data, padded to its bucket
     b = min(b, n)
     batch = _Batch(scm)
     for start in range(0, n, b):
@@ -155,14 +196,16 @@ def _chunks(scm, params, units, common, n, b, originals, where):
         if not np.asarray(ok).all():
             V.raise_value_error(scm, *originals, n)
         if stop - start < size:
-            out = {v: x[:stop - start] for v, x in out.items()}
+            out = {v: x[: stop - start] for v, x in out.items()}
         yield start, stop, out
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _abduct(scm, params, data, keys, given=None):
     key_axis = None if keys is None else 0
-    return jax.vmap(scm.abduct_unit, in_axes=(None, 0, key_axis, 0))(params, data, keys, given or {})
+    return jax.vmap(scm.abduct_unit, in_axes=(None, 0, key_axis, 0))(
+        params, data, keys, given or {}
+    )
 
 
 def abduct(scm, params: PyTree, data: Data, *, key: KeyLike | None = None) -> dict[str, Any]:
@@ -177,13 +220,16 @@ def abduct(scm, params: PyTree, data: Data, *, key: KeyLike | None = None) -> di
 def _interventional(scm, params, keys, unit_groups, common):
     def one(key, unit_groups):
         noise = scm.sample_noise_unit(key)
-        return predict_interventions(scm, params, noise, tuple({**c, **u} for u, c in zip(unit_groups, common)))
+        return predict_interventions(
+            scm, params, noise, tuple({**c, **u} for u, c in zip(unit_groups, common))
+        )
 
     return jax.vmap(one)(keys, unit_groups)
 
 
-def interventional_samples(scm, params: PyTree, n: int, interventions: Any, *,
-                           key: KeyLike) -> dict[str, jax.Array]:
+def interventional_samples(
+    scm, params: PyTree, n: int, interventions: Any, *, key: KeyLike
+) -> dict[str, jax.Array]:
     """:meth:`cfjax.scm.SCM.interventional_samples`."""
     n = _checks.check_positive_int("n", n)
     groups = V.intervention_groups(scm, interventions, n)

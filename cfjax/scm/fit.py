@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +22,18 @@ from cfjax._core.optim import standard_promotion
 from cfjax.scm import _validate as V
 from cfjax.typing import KeyLike, PyTree
 
-__all__ = ["AUTO_BATCH", "AUTO_FULL_BATCH", "AUTO_FULL_TAIL", "AUTO_MAX_ROUNDS", "AUTO_STEPS", "AUTO_TOL", "Fit", "FitInfo", "default_optimizer", "fit"]
+__all__ = [
+    "AUTO_BATCH",
+    "AUTO_FULL_BATCH",
+    "AUTO_FULL_TAIL",
+    "AUTO_MAX_ROUNDS",
+    "AUTO_STEPS",
+    "AUTO_TOL",
+    "Fit",
+    "FitInfo",
+    "default_optimizer",
+    "fit",
+]
 
 #: ``SCM.fit(steps="auto")``: rounds of ``AUTO_STEPS`` steps (each a fresh decay of the step
 #: size), another round only while the last raised the training log-likelihood by at least
@@ -116,24 +128,36 @@ class _Step:
             idx = jax.random.randint(data["keys"][t], (self.batch_size,), 0, n)
             batch = jax.tree.map(lambda a: a[idx], batch)
         value, grads = jax.value_and_grad(functools.partial(_nll, self.scm, self.fitted))(
-            params, batch, data["fixed"])
+            params, batch, data["fixed"]
+        )
         updates, opt_state = self.optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state, t + 1), {"loss": value}
 
 
-def fit(scm, data: Mapping[str, Any], *, key: KeyLike, steps: int | str = "auto",
-        learning_rate: float = 3e-2,
-        batch_size: int | str | None = "auto", optimizer: optax.GradientTransformation | None = None,
-        params: PyTree | None = None, nodes: Sequence[str] | None = None,
-        progress: bool | None = None,
-        chunk_steps: int = 100, validation: float = 0.0, patience: int | None = 5) -> Fit:
+def fit(
+    scm,
+    data: Mapping[str, Any],
+    *,
+    key: KeyLike,
+    steps: int | str = "auto",
+    learning_rate: float = 3e-2,
+    batch_size: int | str | None = "auto",
+    optimizer: optax.GradientTransformation | None = None,
+    params: PyTree | None = None,
+    nodes: Sequence[str] | None = None,
+    progress: bool | None = None,
+    chunk_steps: int = 100,
+    validation: float = 0.0,
+    patience: int | None = 5,
+) -> Fit:
     """:meth:`cfjax.scm.SCM.fit`."""
     key = as_key(key)
     fitted = None if nodes is None else V.node_subset(scm, nodes)
     needed = None
     if fitted is not None:
-        needed = tuple(v for v in scm.nodes
-                       if v in fitted or any(v in scm.graph.parents_of(c) for c in fitted))
+        needed = tuple(
+            v for v in scm.nodes if v in fitted or any(v in scm.graph.parents_of(c) for c in fitted)
+        )
     data = V.data(scm, data, "data", nodes=needed)
     rounds = 1
     if isinstance(steps, str):
@@ -144,15 +168,20 @@ def fit(scm, data: Mapping[str, Any], *, key: KeyLike, steps: int | str = "auto"
     chunk_steps = _checks.check_positive_int("chunk_steps", chunk_steps)
     if patience is not None:
         patience = _checks.check_positive_int("patience", patience)
-    if isinstance(validation, bool) or not isinstance(validation, (int, float, np.floating, np.integer)) \
-            or not 0.0 <= float(validation) < 1.0:
+    if (
+        isinstance(validation, bool)
+        or not isinstance(validation, (int, float, np.floating, np.integer))
+        or not 0.0 <= float(validation) < 1.0
+    ):
         raise ValidationError(f"`validation`: expected a fraction in [0, 1), got {validation!r}.")
     n = V.n_units(data)
     full_tail = 0  # the last steps, run on every unit after the minibatches
     auto = isinstance(batch_size, str)
     if auto:
         if batch_size != "auto":
-            raise ValidationError(f"`batch_size`: expected 'auto', None or a positive int, got {batch_size!r}.")
+            raise ValidationError(
+                f"`batch_size`: expected 'auto', None or a positive int, got {batch_size!r}."
+            )
         batch_size = None
     if batch_size is not None:
         batch_size = _checks.check_positive_int("batch_size", batch_size)
@@ -165,7 +194,8 @@ def fit(scm, data: Mapping[str, Any], *, key: KeyLike, steps: int | str = "auto"
         if n_held < 1 or n_held > n - 1:
             raise ValidationError(
                 f"`validation`: expected a fraction leaving at least one unit on each side of "
-                f"the split of {n} units, got {validation!r} ({n_held} held out).")
+                f"the split of {n} units, got {validation!r} ({n_held} held out)."
+            )
         perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, 1), n))
         held_index, train_index = np.sort(perm[:n_held]), np.sort(perm[n_held:])
         held_data = {v: x[held_index] for v, x in data.items()}
@@ -177,7 +207,9 @@ def fit(scm, data: Mapping[str, Any], *, key: KeyLike, steps: int | str = "auto"
     if fitted is not None:
         if not isinstance(params, Mapping) or any(v not in params for v in scm.nodes):
             missing = [v for v in scm.nodes if not isinstance(params, Mapping) or v not in params]
-            raise ValidationError(f"`params`: expected parameters of every node, missing {missing}.")
+            raise ValidationError(
+                f"`params`: expected parameters of every node, missing {missing}."
+            )
         fixed = {v: params[v] for v in scm.nodes if v not in fitted}
         params = {v: params[v] for v in fitted}
     # The phases of one round: (steps, minibatch size or None), each a run from a fresh
@@ -203,26 +235,46 @@ def fit(scm, data: Mapping[str, Any], *, key: KeyLike, steps: int | str = "auto"
         keys = jax.random.split(step_key if r == 0 else jax.random.fold_in(step_key, r), steps)
         start = done
         for size, batch in phases:
-            opt = standard_promotion(default_optimizer(float(learning_rate), size) if optimizer is None else optimizer)
+            opt = standard_promotion(
+                default_optimizer(float(learning_rate), size) if optimizer is None else optimizer
+            )
             state = (params, opt.init(params), jnp.zeros((), jnp.int32))
             offset = done - start
-            run_data = {"train": data, "fixed": fixed, "keys": None if batch is None else keys[offset:offset + size]}
+            run_data = {
+                "train": data,
+                "fixed": fixed,
+                "keys": None if batch is None else keys[offset : offset + size],
+            }
             result = training.run(
-                _Step(scm, fitted, opt, batch), state, run_data, key=step_key, steps=size,
+                _Step(scm, fitted, opt, batch),
+                state,
+                run_data,
+                key=step_key,
+                steps=size,
                 chunk_steps=size if progress is False and held_data is None else chunk_steps,
                 guard=None if held_data is not None else "loss",
                 reporter=training.Reporter(
-                    progress=progress, desc="fit" if batch is None or len(phases) == 1 else "fit (minibatches)",
-                    hint="lower the learning rate, or hold out a validation split to keep the best parameters"),
-                validation=None if held_data is None else training.Validation(
-                    held_out, patience=patience, best_value=best_nll, since=since))
+                    progress=progress,
+                    desc="fit" if batch is None or len(phases) == 1 else "fit (minibatches)",
+                    hint="lower the learning rate, or hold out a validation split to keep the best parameters",
+                ),
+                validation=None
+                if held_data is None
+                else training.Validation(
+                    held_out, patience=patience, best_value=best_nll, since=since
+                ),
+            )
             params = result.state[0]
             losses.append(result.history["loss"])
             if held_data is not None:
                 curve += result.validation.tolist()
                 curve_steps += (done + result.validation_steps).tolist()
                 if result.best_value < best_nll:
-                    best, best_nll, best_step = result.best[0], result.best_value, done + result.best_step
+                    best, best_nll, best_step = (
+                        result.best[0],
+                        result.best_value,
+                        done + result.best_step,
+                    )
                 since = result.since
             done += result.steps
             if result.steps < size:
@@ -245,11 +297,17 @@ def fit(scm, data: Mapping[str, Any], *, key: KeyLike, steps: int | str = "auto"
         params = best
     if fitted is not None:
         params = {v: params[v] if v in fitted else fixed[v] for v in scm.nodes}
-    info = FitInfo(steps=done, validation_steps=np.asarray(curve_steps, np.int64),
-                   validation_nll=np.asarray(curve, np.float64), best_step=best_step,
-                   best_nll=best_nll if best_step is not None else float("nan"),
-                   stopped_early=stopped, train_index=train_index, validation_index=held_index,
-                   rounds=r + 1)
+    info = FitInfo(
+        steps=done,
+        validation_steps=np.asarray(curve_steps, np.int64),
+        validation_nll=np.asarray(curve, np.float64),
+        best_step=best_step,
+        best_nll=best_nll if best_step is not None else float("nan"),
+        stopped_early=stopped,
+        train_index=train_index,
+        validation_index=held_index,
+        rounds=r + 1,
+    )
     return Fit(params, np.concatenate(losses), info)
 
 
@@ -260,7 +318,9 @@ def _objective(scm, fitted):
 
     def objective(params, data, fixed):
         every = {**fixed, **params}
-        per_unit = jax.lax.map(lambda unit: scm.log_prob_unit(every, unit, fitted), data, batch_size=AUTO_BATCH)
+        per_unit = jax.lax.map(
+            lambda unit: scm.log_prob_unit(every, unit, fitted), data, batch_size=AUTO_BATCH
+        )
         return -jnp.mean(per_unit)
 
     return jax.jit(objective)

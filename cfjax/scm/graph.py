@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from cfjax._checks import ValidationError
 
@@ -29,7 +29,9 @@ class Graph:
     parents: tuple[tuple[str, ...], ...]
 
     @classmethod
-    def from_parents(cls, parents: Mapping[str, Sequence[str]] | Iterable[tuple[str, Sequence[str]]]) -> "Graph":
+    def from_parents(
+        cls, parents: Mapping[str, Sequence[str]] | Iterable[tuple[str, Sequence[str]]]
+    ) -> Graph:
         """Validate ``node -> parents`` and order it topologically.
 
         Raises ValidationError for duplicate node names, duplicate or unknown parents,
@@ -40,22 +42,30 @@ class Graph:
         seen: set[str] = set()
         for name in names:
             if not isinstance(name, str) or not name:
-                raise ValidationError(f"`parents`: expected non-empty string node names, got {name!r}.")
+                raise ValidationError(
+                    f"`parents`: expected non-empty string node names, got {name!r}."
+                )
             if name in seen:
                 raise ValidationError(f"`parents`: node {name!r} is declared twice.")
             seen.add(name)
         pa: dict[str, tuple[str, ...]] = {}
         for name, ps in items:
             if isinstance(ps, str):
-                raise ValidationError(f"`parents[{name!r}]`: expected a sequence of node names, got the string {ps!r}.")
+                raise ValidationError(
+                    f"`parents[{name!r}]`: expected a sequence of node names, got the string {ps!r}."
+                )
             ps = tuple(ps)
             for p in ps:
                 if p not in seen:
-                    raise ValidationError(f"`parents[{name!r}]`: unknown parent {p!r}; nodes are {sorted(seen)}.")
+                    raise ValidationError(
+                        f"`parents[{name!r}]`: unknown parent {p!r}; nodes are {sorted(seen)}."
+                    )
                 if p == name:
                     raise ValidationError(f"`parents[{name!r}]`: a node cannot be its own parent.")
             if len(set(ps)) != len(ps):
-                raise ValidationError(f"`parents[{name!r}]`: a parent is listed twice in {list(ps)}.")
+                raise ValidationError(
+                    f"`parents[{name!r}]`: a parent is listed twice in {list(ps)}."
+                )
             pa[name] = ps
         order: list[str] = []
         placed: set[str] = set()
@@ -63,7 +73,9 @@ class Graph:
         while remaining:
             ready = [v for v in remaining if all(p in placed for p in pa[v])]
             if not ready:
-                raise ValidationError(f"`parents`: the graph has a cycle through {sorted(remaining)}.")
+                raise ValidationError(
+                    f"`parents`: the graph has a cycle through {sorted(remaining)}."
+                )
             for v in ready:
                 order.append(v)
                 placed.add(v)

@@ -41,7 +41,9 @@ class GumbelMax(Mechanism):
 
     def __post_init__(self):
         if not isinstance(self.num_classes, int) or self.num_classes < 2:
-            raise ValidationError(f"`num_classes`: expected an integer >= 2, got {self.num_classes!r}.")
+            raise ValidationError(
+                f"`num_classes`: expected an integer >= 2, got {self.num_classes!r}."
+            )
 
     def _net(self) -> Conditioner:
         return Conditioner(self.num_classes, self.hidden)
@@ -60,21 +62,29 @@ class GumbelMax(Mechanism):
         """The noise prior: ``num_classes`` i.i.d. standard Gumbels, event shape ``(num_classes,)``."""
         dtype = jnp.result_type(float)
         return distrax.Independent(
-            distrax.Gumbel(jnp.zeros((self.num_classes,), dtype), jnp.ones((self.num_classes,), dtype)), 1)
+            distrax.Gumbel(
+                jnp.zeros((self.num_classes,), dtype), jnp.ones((self.num_classes,), dtype)
+            ),
+            1,
+        )
 
     def bijector(self, params: PyTree, pa: jax.Array) -> distrax.Bijector:
         raise NotImplementedError(
             "GumbelMax has no bijector: x = argmax_c (logit_c(pa) + G_c) maps the noise G "
             f"({self.num_classes},) onto {self.num_classes} classes, not one-to-one; its noise "
-            "given x is a posterior draw (`abduct`), and `base_distribution` is its prior.")
+            "given x is a posterior draw (`abduct`), and `base_distribution` is its prior."
+        )
 
     def forward(self, params: PyTree, u: jax.Array, pa: jax.Array) -> jax.Array:
         return jnp.argmax(self.logits(params, pa) + u).astype(jnp.int32)
 
-    def abduct(self, params: PyTree, x: jax.Array, pa: jax.Array,
-               key: jax.Array | None) -> jax.Array:
+    def abduct(
+        self, params: PyTree, x: jax.Array, pa: jax.Array, key: jax.Array | None
+    ) -> jax.Array:
         if key is None:
-            raise ValidationError("`key`: a Gumbel-max node needs a random key for abduction, got None.")
+            raise ValidationError(
+                "`key`: a Gumbel-max node needs a random key for abduction, got None."
+            )
         logits = self.logits(params, pa)
         return gumbel_posterior(key, logits, x) - logits
 
@@ -93,7 +103,9 @@ class GumbelMax(Mechanism):
 
     def values_ok(self, values: jax.Array) -> jax.Array:
         v = values
-        integral = v == jnp.round(v) if jnp.issubdtype(v.dtype, jnp.floating) else jnp.ones(v.shape, bool)
+        integral = (
+            v == jnp.round(v) if jnp.issubdtype(v.dtype, jnp.floating) else jnp.ones(v.shape, bool)
+        )
         return jnp.all(integral & (v >= 0) & (v < self.num_classes))
 
     def check_values(self, name: str, values: Any, what: str) -> None:
@@ -103,7 +115,8 @@ class GumbelMax(Mechanism):
         if bad.any():
             raise ValidationError(
                 f"`{what}`: node {name!r} takes classes 0..{self.num_classes - 1}, got "
-                f"{np.unique(v[bad])[:5].tolist()}.")
+                f"{np.unique(v[bad])[:5].tolist()}."
+            )
 
 
 def gumbel_posterior(key: jax.Array, logits: jax.Array, observed: jax.Array) -> jax.Array:
@@ -125,4 +138,6 @@ def gumbel_posterior(key: jax.Array, logits: jax.Array, observed: jax.Array) -> 
     eps = jnp.finfo(logits.dtype).eps
     margin = 16 * eps * (1 + jnp.abs(top) + jnp.max(jnp.abs(logits)))
     below = jnp.minimum(below, top - margin)
-    return jnp.where(jnp.arange(logits.shape[0], dtype=jnp.asarray(observed).dtype) == observed, top, below)
+    return jnp.where(
+        jnp.arange(logits.shape[0], dtype=jnp.asarray(observed).dtype) == observed, top, below
+    )

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -48,7 +49,9 @@ class Shift:
             except (TypeError, ValueError):
                 arr = np.asarray(None)
             if arr.dtype.kind not in "biuf":
-                raise ValidationError(f"`delta`: expected numbers (a (K,) or (N, K) array or sequence), got {d!r}.")
+                raise ValidationError(
+                    f"`delta`: expected numbers (a (K,) or (N, K) array or sequence), got {d!r}."
+                )
             object.__setattr__(self, "delta", arr)
 
     @property
@@ -68,7 +71,10 @@ def intervention_grid(
     weights: Any = None,
     *,
     describe: bool = False,
-) -> tuple[dict[str, np.ndarray], np.ndarray] | tuple[dict[str, np.ndarray], np.ndarray, InterventionAxis]:
+) -> (
+    tuple[dict[str, np.ndarray], np.ndarray]
+    | tuple[dict[str, np.ndarray], np.ndarray, InterventionAxis]
+):
     """All combinations of the given intervention values, the first node varying slowest.
 
     Args:
@@ -92,12 +98,16 @@ def intervention_grid(
       ('do(sex=0)', 'do(sex=1)')
     """
     if not isinstance(values, Mapping) or not values:
-        raise ValidationError(f"`values`: expected a non-empty mapping node -> values, got {values!r}.")
+        raise ValidationError(
+            f"`values`: expected a non-empty mapping node -> values, got {values!r}."
+        )
     columns = {}
     for name, vals in values.items():
         arr = np.asarray(vals)
         if arr.ndim != 1 or arr.size == 0:
-            raise ValidationError(f"`values[{name!r}]`: expected a non-empty 1-d sequence, got shape {arr.shape}.")
+            raise ValidationError(
+                f"`values[{name!r}]`: expected a non-empty 1-d sequence, got shape {arr.shape}."
+            )
         columns[name] = arr
     index = np.array(list(itertools.product(*(range(len(v)) for v in columns.values()))))
     grid = {name: col[index[:, j]] for j, (name, col) in enumerate(columns.items())}
@@ -112,7 +122,8 @@ def intervention_grid(
             w = np.asarray(weights[name], np.float64)
             if w.shape != col.shape or (w < 0).any() or w.sum() <= 0:
                 raise ValidationError(
-                    f"`weights[{name!r}]`: expected {len(col)} non-negative weights, got {w.tolist()}.")
+                    f"`weights[{name!r}]`: expected {len(col)} non-negative weights, got {w.tolist()}."
+                )
             q = q * (w / w.sum())[index[:, j]]
     else:
         check_weights("weights", weights, k)
@@ -164,14 +175,18 @@ class InterventionAxis:
     def to_dict(self) -> dict[str, list]:
         """A JSON-serialisable description: ``labels``, ``weights``, ``group`` and ``entries``
         (``[{node: {"kind": ..., "value": ...}}]``, array values as nested lists)."""
+
         def plain(x):
             return x.tolist() if isinstance(x, np.ndarray) else x
+
         return {
             "labels": list(self.labels),
             "weights": self.weights.tolist(),
             "group": self.group_of.tolist(),
-            "entries": [{v: {"kind": kind, "value": plain(value)} for v, (kind, value) in e.items()}
-                        for e in self.entries],
+            "entries": [
+                {v: {"kind": kind, "value": plain(value)} for v, (kind, value) in e.items()}
+                for e in self.entries
+            ],
         }
 
     def __repr__(self) -> str:
@@ -193,11 +208,14 @@ def _format(kind: str, value: Any, shape: tuple[int, ...]) -> str:
     return f"{value:+g}" if kind == "shift" else f"{value:g}"
 
 
-def _group_entries(group: Any, what: str, events: Mapping[str, tuple[int, ...]] | None
-                   ) -> list[dict[str, tuple[str, Any]]]:
+def _group_entries(
+    group: Any, what: str, events: Mapping[str, tuple[int, ...]] | None
+) -> list[dict[str, tuple[str, Any]]]:
     """The per-entry ``node -> (kind, value)`` of one group of interventions."""
     if not isinstance(group, Mapping):
-        raise ValidationError(f"`{what}`: expected a mapping node -> values, got {type(group).__name__}.")
+        raise ValidationError(
+            f"`{what}`: expected a mapping node -> values, got {type(group).__name__}."
+        )
     if not group:
         return [{}]
     k = None
@@ -212,11 +230,15 @@ def _group_entries(group: Any, what: str, events: Mapping[str, tuple[int, ...]] 
         axis = 1 if per_unit else 0
         if arr.ndim <= axis or arr.shape[axis] == 0:
             want = "(N, K)" if per_unit else "a leading K axis"
-            raise ValidationError(f"`{what}[{v!r}]`: expected values with {want}, got shape {arr.shape}.")
+            raise ValidationError(
+                f"`{what}[{v!r}]`: expected values with {want}, got shape {arr.shape}."
+            )
         if k is None:
             k = arr.shape[axis]
         elif arr.shape[axis] != k:
-            raise ValidationError(f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {arr.shape[axis]}.")
+            raise ValidationError(
+                f"`{what}[{v!r}]`: expected K = {k} like the other nodes, got {arr.shape[axis]}."
+            )
         columns[v] = (kind, arr, per_unit)
     assert k is not None, "at least one node"
     out = []
@@ -238,8 +260,11 @@ def _label(entry: Mapping[str, tuple[str, Any]]) -> str:
         return "null"
     parts = []
     for kind in ("do", "shift"):
-        items = [f"{v}={_format(kind, value, np.shape(value) if isinstance(value, np.ndarray) else ())}"
-                 for v, (kd, value) in entry.items() if kd == kind]
+        items = [
+            f"{v}={_format(kind, value, np.shape(value) if isinstance(value, np.ndarray) else ())}"
+            for v, (kd, value) in entry.items()
+            if kd == kind
+        ]
         if items:
             parts.append(f"{kind}({', '.join(items)})")
     return " ".join(parts)
@@ -248,8 +273,12 @@ def _label(entry: Mapping[str, tuple[str, Any]]) -> str:
 def _split_weighted(group: Any) -> tuple[Any, Any]:
     """``(interventions, weights)`` of a group given as a mapping or as a pair from
     :func:`intervention_grid`."""
-    if isinstance(group, tuple) and len(group) == 2 and isinstance(group[0], Mapping) \
-            and not isinstance(group[1], Mapping):
+    if (
+        isinstance(group, tuple)
+        and len(group) == 2
+        and isinstance(group[0], Mapping)
+        and not isinstance(group[1], Mapping)
+    ):
         return group[0], group[1]
     return group, None
 
@@ -266,8 +295,12 @@ def split_groups(interventions: Any) -> tuple[Any, list[Any]]:
     return interventions, [None]
 
 
-def intervention_axis(interventions: Any, group_weights: Any = "groups", *,
-                      event_shapes: Mapping[str, tuple[int, ...]] | None = None) -> InterventionAxis:
+def intervention_axis(
+    interventions: Any,
+    group_weights: Any = "groups",
+    *,
+    event_shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> InterventionAxis:
     """The labelled intervention axis of one group of interventions or of several
     concatenated along K (as :meth:`cfjax.scm.SCM.counterfactual` takes them).
 
@@ -307,7 +340,8 @@ def intervention_axis(interventions: Any, group_weights: Any = "groups", *,
     if not isinstance(groups, (list, tuple)) or not groups:
         raise ValidationError(
             f"`interventions`: expected a mapping node -> values or a non-empty sequence of them, "
-            f"got {type(interventions).__name__}.")
+            f"got {type(interventions).__name__}."
+        )
     entries, group_of, weights = [], [], []
     sizes = []
     for g, (group, w) in enumerate(zip(groups, within)):
@@ -333,11 +367,21 @@ def intervention_axis(interventions: Any, group_weights: Any = "groups", *,
             mass = np.asarray(group_weights, np.float64)
         except (TypeError, ValueError):
             mass = np.full(0, np.nan)
-        if mass.shape != (n_groups,) or not np.isfinite(mass).all() or (mass < 0).any() or mass.sum() <= 0:
+        if (
+            mass.shape != (n_groups,)
+            or not np.isfinite(mass).all()
+            or (mass < 0).any()
+            or mass.sum() <= 0
+        ):
             raise ValidationError(
                 f"`group_weights`: expected 'groups', 'entries' or {n_groups} non-negative group masses, "
-                f"got {group_weights!r}.")
+                f"got {group_weights!r}."
+            )
         mass = mass / mass.sum()
     q = np.concatenate([m * w for m, w in zip(mass, weights)])
-    return InterventionAxis(labels=tuple(_label(e) for e in entries), entries=tuple(entries),
-                            weights=q, group_of=np.asarray(group_of, np.int64))
+    return InterventionAxis(
+        labels=tuple(_label(e) for e in entries),
+        entries=tuple(entries),
+        weights=q,
+        group_of=np.asarray(group_of, np.int64),
+    )

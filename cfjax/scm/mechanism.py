@@ -90,7 +90,8 @@ class Mechanism(abc.ABC):
         (``forward``, ``inverse``, ``forward_and_log_det``, ``inverse_and_log_det`` with
         ``log |dx/du|``); only mechanisms invertible in their noise define it."""
         raise NotImplementedError(
-            f"{type(self).__name__} has no bijector: it is not invertible in its noise.")
+            f"{type(self).__name__} has no bijector: it is not invertible in its noise."
+        )
 
     @property
     def base_distribution(self) -> distrax.Distribution:
@@ -122,7 +123,11 @@ class Mechanism(abc.ABC):
         """Raise ValidationError if concrete ``values`` lie outside the node's support."""
         v = np.asarray(values)
         if not np.issubdtype(v.dtype, np.number) and v.dtype != bool:
-            raise ValidationError(f"`{what}`: expected numbers for node {name!r}, got dtype {v.dtype}.")
+            raise ValidationError(
+                f"`{what}`: expected numbers for node {name!r}, got dtype {v.dtype}."
+            )
         bad = ~np.isfinite(v.astype(np.float64))
         if bad.any():
-            raise ValidationError(f"`{what}`: node {name!r} has {int(bad.sum())} NaN or infinite value(s).")
+            raise ValidationError(
+                f"`{what}`: node {name!r} has {int(bad.sum())} NaN or infinite value(s)."
+            )

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Iterator, Mapping, Sequence, cast
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -72,10 +73,13 @@ class SCM:
         if missing or extra:
             raise ValidationError(
                 f"`mechanisms`: expected one mechanism per node of {list(graph.order)}, "
-                f"missing {missing}, unknown {extra}.")
+                f"missing {missing}, unknown {extra}."
+            )
         for v in graph.order:
             if not isinstance(mechanisms[v], Mechanism):
-                raise ValidationError(f"`mechanisms[{v!r}]`: expected a Mechanism, got {type(mechanisms[v]).__name__}.")
+                raise ValidationError(
+                    f"`mechanisms[{v!r}]`: expected a Mechanism, got {type(mechanisms[v]).__name__}."
+                )
         object.__setattr__(self, "graph", graph)
         object.__setattr__(self, "mechanisms", tuple(mechanisms[v] for v in graph.order))
 
@@ -98,7 +102,9 @@ class SCM:
         ``raw_parents``). ``values`` holds one unit's value of every parent."""
         return self._parent_vector(self.graph.index(node), values)
 
-    def check_data(self, data: Data, *, nodes: Sequence[str] | None = None, name: str = "data") -> dict[str, jax.Array]:
+    def check_data(
+        self, data: Data, *, nodes: Sequence[str] | None = None, name: str = "data"
+    ) -> dict[str, jax.Array]:
         """``{node: (N, *E)}`` validated and cast (continuous nodes float, discrete int32):
         every node's column (only ``nodes``' when given) of shape ``(N, *E)``, its values in
         the node's support; a pandas DataFrame is accepted for scalar nodes. Errors name
@@ -113,18 +119,26 @@ class SCM:
         if not parents:
             return jnp.zeros((0,), dtype)
         if self.mechanisms[node_index].raw_parents:
-            return jnp.concatenate([jnp.asarray(values[p]).reshape(-1).astype(dtype) for p in parents])
+            return jnp.concatenate(
+                [jnp.asarray(values[p]).reshape(-1).astype(dtype) for p in parents]
+            )
         return jnp.concatenate([self.mechanism(p).encode(values[p]) for p in parents])
 
     def _parent_dim(self, node_index: int) -> int:
         if self.mechanisms[node_index].raw_parents:
-            return sum(int(np.prod(self.event(p), dtype=np.int64)) for p in self.graph.parents[node_index])
+            return sum(
+                int(np.prod(self.event(p), dtype=np.int64)) for p in self.graph.parents[node_index]
+            )
         return sum(self.mechanism(p).encoded_dim for p in self.graph.parents[node_index])
 
     # ------------------------------------------------------------------ one unit
-    def predict_unit(self, params: PyTree, noise: Mapping[str, Any],
-                     do: Mapping[str, jax.Array] | None = None,
-                     observed: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
+    def predict_unit(
+        self,
+        params: PyTree,
+        noise: Mapping[str, Any],
+        do: Mapping[str, jax.Array] | None = None,
+        observed: Mapping[str, jax.Array] | None = None,
+    ) -> dict[str, jax.Array]:
         """Values of one unit from its noise, in topological order, intervened nodes set to
         ``do[node]`` (action) and the others recomputed from their parents (prediction).
 
@@ -144,8 +158,13 @@ class SCM:
                 values[v] = mech.forward(params[v], noise[v], self._parent_vector(i, values))
         return values
 
-    def abduct_unit(self, params: PyTree, x: Mapping[str, jax.Array], key: jax.Array | None,
-                    given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def abduct_unit(
+        self,
+        params: PyTree,
+        x: Mapping[str, jax.Array],
+        key: jax.Array | None,
+        given: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """One unit's exogenous noise given its observed values; nodes in ``given`` keep the
         noise given there (node ``i``'s key is ``fold_in(key, i)`` either way)."""
         given = given or {}
@@ -158,28 +177,36 @@ class SCM:
             noise[v] = mech.abduct(params[v], x[v], self._parent_vector(i, x), node_key)
         return noise
 
-    def log_prob_unit(self, params: PyTree, x: Mapping[str, jax.Array],
-                      nodes: tuple[str, ...] | None = None) -> jax.Array:
+    def log_prob_unit(
+        self, params: PyTree, x: Mapping[str, jax.Array], nodes: tuple[str, ...] | None = None
+    ) -> jax.Array:
         """``log p(x)`` of one unit: the sum of every node's conditional log-likelihood (of the
         ``nodes`` given, in topological order, when not None)."""
-        total = sum(mech.log_prob(params[v], x[v], self._parent_vector(i, x))
-                    for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))
-                    if nodes is None or v in nodes)
+        total = sum(
+            mech.log_prob(params[v], x[v], self._parent_vector(i, x))
+            for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))
+            if nodes is None or v in nodes
+        )
         return cast(jax.Array, total)  # an array: every model, and every fit, has a node
 
     def sample_noise_unit(self, key: jax.Array) -> dict[str, Any]:
-        return {v: mech.sample_noise(jax.random.fold_in(key, i))
-                for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
+        return {
+            v: mech.sample_noise(jax.random.fold_in(key, i))
+            for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))
+        }
 
     # ------------------------------------------------------------------ public API
     def init(self, *, key: KeyLike) -> dict[str, Any]:
         """Fresh parameters ``{node: params}`` (``key``: a PRNG key or an int seed)."""
         key = as_key(key)
-        return {v: mech.init(jax.random.fold_in(key, i), self._parent_dim(i))
-                for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
+        return {
+            v: mech.init(jax.random.fold_in(key, i), self._parent_dim(i))
+            for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))
+        }
 
-    def log_prob(self, params: PyTree, data: Data, per_node: bool = False
-                 ) -> jax.Array | dict[str, jax.Array]:
+    def log_prob(
+        self, params: PyTree, data: Data, per_node: bool = False
+    ) -> jax.Array | dict[str, jax.Array]:
         """Per-unit log-likelihood, shape ``(N,)``: the sum of every node's conditional
         log-likelihood ``log p(x_v | pa_v)``. A mechanism without a density (a deterministic
         renderer) raises its own error.
@@ -216,8 +243,9 @@ class SCM:
         n = _checks.check_positive_int("n", n)
         return self._sample(params, as_key(key), n)
 
-    def interventional_samples(self, params: PyTree, n: int, interventions: Any, *,
-                               key: KeyLike) -> dict[str, jax.Array]:
+    def interventional_samples(
+        self, params: PyTree, n: int, interventions: Any, *, key: KeyLike
+    ) -> dict[str, jax.Array]:
         """``n`` fresh units under each of K interventions, ``{node: (n, K, *E)}``. The same
         noise draws are used under every intervention (common random numbers).
         Interventions are common ``{node: (K, *E)}`` or per unit ``{node: (n, K, *E)}``, or a
@@ -230,10 +258,17 @@ class SCM:
         nodes); unit ``i`` uses ``jax.random.split(key, N)[i]``, as :meth:`counterfactual`."""
         return _cf.abduct(self, params, data, key=key)
 
-    def counterfactual(self, params: PyTree, data: Data, interventions: Any, *,
-                       key: KeyLike | None = None,
-                       noise: Data | None = None, chunk_size: int | None = None,
-                       mesh: MeshLike = None) -> dict[str, jax.Array]:
+    def counterfactual(
+        self,
+        params: PyTree,
+        data: Data,
+        interventions: Any,
+        *,
+        key: KeyLike | None = None,
+        noise: Data | None = None,
+        chunk_size: int | None = None,
+        mesh: MeshLike = None,
+    ) -> dict[str, jax.Array]:
         """Counterfactuals of every unit under each of K interventions, ``{node: (N, K, *E)}``.
 
         One function of one unit abducts its noise once (or takes it from ``noise``) and
@@ -281,20 +316,38 @@ class SCM:
           >>> out["b"].shape, axis.labels, axis.weights.tolist()
           ((2, 3), ('do(a=0)', 'do(a=3)', 'shift(a=+1)'), [0.25, 0.25, 0.5])
         """
-        return _cf.counterfactual(self, params, data, interventions, key=key, noise=noise,
-                                  chunk_size=chunk_size, mesh=mesh)
+        return _cf.counterfactual(
+            self,
+            params,
+            data,
+            interventions,
+            key=key,
+            noise=noise,
+            chunk_size=chunk_size,
+            mesh=mesh,
+        )
 
-    def intervention_axis(self, interventions: Any, group_weights: Any = "groups") -> InterventionAxis:
+    def intervention_axis(
+        self, interventions: Any, group_weights: Any = "groups"
+    ) -> InterventionAxis:
         """The labelled intervention axis of ``interventions`` (as :meth:`counterfactual`
         takes them): see :func:`cfjax.scm.intervention_axis`, with this model's event shapes
         telling per-unit values from array-valued nodes."""
-        return intervention_axis(interventions, group_weights, event_shapes={v: self.event(v) for v in self.nodes})
+        return intervention_axis(
+            interventions, group_weights, event_shapes={v: self.event(v) for v in self.nodes}
+        )
 
-    def counterfactual_chunks(self, params: PyTree, data: Data, interventions: Any, *,
-                              chunk_size: int,
-                              key: KeyLike | None = None, noise: Data | None = None,
-                              mesh: MeshLike = None
-                              ) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
+    def counterfactual_chunks(
+        self,
+        params: PyTree,
+        data: Data,
+        interventions: Any,
+        *,
+        chunk_size: int,
+        key: KeyLike | None = None,
+        noise: Data | None = None,
+        mesh: MeshLike = None,
+    ) -> Iterator[tuple[int, int, dict[str, jax.Array]]]:
         """:meth:`counterfactual` of the units in chunks, for consumers that stream (feed a
         classifier, keep its outputs, drop the images).
 
@@ -325,15 +378,33 @@ class SCM:
           >>> [(start, stop, out["a"].shape) for start, stop, out in chunks]
           [(0, 2, (2, 1)), (2, 4, (2, 1)), (4, 5, (1, 1))]
         """
-        return _cf.counterfactual_chunks(self, params, data, interventions, chunk_size=chunk_size, key=key,
-                                         noise=noise, mesh=mesh)
+        return _cf.counterfactual_chunks(
+            self,
+            params,
+            data,
+            interventions,
+            chunk_size=chunk_size,
+            key=key,
+            noise=noise,
+            mesh=mesh,
+        )
 
-    def fit(self, data: Data, *, key: KeyLike, steps: int | str = "auto",
-            learning_rate: float = 3e-2,
-            batch_size: int | str | None = "auto", optimizer: optax.GradientTransformation | None = None,
-            params: PyTree | None = None, nodes: Sequence[str] | None = None,
-            progress: bool | None = None,
-            chunk_steps: int = 100, validation: float = 0.0, patience: int | None = 5) -> _fit.Fit:
+    def fit(
+        self,
+        data: Data,
+        *,
+        key: KeyLike,
+        steps: int | str = "auto",
+        learning_rate: float = 3e-2,
+        batch_size: int | str | None = "auto",
+        optimizer: optax.GradientTransformation | None = None,
+        params: PyTree | None = None,
+        nodes: Sequence[str] | None = None,
+        progress: bool | None = None,
+        chunk_steps: int = 100,
+        validation: float = 0.0,
+        patience: int | None = 5,
+    ) -> _fit.Fit:
         """Maximum-likelihood fit with optax.
 
         Args:
@@ -408,9 +479,21 @@ class SCM:
           >>> info.validation_index.shape, info.validation_steps.tolist()
           ((2,), [10, 20])
         """
-        return _fit.fit(self, data, key=key, steps=steps, learning_rate=learning_rate, batch_size=batch_size,
-                        optimizer=optimizer, params=params, nodes=nodes, progress=progress,
-                        chunk_steps=chunk_steps, validation=validation, patience=patience)
+        return _fit.fit(
+            self,
+            data,
+            key=key,
+            steps=steps,
+            learning_rate=learning_rate,
+            batch_size=batch_size,
+            optimizer=optimizer,
+            params=params,
+            nodes=nodes,
+            progress=progress,
+            chunk_steps=chunk_steps,
+            validation=validation,
+            patience=patience,
+        )
 
     def summary(self, params: PyTree) -> str:
         """A readable description of fitted parameters, one block per node.
@@ -439,27 +522,40 @@ class SCM:
         """
         if not isinstance(params, Mapping) or any(v not in params for v in self.nodes):
             missing = [v for v in self.nodes if not isinstance(params, Mapping) or v not in params]
-            raise ValidationError(f"`params`: expected parameters of every node, missing {missing}.")
+            raise ValidationError(
+                f"`params`: expected parameters of every node, missing {missing}."
+            )
         lines = []
         for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms)):
             p = params[v]
             if isinstance(mech, LocationScale) and tuple(mech.hidden) == () and "net" in p:
                 names = self._parent_names(i)
                 net = p["net"]["params"]
-                layer = net["Dense_0"] if "Dense_0" in net else {"kernel": np.zeros((0, np.shape(net["bias"])[0])),
-                                                                  "bias": net["bias"]}
-                kernel, bias = np.asarray(layer["kernel"], np.float64), np.asarray(layer["bias"], np.float64)
+                layer = (
+                    net["Dense_0"]
+                    if "Dense_0" in net
+                    else {"kernel": np.zeros((0, np.shape(net["bias"])[0])), "bias": net["bias"]}
+                )
+                kernel, bias = (
+                    np.asarray(layer["kernel"], np.float64),
+                    np.asarray(layer["bias"], np.float64),
+                )
                 width = max([len(n) for n in names] + [len("noise scale")]) + 4
                 if mech.heteroscedastic:
                     lines.append(f"{v}: LocationScale, linear location and log scale")
                     lines.append(f"  {'':<{width - 2}}{' loc':<12} log scale")
                     lines.append(f"  {'intercept':<{width - 2}}{bias[0]:< 12.4g}{bias[1]: .4g}")
-                    lines += [f"  {n:<{width - 2}}{kernel[j, 0]:< 12.4g}{kernel[j, 1]: .4g}" for j, n in enumerate(names)]
+                    lines += [
+                        f"  {n:<{width - 2}}{kernel[j, 0]:< 12.4g}{kernel[j, 1]: .4g}"
+                        for j, n in enumerate(names)
+                    ]
                 else:
                     lines.append(f"{v}: LocationScale, linear-Gaussian")
                     lines.append(f"  {'intercept':<{width - 2}}{bias[0]: .4g}")
                     lines += [f"  {n:<{width - 2}}{kernel[j, 0]: .4g}" for j, n in enumerate(names)]
-                    lines.append(f"  {'noise scale':<{width - 2}}{float(np.exp(np.asarray(p['log_scale']))): .4g}")
+                    lines.append(
+                        f"  {'noise scale':<{width - 2}}{float(np.exp(np.asarray(p['log_scale']))): .4g}"
+                    )
             else:
                 count = sum(int(np.size(x)) for x in jax.tree.leaves(p))
                 lines.append(f"{v}: {type(mech).__name__}, {count} parameters")
@@ -470,12 +566,21 @@ class SCM:
         names = []
         for p in self.graph.parents[node_index]:
             pm = self.mechanism(p)
-            size = (int(np.prod(self.event(p), dtype=np.int64)) if self.mechanisms[node_index].raw_parents
-                    else pm.encoded_dim)
+            size = (
+                int(np.prod(self.event(p), dtype=np.int64))
+                if self.mechanisms[node_index].raw_parents
+                else pm.encoded_dim
+            )
             if size == 1:
-                scaled = getattr(pm, "bounded", False) and not self.mechanisms[node_index].raw_parents
+                scaled = (
+                    getattr(pm, "bounded", False) and not self.mechanisms[node_index].raw_parents
+                )
                 names.append(f"{p} (scaled to [0, 1])" if scaled else p)
-            elif pm.discrete and not self.mechanisms[node_index].raw_parents and size == getattr(pm, "num_classes", -1):
+            elif (
+                pm.discrete
+                and not self.mechanisms[node_index].raw_parents
+                and size == getattr(pm, "num_classes", -1)
+            ):
                 names += [f"{p}={c}" for c in range(size)]
             else:
                 names += [f"{p}[{j}]" for j in range(size)]
@@ -485,16 +590,26 @@ class SCM:
         """Write ``params`` to the directory ``path`` (orbax, atomic; see
         :func:`cfjax.scm.checkpoint.save_params`), recording this model's node names."""
         from cfjax.scm.checkpoint import save_params
-        save_params(path, params, meta={"nodes": list(self.nodes),
-                                        "mechanisms": [type(m).__name__ for m in self.mechanisms]})
+
+        save_params(
+            path,
+            params,
+            meta={
+                "nodes": list(self.nodes),
+                "mechanisms": [type(m).__name__ for m in self.mechanisms],
+            },
+        )
 
     def load(self, path: Any) -> dict[str, Any]:
         """Parameters written by :meth:`save` (or :func:`cfjax.scm.checkpoint.save_params`), restored
         into the structure, shapes and dtypes of :meth:`init`'s."""
         from cfjax.scm.checkpoint import load_params, read_meta
+
         nodes = read_meta(path).get("nodes")
         if nodes is not None and list(nodes) != list(self.nodes):
-            raise ValidationError(f"`path`: expected parameters of nodes {list(self.nodes)}, got nodes {list(nodes)}.")
+            raise ValidationError(
+                f"`path`: expected parameters of nodes {list(self.nodes)}, got nodes {list(nodes)}."
+            )
         return load_params(path, like=self.init(key=0))
 
     # ------------------------------------------------------------------ batched kernels
@@ -505,8 +620,11 @@ class SCM:
     @functools.partial(jax.jit, static_argnums=0)
     def _log_prob_nodes(self, params, data):
         def one(x):
-            return {v: mech.log_prob(params[v], x[v], self._parent_vector(i, x))
-                    for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))}
+            return {
+                v: mech.log_prob(params[v], x[v], self._parent_vector(i, x))
+                for i, (v, mech) in enumerate(zip(self.nodes, self.mechanisms))
+            }
+
         return jax.vmap(one)(data)
 
     @functools.partial(jax.jit, static_argnums=(0, 3))

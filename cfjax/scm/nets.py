@@ -50,7 +50,11 @@ class Conditioner(nn.Module):
             return self.param("bias", nn.initializers.zeros, (self.features,), dtype)
         h = pa
         if pa.ndim != 1:
-            raise ValueError(f"`pa`: expected one unit's parent vector of shape (P,), got {pa.shape}.")
+            raise ValueError(
+                f"`pa`: expected one unit's parent vector of shape (P,), got {pa.shape}."
+            )
         for i, width in enumerate(self.hidden):
             h = nn.gelu(_Affine(width, name=f"Dense_{i}")(h))
-        return _Affine(self.features, kernel_init=nn.initializers.zeros, name=f"Dense_{len(self.hidden)}")(h)
+        return _Affine(
+            self.features, kernel_init=nn.initializers.zeros, name=f"Dense_{len(self.hidden)}"
+        )(h)

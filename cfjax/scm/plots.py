@@ -6,12 +6,12 @@ diverging colour map with one shared colour bar."""
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from cfjax import _checks
-from cfjax import figures
+from cfjax import _checks, figures
 from cfjax.scm.interventions import InterventionAxis
 
 __all__ = ["counterfactual_grid", "column_header"]
@@ -19,7 +19,15 @@ __all__ = ["counterfactual_grid", "column_header"]
 _DO = re.compile(r"do\(([^()]*)\)")
 #: layout in inches: left margin (row labels), gap factual | counterfactuals, gap between row
 #: groups, panel title band, colour bar gap and width, right margin (colour bar labels)
-_LEFT, _FACTUAL_GAP, _GROUP_GAP, _TITLE, _BAR_GAP, _BAR, _RIGHT = 1.25, 0.18, 0.16, 0.34, 0.14, 0.14, 0.9
+_LEFT, _FACTUAL_GAP, _GROUP_GAP, _TITLE, _BAR_GAP, _BAR, _RIGHT = (
+    1.25,
+    0.18,
+    0.16,
+    0.34,
+    0.14,
+    0.14,
+    0.9,
+)
 _FONT = 8  # points: tick labels, headers, colour bar
 _FRAME = "0.78"  # the grey of the difference panel's gaps and frames
 
@@ -51,7 +59,7 @@ def _strip(images: np.ndarray, sep: int) -> np.ndarray:
     """``(n, H, W)`` stacked vertically, ``sep`` rows of NaN (drawn as a gap) between them."""
     n, h, w = images.shape
     padded = np.concatenate([images, np.full((n, sep, w), np.nan)], axis=1)
-    return padded.reshape(n * (h + sep), w)[:n * (h + sep) - sep]
+    return padded.reshape(n * (h + sep), w)[: n * (h + sep) - sep]
 
 
 def _limits(name: str, value: Any, default: tuple[float, float]) -> tuple[float, float]:
@@ -66,10 +74,19 @@ def _limits(name: str, value: Any, default: tuple[float, float]) -> tuple[float,
     return lo, hi
 
 
-def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: InterventionAxis, *,
-                        unit_labels: Sequence[str] | None = None, tile_inches: float = 0.5,
-                        image_limits: tuple[float, float] | None = None, limit: float | None = None,
-                        cmap: str = "gray", diff_cmap: str = "RdBu_r", title: str | None = None) -> Any:
+def counterfactual_grid(
+    factual: Any,
+    counterfactuals: Mapping[str, Any],
+    axis: InterventionAxis,
+    *,
+    unit_labels: Sequence[str] | None = None,
+    tile_inches: float = 0.5,
+    image_limits: tuple[float, float] | None = None,
+    limit: float | None = None,
+    cmap: str = "gray",
+    diff_cmap: str = "RdBu_r",
+    title: str | None = None,
+) -> Any:
     """The counterfactual image grid: what each intervention does to each unit's image.
 
     Top panel: one row per unit and row group (the groups stacked, each labelled at the left,
@@ -118,14 +135,22 @@ def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: 
       ['do(sex=0, age=30)', 'do(sex=0, age=70)', 'do(sex=1, age=30)', 'do(sex=1, age=70)']
     """
     if not isinstance(axis, InterventionAxis):
-        _checks.fail("axis", "a cfjax.scm.InterventionAxis (intervention_axis / intervention_grid(describe=True))",
-                     type(axis).__name__)
+        _checks.fail(
+            "axis",
+            "a cfjax.scm.InterventionAxis (intervention_axis / intervention_grid(describe=True))",
+            type(axis).__name__,
+        )
     f = _images("factual", factual, 3, "(n, H, W) of factual images")
     n, h, w = f.shape
     k = len(axis.labels)
     if not isinstance(counterfactuals, Mapping) or not counterfactuals:
-        _checks.fail("counterfactuals", "a non-empty mapping row-group name -> (n, K, H, W) images",
-                     type(counterfactuals).__name__ if not isinstance(counterfactuals, Mapping) else "an empty mapping")
+        _checks.fail(
+            "counterfactuals",
+            "a non-empty mapping row-group name -> (n, K, H, W) images",
+            type(counterfactuals).__name__
+            if not isinstance(counterfactuals, Mapping)
+            else "an empty mapping",
+        )
     groups = {}
     for name, x in counterfactuals.items():
         arg = f"counterfactuals[{name!r}]"
@@ -133,12 +158,19 @@ def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: 
             _checks.fail("counterfactuals", "non-empty string row-group names", repr(name))
         v = _images(arg, x, 4, "(n, K, H, W) of counterfactual images")
         if v.shape != (n, k, h, w):
-            _checks.fail(arg, f"shape (n, K, H, W) = {(n, k, h, w)} (n, H, W from `factual`, K = len(axis.labels))",
-                         f"shape {v.shape}")
+            _checks.fail(
+                arg,
+                f"shape (n, K, H, W) = {(n, k, h, w)} (n, H, W from `factual`, K = len(axis.labels))",
+                f"shape {v.shape}",
+            )
         groups[name] = v
     if unit_labels is None:
         unit_labels = [f"unit {i + 1}" for i in range(n)]
-    elif isinstance(unit_labels, str) or len(unit_labels) != n or not all(isinstance(s, str) for s in unit_labels):
+    elif (
+        isinstance(unit_labels, str)
+        or len(unit_labels) != n
+        or not all(isinstance(s, str) for s in unit_labels)
+    ):
         _checks.fail("unit_labels", f"None or {n} strings (one per unit)", repr(unit_labels))
     tile = _checks.check_positive_float("tile_inches", tile_inches)
     diffs = {name: v - f[:, None] for name, v in groups.items()}
@@ -158,8 +190,11 @@ def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: 
     headers = [column_header(label, short) for label in axis.labels]
     if title is None:
         nodes = list(dict.fromkeys(v for e in axis.entries for v in e))
-        title = ("Factual image and counterfactuals under " + (f"do({', '.join(nodes)}) (values above each column)"
-                                                              if short else "the interventions above each column"))
+        title = "Factual image and counterfactuals under " + (
+            f"do({', '.join(nodes)}) (values above each column)"
+            if short
+            else "the interventions above each column"
+        )
     # geometry in inches: a pixel is tile/W wide; gaps between images are `sep` pixels
     sep = max(1, round(w / 16))
     px = tile / w
@@ -174,7 +209,9 @@ def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: 
     fig_h = _TITLE + head_h + panel_h + 0.2 + _TITLE + panel_h + 0.15
     fig = plt.figure(figsize=(fig_w, fig_h))
 
-    def box(x: float, top: float, width: float, height: float) -> list[float]:  # inches from the top left
+    def box(
+        x: float, top: float, width: float, height: float
+    ) -> list[float]:  # inches from the top left
         return [x / fig_w, 1 - (top + height) / fig_h, width / fig_w, height / fig_h]
 
     grey = plt.get_cmap(cmap).with_extremes(bad="white")
@@ -182,8 +219,9 @@ def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: 
     norm = colors.Normalize(-limit, limit)
     rows = [i * (h + sep) + (h - 1) / 2 for i in range(n)]
 
-    def tile_axes(x: float, top: float, images: np.ndarray, panel: str, group: str, label: str,
-                  **imshow: Any) -> Any:
+    def tile_axes(
+        x: float, top: float, images: np.ndarray, panel: str, group: str, label: str, **imshow: Any
+    ) -> Any:
         ax = fig.add_axes(box(x, top, col_w, block_h), label=label)
         ax.imshow(_strip(images, sep), interpolation="nearest", aspect="auto", **imshow)
         ax.set_xticks([])
@@ -201,9 +239,14 @@ def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: 
     top_a = _TITLE + head_h
     fig.text(_LEFT / fig_w, 1 - 0.08 / fig_h, "a   " + title, fontsize=10, va="top", ha="left")
     top_b = top_a + panel_h + 0.2 + _TITLE
-    fig.text(_LEFT / fig_w, 1 - (top_b - _TITLE + 0.08) / fig_h,
-             "b   Change from the factual image: counterfactual − factual (same columns and rows as a)",
-             fontsize=10, va="top", ha="left")
+    fig.text(
+        _LEFT / fig_w,
+        1 - (top_b - _TITLE + 0.08) / fig_h,
+        "b   Change from the factual image: counterfactual − factual (same columns and rows as a)",
+        fontsize=10,
+        va="top",
+        ha="left",
+    )
     diff_images = []
     for gi, (name, v) in enumerate(groups.items()):
         top = top_a + gi * (block_h + _GROUP_GAP)
@@ -212,14 +255,31 @@ def counterfactual_grid(factual: Any, counterfactuals: Mapping[str, Any], axis: 
         if gi == 0:
             ax.set_title("factual", fontsize=_FONT, pad=3)
         for j in range(k):
-            ax = tile_axes(x_cf + j * (col_w + gap), top, v[:, j], "image", name, axis.labels[j], cmap=grey,
-                           vmin=lo, vmax=hi)
+            ax = tile_axes(
+                x_cf + j * (col_w + gap),
+                top,
+                v[:, j],
+                "image",
+                name,
+                axis.labels[j],
+                cmap=grey,
+                vmin=lo,
+                vmax=hi,
+            )
             if gi == 0:
                 ax.set_title(headers[j], fontsize=_FONT, pad=3)
         top = top_b + gi * (block_h + _GROUP_GAP)
         for j in range(k):
-            ax = tile_axes(x_cf + j * (col_w + gap), top, diffs[name][:, j], "difference", name,
-                           axis.labels[j], cmap=diverging, norm=norm)
+            ax = tile_axes(
+                x_cf + j * (col_w + gap),
+                top,
+                diffs[name][:, j],
+                "difference",
+                name,
+                axis.labels[j],
+                cmap=diverging,
+                norm=norm,
+            )
             diff_images.append(ax.images[0])
             if j == 0:
                 row_labels(ax, name)

@@ -42,18 +42,20 @@ def _knots(raw: jax.Array, num_bins: int, bound: float) -> tuple[jax.Array, jax.
     k = num_bins
     width = 2 * bound * (_MIN_WIDTH + jax.nn.softmax(raw[:k])) / (1 + k * _MIN_WIDTH)
     half_log_rho = float(np.log(_RHO)) / 2
-    weight = jnp.exp(half_log_rho * jnp.tanh(raw[k:2 * k] / half_log_rho))
+    weight = jnp.exp(half_log_rho * jnp.tanh(raw[k : 2 * k] / half_log_rho))
     slopes = 2 * bound * weight / jnp.sum(width * weight)
 
     def edges(sizes):
         inner = -bound + jnp.cumsum(sizes[:-1])
-        return jnp.concatenate([jnp.full((1,), -bound, raw.dtype), inner, jnp.full((1,), bound, raw.dtype)])
+        return jnp.concatenate(
+            [jnp.full((1,), -bound, raw.dtype), inner, jnp.full((1,), bound, raw.dtype)]
+        )
 
     xk, yk = edges(width), edges(width * slopes)
     # The derivatives come from the slopes as computed, not from differences of knots (which
     # lose digits in narrow bins and would carry the loss into the wide neighbours' shape).
     harmonic = 2 * slopes[:-1] * slopes[1:] / (slopes[:-1] + slopes[1:])
-    inner = harmonic * jnp.exp(_KNOT_LOG_RANGE * jnp.tanh(raw[2 * k + 1:3 * k] / _KNOT_LOG_RANGE))
+    inner = harmonic * jnp.exp(_KNOT_LOG_RANGE * jnp.tanh(raw[2 * k + 1 : 3 * k] / _KNOT_LOG_RANGE))
     one = jnp.ones((1,), raw.dtype)
     return xk, yk, jnp.concatenate([one, inner, one])
 
@@ -69,8 +71,11 @@ def _rq_log_slope(s, d0, d1, xi):
     """log S' at relative position xi of a bin with slope s and end derivatives d0, d1."""
     m = xi * (1 - xi)
     denominator = s + (d0 + d1 - 2 * s) * m
-    return (2 * jnp.log(s) + jnp.log(d1 * xi * xi + 2 * s * m + d0 * (1 - xi) * (1 - xi))
-            - 2 * jnp.log(denominator))
+    return (
+        2 * jnp.log(s)
+        + jnp.log(d1 * xi * xi + 2 * s * m + d0 * (1 - xi) * (1 - xi))
+        - 2 * jnp.log(denominator)
+    )
 
 
 def _rq_forward(knots, u: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -117,8 +122,7 @@ class _BoundedSlopeSpline(distrax.Bijector):
     knots of the unit's parents, then the :class:`Spline`'s output map T. Log-determinants
     are ``log |dx/du| = log S'(u) + log T'(S(u))``."""
 
-    def __init__(self, mech: "Spline", params: PyTree,
-                 knots: tuple[jax.Array, jax.Array, jax.Array]):
+    def __init__(self, mech: Spline, params: PyTree, knots: tuple[jax.Array, jax.Array, jax.Array]):
         super().__init__(event_ndims_in=0)
         self._mech, self._params, self._knots = mech, params, knots
 
@@ -188,13 +192,17 @@ class Spline(Mechanism):
 
     def __post_init__(self):
         if not (isinstance(self.num_bins, int) and self.num_bins >= 1):
-            raise ValidationError(f"`num_bins`: expected a positive integer, got {self.num_bins!r}.")
+            raise ValidationError(
+                f"`num_bins`: expected a positive integer, got {self.num_bins!r}."
+            )
         if not self.bound > 0:
             raise ValidationError(f"`bound`: expected a positive half-range, got {self.bound!r}.")
         if (self.low is None) != (self.high is None):
             raise ValidationError("`low`/`high`: expected both bounds or neither.")
         if self.low is not None and not self.low < self.high:
-            raise ValidationError(f"`low`/`high`: expected low < high, got {self.low} and {self.high}.")
+            raise ValidationError(
+                f"`low`/`high`: expected low < high, got {self.low} and {self.high}."
+            )
 
     @property
     def bounded(self) -> bool:
@@ -288,4 +296,5 @@ class Spline(Mechanism):
             if v.size and (v.min() < self.low or v.max() > self.high):
                 raise ValidationError(
                     f"`{what}`: node {name!r} has support [{self.low}, {self.high}], got values "
-                    f"in [{v.min():.6g}, {v.max():.6g}].")
+                    f"in [{v.min():.6g}, {v.max():.6g}]."
+                )

@@ -25,32 +25,114 @@ Example (the whole study takes minutes; see ``cfjax demo`` for a run):
   (['A', 'B', 'A->B'], 32, 64)
 """
 
-from cfjax.study.families import (BIAS_STRENGTHS, LOGIT_OFFSETS, PAPER_CHAINS, PAPER_NAMES, TRAINED_NAMES, Family,
-                                  datasets_bias_key, logit_offset, paper_family, paper_predictions)
-from cfjax.study.splits import age_group, balanced_test_split, biased_training_mask, datasets
-from cfjax.study.diagnostics import FAR_BELOW, WeakClassifierWarning, basic_auc_check, classifier_checks
-from cfjax.study.learned import (GENERATOR_FULL, GENERATOR_QUICK, GeneratorSettings, LearnedSource,
-                                 fit_site_generator, learned_images, learned_scm)
-from cfjax.study.marginalisation import (FULL, QUICK, Config, CounterfactualSource, auc_interval, evaluate_setting,
-                                         exact_counterfactuals, fit_site_generators, run,
-                                         train_site)
-from cfjax.study.paper import SETTINGS, SITE_A, SITE_B
-from cfjax.study.result import StudyResult
-from cfjax.study.predictions import save_predictions
-from cfjax.study.report import compare_settings, reliability_figure, scatter_caption, scatter_figure, write_report
-from cfjax.study.correlations import correlation, delta_auc_interval
-from cfjax.study.plots import MAIN_PANELS, SUPPLEMENTARY_PANELS, delta_auc_figure
 from cfjax.study.cftraining import ARM_FULL, ARM_QUICK, ArmConfig, independence_weights, run_arm
+from cfjax.study.correlations import correlation, delta_auc_interval
+from cfjax.study.diagnostics import (
+    FAR_BELOW,
+    WeakClassifierWarning,
+    basic_auc_check,
+    classifier_checks,
+)
+from cfjax.study.families import (
+    BIAS_STRENGTHS,
+    LOGIT_OFFSETS,
+    PAPER_CHAINS,
+    PAPER_NAMES,
+    TRAINED_NAMES,
+    Family,
+    datasets_bias_key,
+    logit_offset,
+    paper_family,
+    paper_predictions,
+)
+from cfjax.study.learned import (
+    GENERATOR_FULL,
+    GENERATOR_QUICK,
+    GeneratorSettings,
+    LearnedSource,
+    fit_site_generator,
+    learned_images,
+    learned_scm,
+)
+from cfjax.study.marginalisation import (
+    FULL,
+    QUICK,
+    Config,
+    CounterfactualSource,
+    auc_interval,
+    evaluate_setting,
+    exact_counterfactuals,
+    fit_site_generators,
+    run,
+    train_site,
+)
+from cfjax.study.paper import SETTINGS, SITE_A, SITE_B
+from cfjax.study.plots import MAIN_PANELS, SUPPLEMENTARY_PANELS, delta_auc_figure
+from cfjax.study.predictions import save_predictions
+from cfjax.study.report import (
+    compare_settings,
+    reliability_figure,
+    scatter_caption,
+    scatter_figure,
+    write_report,
+)
+from cfjax.study.result import StudyResult
+from cfjax.study.splits import age_group, balanced_test_split, biased_training_mask, datasets
 
 __all__ = [
-    "Config", "FULL", "QUICK", "run", "StudyResult", "train_site", "evaluate_setting", "CounterfactualSource",
-    "exact_counterfactuals", "GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "LearnedSource",
-    "fit_site_generator", "fit_site_generators", "learned_images", "learned_scm", "SITE_A", "SITE_B", "SETTINGS",
-    "compare_settings", "reliability_figure", "scatter_figure", "scatter_caption", "write_report", "auc_interval",
-    "correlation", "delta_auc_interval", "delta_auc_figure", "MAIN_PANELS", "SUPPLEMENTARY_PANELS",
-    "WeakClassifierWarning", "FAR_BELOW", "basic_auc_check", "classifier_checks",
-    "PAPER_NAMES", "PAPER_CHAINS", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family", "paper_family",
-    "datasets_bias_key", "logit_offset", "paper_predictions",
-    "age_group", "balanced_test_split", "biased_training_mask", "datasets",
-    "ArmConfig", "ARM_QUICK", "ARM_FULL", "run_arm", "independence_weights", "save_predictions",
+    "Config",
+    "FULL",
+    "QUICK",
+    "run",
+    "StudyResult",
+    "train_site",
+    "evaluate_setting",
+    "CounterfactualSource",
+    "exact_counterfactuals",
+    "GeneratorSettings",
+    "GENERATOR_FULL",
+    "GENERATOR_QUICK",
+    "LearnedSource",
+    "fit_site_generator",
+    "fit_site_generators",
+    "learned_images",
+    "learned_scm",
+    "SITE_A",
+    "SITE_B",
+    "SETTINGS",
+    "compare_settings",
+    "reliability_figure",
+    "scatter_figure",
+    "scatter_caption",
+    "write_report",
+    "auc_interval",
+    "correlation",
+    "delta_auc_interval",
+    "delta_auc_figure",
+    "MAIN_PANELS",
+    "SUPPLEMENTARY_PANELS",
+    "WeakClassifierWarning",
+    "FAR_BELOW",
+    "basic_auc_check",
+    "classifier_checks",
+    "PAPER_NAMES",
+    "PAPER_CHAINS",
+    "TRAINED_NAMES",
+    "LOGIT_OFFSETS",
+    "BIAS_STRENGTHS",
+    "Family",
+    "paper_family",
+    "datasets_bias_key",
+    "logit_offset",
+    "paper_predictions",
+    "age_group",
+    "balanced_test_split",
+    "biased_training_mask",
+    "datasets",
+    "ArmConfig",
+    "ARM_QUICK",
+    "ARM_FULL",
+    "run_arm",
+    "independence_weights",
+    "save_predictions",
 ]

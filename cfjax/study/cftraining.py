@@ -34,7 +34,8 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -58,16 +59,36 @@ from cfjax.study.marginalisation import QUICK, Config, _every_device
 from cfjax.study.paper import SITE_A, SITE_B
 from cfjax.typing import ArrayLike, KeyLike, PyTree
 
-__all__ = ["ArmConfig", "ARM_QUICK", "ARM_FULL", "METRICS", "run_arm", "independence_weights", "arm_members",
-           "arm_report", "summary_section"]
+__all__ = [
+    "ArmConfig",
+    "ARM_QUICK",
+    "ARM_FULL",
+    "METRICS",
+    "run_arm",
+    "independence_weights",
+    "arm_members",
+    "arm_report",
+    "summary_section",
+]
 
 #: the arm's metrics, their labels, and whether larger is better (None: closer to 0)
-METRICS = (("auc_a", "AUC site A", True), ("auc_b", "AUC site B", True), ("delta_auc_sex", "ΔAUC sex", False),
-           ("sex_effect", "CF sex effect", None), ("risk_cm", "R_CM", False), ("s_flip", "s_flip", False))
+METRICS = (
+    ("auc_a", "AUC site A", True),
+    ("auc_b", "AUC site B", True),
+    ("delta_auc_sex", "ΔAUC sex", False),
+    ("sex_effect", "CF sex effect", None),
+    ("risk_cm", "R_CM", False),
+    ("s_flip", "s_flip", False),
+)
 
 #: the counterfactual objectives trained by default: augmentation, the stability penalty at three strengths, CF risk
-DEFAULT_OBJECTIVES = (Objective("augment"), Objective("variance", 0.3), Objective("variance", 1.0),
-                      Objective("variance", 3.0), Objective("cf_risk"))
+DEFAULT_OBJECTIVES = (
+    Objective("augment"),
+    Objective("variance", 0.3),
+    Objective("variance", 1.0),
+    Objective("variance", 3.0),
+    Objective("cf_risk"),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,15 +126,22 @@ class ArmConfig:
         if not self.biases or any(not 0 < float(a) < 1 for a in self.biases):
             _checks.fail("biases", "bias strengths in (0, 1)", repr(self.biases))
         for field in ("objectives", "learned_objectives"):
-            objectives = tuple(o if isinstance(o, Objective) else Objective(o) for o in getattr(self, field))
+            objectives = tuple(
+                o if isinstance(o, Objective) else Objective(o) for o in getattr(self, field)
+            )
             if any(not o.needs_counterfactuals for o in objectives):
-                _checks.fail(field, "counterfactual objectives (augment, cf_risk, cvar, or a penalty > 0)",
-                             repr([o for o in objectives if not o.needs_counterfactuals]))
+                _checks.fail(
+                    field,
+                    "counterfactual objectives (augment, cf_risk, cvar, or a penalty > 0)",
+                    repr([o for o in objectives if not o.needs_counterfactuals]),
+                )
             object.__setattr__(self, field, objectives)
         if len(self.seeds) < 1 or len(set(self.seeds)) != len(self.seeds):
             _checks.fail("seeds", "distinct seeds", repr(self.seeds))
         if self.generator is not None and not isinstance(self.generator, ls.GeneratorSettings):
-            _checks.fail("generator", "None or a cfjax.study.GeneratorSettings", repr(self.generator))
+            _checks.fail(
+                "generator", "None or a cfjax.study.GeneratorSettings", repr(self.generator)
+            )
 
 
 #: a quick arm: paper 000's quick study sizes, three bias strengths, two seeds, exact counterfactuals
@@ -122,16 +150,44 @@ ARM_QUICK = ArmConfig(seeds=(0, 1))
 ARM_FULL = ArmConfig(seeds=(0, 1, 2), generator=ls.GENERATOR_QUICK)
 #: a tiny arm that checks the pipeline (``cfjax train --quick``): nothing it trains is meaningful
 ARM_TINY = ArmConfig(
-    study=Config(size=32, n_train=400, n_val=120, test_per_cell=8, n_natural=48, features=(4, 8),
-                 predictor=cp.EnsembleConfig(steps=40, batch_size=16, learning_rate=2e-3, weight_decay=1e-4,
-                                             eval_every=20, patience=2, warmup=4),
-                 bootstrap=20, effusion_size=0.4, chunk=256),
-    biases=(0.95,), objectives=(Objective("augment"), Objective("variance", 1.0), Objective("cf_risk")), seeds=(0, 1))
+    study=Config(
+        size=32,
+        n_train=400,
+        n_val=120,
+        test_per_cell=8,
+        n_natural=48,
+        features=(4, 8),
+        predictor=cp.EnsembleConfig(
+            steps=40,
+            batch_size=16,
+            learning_rate=2e-3,
+            weight_decay=1e-4,
+            eval_every=20,
+            patience=2,
+            warmup=4,
+        ),
+        bootstrap=20,
+        effusion_size=0.4,
+        chunk=256,
+    ),
+    biases=(0.95,),
+    objectives=(Objective("augment"), Objective("variance", 1.0), Objective("cf_risk")),
+    seeds=(0, 1),
+)
 #: the tiny arm's generator
 GENERATOR_TINY = ls.GeneratorSettings(
-    ls.gt.GeneratorConfig(hvae=ls.HVAEConfig(image_size=32, channels=(4, 4, 4), latent_dims=(0, 2, 2)), steps=20,
-                          warmup=2, kl_warmup=5, ema_decay=0.9, chunk_steps=10, cf_weight=0.0, cf_warmup=500),
-    chunk=64)
+    ls.gt.GeneratorConfig(
+        hvae=ls.HVAEConfig(image_size=32, channels=(4, 4, 4), latent_dims=(0, 2, 2)),
+        steps=20,
+        warmup=2,
+        kl_warmup=5,
+        ema_decay=0.9,
+        chunk_steps=10,
+        cf_weight=0.0,
+        cf_warmup=500,
+    ),
+    chunk=64,
+)
 
 
 def objective_label(o: Objective) -> str:
@@ -155,15 +211,25 @@ def independence_weights(sex: ArrayLike, y: ArrayLike, mask: ArrayLike) -> np.nd
     """
     s, yy, m = np.asarray(sex).astype(int), np.asarray(y).astype(int), np.asarray(mask).astype(bool)
     n = m.sum()
-    joint = np.array([[np.sum(m & (s == a) & (yy == b)) for b in (0, 1)] for a in (0, 1)], np.float64) / n
+    joint = (
+        np.array([[np.sum(m & (s == a) & (yy == b)) for b in (0, 1)] for a in (0, 1)], np.float64)
+        / n
+    )
     ps, py = joint.sum(axis=1), joint.sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(joint > 0, np.outer(ps, py) / joint, 0.0)
     return np.where(m, ratio[s, yy], 0.0)
 
 
-def arm_members(config: ArmConfig, sex: ArrayLike, age: ArrayLike, y: ArrayLike, *, key: KeyLike,
-                learned: bool = False) -> dict[str, Any]:
+def arm_members(
+    config: ArmConfig,
+    sex: ArrayLike,
+    age: ArrayLike,
+    y: ArrayLike,
+    *,
+    key: KeyLike,
+    learned: bool = False,
+) -> dict[str, Any]:
     """The members of one ensemble of the arm over a training pool: ``{"methods": (M,) names,
     "bias": (M,) α (0: unbiased), "seeds", "objectives", "weights": (M, N)}``, method-major then
     seed. ``learned=True``: the counterfactual objectives only (trained with learned
@@ -173,32 +239,65 @@ def arm_members(config: ArmConfig, sex: ArrayLike, age: ArrayLike, y: ArrayLike,
 
     def add(method, alpha, objective, w):
         for s in config.seeds:
-            methods.append(method), bias.append(alpha), seeds.append(int(s)), objectives.append(objective)
+            (
+                methods.append(method),
+                bias.append(alpha),
+                seeds.append(int(s)),
+                objectives.append(objective),
+            )
             weights.append(w)
 
     if not learned:
         add("unbiased", 0.0, Objective(), np.ones(n))
     for alpha in config.biases:
-        mask = np.asarray(splits.biased_training_mask("sex", float(alpha), sex, age, y, key=key), np.float64)
+        mask = np.asarray(
+            splits.biased_training_mask("sex", float(alpha), sex, age, y, key=key), np.float64
+        )
         if not learned:
             add("basic", alpha, Objective(), mask)
             if config.baselines:
                 add("reweight", alpha, Objective(), independence_weights(sex, y, mask))
-                add(f"group_dro {config.dro_step:g}", alpha, Objective("group_dro", config.dro_step), mask)
+                add(
+                    f"group_dro {config.dro_step:g}",
+                    alpha,
+                    Objective("group_dro", config.dro_step),
+                    mask,
+                )
         for o in config.learned_objectives if learned else config.objectives:
             add(objective_label(o), alpha, o, mask)
-    return {"methods": methods, "bias": np.asarray(bias), "seeds": np.asarray(seeds), "objectives": objectives,
-            "weights": np.stack(weights)}
+    return {
+        "methods": methods,
+        "bias": np.asarray(bias),
+        "seeds": np.asarray(seeds),
+        "objectives": objectives,
+        "weights": np.stack(weights),
+    }
 
 
-def _member_metrics(p_obs: jax.Array, p_cf: jax.Array, y: jax.Array, sex: jax.Array, sex_k: jax.Array,
-                    q: jax.Array, p_b: jax.Array, y_b: jax.Array) -> jax.Array:
+def _member_metrics(
+    p_obs: jax.Array,
+    p_cf: jax.Array,
+    y: jax.Array,
+    sex: jax.Array,
+    sex_k: jax.Array,
+    q: jax.Array,
+    p_b: jax.Array,
+    y_b: jax.Array,
+) -> jax.Array:
     """The :data:`METRICS` of one member on one (resampled) test set, ``(6,)``."""
     strat = cm.stratified_auc(p_obs, y, sex, num_groups=2)
     female = jnp.where(sex_k == 1, 1.0, 0.0)
     effect = jnp.mean(p_cf @ (female / female.sum()) - p_cf @ ((1 - female) / (1 - female).sum()))
-    return jnp.stack([cm.auc(p_obs, y), cm.auc(p_b, y_b), jnp.abs(strat[1] - strat[0]), effect,
-                      cm.marginal_risk(p_cf, y, q), cm.flip_rate(p_obs, p_cf, q)])
+    return jnp.stack(
+        [
+            cm.auc(p_obs, y),
+            cm.auc(p_b, y_b),
+            jnp.abs(strat[1] - strat[0]),
+            effect,
+            cm.marginal_risk(p_cf, y, q),
+            cm.flip_rate(p_obs, p_cf, q),
+        ]
+    )
 
 
 @jax.jit
@@ -216,29 +315,48 @@ def _bootstrap_metrics(p_obs, p_cf, y, sex, sex_k, q, p_b, y_b, idx_a, idx_b):
     return jnp.concatenate([full[None], reps])
 
 
-def _summaries(values: np.ndarray, rows: dict[tuple[str, float], list[int]], n_seeds: int, key: jax.Array,
-               level: float = 0.95) -> dict[tuple[str, float], dict[str, Any]]:
+def _summaries(
+    values: np.ndarray,
+    rows: dict[tuple[str, float], list[int]],
+    n_seeds: int,
+    key: jax.Array,
+    level: float = 0.95,
+) -> dict[tuple[str, float], dict[str, Any]]:
     """Per (method, α): the seed mean of each metric and its percentile interval, each bootstrap
     resample of units paired with a resample of the seeds (with replacement)."""
     resamples = values.shape[0] - 1
-    draws = np.asarray(jax.random.randint(key, (resamples, n_seeds), 0, n_seeds))  # seeds of each resample
+    draws = np.asarray(
+        jax.random.randint(key, (resamples, n_seeds), 0, n_seeds)
+    )  # seeds of each resample
     lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
     out = {}
     for row, member_list in rows.items():
         members = np.asarray(member_list)
         point = values[0, members].mean(axis=0)  # (6,)
         boot = values[1 + np.arange(resamples)[:, None], members[draws]].mean(axis=1)  # (R, 6)
-        out[row] = {name: {"mean": float(point[j]), "ci95": [float(np.nanpercentile(boot[:, j], lo)),
-                                                              float(np.nanpercentile(boot[:, j], hi))],
-                           "per_seed": values[0, members, j].tolist()}
-                    for j, (name, _, _) in enumerate(METRICS)}
+        out[row] = {
+            name: {
+                "mean": float(point[j]),
+                "ci95": [
+                    float(np.nanpercentile(boot[:, j], lo)),
+                    float(np.nanpercentile(boot[:, j], hi)),
+                ],
+                "per_seed": values[0, members, j].tolist(),
+            }
+            for j, (name, _, _) in enumerate(METRICS)
+        }
     return out
 
 
-def run_arm(config: ArmConfig, out: str, *, key: KeyLike = 0,
-            generator_fit: GeneratorFit | None = None,
-            progress: bool | None = None,
-            log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_arm(
+    config: ArmConfig,
+    out: str,
+    *,
+    key: KeyLike = 0,
+    generator_fit: GeneratorFit | None = None,
+    progress: bool | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Train and score the arm; writes ``report.md``, ``results.json`` and ``sex_effect.png``
     (and its PDF) under ``out`` and returns the results.
 
@@ -256,10 +374,20 @@ def run_arm(config: ArmConfig, out: str, *, key: KeyLike = 0,
     t_start = time.perf_counter()
     os.makedirs(out, exist_ok=True)
     sc = config.study
-    chest = cf.data.ChestSCM(prevalence=sc.prevalence, size=sc.size, site=SITE_A, effusion_size=sc.effusion_size)
-    chest_b = cf.data.ChestSCM(prevalence=sc.prevalence, size=sc.size, site=SITE_B, effusion_size=sc.effusion_size)
-    data = splits.datasets(chest, key=2 * seed, n_train=sc.n_train, n_val=sc.n_val, test_per_cell=sc.test_per_cell,
-                           test_prevalence=sc.test_prevalence)
+    chest = cf.data.ChestSCM(
+        prevalence=sc.prevalence, size=sc.size, site=SITE_A, effusion_size=sc.effusion_size
+    )
+    chest_b = cf.data.ChestSCM(
+        prevalence=sc.prevalence, size=sc.size, site=SITE_B, effusion_size=sc.effusion_size
+    )
+    data = splits.datasets(
+        chest,
+        key=2 * seed,
+        n_train=sc.n_train,
+        n_val=sc.n_val,
+        test_per_cell=sc.test_per_cell,
+        test_prevalence=sc.test_prevalence,
+    )
     natural = chest_b.sample(sc.n_natural, key=100 + 10_000 * seed)
     train, val, test = data["train"], data["validation"], data["test"]
     p = train["parents"]
@@ -277,24 +405,43 @@ def run_arm(config: ArmConfig, out: str, *, key: KeyLike = 0,
         if generator_fit is None:
             assert config.generator is not None  # the branch's condition
             log(f"arm: HVAE image generator on the {len(y_train)} training images")
-            fit = ls.fit_site_generator(chest, train, config.generator, key=k_gen, progress=progress,
-                                        checkpoint_dir=os.path.abspath(os.path.join(out, "checkpoints", "generator")))
+            fit = ls.fit_site_generator(
+                chest,
+                train,
+                config.generator,
+                key=k_gen,
+                progress=progress,
+                checkpoint_dir=os.path.abspath(os.path.join(out, "checkpoints", "generator")),
+            )
         else:
             fit = generator_fit
         scm = ls.learned_scm(chest, fit.mechanism)
         n, k = exact.parents["sex"].shape
         pa = parent_inputs(scm, "image", train["parents"])
-        pa_cf = parent_inputs(scm, "image", {v: x.reshape(n * k) for v, x in exact.parents.items()}).reshape(n, k, -1)
-        sources["learned"] = decoded_counterfactuals(fit.mechanism, fit.params, jnp.asarray(train["image"]), pa,
-                                                     pa_cf, key=jax.random.fold_in(k_cf, 1), weights=q)
-        generator_info = {"seconds": time.perf_counter() - t0,
-                          "final_loss": float(np.nanmean(fit.history["loss"][-10:]))}
+        pa_cf = parent_inputs(
+            scm, "image", {v: x.reshape(n * k) for v, x in exact.parents.items()}
+        ).reshape(n, k, -1)
+        sources["learned"] = decoded_counterfactuals(
+            fit.mechanism,
+            fit.params,
+            jnp.asarray(train["image"]),
+            pa,
+            pa_cf,
+            key=jax.random.fold_in(k_cf, 1),
+            weights=q,
+        )
+        generator_info = {
+            "seconds": time.perf_counter() - t0,
+            "final_loss": float(np.nanmean(fit.history["loss"][-10:])),
+        }
 
     # the test sets: site A's balanced split with its exact counterfactuals, site B's natural set
     y_test = np.asarray(test["parents"]["effusion"]).astype(np.int32)
     sex_test = np.asarray(test["parents"]["sex"]).astype(np.int32)
     test_cf = chest.counterfactuals(test, do, key=k_test, label="fixed")["image"]  # (N, K, H, W)
-    test_images = jnp.concatenate([jnp.asarray(test["image"])[:, None], test_cf], axis=1)  # (N, 1 + K, H, W)
+    test_images = jnp.concatenate(
+        [jnp.asarray(test["image"])[:, None], test_cf], axis=1
+    )  # (N, 1 + K, H, W)
     y_b = np.asarray(natural["parents"]["effusion"]).astype(np.int32)
 
     results: dict[str, Any] = {"rows": {}, "training": {}}
@@ -305,41 +452,91 @@ def run_arm(config: ArmConfig, out: str, *, key: KeyLike = 0,
     idx_b = cm.bootstrap_indices(n_b, sc.bootstrap, key=jax.random.fold_in(k_boot, 1))
     offset = 0
     for source_name, source in sources.items():
-        mem = arm_members(config, p["sex"], p["age"], y_train, key=k_bias, learned=source_name != "exact")
+        mem = arm_members(
+            config, p["sex"], p["age"], y_train, key=k_bias, learned=source_name != "exact"
+        )
         m = len(mem["methods"])
         counts: dict[str, int] = {}
         for o in mem["objectives"]:
             counts[o.kind.name] = counts.get(o.kind.name, 0) + 1
-        log(f"arm ({source_name} counterfactuals): training {m} members as one ensemble on up to {len(y_train)} "
-            f"images; objectives " + ", ".join(f"{name} x{c}" for name, c in counts.items()))
+        log(
+            f"arm ({source_name} counterfactuals): training {m} members as one ensemble on up to {len(y_train)} "
+            f"images; objectives " + ", ".join(f"{name} x{c}" for name, c in counts.items())
+        )
         t0 = time.perf_counter()
         names = [f"{a} α={b:g}" for a, b in zip(mem["methods"], mem["bias"])]
-        state = cp.train(model, train["image"], y_train, mem["weights"], val["image"], val["parents"]["effusion"],
-                         sc.predictor, seeds=mem["seeds"],
-                         objectives=cp.MemberObjectives(mem["objectives"], counterfactuals=source, groups=groups),
-                         options=cp.TrainOptions(progress=progress, names=names), mesh=_every_device())
+        state = cp.train(
+            model,
+            train["image"],
+            y_train,
+            mem["weights"],
+            val["image"],
+            val["parents"]["effusion"],
+            sc.predictor,
+            seeds=mem["seeds"],
+            objectives=cp.MemberObjectives(
+                mem["objectives"], counterfactuals=source, groups=groups
+            ),
+            options=cp.TrainOptions(progress=progress, names=names),
+            mesh=_every_device(),
+        )
         seconds = time.perf_counter() - t0
         log(f"  trained in {seconds:.0f} s ({int(state.step)} steps)")
-        logits = cp.predict(model, state.best_params, test_images, logits=True, chunk=sc.chunk,
-                            mesh=_every_device())  # (M, N, 1 + K)
+        logits = cp.predict(
+            model, state.best_params, test_images, logits=True, chunk=sc.chunk, mesh=_every_device()
+        )  # (M, N, 1 + K)
         probs = jax.nn.sigmoid(logits)
-        p_b = cp.predict(model, state.best_params, jnp.asarray(natural["image"]), chunk=sc.chunk,
-                         mesh=_every_device())  # (M, N_B)
-        values = np.asarray(_bootstrap_metrics(probs[..., 0], probs[..., 1:], jnp.asarray(y_test),
-                                               jnp.asarray(sex_test), jnp.asarray(do["sex"]), jnp.asarray(q), p_b,
-                                               jnp.asarray(y_b), idx_a, idx_b), np.float64)
+        p_b = cp.predict(
+            model,
+            state.best_params,
+            jnp.asarray(natural["image"]),
+            chunk=sc.chunk,
+            mesh=_every_device(),
+        )  # (M, N_B)
+        values = np.asarray(
+            _bootstrap_metrics(
+                probs[..., 0],
+                probs[..., 1:],
+                jnp.asarray(y_test),
+                jnp.asarray(sex_test),
+                jnp.asarray(do["sex"]),
+                jnp.asarray(q),
+                p_b,
+                jnp.asarray(y_b),
+                idx_a,
+                idx_b,
+            ),
+            np.float64,
+        )
         all_values.append(values)
         for i, (method, alpha) in enumerate(zip(mem["methods"], mem["bias"])):
-            label = method if source_name == "exact" or method in ("basic", "unbiased") else f"{method} (learned)"
+            label = (
+                method
+                if source_name == "exact" or method in ("basic", "unbiased")
+                else f"{method} (learned)"
+            )
             all_rows.setdefault((label, float(alpha)), []).append(offset + i)
         offset += m
-        results["training"][source_name] = {"members": m, "steps": int(state.step), "seconds": seconds,
-                                            "best_val_auc": np.asarray(state.best_auc, np.float64).tolist()}
+        results["training"][source_name] = {
+            "members": m,
+            "steps": int(state.step),
+            "seconds": seconds,
+            "best_val_auc": np.asarray(state.best_auc, np.float64).tolist(),
+        }
     values = np.concatenate(all_values, axis=1)
     summary = _summaries(values, all_rows, len(config.seeds), jax.random.fold_in(k_boot, 2))
     results["rows"] = [{"method": meth, "bias": alpha, **v} for (meth, alpha), v in summary.items()]
-    results.update({"config": dataclasses.asdict(config), "seed": seed, "n_test_a": n_a, "n_test_b": n_b,
-                    "k": int(len(q)), "generator": generator_info, "wall_time_s": time.perf_counter() - t_start})
+    results.update(
+        {
+            "config": dataclasses.asdict(config),
+            "seed": seed,
+            "n_test_a": n_a,
+            "n_test_b": n_b,
+            "k": int(len(q)),
+            "generator": generator_info,
+            "wall_time_s": time.perf_counter() - t_start,
+        }
+    )
     results["findings"] = findings(results)
     _figure(results, os.path.join(out, "sex_effect.png"))
     text = json.dumps(plain(results, strict=True, shortest=True), indent=1)
@@ -372,23 +569,41 @@ def findings(results: dict[str, Any]) -> list[str]:
         rows = [r for r in results["rows"] if r["bias"] == alpha and r["method"] != "basic"]
         back = [r for r in rows if r["sex_effect"]["ci95"][0] <= e0 <= r["sex_effect"]["ci95"][1]]
         best = min(rows, key=lambda r: abs(r["sex_effect"]["mean"] - e0)) if rows else None
-        text = (f"α = {alpha:g}: basic's sex effect is {basic['sex_effect']['mean']:+.3f} "
-                f"[{basic['sex_effect']['ci95'][0]:+.3f}, {basic['sex_effect']['ci95'][1]:+.3f}] against the unbiased "
-                f"classifier's {e0:+.3f}; AUC on site A {basic['auc_a']['mean']:.3f}. ")
+        text = (
+            f"α = {alpha:g}: basic's sex effect is {basic['sex_effect']['mean']:+.3f} "
+            f"[{basic['sex_effect']['ci95'][0]:+.3f}, {basic['sex_effect']['ci95'][1]:+.3f}] against the unbiased "
+            f"classifier's {e0:+.3f}; AUC on site A {basic['auc_a']['mean']:.3f}. "
+        )
         if back:
-            text += ("Back to the unbiased effect within the interval: " + ", ".join(
-                f"{r['method']} ({r['sex_effect']['mean']:+.3f}, AUC {r['auc_a']['mean']:.3f} "
-                f"[{r['auc_a']['ci95'][0]:.3f}, {r['auc_a']['ci95'][1]:.3f}])" for r in back) + ". ")
+            text += (
+                "Back to the unbiased effect within the interval: "
+                + ", ".join(
+                    f"{r['method']} ({r['sex_effect']['mean']:+.3f}, AUC {r['auc_a']['mean']:.3f} "
+                    f"[{r['auc_a']['ci95'][0]:.3f}, {r['auc_a']['ci95'][1]:.3f}])"
+                    for r in back
+                )
+                + ". "
+            )
         else:
             text += "No method brings it back within its interval. "
         if best is not None:
             text += f"Closest: {best['method']} ({best['sex_effect']['mean']:+.3f})."
-        learned = [(r, _row(results, r["method"][:-len(" (learned)")], alpha)) for r in rows
-                   if r["method"].endswith(" (learned)")]
+        learned = [
+            (r, _row(results, r["method"][: -len(" (learned)")], alpha))
+            for r in rows
+            if r["method"].endswith(" (learned)")
+        ]
         if learned:
-            text += " Learned against exact counterfactuals: " + "; ".join(
-                f"{r['method']} {r['sex_effect']['mean']:+.3f} (AUC {r['auc_a']['mean']:.3f}) against "
-                f"{e['sex_effect']['mean']:+.3f} (AUC {e['auc_a']['mean']:.3f})" for r, e in learned if e) + "."
+            text += (
+                " Learned against exact counterfactuals: "
+                + "; ".join(
+                    f"{r['method']} {r['sex_effect']['mean']:+.3f} (AUC {r['auc_a']['mean']:.3f}) against "
+                    f"{e['sex_effect']['mean']:+.3f} (AUC {e['auc_a']['mean']:.3f})"
+                    for r, e in learned
+                    if e
+                )
+                + "."
+            )
         lines.append(text)
     return lines
 
@@ -400,13 +615,17 @@ def _fmt(v: dict[str, Any], digits: int = 3) -> str:
 def arm_report(results: dict[str, Any]) -> str:
     """The arm's report (markdown): one table per bias strength and the findings."""
     cfg = results["config"]
-    lines = ["# Counterfactual training against a sex shortcut", "",
-             f"Site A of the synthetic chest SCM ({cfg['study']['size']}×{cfg['study']['size']} images, "
-             f"{cfg['study']['n_train']} training units before the corruption), seeds {cfg['seeds']}, K = "
-             f"{results['k']} counterfactuals per training unit (do(sex, age), effusion held). Every number is the "
-             f"seed mean with a 95% percentile bootstrap interval over test units ({results['n_test_a']} on site A's "
-             f"balanced split, {results['n_test_b']} on site B's natural set) and seeds. The CF sex effect is "
-             "mean p(do(F)) − p(do(M)) on site A's exact test counterfactuals; R_CM and s_flip as in paper 000.", ""]
+    lines = [
+        "# Counterfactual training against a sex shortcut",
+        "",
+        f"Site A of the synthetic chest SCM ({cfg['study']['size']}×{cfg['study']['size']} images, "
+        f"{cfg['study']['n_train']} training units before the corruption), seeds {cfg['seeds']}, K = "
+        f"{results['k']} counterfactuals per training unit (do(sex, age), effusion held). Every number is the "
+        f"seed mean with a 95% percentile bootstrap interval over test units ({results['n_test_a']} on site A's "
+        f"balanced split, {results['n_test_b']} on site B's natural set) and seeds. The CF sex effect is "
+        "mean p(do(F)) − p(do(M)) on site A's exact test counterfactuals; R_CM and s_flip as in paper 000.",
+        "",
+    ]
     head = "| method | " + " | ".join(label for _, label, _ in METRICS) + " |"
     sep = "|---" * (len(METRICS) + 1) + "|"
     ref = _row(results, "unbiased", 0.0)
@@ -417,12 +636,19 @@ def arm_report(results: dict[str, Any]) -> str:
             name = "unbiased (reference)" if r["bias"] == 0 else r["method"]
             lines.append(f"| {name} | " + " | ".join(_fmt(r[m]) for m, _, _ in METRICS) + " |")
         lines.append("")
-    lines += ["## Findings", ""] + [f"- {f}" for f in results["findings"]] + ["", "![](sex_effect.png)", ""]
+    lines += (
+        ["## Findings", ""]
+        + [f"- {f}" for f in results["findings"]]
+        + ["", "![](sex_effect.png)", ""]
+    )
     return "\n".join(lines)
 
 
-def summary_section(results: Mapping[str, Any], title: str = "Counterfactual training against the sex shortcut",
-                    folder: str = "training") -> list[str]:
+def summary_section(
+    results: Mapping[str, Any],
+    title: str = "Counterfactual training against the sex shortcut",
+    folder: str = "training",
+) -> list[str]:
     """The arm in one table, for a report that links to its full one (``cfjax demo``'s fourth
     section): the strongest bias's methods and the unbiased reference on site A and B, with the
     findings and the arm's figure (in ``folder``, relative to the report); its lines, from a
@@ -431,20 +657,35 @@ def summary_section(results: Mapping[str, Any], title: str = "Counterfactual tra
     labels = {m: label for m, label, _ in METRICS}
     alpha = max(r["bias"] for r in results["rows"])
     rows = [r for r in results["rows"] if r["bias"] in (0.0, alpha)]
-    lines = ["", f"## {title}", "",
-             f"The study's site-A training pool with paper 000's sex corruption at α = {alpha:g}; each method "
-             f"trained with {len(rows[0]['auc_a']['per_seed'])} seeds as one vmapped ensemble per counterfactual "
-             f"source, K = {results['k']} counterfactuals per training "
-             "unit rendered (exact) or decoded (learned) inside the training step. Seed means [95% bootstrap "
-             "intervals over test units and seeds]; the CF sex effect is mean p(do(F)) − p(do(M)) on site A's exact "
-             f"test counterfactuals (`{folder}/report.md` has every metric).", "",
-             "| method | " + " | ".join(labels[m] for m in shown) + " |", "|---" * (len(shown) + 1) + "|"]
+    lines = [
+        "",
+        f"## {title}",
+        "",
+        f"The study's site-A training pool with paper 000's sex corruption at α = {alpha:g}; each method "
+        f"trained with {len(rows[0]['auc_a']['per_seed'])} seeds as one vmapped ensemble per counterfactual "
+        f"source, K = {results['k']} counterfactuals per training "
+        "unit rendered (exact) or decoded (learned) inside the training step. Seed means [95% bootstrap "
+        "intervals over test units and seeds]; the CF sex effect is mean p(do(F)) − p(do(M)) on site A's exact "
+        f"test counterfactuals (`{folder}/report.md` has every metric).",
+        "",
+        "| method | " + " | ".join(labels[m] for m in shown) + " |",
+        "|---" * (len(shown) + 1) + "|",
+    ]
     for r in rows:
         name = "unbiased (reference)" if r["bias"] == 0 else r["method"]
-        lines.append(f"| {name} | " + " | ".join(
-            f"{r[m]['mean']:.3f} [{r[m]['ci95'][0]:.3f}, {r[m]['ci95'][1]:.3f}]" for m in shown) + " |")
-    lines += ["", *[f"- {f}" for f in results["findings"]], "",
-              f"![CF sex effect per method]({folder}/sex_effect.png)"]
+        lines.append(
+            f"| {name} | "
+            + " | ".join(
+                f"{r[m]['mean']:.3f} [{r[m]['ci95'][0]:.3f}, {r[m]['ci95'][1]:.3f}]" for m in shown
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        *[f"- {f}" for f in results["findings"]],
+        "",
+        f"![CF sex effect per method]({folder}/sex_effect.png)",
+    ]
     return lines
 
 

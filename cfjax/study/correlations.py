@@ -11,7 +11,8 @@ its seeds (a cluster bootstrap), not the pairs one by one.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -58,8 +59,9 @@ def _percentiles(values: np.ndarray, level: float) -> list[float]:
     return [float(np.percentile(ok, q)), float(np.percentile(ok, 100 - q))]
 
 
-def correlation(x: npt.ArrayLike, y: npt.ArrayLike, *, key: KeyLike, resamples: int = 1000,
-                level: float = 0.95) -> dict[str, Any]:
+def correlation(
+    x: npt.ArrayLike, y: npt.ArrayLike, *, key: KeyLike, resamples: int = 1000, level: float = 0.95
+) -> dict[str, Any]:
     """Pearson r and Spearman ρ of ``x`` and ``y`` over the predictor-seed pairs, each with a
     percentile bootstrap interval over the predictors.
 
@@ -100,10 +102,20 @@ def correlation(x: npt.ArrayLike, y: npt.ArrayLike, *, key: KeyLike, resamples: 
     if not 0 < float(level) < 1:
         _checks.fail("level", "a coverage in (0, 1)", repr(level))
     n_pred, n_seeds = x.shape
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):  # an undefined ΔAUC (a stratum with one class)
+    if not (
+        np.isfinite(x).all() and np.isfinite(y).all()
+    ):  # an undefined ΔAUC (a stratum with one class)
         nan = float("nan")
-        return {"pearson": nan, "spearman": nan, "pearson_interval": [nan, nan], "spearman_interval": [nan, nan],
-                "resamples": resamples, "defined_resamples": 0, "level": float(level), "interval_over": "predictors"}
+        return {
+            "pearson": nan,
+            "spearman": nan,
+            "pearson_interval": [nan, nan],
+            "spearman_interval": [nan, nan],
+            "resamples": resamples,
+            "defined_resamples": 0,
+            "level": float(level),
+            "interval_over": "predictors",
+        }
     idx = np.asarray(cm.bootstrap_indices(n_pred, resamples, key=key))  # (B, P)
     xs = x[idx].reshape(resamples, n_pred * n_seeds)
     ys = y[idx].reshape(resamples, n_pred * n_seeds)
@@ -112,15 +124,27 @@ def correlation(x: npt.ArrayLike, y: npt.ArrayLike, *, key: KeyLike, resamples: 
     flat = np.ptp(x) == 0 or np.ptp(y) == 0
     r = float("nan") if flat else float(pearson_rows(x.ravel()[None], y.ravel()[None])[0])
     rho = float("nan") if flat else float(stats.spearmanr(x.ravel(), y.ravel())[0])
-    return {"pearson": r, "spearman": rho, "pearson_interval": _percentiles(r_b, level),
-            "spearman_interval": _percentiles(rho_b, level), "resamples": resamples,
-            "defined_resamples": int(np.isfinite(r_b).sum()), "level": float(level), "interval_over": "predictors"}
+    return {
+        "pearson": r,
+        "spearman": rho,
+        "pearson_interval": _percentiles(r_b, level),
+        "spearman_interval": _percentiles(rho_b, level),
+        "resamples": resamples,
+        "defined_resamples": int(np.isfinite(r_b).sum()),
+        "level": float(level),
+        "interval_over": "predictors",
+    }
 
 
-def delta_auc_interval(p_obs: ArrayLike, y: ArrayLike,
-                       groups: Mapping[str, tuple[ArrayLike, int]], *,
-                       key: KeyLike, resamples: int,
-                       level: float = 0.95) -> dict[str, np.ndarray]:
+def delta_auc_interval(
+    p_obs: ArrayLike,
+    y: ArrayLike,
+    groups: Mapping[str, tuple[ArrayLike, int]],
+    *,
+    key: KeyLike,
+    resamples: int,
+    level: float = 0.95,
+) -> dict[str, np.ndarray]:
     """Percentile bootstrap interval of the seed-mean ΔAUC of each predictor, per attribute.
 
     Resample ``b`` draws the test units of :func:`cfjax.metrics.bootstrap_indices` ``(N,
@@ -158,13 +182,21 @@ def delta_auc_interval(p_obs: ArrayLike, y: ArrayLike,
         c = jnp.asarray(np.asarray(codes).astype(np.int32))
 
         def one(i, c=c, g=int(g)):
-            s = jax.vmap(lambda pp: cm.stratified_auc(pp[i], yj[i], c[i], num_groups=g))(flat)  # (P·S, G)
+            s = jax.vmap(lambda pp: cm.stratified_auc(pp[i], yj[i], c[i], num_groups=g))(
+                flat
+            )  # (P·S, G)
             return s.max(axis=-1) - s.min(axis=-1)
 
         reps = jax.lax.map(one, idx, batch_size=50)  # (B, P·S)
-        means = np.asarray(reps, np.float64).reshape(resamples, n_pred, n_seeds).mean(axis=-1)  # (B, P)
-        with warnings.catch_warnings():  # a predictor without a defined resample: NaN, said in the docstring
+        means = (
+            np.asarray(reps, np.float64).reshape(resamples, n_pred, n_seeds).mean(axis=-1)
+        )  # (B, P)
+        with (
+            warnings.catch_warnings()
+        ):  # a predictor without a defined resample: NaN, said in the docstring
             warnings.simplefilter("ignore", RuntimeWarning)
-            out[attr] = np.stack([np.nanpercentile(means, q, axis=0), np.nanpercentile(means, 100 - q, axis=0)],
-                                 axis=-1)
+            out[attr] = np.stack(
+                [np.nanpercentile(means, q, axis=0), np.nanpercentile(means, 100 - q, axis=0)],
+                axis=-1,
+            )
     return out

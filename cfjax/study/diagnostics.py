@@ -22,7 +22,8 @@ An undefined interval (a resample with one class) counts as reaching chance.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,9 +46,13 @@ def _float(x: float | None) -> float:
     return math.nan if x is None else float(x)
 
 
-def basic_auc_check(setting: str, auc: npt.ArrayLike, ci95: Sequence[float | None],
-                    validation_auc: npt.ArrayLike,
-                    validation_site: str | None = None) -> dict[str, Any]:
+def basic_auc_check(
+    setting: str,
+    auc: npt.ArrayLike,
+    ci95: Sequence[float | None],
+    validation_auc: npt.ArrayLike,
+    validation_site: str | None = None,
+) -> dict[str, Any]:
     """The check of one setting's basic classifier (module docstring).
 
     Args:
@@ -78,20 +83,37 @@ def basic_auc_check(setting: str, auc: npt.ArrayLike, ci95: Sequence[float | Non
     far = bool(math.isfinite(gap) and gap > threshold)
     message = None
     if near or far:
-        interval = f"[{lo:.3f}, {hi:.3f}]" if math.isfinite(width) else "(bootstrap interval undefined)"
+        interval = (
+            f"[{lo:.3f}, {hi:.3f}]" if math.isfinite(width) else "(bootstrap interval undefined)"
+        )
         reasons = []
         if near:
             reasons.append("its 95% bootstrap interval reaches chance (0.5)")
         if far:
-            where = f"site {validation_site}'s validation split" if validation_site else "validation"
-            reasons.append(f"it is {gap:.3f} below its validation AUC {v:.3f} ({where}), more than "
-                           f"max({FAR_BELOW:g}, interval width)")
-        message = (f"setting {setting}: the basic classifier's test AUC is {a:.3f} {interval}; "
-                   + " and ".join(reasons) + f". Every comparison of setting {setting} rests on this classifier; "
-                   "train it longer (steps, learning rate) or on more data.")
-    return {"setting": setting, "auc": a, "ci95": [lo, hi], "validation_auc": v, "gap": gap,
-            "far_below_threshold": threshold, "near_chance": bool(near), "far_below_validation": far,
-            "warning": message}
+            where = (
+                f"site {validation_site}'s validation split" if validation_site else "validation"
+            )
+            reasons.append(
+                f"it is {gap:.3f} below its validation AUC {v:.3f} ({where}), more than "
+                f"max({FAR_BELOW:g}, interval width)"
+            )
+        message = (
+            f"setting {setting}: the basic classifier's test AUC is {a:.3f} {interval}; "
+            + " and ".join(reasons)
+            + f". Every comparison of setting {setting} rests on this classifier; "
+            "train it longer (steps, learning rate) or on more data."
+        )
+    return {
+        "setting": setting,
+        "auc": a,
+        "ci95": [lo, hi],
+        "validation_auc": v,
+        "gap": gap,
+        "far_below_threshold": threshold,
+        "near_chance": bool(near),
+        "far_below_validation": far,
+        "warning": message,
+    }
 
 
 def classifier_checks(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -110,6 +132,10 @@ def classifier_checks(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             i = list(r["names"]).index("basic")
             auc, ci = r["auc"][i], r["auc_ci95_seed_mean"][i]
         members = list(tr["members"])
-        val = [float(v) for m, v in zip(members, np.asarray(tr["best_val_auc"], np.float64)) if m == "basic"]
+        val = [
+            float(v)
+            for m, v in zip(members, np.asarray(tr["best_val_auc"], np.float64))
+            if m == "basic"
+        ]
         out[name] = basic_auc_check(name, auc, ci, val, train_site)
     return out

@@ -9,25 +9,45 @@ members' logits, never trained.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
-from cfjax import _checks
-from cfjax import _results
+from cfjax import _checks, _results
 from cfjax._core.keys import as_key
 from cfjax.study.splits import biased_training_mask
 from cfjax.typing import ArrayLike, KeyLike
 
-__all__ = ["PAPER_NAMES", "PAPER_CHAINS", "TRAINED_NAMES", "LOGIT_OFFSETS", "BIAS_STRENGTHS", "Family",
-           "paper_family", "datasets_bias_key", "logit_offset", "paper_predictions"]
+__all__ = [
+    "PAPER_NAMES",
+    "PAPER_CHAINS",
+    "TRAINED_NAMES",
+    "LOGIT_OFFSETS",
+    "BIAS_STRENGTHS",
+    "Family",
+    "paper_family",
+    "datasets_bias_key",
+    "logit_offset",
+    "paper_predictions",
+]
 
 #: the ten predictors, in paper 000's order
-PAPER_NAMES = ("basic", "logit+0.5", "logit+1", "logit+2", "sex0.80", "sex0.90", "sex0.95",
-               "age0.80", "age0.90", "age0.95")
+PAPER_NAMES = (
+    "basic",
+    "logit+0.5",
+    "logit+1",
+    "logit+2",
+    "sex0.80",
+    "sex0.90",
+    "sex0.95",
+    "age0.80",
+    "age0.90",
+    "age0.95",
+)
 #: paper 000's three chains of increasing bias, as predictor names (9 transitions), for
 #: :func:`cfjax.metrics.correct_transition_count`
 PAPER_CHAINS: tuple[tuple[str, ...], ...] = (
@@ -40,7 +60,9 @@ LOGIT_OFFSETS = {"logit+0.5": 0.5, "logit+1": 1.0, "logit+2": 2.0}
 #: the corruption strengths α (sex) and β_age (age)
 BIAS_STRENGTHS = (0.80, 0.90, 0.95)
 #: the trained predictors: every predictor but the logit offsets
-TRAINED_NAMES = ("basic",) + tuple(f"{kind}{a:.2f}" for kind in ("sex", "age") for a in BIAS_STRENGTHS)
+TRAINED_NAMES = ("basic",) + tuple(
+    f"{kind}{a:.2f}" for kind in ("sex", "age") for a in BIAS_STRENGTHS
+)
 
 
 class Family(NamedTuple):
@@ -66,8 +88,10 @@ class Family(NamedTuple):
     def __repr__(self) -> str:
         names = list(dict.fromkeys(self.names))
         shown = ", ".join(names[:4]) + (f", ... ({len(names)} distinct)" if len(names) > 4 else "")
-        return (f"{type(self).__name__}(members={len(self.names)}, names=[{shown}], "
-                f"masks={_results.spec(self.masks)})")
+        return (
+            f"{type(self).__name__}(members={len(self.names)}, names=[{shown}], "
+            f"masks={_results.spec(self.masks)})"
+        )
 
 
 def datasets_bias_key(*, key: KeyLike) -> jax.Array:
@@ -93,8 +117,14 @@ def datasets_bias_key(*, key: KeyLike) -> jax.Array:
     return jax.random.split(as_key(key), 4)[3]
 
 
-def paper_family(sex: npt.ArrayLike, age: npt.ArrayLike, effusion: npt.ArrayLike, *, key: KeyLike,
-                 seeds: Sequence[int] = (0, 1, 2)) -> Family:
+def paper_family(
+    sex: npt.ArrayLike,
+    age: npt.ArrayLike,
+    effusion: npt.ArrayLike,
+    *,
+    key: KeyLike,
+    seeds: Sequence[int] = (0, 1, 2),
+) -> Family:
     """The seven trained predictors × ``seeds`` as members of one ensemble over one training pool.
 
     Member order is predictor-major: ``TRAINED_NAMES[i]`` with ``seeds[j]`` is member
@@ -163,16 +193,23 @@ def logit_offset(logits: ArrayLike, sex: ArrayLike, beta: ArrayLike) -> jax.Arra
     try:
         np.broadcast_shapes(x.shape, _checks.shape_of(sex))
     except ValueError:
-        _checks.fail("sex", f"a shape broadcasting with the logits' {x.shape}", f"shape {_checks.shape_of(sex)}")
+        _checks.fail(
+            "sex",
+            f"a shape broadcasting with the logits' {x.shape}",
+            f"shape {_checks.shape_of(sex)}",
+        )
     if _checks.is_concrete(beta) and not np.isfinite(np.asarray(beta, np.float64)).all():
         _checks.fail("beta", "a finite offset", repr(beta))
     s = jnp.asarray(sex).astype(x.dtype)
     shape = jnp.broadcast_shapes(x.shape, s.shape)
-    return jax.nn.sigmoid(jnp.broadcast_to(x, shape) + jnp.asarray(beta, x.dtype) * jnp.broadcast_to(s, shape))
+    return jax.nn.sigmoid(
+        jnp.broadcast_to(x, shape) + jnp.asarray(beta, x.dtype) * jnp.broadcast_to(s, shape)
+    )
 
 
-def paper_predictions(names: Sequence[str], seeds: npt.ArrayLike, logits: ArrayLike,
-                      sex: ArrayLike) -> tuple[tuple[str, ...], jax.Array]:
+def paper_predictions(
+    names: Sequence[str], seeds: npt.ArrayLike, logits: ArrayLike, sex: ArrayLike
+) -> tuple[tuple[str, ...], jax.Array]:
     """The ten predictors' probabilities from the trained members' logits.
 
     Args:
@@ -203,7 +240,11 @@ def paper_predictions(names: Sequence[str], seeds: npt.ArrayLike, logits: ArrayL
     if len(shape) < 2 or shape[0] != m:
         _checks.fail("logits", f"shape ({m}, ...) with one row per member", f"shape {shape}")
     if _checks.shape_of(sex) != shape[1:]:
-        _checks.fail("sex", f"shape {shape[1:]} (one value per image scored)", f"shape {_checks.shape_of(sex)}")
+        _checks.fail(
+            "sex",
+            f"shape {shape[1:]} (one value per image scored)",
+            f"shape {_checks.shape_of(sex)}",
+        )
     order = [int(s) for n, s in zip(names, seeds) if n == "basic"]
     if not order:
         _checks.fail("names", "at least one 'basic' member", repr(sorted(set(names))))
@@ -213,7 +254,11 @@ def paper_predictions(names: Sequence[str], seeds: npt.ArrayLike, logits: ArrayL
         source = "basic" if name in LOGIT_OFFSETS else name
         missing = [s for s in order if (source, s) not in index]
         if missing:
-            _checks.fail("names", f"a member {source!r} for every seed {order}", f"none for seed(s) {missing}")
+            _checks.fail(
+                "names",
+                f"a member {source!r} for every seed {order}",
+                f"none for seed(s) {missing}",
+            )
         rows.append([index[(source, s)] for s in order])
         betas.append(LOGIT_OFFSETS.get(name, 0.0))
     x = jnp.asarray(logits)

@@ -33,7 +33,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -50,8 +51,16 @@ from cfjax.generative.hvae import HVAEConfig
 from cfjax.generative.mechanism import ImageHVAE
 from cfjax.typing import ArrayLike, KeyLike, PyTree
 
-__all__ = ["GeneratorSettings", "GENERATOR_FULL", "GENERATOR_QUICK", "REGULARISED", "learned_scm", "fit_site_generator",
-           "learned_images", "LearnedSource"]
+__all__ = [
+    "GeneratorSettings",
+    "GENERATOR_FULL",
+    "GENERATOR_QUICK",
+    "REGULARISED",
+    "learned_scm",
+    "fit_site_generator",
+    "learned_images",
+    "LearnedSource",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +79,18 @@ class GeneratorSettings:
     """
 
     generator: gt.GeneratorConfig = gt.GeneratorConfig(
-        hvae=HVAEConfig(image_size=64, channels=(16, 32, 32, 32), latent_dims=(0, 8, 8, 4)), steps=3000,
-        batch_size=32, learning_rate=1e-3, warmup=100, kl_warmup=500, ema_decay=0.999, chunk_steps=100,
-        temperature=1.0, cf_weight=0.2, cf_warmup=500)
+        hvae=HVAEConfig(image_size=64, channels=(16, 32, 32, 32), latent_dims=(0, 8, 8, 4)),
+        steps=3000,
+        batch_size=32,
+        learning_rate=1e-3,
+        warmup=100,
+        kl_warmup=500,
+        ema_decay=0.999,
+        chunk_steps=100,
+        temperature=1.0,
+        cf_weight=0.2,
+        cf_warmup=500,
+    )
     chunk: int = 64
     ac_steps: int = 1000
     ac_features: tuple[int, ...] = (8, 16, 32)
@@ -86,18 +104,34 @@ class GeneratorSettings:
     def train_config(self, size: int) -> gt.GeneratorConfig:
         """:attr:`generator` for images of ``size × size``."""
         g = self.generator
-        return dataclasses.replace(g, hvae=dataclasses.replace(g.hvae, image_size=size),
-                                   chunk_steps=min(g.chunk_steps, g.steps), cf_warmup=min(g.cf_warmup, g.steps))
+        return dataclasses.replace(
+            g,
+            hvae=dataclasses.replace(g.hvae, image_size=size),
+            chunk_steps=min(g.chunk_steps, g.steps),
+            cf_warmup=min(g.cf_warmup, g.steps),
+        )
 
 
 #: the full study (64 × 64 images, 10000 training units per site)
 GENERATOR_FULL = GeneratorSettings()
 #: the quick study (32 × 32, 3000 units per site): a smaller model and fewer steps
 GENERATOR_QUICK = GeneratorSettings(
-    gt.GeneratorConfig(hvae=HVAEConfig(image_size=32, channels=(8, 16, 16), latent_dims=(0, 4, 4)), steps=600,
-                       batch_size=32, learning_rate=1e-3, warmup=50, kl_warmup=200, ema_decay=0.99, chunk_steps=100,
-                       temperature=1.0, cf_weight=0.2, cf_warmup=100),
-    chunk=100, ac_steps=300)
+    gt.GeneratorConfig(
+        hvae=HVAEConfig(image_size=32, channels=(8, 16, 16), latent_dims=(0, 4, 4)),
+        steps=600,
+        batch_size=32,
+        learning_rate=1e-3,
+        warmup=50,
+        kl_warmup=200,
+        ema_decay=0.99,
+        chunk_steps=100,
+        temperature=1.0,
+        cf_weight=0.2,
+        cf_warmup=100,
+    ),
+    chunk=100,
+    ac_steps=300,
+)
 #: the parents the counterfactual regulariser intervenes on
 REGULARISED = ("sex", "age")
 
@@ -106,13 +140,21 @@ def learned_scm(chest: cf.data.ChestSCM, mechanism: ImageHVAE) -> cf.scm.SCM:
     """``chest.image_scm`` with ``mechanism`` as the image's: the true parent mechanisms
     (parameters ``{**chest.params(), "image": fit.params}``)."""
     base = chest.image_scm
-    return cf.scm.SCM({**PARENTS, "image": list(IMAGE_PARENTS)},
-                      {**{v: base.mechanism(v) for v in base.nodes}, "image": mechanism})
+    return cf.scm.SCM(
+        {**PARENTS, "image": list(IMAGE_PARENTS)},
+        {**{v: base.mechanism(v) for v in base.nodes}, "image": mechanism},
+    )
 
 
-def fit_site_generator(chest: cf.data.ChestSCM, records: Mapping[str, PyTree],
-                       settings: GeneratorSettings, *, key: KeyLike, checkpoint_dir: str | None = None,
-                       progress: bool | None = False) -> gt.GeneratorFit:
+def fit_site_generator(
+    chest: cf.data.ChestSCM,
+    records: Mapping[str, PyTree],
+    settings: GeneratorSettings,
+    *,
+    key: KeyLike,
+    checkpoint_dir: str | None = None,
+    progress: bool | None = False,
+) -> gt.GeneratorFit:
     """Fit the HVAE image mechanism of ``chest`` on ``records`` (``"parents"``, ``"image"``);
     resumes from (or reuses) an orbax checkpoint of the same run in ``checkpoint_dir``. With
     ``settings.generator.cf_weight > 0`` the regulariser's anti-causal predictors are trained first
@@ -122,21 +164,44 @@ def fit_site_generator(chest: cf.data.ChestSCM, records: Mapping[str, PyTree],
         _checks.fail("settings", "a GeneratorSettings", repr(settings))
     config = settings.train_config(chest.size)
     key = as_key(key)
-    data = {**{v: np.asarray(x) for v, x in records["parents"].items()}, "image": np.asarray(records["image"])}
+    data = {
+        **{v: np.asarray(x) for v, x in records["parents"].items()},
+        "image": np.asarray(records["image"]),
+    }
     scm = learned_scm(chest, ImageHVAE(config.hvae, config.temperature))
     regulariser = None
     if config.cf_weight > 0:
         heads = tuple(h for h in ac.CHEST_SPEC if h.name in REGULARISED)
-        regulariser = ac.train_anticausal(data["image"], {h.name: data[h.name] for h in heads}, heads,
-                                          ac.AntiCausalConfig(steps=settings.ac_steps,
-                                                              features=tuple(settings.ac_features)),
-                                          key=jax.random.fold_in(key, 1), progress=progress)
-    return gt.fit_generator(data, config, scm=scm, key=key, node="image", regulariser=regulariser,
-                            checkpoint_dir=checkpoint_dir, progress=progress)
+        regulariser = ac.train_anticausal(
+            data["image"],
+            {h.name: data[h.name] for h in heads},
+            heads,
+            ac.AntiCausalConfig(steps=settings.ac_steps, features=tuple(settings.ac_features)),
+            key=jax.random.fold_in(key, 1),
+            progress=progress,
+        )
+    return gt.fit_generator(
+        data,
+        config,
+        scm=scm,
+        key=key,
+        node="image",
+        regulariser=regulariser,
+        checkpoint_dir=checkpoint_dir,
+        progress=progress,
+    )
 
 
-def learned_images(mechanism: ImageHVAE, params: PyTree, images: jax.Array, pa: jax.Array,
-                   pa_cf: jax.Array, *, key: KeyLike, chunk: int) -> jax.Array:
+def learned_images(
+    mechanism: ImageHVAE,
+    params: PyTree,
+    images: jax.Array,
+    pa: jax.Array,
+    pa_cf: jax.Array,
+    *,
+    key: KeyLike,
+    chunk: int,
+) -> jax.Array:
     """Counterfactual images of ``N`` units under ``K`` parent vectors each.
 
     Unit ``n``'s noise is abducted once, ``u_n = abduct(params, images[n], pa[n], k_n)`` with
@@ -159,11 +224,15 @@ def learned_images(mechanism: ImageHVAE, params: PyTree, images: jax.Array, pa: 
     key = as_key(key)
     n = int(np.shape(images)[0])
     if np.ndim(pa_cf) != 3 or np.shape(pa_cf)[0] != n:
-        _checks.fail("pa_cf", f"shape (N, K, P) with N = {n} (units before interventions)",
-                     f"shape {np.shape(pa_cf)}")
+        _checks.fail(
+            "pa_cf",
+            f"shape (N, K, P) with N = {n} (units before interventions)",
+            f"shape {np.shape(pa_cf)}",
+        )
     size = cf.distributed.bucket(n, chunk)
-    out = _learned_images(mechanism, params, *_units_in_bucket(images, pa, pa_cf, key, size),
-                          chunk=min(chunk, size))
+    out = _learned_images(
+        mechanism, params, *_units_in_bucket(images, pa, pa_cf, key, size), chunk=min(chunk, size)
+    )
     return _drop_padding(out, n)
 
 
@@ -181,11 +250,18 @@ def _drop_padding(out, n):
 
 
 @functools.partial(jax.jit, static_argnames=("mechanism", "chunk"))
-def _learned_images(mechanism: ImageHVAE, params: PyTree, images: jax.Array, pa: jax.Array,
-                    pa_cf: jax.Array,
-                    keys: jax.Array, chunk: int) -> jax.Array:
+def _learned_images(
+    mechanism: ImageHVAE,
+    params: PyTree,
+    images: jax.Array,
+    pa: jax.Array,
+    pa_cf: jax.Array,
+    keys: jax.Array,
+    chunk: int,
+) -> jax.Array:
     """:func:`learned_images` of units already padded to a multiple of ``chunk``: ``images (N,
     H, W)``, ``pa (N, P)``, ``pa_cf (N, K, P)``, ``keys (N,)`` → ``(N, K, H, W)``."""
+
     def one(args):
         x, p, p_cf, k = args
         u = mechanism.abduct(params, x, p, k)
@@ -217,13 +293,21 @@ class LearnedSource:
         self.chunk = _checks.check_positive_int("chunk", chunk)
         self.calls: list[dict[str, Any]] = []
 
-    def __call__(self, chest: cf.data.ChestSCM, records: Mapping[str, PyTree],
-                 interventions: Mapping[str, ArrayLike], *,
-                 key: KeyLike, label: str = "fixed") -> dict[str, PyTree]:
+    def __call__(
+        self,
+        chest: cf.data.ChestSCM,
+        records: Mapping[str, PyTree],
+        interventions: Mapping[str, ArrayLike],
+        *,
+        key: KeyLike,
+        label: str = "fixed",
+    ) -> dict[str, PyTree]:
         """The learned counterfactuals of ``records`` under ``interventions`` (``key`` a PRNG
         key, raw key data or an int seed; ``label`` as :meth:`cfjax.data.ChestSCM.counterfactuals`)."""
         if chest.site not in self.fits:
-            _checks.fail("chest", f"a site with a trained generator ({list(self.fits)})", repr(chest.site))
+            _checks.fail(
+                "chest", f"a site with a trained generator ({list(self.fits)})", repr(chest.site)
+            )
         key = as_key(key)
         t0 = time.perf_counter()
         fit = self.fits[chest.site]
@@ -233,14 +317,31 @@ class LearnedSource:
         scm = learned_scm(chest, fit.mechanism)
         n, k = np.shape(parents["sex"])
         pa = gt.parent_inputs(scm, "image", records["parents"])  # (N, P)
-        pa_cf = gt.parent_inputs(scm, "image", {v: jnp.reshape(x, (n * k,)) for v, x in parents.items()})
-        images = learned_images(fit.mechanism, fit.params, jnp.asarray(records["image"]), pa,
-                                pa_cf.reshape(n, k, -1), key=jax.random.fold_in(key, 1), chunk=self.chunk)
+        pa_cf = gt.parent_inputs(
+            scm, "image", {v: jnp.reshape(x, (n * k,)) for v, x in parents.items()}
+        )
+        images = learned_images(
+            fit.mechanism,
+            fit.params,
+            jnp.asarray(records["image"]),
+            pa,
+            pa_cf.reshape(n, k, -1),
+            key=jax.random.fold_in(key, 1),
+            chunk=self.chunk,
+        )
         images = jax.block_until_ready(images)  # (N, K, H, W)
         mae_k = np.asarray(jnp.mean(jnp.abs(images - exact["image"]), axis=(0, 2, 3)), np.float64)
         factual = jnp.asarray(records["image"])[:, None]
-        self.calls.append({"site": chest.site, "k": int(k), "n": int(n), "seconds": time.perf_counter() - t0,
-                           "pixel_mae": float(mae_k.mean()), "mae_by_k": mae_k.tolist(),
-                           "change_learned": float(jnp.mean(jnp.abs(images - factual))),
-                           "change_exact": float(jnp.mean(jnp.abs(exact["image"] - factual)))})
+        self.calls.append(
+            {
+                "site": chest.site,
+                "k": int(k),
+                "n": int(n),
+                "seconds": time.perf_counter() - t0,
+                "pixel_mae": float(mae_k.mean()),
+                "mae_by_k": mae_k.tolist(),
+                "change_learned": float(jnp.mean(jnp.abs(images - factual))),
+                "change_exact": float(jnp.mean(jnp.abs(exact["image"] - factual))),
+            }
+        )
         return {"parents": parents, "image": images}

@@ -11,22 +11,53 @@ import numpy as np
 
 import cfjax as cf
 
-__all__ = ["SITE_A", "SITE_B", "SETTINGS", "STABILITY", "RISKS", "CALIBRATION", "ATTRIBUTES", "DELTA_NAMES",
-           "SOURCE_FREE", "SOURCE_DEPENDENT", "PAPER_RISK", "PAPER_CALIBRATION", "PAPER_STABILITY_A"]
+__all__ = [
+    "SITE_A",
+    "SITE_B",
+    "SETTINGS",
+    "STABILITY",
+    "RISKS",
+    "CALIBRATION",
+    "ATTRIBUTES",
+    "DELTA_NAMES",
+    "SOURCE_FREE",
+    "SOURCE_DEPENDENT",
+    "PAPER_RISK",
+    "PAPER_CALIBRATION",
+    "PAPER_STABILITY_A",
+]
 
 #: site A: the default acquisition
 SITE_A = cf.data.Acquisition()
 #: site B: lower gain, higher gamma, more texture noise, a small offset
 SITE_B = cf.data.Acquisition(gain=0.85, gamma=1.25, noise=0.07, offset=0.03)
 #: the three settings: (name, training site, test set)
-SETTINGS = (("A", "A", "balanced test split of site A"),
-            ("B", "B", "balanced test split of site B"),
-            ("A->B", "A", "natural-demographics test set of site B"))
+SETTINGS = (
+    ("A", "A", "balanced test split of site A"),
+    ("B", "B", "balanced test split of site B"),
+    ("A->B", "A", "natural-demographics test set of site B"),
+)
 #: the stability fields, and whether more bias should make them larger
-STABILITY = (("s_var", True), ("s_flip", True), ("d_obs", True), ("score_shift", True),
-             ("spearman", False), ("kendall_tau_b", False), ("rank_change", True))
+STABILITY = (
+    ("s_var", True),
+    ("s_flip", True),
+    ("d_obs", True),
+    ("score_shift", True),
+    ("spearman", False),
+    ("kendall_tau_b", False),
+    ("rank_change", True),
+)
 RISKS = ("risk_orig", "risk_cm", "risk_ie", "cvar_0.5", "cvar_0.25", "cvar_0.1", "risk_wc")
-CALIBRATION = ("brier_orig", "ece_orig", "smece_orig", "mce_orig", "brier_cm", "ece_cm", "smece_cm", "mce_cm")
+CALIBRATION = (
+    "brier_orig",
+    "ece_orig",
+    "smece_orig",
+    "mce_orig",
+    "brier_cm",
+    "ece_cm",
+    "smece_cm",
+    "mce_cm",
+)
 ATTRIBUTES = ("sex", "age_group", "race")
 #: the 21 predictor-seed pairs of paper 000's Figure 3 (with 3 seeds)
 DELTA_NAMES = ("basic", "sex0.80", "sex0.90", "sex0.95", "age0.80", "age0.90", "age0.95")
@@ -127,6 +158,8 @@ PAPER_STABILITY_A = _table(_PAPER_STABILITY_A)  # (10, 6)
 #: metrics of the factual predictions alone: the counterfactual source cannot move them
 SOURCE_FREE = ("risk_orig", "brier_orig", "ece_orig", "smece_orig", "mce_orig")
 #: the metrics that depend on the counterfactual images, in report order
-SOURCE_DEPENDENT = (tuple(f for f in RISKS if f not in SOURCE_FREE) + tuple(f for f in CALIBRATION if f not in SOURCE_FREE)
-                    + tuple(f for f, _ in STABILITY))
-
+SOURCE_DEPENDENT = (
+    tuple(f for f in RISKS if f not in SOURCE_FREE)
+    + tuple(f for f in CALIBRATION if f not in SOURCE_FREE)
+    + tuple(f for f, _ in STABILITY)
+)

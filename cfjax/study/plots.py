@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, overload
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import numpy.typing as npt
 
-from cfjax import _checks
-from cfjax import figures
+from cfjax import _checks, figures
 from cfjax.study.families import BIAS_STRENGTHS
 from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, STABILITY
 
@@ -39,12 +39,19 @@ __all__ = ["MAIN_PANELS", "SUPPLEMENTARY_PANELS", "METRIC_LABELS", "delta_auc_fi
 #: (attribute, metric) of the main figure: the instability measures the findings discuss, against ΔAUC over sex
 MAIN_PANELS = (("sex", "s_flip"), ("sex", "s_var"), ("sex", "d_obs"), ("sex", "score_shift"))
 #: every other (attribute, metric) pair, for the supplementary figure
-SUPPLEMENTARY_PANELS = tuple((a, f) for a in ATTRIBUTES for f, _ in STABILITY if (a, f) not in MAIN_PANELS)
+SUPPLEMENTARY_PANELS = tuple(
+    (a, f) for a in ATTRIBUTES for f, _ in STABILITY if (a, f) not in MAIN_PANELS
+)
 #: axis labels of the stability metrics
-METRIC_LABELS = {"s_var": "S_var (spread over interventions)", "s_flip": "S_flip (share of flipped decisions)",
-                 "d_obs": "D_obs (observed ≠ marginalised decision)", "score_shift": "score shift |p_obs − p̄|",
-                 "spearman": "Spearman ρ(p_obs, p̄)", "kendall_tau_b": "Kendall τ_b(p_obs, p̄)",
-                 "rank_change": "mean rank change"}
+METRIC_LABELS = {
+    "s_var": "S_var (spread over interventions)",
+    "s_flip": "S_flip (share of flipped decisions)",
+    "d_obs": "D_obs (observed ≠ marginalised decision)",
+    "score_shift": "score shift |p_obs − p̄|",
+    "spearman": "Spearman ρ(p_obs, p̄)",
+    "kendall_tau_b": "Kendall τ_b(p_obs, p̄)",
+    "rank_change": "mean rank change",
+}
 _ATTRIBUTE_LABELS = {"sex": "sex", "age_group": "age group", "race": "race"}
 _FONT = 9  # ticks and legend; labels and titles one point larger
 
@@ -62,8 +69,9 @@ def _style(name: str) -> tuple[str, str | tuple[float, float, float, float], str
     return "s", plt.get_cmap("Blues")(shade), f"age-biased {name[3:]}"
 
 
-def _rows(res: Mapping[str, Any], value: npt.ArrayLike | Mapping[str, npt.ArrayLike],
-          what: str) -> np.ndarray:
+def _rows(
+    res: Mapping[str, Any], value: npt.ArrayLike | Mapping[str, npt.ArrayLike], what: str
+) -> np.ndarray:
     """The DELTA_NAMES rows of ``value``: an array indexed as ``res["names"]`` or a mapping by name."""
     try:
         if isinstance(value, Mapping):
@@ -71,20 +79,36 @@ def _rows(res: Mapping[str, Any], value: npt.ArrayLike | Mapping[str, npt.ArrayL
         names = list(res["names"])
         return np.asarray(value, np.float64)[[names.index(p) for p in DELTA_NAMES]]
     except (KeyError, ValueError, IndexError) as e:
-        _checks.fail("res", f"{what} with a row for each of {DELTA_NAMES}", f"{type(e).__name__}: {e}")
+        _checks.fail(
+            "res", f"{what} with a row for each of {DELTA_NAMES}", f"{type(e).__name__}: {e}"
+        )
 
 
 def _check_res(res: object, panels: Sequence[tuple[str, str]]) -> None:
     if not isinstance(res, Mapping):
-        _checks.fail("res", "one setting's results (a mapping, as cfjax.study.evaluate_setting returns)",
-                     type(res).__name__)
-    need = ("names", "delta_auc", "delta_auc_ci95_seed_mean", "per_seed", "ci95_seed_mean", "correlations")
+        _checks.fail(
+            "res",
+            "one setting's results (a mapping, as cfjax.study.evaluate_setting returns)",
+            type(res).__name__,
+        )
+    need = (
+        "names",
+        "delta_auc",
+        "delta_auc_ci95_seed_mean",
+        "per_seed",
+        "ci95_seed_mean",
+        "correlations",
+    )
     missing = [k for k in need if k not in res]
     if missing:
         _checks.fail("res", f"the fields {need}", f"a mapping without {missing}")
     for attr, metric in panels:
-        for field, key in (("delta_auc", attr), ("delta_auc_ci95_seed_mean", attr), ("per_seed", metric),
-                           ("ci95_seed_mean", metric)):
+        for field, key in (
+            ("delta_auc", attr),
+            ("delta_auc_ci95_seed_mean", attr),
+            ("per_seed", metric),
+            ("ci95_seed_mean", metric),
+        ):
             if key not in res[field]:
                 _checks.fail("res", f"res[{field!r}][{key!r}]", "none")
         if metric not in res["correlations"].get(attr, {}):
@@ -101,7 +125,11 @@ def _check_panels(panels: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], .
         _checks.fail("panels", "at least one (attribute, metric) pair", repr(panels))
     for a, f in out:
         if a not in ATTRIBUTES or f not in metrics:
-            _checks.fail("panels", f"pairs of an attribute in {ATTRIBUTES} and a metric in {metrics}", repr((a, f)))
+            _checks.fail(
+                "panels",
+                f"pairs of an attribute in {ATTRIBUTES} and a metric in {metrics}",
+                repr((a, f)),
+            )
     return out
 
 
@@ -128,7 +156,11 @@ def _factor(formatter: Formatter) -> str:
     text = formatter.get_offset()
     power = re.fullmatch(r"1e([−-]?)0*(\d+)", text)
     if power:
-        return "×10" + ("-" if power.group(1) else "").translate(_SUPERSCRIPT) + power.group(2).translate(_SUPERSCRIPT)
+        return (
+            "×10"
+            + ("-" if power.group(1) else "").translate(_SUPERSCRIPT)
+            + power.group(2).translate(_SUPERSCRIPT)
+        )
     return text
 
 
@@ -138,20 +170,41 @@ def _panel(ax: Axes, res: Mapping[str, Any], attr: str, metric: str, pairs: bool
 
     d_seed = _rows(res, res["delta_auc"][attr], f"res['delta_auc'][{attr!r}]")  # (7, S)
     v_seed = _rows(res, res["per_seed"][metric], f"res['per_seed'][{metric!r}]")
-    d_ci = _rows(res, res["delta_auc_ci95_seed_mean"][attr], f"res['delta_auc_ci95_seed_mean'][{attr!r}]")  # (7, 2)
+    d_ci = _rows(
+        res, res["delta_auc_ci95_seed_mean"][attr], f"res['delta_auc_ci95_seed_mean'][{attr!r}]"
+    )  # (7, 2)
     v_ci = _rows(res, res["ci95_seed_mean"][metric], f"res['ci95_seed_mean'][{metric!r}]")
     d, v = d_seed.mean(axis=1), v_seed.mean(axis=1)
     handles = []
     for i, name in enumerate(DELTA_NAMES):
         marker, colour, label = _style(name)
         if pairs:
-            ax.scatter(v_seed[i], d_seed[i], s=14, marker=marker, color=colour, alpha=0.35, linewidths=0, zorder=2)
+            ax.scatter(
+                v_seed[i],
+                d_seed[i],
+                s=14,
+                marker=marker,
+                color=colour,
+                alpha=0.35,
+                linewidths=0,
+                zorder=2,
+            )
         # percentile intervals need not centre on the seed mean (ΔAUC is biased upward under
         # resampling), so the bars run from lo to hi rather than mean ± error
         ax.hlines(d[i], v_ci[i, 0], v_ci[i, 1], colors=[colour], linewidth=1.3, zorder=3)
         ax.vlines(v[i], d_ci[i, 0], d_ci[i, 1], colors=[colour], linewidth=1.3, zorder=3)
-        (h,) = ax.plot([v[i]], [d[i]], linestyle="none", marker=marker, markersize=8, color=colour,
-                       markeredgecolor="white", markeredgewidth=0.6, label=label, zorder=4)
+        (h,) = ax.plot(
+            [v[i]],
+            [d[i]],
+            linestyle="none",
+            marker=marker,
+            markersize=8,
+            color=colour,
+            markeredgecolor="white",
+            markeredgewidth=0.6,
+            label=label,
+            zorder=4,
+        )
         handles.append(h)
     ax.set_title(_interval_text(res["correlations"][attr][metric]), fontsize=_FONT + 1)
     # tiny values (S_var ~ 1e-4) get a ×10^k factor instead of long decimals that collide; the
@@ -159,7 +212,10 @@ def _panel(ax: Axes, res: Mapping[str, Any], attr: str, metric: str, pairs: bool
     # text, not mathtext: parsing every tick label as mathtext was a sixth of drawing a figure.
     ax.ticklabel_format(style="sci", scilimits=(-2, 3), useMathText=False)
     ax.tick_params(labelsize=_FONT)
-    for axis, label in ((ax.xaxis, METRIC_LABELS[metric]), (ax.yaxis, f"ΔAUC over {_ATTRIBUTE_LABELS[attr]}")):
+    for axis, label in (
+        (ax.xaxis, METRIC_LABELS[metric]),
+        (ax.yaxis, f"ΔAUC over {_ATTRIBUTE_LABELS[attr]}"),
+    ):
         axis.set_major_locator(MaxNLocator(nbins=4))
         formatter = axis.get_major_formatter()
         formatter.set_locs(axis.get_majorticklocs())  # type: ignore[arg-type]  # stub: a list only
@@ -171,17 +227,34 @@ def _panel(ax: Axes, res: Mapping[str, Any], attr: str, metric: str, pairs: bool
 
 
 @overload
-def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] = ..., *,
-                     ncols: int | None = ..., axes: None = ..., title: str | None = ...,
-                     pairs: bool = ...) -> Figure: ...
+def delta_auc_figure(
+    res: Mapping[str, Any],
+    panels: Sequence[tuple[str, str]] = ...,
+    *,
+    ncols: int | None = ...,
+    axes: None = ...,
+    title: str | None = ...,
+    pairs: bool = ...,
+) -> Figure: ...
 @overload
-def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] = ..., *,
-                     ncols: int | None = ..., axes: Axes | Sequence[Axes] | np.ndarray,
-                     title: str | None = ..., pairs: bool = ...) -> Figure | SubFigure: ...
-def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] = MAIN_PANELS, *,
-                     ncols: int | None = None,
-                     axes: Axes | Sequence[Axes] | np.ndarray | None = None,
-                     title: str | None = None, pairs: bool = True) -> Figure | SubFigure:
+def delta_auc_figure(
+    res: Mapping[str, Any],
+    panels: Sequence[tuple[str, str]] = ...,
+    *,
+    ncols: int | None = ...,
+    axes: Axes | Sequence[Axes] | np.ndarray,
+    title: str | None = ...,
+    pairs: bool = ...,
+) -> Figure | SubFigure: ...
+def delta_auc_figure(
+    res: Mapping[str, Any],
+    panels: Sequence[tuple[str, str]] = MAIN_PANELS,
+    *,
+    ncols: int | None = None,
+    axes: Axes | Sequence[Axes] | np.ndarray | None = None,
+    title: str | None = None,
+    pairs: bool = True,
+) -> Figure | SubFigure:
     """ΔAUC against stability metrics, one panel per (attribute, metric), with the bootstrap
     interval of every point on both axes and Pearson r with its interval in each title.
 
@@ -218,7 +291,9 @@ def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] =
     if axes is not None:
         flat = list(np.ravel(np.asarray(axes, dtype=object)))
         if len(flat) != len(panels) or not all(hasattr(a, "plot") for a in flat):
-            _checks.fail("axes", f"{len(panels)} matplotlib Axes (one per panel)", f"{len(flat)} objects")
+            _checks.fail(
+                "axes", f"{len(panels)} matplotlib Axes (one per panel)", f"{len(flat)} objects"
+            )
         fig = flat[0].figure
     else:
         if ncols is None:
@@ -227,9 +302,9 @@ def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] =
         nrows = -(-len(panels) // ncols)
         fig = plt.figure(figsize=(3.9 * ncols, 3.4 * nrows + 0.9), layout="constrained")
         grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
-        for ax in grid[len(panels):]:
+        for ax in grid[len(panels) :]:
             ax.remove()
-        flat = list(grid[:len(panels)])
+        flat = list(grid[: len(panels)])
     handles = []
     for ax, (attr, metric) in zip(flat, panels):
         handles = _panel(ax, res, attr, metric, pairs)
@@ -239,8 +314,14 @@ def delta_auc_figure(res: Mapping[str, Any], panels: Sequence[tuple[str, str]] =
 
         seed = Line2D([], [], linestyle="none", marker="o", markersize=4, color="0.5", alpha=0.5)
         handles, labels = handles + [seed], labels + ["one seed (r runs over these)"]
-    fig.legend(handles, labels, loc="outside lower center" if axes is None else "lower center",
-               ncol=4, fontsize=_FONT, frameon=False)
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center" if axes is None else "lower center",
+        ncol=4,
+        fontsize=_FONT,
+        frameon=False,
+    )
     if title:
         fig.suptitle(title, fontsize=_FONT + 2)
     return fig

@@ -31,9 +31,18 @@ __all__ = ["FORMAT_VERSION", "save_predictions"]
 FORMAT_VERSION = 2
 
 
-def save_predictions(path: str, *, names: npt.ArrayLike, seeds: npt.ArrayLike, p_obs: npt.ArrayLike,
-                     p_cf: npt.ArrayLike, y: npt.ArrayLike, y_cf: npt.ArrayLike,
-                     weights: npt.ArrayLike, **arrays: npt.ArrayLike) -> None:
+def save_predictions(
+    path: str,
+    *,
+    names: npt.ArrayLike,
+    seeds: npt.ArrayLike,
+    p_obs: npt.ArrayLike,
+    p_cf: npt.ArrayLike,
+    y: npt.ArrayLike,
+    y_cf: npt.ArrayLike,
+    weights: npt.ArrayLike,
+    **arrays: npt.ArrayLike,
+) -> None:
     """Write a predictions file (compressed ``.npz``, atomically) after checking its shapes.
 
     Args:
@@ -59,16 +68,31 @@ def save_predictions(path: str, *, names: npt.ArrayLike, seeds: npt.ArrayLike, p
     """
     names, seeds = np.asarray(names), np.asarray(seeds)
     p_obs, p_cf, y, y_cf, weights = (np.asarray(a) for a in (p_obs, p_cf, y, y_cf, weights))
-    for name, a, what in (("names", names, "(P,)"), ("seeds", seeds, "(S,)"), ("y", y, "(N,)"),
-                          ("weights", weights, "(K,)")):
+    for name, a, what in (
+        ("names", names, "(P,)"),
+        ("seeds", seeds, "(S,)"),
+        ("y", y, "(N,)"),
+        ("weights", weights, "(K,)"),
+    ):
         _checks.check_ndim(name, a, 1, f"of shape {what}")
     n_pred, n_seeds, n, k = len(names), len(seeds), len(y), len(weights)
     sizes = f"P = {n_pred} predictors, S = {n_seeds} seeds, N = {n} units, K = {k} interventions"
     _checks.check_shape("p_obs", p_obs, (n_pred, n_seeds, n), f"scores (P, S, N) ({sizes})")
     _checks.check_shape("p_cf", p_cf, (n_pred, n_seeds, n, k), f"scores (P, S, N, K) ({sizes})")
-    _checks.check_shape("y_cf", y_cf, (n, k), f"labels (N, K), units before interventions ({sizes})")
+    _checks.check_shape(
+        "y_cf", y_cf, (n, k), f"labels (N, K), units before interventions ({sizes})"
+    )
     buf = io.BytesIO()
-    np.savez_compressed(buf, format_version=np.int32(FORMAT_VERSION), names=names, seeds=seeds, p_obs=p_obs,
-                        p_cf=p_cf, y=y, y_cf=y_cf, weights=weights,
-                        **arrays)  # type: ignore[arg-type]  # the stub's allow_pickle: bool
+    np.savez_compressed(
+        buf,
+        format_version=np.int32(FORMAT_VERSION),
+        names=names,
+        seeds=seeds,
+        p_obs=p_obs,
+        p_cf=p_cf,
+        y=y,
+        y_cf=y_cf,
+        weights=weights,
+        **arrays,  # type: ignore[arg-type]  # the stub's allow_pickle: bool
+    )
     atomic_write_bytes(path, buf.getvalue())

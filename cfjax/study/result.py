@@ -50,8 +50,12 @@ class StudyResult(Mapping[str, Any]):
     def _moved(self, name: str) -> Any:
         """The field that holds what ``run`` once returned under the private key ``name``, with a
         DeprecationWarning naming it."""
-        warnings.warn(f"cfjax.study.run(...)[{name!r}] is deprecated and will be removed in the next release: "
-                      f"use cfjax.study.run(...).{_MOVED[name]}", DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"cfjax.study.run(...)[{name!r}] is deprecated and will be removed in the next release: "
+            f"use cfjax.study.run(...).{_MOVED[name]}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         return getattr(self, _MOVED[name])
 
     def __iter__(self) -> Iterator[str]:

@@ -29,8 +29,15 @@ def age_group(age: npt.ArrayLike) -> np.ndarray:
     return (age >= _GROUP_EDGES[0]).astype(np.int32) + (age > _GROUP_EDGES[1]).astype(np.int32)
 
 
-def balanced_test_split(sex: npt.ArrayLike, age: npt.ArrayLike, label: npt.ArrayLike, per_cell: int,
-                        prevalence: float, *, key: KeyLike) -> np.ndarray:
+def balanced_test_split(
+    sex: npt.ArrayLike,
+    age: npt.ArrayLike,
+    label: npt.ArrayLike,
+    per_cell: int,
+    prevalence: float,
+    *,
+    key: KeyLike,
+) -> np.ndarray:
     """Indices of a test split with equal numbers of each sex and the same disease prevalence
     in every sex × age-group cell (<45, 45–65, >65): each of the 6 cells gets ``per_cell``
     units of which exactly ``round(prevalence · per_cell)`` are positive.
@@ -68,14 +75,25 @@ def balanced_test_split(sex: npt.ArrayLike, age: npt.ArrayLike, label: npt.Array
             for y, count in ((1, n_pos), (0, per_cell - n_pos)):
                 pool = np.flatnonzero((sex == s) & (groups == g) & (label == y))
                 if len(pool) < count:
-                    _checks.fail("per_cell", f"at most {len(pool)} units with sex={s}, age group {g}, "
-                                 f"label={y} available", f"a request for {count}")
+                    _checks.fail(
+                        "per_cell",
+                        f"at most {len(pool)} units with sex={s}, age group {g}, "
+                        f"label={y} available",
+                        f"a request for {count}",
+                    )
                 chosen.append(rng.choice(pool, size=count, replace=False))
     return rng.permutation(np.concatenate(chosen))
 
 
-def biased_training_mask(kind: str, strength: float, sex: npt.ArrayLike, age: npt.ArrayLike,
-                         label: npt.ArrayLike, *, key: KeyLike) -> jax.Array:
+def biased_training_mask(
+    kind: str,
+    strength: float,
+    sex: npt.ArrayLike,
+    age: npt.ArrayLike,
+    label: npt.ArrayLike,
+    *,
+    key: KeyLike,
+) -> jax.Array:
     """Which training units to keep for paper 000's corrupted training sets.
 
     - ``kind="sex"``: drop male-with-disease and female-healthy units with probability
@@ -106,9 +124,17 @@ def biased_training_mask(kind: str, strength: float, sex: npt.ArrayLike, age: np
     return jax.random.uniform(key, y.shape) >= drop
 
 
-def datasets(chest: ChestSCM, *, key: KeyLike, n_train: int, n_val: int, test_per_cell: int,
-             test_prevalence: float = 0.5, bias: tuple[str, float] | None = None,
-             pool_factor: int = 20) -> dict[str, dict[str, PyTree]]:
+def datasets(
+    chest: ChestSCM,
+    *,
+    key: KeyLike,
+    n_train: int,
+    n_val: int,
+    test_per_cell: int,
+    test_prevalence: float = 0.5,
+    bias: tuple[str, float] | None = None,
+    pool_factor: int = 20,
+) -> dict[str, dict[str, PyTree]]:
     """Paper 000's train / validation / test records of one site, deterministic given ``key``
     (a PRNG key or an int seed: ``key=s`` and ``key=jax.random.key(s)`` give the same records).
 
@@ -156,13 +182,21 @@ def datasets(chest: ChestSCM, *, key: KeyLike, n_train: int, n_val: int, test_pe
     if bias is not None:
         kind, strength = bias
         t = train_parents
-        keep = np.asarray(biased_training_mask(kind, strength, t["sex"], t["age"], t["effusion"], key=keys[3]))
+        keep = np.asarray(
+            biased_training_mask(kind, strength, t["sex"], t["age"], t["effusion"], key=keys[3])
+        )
     train = chest.records(train_parents, train_keys, None if keep is None else np.flatnonzero(keep))
     if keep is not None:
         train["dropped"] = int((~keep).sum())
     val = chest.records(*chest.draw_parents(n_val, key=keys[1]))
     p, pool_keys = chest.draw_parents(pool_factor * 6 * test_per_cell, key=keys[2])
-    idx = balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
-                              test_per_cell, test_prevalence, key=key)
+    idx = balanced_test_split(
+        np.asarray(p["sex"]),
+        np.asarray(p["age"]),
+        np.asarray(p["effusion"]),
+        test_per_cell,
+        test_prevalence,
+        key=key,
+    )
     test = chest.records(p, pool_keys, idx)
     return {"train": train, "validation": val, "test": test}
