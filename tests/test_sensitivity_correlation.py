@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import cfjax as cf
+from cfjax.sensitivity import correlation
 
-C = cf.sensitivity
+C = correlation  # the correlation parameterisations and checks (cfjax.sensitivity.correlation)
 
 
 @given(m=st.integers(2, 6), c=st.integers(1, 4), p_max=st.floats(0.0, 0.99), seed=st.integers(0, 2**31 - 1))

@@ -56,7 +56,7 @@ def fit_config(quick: bool) -> FitConfig:
 
 def search_options(quick: bool, restarts: int) -> dict[str, Any]:
     """The fields of the :class:`~cfjax.sensitivity.SearchConfig` the analysis searches with
-    (``quick``: a small search that runs in seconds on small data), as its ``to_dict()`` records
+    (``quick``: a small search, for small data), as its ``to_dict()`` records
     them (``settings.search``): ``SearchConfig(**search_options(...))``."""
     if quick:
         return dict(restarts=restarts, steps=20, boundary_starts=2, polish=5, patience=10)
@@ -236,7 +236,7 @@ def analyse(problem: Problem | Any, *, key: KeyLike, budgets: int = 16, restarts
       budgets: the number of evenly spaced budgets p_max in [0, 0.99].
       restarts: optimiser restarts per budget.
       quick: a reduced recipe (:func:`fit_config`, :func:`search_options`, a shorter λ sweep
-        and a coarser inverse bisection and surface) that runs in seconds on small data.
+        and a coarser inverse bisection and surface), for small data.
       benchmarks: the multiples k of the benchmarks (``()``: none).
       resamples: bootstrap resamples of the units (0: no intervals).
       contour: two feature pairs for a CFU surface, or None.

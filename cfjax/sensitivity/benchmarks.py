@@ -20,7 +20,7 @@ Data flow: :func:`benchmark_correlations` (traceable: partial R², ρ², |P|) �
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -84,14 +84,15 @@ def _kept_columns(graph: FairnessGraph, degrees: tuple[int, ...], q: int, j: int
     """The columns of feature j's embedding whose monomial does not involve the yardstick ``z``
     (a zero exponent on each of its variables; A enters with its ``q`` code columns), in the
     embedding's order (:func:`~cfjax.sensitivity.polynomial_features`)."""
-    slots, at = [], 0
+    slots: list[int] = []
+    at = 0
     for p in graph.parents[j]:
         width = q if p == graph.sensitive else 1
         if p == z:
             slots.extend(range(at, at + width))
         at += width
     exps = _exponents(at, degrees[j])
-    return np.flatnonzero(exps[:, slots].sum(axis=1) == 0)
+    return np.flatnonzero(exps[:, np.asarray(slots, dtype=int)].sum(axis=1) == 0)
 
 
 def _sign_patterns(m: int, children: tuple[int, ...]) -> np.ndarray:
@@ -166,7 +167,7 @@ def _check_k(k: Any) -> None:
         _checks.fail("k", "a non-empty sequence of positive finite numbers", repr(k))
 
 
-def benchmark_correlations(model: FairModel, k: tuple[float, ...]) -> tuple[jax.Array, jax.Array, jax.Array]:
+def benchmark_correlations(model: FairModel, k: Sequence[float] | jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The error correlation a confounder "k times as strong as each yardstick" would induce
     (definitions §3.9): ``(r2 (V, m), rho2 (V, K, m), P_abs (V, K, m, m))``.
 
@@ -187,10 +188,10 @@ def benchmark_correlations(model: FairModel, k: tuple[float, ...]) -> tuple[jax.
     dtype = model.design.X.dtype
     k = jnp.asarray(k, dtype)
     r2 = partial_r2(model)
-    child = np.zeros((len(yardsticks(g)), g.m), bool)
+    is_child = np.zeros((len(yardsticks(g)), g.m), bool)
     for v, children in enumerate(yardstick_children(g)):
-        child[v, list(children)] = True
-    child = jnp.asarray(child)[:, None, :]  # (V, 1, m)
+        is_child[v, list(children)] = True
+    child = jnp.asarray(is_child)[:, None, :]  # (V, 1, m)
     raw = k[None, :, None] * (r2 / (1.0 - r2))[:, None, :]  # (V, K, m); NaN off the children
     ok = child & (raw < 1.0)
     rho2 = jnp.where(ok, raw, jnp.nan)

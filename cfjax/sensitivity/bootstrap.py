@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import jax
 import jax.numpy as jnp
@@ -50,7 +50,7 @@ from cfjax.sensitivity.linear import ModelA, _model_b, _start_log_sigma, _unpena
 from cfjax.sensitivity.problem import FairModel, FairnessData, embeddings, predictor_inputs
 from cfjax.sensitivity.projection import _along_boundary, _project_usable
 from cfjax.sensitivity.search_config import SearchConfig
-from cfjax.typing import ArrayLike, KeyLike, MeshLike
+from cfjax.typing import ArrayLike, KeyLike, Mesh, MeshLike
 
 __all__ = ["BootstrapConfig", "Intervals", "bootstrap", "refit", "resample_analysis"]
 
@@ -523,7 +523,7 @@ def bootstrap(model: FairModel, p_max: ArrayLike, *, key: KeyLike, resamples: in
                                 shared=shared,
                                 mesh=mesh, chunk_size=chunk,
                                 compiler_options=platform.small_kernel_options(
-                                    None if mesh is None else list(distributed.as_mesh(mesh).devices.flat)))
+                                    None if mesh is None else list(cast(Mesh, distributed.as_mesh(mesh)).devices.flat)))
     out = {k: np.asarray(v, np.float64) for k, v in jax.device_get(out).items()}
     rename = {f"inverse/{i}": f"inverse/{name}" for i, name in enumerate(names)}
     rename.update({f"level/{i}": f"level/{name}" for i, name in enumerate(names)})
@@ -567,7 +567,7 @@ def _prepare(model: FairModel, p_max: Any, worst: Any, benchmarks: Any, levels: 
     if worst is None:
         from cfjax.sensitivity.search import worst_case
 
-        worst = worst_case(model, budgets, key=search_key, config=config)
+        worst = worst_case(model, budgets, key=search_key, config=SearchConfig() if config is None else config)
     starts, min_eig = _starts(worst, budgets, dtype)
     cfg = _Config(model_a, min_eig, steps, bisect, kinds, benchmarks)
     shared = (model.replace(selection={}), lams, jnp.asarray(budgets, dtype), jnp.asarray(starts, dtype),

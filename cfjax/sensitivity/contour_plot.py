@@ -80,7 +80,7 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
         log = positive.size > 0 and np.log10(positive.max() / positive.min()) >= _DECADES
         noise = positive.size == 0 and rounding > 0  # every value is rounding: one level, said so
         if noise:
-            levels = [min(float(finite.min()), 0.0), rounding]
+            levels: Any = [min(float(finite.min()), 0.0), rounding]
             cs = ax.contourf(xs, ys, np.clip(z, levels[0], rounding), levels=levels, cmap="viridis")
         elif log:
             lo, hi = np.log10(positive.min()), np.ceil(np.log10(positive.max()))
@@ -114,8 +114,8 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
     if points:
         handles.append(ax.plot([], [], marker="D", ms=6, color="C3", mec="k", ls="none", label="benchmarks")[0])
     if path:
-        px, py = np.array([p[1] for p in path]), np.array([p[2] for p in path])
-        (line,) = ax.plot(px, py, "-", marker="*", ms=10, color="C1", mec="k", lw=1.0,
+        path_x, path_y = np.array([p[1] for p in path]), np.array([p[2] for p in path])
+        (line,) = ax.plot(path_x, path_y, "-", marker="*", ms=10, color="C1", mec="k", lw=1.0,
                           label="worst case" + (" (by budget)" if len(path) > 1 else ""))
         handles.append(line)
         for i, (label, qx, qy) in enumerate(path):

@@ -16,6 +16,7 @@ import numpy as np
 from cfjax import _checks
 from cfjax._core.keys import numpy_rng
 from cfjax.sensitivity.problem import FairnessData, FairnessGraph, make_data
+from cfjax.typing import KeyLike
 
 __all__ = ["Problem", "load_law_school", "load_nhs", "synthetic"]
 
@@ -110,7 +111,7 @@ def load_nhs(path: Any, *, sensitive_coding: str = "pm1", standardise: str | Non
     return Problem(graph, make_data(a, X, col["health"]), "health")
 
 
-def synthetic(n: int = 5000, *, correlation: float | np.ndarray = 0.5, key: Any = 0) -> Problem:
+def synthetic(n: int = 5000, *, correlation: float | np.ndarray = 0.5, key: KeyLike = 0) -> Problem:
     """The built-in default: a law-school-shaped SCM with a known error correlation.
 
     A = ±1 with P(+1) = 0.6; ``G = 0.6 A + ε_G``; ``L = 0.4 A + 0.7 G + 0.35 G² + ε_L``;

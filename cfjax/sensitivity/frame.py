@@ -153,7 +153,7 @@ def from_frame(frame: Any, graph: Mapping[str, Sequence[str]] | FairnessGraph, *
                          repr(graph.sensitive))
         if fair:
             _checks.fail("fair", "() with a FairnessGraph (it carries its own fair features)", repr(fair))
-        parents = dict(zip(graph.features, graph.parents))
+        parents: dict[str, Sequence[str]] = dict(zip(graph.features, graph.parents))
     elif isinstance(graph, Mapping):
         parents = {str(k): [str(p) for p in v] for k, v in graph.items()}
     else:

@@ -4,9 +4,8 @@ CFU reaches a given level (e.g. the blind baseline's unfairness), by a coarse cu
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
-import jax
 import numpy as np
 from flax import struct
 
@@ -17,7 +16,7 @@ from cfjax.sensitivity.correlation import check_budget
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.search import worst_case
 from cfjax.sensitivity.search_config import SearchConfig, with_deprecated_options
-from cfjax.typing import KeyLike, Mesh
+from cfjax.typing import KeyLike, MeshLike
 
 __all__ = ["InverseBudget", "inverse_budget"]
 
@@ -69,7 +68,7 @@ class InverseBudget(struct.PyTreeNode):
 
 def inverse_budget(model: FairModel, level: float, *, key: KeyLike, hi: float = 0.99, tol: float = 1e-3,
                    grid: int = 8, config: SearchConfig = SearchConfig(),
-                   mesh: Mesh | int | Sequence[jax.Device] | None = None, **deprecated: Any) -> InverseBudget:
+                   mesh: MeshLike = None, **deprecated: Any) -> InverseBudget:
     """The smallest ``p_max`` whose worst-case CFU reaches ``level`` (e.g. the blind baseline's
     unfairness).
 

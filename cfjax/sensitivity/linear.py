@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import warnings
-from typing import Any, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +26,7 @@ from flax import struct
 from cfjax import _checks
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.diagnostics import ConvergenceWarning
+from cfjax.typing import ArrayLike
 
 __all__ = ["polynomial_features", "Design", "design", "gls", "residual_products", "ModelA", "fit_model_a",
            "ModelB", "fit_model_b", "profile_objective"]
@@ -88,6 +89,9 @@ class Design:
     sizes: tuple[int, ...] = struct.field(pytree_node=False)
     range_basis: Any = None
 
+    if TYPE_CHECKING:  # flax.struct adds it
+        def replace(self, **changes: Any) -> Design: ...
+
     def __repr__(self) -> str:
         n, m = np.shape(self.X)[-2:]
         return f"Design(n={n}, m={m}, D={sum(self.sizes)}, sizes={self.sizes})"
@@ -117,7 +121,7 @@ def design(embeddings: Sequence[Any], X: Any) -> Design:
     return Design(F, X, G, F.T @ X, X.T @ X, F.mean(0), X.mean(0), sizes, _range_basis(G, sizes))
 
 
-def _range_basis(G: jax.Array, sizes: tuple[int, ...]) -> jax.Array | None:
+def _range_basis(G: ArrayLike, sizes: tuple[int, ...]) -> jax.Array | None:
     """Orthonormal basis ``(D, r)`` of the span of every equation's embedding (block-diagonal),
     with the cut-off of ``pinv``; None for a traced G.
 

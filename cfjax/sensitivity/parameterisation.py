@@ -14,7 +14,7 @@ restart on the boundary) where it has one, and the paper's random initialisation
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -22,6 +22,16 @@ from cfjax import _checks
 from cfjax.sensitivity.correlation import clique_correlation, pd_correlation, tanh_correlation
 
 _TANH_SEED = 0.995  # tanh reaches the boundary only in the limit: its starts sit this far along the ray
+
+
+class Parameterisation(Protocol):
+    """P(L, p_max) of a parameterisation, hashable; ``seed``: an L whose P is a given usable P
+    (numpy, batched), or None where there is none."""
+
+    def __call__(self, L: Any, p_max: Any) -> Any: ...
+
+    @property
+    def seed(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +80,8 @@ class _Cliques:
         return clique_correlation(L, np.asarray(self.mask), p_max)
 
 
-def _parameterisation(kind: str, cliques: Any, m: int, min_eig: float) -> tuple[Callable, tuple[int, int], np.ndarray]:
+def _parameterisation(kind: str, cliques: Any, m: int,
+                      min_eig: float) -> tuple[Parameterisation, tuple[int, int], np.ndarray]:
     """``(P(L, p_max), shape of L, mask of L's free entries)``."""
     if cliques is not None:
         if kind != "tanh":

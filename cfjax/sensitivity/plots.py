@@ -28,7 +28,7 @@ of confounding) are labelled vertical lines.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, cast
 
 import numpy as np
 
@@ -49,7 +49,7 @@ _APART_PT = 4.0  # baselines closer than this (points, 1/72 inch) on the curve's
 _PAD = 10 ** 0.25  # a log axis' margin around its data (a quarter decade)
 _STYLES = (("--", "s"), ("-.", "D"), (":", "^"), ((0, (5, 1, 1, 1)), "P"))  # baselines' line and marker
 _CURVE_MARKERS = ("o", "s", "D", "^", "P", "X")
-_FLOOR_MARKER = dict(marker="v", mfc="white", ms=6, mew=1.2, ls="none")
+_FLOOR_MARKER: dict[str, Any] = dict(marker="v", mfc="white", ms=6, mew=1.2, ls="none")
 _FONT = 8
 _AT = 1 + 1e-6  # a value within this factor of the floor is at it (rounding of two routes to P = I)
 
@@ -234,7 +234,7 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
             handles.append(ax.fill_between(xs, lo_b, hi_b, color=color, alpha=0.22, lw=0,
                                            label=f"{labels[name]}: interval"))
         if floor is not None:
-            target = low_ax if strip else ax
+            target = cast("Axes", low_ax if strip else ax)
             if hit.any() and (strip or not log or floor > 0):
                 (mk,) = target.plot(xs[hit], np.full(int(hit.sum()), floor), color=color, **_FLOOR_MARKER,
                                     label=f"_{name} at the floor" if marked else "at or below the floor (drawn at it)")
@@ -244,7 +244,7 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
 
     # The floor: a dotted line where it is on the axes (the strip's, or the main's).
     if floor is not None and (strip or lo <= floor <= hi) and (floor > 0 or not log):
-        target = low_ax if strip else ax
+        target = cast("Axes", low_ax if strip else ax)
         handles.append(target.axhline(floor, ls=":", color="0.35", lw=1.0,
                                       label=f"numerical floor {_num(floor)} ({floor_why})"))
 
@@ -323,7 +323,7 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
                      f"{xs[ok][np.argmax(y[ok])]:.3g}.")
     if bases:
         level = {k: float(np.nanmin(v)) for k, v in bases.items()}
-        low = min(level, key=level.get)
+        low = min(level, key=lambda k: level[k])
         reached = ok & (y >= level[low])
         order = np.argsort(xs)
         first = next((i for i in order if reached[i]), None)

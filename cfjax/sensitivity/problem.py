@@ -26,6 +26,7 @@ from cfjax.sensitivity import ridge
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.diagnostics import ConvergenceWarning, DegenerateProblemWarning
 from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, fit_model_b, polynomial_features
+from cfjax.typing import KeyLike
 
 __all__ = ["FairnessGraph", "FairnessData", "make_data", "FitConfig", "FairModel", "fit", "embeddings",
            "predictor_inputs", "PREDICTORS", "DistinctUnits", "distinct_units"]
@@ -330,7 +331,7 @@ class FitConfig:
     predictor_lambdas: tuple[float, ...] | None = None  # None: the same as `lambdas`
     folds: int = 5
     shuffle: bool = False
-    key: Any = 0
+    key: KeyLike = 0
     model_a: str = "paper"
     cv_score: str = "r2"
 
@@ -398,7 +399,7 @@ class FairModel:
     baselines: dict
     baseline_unfairness: dict
     selection: dict  # CV choices and tables (leaves; never used inside compiled code)
-    baseline_theta: dict | None = None  # name -> coefficients on the baseline's polynomial inputs
+    baseline_theta: dict = None  # type: ignore[assignment]  # name -> coefficients on the baseline's polynomial inputs
     baseline_degrees: tuple = struct.field(pytree_node=False, default=())  # ((name, degree), ...)
     scored: str = struct.field(pytree_node=False, default="fair")
     distinct: DistinctUnits | None = None  # the distinct rows (A, x): CFU's mean is taken over them
@@ -475,7 +476,8 @@ def _embeddings(graph: FairnessGraph, degrees: tuple[int, ...], a: jax.Array, X:
     return [jax.vmap(lambda ai, xi, j=j: _embed(graph, degrees, j, ai, xi))(a, X) for j in range(graph.m)]
 
 
-def _embed(graph: FairnessGraph, degrees: Sequence[int], j: int, a: jax.Array, x: jax.Array) -> jax.Array:
+def _embed(graph: FairnessGraph, degrees: Sequence[int], j: int, a: jax.Array,
+           x: jax.Array | Sequence[jax.Array]) -> jax.Array:
     """One unit's embedding ``φ_j`` of feature j's parents (A's codes and parent features)."""
     parts = []
     for p in graph.parents[j]:
@@ -589,7 +591,7 @@ def fit(graph: FairnessGraph, data: FairnessData, config: FitConfig = FitConfig(
     else:
         _warn_if_model_a_not_finite(graph, d, model_a, lam)
     p_lambdas = s.predictor_lambdas if s.predictor_lambdas is not None else s.lambdas
-    cv = dict(degrees=s.predictor_degrees, lambdas=p_lambdas, folds=s.folds, shuffle=s.shuffle, key=s.key,
+    cv: dict[str, Any] = dict(degrees=s.predictor_degrees, lambdas=p_lambdas, folds=s.folds, shuffle=s.shuffle, key=s.key,
               score=score)
     Z = predictor_inputs(graph, model_a.residuals, data.X)
     fair = ridge.ridge_cv(Z, data.y, **cv)

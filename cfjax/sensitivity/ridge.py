@@ -30,6 +30,7 @@ from cfjax import _checks
 from cfjax._core.keys import numpy_rng
 from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.linear import polynomial_features
+from cfjax.typing import KeyLike
 
 __all__ = ["SCORES", "check_score", "fold_ids", "fold_errors", "fold_totals", "fold_scores", "best_index",
            "cv_scores", "RidgeFit", "ridge_cv", "polynomial_predict", "embed"]
@@ -45,7 +46,7 @@ def check_score(name: str, score: Any) -> str:
     return score
 
 
-def fold_ids(n: int, folds: int = 5, shuffle: bool = False, *, key: Any = 0) -> np.ndarray:
+def fold_ids(n: int, folds: int = 5, shuffle: bool = False, *, key: KeyLike = 0) -> np.ndarray:
     """The fold of each of ``n`` rows, ``(n,)``: contiguous blocks in row order (the first
     ``n % folds`` one row longer, as scikit-learn's ``KFold``), or a random assignment of the
     same sizes when ``shuffle``, drawn with ``key`` (a PRNG key or an int seed:
@@ -182,8 +183,8 @@ class RidgeFit(NamedTuple):
 
 
 def ridge_cv(Z: Any, y: Any, *, degrees: Sequence[int] = (1, 2, 3, 4),
-             lambdas: Sequence[float] = tuple(np.logspace(-4, 4, 10)), folds: int = 5,
-             shuffle: bool = False, key: Any = 0, score: str = "r2") -> RidgeFit:
+             lambdas: Sequence[float] | np.ndarray = tuple(np.logspace(-4, 4, 10)), folds: int = 5,
+             shuffle: bool = False, key: KeyLike = 0, score: str = "r2") -> RidgeFit:
     """Polynomial ridge of ``y (n,)`` on ``Z (n, p)``, degree and penalty by K-fold CV (rows
     in order unless ``shuffle``, then folds drawn with ``key``, a PRNG key or an int seed) on
     ``score`` (held-out R², scikit-learn's default, or MSE), refitted on all rows. The grid's

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -209,6 +209,9 @@ class SearchState:
     track: Array
     v_best: Array
     v_eval: Array
+
+    if TYPE_CHECKING:  # flax.struct adds it
+        def replace(self, **changes: Any) -> SearchState: ...
 
 
 class Query(NamedTuple):
@@ -441,12 +444,13 @@ def _snapped(cfg: _Program, P: Array, p: Array) -> tuple[Array, Array]:
     margin. Entries within ``snap`` of the edge go to the edge (the limit point), then the
     whole P, when it is within ``snap`` of the boundary along its ray from I, onto the
     boundary."""
+    snap = cast(float, cfg.snap)  # called only with a snap
     eye = jnp.eye(P.shape[0], dtype=P.dtype)
-    near = (eye == 0) & (jnp.abs(P) >= cfg.snap * p)
+    near = (eye == 0) & (jnp.abs(P) >= snap * p)
     edge = jnp.where(near, jnp.sign(P) * p, P)
     edge = jnp.where(correlation_margin(edge, cfg.min_eig) >= 0, edge, P)
     s = boundary_scale(edge - eye, p, cfg.min_eig)
-    out = eye + jnp.clip(jnp.where(s * cfg.snap <= 1, s, 1) * (edge - eye), -p, p)
+    out = eye + jnp.clip(jnp.where(s * snap <= 1, s, 1) * (edge - eye), -p, p)
     return out, correlation_margin(out, cfg.min_eig) >= 0
 
 

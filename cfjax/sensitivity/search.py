@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Sequence
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -62,12 +62,12 @@ from cfjax.sensitivity.search_config import SearchConfig, _Program, _options, op
     with_deprecated_options
 from cfjax.sensitivity import starts
 from cfjax.sensitivity.runs import Bound, cold_runs, warm_runs
-from cfjax.typing import ArrayLike, KeyLike, Mesh
+from cfjax.typing import ArrayLike, KeyLike, Mesh, MeshLike
 
 __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "SearchConfig", "paper_optimizer"]
 
 
-def _search_mesh(mesh: Any) -> Mesh | None:
+def _search_mesh(mesh: MeshLike) -> Mesh | None:
     """The ``mesh=`` argument resolved (:func:`cfjax.distributed.as_mesh`; None: one device),
     its devices this process's own (the search runs where its model is)."""
     where = distributed.as_mesh(mesh)
@@ -185,7 +185,7 @@ def _program(config: SearchConfig, m: int) -> _Program:
 
 
 def worst_case(model: FairModel, p_max: ArrayLike, *, key: KeyLike, config: SearchConfig = SearchConfig(),
-               mesh: Mesh | int | Sequence[jax.Device] | None = None, **deprecated: Any) -> WorstCase:
+               mesh: MeshLike = None, **deprecated: Any) -> WorstCase:
     """Maximise CFU over correlations within each budget (paper 001, Algorithm 1).
 
     Example::
@@ -260,12 +260,14 @@ def worst_case(model: FairModel, p_max: ArrayLike, *, key: KeyLike, config: Sear
                                    max_rounds, config.confirm, negligible_cfu(model))
     every = np.concatenate([values, more], axis=1)
     cfu, P = _answer(budgets, every, np.concatenate([Ps, more_P], axis=1))
-    fields = (budgets, cfu, P, np.linalg.eigvalsh(P), values, _restart_ratio(every), t, hist)
+    fields = dict(p_max=budgets, cfu=cfu, P=P, eigenvalues=np.linalg.eigvalsh(P), restart_cfu=values,
+                  restart_ratio=_restart_ratio(every), steps=t, history=hist)
     extra = dict(rounds=rounds, round_cfu=more, confirmed=_confirmed(every, cfu, config.confirm, negligible_cfu(model)))
     place = None if where is None else where.devices.flat[0]
-    out = WorstCase(*jax.device_put(fields, place), config.min_eig,
+    out = WorstCase(**jax.device_put(fields, place), min_eig=config.min_eig,
                     # The floor comes with the screened starts; without screening it is computed on its own.
-                    zero if np.isfinite(zero) else cfu_at_zero_correlation(model), **jax.device_put(extra, place))
+                    cfu_at_zero_correlation=zero if np.isfinite(zero) else cfu_at_zero_correlation(model),
+                    **jax.device_put(extra, place))
     _warn_if_none_finite(out)
     if config.warn_ratio is not None:
         _warn_if_apart(out, config.warn_ratio, max_rounds)
@@ -347,7 +349,7 @@ def _warn_if_floor(out: WorstCase, model: FairModel) -> None:
     floor = out.cfu_at_zero_correlation
     curve = np.asarray(out.cfu, np.float64)
     if floor_dominates(floor, curve, negligible_cfu(model)):
-        values = np.append(curve[np.isfinite(curve)], floor)
+        values = np.append(curve[np.isfinite(curve)], cast(float, floor))
         lam = model.lam if not isinstance(model.lam, tuple) else list(model.lam)
         warnings.warn(f"worst_case: the CFU at zero error correlation (P = I) is {floor:.4g}, more than "
                       f"{FLOOR_SHARE:g} x the curve's range ({values.min():.4g} to {values.max():.4g}): at the ridge "

@@ -23,6 +23,7 @@ import optax
 
 from cfjax import _checks, platform
 from cfjax._core.optim import standard_promotion
+from cfjax.sensitivity.parameterisation import Parameterisation
 
 __all__ = ["SearchConfig"]
 
@@ -265,7 +266,7 @@ class _Program:
     (the restarts' count, the rounds, the warning's factor) never recompile them. Hashable by
     value: the compiled programs are cached on it."""
 
-    P_fn: Callable  # P(L, p_max) of the parameterisation (hashable: a frozen dataclass)
+    P_fn: Parameterisation  # P(L, p_max) of the parameterisation (hashable: a frozen dataclass)
     shape: tuple  # the shape of one L
     mask: tuple  # L's free entries, as nested tuples of bools
     optimizer: Any  # :func:`optimizer_spec`

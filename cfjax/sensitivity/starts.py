@@ -15,7 +15,7 @@ best distinct ones, a few small arrays, is numpy again.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Callable, cast
 
 import jax
 import numpy as np
@@ -124,14 +124,15 @@ def initial_L(cfg: _Program, budgets: np.ndarray, restarts: int, key: jax.Array,
     # paper's random spread added to their L), so that the best two restarts can agree.
     rows = np.arange(B)[:, None]
     later = chosen[:, restarts:restarts + spare]
+    seed = cast(Callable[[np.ndarray, np.ndarray], np.ndarray], cfg.P_fn.seed)  # candidates need it
     spares = np.where(found[:, restarts:restarts + spare, None, None],
-                      cfg.P_fn.seed(Ps[rows, later], np.broadcast_to(budgets[:, None], later.shape)), np.nan)
+                      seed(Ps[rows, later], np.broadcast_to(budgets[:, None], later.shape)), np.nan)
     chosen, found = chosen[:, :R], found[:, :R]
     in_use = np.arange(R) < restarts
     n = np.maximum(np.sum(found & in_use, axis=1), 1)  # found is a prefix: picks go best first
     again = np.take_along_axis(chosen, np.arange(R)[None] % n[:, None], axis=1)
     spread = random - np.where(np.asarray(cfg.mask), np.eye(*cfg.shape), 0)[None]
-    seeds = cfg.P_fn.seed(Ps[np.arange(B)[:, None], again], np.broadcast_to(budgets[:, None], (B, R)))
+    seeds = seed(Ps[np.arange(B)[:, None], again], np.broadcast_to(budgets[:, None], (B, R)))
     L = seeds + np.where(found[..., None, None], 0.0, spread[None])
     take = np.isfinite(np.take_along_axis(values, again, axis=1)) & np.all(np.isfinite(L), axis=(2, 3))
     return np.where(take[..., None, None], L, random[None]), random, zero, spares
