@@ -128,15 +128,33 @@ __all__ = [
 _DEPRECATED = {
     "Settings": ("cfjax.sensitivity.FitConfig", FitConfig),
     "benchmark_cfu": ("cfjax.sensitivity.benchmarks.benchmark_cfu", _benchmarks.benchmark_cfu),
-    "benchmark_correlations": ("cfjax.sensitivity.benchmarks.benchmark_correlations", _benchmarks.benchmark_correlations),
-    "bivariate_correlation": ("cfjax.sensitivity.cfu.bivariate_correlation", _cfu.bivariate_correlation),
+    "benchmark_correlations": (
+        "cfjax.sensitivity.benchmarks.benchmark_correlations",
+        _benchmarks.benchmark_correlations,
+    ),
+    "bivariate_correlation": (
+        "cfjax.sensitivity.cfu.bivariate_correlation",
+        _cfu.bivariate_correlation,
+    ),
     "boundary_scale": ("cfjax.sensitivity.correlation.boundary_scale", _correlation.boundary_scale),
     "cfu_of": ("cfjax.sensitivity.cfu.cfu_of", _cfu.cfu_of),
     "check_budget": ("cfjax.sensitivity.correlation.check_budget", _correlation.check_budget),
-    "check_correlation": ("cfjax.sensitivity.correlation.check_correlation", _correlation.check_correlation),
-    "clique_correlation": ("cfjax.sensitivity.correlation.clique_correlation", _correlation.clique_correlation),
-    "correlation_margin": ("cfjax.sensitivity.correlation.correlation_margin", _correlation.correlation_margin),
-    "counterfactual_features": ("cfjax.sensitivity.cfu.counterfactual_features", _cfu.counterfactual_features),
+    "check_correlation": (
+        "cfjax.sensitivity.correlation.check_correlation",
+        _correlation.check_correlation,
+    ),
+    "clique_correlation": (
+        "cfjax.sensitivity.correlation.clique_correlation",
+        _correlation.clique_correlation,
+    ),
+    "correlation_margin": (
+        "cfjax.sensitivity.correlation.correlation_margin",
+        _correlation.correlation_margin,
+    ),
+    "counterfactual_features": (
+        "cfjax.sensitivity.cfu.counterfactual_features",
+        _cfu.counterfactual_features,
+    ),
     "cv_scores": ("cfjax.sensitivity.ridge.cv_scores", _ridge.cv_scores),
     "Design": ("cfjax.sensitivity.linear.Design", _linear.Design),
     "design": ("cfjax.sensitivity.linear.design", _linear.design),
@@ -147,24 +165,42 @@ _DEPRECATED = {
     "fit_model_b": ("cfjax.sensitivity.linear.fit_model_b", _linear.fit_model_b),
     "fold_ids": ("cfjax.sensitivity.ridge.fold_ids", _ridge.fold_ids),
     "gls": ("cfjax.sensitivity.linear.gls", _linear.gls),
-    "identified_pairs": ("cfjax.sensitivity.benchmarks.identified_pairs", _benchmarks.identified_pairs),
+    "identified_pairs": (
+        "cfjax.sensitivity.benchmarks.identified_pairs",
+        _benchmarks.identified_pairs,
+    ),
     "ModelA": ("cfjax.sensitivity.linear.ModelA", _linear.ModelA),
     "ModelB": ("cfjax.sensitivity.linear.ModelB", _linear.ModelB),
     "paper_optimizer": ("cfjax.sensitivity.search.paper_optimizer", _search.paper_optimizer),
     "partial_r2": ("cfjax.sensitivity.benchmarks.partial_r2", _benchmarks.partial_r2),
     "pd_correlation": ("cfjax.sensitivity.correlation.pd_correlation", _correlation.pd_correlation),
-    "polynomial_features": ("cfjax.sensitivity.linear.polynomial_features", _linear.polynomial_features),
+    "polynomial_features": (
+        "cfjax.sensitivity.linear.polynomial_features",
+        _linear.polynomial_features,
+    ),
     "predictor_inputs": ("cfjax.sensitivity.problem.predictor_inputs", _problem.predictor_inputs),
     "profile_objective": ("cfjax.sensitivity.linear.profile_objective", _linear.profile_objective),
     "refit": ("cfjax.sensitivity.bootstrap.refit", _bootstrap.refit),
-    "resample_analysis": ("cfjax.sensitivity.bootstrap.resample_analysis", _bootstrap.resample_analysis),
-    "residual_correlations": ("cfjax.sensitivity.benchmarks.residual_correlations", _benchmarks.residual_correlations),
+    "resample_analysis": (
+        "cfjax.sensitivity.bootstrap.resample_analysis",
+        _bootstrap.resample_analysis,
+    ),
+    "residual_correlations": (
+        "cfjax.sensitivity.benchmarks.residual_correlations",
+        _benchmarks.residual_correlations,
+    ),
     "residual_products": ("cfjax.sensitivity.linear.residual_products", _linear.residual_products),
     "ridge_cv": ("cfjax.sensitivity.ridge.ridge_cv", _ridge.ridge_cv),
     "RidgeFit": ("cfjax.sensitivity.ridge.RidgeFit", _ridge.RidgeFit),
     "sign_corners": ("cfjax.sensitivity.projection.sign_corners", _projection.sign_corners),
-    "star_correlation": ("cfjax.sensitivity.correlation.star_correlation", _correlation.star_correlation),
-    "yardstick_children": ("cfjax.sensitivity.benchmarks.yardstick_children", _benchmarks.yardstick_children),
+    "star_correlation": (
+        "cfjax.sensitivity.correlation.star_correlation",
+        _correlation.star_correlation,
+    ),
+    "yardstick_children": (
+        "cfjax.sensitivity.benchmarks.yardstick_children",
+        _benchmarks.yardstick_children,
+    ),
     "yardsticks": ("cfjax.sensitivity.benchmarks.yardsticks", _benchmarks.yardsticks),
 }
 __getattr__ = _deprecations.getattr_for(__name__, _DEPRECATED)

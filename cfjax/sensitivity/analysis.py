@@ -33,8 +33,16 @@ if TYPE_CHECKING:
     from cfjax.sensitivity.problem import FairModel, FitConfig
     from cfjax.sensitivity.search import WorstCase
 
-__all__ = ["Analysis", "analyse", "fit_config", "search_options", "lambda_sweep", "SWEEP_LAMBDAS",
-           "QUICK_SWEEP_LAMBDAS", "INTERPOLATES"]
+__all__ = [
+    "Analysis",
+    "analyse",
+    "fit_config",
+    "search_options",
+    "lambda_sweep",
+    "SWEEP_LAMBDAS",
+    "QUICK_SWEEP_LAMBDAS",
+    "INTERPOLATES",
+]
 
 #: The λ grid of the sweep (the CV choice is added), and its reduced form with ``quick``.
 SWEEP_LAMBDAS = (0.0, 1e-4, 1e-2, 1.0, 1e2, 1e4)
@@ -64,12 +72,15 @@ def search_options(quick: bool, restarts: int) -> dict[str, Any]:
 
 
 def _config_dict(config: Any) -> dict[str, Any]:
-    return {f.name: (list(v) if isinstance(v := getattr(config, f.name), tuple) else v)
-            for f in dataclasses.fields(config)}
+    return {
+        f.name: (list(v) if isinstance(v := getattr(config, f.name), tuple) else v)
+        for f in dataclasses.fields(config)
+    }
 
 
-def lambda_sweep(problem: Any, config: FitConfig, model: Any, lams: Sequence[float],
-                 wc: Any) -> list[dict[str, Any]]:
+def lambda_sweep(
+    problem: Any, config: FitConfig, model: Any, lams: Sequence[float], wc: Any
+) -> list[dict[str, Any]]:
     """CFU as a function of the shared ridge penalty of Models A and B (degrees fixed at the CV
     choice): at each λ, the CFU at the worst-case correlations ``wc.P`` found at the CV choice
     (one per budget), the CFU at zero correlation (P = I, the row's floor: 0 without a penalty)
@@ -106,38 +117,67 @@ def lambda_sweep(problem: Any, config: FitConfig, model: Any, lams: Sequence[flo
     for lam in lams:
         with warnings.catch_warnings():  # a row that is not finite says why in its `undefined`
             warnings.simplefilter("ignore", ConvergenceWarning)
-            m = fit(problem.graph, problem.data, config.replace(lam=float(lam), equation_degrees=model.degrees))
+            m = fit(
+                problem.graph,
+                problem.data,
+                config.replace(lam=float(lam), equation_degrees=model.degrees),
+            )
             # the ridge residuals' spread, from the data (Model A's σ is NaN where rounding makes
             # the variance of residuals that are 0 slightly negative)
             ridge_w = m.design.blocks(m.model_a.w_ridge)
             start = np.cumsum((0,) + m.design.sizes)
             F = np.asarray(m.design.F, np.float64)
-            ratio = np.array([np.std(X[:, j] - F[:, start[j]:start[j + 1]] @ np.asarray(ridge_w[j], np.float64))
-                              for j in range(len(features))]) / np.where(scale > 0, scale, 1.0)
+            ratio = np.array(
+                [
+                    np.std(
+                        X[:, j] - F[:, start[j] : start[j + 1]] @ np.asarray(ridge_w[j], np.float64)
+                    )
+                    for j in range(len(features))
+                ]
+            ) / np.where(scale > 0, scale, 1.0)
             exact = [f for f, r in zip(features, ratio) if r <= INTERPOLATES]
             sigma_a = np.asarray(m.model_a.sigma, np.float64)
-            broken = [f for j, f in enumerate(features)
-                      if f not in exact and not (np.isfinite(sigma_a[j]) and np.isfinite(np.asarray(m.model_a.w)).all())]
+            broken = [
+                f
+                for j, f in enumerate(features)
+                if f not in exact
+                and not (np.isfinite(sigma_a[j]) and np.isfinite(np.asarray(m.model_a.w)).all())
+            ]
             why, floor, dominates = None, None, False
             cfu: list[Any]
             if exact or broken:
                 cfu = [None] * len(wc.P)
-                why = (f"undefined: the fit interpolates {', '.join(exact)} (residual standard deviation "
-                       f"{_fmt(min(ratio))} of the feature's own), and CFU divides by it" if exact
-                       else f"not finite: Model A's fit of {', '.join(broken)} is not finite at this λ (σ "
-                            f"{', '.join(_fmt(sigma_a[features.index(f)]) for f in broken)})")
+                why = (
+                    f"undefined: the fit interpolates {', '.join(exact)} (residual standard deviation "
+                    f"{_fmt(min(ratio))} of the feature's own), and CFU divides by it"
+                    if exact
+                    else f"not finite: Model A's fit of {', '.join(broken)} is not finite at this λ (σ "
+                    f"{', '.join(_fmt(sigma_a[features.index(f)]) for f in broken)})"
+                )
             else:
-                fits = [linear.fit_model_b(m.design, P, m.lam, names=features) for P in np.asarray(wc.P)]
+                fits = [
+                    linear.fit_model_b(m.design, P, m.lam, names=features) for P in np.asarray(wc.P)
+                ]
                 cfu = plain([cfu_of(m, mb) for mb in fits], strict=True, shortest=True)
                 floor = plain(cfu_at_zero_correlation(m), strict=True, shortest=True)
                 if any(v is None for v in cfu):
                     why = _why_not_finite(features, fits, cfu, p_max)
-                dominates = floor_dominates(np.nan if floor is None else floor,
-                                            [np.nan if v is None else v for v in cfu], negligible_cfu(m))
-        rows.append({"lam": float(lam), "cfu_at_worst_case_P": cfu, "cfu_at_zero_correlation": floor,
-                     "floor_dominates": dominates, "undefined": why,
-                     "blind": float(m.baseline_unfairness["blind"]),
-                     "unconstrained": float(m.baseline_unfairness["unconstrained"])})
+                dominates = floor_dominates(
+                    np.nan if floor is None else floor,
+                    [np.nan if v is None else v for v in cfu],
+                    negligible_cfu(m),
+                )
+        rows.append(
+            {
+                "lam": float(lam),
+                "cfu_at_worst_case_P": cfu,
+                "cfu_at_zero_correlation": floor,
+                "floor_dominates": dominates,
+                "undefined": why,
+                "blind": float(m.baseline_unfairness["blind"]),
+                "unconstrained": float(m.baseline_unfairness["unconstrained"]),
+            }
+        )
     return rows
 
 
@@ -152,11 +192,15 @@ def _why_not_finite(features: list[str], fits: list[Any], cfu: list[Any], p_max:
         bad = [f for j, f in enumerate(features) if not np.isfinite(sigma[j])]
         if bad or not np.isfinite(np.asarray(mb.w)).all():
             shown = bad or features
-            return (f"not finite: Model B's fit of {', '.join(shown)} is not finite at this λ{at} (σ "
-                    f"{', '.join(_fmt(sigma[features.index(f)]) for f in shown)}): its σ solve found no finite "
-                    "minimum of the profile likelihood")
-        return (f"not finite: Model A and Model B are finite at this λ{at}, but CFU is not (σ of Model B "
-                f"{', '.join(_fmt(v) for v in sigma)}): extreme values in the data")
+            return (
+                f"not finite: Model B's fit of {', '.join(shown)} is not finite at this λ{at} (σ "
+                f"{', '.join(_fmt(sigma[features.index(f)]) for f in shown)}): its σ solve found no finite "
+                "minimum of the profile likelihood"
+            )
+        return (
+            f"not finite: Model A and Model B are finite at this λ{at}, but CFU is not (σ of Model B "
+            f"{', '.join(_fmt(v) for v in sigma)}): extreme values in the data"
+        )
     return "not finite"
 
 
@@ -187,7 +231,9 @@ class Analysis:
         """Everything as JSON-ready plain Python (non-finite numbers as None)."""
         return self.results
 
-    def report_markdown(self, figure: bool | str | None = None, header: dict[str, Any] | None = None) -> str:
+    def report_markdown(
+        self, figure: bool | str | None = None, header: dict[str, Any] | None = None
+    ) -> str:
         """The report (:func:`cfjax.sensitivity.report.report_markdown` of :meth:`to_dict`,
         ``header``'s entries added: ``inputs``, ``seed``, ``quick``)."""
         return report_markdown({**(header or {}), **self.results}, figure)
@@ -201,21 +247,46 @@ class Analysis:
 
         curves, iv, bench = self.worst_case, self.intervals, self.benchmarks
         marks = {} if bench is None else bench.marks()
-        bands = {} if iv is None else dict(low={"fair": np.asarray(iv.low["worst_case"])},
-                                           high={"fair": np.asarray(iv.high["worst_case"])})
-        out = {"curve": plot_curve(curves, benchmarks=marks or None,
-                                   style=CurveStyle(title="Worst-case counterfactual unfairness"), **bands)}
+        bands = (
+            {}
+            if iv is None
+            else dict(
+                low={"fair": np.asarray(iv.low["worst_case"])},
+                high={"fair": np.asarray(iv.high["worst_case"])},
+            )
+        )
+        out = {
+            "curve": plot_curve(
+                curves,
+                benchmarks=marks or None,
+                style=CurveStyle(title="Worst-case counterfactual unfairness"),
+                **bands,
+            )
+        }
         if self.surface is not None:
             points = {} if bench is None else bench.marked_correlations()
-            out["contour"] = plot_contour(self.surface, benchmarks=points or None, worst=curves["fair"],
-                                          title="Counterfactual unfairness over two error correlations")
+            out["contour"] = plot_contour(
+                self.surface,
+                benchmarks=points or None,
+                worst=curves["fair"],
+                title="Counterfactual unfairness over two error correlations",
+            )
         return out, curve_caption(curves, benchmarks=marks or None)
 
 
-def analyse(problem: Problem | Any, *, key: KeyLike, budgets: int = 16, restarts: int = 4, quick: bool = False,
-            benchmarks: Sequence[float] = (1.0, 2.0, 3.0), resamples: int = 200,
-            contour: tuple[tuple[str, str], tuple[str, str]] | None = None, mesh: MeshLike = None,
-            log: Callable[[str], None] | None = None) -> Analysis:
+def analyse(
+    problem: Problem | Any,
+    *,
+    key: KeyLike,
+    budgets: int = 16,
+    restarts: int = 4,
+    quick: bool = False,
+    benchmarks: Sequence[float] = (1.0, 2.0, 3.0),
+    resamples: int = 200,
+    contour: tuple[tuple[str, str], tuple[str, str]] | None = None,
+    mesh: MeshLike = None,
+    log: Callable[[str], None] | None = None,
+) -> Analysis:
     """The whole sensitivity analysis of one fairness problem (``cfjax sensitivity``'s).
 
     Fits the working model (degrees and λ by CV), then the worst-case CFU of the fair predictor
@@ -276,55 +347,107 @@ def analyse(problem: Problem | Any, *, key: KeyLike, budgets: int = 16, restarts
         for kind in kinds:
             warnings.simplefilter("always", kind)
         _problem._warn_if_degenerate(problem.graph)  # a degenerate graph: in the warnings
-        say(f"fitting the working model, the fair predictor and the baselines on {problem.data.X.shape[0]} rows "
-            "(degrees and λ by cross-validation)")
+        say(
+            f"fitting the working model, the fair predictor and the baselines on {problem.data.X.shape[0]} rows "
+            "(degrees and λ by cross-validation)"
+        )
         model = _problem.fit(problem.graph, problem.data, config)
         bench = None
         if multiples:
-            say(f"benchmarks: confounders {', '.join(f'{k:g}' for k in multiples)} times as strong as each observed "
-                "parent")
+            say(
+                f"benchmarks: confounders {', '.join(f'{k:g}' for k in multiples)} times as strong as each observed "
+                "parent"
+            )
             bench = _benchmarks(model, k=multiples)
             p_bench = np.asarray(bench.p_max)[np.asarray(bench.feasible)]
             grid = np.unique(np.concatenate([grid, p_bench[(p_bench > 0) & (p_bench < 1)]]))
-        say(f"worst-case CFU: {grid.size} budgets × {restarts} restart(s), {search['steps']} steps each, for the fair "
-            "predictor and the two baselines (the first search compiles)")
+        say(
+            f"worst-case CFU: {grid.size} budgets × {restarts} restart(s), {search['steps']} steps each, for the fair "
+            "predictor and the two baselines (the first search compiles)"
+        )
         wc = worst_case(model, grid, key=key, config=search_config, mesh=mesh)
-        others = {p: worst_case(model.scoring(p), grid, key=key, config=search_config, mesh=mesh)
-                  for p in _problem.PREDICTORS if p != "fair"}
+        others = {
+            p: worst_case(model.scoring(p), grid, key=key, config=search_config, mesh=mesh)
+            for p in _problem.PREDICTORS
+            if p != "fair"
+        }
         baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
         # the coarse curve has as many budgets as the main one (one compilation for both)
         inverse_opts = dict(grid=budgets, hi=0.99, tol=0.1 if quick else 1e-3)
-        say("inverse question: the smallest budget whose worst case reaches the blind baseline's unfairness")
-        inv = inverse_budget(model, baselines["blind"], key=key, config=search_config, mesh=mesh,
-                             grid=budgets, hi=0.99, tol=0.1 if quick else 1e-3)
+        say(
+            "inverse question: the smallest budget whose worst case reaches the blind baseline's unfairness"
+        )
+        inv = inverse_budget(
+            model,
+            baselines["blind"],
+            key=key,
+            config=search_config,
+            mesh=mesh,
+            grid=budgets,
+            hi=0.99,
+            tol=0.1 if quick else 1e-3,
+        )
         lam = model.lam if not isinstance(model.lam, tuple) else model.lam[0]
         lams = sorted({*(QUICK_SWEEP_LAMBDAS if quick else SWEEP_LAMBDAS), float(lam)})
         say(f"λ sweep: the model refitted at {len(lams)} ridge penalties")
         sweep = lambda_sweep(problem, config, model, lams, wc)
         intervals = None
         if resamples:
-            say(f"bootstrap: {resamples} resamples of the units, every model refitted (one vmapped program)")
-            intervals = bootstrap(model, grid, key=jax.random.fold_in(key, 7), resamples=resamples, worst=wc,
-                                  benchmarks=multiples, levels={"blind": "blind"}, mesh=mesh)
+            say(
+                f"bootstrap: {resamples} resamples of the units, every model refitted (one vmapped program)"
+            )
+            intervals = bootstrap(
+                model,
+                grid,
+                key=jax.random.fold_in(key, 7),
+                resamples=resamples,
+                worst=wc,
+                benchmarks=multiples,
+                levels={"blind": "blind"},
+                mesh=mesh,
+            )
         surface = None
         if contour is not None:
             say(f"contour: CFU over the correlations of {contour[0]} and {contour[1]}")
             surface = cfu_surface(model, contour, 15 if quick else 39)
     # the floor beside the curve, and whether it carries the curve (worst_case warned then)
-    worst = {**wc.to_dict(), "floor_dominates": floor_dominates(wc.cfu_at_zero_correlation, np.asarray(wc.cfu),
-                                                                negligible_cfu(model))}
+    worst = {
+        **wc.to_dict(),
+        "floor_dominates": floor_dominates(
+            wc.cfu_at_zero_correlation, np.asarray(wc.cfu), negligible_cfu(model)
+        ),
+    }
     seen: list[str] = []
     for w in caught:
         if issubclass(w.category, kinds) and str(w.message) not in seen:
             seen.append(str(w.message))
-    res = {"settings": {"fit": _config_dict(config), "budgets": grid.tolist(), "search": search,
-                        "inverse": inverse_opts, "sweep_lambdas": lams,
-                        "benchmarks": list(multiples), "resamples": resamples,
-                        "contour": None if contour is None else [list(p) for p in contour]},
-           "model": model.to_dict(), "worst_case": worst, "inverse": inv.to_dict(),
-           "baselines": baselines, "lambda_sweep": sweep, "warnings": seen,
-           "predictors": {p: w.to_dict() for p, w in others.items()},
-           "benchmarks": None if bench is None else bench.to_dict(),
-           "intervals": None if intervals is None else intervals.to_dict(),
-           "contour": None if surface is None else surface.to_dict()}
-    return Analysis(plain(res, strict=True, shortest=True), model, {"fair": wc, **others}, bench, intervals, surface)
+    res = {
+        "settings": {
+            "fit": _config_dict(config),
+            "budgets": grid.tolist(),
+            "search": search,
+            "inverse": inverse_opts,
+            "sweep_lambdas": lams,
+            "benchmarks": list(multiples),
+            "resamples": resamples,
+            "contour": None if contour is None else [list(p) for p in contour],
+        },
+        "model": model.to_dict(),
+        "worst_case": worst,
+        "inverse": inv.to_dict(),
+        "baselines": baselines,
+        "lambda_sweep": sweep,
+        "warnings": seen,
+        "predictors": {p: w.to_dict() for p, w in others.items()},
+        "benchmarks": None if bench is None else bench.to_dict(),
+        "intervals": None if intervals is None else intervals.to_dict(),
+        "contour": None if surface is None else surface.to_dict(),
+    }
+    return Analysis(
+        plain(res, strict=True, shortest=True),
+        model,
+        {"fair": wc, **others},
+        bench,
+        intervals,
+        surface,
+    )

@@ -20,7 +20,8 @@ Data flow: :func:`benchmark_correlations` (traceable: partial R², ρ², |P|) �
 from __future__ import annotations
 
 import itertools
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -28,13 +29,23 @@ import numpy as np
 from flax import struct
 
 from cfjax import _checks, platform
-from cfjax._results import headline, strict_plain as plain
+from cfjax._results import headline
+from cfjax._results import strict_plain as plain
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation, cfu_of
 from cfjax.sensitivity.linear import _exponents, _model_b, _unpenalised
 from cfjax.sensitivity.problem import FairModel, FairnessGraph
 
-__all__ = ["yardsticks", "yardstick_children", "identified_pairs", "partial_r2", "benchmark_correlations",
-           "benchmark_cfu", "residual_correlations", "Benchmarks", "benchmarks"]
+__all__ = [
+    "yardsticks",
+    "yardstick_children",
+    "identified_pairs",
+    "partial_r2",
+    "benchmark_correlations",
+    "benchmark_cfu",
+    "residual_correlations",
+    "Benchmarks",
+    "benchmarks",
+]
 
 
 # ----------------------------------------------------------------------------- static structure
@@ -52,7 +63,9 @@ def yardsticks(graph: FairnessGraph) -> tuple[str, ...]:
 
 def yardstick_children(graph: FairnessGraph) -> tuple[tuple[int, ...], ...]:
     """For each yardstick (:func:`yardsticks`), the indices of the features it is a parent of."""
-    return tuple(tuple(j for j, ps in enumerate(graph.parents) if z in ps) for z in yardsticks(graph))
+    return tuple(
+        tuple(j for j, ps in enumerate(graph.parents) if z in ps) for z in yardsticks(graph)
+    )
 
 
 def _ancestors(graph: FairnessGraph) -> list[set[str]]:
@@ -76,11 +89,16 @@ def identified_pairs(graph: FairnessGraph) -> tuple[tuple[int, int], ...]:
     """
     anc = _ancestors(graph)
     f = graph.features
-    return tuple((j, k) for j, k in itertools.combinations(range(graph.m), 2)
-                 if f[j] not in anc[k] and f[k] not in anc[j])
+    return tuple(
+        (j, k)
+        for j, k in itertools.combinations(range(graph.m), 2)
+        if f[j] not in anc[k] and f[k] not in anc[j]
+    )
 
 
-def _kept_columns(graph: FairnessGraph, degrees: tuple[int, ...], q: int, j: int, z: str) -> np.ndarray:
+def _kept_columns(
+    graph: FairnessGraph, degrees: tuple[int, ...], q: int, j: int, z: str
+) -> np.ndarray:
     """The columns of feature j's embedding whose monomial does not involve the yardstick ``z``
     (a zero exponent on each of its variables; A enters with its ``q`` code columns), in the
     embedding's order (:func:`~cfjax.sensitivity.polynomial_features`)."""
@@ -167,7 +185,9 @@ def _check_k(k: Any) -> None:
         _checks.fail("k", "a non-empty sequence of positive finite numbers", repr(k))
 
 
-def benchmark_correlations(model: FairModel, k: Sequence[float] | jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+def benchmark_correlations(
+    model: FairModel, k: Sequence[float] | jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The error correlation a confounder "k times as strong as each yardstick" would induce
     (definitions §3.9): ``(r2 (V, m), rho2 (V, K, m), P_abs (V, K, m, m))``.
 
@@ -221,8 +241,11 @@ def benchmark_cfu(model: FairModel, P_abs: jax.Array) -> tuple[jax.Array, jax.Ar
     dtype = d.X.dtype
     shape = tuple(np.shape(P_abs))
     if len(shape) != 4 or shape[0] != len(yardsticks(g)) or shape[2:] != (g.m, g.m):
-        _checks.fail("P_abs", f"shape (V={len(yardsticks(g))}, K, {g.m}, {g.m}) from benchmark_correlations",
-                     f"shape {shape}")
+        _checks.fail(
+            "P_abs",
+            f"shape (V={len(yardsticks(g))}, K, {g.m}, {g.m}) from benchmark_correlations",
+            f"shape {shape}",
+        )
     unpenalised = _unpenalised(model.lam)
     lam = None if unpenalised else jnp.asarray(model.lam, dtype)
     eye = jnp.eye(g.m, dtype=dtype)
@@ -236,7 +259,9 @@ def benchmark_cfu(model: FairModel, P_abs: jax.Array) -> tuple[jax.Array, jax.Ar
     # change a maximum), so that one vmap over (V, K, patterns) traces Model B and CFU once.
     patterns = [_sign_patterns(g.m, children) for children in yardstick_children(g)]
     most = max(len(p) for p in patterns)
-    signs = np.stack([np.concatenate([p, np.repeat(p[:1], most - len(p), axis=0)]) for p in patterns])
+    signs = np.stack(
+        [np.concatenate([p, np.repeat(p[:1], most - len(p), axis=0)]) for p in patterns]
+    )
     outer = jnp.asarray(signs[..., :, None] * signs[..., None, :], dtype)  # (V, S, m, m)
     Ps = P_abs[:, :, None] * outer[:, None]  # (V, K, S, m, m)
     V, K, S = Ps.shape[:3]
@@ -295,15 +320,22 @@ class Benchmarks:
     def _marked(self) -> list[tuple[int, int]]:
         """The (yardstick, multiple) index of every benchmark a figure marks, in :meth:`marks`' order."""
         p, ok = np.asarray(self.p_max), np.asarray(self.feasible)
-        return [(v, i) for v in range(len(self.yardsticks)) for i in range(len(self.k))
-                if ok[v, i] and 0 < p[v, i] < 1]
+        return [
+            (v, i)
+            for v in range(len(self.yardsticks))
+            for i in range(len(self.k))
+            if ok[v, i] and 0 < p[v, i] < 1
+        ]
 
     def marks(self) -> dict[str, tuple[float, float]]:
         """The benchmarks a figure marks (``benchmarks=`` of :func:`~cfjax.sensitivity.plot_curve`
         and :func:`~cfjax.sensitivity.curve_caption`): ``"Z ×k"`` → (its budget, the CFU there),
         for every feasible benchmark that induces a correlation."""
         p, c = np.asarray(self.p_max), np.asarray(self.cfu)
-        return {f"{self.yardsticks[v]} ×{self.k[i]:g}": (float(p[v, i]), float(c[v, i])) for v, i in self._marked()}
+        return {
+            f"{self.yardsticks[v]} ×{self.k[i]:g}": (float(p[v, i]), float(c[v, i]))
+            for v, i in self._marked()
+        }
 
     def marked_correlations(self) -> dict[str, np.ndarray]:
         """The correlation matrix of each of :meth:`marks`' benchmarks, ``(m, m)`` (``benchmarks=``
@@ -313,18 +345,33 @@ class Benchmarks:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-serialisable plain Python (non-finite numbers as None)."""
-        return {"yardsticks": list(self.yardsticks), "k": list(self.k), "features": list(self.features),
-                "predictor": self.predictor, "r2": plain(self.r2), "rho2": plain(self.rho2), "P": plain(self.P),
-                "p_max": plain(self.p_max), "cfu": plain(self.cfu),
-                "feasible": np.asarray(self.feasible).tolist(), "reasons": [list(r) for r in self.reasons],
-                "pairs": [list(p) for p in self.pairs], "pair_correlation": plain(self.pair_correlation),
-                "cfu_at_zero_correlation": plain(self.cfu_at_zero_correlation)}
+        return {
+            "yardsticks": list(self.yardsticks),
+            "k": list(self.k),
+            "features": list(self.features),
+            "predictor": self.predictor,
+            "r2": plain(self.r2),
+            "rho2": plain(self.rho2),
+            "P": plain(self.P),
+            "p_max": plain(self.p_max),
+            "cfu": plain(self.cfu),
+            "feasible": np.asarray(self.feasible).tolist(),
+            "reasons": [list(r) for r in self.reasons],
+            "pairs": [list(p) for p in self.pairs],
+            "pair_correlation": plain(self.pair_correlation),
+            "cfu_at_zero_correlation": plain(self.cfu_at_zero_correlation),
+        }
 
     def __repr__(self) -> str:
         p = np.asarray(self.p_max)
-        reads = ", ".join(f"{z}: [" + ", ".join(headline(v) for v in p[i]) + "]" for i, z in enumerate(self.yardsticks))
-        return (f"Benchmarks(predictor={self.predictor!r}, k={list(self.k)}, p_max={{{reads}}}, "
-                f"infeasible={int((~np.asarray(self.feasible)).sum())}, identified_pairs={len(self.pairs)})")
+        reads = ", ".join(
+            f"{z}: [" + ", ".join(headline(v) for v in p[i]) + "]"
+            for i, z in enumerate(self.yardsticks)
+        )
+        return (
+            f"Benchmarks(predictor={self.predictor!r}, k={list(self.k)}, p_max={{{reads}}}, "
+            f"infeasible={int((~np.asarray(self.feasible)).sum())}, identified_pairs={len(self.pairs)})"
+        )
 
     def table(self) -> str:
         """A plain-text table: one row per yardstick and k (p_max, CFU, or the reason), then one
@@ -333,7 +380,7 @@ class Benchmarks:
         lines = [f"{'yardstick':<12} {'k':>6} {'p_max':>10} {'cfu':>12}  note"]
         for v, z in enumerate(self.yardsticks):
             for i, kk in enumerate(self.k):
-                vals = (f"{p[v, i]:>10.4g} {c[v, i]:>12.4g}" if ok[v, i] else f"{'-':>10} {'-':>12}")
+                vals = f"{p[v, i]:>10.4g} {c[v, i]:>12.4g}" if ok[v, i] else f"{'-':>10} {'-':>12}"
                 lines.append(f"{z:<12} {kk:>6.3g} {vals}  {self.reasons[v][i]}".rstrip())
         for (a, b), r in zip(self.pairs, np.asarray(self.pair_correlation)):
             lines.append(f"identified pair ({a}, {b}): residual correlation {r:.4g}")
@@ -354,14 +401,22 @@ def _reasons(graph: FairnessGraph, k: tuple[float, ...], r2: np.ndarray, rho2: n
         for i, kk in enumerate(k):
             bad = [j for j in children if not np.isfinite(rho2[v, i, j])]
             if bad:
-                row.append("; ".join(
-                    f"a confounder {kk:g} times as strong as {z!r} would explain all the error variance of "
-                    f"{graph.features[j]!r} (rho2 = k r2 / (1 - r2) = {kk * r2[v, j] / (1 - r2[v, j]):.4g} >= 1 at r2 = "
-                    f"{r2[v, j]:.4g}): no such confounder exists" for j in bad))
+                row.append(
+                    "; ".join(
+                        f"a confounder {kk:g} times as strong as {z!r} would explain all the error variance of "
+                        f"{graph.features[j]!r} (rho2 = k r2 / (1 - r2) = {kk * r2[v, j] / (1 - r2[v, j]):.4g} >= 1 at r2 = "
+                        f"{r2[v, j]:.4g}): no such confounder exists"
+                        for j in bad
+                    )
+                )
             elif len(children) < 2:
-                what = f"one feature ({graph.features[children[0]]!r})" if children else "no feature"
-                row.append(f"{z!r} causes {what}: a confounder like it correlates no pair of errors (P = I, "
-                           "p_max = 0)")
+                what = (
+                    f"one feature ({graph.features[children[0]]!r})" if children else "no feature"
+                )
+                row.append(
+                    f"{z!r} causes {what}: a confounder like it correlates no pair of errors (P = I, "
+                    "p_max = 0)"
+                )
             else:
                 row.append("")
         out.append(tuple(row))
@@ -401,7 +456,19 @@ def benchmarks(model: FairModel, k: tuple[float, ...] = (1.0, 2.0, 3.0)) -> Benc
     Pn = np.asarray(P)
     off = ~np.eye(g.m, dtype=bool)
     p_max = np.where(feasible, np.max(np.where(off, np.abs(Pn), 0.0), axis=(-2, -1)), np.nan)
-    return Benchmarks(yardsticks(g), k, g.features, model.scored, r2, rho2, P, jnp.asarray(p_max, dtype), values,
-                      jnp.asarray(feasible), _reasons(g, k, np.asarray(r2), np.asarray(rho2)),
-                      tuple((g.features[a], g.features[b]) for a, b in identified_pairs(g)), _pairs(model),
-                      cfu_at_zero_correlation(model))
+    return Benchmarks(
+        yardsticks(g),
+        k,
+        g.features,
+        model.scored,
+        r2,
+        rho2,
+        P,
+        jnp.asarray(p_max, dtype),
+        values,
+        jnp.asarray(feasible),
+        _reasons(g, k, np.asarray(r2), np.asarray(rho2)),
+        tuple((g.features[a], g.features[b]) for a, b in identified_pairs(g)),
+        _pairs(model),
+        cfu_at_zero_correlation(model),
+    )

@@ -33,7 +33,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from typing import Any, Mapping, cast
+from collections.abc import Mapping
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -42,11 +43,19 @@ from flax import struct
 
 from cfjax import _checks, distributed, platform
 from cfjax._core.keys import as_key
-from cfjax._results import headline, strict_plain as plain
+from cfjax._results import headline
+from cfjax._results import strict_plain as plain
 from cfjax.sensitivity import ridge
 from cfjax.sensitivity.cfu import cfu_of
 from cfjax.sensitivity.correlation import check_budget, correlation_margin
-from cfjax.sensitivity.linear import ModelA, _model_b, _start_log_sigma, _unpenalised, design, fit_model_a
+from cfjax.sensitivity.linear import (
+    ModelA,
+    _model_b,
+    _start_log_sigma,
+    _unpenalised,
+    design,
+    fit_model_a,
+)
 from cfjax.sensitivity.problem import FairModel, FairnessData, embeddings, predictor_inputs
 from cfjax.sensitivity.projection import _along_boundary, _project_usable
 from cfjax.sensitivity.search_config import SearchConfig
@@ -54,8 +63,13 @@ from cfjax.typing import ArrayLike, KeyLike, Mesh, MeshLike
 
 __all__ = ["BootstrapConfig", "Intervals", "bootstrap", "refit", "resample_analysis"]
 
-_STEP_START, _STEP_STOP = 1e-2, 1e-5  # the local search's first and smallest step, in units of p_max (the polish's)
-_NEWTON = 30  # Model B's Newton steps from scratch at every evaluation (as cfu() and the polish take)
+_STEP_START, _STEP_STOP = (
+    1e-2,
+    1e-5,
+)  # the local search's first and smallest step, in units of p_max (the polish's)
+_NEWTON = (
+    30  # Model B's Newton steps from scratch at every evaluation (as cfu() and the polish take)
+)
 _BASELINE_LEVELS = ("unconstrained", "blind")
 
 
@@ -68,8 +82,11 @@ def _penalties(model: FairModel) -> dict:
         out = {"fair": sel["predictor"]["lam"]}
         out.update({name: sel["baselines"][name]["lam"] for name, _ in model.baseline_degrees})
     except (KeyError, TypeError):
-        _checks.fail("model", "a FairModel from fit (its selection holds the predictors' penalties)",
-                     f"selection with keys {sorted(sel) if isinstance(sel, dict) else type(sel).__name__}")
+        _checks.fail(
+            "model",
+            "a FairModel from fit (its selection holds the predictors' penalties)",
+            f"selection with keys {sorted(sel) if isinstance(sel, dict) else type(sel).__name__}",
+        )
     return out
 
 
@@ -107,8 +124,23 @@ def _refit(model: FairModel, idx: jax.Array, lams: dict, model_a: str) -> FairMo
         thetas[name] = _ridge(Fb, sub.y, jnp.asarray(lams[name], Fb.dtype))
         preds[name] = Fb @ thetas[name]
         unfairness[name] = jnp.mean((fair_pred - preds[name]) ** 2)
-    return FairModel(g, model.degrees, model.predictor_degree, sub, d, model.lam, fit_a, theta, fair_pred, preds,
-                     unfairness, {}, thetas, model.baseline_degrees, model.scored)
+    return FairModel(
+        g,
+        model.degrees,
+        model.predictor_degree,
+        sub,
+        d,
+        model.lam,
+        fit_a,
+        theta,
+        fair_pred,
+        preds,
+        unfairness,
+        {},
+        thetas,
+        model.baseline_degrees,
+        model.scored,
+    )
 
 
 _refit_jit = jax.jit(_refit, static_argnums=(3,))
@@ -150,7 +182,11 @@ def refit(model: FairModel, idx: Any, *, model_a: str = "paper") -> FairModel:
 def _check_indices(idx: Any, n: int) -> jax.Array:
     arr = np.asarray(idx)
     if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
-        _checks.fail("idx", "a non-empty 1-d integer array of unit indices", f"shape {arr.shape}, dtype {arr.dtype}")
+        _checks.fail(
+            "idx",
+            "a non-empty 1-d integer array of unit indices",
+            f"shape {arr.shape}, dtype {arr.dtype}",
+        )
     if arr.min() < 0 or arr.max() >= n:
         _checks.fail("idx", f"indices in [0, {n})", f"values in [{arr.min()}, {arr.max()}]")
     return jnp.asarray(arr, jnp.int32)
@@ -169,15 +205,21 @@ def _probe(model: FairModel, P: jax.Array, log_sigma0: jax.Array) -> tuple[jax.A
     return jax.value_and_grad(value)(P)
 
 
-def _local(model: FairModel, fresh: jax.Array, P0: jax.Array, p: jax.Array, min_eig: float,
-           steps: int) -> tuple[jax.Array, jax.Array]:
+def _local(
+    model: FairModel, fresh: jax.Array, P0: jax.Array, p: jax.Array, min_eig: float, steps: int
+) -> tuple[jax.Array, jax.Array]:
     """The worst case near a usable ``P0`` within budget ``p``: ``steps`` steps of the polish
     (a step of ``eta · p`` along the boundary following the gradient, projected back onto the
     usable set; kept when it raises CFU, eta doubled, else eta quartered; no more steps once
     eta < 1e-5). Returns ``(value, P)``, value −inf when no finite CFU was found."""
     v0, g0 = _probe(model, P0, fresh)
     ok0 = jnp.isfinite(v0) & (correlation_margin(P0, min_eig) >= 0)
-    state = (P0, jnp.where(ok0, v0, -jnp.inf), jnp.where(ok0, g0, 0.0), jnp.asarray(_STEP_START, P0.dtype))
+    state = (
+        P0,
+        jnp.where(ok0, v0, -jnp.inf),
+        jnp.where(ok0, g0, 0.0),
+        jnp.asarray(_STEP_START, P0.dtype),
+    )
 
     def step(_, s):
         P, v, g, eta = s
@@ -185,8 +227,12 @@ def _local(model: FairModel, fresh: jax.Array, P0: jax.Array, p: jax.Array, min_
         Q = _project_usable(_along_boundary(P, g, p, min_eig, eta * p), p, min_eig)
         vq, gq = _probe(model, Q, fresh)
         ok = on & (vq > v) & jnp.isfinite(vq) & (correlation_margin(Q, min_eig) >= 0)
-        return (jnp.where(ok, Q, P), jnp.where(ok, vq, v), jnp.where(ok, gq, g),
-                jnp.where(on, jnp.where(ok, 2 * eta, eta / 4), eta))
+        return (
+            jnp.where(ok, Q, P),
+            jnp.where(ok, vq, v),
+            jnp.where(ok, gq, g),
+            jnp.where(on, jnp.where(ok, 2 * eta, eta / 4), eta),
+        )
 
     P, v, _, _ = jax.lax.fori_loop(0, steps, step, state)
     return v, P
@@ -201,12 +247,21 @@ class _Config:
     min_eig: float
     steps: int  # local search steps per start
     bisect: int  # bisection steps per level
-    level_kinds: tuple  # per level: "blind" / "unconstrained" (the resample's own) or "" (a fixed number)
+    level_kinds: (
+        tuple  # per level: "blind" / "unconstrained" (the resample's own) or "" (a fixed number)
+    )
     benchmarks: tuple  # the benchmark multiples (empty: none)
 
 
-def _analysis(cfg: _Config, model: FairModel, lams: dict, idx: jax.Array, p: jax.Array, starts: jax.Array,
-              levels: jax.Array) -> dict:
+def _analysis(
+    cfg: _Config,
+    model: FairModel,
+    lams: dict,
+    idx: jax.Array,
+    p: jax.Array,
+    starts: jax.Array,
+    levels: jax.Array,
+) -> dict:
     """One resample's numbers: the analysis refitted on ``idx (n,)``, then the worst case at
     each sorted budget ``p (K,)`` from ``starts (K, S, m, m)``, the benchmarks' budgets and CFU,
     and each level's inverse budget (``levels (L,)``: the fixed levels; where the level is a
@@ -240,7 +295,9 @@ def _analysis(cfg: _Config, model: FairModel, lams: dict, idx: jax.Array, p: jax
         from cfjax.sensitivity.benchmarks import benchmark_cfu, benchmark_correlations
 
         _, _, P_abs = benchmark_correlations(fitted, cfg.benchmarks)
-        out["benchmark_budget"] = jnp.max(jnp.abs(P_abs) * (1 - eye)[None, None], axis=(-2, -1))  # NaN: infeasible
+        out["benchmark_budget"] = jnp.max(
+            jnp.abs(P_abs) * (1 - eye)[None, None], axis=(-2, -1)
+        )  # NaN: infeasible
         out["benchmark_cfu"] = benchmark_cfu(fitted, P_abs)[0]
 
     for i, kind in enumerate(cfg.level_kinds):
@@ -273,8 +330,13 @@ def _inverse(local, p, curve, P_best, target, cfg: _Config, eye) -> jax.Array:
         up_to = jnp.maximum(v[j], v_lo)
         P_mid = jnp.where(v[j] >= v_lo, P[j], P_lo)
         up = up_to >= target
-        return (jnp.where(up, lo, mid), jnp.where(up, mid, hi), jnp.where(up, v_lo, up_to),
-                jnp.where(up, P_lo, P_mid), jnp.where(up, P_mid, P_hi))
+        return (
+            jnp.where(up, lo, mid),
+            jnp.where(up, mid, hi),
+            jnp.where(up, v_lo, up_to),
+            jnp.where(up, P_lo, P_mid),
+            jnp.where(up, P_mid, P_hi),
+        )
 
     _, hi, _, _, _ = jax.lax.fori_loop(0, cfg.bisect, step, (lo, hi, v_lo, P_lo, P_hi))
     return jnp.where(jnp.isfinite(target), jnp.where(reached.any(), hi, jnp.inf), jnp.nan)
@@ -288,13 +350,26 @@ class _Resamples:
     cfg: _Config
 
     def __call__(self, keys, identity, model, lams, p, starts, levels):
-        return jax.vmap(_one, (None, 0, 0) + (None,) * 5)(self.cfg, keys, identity, model, lams, p, starts, levels)
+        return jax.vmap(_one, (None, 0, 0) + (None,) * 5)(
+            self.cfg, keys, identity, model, lams, p, starts, levels
+        )
 
 
-def _one(cfg: _Config, key: jax.Array, identity: jax.Array, model: FairModel, lams: dict, p, starts, levels):
+def _one(
+    cfg: _Config,
+    key: jax.Array,
+    identity: jax.Array,
+    model: FairModel,
+    lams: dict,
+    p,
+    starts,
+    levels,
+):
     """One resample from its key (the identity resample where ``identity``): :func:`_analysis`."""
     n = model.data.n
-    idx = jnp.where(identity, jnp.arange(n, dtype=jnp.int32), jax.random.randint(key, (n,), 0, n, jnp.int32))
+    idx = jnp.where(
+        identity, jnp.arange(n, dtype=jnp.int32), jax.random.randint(key, (n,), 0, n, jnp.int32)
+    )
     return _analysis(cfg, model, lams, idx, p, starts, levels)
 
 
@@ -333,29 +408,47 @@ class Intervals:
     resamples: int = struct.field(pytree_node=False)
     level: float = struct.field(pytree_node=False)
     resolution: float = struct.field(pytree_node=False)
-    levels: tuple = struct.field(pytree_node=False, default=())  # ((name, level or baseline name), ...)
+    levels: tuple = struct.field(
+        pytree_node=False, default=()
+    )  # ((name, level or baseline name), ...)
 
     @property
     def lower(self) -> dict:
         """Deprecated: :attr:`low`."""
-        warnings.warn("cfjax.sensitivity.Intervals.lower is deprecated and will be removed in the next release: use "
-                      "cfjax.sensitivity.Intervals.low", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "cfjax.sensitivity.Intervals.lower is deprecated and will be removed in the next release: use "
+            "cfjax.sensitivity.Intervals.low",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.low
 
     @property
     def upper(self) -> dict:
         """Deprecated: :attr:`high`."""
-        warnings.warn("cfjax.sensitivity.Intervals.upper is deprecated and will be removed in the next release: use "
-                      "cfjax.sensitivity.Intervals.high", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "cfjax.sensitivity.Intervals.upper is deprecated and will be removed in the next release: use "
+            "cfjax.sensitivity.Intervals.high",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.high
 
     def to_dict(self, values: bool = False) -> dict[str, Any]:
         """JSON-ready plain Python (non-finite numbers as None: an unreached inverse budget's
         +inf too, with ``not_reached`` saying so); every resample's ``values`` only when asked."""
-        out = {"p_max": plain(self.p_max), "resamples": int(self.resamples), "level": float(self.level),
-               "resolution": float(self.resolution), "levels": {k: plain(v) for k, v in self.levels},
-               "estimate": plain(self.estimate), "low": plain(self.low), "high": plain(self.high),
-               "not_finite": plain(self.not_finite), "not_reached": plain(self.not_reached)}
+        out = {
+            "p_max": plain(self.p_max),
+            "resamples": int(self.resamples),
+            "level": float(self.level),
+            "resolution": float(self.resolution),
+            "levels": {k: plain(v) for k, v in self.levels},
+            "estimate": plain(self.estimate),
+            "low": plain(self.low),
+            "high": plain(self.high),
+            "not_finite": plain(self.not_finite),
+            "not_reached": plain(self.not_reached),
+        }
         if values:
             out["values"] = plain(self.values)
         return out
@@ -363,13 +456,17 @@ class Intervals:
     def __repr__(self) -> str:
         try:
             i = int(np.nanargmax(np.asarray(self.p_max)))
-            worst = (f"worst_case at p_max={headline(self.p_max[i])}: {headline(self.estimate['worst_case'][i])} "
-                     f"[{headline(self.low['worst_case'][i])}, {headline(self.high['worst_case'][i])}]")
+            worst = (
+                f"worst_case at p_max={headline(self.p_max[i])}: {headline(self.estimate['worst_case'][i])} "
+                f"[{headline(self.low['worst_case'][i])}, {headline(self.high['worst_case'][i])}]"
+            )
         except Exception:  # traced or batched
             worst = f"p_max {tuple(np.shape(self.p_max))}"
         missing = sum(int(np.sum(v)) for v in self.not_finite.values()) if self.not_finite else 0
-        return (f"Intervals(resamples={self.resamples}, level={self.level:g}, {worst}, "
-                f"quantities={len(self.estimate)}, not_finite={missing})")
+        return (
+            f"Intervals(resamples={self.resamples}, level={self.level:g}, {worst}, "
+            f"quantities={len(self.estimate)}, not_finite={missing})"
+        )
 
 
 def _percentiles(values: np.ndarray, q: float) -> np.ndarray:
@@ -411,19 +508,31 @@ class BootstrapConfig:
     model_a: str = "paper"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "steps", _checks.check_positive_int("BootstrapConfig.steps", self.steps))
-        object.__setattr__(self, "bisect", _checks.check_positive_int("BootstrapConfig.bisect", self.bisect))
+        object.__setattr__(
+            self, "steps", _checks.check_positive_int("BootstrapConfig.steps", self.steps)
+        )
+        object.__setattr__(
+            self, "bisect", _checks.check_positive_int("BootstrapConfig.bisect", self.bisect)
+        )
         if self.chunk is not None:
-            object.__setattr__(self, "chunk", _checks.check_positive_int("BootstrapConfig.chunk", self.chunk))
+            object.__setattr__(
+                self, "chunk", _checks.check_positive_int("BootstrapConfig.chunk", self.chunk)
+            )
         if self.model_a not in ("paper", "ml"):
             _checks.fail("BootstrapConfig.model_a", "'paper' or 'ml'", repr(self.model_a))
 
 
-_OLD_OPTIONS = ("steps", "bisect", "chunk", "model_a")  # bootstrap's keyword arguments before BootstrapConfig
+_OLD_OPTIONS = (
+    "steps",
+    "bisect",
+    "chunk",
+    "model_a",
+)  # bootstrap's keyword arguments before BootstrapConfig
 
 
-def _fold_deprecated(config: SearchConfig, options: BootstrapConfig,
-                     deprecated: dict[str, Any]) -> tuple[SearchConfig, BootstrapConfig]:
+def _fold_deprecated(
+    config: SearchConfig, options: BootstrapConfig, deprecated: dict[str, Any]
+) -> tuple[SearchConfig, BootstrapConfig]:
     """:func:`bootstrap`'s options passed the old way folded in: ``search={...}`` into
     ``config``, ``steps=`` and the others into ``options``, each with a ``DeprecationWarning``
     naming the new spelling."""
@@ -436,25 +545,48 @@ def _fold_deprecated(config: SearchConfig, options: BootstrapConfig,
         raise TypeError(f"bootstrap() got an unexpected keyword argument {unknown[0]!r}")
     if deprecated:
         shown = ", ".join(f"{k}={v!r}" for k, v in deprecated.items())
-        warnings.warn(f"bootstrap({shown}) is deprecated and will be removed in the next release: pass "
-                      f"options=BootstrapConfig({shown})", DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"bootstrap({shown}) is deprecated and will be removed in the next release: pass "
+            f"options=BootstrapConfig({shown})",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         options = dataclasses.replace(options, **deprecated)
     if search is not None:
         if not isinstance(search, Mapping):
-            _checks.fail("search", "a mapping of worst_case's options (deprecated: pass config=SearchConfig(...))",
-                         type(search).__name__)
+            _checks.fail(
+                "search",
+                "a mapping of worst_case's options (deprecated: pass config=SearchConfig(...))",
+                type(search).__name__,
+            )
         shown = ", ".join(f"{k}={v!r}" for k, v in search.items())
-        warnings.warn(f"bootstrap(search={{...}}) is deprecated and will be removed in the next release: pass "
-                      f"config=SearchConfig({shown})", DeprecationWarning, stacklevel=3)
-        config = dataclasses.replace(config, **{k: v for k, v in search.items() if not (k == "optimizer" and v is None)})
+        warnings.warn(
+            f"bootstrap(search={{...}}) is deprecated and will be removed in the next release: pass "
+            f"config=SearchConfig({shown})",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        config = dataclasses.replace(
+            config, **{k: v for k, v in search.items() if not (k == "optimizer" and v is None)}
+        )
     return config, options
 
 
-def bootstrap(model: FairModel, p_max: ArrayLike, *, key: KeyLike, resamples: int = 200,
-              worst: Any = None, benchmarks: Any = (1, 2, 3), levels: Mapping[str, Any] | None = None,
-              level: float = 0.95, config: SearchConfig = SearchConfig(),
-              options: BootstrapConfig = BootstrapConfig(), mesh: MeshLike = None,
-              **deprecated: Any) -> Intervals:
+def bootstrap(
+    model: FairModel,
+    p_max: ArrayLike,
+    *,
+    key: KeyLike,
+    resamples: int = 200,
+    worst: Any = None,
+    benchmarks: Any = (1, 2, 3),
+    levels: Mapping[str, Any] | None = None,
+    level: float = 0.95,
+    config: SearchConfig = SearchConfig(),
+    options: BootstrapConfig = BootstrapConfig(),
+    mesh: MeshLike = None,
+    **deprecated: Any,
+) -> Intervals:
     """Percentile bootstrap intervals of the sensitivity analysis: the worst-case CFU at each
     budget, the benchmarks' budgets and CFU, and the inverse budgets, over ``resamples``
     resamples of the units, as one compiled program vmapped over resamples.
@@ -505,13 +637,25 @@ def bootstrap(model: FairModel, p_max: ArrayLike, *, key: KeyLike, resamples: in
     if resamples < 2:
         _checks.fail("resamples", "at least 2 resamples", repr(resamples))
     key = as_key(key)
-    cfg, names, budgets, shared = _prepare(model, p_max, worst, benchmarks, levels, options.steps, options.bisect,
-                                          options.model_a, jax.random.fold_in(key, 1), config)
+    cfg, names, budgets, shared = _prepare(
+        model,
+        p_max,
+        worst,
+        benchmarks,
+        levels,
+        options.steps,
+        options.bisect,
+        options.model_a,
+        jax.random.fold_in(key, 1),
+        config,
+    )
     kinds, fixed = cfg.level_kinds, np.asarray(shared[-1])
     n, D = model.data.n, sum(model.design.sizes)
     chunk = options.chunk
     if chunk is None:
-        per = 8 * (n * (D + 3 * model.graph.m + 4) + 3 * budgets.size * min(n, 8192) * 12 * model.graph.m)
+        per = 8 * (
+            n * (D + 3 * model.graph.m + 4) + 3 * budgets.size * min(n, 8192) * 12 * model.graph.m
+        )
         chunk = max(1, min(resamples + 1, (512 << 20) // per))
         if platform.run_group(8) is not None:
             chunk = min(chunk, platform.RUN_GROUP)
@@ -519,11 +663,17 @@ def bootstrap(model: FairModel, p_max: ArrayLike, *, key: KeyLike, resamples: in
     keys = jax.random.split(key, resamples)
     keys = jnp.concatenate([keys[:1], keys])  # entry 0: the identity resample (its key unused)
     identity = jnp.asarray(np.arange(resamples + 1) == 0)
-    out = distributed.map_batch(_Resamples(cfg), keys, identity,
-                                shared=shared,
-                                mesh=mesh, chunk_size=chunk,
-                                compiler_options=platform.small_kernel_options(
-                                    None if mesh is None else list(cast(Mesh, distributed.as_mesh(mesh)).devices.flat)))
+    out = distributed.map_batch(
+        _Resamples(cfg),
+        keys,
+        identity,
+        shared=shared,
+        mesh=mesh,
+        chunk_size=chunk,
+        compiler_options=platform.small_kernel_options(
+            None if mesh is None else list(cast(Mesh, distributed.as_mesh(mesh)).devices.flat)
+        ),
+    )
     out = {k: np.asarray(v, np.float64) for k, v in jax.device_get(out).items()}
     rename = {f"inverse/{i}": f"inverse/{name}" for i, name in enumerate(names)}
     rename.update({f"level/{i}": f"level/{name}" for i, name in enumerate(names)})
@@ -533,15 +683,38 @@ def bootstrap(model: FairModel, p_max: ArrayLike, *, key: KeyLike, resamples: in
     low = {k: _percentiles(v, (1 - level) / 2) for k, v in values.items()}
     high = {k: _percentiles(v, (1 + level) / 2) for k, v in values.items()}
     not_finite = {k: np.sum(np.isnan(v) | np.isneginf(v), axis=0) for k, v in values.items()}
-    not_reached = {k: np.sum(np.isposinf(v), axis=0) for k, v in values.items() if k.startswith("inverse/")}
+    not_reached = {
+        k: np.sum(np.isposinf(v), axis=0) for k, v in values.items() if k.startswith("inverse/")
+    }
     gaps = np.diff(np.concatenate([[0.0], budgets]))
     resolution = float(gaps.max() / 2**options.bisect)
-    return Intervals(budgets, estimate, low, high, values, not_finite, not_reached, resamples, float(level),
-                     resolution, tuple(zip(names, [k or float(v) for k, v in zip(kinds, fixed)])))
+    return Intervals(
+        budgets,
+        estimate,
+        low,
+        high,
+        values,
+        not_finite,
+        not_reached,
+        resamples,
+        float(level),
+        resolution,
+        tuple(zip(names, [k or float(v) for k, v in zip(kinds, fixed)])),
+    )
 
 
-def _prepare(model: FairModel, p_max: Any, worst: Any, benchmarks: Any, levels: Any, steps: int, bisect: int,
-             model_a: str, search_key: Any, config: SearchConfig | None):
+def _prepare(
+    model: FairModel,
+    p_max: Any,
+    worst: Any,
+    benchmarks: Any,
+    levels: Any,
+    steps: int,
+    bisect: int,
+    model_a: str,
+    search_key: Any,
+    config: SearchConfig | None,
+):
     """The validated static settings and shared arrays of a bootstrap program: ``(cfg, level
     names, sorted budgets, (model, penalties, budgets, starts, fixed levels))``."""
     if not isinstance(model, FairModel):
@@ -557,7 +730,9 @@ def _prepare(model: FairModel, p_max: Any, worst: Any, benchmarks: Any, levels: 
     if model_a not in ("paper", "ml"):
         _checks.fail("model_a", "'paper' or 'ml'", repr(model_a))
     if isinstance(benchmarks, (str, bytes)) or not hasattr(benchmarks, "__iter__"):
-        _checks.fail("benchmarks", "a sequence of positive multiples (or () for none)", repr(benchmarks))
+        _checks.fail(
+            "benchmarks", "a sequence of positive multiples (or () for none)", repr(benchmarks)
+        )
     benchmarks = tuple(float(k) for k in benchmarks)
     if any(not (np.isfinite(k) and k > 0) for k in benchmarks):
         _checks.fail("benchmarks", "positive multiples", repr(benchmarks))
@@ -567,17 +742,33 @@ def _prepare(model: FairModel, p_max: Any, worst: Any, benchmarks: Any, levels: 
     if worst is None:
         from cfjax.sensitivity.search import worst_case
 
-        worst = worst_case(model, budgets, key=search_key, config=SearchConfig() if config is None else config)
+        worst = worst_case(
+            model, budgets, key=search_key, config=SearchConfig() if config is None else config
+        )
     starts, min_eig = _starts(worst, budgets, dtype)
     cfg = _Config(model_a, min_eig, steps, bisect, kinds, benchmarks)
-    shared = (model.replace(selection={}), lams, jnp.asarray(budgets, dtype), jnp.asarray(starts, dtype),
-              jnp.asarray(fixed, dtype))
+    shared = (
+        model.replace(selection={}),
+        lams,
+        jnp.asarray(budgets, dtype),
+        jnp.asarray(starts, dtype),
+        jnp.asarray(fixed, dtype),
+    )
     return cfg, names, budgets, shared
 
 
-def resample_analysis(model: FairModel, p_max: Any, idx: Any, *, worst: Any, benchmarks: Any = (1, 2, 3),
-                      levels: Mapping[str, Any] | None = None, steps: int = 10, bisect: int = 6,
-                      model_a: str = "paper") -> dict:
+def resample_analysis(
+    model: FairModel,
+    p_max: Any,
+    idx: Any,
+    *,
+    worst: Any,
+    benchmarks: Any = (1, 2, 3),
+    levels: Mapping[str, Any] | None = None,
+    steps: int = 10,
+    bisect: int = 6,
+    model_a: str = "paper",
+) -> dict:
     """One resample's numbers, as :func:`bootstrap` computes them for each: the analysis refitted on
     the units ``idx (n,)`` (:func:`refit`), its worst case at each budget of ``p_max`` by the local
     search from ``worst``'s maximisers, the benchmarks' budgets and CFU, and each level's inverse
@@ -589,7 +780,9 @@ def resample_analysis(model: FairModel, p_max: Any, idx: Any, *, worst: Any, ben
         one = S.resample_analysis(model, budgets, np.arange(model.data.n), worst=wc)
         one["worst_case"]  # the full data's worst case again (the identity resample)
     """
-    cfg, names, _, shared = _prepare(model, p_max, worst, benchmarks, levels, steps, bisect, model_a, None, None)
+    cfg, names, _, shared = _prepare(
+        model, p_max, worst, benchmarks, levels, steps, bisect, model_a, None, None
+    )
     idx = _check_indices(idx, model.data.n)
     out = _analysis_jit(cfg, shared[0], shared[1], idx, *shared[2:])
     rename = {f"inverse/{i}": f"inverse/{name}" for i, name in enumerate(names)}
@@ -606,8 +799,11 @@ def _levels(levels: Any, model: FairModel) -> tuple[tuple, tuple, np.ndarray]:
     if levels is None:
         return (), (), np.zeros(0)
     if not isinstance(levels, Mapping):
-        _checks.fail("levels", "None or a mapping name -> CFU level (a number, 'blind' or 'unconstrained')",
-                     type(levels).__name__)
+        _checks.fail(
+            "levels",
+            "None or a mapping name -> CFU level (a number, 'blind' or 'unconstrained')",
+            type(levels).__name__,
+        )
     names, kinds, fixed = [], [], []
     have = dict(model.baseline_degrees)
     for name, value in levels.items():
@@ -615,17 +811,28 @@ def _levels(levels: Any, model: FairModel) -> tuple[tuple, tuple, np.ndarray]:
             _checks.fail("levels", "names without '/'", repr(name))
         if isinstance(value, str):
             if value not in _BASELINE_LEVELS or value not in have:
-                _checks.fail(f"levels[{name!r}]", f"a number or one of the model's baselines {sorted(have)}",
-                             repr(value))
+                _checks.fail(
+                    f"levels[{name!r}]",
+                    f"a number or one of the model's baselines {sorted(have)}",
+                    repr(value),
+                )
             kinds.append(value)
             fixed.append(np.nan)
         else:
             try:
                 v = float(value)
             except (TypeError, ValueError):
-                _checks.fail(f"levels[{name!r}]", "a non-negative CFU level or a baseline's name", repr(value))
+                _checks.fail(
+                    f"levels[{name!r}]",
+                    "a non-negative CFU level or a baseline's name",
+                    repr(value),
+                )
             if not (np.isfinite(v) and v >= 0):
-                _checks.fail(f"levels[{name!r}]", "a non-negative CFU level or a baseline's name", repr(value))
+                _checks.fail(
+                    f"levels[{name!r}]",
+                    "a non-negative CFU level or a baseline's name",
+                    repr(value),
+                )
             kinds.append("")
             fixed.append(v)
         names.append(name)
@@ -642,17 +849,30 @@ def _starts(worst: Any, budgets: np.ndarray, dtype) -> tuple[np.ndarray, float]:
     wp = np.asarray(worst.p_max, np.float64)
     order = np.argsort(wp)
     if wp.shape != budgets.shape or not np.allclose(wp[order], budgets, rtol=0, atol=1e-12):
-        _checks.fail("worst", f"a WorstCase at the budgets p_max = {budgets.tolist()}", f"budgets {wp.tolist()}")
+        _checks.fail(
+            "worst",
+            f"a WorstCase at the budgets p_max = {budgets.tolist()}",
+            f"budgets {wp.tolist()}",
+        )
     P = np.asarray(worst.P, np.float64)[order]
     if not np.isfinite(np.asarray(worst.cfu)[order]).all():
-        _checks.fail("worst", "a finite worst case at every budget (its P start the local searches)",
-                     f"cfu {np.asarray(worst.cfu).tolist()}")
+        _checks.fail(
+            "worst",
+            "a finite worst case at every budget (its P start the local searches)",
+            f"cfu {np.asarray(worst.cfu).tolist()}",
+        )
     min_eig = float(worst.min_eig)
     K = budgets.size
     below, above = P[np.maximum(np.arange(K) - 1, 0)], P[np.minimum(np.arange(K) + 1, K - 1)]
     p = jnp.asarray(budgets, dtype)
-    starts = np.stack([P, np.asarray(_project_all(jnp.asarray(below, dtype), p, min_eig)),
-                       np.asarray(_project_all(jnp.asarray(above, dtype), p, min_eig))], axis=1)
+    starts = np.stack(
+        [
+            P,
+            np.asarray(_project_all(jnp.asarray(below, dtype), p, min_eig)),
+            np.asarray(_project_all(jnp.asarray(above, dtype), p, min_eig)),
+        ],
+        axis=1,
+    )
     return starts, min_eig
 
 

@@ -25,12 +25,20 @@ from cfjax.sensitivity.problem import FairModel, _embed
 
 _CHUNK = 8192  # units per vmapped chunk in cfu_of
 
-__all__ = ["counterfactual_features", "cfu", "cfu_of", "cfu_grid", "bivariate_correlation", "cfu_at_zero_correlation",
-           "negligible_cfu"]
+__all__ = [
+    "counterfactual_features",
+    "cfu",
+    "cfu_of",
+    "cfu_grid",
+    "bivariate_correlation",
+    "cfu_at_zero_correlation",
+    "negligible_cfu",
+]
 
 
-def _unit_counterfactual(model: FairModel, a_cf: jax.Array, x: jax.Array, delta: jax.Array,
-                         w_star: list[jax.Array]) -> tuple[jax.Array, jax.Array]:
+def _unit_counterfactual(
+    model: FairModel, a_cf: jax.Array, x: jax.Array, delta: jax.Array, w_star: list[jax.Array]
+) -> tuple[jax.Array, jax.Array]:
     """One unit's counterfactual features under Model B and their Model A residuals.
 
     ``a_cf (q,)``: A's counterfactual code; ``x (m,)``: factual features; ``delta (m,)``:
@@ -51,14 +59,17 @@ def _unit_counterfactual(model: FairModel, a_cf: jax.Array, x: jax.Array, delta:
     return jnp.stack(x_cf), jnp.stack(eps_cf)
 
 
-def counterfactual_features(model: FairModel, model_b: ModelB, level: Any) -> tuple[jax.Array, jax.Array]:
+def counterfactual_features(
+    model: FairModel, model_b: ModelB, level: Any
+) -> tuple[jax.Array, jax.Array]:
     """Every unit's counterfactual features had A been ``level`` (an index into the data's
     codes, scalar or ``(n,)``), under Model B: ``(x' (n, m), ε̂' (n, m))``."""
     data = model.data
     level = jnp.broadcast_to(jnp.asarray(level, jnp.int32), (data.n,))
     w_star = model.design.blocks(model_b.w)
     return jax.vmap(lambda c, x, d: _unit_counterfactual(model, c, x, d, w_star))(
-        data.codes[level], data.X, model_b.residuals)
+        data.codes[level], data.X, model_b.residuals
+    )
 
 
 def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) -> jax.Array:
@@ -92,13 +103,22 @@ def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) ->
     if group.shape[0] <= _CHUNK:
         per_unit = jax.vmap(unit)(group, X, delta, fair_pred)
     else:
-        per_unit = jax.lax.map(lambda args: jax.checkpoint(unit)(*args), (group, X, delta, fair_pred),
-                               batch_size=_CHUNK)
+        per_unit = jax.lax.map(
+            lambda args: jax.checkpoint(unit)(*args),
+            (group, X, delta, fair_pred),
+            batch_size=_CHUNK,
+        )
     return jnp.mean(per_unit) if count is None else jnp.sum(count * per_unit) / jnp.sum(count)
 
 
-def cfu(model: FairModel, P: Any, *, units: jax.Array | None = None, log_sigma0: Any = None,
-        newton_steps: int = 30) -> jax.Array:
+def cfu(
+    model: FairModel,
+    P: Any,
+    *,
+    units: jax.Array | None = None,
+    log_sigma0: Any = None,
+    newton_steps: int = 30,
+) -> jax.Array:
     """Counterfactual unfairness of the fair predictor if the errors had correlation ``P``
     (definitions §3). Traceable and differentiable in P; a concrete P is validated first
     (symmetric, unit diagonal, positive definite) — a non-PD P raises instead of being used.
@@ -108,8 +128,14 @@ def cfu(model: FairModel, P: Any, *, units: jax.Array | None = None, log_sigma0:
         check_correlation(P, min_eig=1e-12)
         _check_size(model, np.shape(P))
     P = jnp.asarray(P, model.data.X.dtype)
-    model_b = fit_model_b(model.design, P, model.lam, log_sigma0=log_sigma0, newton_steps=newton_steps,
-                          names=model.graph.features)
+    model_b = fit_model_b(
+        model.design,
+        P,
+        model.lam,
+        log_sigma0=log_sigma0,
+        newton_steps=newton_steps,
+        names=model.graph.features,
+    )
     return cfu_of(model, model_b, units)
 
 
@@ -149,13 +175,18 @@ def bivariate_correlation(p: Any, dtype=None) -> jax.Array:
     return jnp.stack([jnp.stack([one, p]), jnp.stack([p, one])])
 
 
-def cfu_grid(model: FairModel, ps: Any, *, min_eig: float = 1e-3, newton_steps: int = 30) -> jax.Array:
+def cfu_grid(
+    model: FairModel, ps: Any, *, min_eig: float = 1e-3, newton_steps: int = 30
+) -> jax.Array:
     """The bivariate tool: CFU at ``P = [[1, p], [p, 1]]`` for every p of the grid ``ps``, in
     one vmapped call. Points with ``1 − |p| < min_eig`` (P too close to singular, where CFU is
     not defined with a margin) come back as NaN, never silently evaluated."""
     if model.graph.m != 2:
-        _checks.fail("model", "two confounded features for the bivariate grid (use worst_case otherwise)",
-                     f"{model.graph.m} features")
+        _checks.fail(
+            "model",
+            "two confounded features for the bivariate grid (use worst_case otherwise)",
+            f"{model.graph.m} features",
+        )
     ps = jnp.asarray(ps, model.data.X.dtype)
     if ps.ndim != 1:
         _checks.fail("ps", "a 1-d grid of correlations", f"shape {ps.shape}")
@@ -177,4 +208,8 @@ def _grid(model, ps, min_eig, newton_steps):
 def _check_size(model: FairModel, shape: tuple[int, ...]) -> None:
     m = model.graph.m
     if shape != (m, m):
-        _checks.fail("P", f"a {m} x {m} correlation matrix over {list(model.graph.features)}", f"shape {shape}")
+        _checks.fail(
+            "P",
+            f"a {m} x {m} correlation matrix over {list(model.graph.features)}",
+            f"shape {shape}",
+        )

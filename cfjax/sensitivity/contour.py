@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +24,8 @@ import numpy as np
 from flax import struct
 
 from cfjax import _checks, platform
-from cfjax._results import headline, strict_plain as plain
+from cfjax._results import headline
+from cfjax._results import strict_plain as plain
 from cfjax.sensitivity.cfu import cfu_of
 from cfjax.sensitivity.correlation import check_correlation
 from cfjax.sensitivity.diagnostics import ConvergenceWarning
@@ -32,7 +34,7 @@ from cfjax.sensitivity.problem import FairModel
 
 __all__ = ["Surface", "cfu_surface"]
 
-_UNITS_PER_CHUNK = 2 ** 20  # grid points x units evaluated at once (memory bound of one chunk)
+_UNITS_PER_CHUNK = 2**20  # grid points x units evaluated at once (memory bound of one chunk)
 
 
 @struct.dataclass
@@ -68,35 +70,61 @@ class Surface:
     def correlation(self, i: int, j: int) -> np.ndarray:
         """The correlation matrix ``(m, m)`` of grid point ``(i, j)`` (``y[i]``, ``x[j]``), in
         float64."""
-        return _point(np.asarray(self.base, np.float64), self._index(), float(self.x[j]), float(self.y[i]))
+        return _point(
+            np.asarray(self.base, np.float64), self._index(), float(self.x[j]), float(self.y[i])
+        )
 
     def _index(self) -> tuple[tuple[int, int], tuple[int, int]]:
         (a, b), (c, d) = self.pairs
-        return (self.features.index(a), self.features.index(b)), (self.features.index(c), self.features.index(d))
+        return (self.features.index(a), self.features.index(b)), (
+            self.features.index(c),
+            self.features.index(d),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as JSON-serialisable plain Python: ``x``, ``y``, ``cfu`` (nested lists,
         rows along y; infeasible points as None), ``feasible``, ``base``, ``pairs``,
         ``features``, ``min_eig``, ``predictor`` and ``rounding``."""
-        return {"x": plain(self.x), "y": plain(self.y), "cfu": plain(self.cfu), "feasible": plain(self.feasible),
-                "base": plain(self.base), "pairs": [list(p) for p in self.pairs], "features": list(self.features),
-                "min_eig": float(self.min_eig), "predictor": self.predictor, "rounding": float(self.rounding)}
+        return {
+            "x": plain(self.x),
+            "y": plain(self.y),
+            "cfu": plain(self.cfu),
+            "feasible": plain(self.feasible),
+            "base": plain(self.base),
+            "pairs": [list(p) for p in self.pairs],
+            "features": list(self.features),
+            "min_eig": float(self.min_eig),
+            "predictor": self.predictor,
+            "rounding": float(self.rounding),
+        }
 
     def __repr__(self) -> str:
         (a, b), (c, d) = self.pairs
         try:
             cfu, ok = np.asarray(self.cfu, np.float64), np.asarray(self.feasible, bool)
             finite = np.isfinite(cfu)
-            values = (f"cfu in [{headline(cfu[finite].min())}, {headline(cfu[finite].max())}]" if finite.any()
-                      else "no finite cfu") + f", feasible {int(ok.sum())}/{ok.size}"
+            values = (
+                f"cfu in [{headline(cfu[finite].min())}, {headline(cfu[finite].max())}]"
+                if finite.any()
+                else "no finite cfu"
+            ) + f", feasible {int(ok.sum())}/{ok.size}"
         except Exception:  # traced or batched: shapes only
             values = f"cfu {tuple(np.shape(self.cfu))}"
-        return (f"Surface(predictor={self.predictor}, x=P[{a},{b}] ({np.shape(self.x)[-1]}), "
-                f"y=P[{c},{d}] ({np.shape(self.y)[-1]}), {values}, min_eig={self.min_eig:g})")
+        return (
+            f"Surface(predictor={self.predictor}, x=P[{a},{b}] ({np.shape(self.x)[-1]}), "
+            f"y=P[{c},{d}] ({np.shape(self.y)[-1]}), {values}, min_eig={self.min_eig:g})"
+        )
 
 
-def cfu_surface(model: FairModel, pairs: Sequence[Sequence[str]], grid: Any = 39, *, base: Any = None,
-                min_eig: float = 1e-3, newton_steps: int = 30) -> Surface:
+def cfu_surface(
+    model: FairModel,
+    pairs: Sequence[Sequence[str]],
+    grid: Any = 39,
+    *,
+    base: Any = None,
+    min_eig: float = 1e-3,
+    newton_steps: int = 30,
+) -> Surface:
     """CFU of the scored predictor over a grid of two error correlations (definitions §3.5).
 
     Every point sets ``P[pairs[0]] = x`` and ``P[pairs[1]] = y`` (both entries of each
@@ -133,8 +161,12 @@ def cfu_surface(model: FairModel, pairs: Sequence[Sequence[str]], grid: Any = 39
         _checks.fail("model", "a FairModel from cfjax.sensitivity.fit", type(model).__name__)
     g = model.graph
     if g.m < 3:
-        _checks.fail("model", "at least 3 features (two correlations to vary); with two features there is "
-                     "a single correlation: use cfu_grid", f"{g.m} feature(s) {list(g.features)}")
+        _checks.fail(
+            "model",
+            "at least 3 features (two correlations to vary); with two features there is "
+            "a single correlation: use cfu_grid",
+            f"{g.m} feature(s) {list(g.features)}",
+        )
     index = _check_pairs(pairs, g.features)
     xs = _check_grid(grid)
     min_eig = float(min_eig)
@@ -155,16 +187,30 @@ def cfu_surface(model: FairModel, pairs: Sequence[Sequence[str]], grid: Any = 39
     bad = feasible.reshape(shape) & ~np.isfinite(cfu)
     if bad.any():
         i, j = np.argwhere(bad)[0]
-        warnings.warn(f"cfu_surface: {int(bad.sum())} feasible point(s) without a finite CFU (Model B's fit "
-                      f"failed), e.g. at P{list(pairs[0])} = {xs[j]:.4g}, P{list(pairs[1])} = {xs[i]:.4g}; "
-                      f"they are NaN", ConvergenceWarning, stacklevel=2)
+        warnings.warn(
+            f"cfu_surface: {int(bad.sum())} feasible point(s) without a finite CFU (Model B's fit "
+            f"failed), e.g. at P{list(pairs[0])} = {xs[j]:.4g}, P{list(pairs[1])} = {xs[i]:.4g}; "
+            f"they are NaN",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
     pred = np.asarray(model.scored_pred)
     rounding = float(np.finfo(pred.dtype).eps * np.mean(pred.astype(np.float64) ** 2))
-    return Surface(x=jnp.asarray(xs, dtype), y=jnp.asarray(xs, dtype), cfu=jnp.asarray(cfu, dtype),
-                   feasible=jnp.asarray(feasible.reshape(shape)), base=jnp.asarray(B, dtype),
-                   pairs=((g.features[index[0][0]], g.features[index[0][1]]),
-                          (g.features[index[1][0]], g.features[index[1][1]])), features=tuple(g.features),
-                   min_eig=min_eig, predictor=model.scored, rounding=rounding)
+    return Surface(
+        x=jnp.asarray(xs, dtype),
+        y=jnp.asarray(xs, dtype),
+        cfu=jnp.asarray(cfu, dtype),
+        feasible=jnp.asarray(feasible.reshape(shape)),
+        base=jnp.asarray(B, dtype),
+        pairs=(
+            (g.features[index[0][0]], g.features[index[0][1]]),
+            (g.features[index[1][0]], g.features[index[1][1]]),
+        ),
+        features=tuple(g.features),
+        min_eig=min_eig,
+        predictor=model.scored,
+        rounding=rounding,
+    )
 
 
 @functools.partial(jax.jit, static_argnums=(3, 4))
@@ -195,10 +241,16 @@ def _point(base: np.ndarray, index, x: float, y: float) -> np.ndarray:
 
 def _check_pairs(pairs: Any, features: Sequence[str]) -> tuple[tuple[int, int], tuple[int, int]]:
     """The two pairs as index pairs, or ValidationError naming ``pairs``."""
-    expected = f"two distinct pairs of distinct features among {list(features)}, e.g. (({features[0]!r}, " \
-               f"{features[1]!r}), ({features[1]!r}, {features[2]!r}))"
+    expected = (
+        f"two distinct pairs of distinct features among {list(features)}, e.g. (({features[0]!r}, "
+        f"{features[1]!r}), ({features[1]!r}, {features[2]!r}))"
+    )
     try:
-        items = None if isinstance(pairs, str) or any(isinstance(p, str) for p in pairs) else [tuple(p) for p in pairs]
+        items = (
+            None
+            if isinstance(pairs, str) or any(isinstance(p, str) for p in pairs)
+            else [tuple(p) for p in pairs]
+        )
     except TypeError:
         items = None
     if items is None or len(items) != 2 or any(len(p) != 2 for p in items):
@@ -208,7 +260,9 @@ def _check_pairs(pairs: Any, features: Sequence[str]) -> tuple[tuple[int, int], 
             if not isinstance(v, str) or v not in features:
                 _checks.fail("pairs", expected, f"unknown feature {v!r}")
         if p[0] == p[1]:
-            _checks.fail("pairs", expected, f"the pair {p!r} of one feature (a variance, not a correlation)")
+            _checks.fail(
+                "pairs", expected, f"the pair {p!r} of one feature (a variance, not a correlation)"
+            )
     if set(items[0]) == set(items[1]):
         _checks.fail("pairs", expected, f"the same pair twice: {items!r}")
     (a, b), (c, d) = items
@@ -219,16 +273,26 @@ def _check_grid(grid: Any) -> np.ndarray:
     """The axis' correlations as a float64 array, or ValidationError naming ``grid``."""
     if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
         if grid < 2:
-            _checks.fail("grid", "an int number of points >= 2, or a 1-d array of correlations", repr(grid))
+            _checks.fail(
+                "grid", "an int number of points >= 2, or a 1-d array of correlations", repr(grid)
+            )
         return np.linspace(-1.0, 1.0, int(grid) + 2)[1:-1]
     try:
         xs = np.asarray(grid, np.float64)
     except (TypeError, ValueError):
-        _checks.fail("grid", "an int number of points >= 2, or a 1-d array of correlations in (-1, 1)", repr(grid))
+        _checks.fail(
+            "grid",
+            "an int number of points >= 2, or a 1-d array of correlations in (-1, 1)",
+            repr(grid),
+        )
     if xs.ndim != 1 or xs.size < 2:
-        _checks.fail("grid", "a 1-d array of at least 2 correlations in (-1, 1)", f"shape {xs.shape}")
+        _checks.fail(
+            "grid", "a 1-d array of at least 2 correlations in (-1, 1)", f"shape {xs.shape}"
+        )
     if not (np.isfinite(xs).all() and (np.abs(xs) < 1).all()):
-        _checks.fail("grid", "correlations strictly inside (-1, 1)", f"values from {xs.min()} to {xs.max()}")
+        _checks.fail(
+            "grid", "correlations strictly inside (-1, 1)", f"values from {xs.min()} to {xs.max()}"
+        )
     if not (np.diff(xs) > 0).all():
         _checks.fail("grid", "strictly increasing values", repr(xs.tolist()))
     return xs
@@ -240,14 +304,20 @@ def _check_base(base: Any, features: Sequence[str]) -> np.ndarray:
     if base is None:
         return np.eye(m)
     if not _checks.is_concrete(base):
-        _checks.fail("base", "a concrete (m, m) correlation matrix (not a traced value)", "a tracer")
+        _checks.fail(
+            "base", "a concrete (m, m) correlation matrix (not a traced value)", "a tracer"
+        )
     try:
         B = np.asarray(base, np.float64)
     except (TypeError, ValueError):
         _checks.fail("base", f"a {m} x {m} correlation matrix over {list(features)}", repr(base))
     if B.shape != (m, m):
-        _checks.fail("base", f"a {m} x {m} correlation matrix over {list(features)}", f"shape {B.shape}")
-    check_correlation(B, min_eig=-np.inf, name="base")  # symmetric, unit diagonal, finite; PD is per point
+        _checks.fail(
+            "base", f"a {m} x {m} correlation matrix over {list(features)}", f"shape {B.shape}"
+        )
+    check_correlation(
+        B, min_eig=-np.inf, name="base"
+    )  # symmetric, unit diagonal, finite; PD is per point
     off = np.abs(B - np.eye(m)).max()
     if off >= 1:
         _checks.fail("base", "off-diagonal correlations in (-1, 1)", f"|P_jk| up to {off:.6g}")
@@ -258,8 +328,11 @@ def _check_base(base: Any, features: Sequence[str]) -> np.ndarray:
 def _benchmark_points(surface: Surface, benchmarks: Any) -> dict[str, tuple[float, float]]:
     """label → ``(x, y)`` of :func:`~cfjax.sensitivity.plot_contour`'s ``benchmarks``."""
     if benchmarks is not None and not isinstance(benchmarks, Mapping):
-        _checks.fail("benchmarks", "a mapping label -> (x, y) or an (m, m) correlation matrix",
-                     type(benchmarks).__name__)
+        _checks.fail(
+            "benchmarks",
+            "a mapping label -> (x, y) or an (m, m) correlation matrix",
+            type(benchmarks).__name__,
+        )
     index, m = surface._index(), len(surface.features)
     return {str(k): _read_pair(k, v, index, m) for k, v in (benchmarks or {}).items()}
 
@@ -274,8 +347,11 @@ def _read_pair(label, value, index, m) -> tuple[float, float]:
         (a, b), (c, d) = index
         v = np.asarray([v[a, b], v[c, d]])
     if v.shape != (2,) or not np.isfinite(v).all():
-        _checks.fail("benchmarks", f"label -> (x, y) finite numbers or an ({m}, {m}) correlation matrix",
-                     f"{label!r}: {value!r}")
+        _checks.fail(
+            "benchmarks",
+            f"label -> (x, y) finite numbers or an ({m}, {m}) correlation matrix",
+            f"{label!r}: {value!r}",
+        )
     return float(v[0]), float(v[1])
 
 
@@ -298,9 +374,13 @@ def _worst_points(surface: Surface, worst: Any, budgets: Any) -> list[tuple[str,
         if budgets is not None:
             want = np.atleast_1d(np.asarray(budgets, np.float64))
             keep = [int(np.argmin(np.abs(p - q))) for q in want]
-            missing = [float(q) for q, k in zip(want, keep) if not np.isclose(p[k], q, rtol=0, atol=1e-9)]
+            missing = [
+                float(q) for q, k in zip(want, keep) if not np.isclose(p[k], q, rtol=0, atol=1e-9)
+            ]
             if missing or want.ndim != 1:
-                _checks.fail("budgets", f"budgets among the WorstCase's p_max {p.tolist()}", repr(budgets))
+                _checks.fail(
+                    "budgets", f"budgets among the WorstCase's p_max {p.tolist()}", repr(budgets)
+                )
         keep = sorted(set(keep), key=lambda k: p[k])
         rows = [(f"p_max = {p[k]:.3g}", P[k, a, b], P[k, c, d]) for k in keep]
         return [(s, float(x), float(y)) for s, x, y in rows if np.isfinite(x) and np.isfinite(y)]
@@ -313,6 +393,9 @@ def _worst_points(surface: Surface, worst: Any, budgets: Any) -> list[tuple[str,
     if P.shape == (m, m):
         P = P[None]
     if P.ndim != 3 or P.shape[1:] != (m, m) or not np.isfinite(P).all():
-        _checks.fail("worst", f"a WorstCase, an ({m}, {m}) correlation matrix or a stack (B, {m}, {m})",
-                     f"shape {P.shape}" if P.size else repr(worst))
+        _checks.fail(
+            "worst",
+            f"a WorstCase, an ({m}, {m}) correlation matrix or a stack (B, {m}, {m})",
+            f"shape {P.shape}" if P.size else repr(worst),
+        )
     return [("", float(Pk[a, b]), float(Pk[c, d])) for Pk in P]

@@ -5,7 +5,8 @@ only when a figure is drawn (:mod:`cfjax.figures`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,8 +19,15 @@ if TYPE_CHECKING:
 __all__ = ["plot_contour"]
 
 
-def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, worst: Any = None,
-                 budgets: Any = None, ax: Any = None, title: str | None = None) -> Figure:
+def plot_contour(
+    surface: Any,
+    *,
+    benchmarks: Mapping[str, Any] | None = None,
+    worst: Any = None,
+    budgets: Any = None,
+    ax: Any = None,
+    title: str | None = None,
+) -> Figure:
     """Filled contours of CFU over two error correlations (a :func:`~cfjax.sensitivity.cfu_surface`);
     returns the Figure.
 
@@ -88,7 +96,9 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
             lo = np.floor(lo / step) * step
             levels = 10.0 ** np.arange(lo, hi + step / 2, step)
             shown = np.where(np.isfinite(z), np.maximum(z, levels[0]), np.nan)
-            cs = ax.contourf(xs, ys, shown, levels=levels, norm=LogNorm(levels[0], levels[-1]), cmap="viridis")
+            cs = ax.contourf(
+                xs, ys, shown, levels=levels, norm=LogNorm(levels[0], levels[-1]), cmap="viridis"
+            )
         else:
             width = np.ptp(finite) if np.ptp(finite) > 0 else max(abs(finite[0]), 1.0) * 1e-3
             levels = np.linspace(finite.min(), finite.min() + width, 11)
@@ -96,32 +106,79 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
         ax.contour(cs, colors="k", linewidths=0.4, alpha=0.5)
         if own:
             bar = fig.colorbar(cs, ax=ax)
-            bar.set_label(f"CFU ({surface.predictor} predictor)" + (", log scale" if log else "") +
-                          (f": all rounding (<= {_num(rounding)})" if noise else ""), fontsize=9)
+            bar.set_label(
+                f"CFU ({surface.predictor} predictor)"
+                + (", log scale" if log else "")
+                + (f": all rounding (<= {_num(rounding)})" if noise else ""),
+                fontsize=9,
+            )
             bar.ax.tick_params(labelsize=_FONT)
     # Not positive definite (with the margin): below min_eig, the contour of the smallest eigenvalue.
-    eig = np.array([[np.linalg.eigvalsh(surface.correlation(i, j))[0] for j in range(len(xs))]
-                    for i in range(len(ys))])
+    eig = np.array(
+        [
+            [np.linalg.eigvalsh(surface.correlation(i, j))[0] for j in range(len(xs))]
+            for i in range(len(ys))
+        ]
+    )
     infeasible = ~np.asarray(surface.feasible, bool)
     if infeasible.any():
-        ax.contourf(xs, ys, eig, levels=[min(eig.min(), surface.min_eig) - 1.0, surface.min_eig],
-                    colors=["0.82"], hatches=["///"])
-        handles.append(Patch(facecolor="0.82", hatch="///", edgecolor="0.3",
-                             label=f"not positive definite (smallest eigenvalue < {surface.min_eig:g}): not evaluated"))
+        ax.contourf(
+            xs,
+            ys,
+            eig,
+            levels=[min(eig.min(), surface.min_eig) - 1.0, surface.min_eig],
+            colors=["0.82"],
+            hatches=["///"],
+        )
+        handles.append(
+            Patch(
+                facecolor="0.82",
+                hatch="///",
+                edgecolor="0.3",
+                label=f"not positive definite (smallest eigenvalue < {surface.min_eig:g}): not evaluated",
+            )
+        )
     for label, (px, py) in points.items():
-        ax.plot([px], [py], marker="D", ms=6, color="C3", mec="k", ls="none", label=f"_benchmark {label}")
-        ax.annotate(label, xy=(px, py), xytext=(4, 4), textcoords="offset points", fontsize=_FONT, color="k")
+        ax.plot(
+            [px],
+            [py],
+            marker="D",
+            ms=6,
+            color="C3",
+            mec="k",
+            ls="none",
+            label=f"_benchmark {label}",
+        )
+        ax.annotate(
+            label, xy=(px, py), xytext=(4, 4), textcoords="offset points", fontsize=_FONT, color="k"
+        )
     if points:
-        handles.append(ax.plot([], [], marker="D", ms=6, color="C3", mec="k", ls="none", label="benchmarks")[0])
+        handles.append(
+            ax.plot([], [], marker="D", ms=6, color="C3", mec="k", ls="none", label="benchmarks")[0]
+        )
     if path:
         path_x, path_y = np.array([p[1] for p in path]), np.array([p[2] for p in path])
-        (line,) = ax.plot(path_x, path_y, "-", marker="*", ms=10, color="C1", mec="k", lw=1.0,
-                          label="worst case" + (" (by budget)" if len(path) > 1 else ""))
+        (line,) = ax.plot(
+            path_x,
+            path_y,
+            "-",
+            marker="*",
+            ms=10,
+            color="C1",
+            mec="k",
+            lw=1.0,
+            label="worst case" + (" (by budget)" if len(path) > 1 else ""),
+        )
         handles.append(line)
         for i, (label, qx, qy) in enumerate(path):
             if label:  # above and below in turn: neighbouring budgets' labels do not overlap
-                ax.annotate(label, xy=(qx, qy), xytext=(5, -9 if i % 2 == 0 else 5), textcoords="offset points",
-                            fontsize=_FONT)
+                ax.annotate(
+                    label,
+                    xy=(qx, qy),
+                    xytext=(5, -9 if i % 2 == 0 else 5),
+                    textcoords="offset points",
+                    fontsize=_FONT,
+                )
     ax.set_xlim(xs.min(), xs.max())
     ax.set_ylim(ys.min(), ys.max())
     ax.set_xlabel(f"error correlation P[{a}, {b}]", fontsize=9)
@@ -130,7 +187,9 @@ def plot_contour(surface: Any, *, benchmarks: Mapping[str, Any] | None = None, w
     ax.set_title(title or f"CFU of the {surface.predictor} predictor", fontsize=10)
     if handles:
         if own:
-            fig.legend(handles=handles, fontsize=_FONT, loc="outside lower center", frameon=False, ncols=1)
+            fig.legend(
+                handles=handles, fontsize=_FONT, loc="outside lower center", frameon=False, ncols=1
+            )
         else:
             ax.legend(handles=handles, fontsize=_FONT, loc="best", framealpha=0.85)
     return fig

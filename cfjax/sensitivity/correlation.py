@@ -81,7 +81,9 @@ def clique_correlation(L: jax.Array, cliques: Any, p_max: Any) -> jax.Array:
     mask = jnp.asarray(cliques, bool)
     L = jnp.asarray(L)
     if mask.shape != L.shape:
-        _checks.fail("cliques", f"a boolean membership matrix of shape {L.shape}", f"shape {mask.shape}")
+        _checks.fail(
+            "cliques", f"a boolean membership matrix of shape {L.shape}", f"shape {mask.shape}"
+        )
     return tanh_correlation(jnp.where(mask, L, 0), p_max)
 
 
@@ -164,8 +166,9 @@ def correlation_margin(P: jax.Array, min_eig: float = 1e-3) -> jax.Array:
     return jnp.linalg.eigvalsh(P)[0] - min_eig
 
 
-def check_correlation(P: Any, p_max: Any | None = None, min_eig: float = 1e-3,
-                      name: str = "P") -> np.ndarray:
+def check_correlation(
+    P: Any, p_max: Any | None = None, min_eig: float = 1e-3, name: str = "P"
+) -> np.ndarray:
     """Validate a correlation matrix: square, symmetric, unit diagonal, off-diagonals within the
     budget (when ``p_max`` is given) and smallest eigenvalue ≥ ``min_eig``.
 
@@ -184,9 +187,16 @@ def check_correlation(P: Any, p_max: Any | None = None, min_eig: float = 1e-3,
         budget = check_budget(p_max)
         off = np.abs(P - np.eye(P.shape[0])).max(initial=0.0)
         if off > budget + 1e-12:
-            _checks.fail(name, f"off-diagonal entries within the budget p_max = {budget}", f"|P_jk| up to {off:.6g}")
+            _checks.fail(
+                name,
+                f"off-diagonal entries within the budget p_max = {budget}",
+                f"|P_jk| up to {off:.6g}",
+            )
     eig = np.linalg.eigvalsh(P)
     if not eig[0] >= min_eig:
-        _checks.fail(name, f"a positive definite matrix with smallest eigenvalue >= {min_eig}",
-                     f"eigenvalues {np.round(eig, 6).tolist()}")
+        _checks.fail(
+            name,
+            f"a positive definite matrix with smallest eigenvalue >= {min_eig}",
+            f"eigenvalues {np.round(eig, 6).tolist()}",
+        )
     return eig

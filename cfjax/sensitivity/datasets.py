@@ -55,8 +55,13 @@ def _path(path: Any, what: str) -> str:
     return path
 
 
-def load_law_school(path: Any, *, sensitive_coding: str = "pm1", standardise: str | None = "population",
-                    graph: FairnessGraph | None = None) -> Problem:
+def load_law_school(
+    path: Any,
+    *,
+    sensitive_coding: str = "pm1",
+    standardise: str | None = "population",
+    graph: FairnessGraph | None = None,
+) -> Problem:
     """The LSAC law school data as paper 001 uses it: A = +1 for White, −1 otherwise
     (``sensitive_coding="01"`` for 1/0); G = UGPA and L = LSAT z-scored with the population
     standard deviation (``standardise``: ``"sample"`` or None otherwise); Y = ZFYA as recorded;
@@ -81,11 +86,26 @@ def load_law_school(path: Any, *, sensitive_coding: str = "pm1", standardise: st
     return Problem(graph, make_data(a, X, zfya), "ZFYA")
 
 
-NHS_COLUMNS = ("race", "gender", "sex_orient", "disability", "age", "job_sat", "manager_sat", "org_sat", "health")
+NHS_COLUMNS = (
+    "race",
+    "gender",
+    "sex_orient",
+    "disability",
+    "age",
+    "job_sat",
+    "manager_sat",
+    "org_sat",
+    "health",
+)
 
 
-def load_nhs(path: Any, *, sensitive_coding: str = "pm1", standardise: str | None = "population",
-             graph: FairnessGraph | None = None) -> Problem:
+def load_nhs(
+    path: Any,
+    *,
+    sensitive_coding: str = "pm1",
+    standardise: str | None = "population",
+    graph: FairnessGraph | None = None,
+) -> Problem:
     """The NHS staff survey 2014 indices as paper 001 uses them: A = 2·race − 3 (±1;
     ``sensitive_coding="01"`` for 0/1); O = org_sat, M = manager_sat, J = job_sat, each
     z-scored (population std by default); Y = health as recorded; graph O←A, M←A,O,
@@ -96,7 +116,9 @@ def load_nhs(path: Any, *, sensitive_coding: str = "pm1", standardise: str | Non
     path = _path(path, "NHS .npz")
     with np.load(path, allow_pickle=False) as f:
         if "data" not in f or "colnames" not in f:
-            _checks.fail("path", "an .npz with arrays 'data' and 'colnames'", f"arrays {list(f.keys())}")
+            _checks.fail(
+                "path", "an .npz with arrays 'data' and 'colnames'", f"arrays {list(f.keys())}"
+            )
         table, names = np.asarray(f["data"], np.float64), [str(c) for c in f["colnames"]]
     missing = [c for c in ("race", "org_sat", "manager_sat", "job_sat", "health") if c not in names]
     if missing:
@@ -106,7 +128,9 @@ def load_nhs(path: Any, *, sensitive_coding: str = "pm1", standardise: str | Non
     if not np.isin(race, (1.0, 2.0)).all():
         _checks.fail("path", "race coded 1 or 2", f"values {np.unique(race)[:5].tolist()}")
     a = _sensitive(race == 2.0, sensitive_coding)
-    X = _standardise(np.stack([col["org_sat"], col["manager_sat"], col["job_sat"]], 1), standardise, "X")
+    X = _standardise(
+        np.stack([col["org_sat"], col["manager_sat"], col["job_sat"]], 1), standardise, "X"
+    )
     graph = graph or FairnessGraph({"O": ["A"], "M": ["A", "O"], "J": ["A", "O", "M"]})
     return Problem(graph, make_data(a, X, col["health"]), "health")
 
@@ -132,7 +156,7 @@ def synthetic(n: int = 5000, *, correlation: float | np.ndarray = 0.5, key: KeyL
     eps = rng.multivariate_normal(np.zeros(2), sd[:, None] * P * sd[None, :], size=n)
     a = np.where(rng.random(n) < 0.6, 1.0, -1.0)
     g = 0.6 * a + eps[:, 0]
-    l = 0.4 * a + 0.7 * g + 0.35 * g**2 + eps[:, 1]
-    y = g + 0.5 * l + 0.3 * g * l + 0.5 * rng.standard_normal(n)
+    lsat = 0.4 * a + 0.7 * g + 0.35 * g**2 + eps[:, 1]
+    y = g + 0.5 * lsat + 0.3 * g * lsat + 0.5 * rng.standard_normal(n)
     graph = FairnessGraph({"G": ["A"], "L": ["A", "G"]})
-    return Problem(graph, make_data(a, np.stack([g, l], 1), y), "Y", P)
+    return Problem(graph, make_data(a, np.stack([g, lsat], 1), y), "Y", P)

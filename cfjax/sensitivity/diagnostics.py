@@ -14,7 +14,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ConvergenceWarning", "ShrinkageWarning", "DegenerateProblemWarning", "FLOOR_SHARE", "floor_dominates"]
+__all__ = [
+    "ConvergenceWarning",
+    "ShrinkageWarning",
+    "DegenerateProblemWarning",
+    "FLOOR_SHARE",
+    "floor_dominates",
+]
 
 
 class ConvergenceWarning(UserWarning):

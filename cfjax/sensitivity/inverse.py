@@ -11,7 +11,8 @@ from flax import struct
 
 from cfjax import _checks
 from cfjax._core.keys import as_key
-from cfjax._results import headline, strict_plain as plain
+from cfjax._results import headline
+from cfjax._results import strict_plain as plain
 from cfjax.sensitivity.correlation import check_budget
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.search import worst_case
@@ -52,23 +53,41 @@ class InverseBudget(struct.PyTreeNode):
         """JSON-serialisable plain Python: ``level``, ``reached``, ``p_max`` (None when not
         reached), ``lo``, ``hi``, ``max_cfu``, ``max_cfu_p_max``, ``evaluated`` as
         ``[[p_max, cfu], ...]`` and ``cfu_at_zero_correlation`` (non-finite numbers as None)."""
-        return {"level": plain(self.level), "reached": bool(self.reached), "p_max": plain(self.p_max),
-                "lo": plain(self.lo), "hi": plain(self.hi), "max_cfu": plain(self.max_cfu),
-                "max_cfu_p_max": plain(self.max_cfu_p_max), "evaluated": [plain(list(e)) for e in self.evaluated],
-                "cfu_at_zero_correlation": plain(self.cfu_at_zero_correlation)}
+        return {
+            "level": plain(self.level),
+            "reached": bool(self.reached),
+            "p_max": plain(self.p_max),
+            "lo": plain(self.lo),
+            "hi": plain(self.hi),
+            "max_cfu": plain(self.max_cfu),
+            "max_cfu_p_max": plain(self.max_cfu_p_max),
+            "evaluated": [plain(list(e)) for e in self.evaluated],
+            "cfu_at_zero_correlation": plain(self.cfu_at_zero_correlation),
+        }
 
     def __repr__(self) -> str:
         if self.reached:
             answer = f"reached=True, p_max={headline(self.p_max)}, bracket=({headline(self.lo)}, {headline(self.hi)}]"
         else:
             answer = f"reached=False, not within p_max <= {headline(self.lo)}"
-        return (f"InverseBudget(level={headline(self.level)}, {answer}, max_cfu={headline(self.max_cfu)} "
-                f"at p_max={headline(self.max_cfu_p_max)}, evaluated={len(self.evaluated)})")
+        return (
+            f"InverseBudget(level={headline(self.level)}, {answer}, max_cfu={headline(self.max_cfu)} "
+            f"at p_max={headline(self.max_cfu_p_max)}, evaluated={len(self.evaluated)})"
+        )
 
 
-def inverse_budget(model: FairModel, level: float, *, key: KeyLike, hi: float = 0.99, tol: float = 1e-3,
-                   grid: int = 8, config: SearchConfig = SearchConfig(),
-                   mesh: MeshLike = None, **deprecated: Any) -> InverseBudget:
+def inverse_budget(
+    model: FairModel,
+    level: float,
+    *,
+    key: KeyLike,
+    hi: float = 0.99,
+    tol: float = 1e-3,
+    grid: int = 8,
+    config: SearchConfig = SearchConfig(),
+    mesh: MeshLike = None,
+    **deprecated: Any,
+) -> InverseBudget:
     """The smallest ``p_max`` whose worst-case CFU reaches ``level`` (e.g. the blind baseline's
     unfairness).
 
@@ -137,13 +156,17 @@ def inverse_budget(model: FairModel, level: float, *, key: KeyLike, hi: float = 
     reached = np.flatnonzero(curve >= level)
     if reached.size == 0:
         best_p, best = _largest(evaluated)
-        return InverseBudget(level, None, float(budgets[-1]), 1.0, tuple(evaluated), False, best, best_p, floor)
+        return InverseBudget(
+            level, None, float(budgets[-1]), 1.0, tuple(evaluated), False, best, best_p, floor
+        )
     j = int(reached[0])
     below = budgets[:j]
     lo, hi = (float(below[-1]) if j else 0.0), float(budgets[j])
     while hi - lo > tol:
         mid = 0.5 * (lo + hi)
-        value = float(worst_case(model, np.append(below, mid), key=key, config=config, mesh=mesh).cfu[-1])
+        value = float(
+            worst_case(model, np.append(below, mid), key=key, config=config, mesh=mesh).cfu[-1]
+        )
         evaluated.append((mid, value))
         if value >= level:
             hi = mid

@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 import itertools
 import warnings
-from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,12 +25,23 @@ import numpy as np
 from flax import struct
 
 from cfjax import _checks
-from cfjax._results import headline, strict_plain as plain
+from cfjax._results import headline
+from cfjax._results import strict_plain as plain
 from cfjax.sensitivity.diagnostics import ConvergenceWarning
 from cfjax.typing import ArrayLike
 
-__all__ = ["polynomial_features", "Design", "design", "gls", "residual_products", "ModelA", "fit_model_a",
-           "ModelB", "fit_model_b", "profile_objective"]
+__all__ = [
+    "polynomial_features",
+    "Design",
+    "design",
+    "gls",
+    "residual_products",
+    "ModelA",
+    "fit_model_a",
+    "ModelB",
+    "fit_model_b",
+    "profile_objective",
+]
 
 
 def _exponents(p: int, degree: int) -> np.ndarray:
@@ -90,6 +102,7 @@ class Design:
     range_basis: Any = None
 
     if TYPE_CHECKING:  # flax.struct adds it
+
         def replace(self, **changes: Any) -> Design: ...
 
     def __repr__(self) -> str:
@@ -110,7 +123,9 @@ def design(embeddings: Sequence[Any], X: Any) -> Design:
     """Build a :class:`Design` from one ``(n, F_j)`` embedding per equation and ``X (n, m)``."""
     X = jnp.asarray(X)
     if X.ndim != 2 or X.shape[1] != len(embeddings):
-        _checks.fail("X", f"shape (n, {len(embeddings)}) with one column per embedding", f"shape {X.shape}")
+        _checks.fail(
+            "X", f"shape (n, {len(embeddings)}) with one column per embedding", f"shape {X.shape}"
+        )
     blocks = [jnp.asarray(e, X.dtype) for e in embeddings]
     for j, e in enumerate(blocks):
         if e.ndim != 2 or e.shape[0] != X.shape[0]:
@@ -135,10 +150,10 @@ def _range_basis(G: ArrayLike, sizes: tuple[int, ...]) -> jax.Array | None:
     D = G.shape[0]
     start, cols = 0, []
     for size in sizes:
-        lam, V = np.linalg.eigh(G[start:start + size, start:start + size])
+        lam, V = np.linalg.eigh(G[start : start + size, start : start + size])
         keep = lam > 10 * size * np.finfo(G.dtype).eps * max(lam.max(), 0.0)
         block = np.zeros((D, int(keep.sum())), G.dtype)
-        block[start:start + size] = V[:, keep]
+        block[start : start + size] = V[:, keep]
         cols.append(block)
         start += size
     return jnp.asarray(np.concatenate(cols, axis=1))
@@ -218,8 +233,10 @@ class ModelA(NamedTuple):
         return {"w_ridge": plain(self.w_ridge), "sigma": plain(self.sigma), "w": plain(self.w)}
 
     def __repr__(self) -> str:
-        return (f"ModelA(sigma={_numbers(self.sigma)}, w {tuple(np.shape(self.w))}, "
-                f"residuals {tuple(np.shape(self.residuals))})")
+        return (
+            f"ModelA(sigma={_numbers(self.sigma)}, w {tuple(np.shape(self.w))}, "
+            f"residuals {tuple(np.shape(self.residuals))})"
+        )
 
 
 def fit_model_a(d: Design, lam: Any) -> ModelA:
@@ -250,8 +267,10 @@ class ModelB(NamedTuple):
         return {"w": plain(self.w), "sigma": plain(self.sigma)}
 
     def __repr__(self) -> str:
-        return (f"ModelB(sigma={_numbers(self.sigma)}, w {tuple(np.shape(self.w))}, "
-                f"residuals {tuple(np.shape(self.residuals))})")
+        return (
+            f"ModelB(sigma={_numbers(self.sigma)}, w {tuple(np.shape(self.w))}, "
+            f"residuals {tuple(np.shape(self.residuals))})"
+        )
 
 
 def _numbers(x: Any, at_most: int = 8) -> str:
@@ -275,7 +294,9 @@ def _precision(log_sigma: jax.Array, Q: jax.Array) -> jax.Array:
     return inv_d[:, None] * Q * inv_d[None, :]
 
 
-def _profile_value(d: Design, log_sigma: jax.Array, Q: jax.Array, logdet_P: jax.Array, lam: Any) -> jax.Array:
+def _profile_value(
+    d: Design, log_sigma: jax.Array, Q: jax.Array, logdet_P: jax.Array, lam: Any
+) -> jax.Array:
     """:func:`profile_objective` given ``Q = P⁻¹`` and ``log det P``."""
     S = _precision(log_sigma, Q)
     R, _ = residual_products(d, gls(d, S, lam))
@@ -305,8 +326,14 @@ def _profile_gradient(d: Design, log_sigma: jax.Array, Q: jax.Array, lam: Any) -
     return 2 * d.X.shape[0] - jnp.sum(weighted, axis=0) - jnp.sum(weighted, axis=1)
 
 
-def fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any = None, newton_steps: int = 30,
-                names: Sequence[str] | None = None) -> ModelB:
+def fit_model_b(
+    d: Design,
+    P: Any,
+    lam: Any,
+    log_sigma0: Any = None,
+    newton_steps: int = 30,
+    names: Sequence[str] | None = None,
+) -> ModelB:
     """Model B for the error correlation ``P (m, m)`` (definitions §3.4): σ from the profile
     likelihood (:func:`profile_objective`) by Newton steps in log σ, then the closed-form GLS.
 
@@ -348,18 +375,32 @@ def _warn_if_not_finite(d: Design, out: ModelB, lam: Any, names: Sequence[str] |
     """:class:`ConvergenceWarning` naming λ and each equation whose σ or coefficients are not finite."""
     sigma = np.asarray(out.sigma)
     blocks = [np.asarray(w) for w in d.blocks(out.w)]
-    bad = [j for j in range(sigma.shape[0]) if not (np.isfinite(sigma[j]) and np.isfinite(blocks[j]).all())]
+    bad = [
+        j
+        for j in range(sigma.shape[0])
+        if not (np.isfinite(sigma[j]) and np.isfinite(blocks[j]).all())
+    ]
     if not bad:
         return
     label = [f"{names[j]!r}" if names is not None else f"equation {j}" for j in bad]
-    lam_text = headline(lam) if np.ndim(lam) == 0 else "(" + ", ".join(headline(v) for v in np.asarray(lam)) + ")"
-    warnings.warn(f"Model B at lambda = {lam_text}: the fit of {', '.join(label)} is not finite (sigma "
-                  f"{', '.join(headline(sigma[j]) for j in bad)}); the profile likelihood in log sigma had no finite "
-                  "value at its start or along its descent (a feature the fit interpolates, sigma -> 0, or extreme "
-                  "values), so every CFU computed from it is NaN", ConvergenceWarning, stacklevel=3)
+    lam_text = (
+        headline(lam)
+        if np.ndim(lam) == 0
+        else "(" + ", ".join(headline(v) for v in np.asarray(lam)) + ")"
+    )
+    warnings.warn(
+        f"Model B at lambda = {lam_text}: the fit of {', '.join(label)} is not finite (sigma "
+        f"{', '.join(headline(sigma[j]) for j in bad)}); the profile likelihood in log sigma had no finite "
+        "value at its start or along its descent (a feature the fit interpolates, sigma -> 0, or extreme "
+        "values), so every CFU computed from it is NaN",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
 
 
-_CURVATURE_FLOOR = 1e-8  # the smallest |eigenvalue| a Newton step divides by, relative to the largest
+_CURVATURE_FLOOR = (
+    1e-8  # the smallest |eigenvalue| a Newton step divides by, relative to the largest
+)
 _MAX_STEP = 1.0  # the largest move of any log σ in one Newton step (σ by a factor e at most)
 _TRUSTED = 0.1  # a plain Newton step up to this long is taken without a line search
 _ARMIJO = 1e-4  # the decrease a shortened step must achieve, relative to the slope's prediction
@@ -396,11 +437,15 @@ def _start_log_sigma(d: Design, lam: Any, dtype) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("newton_steps", "unpenalised"))
-def _fit_model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: int, unpenalised: bool) -> ModelB:
+def _fit_model_b(
+    d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: int, unpenalised: bool
+) -> ModelB:
     return _model_b(d, P, lam, log_sigma0, newton_steps, unpenalised)
 
 
-def _model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: Any, unpenalised: bool) -> ModelB:
+def _model_b(
+    d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: Any, unpenalised: bool
+) -> ModelB:
     """:func:`fit_model_b`'s body, traceable: ``newton_steps`` may be traced (a program that
     fits Model B both warm-started and from scratch traces the fit once)."""
     if unpenalised:
@@ -408,13 +453,17 @@ def _model_b(d: Design, P: Any, lam: Any, log_sigma0: Any, newton_steps: Any, un
     P = jnp.asarray(P)
     if log_sigma0 is None:
         log_sigma0 = _start_log_sigma(d, lam, P.dtype)
-    log_sigma = _log_sigma(d, P, None if unpenalised else lam, jnp.asarray(log_sigma0, P.dtype), newton_steps)
+    log_sigma = _log_sigma(
+        d, P, None if unpenalised else lam, jnp.asarray(log_sigma0, P.dtype), newton_steps
+    )
     w = gls(d, _precision(log_sigma, jnp.linalg.inv(P)), lam)
     return ModelB(w, jnp.exp(log_sigma), d.X - d.F @ _layout(d, w))
 
 
 @jax.custom_vjp
-def _log_sigma(d: Design, P: jax.Array, lam: Any, log_sigma0: jax.Array, newton_steps: Any) -> jax.Array:
+def _log_sigma(
+    d: Design, P: jax.Array, lam: Any, log_sigma0: jax.Array, newton_steps: Any
+) -> jax.Array:
     """Model B's log σ for the correlation ``P`` (:func:`_descend` from ``log_sigma0``); ``lam``
     None: unpenalised.
 
@@ -433,8 +482,13 @@ def _log_sigma_fwd(d, P, lam, log_sigma0, newton_steps):
 def _log_sigma_bwd(residuals, cotangent):
     d, P, lam, log_sigma, hessian = residuals
     u = jnp.linalg.solve(hessian, cotangent)
-    _, pullback = jax.vjp(lambda P, lam: _profile_gradient(d, log_sigma, jnp.linalg.inv(P),
-                                                           0.0 if lam is None else lam), P, lam)
+    _, pullback = jax.vjp(
+        lambda P, lam: _profile_gradient(
+            d, log_sigma, jnp.linalg.inv(P), 0.0 if lam is None else lam
+        ),
+        P,
+        lam,
+    )
     P_bar, lam_bar = pullback(-u)
     # Not differentiated in the data (a fixed design): zero cotangents.
     return jax.tree.map(jnp.zeros_like, d), P_bar, lam_bar, None, None
@@ -443,7 +497,9 @@ def _log_sigma_bwd(residuals, cotangent):
 _log_sigma.defvjp(_log_sigma_fwd, _log_sigma_bwd)
 
 
-def _descend(d: Design, P: jax.Array, lam: Any, log_sigma0: jax.Array, newton_steps: Any) -> tuple[jax.Array, jax.Array]:
+def _descend(
+    d: Design, P: jax.Array, lam: Any, log_sigma0: jax.Array, newton_steps: Any
+) -> tuple[jax.Array, jax.Array]:
     """The σ solve's descent (see :func:`fit_model_b`): Newton steps in log σ from
     ``log_sigma0``, the Hessian by forward mode through :func:`_profile_gradient`; ``lam``
     None: unpenalised. Returns log σ (NaN where the objective is not finite at the end) and

@@ -14,14 +14,17 @@ restart on the boundary) where it has one, and the paper's random initialisation
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
 from cfjax import _checks
 from cfjax.sensitivity.correlation import clique_correlation, pd_correlation, tanh_correlation
 
-_TANH_SEED = 0.995  # tanh reaches the boundary only in the limit: its starts sit this far along the ray
+_TANH_SEED = (
+    0.995  # tanh reaches the boundary only in the limit: its starts sit this far along the ray
+)
 
 
 class Parameterisation(Protocol):
@@ -50,7 +53,9 @@ class _Tanh:
         eye = np.eye(P.shape[-1])
         p = np.asarray(p_max, float)[..., None, None]
         with np.errstate(divide="ignore", invalid="ignore"):
-            G = (1 - eye) * np.arctanh(np.clip(_TANH_SEED * (P - eye) / np.where(p > 0, p, 1), -_TANH_SEED, _TANH_SEED))
+            G = (1 - eye) * np.arctanh(
+                np.clip(_TANH_SEED * (P - eye) / np.where(p > 0, p, 1), -_TANH_SEED, _TANH_SEED)
+            )
         return np.linalg.cholesky(G + eye * (np.sum(np.abs(G), axis=-1) + 1.0)[..., None, :])
 
 
@@ -80,27 +85,41 @@ class _Cliques:
         return clique_correlation(L, np.asarray(self.mask), p_max)
 
 
-def _parameterisation(kind: str, cliques: Any, m: int,
-                      min_eig: float) -> tuple[Parameterisation, tuple[int, int], np.ndarray]:
+def _parameterisation(
+    kind: str, cliques: Any, m: int, min_eig: float
+) -> tuple[Parameterisation, tuple[int, int], np.ndarray]:
     """``(P(L, p_max), shape of L, mask of L's free entries)``."""
     if cliques is not None:
         if kind != "tanh":
-            _checks.fail("cliques", "the tanh parameterisation (cliques mask its L)", f"parameterisation={kind!r}")
+            _checks.fail(
+                "cliques",
+                "the tanh parameterisation (cliques mask its L)",
+                f"parameterisation={kind!r}",
+            )
         mask = np.asarray(cliques, bool)
         if mask.ndim != 2 or mask.shape[0] != m:
-            _checks.fail("cliques", f"a boolean membership matrix of shape ({m}, c)", f"shape {mask.shape}")
+            _checks.fail(
+                "cliques", f"a boolean membership matrix of shape ({m}, c)", f"shape {mask.shape}"
+            )
         return _Cliques(tuple(map(tuple, mask.tolist()))), mask.shape, mask
     tri = np.tril(np.ones((m, m), bool))
     if kind == "tanh":
         return _Tanh(), (m, m), tri
     if kind == "pd":
         return _PD(min_eig), (m, m), tri
-    _checks.fail("parameterisation", "'tanh' (the paper's) or 'pd' (every usable P, by construction)", repr(kind))
+    _checks.fail(
+        "parameterisation",
+        "'tanh' (the paper's) or 'pd' (every usable P, by construction)",
+        repr(kind),
+    )
 
 
-def _init_L(rng: np.random.Generator, count: int, shape: tuple[int, int], mask: np.ndarray,
-            scale: float) -> np.ndarray:
+def _init_L(
+    rng: np.random.Generator, count: int, shape: tuple[int, int], mask: np.ndarray, scale: float
+) -> np.ndarray:
     """The paper's initialisation for ``count`` restarts, ``(count, *shape)`` (numpy, on the
     host): ones on the diagonal, small random entries below it."""
     eye = np.eye(*shape)
-    return np.where(mask, eye + scale * (1 - eye) * rng.standard_normal((count,) + tuple(shape)), 0.0)
+    return np.where(
+        mask, eye + scale * (1 - eye) * rng.standard_normal((count,) + tuple(shape)), 0.0
+    )

@@ -28,7 +28,8 @@ of confounding) are labelled vertical lines.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Mapping, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -46,8 +47,13 @@ __all__ = ["CurveStyle", "plot_curve", "curve_caption"]
 
 _DECADES = 2.0  # the data above the floor span at least this many decades: a log scale
 _APART_PT = 4.0  # baselines closer than this (points, 1/72 inch) on the curve's scale are merged
-_PAD = 10 ** 0.25  # a log axis' margin around its data (a quarter decade)
-_STYLES = (("--", "s"), ("-.", "D"), (":", "^"), ((0, (5, 1, 1, 1)), "P"))  # baselines' line and marker
+_PAD = 10**0.25  # a log axis' margin around its data (a quarter decade)
+_STYLES = (
+    ("--", "s"),
+    ("-.", "D"),
+    (":", "^"),
+    ((0, (5, 1, 1, 1)), "P"),
+)  # baselines' line and marker
 _CURVE_MARKERS = ("o", "s", "D", "^", "P", "X")
 _FLOOR_MARKER: dict[str, Any] = dict(marker="v", mfc="white", ms=6, mew=1.2, ls="none")
 _FONT = 8
@@ -73,8 +79,12 @@ class CurveStyle:
 
 
 #: :func:`plot_curve`'s keywords of earlier releases: old name → (group argument, field).
-_PLOT_CURVE_LEGACY = {"xlabel": ("style", "xlabel"), "ylabel": ("style", "ylabel"), "title": ("style", "title"),
-                      "label": ("style", "label")}
+_PLOT_CURVE_LEGACY = {
+    "xlabel": ("style", "xlabel"),
+    "ylabel": ("style", "ylabel"),
+    "title": ("style", "title"),
+    "label": ("style", "label"),
+}
 
 
 def _fold_plot_curve(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
@@ -88,17 +98,28 @@ def _fold_plot_curve(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
             kwargs[after] = old.pop(before)
             spelled.append(f"{after}=")
     if old:
-        spelled.append(_training.regroup("plot_curve", old, kwargs, _PLOT_CURVE_LEGACY, {"style": CurveStyle}))
+        spelled.append(
+            _training.regroup("plot_curve", old, kwargs, _PLOT_CURVE_LEGACY, {"style": CurveStyle})
+        )
     return ", ".join(spelled)
 
 
 @_training.legacy_keywords(_fold_plot_curve)
-def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *,
-               baselines: Mapping[str, Any] | None = None, low: Any = None, high: Any = None,
-               baseline_bands: Mapping[str, tuple[Any, Any]] | None = None, floor: float | None = None,
-               model: FairModel | None = None, true_value: tuple[float, float] | None = None,
-               benchmarks: Mapping[str, Any] | None = None, ax: Axes | None = None,
-               style: CurveStyle | None = None) -> Figure:
+def plot_curve(
+    x: Any,
+    cfu: ArrayLike | Mapping[str, ArrayLike] | None = None,
+    *,
+    baselines: Mapping[str, Any] | None = None,
+    low: Any = None,
+    high: Any = None,
+    baseline_bands: Mapping[str, tuple[Any, Any]] | None = None,
+    floor: float | None = None,
+    model: FairModel | None = None,
+    true_value: tuple[float, float] | None = None,
+    benchmarks: Mapping[str, Any] | None = None,
+    ax: Axes | None = None,
+    style: CurveStyle | None = None,
+) -> Figure:
     """Draw CFU curves and the baselines' unfairness on readable scales; returns the Figure.
 
     Args:
@@ -158,7 +179,9 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
     if not isinstance(style, CurveStyle):
         _checks.fail("style", "a CurveStyle or None", type(style).__name__)
     xlabel, ylabel, title = style.xlabel, style.ylabel, style.title
-    xs, curves, labels, floor, floor_why, baselines = _inputs(x, cfu, floor, model, baselines, style.label, xlabel)
+    xs, curves, labels, floor, floor_why, baselines = _inputs(
+        x, cfu, floor, model, baselines, style.label, xlabel
+    )
     marks = _benchmarks(benchmarks)
     lows, highs = _bands(low, high, curves, xs.shape)
     bases, base_bands = _baselines(baselines, baseline_bands, xs.shape)
@@ -172,7 +195,12 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
 
     # The y range: every drawn value above the floor (curves, bands, benchmark, baselines).
     ref = -np.inf if floor is None else floor
-    data = [v for v in curves.values()] + list(lows.values()) + list(highs.values()) + list(bases.values())
+    data = (
+        [v for v in curves.values()]
+        + list(lows.values())
+        + list(highs.values())
+        + list(bases.values())
+    )
     data += [b for pair in base_bands.values() for b in pair]
     if true_value is not None:
         data.append(np.asarray([true_value[1]], np.float64))
@@ -180,7 +208,9 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
     values = np.concatenate([np.ravel(v) for v in data])
     values = values[np.isfinite(values) & (values > ref * _AT)]
     log = values.size > 0 and values.min() > 0 and np.log10(values.max() / values.min()) >= _DECADES
-    at_floor = floor is not None and any((np.isfinite(v) & (v <= floor * _AT)).any() for v in curves.values())
+    at_floor = floor is not None and any(
+        (np.isfinite(v) & (v <= floor * _AT)).any() for v in curves.values()
+    )
     if log:
         lo, hi = values.min() / _PAD, values.max() * _PAD
         near = floor is not None and floor > 0 and floor >= lo / 10
@@ -204,8 +234,12 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
     own = ax is None  # a figure of our own: its legend goes below the axes, off the curves
     if ax is None:
         fig = plt.figure(figsize=(7.0 if panel else 5.4, 4.8), layout="constrained")
-        grid = fig.add_gridspec(2 if strip else 1, 2 if panel else 1, height_ratios=[6, 1] if strip else [1],
-                                width_ratios=[3, 1.1] if panel else [1])
+        grid = fig.add_gridspec(
+            2 if strip else 1,
+            2 if panel else 1,
+            height_ratios=[6, 1] if strip else [1],
+            width_ratios=[3, 1.1] if panel else [1],
+        )
         ax = fig.add_subplot(grid[0, 0])
         low_ax = fig.add_subplot(grid[1, 0], sharex=ax) if strip else None
         side = fig.add_subplot(grid[:, 1]) if panel else None
@@ -222,7 +256,9 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
         y_main = np.where(keep & ~hit, y, np.nan) if strip else np.where(keep, y_at, np.nan)
         if log and not strip:
             y_main = np.where(y_main > 0, y_main, np.nan)
-        (line,) = ax.plot(xs, y_main, "-", marker=marker, color=color, ms=3.5, lw=1.5, label=labels[name])
+        (line,) = ax.plot(
+            xs, y_main, "-", marker=marker, color=color, ms=3.5, lw=1.5, label=labels[name]
+        )
         handles.append(line)
         if name in lows:
             lo_b, hi_b = _clip(lows[name], floor), _clip(highs[name], floor)
@@ -231,13 +267,23 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
                 lo_b = np.where(np.isnan(hi_b), np.nan, np.maximum(lo_b, lo))
             if log:
                 lo_b, hi_b = np.where(lo_b > 0, lo_b, np.nan), np.where(hi_b > 0, hi_b, np.nan)
-            handles.append(ax.fill_between(xs, lo_b, hi_b, color=color, alpha=0.22, lw=0,
-                                           label=f"{labels[name]}: interval"))
+            handles.append(
+                ax.fill_between(
+                    xs, lo_b, hi_b, color=color, alpha=0.22, lw=0, label=f"{labels[name]}: interval"
+                )
+            )
         if floor is not None:
             target = cast("Axes", low_ax if strip else ax)
             if hit.any() and (strip or not log or floor > 0):
-                (mk,) = target.plot(xs[hit], np.full(int(hit.sum()), floor), color=color, **_FLOOR_MARKER,
-                                    label=f"_{name} at the floor" if marked else "at or below the floor (drawn at it)")
+                (mk,) = target.plot(
+                    xs[hit],
+                    np.full(int(hit.sum()), floor),
+                    color=color,
+                    **_FLOOR_MARKER,
+                    label=f"_{name} at the floor"
+                    if marked
+                    else "at or below the floor (drawn at it)",
+                )
                 if not marked:
                     handles.append(mk)
                 marked = True
@@ -245,8 +291,15 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
     # The floor: a dotted line where it is on the axes (the strip's, or the main's).
     if floor is not None and (strip or lo <= floor <= hi) and (floor > 0 or not log):
         target = cast("Axes", low_ax if strip else ax)
-        handles.append(target.axhline(floor, ls=":", color="0.35", lw=1.0,
-                                      label=f"numerical floor {_num(floor)} ({floor_why})"))
+        handles.append(
+            target.axhline(
+                floor,
+                ls=":",
+                color="0.35",
+                lw=1.0,
+                label=f"numerical floor {_num(floor)} ({floor_why})",
+            )
+        )
 
     # The baselines: flat lines over p (their unfairness does not depend on P), or one band.
     if merged:
@@ -254,12 +307,24 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
         hi_all = np.max(np.stack(list(bases.values())), axis=0)
         names = ", ".join(f"{k} {_num(float(np.nanmean(v)))}" for k, v in bases.items())
         where = " (own scale: right)" if panel else ""
-        handles.append(ax.fill_between(xs, lo_all, hi_all, color="0.3", alpha=0.6, lw=1.5, edgecolor="0.3",
-                                       label=f"baselines: {names}{where}"))
+        handles.append(
+            ax.fill_between(
+                xs,
+                lo_all,
+                hi_all,
+                color="0.3",
+                alpha=0.6,
+                lw=1.5,
+                edgecolor="0.3",
+                label=f"baselines: {names}{where}",
+            )
+        )
     else:
         handles += _draw_baselines(ax, xs, bases, base_bands)
     if true_value is not None:
-        tv_y = true_value[1] if floor is None else max(float(true_value[1]), floor)  # at most at the floor
+        tv_y = (
+            true_value[1] if floor is None else max(float(true_value[1]), floor)
+        )  # at most at the floor
         (star,) = ax.plot([true_value[0]], [tv_y], "k*", ms=10, label="true confounding")
         handles.append(star)
     _draw_benchmarks(ax, marks, floor, log)
@@ -281,15 +346,29 @@ def plot_curve(x: Any, cfu: ArrayLike | Mapping[str, ArrayLike] | None = None, *
         handles += _baseline_panel(side, xs, bases, base_bands, xlabel)
     labels = [h.get_label() for h in handles]
     if own:
-        fig.legend(handles=handles, labels=labels, fontsize=_FONT, loc="outside lower center",
-                   ncols=2 if len(handles) > 3 else len(handles), frameon=False)
+        fig.legend(
+            handles=handles,
+            labels=labels,
+            fontsize=_FONT,
+            loc="outside lower center",
+            ncols=2 if len(handles) > 3 else len(handles),
+            frameon=False,
+        )
     else:
         ax.legend(handles=handles, labels=labels, fontsize=_FONT, loc="best", framealpha=0.85)
     return fig
 
 
-def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | None = None, floor: float | None = None,
-                  model: Any = None, xlabel: str = "p_max", benchmarks: Mapping[str, Any] | None = None) -> str:
+def curve_caption(
+    x: Any,
+    cfu: Any = None,
+    *,
+    baselines: Mapping[str, Any] | None = None,
+    floor: float | None = None,
+    model: Any = None,
+    xlabel: str = "p_max",
+    benchmarks: Mapping[str, Any] | None = None,
+) -> str:
     """What to conclude from :func:`plot_curve`'s figure, in one sentence or a few: how far the
     fair predictor's worst case stays below the lowest baseline and up to which budget (or from
     which budget it reaches it), and how many values sit at the floor; with a mapping of
@@ -303,7 +382,9 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
       >>> text.split(": ")[0][text.index("Up to"):]
       'Up to p_max = 0.9 it stays below the lowest baseline (blind, 2) by at least a factor 5e+05'
     """
-    xs, curves, labels, floor, floor_why, baselines = _inputs(x, cfu, floor, model, baselines, None, xlabel)
+    xs, curves, labels, floor, floor_why, baselines = _inputs(
+        x, cfu, floor, model, baselines, None, xlabel
+    )
     marks = _benchmarks(benchmarks)
     bases, _ = _baselines(baselines, None, xs.shape)
     name, y = next(iter(curves.items()))
@@ -315,12 +396,16 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
     parts = []
     if floor is not None:
         n_floor = int((ok & (y <= floor * _AT)).sum())
-        parts.append(f"{who} rises from its numerical floor {_num(floor)} ({floor_why}; "
-                     f"{n_floor} of {int(ok.sum())} values at or below it, drawn at it) to {_num(float(y[ok].max()))} "
-                     f"at {xlabel} = {xs[ok][np.argmax(y[ok])]:.3g}.")
+        parts.append(
+            f"{who} rises from its numerical floor {_num(floor)} ({floor_why}; "
+            f"{n_floor} of {int(ok.sum())} values at or below it, drawn at it) to {_num(float(y[ok].max()))} "
+            f"at {xlabel} = {xs[ok][np.argmax(y[ok])]:.3g}."
+        )
     else:
-        parts.append(f"{who} reaches {_num(float(y[ok].max()))} at {xlabel} = "
-                     f"{xs[ok][np.argmax(y[ok])]:.3g}.")
+        parts.append(
+            f"{who} reaches {_num(float(y[ok].max()))} at {xlabel} = "
+            f"{xs[ok][np.argmax(y[ok])]:.3g}."
+        )
     if bases:
         level = {k: float(np.nanmin(v)) for k, v in bases.items()}
         low = min(level, key=lambda k: level[k])
@@ -333,29 +418,51 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
         factor = level[low] / top if top > 0 else np.inf
         times = "an unbounded factor" if not np.isfinite(factor) else f"a factor {factor:.3g}"
         if first is None:
-            parts.append(f"Up to {xlabel} = {until:.3g} it stays below the lowest baseline ({low}, {_num(level[low])}) "
-                         f"by at least {times}: that much confounding does not make it as unfair as a baseline.")
+            parts.append(
+                f"Up to {xlabel} = {until:.3g} it stays below the lowest baseline ({low}, {_num(level[low])}) "
+                f"by at least {times}: that much confounding does not make it as unfair as a baseline."
+            )
         else:
-            parts.append(f"It reaches the {low} baseline's unfairness ({_num(level[low])}) at {xlabel} = "
-                         f"{xs[first]:.3g}" + (f"; below that (up to {until:.3g}) it stays under it by at least {times}."
-                                              if below.any() else "."))
+            parts.append(
+                f"It reaches the {low} baseline's unfairness ({_num(level[low])}) at {xlabel} = "
+                f"{xs[first]:.3g}"
+                + (
+                    f"; below that (up to {until:.3g}) it stays under it by at least {times}."
+                    if below.any()
+                    else "."
+                )
+            )
         if all(np.ptp(v) == 0 for v in bases.values()):
-            parts.append("The baselines' unfairness does not depend on the error correlation P: flat lines.")
-    ref = y if floor is None else np.where(np.isfinite(y), np.maximum(y, floor), y)  # at the floor: drawn at it
+            parts.append(
+                "The baselines' unfairness does not depend on the error correlation P: flat lines."
+            )
+    ref = (
+        y if floor is None else np.where(np.isfinite(y), np.maximum(y, floor), y)
+    )  # at the floor: drawn at it
     for other, v in list(curves.items())[1:] if several else []:
         both = np.isfinite(v) & np.isfinite(ref) & (ref > 0)
         if not np.isfinite(v).any():
             parts.append(f"The {other} predictor has no finite worst-case CFU.")
             continue
         low, high = _num(float(np.nanmin(v))), _num(float(np.nanmax(v)))
-        text = f"The {other} predictor's worst-case CFU is " + (f"about {low}" if low == high else f"{low} to {high}")
+        text = f"The {other} predictor's worst-case CFU is " + (
+            f"about {low}" if low == high else f"{low} to {high}"
+        )
         if both.any():
             r = v[both] / ref[both]
             low, high = _num(float(r.min())), _num(float(r.max()))
             clipped = floor is not None and (ok & (y <= floor * _AT)).any()
-            text += (", " + (f"about {low}" if low == high else f"{low} to {high}") + f" times the {name} "
-                     "predictor's at the same budgets"
-                     + (f" (the {name} predictor's values at or below the floor taken at it)" if clipped else ""))
+            text += (
+                ", "
+                + (f"about {low}" if low == high else f"{low} to {high}")
+                + f" times the {name} "
+                "predictor's at the same budgets"
+                + (
+                    f" (the {name} predictor's values at or below the floor taken at it)"
+                    if clipped
+                    else ""
+                )
+            )
         parts.append(text + ".")
     if marks:
         order = np.argsort(np.where(ok, xs, np.inf))[: int(ok.sum())]
@@ -365,9 +472,14 @@ def curve_caption(x: Any, cfu: Any = None, *, baselines: Mapping[str, Any] | Non
                 said.append(f"{label} at {xlabel} = {p:.3g} (CFU {_num(c)})")
             elif xs[ok].min() <= p <= xs[ok].max():
                 at = float(np.interp(p, xs[order], y[order]))
-                said.append(f"{label} at {xlabel} = {p:.3g} ({who[4:] if several else name} " +
-                            ("at or below the floor)" if floor is not None and at <= floor * _AT
-                             else f"about {_num(at)}, interpolated)"))
+                said.append(
+                    f"{label} at {xlabel} = {p:.3g} ({who[4:] if several else name} "
+                    + (
+                        "at or below the floor)"
+                        if floor is not None and at <= floor * _AT
+                        else f"about {_num(at)}, interpolated)"
+                    )
+                )
             else:
                 said.append(f"{label} at {xlabel} = {p:.3g} (outside the budgets evaluated)")
         parts.append("Benchmarks: " + "; ".join(said) + ".")
@@ -386,21 +498,39 @@ def _inputs(x, cfu, floor, model, baselines, label, xlabel):
     labels = None
     if isinstance(x, Mapping):  # predictor name -> WorstCase: every predictor's curve
         if cfu is not None:
-            _checks.fail("cfu", "None with a mapping of WorstCases (their cfu are drawn)", type(cfu).__name__)
+            _checks.fail(
+                "cfu", "None with a mapping of WorstCases (their cfu are drawn)", type(cfu).__name__
+            )
         if label is not None:
-            _checks.fail("label", "None with a mapping of WorstCases (each curve is named by its key)", repr(label))
+            _checks.fail(
+                "label",
+                "None with a mapping of WorstCases (each curve is named by its key)",
+                repr(label),
+            )
         if not x or not all(isinstance(v, WorstCase) for v in x.values()):
-            _checks.fail("x", "a non-empty mapping predictor name -> WorstCase",
-                         repr({str(k): type(v).__name__ for k, v in x.items()}))
-        order = sorted(x, key=lambda k: (k != "fair", [str(j) for j in x].index(str(k))))  # the fair one first
+            _checks.fail(
+                "x",
+                "a non-empty mapping predictor name -> WorstCase",
+                repr({str(k): type(v).__name__ for k, v in x.items()}),
+            )
+        order = sorted(
+            x, key=lambda k: (k != "fair", [str(j) for j in x].index(str(k)))
+        )  # the fair one first
         cases = {str(k): x[k] for k in order}
         p = np.asarray(next(iter(cases.values())).p_max, np.float64)
         for k, wc in cases.items():
             q = np.asarray(wc.p_max, np.float64)
             if q.shape != p.shape or not np.allclose(q, p, rtol=0, atol=1e-9):
-                _checks.fail(f"x[{k!r}]", f"the same budgets as the others {p.tolist()}", f"p_max {q.tolist()}")
-        zero = {k: float(wc.cfu_at_zero_correlation) for k, wc in cases.items()
-                if wc.cfu_at_zero_correlation is not None and np.isfinite(wc.cfu_at_zero_correlation)}
+                _checks.fail(
+                    f"x[{k!r}]",
+                    f"the same budgets as the others {p.tolist()}",
+                    f"p_max {q.tolist()}",
+                )
+        zero = {
+            k: float(wc.cfu_at_zero_correlation)
+            for k, wc in cases.items()
+            if wc.cfu_at_zero_correlation is not None and np.isfinite(wc.cfu_at_zero_correlation)
+        }
         if floor is None and zero:
             low = min(zero, key=zero.get)
             floor, why = zero[low], f"{low}: CFU at P = I" if len(cases) > 1 else why
@@ -415,7 +545,9 @@ def _inputs(x, cfu, floor, model, baselines, label, xlabel):
         cfu, x = {name: x.cfu}, x.p_max
     xs = np.asarray(x, np.float64)
     if xs.ndim != 1 or xs.size == 0 or not np.isfinite(xs).all():
-        _checks.fail("x", "a WorstCase or a non-empty 1-d array of finite budgets", f"shape {xs.shape}")
+        _checks.fail(
+            "x", "a WorstCase or a non-empty 1-d array of finite budgets", f"shape {xs.shape}"
+        )
     if cfu is None:
         _checks.fail("cfu", "the CFU at each x, (B,) or name -> (B,)", "None")
     raw = dict(cfu) if isinstance(cfu, Mapping) else {name: cfu}
@@ -425,20 +557,33 @@ def _inputs(x, cfu, floor, model, baselines, label, xlabel):
     for k, v in raw.items():
         arr = np.asarray(v, np.float64)
         if arr.shape != xs.shape:
-            _checks.fail("cfu" if len(raw) == 1 else f"cfu[{k!r}]", f"shape {xs.shape} like x", f"shape {arr.shape}")
+            _checks.fail(
+                "cfu" if len(raw) == 1 else f"cfu[{k!r}]",
+                f"shape {xs.shape} like x",
+                f"shape {arr.shape}",
+            )
         curves[str(k)] = arr
     labels = labels or {k: k for k in curves}
     if floor is not None:
-        if isinstance(floor, bool) or not isinstance(floor, (int, float, np.floating, np.integer)) \
-                or not np.isfinite(floor) or floor < 0:
+        if (
+            isinstance(floor, bool)
+            or not isinstance(floor, (int, float, np.floating, np.integer))
+            or not np.isfinite(floor)
+            or floor < 0
+        ):
             _checks.fail("floor", "None or a finite number >= 0", repr(floor))
         floor = float(floor)
     if model is not None:
         if not isinstance(model, FairModel):
-            _checks.fail("model", "None or a FairModel from cfjax.sensitivity.fit", type(model).__name__)
+            _checks.fail(
+                "model", "None or a FairModel from cfjax.sensitivity.fit", type(model).__name__
+            )
         rounding = negligible_cfu(model)
         if floor is None or rounding > floor:
-            floor, why = rounding, "rounding" if floor is None else f"rounding; CFU at P = I {_num(floor)}"
+            floor, why = (
+                rounding,
+                "rounding" if floor is None else f"rounding; CFU at P = I {_num(floor)}",
+            )
         if baselines is None:
             baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
     return xs, curves, labels, floor, why, baselines
@@ -449,19 +594,25 @@ def _benchmarks(benchmarks) -> dict:
     if benchmarks is None:
         return {}
     if not isinstance(benchmarks, Mapping):
-        _checks.fail("benchmarks", "a mapping label -> p_max or (p_max, cfu)", type(benchmarks).__name__)
+        _checks.fail(
+            "benchmarks", "a mapping label -> p_max or (p_max, cfu)", type(benchmarks).__name__
+        )
     out = {}
     for k, v in benchmarks.items():
         arr = np.asarray(v, np.float64) if not isinstance(v, (str, bool)) else np.asarray([np.nan])
         if arr.shape not in ((), (2,)) or not np.isfinite(arr).all():
-            _checks.fail("benchmarks", "label -> a finite p_max or a pair (p_max, cfu) of finite numbers",
-                         f"{k!r}: {v!r}")
+            _checks.fail(
+                "benchmarks",
+                "label -> a finite p_max or a pair (p_max, cfu) of finite numbers",
+                f"{k!r}: {v!r}",
+            )
         out[str(k)] = (float(arr), None) if arr.shape == () else (float(arr[0]), float(arr[1]))
     return out
 
 
-def _bands(low: Any, high: Any, curves: Mapping[str, np.ndarray], shape: tuple[int, ...]
-           ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _bands(
+    low: Any, high: Any, curves: Mapping[str, np.ndarray], shape: tuple[int, ...]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """name → low, name → high of the curves' intervals (both or neither)."""
     if (low is None) != (high is None):
         _checks.fail("high" if high is None else "low", "both low and high, or neither", "only one")
@@ -483,7 +634,9 @@ def _bands(low: Any, high: Any, curves: Mapping[str, np.ndarray], shape: tuple[i
         both = np.isfinite(lo) & np.isfinite(hi)
         if (lo[both] > hi[both]).any():
             i = int(np.flatnonzero(lo > hi)[0])
-            _checks.fail("low", "at most high at every point", f"{lo[i]:.4g} > {hi[i]:.4g} at index {i}")
+            _checks.fail(
+                "low", "at most high at every point", f"{lo[i]:.4g} > {hi[i]:.4g} at index {i}"
+            )
         out_lo[k], out_hi[k] = lo, hi
     return out_lo, out_hi
 
@@ -491,7 +644,9 @@ def _bands(low: Any, high: Any, curves: Mapping[str, np.ndarray], shape: tuple[i
 def _baselines(baselines, bands, shape):
     """name → ``(B,)`` baseline values (finite), name → ``(low (B,), high (B,))``."""
     if baselines is not None and not isinstance(baselines, Mapping):
-        _checks.fail("baselines", "a mapping name -> unfairness (a float or (B,))", type(baselines).__name__)
+        _checks.fail(
+            "baselines", "a mapping name -> unfairness (a float or (B,))", type(baselines).__name__
+        )
     if bands is not None and not isinstance(bands, Mapping):
         _checks.fail("baseline_bands", "a mapping name -> (low, high)", type(bands).__name__)
     out = {}
@@ -507,7 +662,11 @@ def _baselines(baselines, bands, shape):
         try:
             lo, hi = (np.broadcast_to(np.asarray(b, np.float64), shape).copy() for b in pair)
         except (TypeError, ValueError):
-            _checks.fail("baseline_bands", f"(low, high) floats or arrays of shape {shape}", f"{k!r}: {pair!r}")
+            _checks.fail(
+                "baseline_bands",
+                f"(low, high) floats or arrays of shape {shape}",
+                f"{k!r}: {pair!r}",
+            )
         if (lo > hi).any():
             _checks.fail("baseline_bands", "low at most high", f"{k!r}: {pair!r}")
         out_bands[str(k)] = (lo, hi)
@@ -525,7 +684,9 @@ def _curve_style(i, name, labels) -> tuple[str, str]:
     from cfjax.sensitivity.problem import PREDICTORS
 
     if labels[name] == f"{name} predictor" and name in PREDICTORS:
-        j = PREDICTORS.index(name)  # fair: C0 and circles; baselines: C1, C2 and their flat lines' markers
+        j = PREDICTORS.index(
+            name
+        )  # fair: C0 and circles; baselines: C1, C2 and their flat lines' markers
         return f"C{j}", "o" if j == 0 else _STYLES[(j - 1) % len(_STYLES)][1]
     return f"C{[0, 4, 5, 6, 7, 8][i % 6]}", _CURVE_MARKERS[i % len(_CURVE_MARKERS)]
 
@@ -535,13 +696,32 @@ def _draw_benchmarks(ax, marks, floor, log) -> None:
     marker on it, at the floor when below (none on a log scale without a positive value)."""
     for label, (p, c) in marks.items():
         ax.axvline(p, color="0.35", ls=(0, (1, 2)), lw=1.0, label=f"_benchmark {label}")
-        ax.annotate(label, xy=(p, 1.0), xycoords=ax.get_xaxis_transform(), xytext=(2, -3),
-                    textcoords="offset points", rotation=90, ha="left", va="top", fontsize=_FONT, color="0.2")
+        ax.annotate(
+            label,
+            xy=(p, 1.0),
+            xycoords=ax.get_xaxis_transform(),
+            xytext=(2, -3),
+            textcoords="offset points",
+            rotation=90,
+            ha="left",
+            va="top",
+            fontsize=_FONT,
+            color="0.2",
+        )
         if c is not None:
             y = c if floor is None else max(c, floor)
             if y > 0 or not log:
-                ax.plot([p], [y], marker="o", ms=5, mfc="white", mec="0.2", mew=1.2, ls="none",
-                        label=f"_benchmark {label}: CFU")
+                ax.plot(
+                    [p],
+                    [y],
+                    marker="o",
+                    ms=5,
+                    mfc="white",
+                    mec="0.2",
+                    mew=1.2,
+                    ls="none",
+                    label=f"_benchmark {label}: CFU",
+                )
 
 
 def _clip(v, floor):
@@ -553,10 +733,14 @@ def _closest_pt(bases, log, lo, hi, ax) -> float:
     if hi <= lo:
         return 0.0
     t = (lambda v: np.log10(np.maximum(v, 1e-300))) if log else (lambda v: v)
-    height = (ax.get_position().height * ax.figure.get_figheight() if ax is not None else 0.6 * 4.0) * 72
+    height = (
+        ax.get_position().height * ax.figure.get_figheight() if ax is not None else 0.6 * 4.0
+    ) * 72
     scale = height / (t(hi) - t(lo))
     vals = [t(v) for v in bases.values()]
-    return min(float(np.min(np.abs(a - b))) * scale for i, a in enumerate(vals) for b in vals[i + 1:])
+    return min(
+        float(np.min(np.abs(a - b))) * scale for i, a in enumerate(vals) for b in vals[i + 1 :]
+    )
 
 
 def _draw_baselines(ax, xs, bases, bands) -> list:
@@ -567,12 +751,29 @@ def _draw_baselines(ax, xs, bases, bands) -> list:
     for i, (name, v) in enumerate(bases.items()):
         ls, mk = _STYLES[i % len(_STYLES)]
         color = f"C{1 + i}"
-        (line,) = ax.plot(xs, v, ls=ls, marker=mk, markevery=(i, n), ms=4, lw=1.4, color=color,
-                          label=f"{name} baseline")
+        (line,) = ax.plot(
+            xs,
+            v,
+            ls=ls,
+            marker=mk,
+            markevery=(i, n),
+            ms=4,
+            lw=1.4,
+            color=color,
+            label=f"{name} baseline",
+        )
         handles.append(line)
         if name in bands:
-            handles.append(ax.fill_between(xs, *bands[name], color=color, alpha=0.18, lw=0,
-                                           label=f"{name} baseline: interval"))
+            handles.append(
+                ax.fill_between(
+                    xs,
+                    *bands[name],
+                    color=color,
+                    alpha=0.18,
+                    lw=0,
+                    label=f"{name} baseline: interval",
+                )
+            )
     return handles
 
 
@@ -581,14 +782,20 @@ def _baseline_panel(side, xs, bases, bands, xlabel) -> list:
     from matplotlib.ticker import MaxNLocator
 
     handles = _draw_baselines(side, xs, bases, bands)
-    vals = np.concatenate([np.ravel(v) for v in bases.values()] + [np.ravel(b) for p in bands.values() for b in p])
+    vals = np.concatenate(
+        [np.ravel(v) for v in bases.values()] + [np.ravel(b) for p in bands.values() for b in p]
+    )
     lo, hi = float(vals.min()), float(vals.max())
     pad = 0.25 * (hi - lo) if hi > lo else max(abs(hi), 1.0) * 0.02
     side.set_ylim(lo - pad, hi + pad)
     side.set_title("baselines (own scale)", fontsize=9)
     side.set_xlabel(xlabel, fontsize=9)
-    side.set_ylabel("unfairness (independent of P)" if all(np.ptp(v) == 0 for v in bases.values())
-                    else "unfairness", fontsize=9)
+    side.set_ylabel(
+        "unfairness (independent of P)"
+        if all(np.ptp(v) == 0 for v in bases.values())
+        else "unfairness",
+        fontsize=9,
+    )
     side.tick_params(labelsize=_FONT)
     side.xaxis.set_major_locator(MaxNLocator(3))
     return handles
@@ -604,6 +811,8 @@ def _floor_strip(ax, low_ax, floor) -> None:
     ax.spines["bottom"].set_visible(False)
     low_ax.spines["top"].set_visible(False)
     ax.tick_params(axis="x", which="both", bottom=False, labelbottom=False)
-    marks = dict(marker=[(-1, -0.5), (1, 0.5)], ms=10, ls="none", color="k", mec="k", mew=1, clip_on=False)
+    marks = dict(
+        marker=[(-1, -0.5), (1, 0.5)], ms=10, ls="none", color="k", mec="k", mew=1, clip_on=False
+    )
     ax.plot([0, 1], [0, 0], transform=ax.transAxes, label="_break", **marks)
     low_ax.plot([0, 1], [1, 1], transform=low_ax.transAxes, label="_break", **marks)

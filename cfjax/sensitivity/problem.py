@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -21,15 +22,34 @@ from flax import struct
 
 from cfjax import _checks, _deprecations
 from cfjax._core import training as _training
+from cfjax._results import headline
+from cfjax._results import strict_plain as plain
 from cfjax.scm import Graph
 from cfjax.sensitivity import ridge
-from cfjax._results import headline, strict_plain as plain
 from cfjax.sensitivity.diagnostics import ConvergenceWarning, DegenerateProblemWarning
-from cfjax.sensitivity.linear import Design, ModelA, design, fit_model_a, fit_model_b, polynomial_features
+from cfjax.sensitivity.linear import (
+    Design,
+    ModelA,
+    design,
+    fit_model_a,
+    fit_model_b,
+    polynomial_features,
+)
 from cfjax.typing import KeyLike
 
-__all__ = ["FairnessGraph", "FairnessData", "make_data", "FitConfig", "FairModel", "fit", "embeddings",
-           "predictor_inputs", "PREDICTORS", "DistinctUnits", "distinct_units"]
+__all__ = [
+    "FairnessGraph",
+    "FairnessData",
+    "make_data",
+    "FitConfig",
+    "FairModel",
+    "fit",
+    "embeddings",
+    "predictor_inputs",
+    "PREDICTORS",
+    "DistinctUnits",
+    "distinct_units",
+]
 
 PREDICTORS = ("fair", "unconstrained", "blind")
 """The predictors whose counterfactual unfairness cfjax scores: the counterfactually fair one
@@ -62,12 +82,17 @@ class FairnessGraph:
     sensitive: str
     fair: tuple[str, ...]
 
-    def __init__(self, parents: Mapping[str, Sequence[str]], sensitive: str = "A", fair: Sequence[str] = ()):
+    def __init__(
+        self, parents: Mapping[str, Sequence[str]], sensitive: str = "A", fair: Sequence[str] = ()
+    ):
         if not isinstance(parents, Mapping) or not parents:
             _checks.fail("parents", "a non-empty mapping feature -> parents", repr(parents))
         if sensitive in parents and list(parents[sensitive]):
-            _checks.fail("parents", f"the sensitive attribute {sensitive!r} as a root",
-                         f"parents {list(parents[sensitive])}")
+            _checks.fail(
+                "parents",
+                f"the sensitive attribute {sensitive!r} as a root",
+                f"parents {list(parents[sensitive])}",
+            )
         table = {sensitive: [], **{v: list(p) for v, p in parents.items() if v != sensitive}}
         graph = Graph.from_parents(table)  # rejects cycles, unknown parents, duplicates
         features = tuple(v for v in graph.order if v != sensitive)
@@ -77,8 +102,11 @@ class FairnessGraph:
                 _checks.fail("fair", f"features among {list(features)}", repr(v))
             bad = [p for p in table[v] if p != sensitive and p not in fair]
             if bad:
-                _checks.fail("fair", f"fair features whose parents are {sensitive!r} or fair features",
-                             f"{v!r} with unfair parents {bad}")
+                _checks.fail(
+                    "fair",
+                    f"fair features whose parents are {sensitive!r} or fair features",
+                    f"{v!r} with unfair parents {bad}",
+                )
         object.__setattr__(self, "features", features)
         object.__setattr__(self, "parents", tuple(tuple(table[v]) for v in features))
         object.__setattr__(self, "sensitive", sensitive)
@@ -107,15 +135,22 @@ def _warn_if_degenerate(graph: FairnessGraph) -> None:
     sensitive attribute causes no feature (no counterfactual changes anything), or there is a
     single feature (one error term: no correlation to vary)."""
     if not graph.children:
-        warnings.warn(f"FairnessGraph: the sensitive attribute {graph.sensitive!r} is a parent of no feature "
-                      f"(features {list(graph.features)}): nothing depends on it, so every counterfactual equals "
-                      "the factual unit and CFU is 0 at every correlation (a flat curve); list it among the parents "
-                      "of the features it causes", DegenerateProblemWarning, stacklevel=3)
+        warnings.warn(
+            f"FairnessGraph: the sensitive attribute {graph.sensitive!r} is a parent of no feature "
+            f"(features {list(graph.features)}): nothing depends on it, so every counterfactual equals "
+            "the factual unit and CFU is 0 at every correlation (a flat curve); list it among the parents "
+            "of the features it causes",
+            DegenerateProblemWarning,
+            stacklevel=3,
+        )
     if graph.m == 1:
-        warnings.warn(f"FairnessGraph: a single feature {graph.features[0]!r}: with one error term there is no "
-                      "correlation to vary (P = [1] within every budget), so the CFU curve is flat at its value "
-                      "at zero correlation; confounding needs two or more features", DegenerateProblemWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"FairnessGraph: a single feature {graph.features[0]!r}: with one error term there is no "
+            "correlation to vary (P = [1] within every budget), so the CFU curve is flat at its value "
+            "at zero correlation; confounding needs two or more features",
+            DegenerateProblemWarning,
+            stacklevel=3,
+        )
 
 
 @struct.dataclass
@@ -134,8 +169,10 @@ class FairnessData:
 
     def __repr__(self) -> str:
         names = "" if self.names is None else f", names={list(self.names)}"
-        return (f"FairnessData(n={self.X.shape[0]}, m={self.X.shape[1]}, groups={self.codes.shape[0]}"
-                f"{names}, dtype={self.X.dtype})")
+        return (
+            f"FairnessData(n={self.X.shape[0]}, m={self.X.shape[1]}, groups={self.codes.shape[0]}"
+            f"{names}, dtype={self.X.dtype})"
+        )
 
     @property
     def a(self) -> jax.Array:
@@ -181,7 +218,9 @@ def distinct_units(data: FairnessData) -> DistinctUnits | None:
     return DistinctUnits(jnp.asarray(index, jnp.int32), jnp.asarray(count, data.X.dtype))
 
 
-def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str] | None = None) -> FairnessData:
+def make_data(
+    a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str] | None = None
+) -> FairnessData:
     """Validated :class:`FairnessData`.
 
     Args:
@@ -221,7 +260,9 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str]
             _checks.fail("names", "a sequence of column names (str)", repr(names))
         names = tuple(names)
         if len(names) != X.shape[1] or len(set(names)) != len(names):
-            _checks.fail("names", f"{X.shape[1]} distinct names, one per column of X", repr(list(names)))
+            _checks.fail(
+                "names", f"{X.shape[1]} distinct names, one per column of X", repr(list(names))
+            )
     for name, v in (("X", X), ("y", y)):
         if np.issubdtype(v.dtype, np.complexfloating):
             _checks.fail(name, "real numbers", f"complex values (dtype {v.dtype})")
@@ -232,17 +273,27 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str]
             row, *col = np.argwhere(bad)[0]
             where = f", column {_column_label(names, col[0])}" if col else ""
             index = f"{name}[{row}, {col[0]}]" if col else f"{name}[{row}]"
-            _checks.fail(name, "finite numbers", f"{int(bad.any(axis=-1).sum()) if col else int(bad.sum())} row(s) "
-                         f"with NaN or infinite values, the first at row {row + 1} (1-based; {index}){where}")
+            _checks.fail(
+                name,
+                "finite numbers",
+                f"{int(bad.any(axis=-1).sum()) if col else int(bad.sum())} row(s) "
+                f"with NaN or infinite values, the first at row {row + 1} (1-based; {index}){where}",
+            )
     constant = [_column_label(names, j) for j in range(X.shape[1]) if np.ptp(X[:, j]) == 0]
     if constant:
-        _checks.fail("X", "non-constant feature columns", f"constant column(s) {', '.join(constant)}")
+        _checks.fail(
+            "X", "non-constant feature columns", f"constant column(s) {', '.join(constant)}"
+        )
     levels, group = np.unique(a, return_inverse=True)
     if levels.size < 2:
-        _checks.fail("a", "at least two groups of the sensitive attribute", f"one group {levels.tolist()}")
+        _checks.fail(
+            "a", "at least two groups of the sensitive attribute", f"one group {levels.tolist()}"
+        )
     if codes is None:
         if not np.issubdtype(levels.dtype, np.number):
-            _checks.fail("codes", "explicit codes or 'one_hot' for a non-numeric sensitive attribute", "None")
+            _checks.fail(
+                "codes", "explicit codes or 'one_hot' for a non-numeric sensitive attribute", "None"
+            )
         codes = levels.astype(np.float64)[:, None]
     elif isinstance(codes, str):
         if codes != "one_hot":
@@ -252,12 +303,25 @@ def make_data(a: Any, X: Any, y: Any, *, codes: Any = None, names: Sequence[str]
         codes = _checks.as_array("codes", codes, np.float64)
         codes = codes[:, None] if codes.ndim == 1 else codes
         if codes.ndim != 2 or codes.shape[0] != levels.size:
-            _checks.fail("codes", f"{levels.size} finite rows, one per group {levels.tolist()}", f"shape {codes.shape}")
+            _checks.fail(
+                "codes",
+                f"{levels.size} finite rows, one per group {levels.tolist()}",
+                f"shape {codes.shape}",
+            )
         if not np.isfinite(codes).all():
-            _checks.fail("codes", "finite numbers", f"{int((~np.isfinite(codes)).sum())} NaN or infinite value(s)")
+            _checks.fail(
+                "codes",
+                "finite numbers",
+                f"{int((~np.isfinite(codes)).sum())} NaN or infinite value(s)",
+            )
     dtype = jnp.result_type(float)
-    return FairnessData(jnp.asarray(group, jnp.int32), jnp.asarray(codes, dtype), jnp.asarray(X, dtype),
-                        jnp.asarray(y, dtype), names)
+    return FairnessData(
+        jnp.asarray(group, jnp.int32),
+        jnp.asarray(codes, dtype),
+        jnp.asarray(X, dtype),
+        jnp.asarray(y, dtype),
+        names,
+    )
 
 
 def _sensitive_values(a: np.ndarray) -> np.ndarray:
@@ -265,28 +329,47 @@ def _sensitive_values(a: np.ndarray) -> np.ndarray:
     ``np.unique`` would make a group of its own, and labels of one sortable kind. An object array
     of real numbers comes back as float64."""
     if a.dtype == object:
-        missing = [i for i, v in enumerate(a.tolist()) if v is None or (isinstance(v, float) and np.isnan(v))
-                   or type(v).__name__ in ("NAType", "NaTType")]
+        missing = [
+            i
+            for i, v in enumerate(a.tolist())
+            if v is None
+            or (isinstance(v, float) and np.isnan(v))
+            or type(v).__name__ in ("NAType", "NaTType")
+        ]
         if missing:
-            _checks.fail("a", "a group label for every unit", f"{len(missing)} missing (None/NaN) value(s), "
-                         f"the first at row {missing[0] + 1} (1-based; a[{missing[0]}])")
-        if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-               for v in a.tolist()):
+            _checks.fail(
+                "a",
+                "a group label for every unit",
+                f"{len(missing)} missing (None/NaN) value(s), "
+                f"the first at row {missing[0] + 1} (1-based; a[{missing[0]}])",
+            )
+        if all(
+            isinstance(v, (int, float, np.integer, np.floating))
+            and not isinstance(v, (bool, np.bool_))
+            for v in a.tolist()
+        ):
             a = a.astype(np.float64)
         else:
             try:
                 np.unique(a)
             except TypeError:
                 kinds = sorted({type(v).__name__ for v in a.tolist()})
-                _checks.fail("a", "group labels of one sortable kind (all numbers or all text)",
-                             f"values of type {kinds}")
+                _checks.fail(
+                    "a",
+                    "group labels of one sortable kind (all numbers or all text)",
+                    f"values of type {kinds}",
+                )
     if np.issubdtype(a.dtype, np.complexfloating):
         _checks.fail("a", "real numbers or text labels", f"complex values (dtype {a.dtype})")
     if np.issubdtype(a.dtype, np.floating):
         bad = np.flatnonzero(~np.isfinite(a))
         if bad.size:
-            _checks.fail("a", "a finite group label for every unit", f"{bad.size} NaN or infinite value(s), "
-                         f"the first at row {bad[0] + 1} (1-based; a[{bad[0]}])")
+            _checks.fail(
+                "a",
+                "a finite group label for every unit",
+                f"{bad.size} NaN or infinite value(s), "
+                f"the first at row {bad[0] + 1} (1-based; a[{bad[0]}])",
+            )
     return a
 
 
@@ -338,7 +421,7 @@ class FitConfig:
     def __post_init__(self):
         ridge.check_score("config.cv_score", self.cv_score)
 
-    def replace(self, **changes: Any) -> "FitConfig":
+    def replace(self, **changes: Any) -> FitConfig:
         """A copy with ``changes`` (field name → value)."""
         return dataclasses.replace(self, **changes)
 
@@ -405,9 +488,10 @@ class FairModel:
     distinct: DistinctUnits | None = None  # the distinct rows (A, x): CFU's mean is taken over them
 
     if TYPE_CHECKING:  # flax.struct adds it
+
         def replace(self, **changes: Any) -> FairModel: ...
 
-    def scoring(self, predictor: str) -> "FairModel":
+    def scoring(self, predictor: str) -> FairModel:
         """The same model with CFU scored on ``predictor`` (one of :data:`PREDICTORS`):
         :func:`~cfjax.sensitivity.cfu`, :func:`~cfjax.sensitivity.worst_case` and everything
         built on them then measure how much that predictor's output moves between each unit's
@@ -431,9 +515,17 @@ class FairModel:
         ``a (q,)``, its features ``x (m,)`` and their Model A residuals ``residuals (m,)``;
         lift over units with ``jax.vmap``."""
         if self.scored == "fair":
-            return polynomial_features(predictor_inputs(self.graph, residuals, x), self.predictor_degree) @ self.theta
+            return (
+                polynomial_features(
+                    predictor_inputs(self.graph, residuals, x), self.predictor_degree
+                )
+                @ self.theta
+            )
         z = jnp.concatenate([a, x]) if self.scored == "unconstrained" else x
-        return polynomial_features(z, dict(self.baseline_degrees)[self.scored]) @ self.baseline_theta[self.scored]
+        return (
+            polynomial_features(z, dict(self.baseline_degrees)[self.scored])
+            @ self.baseline_theta[self.scored]
+        )
 
     @property
     def scored_pred(self) -> jax.Array:
@@ -448,36 +540,62 @@ class FairModel:
         (CV tables as nested lists). Per-unit arrays (data, residuals, predictions) are left
         out; non-finite numbers become None."""
         g = self.graph
-        return {"features": list(g.features), "parents": [list(p) for p in g.parents], "sensitive": g.sensitive,
-                "fair": list(g.fair), "n": int(self.data.X.shape[0]), "degrees": list(self.degrees),
-                "lam": plain(self.lam), "predictor_degree": int(self.predictor_degree),
-                "sigma": plain(self.model_a.sigma), "w": [plain(w) for w in self.design.blocks(self.model_a.w)],
-                "theta": plain(self.theta),
-                "baseline_unfairness": {k: plain(v) for k, v in self.baseline_unfairness.items()},
-                "selection": plain(self.selection)}
+        return {
+            "features": list(g.features),
+            "parents": [list(p) for p in g.parents],
+            "sensitive": g.sensitive,
+            "fair": list(g.fair),
+            "n": int(self.data.X.shape[0]),
+            "degrees": list(self.degrees),
+            "lam": plain(self.lam),
+            "predictor_degree": int(self.predictor_degree),
+            "sigma": plain(self.model_a.sigma),
+            "w": [plain(w) for w in self.design.blocks(self.model_a.w)],
+            "theta": plain(self.theta),
+            "baseline_unfairness": {k: plain(v) for k, v in self.baseline_unfairness.items()},
+            "selection": plain(self.selection),
+        }
 
     def __repr__(self) -> str:
         base = ", ".join(f"{k}={headline(v)}" for k, v in self.baseline_unfairness.items())
-        lam = headline(self.lam) if not isinstance(self.lam, tuple) else "(" + ", ".join(map(headline, self.lam)) + ")"
-        return (f"FairModel(n={self.data.X.shape[0]}, features={list(self.graph.features)}, "
-                f"degrees={self.degrees}, lam={lam}, predictor_degree={self.predictor_degree}, "
-                f"baseline_unfairness={{{base}}})")
+        lam = (
+            headline(self.lam)
+            if not isinstance(self.lam, tuple)
+            else "(" + ", ".join(map(headline, self.lam)) + ")"
+        )
+        return (
+            f"FairModel(n={self.data.X.shape[0]}, features={list(self.graph.features)}, "
+            f"degrees={self.degrees}, lam={lam}, predictor_degree={self.predictor_degree}, "
+            f"baseline_unfairness={{{base}}})"
+        )
 
 
-def embeddings(graph: FairnessGraph, degrees: Sequence[int], a: jax.Array, X: jax.Array) -> list[jax.Array]:
+def embeddings(
+    graph: FairnessGraph, degrees: Sequence[int], a: jax.Array, X: jax.Array
+) -> list[jax.Array]:
     """Each equation's polynomial embedding of its parents for every unit: ``[(n, F_j)]``.
     ``a (n, q)`` are A's codes."""
     return _embeddings(graph, tuple(int(d) for d in degrees), a, X)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _embeddings(graph: FairnessGraph, degrees: tuple[int, ...], a: jax.Array, X: jax.Array) -> list[jax.Array]:
+def _embeddings(
+    graph: FairnessGraph, degrees: tuple[int, ...], a: jax.Array, X: jax.Array
+) -> list[jax.Array]:
     """:func:`embeddings` as one compiled program per graph, degrees and shapes."""
-    return [jax.vmap(lambda ai, xi, j=j: _embed(graph, degrees, j, ai, xi))(a, X) for j in range(graph.m)]
+    return [
+        jax.vmap(lambda ai, xi, j=j: _embed(graph, degrees, j, ai, xi))(a, X)
+        for j in range(graph.m)
+    ]
 
 
-def _embed(graph: FairnessGraph, degrees: Sequence[int], j: int, a: jax.Array,
-           x: jax.Array | Sequence[jax.Array]) -> jax.Array:
+def _embed(
+    graph: FairnessGraph,
+    degrees: Sequence[int],
+    j: int,
+    a: jax.Array,
+    x: jax.Array | Sequence[jax.Array],
+) -> jax.Array:
     """One unit's embedding ``φ_j`` of feature j's parents (A's codes and parent features)."""
     parts = []
     for p in graph.parents[j]:
@@ -504,7 +622,6 @@ def _fold_fit(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
 
 @_training.legacy_keywords(_fold_fit)
 def fit(graph: FairnessGraph, data: FairnessData, config: FitConfig = FitConfig()) -> FairModel:  # noqa: B008
-
     """Select degrees and λ by CV, fit Model A, the fair predictor and the two baselines.
 
     With a shared λ the equations are one estimator, as in the paper's code: CV searches the
@@ -532,12 +649,24 @@ def fit(graph: FairnessGraph, data: FairnessData, config: FitConfig = FitConfig(
     if not isinstance(data, FairnessData):
         _checks.fail("data", "FairnessData from make_data", type(data).__name__)
     if data.X.shape[1] != graph.m:
-        _checks.fail("data.X", f"{graph.m} columns, one per feature {list(graph.features)}", f"{data.X.shape[1]}")
+        _checks.fail(
+            "data.X",
+            f"{graph.m} columns, one per feature {list(graph.features)}",
+            f"{data.X.shape[1]}",
+        )
     if data.names is not None and tuple(data.names) != graph.features:
         same = sorted(data.names) == sorted(graph.features)
-        _checks.fail("data", f"feature columns named {list(graph.features)}, in the graph's topological order",
-                     f"columns {list(data.names)}" + (" (the same names in another order: reorder X's columns, "
-                                                       "or build the data with from_frame)" if same else ""))
+        _checks.fail(
+            "data",
+            f"feature columns named {list(graph.features)}, in the graph's topological order",
+            f"columns {list(data.names)}"
+            + (
+                " (the same names in another order: reorder X's columns, "
+                "or build the data with from_frame)"
+                if same
+                else ""
+            ),
+        )
     s = config
     fold = ridge.fold_ids(data.n, s.folds, s.shuffle, key=s.key)
     lambdas = ridge._check_lambdas(s.lambdas)
@@ -546,30 +675,55 @@ def fit(graph: FairnessGraph, data: FairnessData, config: FitConfig = FitConfig(
     table = lambda_cv = None
     if s.equation_degrees is not None:
         if len(s.equation_degrees) != graph.m:
-            _checks.fail("config.equation_degrees", f"{graph.m} degrees, one per feature", repr(s.equation_degrees))
-        deg_choice = [_checks.check_positive_int("config.equation_degrees", v) for v in s.equation_degrees]
+            _checks.fail(
+                "config.equation_degrees",
+                f"{graph.m} degrees, one per feature",
+                repr(s.equation_degrees),
+            )
+        deg_choice = [
+            _checks.check_positive_int("config.equation_degrees", v) for v in s.equation_degrees
+        ]
         lam_choice = np.full(graph.m, np.nan)
     else:
         # Held-out sum of squared errors per equation, degree, penalty and fold: (m, degrees, L, folds).
-        sse = np.stack([np.stack([ridge.fold_errors(_equation(graph, data, j, d), data.X[:, j], lambdas, fold)
-                                  for d in s.degrees]) for j in range(graph.m)])
+        sse = np.stack(
+            [
+                np.stack(
+                    [
+                        ridge.fold_errors(_equation(graph, data, j, d), data.X[:, j], lambdas, fold)
+                        for d in s.degrees
+                    ]
+                )
+                for j in range(graph.m)
+            ]
+        )
         own = [ridge.fold_totals(data.X[:, j], fold) for j in range(graph.m)]
-        table = np.stack([ridge.fold_scores(sse[j], *own[j], score).mean(-1) for j in range(graph.m)])
+        table = np.stack(
+            [ridge.fold_scores(sse[j], *own[j], score).mean(-1) for j in range(graph.m)]
+        )
         if s.shared_lambda:
             total, count = ridge.fold_totals(data.X, fold)  # all equations' targets stacked
             # Stacked score per fold = 1 − Σ_j SSE_j / SS_tot (R²) or Σ_j SSE_j / count (MSE): each
             # equation's share, averaged over folds, is minimised by its own degree.
             with np.errstate(divide="ignore", invalid="ignore"):
                 share = (sse / (total if score == "r2" else count)).mean(-1)  # (m, degrees, L)
-            best_d = np.stack([[ridge.best_index(share[j, :, k], "mse")[0] for k in range(lambdas.size)]
-                               for j in range(graph.m)])  # (m, L)
-            stacked = sum(sse[j, best_d[j], np.arange(lambdas.size)] for j in range(graph.m))  # (L, folds)
+            best_d = np.stack(
+                [
+                    [ridge.best_index(share[j, :, k], "mse")[0] for k in range(lambdas.size)]
+                    for j in range(graph.m)
+                ]
+            )  # (m, L)
+            stacked = sum(
+                sse[j, best_d[j], np.arange(lambdas.size)] for j in range(graph.m)
+            )  # (L, folds)
             lambda_cv = ridge.fold_scores(stacked, total, count, score).mean(-1)
             k = ridge.best_index(lambda_cv, score)[0]
             lam_idx = np.full(graph.m, k)
             deg_idx = best_d[:, k]
         else:
-            deg_idx, lam_idx = np.array([ridge.best_index(table[j], score) for j in range(graph.m)]).T
+            deg_idx, lam_idx = np.array(
+                [ridge.best_index(table[j], score) for j in range(graph.m)]
+            ).T
         lam_choice = lambdas[lam_idx]
         deg_choice = [s.degrees[i] for i in deg_idx]
     if s.lam is not None:
@@ -579,60 +733,115 @@ def fit(graph: FairnessGraph, data: FairnessData, config: FitConfig = FitConfig(
     elif np.isnan(lam_choice).any():
         _checks.fail("config.lam", "a penalty when equation_degrees are fixed", "None")
     degrees = tuple(int(d) for d in deg_choice)
-    lam = float(lam_choice[0]) if np.all(lam_choice == lam_choice[0]) else tuple(float(v) for v in lam_choice)
+    lam = (
+        float(lam_choice[0])
+        if np.all(lam_choice == lam_choice[0])
+        else tuple(float(v) for v in lam_choice)
+    )
     d = design(embeddings(graph, degrees, a, data.X), data.X)
     lam_arg = lam if isinstance(lam, float) else jnp.asarray(lam, data.X.dtype)
     if s.model_a not in ("paper", "ml"):
         _checks.fail("config.model_a", "'paper' or 'ml'", repr(s.model_a))
     model_a = fit_model_a(d, lam_arg)
     if s.model_a == "ml":
-        b = fit_model_b(d, jnp.eye(graph.m, dtype=d.G.dtype), lam_arg, newton_steps=50, names=graph.features)
+        b = fit_model_b(
+            d, jnp.eye(graph.m, dtype=d.G.dtype), lam_arg, newton_steps=50, names=graph.features
+        )
         model_a = ModelA(model_a.w_ridge, b.sigma, b.w, b.residuals)
     else:
         _warn_if_model_a_not_finite(graph, d, model_a, lam)
     p_lambdas = s.predictor_lambdas if s.predictor_lambdas is not None else s.lambdas
-    cv: dict[str, Any] = dict(degrees=s.predictor_degrees, lambdas=p_lambdas, folds=s.folds, shuffle=s.shuffle, key=s.key,
-              score=score)
+    cv: dict[str, Any] = dict(
+        degrees=s.predictor_degrees,
+        lambdas=p_lambdas,
+        folds=s.folds,
+        shuffle=s.shuffle,
+        key=s.key,
+        score=score,
+    )
     Z = predictor_inputs(graph, model_a.residuals, data.X)
     fair = ridge.ridge_cv(Z, data.y, **cv)
     fair_pred = ridge.polynomial_predict(Z, fair.degree, fair.theta)
     baselines, unfairness, chosen, thetas, b_degrees = {}, {}, {}, {}, []
-    for name, inputs in (("unconstrained", jnp.concatenate([a, data.X], axis=1)), ("blind", data.X)):
+    for name, inputs in (
+        ("unconstrained", jnp.concatenate([a, data.X], axis=1)),
+        ("blind", data.X),
+    ):
         base = ridge.ridge_cv(inputs, data.y, **cv)
         baselines[name] = ridge.polynomial_predict(inputs, base.degree, base.theta)
         thetas[name] = base.theta
         b_degrees.append((name, int(base.degree)))
         unfairness[name] = float(jnp.mean((fair_pred - baselines[name]) ** 2))
         chosen[name] = _choice(base)
-    selection = {"degrees": degrees, "lam": lam_choice.tolist(), "equation_cv": table,
-                 "lambda_cv": lambda_cv, "predictor": _choice(fair), "baselines": chosen}
-    return FairModel(graph, degrees, fair.degree, data, d, lam, model_a, fair.theta, fair_pred, baselines,
-                     unfairness, selection, thetas, tuple(b_degrees), distinct=distinct_units(data))
+    selection = {
+        "degrees": degrees,
+        "lam": lam_choice.tolist(),
+        "equation_cv": table,
+        "lambda_cv": lambda_cv,
+        "predictor": _choice(fair),
+        "baselines": chosen,
+    }
+    return FairModel(
+        graph,
+        degrees,
+        fair.degree,
+        data,
+        d,
+        lam,
+        model_a,
+        fair.theta,
+        fair_pred,
+        baselines,
+        unfairness,
+        selection,
+        thetas,
+        tuple(b_degrees),
+        distinct=distinct_units(data),
+    )
 
 
 def _warn_if_model_a_not_finite(graph: FairnessGraph, d: Design, model_a: ModelA, lam: Any) -> None:
     """:class:`ConvergenceWarning` naming λ and each feature whose Model A fit is not finite."""
     sigma = np.asarray(model_a.sigma)
     blocks = [np.asarray(w) for w in d.blocks(model_a.w)]
-    bad = [j for j in range(graph.m) if not (np.isfinite(sigma[j]) and np.isfinite(blocks[j]).all())]
+    bad = [
+        j for j in range(graph.m) if not (np.isfinite(sigma[j]) and np.isfinite(blocks[j]).all())
+    ]
     if not bad:
         return
-    lam_text = headline(lam) if not isinstance(lam, tuple) else "(" + ", ".join(map(headline, lam)) + ")"
+    lam_text = (
+        headline(lam) if not isinstance(lam, tuple) else "(" + ", ".join(map(headline, lam)) + ")"
+    )
     X, F = np.asarray(d.X, np.float64), np.asarray(d.F, np.float64)
     start = np.cumsum((0,) + d.sizes)
     ridge_w = np.asarray(model_a.w_ridge, np.float64)
-    spread = [np.var(X[:, j] - F[:, start[j]:start[j + 1]] @ ridge_w[start[j]:start[j + 1]]) / max(float(np.var(X[:, j])), 1e-300)
-              for j in bad]
-    why = ("its ridge residuals are 0 to rounding (the fit interpolates it: sigma = 0) and the GLS refit divides by "
-           "their variance" if all(v <= 1e-10 for v in spread) else "its residual variance is not finite")
-    warnings.warn(f"fit: Model A at lambda = {lam_text} is not finite for {', '.join(repr(graph.features[j]) for j in bad)}"
-                  f" (sigma {', '.join(headline(sigma[j]) for j in bad)}): {why}; every CFU of this model is NaN "
-                  "(a larger lambda or a lower degree avoids it)", ConvergenceWarning, stacklevel=3)
+    spread = [
+        np.var(X[:, j] - F[:, start[j] : start[j + 1]] @ ridge_w[start[j] : start[j + 1]])
+        / max(float(np.var(X[:, j])), 1e-300)
+        for j in bad
+    ]
+    why = (
+        "its ridge residuals are 0 to rounding (the fit interpolates it: sigma = 0) and the GLS refit divides by "
+        "their variance"
+        if all(v <= 1e-10 for v in spread)
+        else "its residual variance is not finite"
+    )
+    warnings.warn(
+        f"fit: Model A at lambda = {lam_text} is not finite for {', '.join(repr(graph.features[j]) for j in bad)}"
+        f" (sigma {', '.join(headline(sigma[j]) for j in bad)}): {why}; every CFU of this model is NaN "
+        "(a larger lambda or a lower degree avoids it)",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
 
 
 def _choice(fit: ridge.RidgeFit) -> dict:
     """A CV-chosen ridge's degree, penalty and best mean CV score."""
-    return {"degree": fit.degree, "lam": fit.lam, "score": float(fit.scores[ridge.best_index(fit.scores, fit.score)])}
+    return {
+        "degree": fit.degree,
+        "lam": fit.lam,
+        "score": float(fit.scores[ridge.best_index(fit.scores, fit.score)]),
+    }
 
 
 def _equation(graph: FairnessGraph, data: FairnessData, j: int, degree: int) -> jax.Array:

@@ -25,7 +25,9 @@ from cfjax.sensitivity.correlation import boundary_scale
 __all__ = ["sign_corners"]
 
 
-def _project_usable(P: jax.Array, p_max: jax.Array, min_eig: float, iterations: int = 60) -> jax.Array:
+def _project_usable(
+    P: jax.Array, p_max: jax.Array, min_eig: float, iterations: int = 60
+) -> jax.Array:
     """The usable P nearest to a symmetric ``P`` (Frobenius): Dykstra's alternating projections
     between the budget's box (unit diagonal, off-diagonals clipped) and the eigenvalue margin
     (eigenvalues raised to ``min_eig``), then a last pull along the ray from I, so that the
@@ -53,7 +55,6 @@ def _project_usable(P: jax.Array, p_max: jax.Array, min_eig: float, iterations: 
     return eye + jnp.clip(jnp.minimum(1.0, boundary_scale(Z, p_max, min_eig)) * Z, -p_max, p_max)
 
 
-
 # The screened starts' geometry runs on the host, in numpy, batched over leading axes: the
 # candidates depend only on the budgets and the search's settings, not on the model, so they are
 # found before any program runs and passed to it as data (a compiled copy cost more to compile
@@ -67,8 +68,10 @@ def _scale(D: np.ndarray, p_max: np.ndarray, min_eig: float, slack: float) -> np
     off = np.max(np.abs(D), axis=(-2, -1))
     neg = -np.linalg.eigvalsh(D)[..., 0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.minimum(np.where(off > 0, p_max / np.where(off > 0, off, 1), np.inf),
-                          np.where(neg > 0, (1.0 - min_eig - slack) / np.where(neg > 0, neg, 1), np.inf))
+        return np.minimum(
+            np.where(off > 0, p_max / np.where(off > 0, off, 1), np.inf),
+            np.where(neg > 0, (1.0 - min_eig - slack) / np.where(neg > 0, neg, 1), np.inf),
+        )
 
 
 def _on_boundary(D: np.ndarray, p_max: np.ndarray, min_eig: float, slack: float) -> np.ndarray:
@@ -90,6 +93,7 @@ def _last_usable(P0: np.ndarray, D: np.ndarray, hi: np.ndarray, target: float) -
     qualifies, for a batch (``P0, D (..., m, m)``, ``hi (...)``): ``λ_min`` is concave in t, so
     the qualifying t form an interval, whose end is found by bisection (kept on the qualifying
     side)."""
+
     def lam(t):
         return _smallest_eigenvalue(P0 + t[..., None, None] * D)
 
@@ -101,7 +105,9 @@ def _last_usable(P0: np.ndarray, D: np.ndarray, hi: np.ndarray, target: float) -
     return np.where(lam(hi) >= target, hi, inside)
 
 
-def _margin_vertices(S0: np.ndarray, E: np.ndarray, p_max: np.ndarray, min_eig: float, slack: float):
+def _margin_vertices(
+    S0: np.ndarray, E: np.ndarray, p_max: np.ndarray, min_eig: float, slack: float
+):
     """The two ends of the usable stretch of each line ``I + p_max S0 + x E``, ``|x| ≤ p_max``
     (S0: signs on every pair but one, E: that pair; batched over leading axes): ``(lower end,
     upper end, usable)``.
@@ -117,7 +123,9 @@ def _margin_vertices(S0: np.ndarray, E: np.ndarray, p_max: np.ndarray, min_eig: 
     a, b = -p, p.copy()
     for _ in range(60):
         c, d = b - 0.618 * (b - a), a + 0.618 * (b - a)
-        up = _smallest_eigenvalue(P0 + c[..., None, None] * E) < _smallest_eigenvalue(P0 + d[..., None, None] * E)
+        up = _smallest_eigenvalue(P0 + c[..., None, None] * E) < _smallest_eigenvalue(
+            P0 + d[..., None, None] * E
+        )
         a, b = np.where(up, c, a), np.where(up, b, d)
     x = 0.5 * (a + b)
     peak = P0 + x[..., None, None] * E
@@ -127,7 +135,9 @@ def _margin_vertices(S0: np.ndarray, E: np.ndarray, p_max: np.ndarray, min_eig: 
     return lower, upper, usable
 
 
-def _face_ray(D: np.ndarray, E: np.ndarray, sign: np.ndarray, p_max: np.ndarray, min_eig: float, slack: float):
+def _face_ray(
+    D: np.ndarray, E: np.ndarray, sign: np.ndarray, p_max: np.ndarray, min_eig: float, slack: float
+):
     """Along the budget's edge ``P_f = sign · p_max`` (E: pair f's indicator; batched): from the
     face's centre ``I + sign p_max E`` along D (its entry on f dropped) to where the ray leaves
     the usable set (the box, or the margin by :func:`_last_usable`): ``(P, usable)``. Worst
@@ -140,7 +150,9 @@ def _face_ray(D: np.ndarray, E: np.ndarray, sign: np.ndarray, p_max: np.ndarray,
     size = np.max(np.abs(D), axis=(-2, -1))
     hi = np.where(size > 0, p / np.where(size > 0, size, 1), 0)
     P = C + _last_usable(C, D, hi, target)[..., None, None] * D
-    return np.clip(P - eye, -p[..., None, None], p[..., None, None]) + eye, _smallest_eigenvalue(C) >= target
+    return np.clip(P - eye, -p[..., None, None], p[..., None, None]) + eye, _smallest_eigenvalue(
+        C
+    ) >= target
 
 
 def _faces(m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -194,7 +206,6 @@ def _along_boundary(P: jax.Array, g: jax.Array, p_max: jax.Array, min_eig: float
     return jnp.eye(m, dtype=P.dtype) + T + T.T
 
 
-
 def _corner_signs(m: int) -> tuple:
     """Every sign pattern of the off-diagonals as symmetric ±1 matrices with zero diagonal."""
     pairs = [(i, j) for i in range(m) for j in range(i + 1, m)]
@@ -237,5 +248,3 @@ def sign_corners(m: int, p_max: float, min_eig: float = 1e-3) -> np.ndarray:
         if np.linalg.eigvalsh(P)[0] >= min_eig:
             out.append(P)
     return np.asarray(out).reshape(-1, m, m)
-
-

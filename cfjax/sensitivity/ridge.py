@@ -20,7 +20,8 @@ Ties go to the first candidate in grid order, as ``GridSearchCV``'s ``best_index
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -28,12 +29,25 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax._core.keys import numpy_rng
-from cfjax._results import headline, strict_plain as plain
+from cfjax._results import headline
+from cfjax._results import strict_plain as plain
 from cfjax.sensitivity.linear import polynomial_features
 from cfjax.typing import KeyLike
 
-__all__ = ["SCORES", "check_score", "fold_ids", "fold_errors", "fold_totals", "fold_scores", "best_index",
-           "cv_scores", "RidgeFit", "ridge_cv", "polynomial_predict", "embed"]
+__all__ = [
+    "SCORES",
+    "check_score",
+    "fold_ids",
+    "fold_errors",
+    "fold_totals",
+    "fold_scores",
+    "best_index",
+    "cv_scores",
+    "RidgeFit",
+    "ridge_cv",
+    "polynomial_predict",
+    "embed",
+]
 
 SCORES = ("r2", "mse")
 
@@ -41,8 +55,12 @@ SCORES = ("r2", "mse")
 def check_score(name: str, score: Any) -> str:
     """``score`` if it is one of :data:`SCORES`, else a :class:`cfjax.ValidationError`."""
     if not isinstance(score, str) or score not in SCORES:
-        _checks.fail(name, "'r2' (held-out R² averaged over folds, the paper's recipe) or 'mse' "
-                     "(held-out mean squared error averaged over folds)", repr(score))
+        _checks.fail(
+            name,
+            "'r2' (held-out R² averaged over folds, the paper's recipe) or 'mse' "
+            "(held-out mean squared error averaged over folds)",
+            repr(score),
+        )
     return score
 
 
@@ -170,21 +188,40 @@ class RidgeFit(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         """Every field as JSON-serialisable plain Python (``scores`` as nested lists,
         non-finite numbers as None)."""
-        return {"degree": int(self.degree), "lam": plain(self.lam), "theta": plain(self.theta),
-                "scores": plain(self.scores), "score": self.score}
+        return {
+            "degree": int(self.degree),
+            "lam": plain(self.lam),
+            "theta": plain(self.theta),
+            "scores": plain(self.scores),
+            "score": self.score,
+        }
 
     def __repr__(self) -> str:
         try:
             best = headline(np.asarray(self.scores)[best_index(self.scores, self.score)])
         except Exception:
             best = "?"
-        return (f"RidgeFit(degree={self.degree}, lam={headline(self.lam)}, best CV {self.score}={best}, "
-                f"theta {tuple(np.shape(self.theta))}, scores {tuple(np.shape(self.scores))})")
+        return (
+            f"RidgeFit(degree={self.degree}, lam={headline(self.lam)}, best CV {self.score}={best}, "
+            f"theta {tuple(np.shape(self.theta))}, scores {tuple(np.shape(self.scores))})"
+        )
 
 
-def ridge_cv(Z: Any, y: Any, *, degrees: Sequence[int] = (1, 2, 3, 4),
-             lambdas: Sequence[float] | np.ndarray = tuple(np.logspace(-4, 4, 10)), folds: int = 5,
-             shuffle: bool = False, key: KeyLike = 0, score: str = "r2") -> RidgeFit:
+#: ridge_cv's candidate penalties: 10 log-spaced from 1e-4 to 1e4
+_LAMBDAS = tuple(np.logspace(-4, 4, 10))
+
+
+def ridge_cv(
+    Z: Any,
+    y: Any,
+    *,
+    degrees: Sequence[int] = (1, 2, 3, 4),
+    lambdas: Sequence[float] | np.ndarray = _LAMBDAS,
+    folds: int = 5,
+    shuffle: bool = False,
+    key: KeyLike = 0,
+    score: str = "r2",
+) -> RidgeFit:
     """Polynomial ridge of ``y (n,)`` on ``Z (n, p)``, degree and penalty by K-fold CV (rows
     in order unless ``shuffle``, then folds drawn with ``key``, a PRNG key or an int seed) on
     ``score`` (held-out R², scikit-learn's default, or MSE), refitted on all rows. The grid's
@@ -204,8 +241,12 @@ def ridge_cv(Z: Any, y: Any, *, degrees: Sequence[int] = (1, 2, 3, 4),
     lambdas = _check_lambdas(lambdas)
     fold = fold_ids(Z.shape[0], folds, shuffle, key=key)
     totals = fold_totals(y, fold)
-    table = np.stack([fold_scores(fold_errors(embed(Z, d), y, lambdas, fold), *totals, score).mean(-1)
-                      for d in degrees])
+    table = np.stack(
+        [
+            fold_scores(fold_errors(embed(Z, d), y, lambdas, fold), *totals, score).mean(-1)
+            for d in degrees
+        ]
+    )
     i, j = best_index(table, score)
     F = embed(Z, degrees[i])
     lam = float(lambdas[j])
@@ -239,6 +280,9 @@ def _predictor_inputs(Z: Any, y: Any) -> tuple[jax.Array, jax.Array]:
 def _check_lambdas(lambdas: Any) -> np.ndarray:
     lam = np.asarray(lambdas, np.float64).reshape(-1)
     if lam.size == 0 or not np.isfinite(lam).all() or (lam <= 0).any():
-        _checks.fail("lambdas", "a non-empty sequence of positive penalties (CV solves need lambda > 0)",
-                     repr(lambdas))
+        _checks.fail(
+            "lambdas",
+            "a non-empty sequence of positive penalties (CV solves need lambda > 0)",
+            repr(lambdas),
+        )
     return lam

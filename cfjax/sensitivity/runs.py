@@ -36,7 +36,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -103,8 +104,14 @@ class Probe(NamedTuple):
     log_sigma: Array
 
 
-def _probe(model: FairModel, P: Array, log_sigma0: Array, newton_steps: Array,
-           units: Array | None = None, gradient: bool | Array = True) -> tuple[Array, Array, Array]:
+def _probe(
+    model: FairModel,
+    P: Array,
+    log_sigma0: Array,
+    newton_steps: Array,
+    units: Array | None = None,
+    gradient: bool | Array = True,
+) -> tuple[Array, Array, Array]:
     """CFU at ``P`` (on the ``units``, default all), its gradient in P and Model B's log σ:
     ``(value, grad (m, m), log_sigma (m,))``, Model B's σ solve started at ``log_sigma0``
     with at most ``newton_steps`` (traced) Newton steps. Where ``gradient`` (a bool, or a
@@ -124,15 +131,29 @@ def _probe(model: FairModel, P: Array, log_sigma0: Array, newton_steps: Array,
     return v, grad, log_sigma
 
 
-def _probe_runs(model: FairModel, P: Array, log_sigma0: Array, newton_steps: Array, units: Array | None,
-                active: Array, gradient: bool | Array = True) -> Probe:
+def _probe_runs(
+    model: FairModel,
+    P: Array,
+    log_sigma0: Array,
+    newton_steps: Array,
+    units: Array | None,
+    active: Array,
+    gradient: bool | Array = True,
+) -> Probe:
     """:func:`_probe` for every run, ``P (R, m, m)`` from ``log_sigma0 (R, m)``, the groups
     without an ``active (R,)`` run skipped (:func:`_over_runs`; their values zero)."""
+
     def skip(block):
         return jnp.zeros(block[0].shape[:1], P.dtype), jnp.zeros_like(block[0]), block[1]
 
-    return Probe(*_over_runs(lambda a: _probe(model, a[0], a[1], newton_steps, units, gradient),
-                             (P, log_sigma0), active, skip))
+    return Probe(
+        *_over_runs(
+            lambda a: _probe(model, a[0], a[1], newton_steps, units, gradient),
+            (P, log_sigma0),
+            active,
+            skip,
+        )
+    )
 
 
 def _fresh_log_sigma(model: FairModel, R: int, dtype: Any) -> Array:
@@ -211,6 +232,7 @@ class SearchState:
     v_eval: Array
 
     if TYPE_CHECKING:  # flax.struct adds it
+
         def replace(self, **changes: Any) -> SearchState: ...
 
 
@@ -226,7 +248,9 @@ class Query(NamedTuple):
 
 def _per_run(mask: Array, new: Any, old: Any) -> Any:
     """``new`` where ``mask (R,)``, else ``old``, leaf by leaf (each leaf's leading axis R)."""
-    return jax.tree.map(lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b), new, old)
+    return jax.tree.map(
+        lambda a, b: jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b), new, old
+    )
 
 
 def _answer_L(runs: Runs, s: SearchState) -> Array:
@@ -235,14 +259,18 @@ def _answer_L(runs: Runs, s: SearchState) -> Array:
     return s.best_L if runs.cfg.batch_size is None else s.L
 
 
-def _ascent_step(cfg: _Program, L: Array, opt_state: PyTree, p: Array, value: Array,
-                 grad: Array) -> tuple[Array, PyTree, Array]:
+def _ascent_step(
+    cfg: _Program, L: Array, opt_state: PyTree, p: Array, value: Array, grad: Array
+) -> tuple[Array, PyTree, Array]:
     """One ascent step of one run from CFU's ``value`` and ``grad`` in P at ``P(L, p)``:
     ``(L', optimiser state, objective)``. The optimiser's step is backtracked (halved, up to 8
     times) until P stays usable, and dropped when no fraction does."""
     if cfg.log_objective:  # log CFU (floored at the smallest normal float)
         tiny = jnp.finfo(L.dtype).tiny
-        objective, cotangent = jnp.log(jnp.maximum(value, tiny)), jnp.where(value > tiny, grad / value, 0.0)
+        objective, cotangent = (
+            jnp.log(jnp.maximum(value, tiny)),
+            jnp.where(value > tiny, grad / value, 0.0),
+        )
     else:
         objective, cotangent = value, grad
     g = -jax.vjp(lambda L: cfg.P_fn(L, p), L)[1](cotangent.astype(L.dtype))[0]
@@ -263,8 +291,9 @@ def after_ascent(runs: Runs, s: SearchState, P: Array, r: Probe) -> SearchState:
     """A step of every active run (the others frozen), its early stopping, and the answer
     phase once no run is active or the steps are spent."""
     cfg, t, active = runs.cfg, s.t, s.active
-    L_new, opt_new, track_new = jax.vmap(functools.partial(_ascent_step, cfg))(s.L, s.opt_state, runs.p_max,
-                                                                               r.value, r.grad)
+    L_new, opt_new, track_new = jax.vmap(functools.partial(_ascent_step, cfg))(
+        s.L, s.opt_state, runs.p_max, r.value, r.grad
+    )
     if cfg.batch_size is not None:  # an exponential average of the minibatch values
         track_new = jnp.where(t == 0, track_new, 0.9 * s.track + 0.1 * track_new)
     best = s.best
@@ -273,15 +302,24 @@ def after_ascent(runs: Runs, s: SearchState, P: Array, r: Probe) -> SearchState:
     improved = (best == -jnp.inf) | (track_new > best + threshold)
     shown = jnp.exp(track_new) if cfg.log_objective else track_new
     since = jnp.where(active, jnp.where(improved, 0, s.since + 1), s.since)
-    L, opt_state, log_sigma, track = _per_run(active, (L_new, opt_new, r.log_sigma, track_new),
-                                              (s.L, s.opt_state, s.log_sigma, s.track))
+    L, opt_state, log_sigma, track = _per_run(
+        active, (L_new, opt_new, r.log_sigma, track_new), (s.L, s.opt_state, s.log_sigma, s.track)
+    )
     still = active & (since < cfg.patience)
-    return s.replace(best_L=_per_run(active & (track_new > best), s.L, s.best_L),
-                     best=jnp.where(active, jnp.maximum(best, track_new), best), since=since,
-                     history=s.history.at[:, t].set(jnp.where(active, shown, jnp.nan)),
-                     steps=jnp.where(active, t + 1, s.steps), t=t + 1,
-                     L=L, opt_state=opt_state, log_sigma=log_sigma, track=track, active=still,
-                     phase=jnp.where((t + 1 < cfg.steps) & still.any(), Phase.ASCENT, Phase.ANSWER))
+    return s.replace(
+        best_L=_per_run(active & (track_new > best), s.L, s.best_L),
+        best=jnp.where(active, jnp.maximum(best, track_new), best),
+        since=since,
+        history=s.history.at[:, t].set(jnp.where(active, shown, jnp.nan)),
+        steps=jnp.where(active, t + 1, s.steps),
+        t=t + 1,
+        L=L,
+        opt_state=opt_state,
+        log_sigma=log_sigma,
+        track=track,
+        active=still,
+        phase=jnp.where((t + 1 < cfg.steps) & still.any(), Phase.ASCENT, Phase.ANSWER),
+    )
 
 
 def answer_query(runs: Runs, s: SearchState) -> Query:
@@ -293,11 +331,20 @@ def _polish_from(runs: Runs, s: SearchState, P: Array, value: Array, grad: Array
     """The answer so far (``P``, its value and gradient): the polish's first point (done
     without a polish)."""
     R = P.shape[0]
-    s = s.replace(P_eval=P, v_eval=value, P_best=P, v_best=value, g_best=grad,
-                  eta=jnp.full((R,), _POLISH_START, P.dtype), polish_t=jnp.ones((R,), jnp.int32))
+    s = s.replace(
+        P_eval=P,
+        v_eval=value,
+        P_best=P,
+        v_best=value,
+        g_best=grad,
+        eta=jnp.full((R,), _POLISH_START, P.dtype),
+        polish_t=jnp.ones((R,), jnp.int32),
+    )
     if not runs.cfg.polish_steps:
         return s.replace(phase=jnp.asarray(Phase.DONE))
-    return s.replace(polishing=runs.used, phase=jnp.where(runs.used.any(), Phase.POLISH, Phase.DONE))
+    return s.replace(
+        polishing=runs.used, phase=jnp.where(runs.used.any(), Phase.POLISH, Phase.DONE)
+    )
 
 
 def after_answer(runs: Runs, s: SearchState, P: Array, r: Probe) -> SearchState:
@@ -305,8 +352,14 @@ def after_answer(runs: Runs, s: SearchState, P: Array, r: Probe) -> SearchState:
     if runs.cfg.snap is None:
         return _polish_from(runs, s, P, r.value, r.grad)
     out, ok = jax.vmap(functools.partial(_snapped, runs.cfg))(P, runs.p_max)
-    return s.replace(P_eval=P, v_eval=r.value, g_best=r.grad, snap_out=out, snap_ok=ok,
-                     phase=jnp.asarray(Phase.SNAPPED))
+    return s.replace(
+        P_eval=P,
+        v_eval=r.value,
+        g_best=r.grad,
+        snap_out=out,
+        snap_ok=ok,
+        phase=jnp.asarray(Phase.SNAPPED),
+    )
 
 
 def snapped_query(runs: Runs, s: SearchState) -> Query:
@@ -318,8 +371,13 @@ def after_snapped(runs: Runs, s: SearchState, P: Array, r: Probe) -> SearchState
     """The snapped point kept where usable and worse for fairness; then the polish."""
     snapped = jnp.where(s.snap_ok, r.value, -jnp.inf)
     better = snapped > s.v_eval
-    return _polish_from(runs, s, jnp.where(better[:, None, None], s.snap_out, s.P_eval),
-                        jnp.where(better, snapped, s.v_eval), jnp.where(better[:, None, None], r.grad, s.g_best))
+    return _polish_from(
+        runs,
+        s,
+        jnp.where(better[:, None, None], s.snap_out, s.P_eval),
+        jnp.where(better, snapped, s.v_eval),
+        jnp.where(better[:, None, None], r.grad, s.g_best),
+    )
 
 
 def polish_query(runs: Runs, s: SearchState) -> Query:
@@ -341,14 +399,25 @@ def after_polish(runs: Runs, s: SearchState, P: Array, r: Probe) -> SearchState:
     steps backtracked at the margin) crawls; the polish slides along the margin and the
     budget's edges and settles where they meet."""
     on = s.polishing
-    ok = on & (r.value > s.v_best) & jnp.isfinite(r.value) & (
-        jax.vmap(lambda P: correlation_margin(P, runs.cfg.min_eig))(P) >= 0)
+    ok = (
+        on
+        & (r.value > s.v_best)
+        & jnp.isfinite(r.value)
+        & (jax.vmap(lambda P: correlation_margin(P, runs.cfg.min_eig))(P) >= 0)
+    )
     P, v, g = _per_run(ok, (P, r.value, r.grad), (s.P_best, s.v_best, s.g_best))
     eta = jnp.where(on, jnp.where(ok, 2 * s.eta, s.eta / 4), s.eta)
     t = s.polish_t + on.astype(s.polish_t.dtype)
     on = on & (t <= runs.cfg.polish_steps) & (eta >= _POLISH_STOP)
-    return s.replace(P_best=P, v_best=v, g_best=g, eta=eta, polish_t=t, polishing=on,
-                     phase=jnp.where(on.any(), Phase.POLISH, Phase.DONE))
+    return s.replace(
+        P_best=P,
+        v_best=v,
+        g_best=g,
+        eta=eta,
+        polish_t=t,
+        polishing=on,
+        phase=jnp.where(on.any(), Phase.POLISH, Phase.DONE),
+    )
 
 
 def screen_query(runs: Runs, s: SearchState) -> Query:
@@ -361,12 +430,19 @@ def screen_query(runs: Runs, s: SearchState) -> Query:
 
 def after_screen(runs: Runs, s: SearchState, P: Array, r: Probe) -> SearchState:
     """The screened values, −inf for the runs not used; done."""
-    return s.replace(P_eval=P, v_eval=jnp.where(runs.used, r.value, -jnp.inf), phase=jnp.asarray(Phase.DONE))
+    return s.replace(
+        P_eval=P, v_eval=jnp.where(runs.used, r.value, -jnp.inf), phase=jnp.asarray(Phase.DONE)
+    )
 
 
 #: Each phase's query and update, in :class:`Phase` order.
-_PHASES = ((ascent_query, after_ascent), (answer_query, after_answer), (snapped_query, after_snapped),
-           (polish_query, after_polish), (screen_query, after_screen))
+_PHASES = (
+    (ascent_query, after_ascent),
+    (answer_query, after_answer),
+    (snapped_query, after_snapped),
+    (polish_query, after_polish),
+    (screen_query, after_screen),
+)
 
 
 def evaluate(runs: Runs, s: SearchState, q: Query) -> Probe:
@@ -384,9 +460,14 @@ def evaluate(runs: Runs, s: SearchState, q: Query) -> Probe:
     values_only = (s.phase == Phase.SCREEN) | ((s.phase != Phase.ASCENT) & (not cfg.polish_steps))
     if cfg.batch_size is None:
         return _probe_runs(model, q.P, q.log_sigma0, newton, None, q.active, ~values_only)
-    units = jax.random.randint(jax.random.fold_in(runs.batch_key, s.t), (cfg.batch_size,), 0, model.data.n)
-    return jax.lax.cond(s.phase == Phase.ASCENT, lambda: _probe_runs(model, q.P, q.log_sigma0, newton, units, q.active),
-                        lambda: _probe_runs(model, q.P, q.log_sigma0, newton, None, q.active, ~values_only))
+    units = jax.random.randint(
+        jax.random.fold_in(runs.batch_key, s.t), (cfg.batch_size,), 0, model.data.n
+    )
+    return jax.lax.cond(
+        s.phase == Phase.ASCENT,
+        lambda: _probe_runs(model, q.P, q.log_sigma0, newton, units, q.active),
+        lambda: _probe_runs(model, q.P, q.log_sigma0, newton, None, q.active, ~values_only),
+    )
 
 
 def _iteration(runs: Runs, s: SearchState) -> SearchState:
@@ -394,7 +475,9 @@ def _iteration(runs: Runs, s: SearchState) -> SearchState:
     q = jax.lax.switch(s.phase, [functools.partial(query, runs) for query, _ in _PHASES], s)
     r = evaluate(runs, s, q)
     r = r._replace(value=r.value.astype(q.P.dtype), grad=r.grad.astype(q.P.dtype))
-    return jax.lax.switch(s.phase, [functools.partial(update, runs) for _, update in _PHASES], s, q.P, r)
+    return jax.lax.switch(
+        s.phase, [functools.partial(update, runs) for _, update in _PHASES], s, q.P, r
+    )
 
 
 def _initial_state(runs: Runs, L0: Array, first: Array) -> SearchState:
@@ -403,18 +486,41 @@ def _initial_state(runs: Runs, L0: Array, first: Array) -> SearchState:
     minus_inf = jnp.full((R,), -jnp.inf, dtype)
     Ps = jnp.broadcast_to(jnp.eye(m, dtype=dtype), (R, m, m))
     return SearchState(
-        phase=jnp.where(runs.used.any(), first, Phase.DONE), t=jnp.asarray(0, jnp.int32),
-        L=L0, opt_state=jax.vmap(runs.cfg.make_optimizer().init)(L0),
+        phase=jnp.where(runs.used.any(), first, Phase.DONE),
+        t=jnp.asarray(0, jnp.int32),
+        L=L0,
+        opt_state=jax.vmap(runs.cfg.make_optimizer().init)(L0),
         log_sigma=jnp.broadcast_to(jnp.log(runs.model.model_a.sigma), (R, m)).astype(dtype),
-        track=minus_inf, best=minus_inf, best_L=L0, since=jnp.zeros((R,), jnp.int32), active=runs.used,
-        steps=jnp.zeros((R,), jnp.int32), history=jnp.full((R, runs.cfg.steps), jnp.nan, dtype),
-        P_eval=Ps, v_eval=minus_inf, snap_out=Ps, snap_ok=jnp.zeros((R,), bool),
-        P_best=Ps, v_best=minus_inf, g_best=jnp.zeros_like(Ps), eta=jnp.full((R,), _POLISH_START, dtype),
-        polish_t=jnp.zeros((R,), jnp.int32), polishing=jnp.zeros((R,), bool))
+        track=minus_inf,
+        best=minus_inf,
+        best_L=L0,
+        since=jnp.zeros((R,), jnp.int32),
+        active=runs.used,
+        steps=jnp.zeros((R,), jnp.int32),
+        history=jnp.full((R, runs.cfg.steps), jnp.nan, dtype),
+        P_eval=Ps,
+        v_eval=minus_inf,
+        snap_out=Ps,
+        snap_ok=jnp.zeros((R,), bool),
+        P_best=Ps,
+        v_best=minus_inf,
+        g_best=jnp.zeros_like(Ps),
+        eta=jnp.full((R,), _POLISH_START, dtype),
+        polish_t=jnp.zeros((R,), jnp.int32),
+        polishing=jnp.zeros((R,), bool),
+    )
 
 
-def run_phases(cfg: _Program, model: FairModel, p_max: Array, L0: Array, batch_key: Array, used: Array,
-               fallback: Array, screen: bool | Array = False) -> tuple[Array, Array, Array, Array, Array]:
+def run_phases(
+    cfg: _Program,
+    model: FairModel,
+    p_max: Array,
+    L0: Array,
+    batch_key: Array,
+    used: Array,
+    fallback: Array,
+    screen: bool | Array = False,
+) -> tuple[Array, Array, Array, Array, Array]:
     """R runs, run r for budget ``p_max[r]`` from ``L0[r]`` (or from ``fallback[r]`` where
     ``L0[r]`` is not usable or not finite; the runs not ``used``, padding, skipped), every phase
     in one ``while_loop``: ``(values (R,), P (R, m, m), L (R, ...), steps (R,), history (R,
@@ -425,13 +531,18 @@ def run_phases(cfg: _Program, model: FairModel, p_max: Array, L0: Array, batch_k
     instead of the ascent: ``L0`` holds correlations ``(R, m, m)`` and the values are their
     full-data CFU (:func:`screen_query`), P the points, no steps taken."""
     R = L0.shape[0]
-    start_ok = screen | (jax.vmap(lambda L, p: correlation_margin(cfg.P_fn(L, p), cfg.min_eig) >= 0)(L0, p_max)
-                         & jnp.all(jnp.isfinite(L0), axis=tuple(range(1, L0.ndim))))
+    start_ok = screen | (
+        jax.vmap(lambda L, p: correlation_margin(cfg.P_fn(L, p), cfg.min_eig) >= 0)(L0, p_max)
+        & jnp.all(jnp.isfinite(L0), axis=tuple(range(1, L0.ndim)))
+    )
     L0 = jnp.where(start_ok.reshape((R,) + (1,) * (L0.ndim - 1)), L0, fallback)
     runs = Runs(model, p_max, used, _fresh_log_sigma(model, R, L0.dtype), batch_key, cfg)
     first = jnp.where(screen, Phase.SCREEN, Phase.ASCENT)
-    s = jax.lax.while_loop(lambda s: s.phase != Phase.DONE, functools.partial(_iteration, runs),
-                           _initial_state(runs, L0, first))
+    s = jax.lax.while_loop(
+        lambda s: s.phase != Phase.DONE,
+        functools.partial(_iteration, runs),
+        _initial_state(runs, L0, first),
+    )
     better = s.v_best > s.v_eval
     values = jnp.where(used, jnp.where(better, s.v_best, s.v_eval), -jnp.inf)
     P = jnp.where(better[:, None, None], s.P_best, s.P_eval)
@@ -457,8 +568,16 @@ def _snapped(cfg: _Program, P: Array, p: Array) -> tuple[Array, Array]:
 # ----------------------------------------------------------------------- the programs' entries
 # Each takes the arrays split over devices first, then the shared ones: the order in which
 # :func:`cfjax.distributed.map_batch` passes them (:class:`Bound` binds the settings).
-def cold_runs(cfg: _Program, p: Array, L0: Array, fallback: Array, used: Array, model: FairModel,
-              batch_key: Array, screen: Array) -> tuple[Array, Array, Array, Array]:
+def cold_runs(
+    cfg: _Program,
+    p: Array,
+    L0: Array,
+    fallback: Array,
+    used: Array,
+    model: FairModel,
+    batch_key: Array,
+    screen: Array,
+) -> tuple[Array, Array, Array, Array]:
     """Runs ``(N,)`` each from its own budget ``p`` and start ``L0`` (``fallback`` where not
     usable): ``(values (N,), P (N, m, m), steps (N,), history (N, S))``, every run in one loop
     (:func:`run_phases`; those not ``used``, padding, skipped: value −inf). Where ``screen``
@@ -469,8 +588,16 @@ def cold_runs(cfg: _Program, p: Array, L0: Array, fallback: Array, used: Array, 
     return values, P, steps, history
 
 
-def warm_runs(cfg: _Program, L0: Array, fallback: Array, used: Array, model: FairModel, budgets: Array,
-              count: Array, batch_key: Array) -> tuple[Array, Array, Array, Array]:
+def warm_runs(
+    cfg: _Program,
+    L0: Array,
+    fallback: Array,
+    used: Array,
+    model: FairModel,
+    budgets: Array,
+    count: Array,
+    batch_key: Array,
+) -> tuple[Array, Array, Array, Array]:
     """The curriculum for restarts ``(r,)`` from ``L0 (r, ...)`` (those not ``used``, padding,
     skipped): a scan over the sorted budgets (the first ``count`` of their slots), each run
     starting from its previous budget's final L (where usable); ``(values (r, B), P (r, B, m,
@@ -483,17 +610,32 @@ def warm_runs(cfg: _Program, L0: Array, fallback: Array, used: Array, model: Fai
         start = jnp.where(ok[:, None, None], L_prev, L0)
 
         def skip(_):
-            return (jnp.full((r,), -jnp.inf, L0.dtype), jnp.broadcast_to(jnp.eye(m, dtype=L0.dtype), (r, m, m)),
-                    start, jnp.zeros((r,), jnp.int32), jnp.full((r, cfg.steps), jnp.nan, L0.dtype))
+            return (
+                jnp.full((r,), -jnp.inf, L0.dtype),
+                jnp.broadcast_to(jnp.eye(m, dtype=L0.dtype), (r, m, m)),
+                start,
+                jnp.zeros((r,), jnp.int32),
+                jnp.full((r, cfg.steps), jnp.nan, L0.dtype),
+            )
 
         def run(start):
-            return run_phases(cfg, model, jnp.full((r,), p), start, jax.random.fold_in(batch_key, i), used, fallback,
-                              jnp.asarray(False))
+            return run_phases(
+                cfg,
+                model,
+                jnp.full((r,), p),
+                start,
+                jax.random.fold_in(batch_key, i),
+                used,
+                fallback,
+                jnp.asarray(False),
+            )
 
         out = jax.lax.cond(i < count, run, skip, start)
         return out[2], (out[0], out[1], out[3], out[4])
 
-    _, out = jax.lax.scan(one_budget, L0, (budgets, jnp.arange(budgets.shape[0], dtype=jnp.int32)))  # (B, r, ...)
+    _, out = jax.lax.scan(
+        one_budget, L0, (budgets, jnp.arange(budgets.shape[0], dtype=jnp.int32))
+    )  # (B, r, ...)
     first, second, third, fourth = (jnp.swapaxes(x, 0, 1) for x in out)
     return first, second, third, fourth
 

@@ -51,17 +51,29 @@ from flax import struct
 
 from cfjax import _checks, distributed
 from cfjax._core.keys import as_key
-from cfjax._results import headline, strict_plain as plain
+from cfjax._results import headline
+from cfjax._results import strict_plain as plain
+from cfjax.sensitivity import starts
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation, negligible_cfu
 from cfjax.sensitivity.correlation import check_budget
-from cfjax.sensitivity.diagnostics import FLOOR_SHARE, ConvergenceWarning, ShrinkageWarning, floor_dominates
+from cfjax.sensitivity.diagnostics import (
+    FLOOR_SHARE,
+    ConvergenceWarning,
+    ShrinkageWarning,
+    floor_dominates,
+)
 from cfjax.sensitivity.parameterisation import _parameterisation
 from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.projection import _corner_signs, _margin_lines
-from cfjax.sensitivity.search_config import SearchConfig, _Program, _options, optimizer_spec, slots, \
-    with_deprecated_options
-from cfjax.sensitivity import starts
 from cfjax.sensitivity.runs import Bound, cold_runs, warm_runs
+from cfjax.sensitivity.search_config import (
+    SearchConfig,
+    _options,
+    _Program,
+    optimizer_spec,
+    slots,
+    with_deprecated_options,
+)
 from cfjax.typing import ArrayLike, KeyLike, Mesh, MeshLike
 
 __all__ = ["WorstCase", "worst_case", "ConvergenceWarning", "SearchConfig", "paper_optimizer"]
@@ -75,8 +87,11 @@ def _search_mesh(mesh: MeshLike) -> Mesh | None:
         return None
     foreign = [d for d in where.devices.flat if d.process_index != jax.process_index()]
     if foreign:
-        _checks.fail("mesh", "devices of this process (the search runs where its model is)",
-                     f"{len(foreign)} device(s) of other processes, e.g. {foreign[0]}")
+        _checks.fail(
+            "mesh",
+            "devices of this process (the search runs where its model is)",
+            f"{len(foreign)} device(s) of other processes, e.g. {foreign[0]}",
+        )
     return where
 
 
@@ -127,13 +142,27 @@ class WorstCase:
         as ints, confirmed as bools), non-finite numbers as None (a restart without a usable P or
         not run, a ratio with one restart).
         ``history (B, R, steps)`` only when asked: it is the bulk of the result."""
-        out = {name: plain(getattr(self, name)) for name in
-               ("p_max", "cfu", "P", "eigenvalues", "restart_cfu", "restart_ratio", "steps")}
+        out = {
+            name: plain(getattr(self, name))
+            for name in (
+                "p_max",
+                "cfu",
+                "P",
+                "eigenvalues",
+                "restart_cfu",
+                "restart_ratio",
+                "steps",
+            )
+        }
         out["min_eig"] = float(self.min_eig)
         out["cfu_at_zero_correlation"] = plain(self.cfu_at_zero_correlation)
         for name in ("rounds", "round_cfu", "confirmed"):
             value = getattr(self, name)
-            out[name] = None if value is None else plain(np.asarray(value).tolist() if name == "confirmed" else value)
+            out[name] = (
+                None
+                if value is None
+                else plain(np.asarray(value).tolist() if name == "confirmed" else value)
+            )
         if history:
             out["history"] = plain(self.history)
         return out
@@ -146,15 +175,22 @@ class WorstCase:
                 raise TypeError  # batched (vmapped) results: shapes only
             i = int(np.nanargmax(np.where(np.isfinite(cfu), cfu, -np.inf)))
             ratio = np.asarray(self.restart_ratio, np.float64)
-            worst = (f"worst cfu={headline(cfu[i])} at p_max={headline(p[i])}, "
-                     f"p_max in [{headline(p.min())}, {headline(p.max())}], "
-                     f"max restart_ratio={headline(np.nanmax(ratio)) if np.isfinite(ratio).any() else 'nan'}")
+            worst = (
+                f"worst cfu={headline(cfu[i])} at p_max={headline(p[i])}, "
+                f"p_max in [{headline(p.min())}, {headline(p.max())}], "
+                f"max restart_ratio={headline(np.nanmax(ratio)) if np.isfinite(ratio).any() else 'nan'}"
+            )
         except Exception:  # traced or batched: shapes only
             worst = f"cfu {tuple(np.shape(self.cfu))}"
-        floor = "" if self.cfu_at_zero_correlation is None else \
-            f", cfu at P=I={headline(self.cfu_at_zero_correlation)}"
-        return (f"WorstCase(budgets={shape[-2] if len(shape) >= 2 else '?'}, restarts={shape[-1] if shape else '?'}, "
-                f"m={np.shape(self.P)[-1]}, {worst}{floor}, min_eig={self.min_eig:g})")
+        floor = (
+            ""
+            if self.cfu_at_zero_correlation is None
+            else f", cfu at P=I={headline(self.cfu_at_zero_correlation)}"
+        )
+        return (
+            f"WorstCase(budgets={shape[-2] if len(shape) >= 2 else '?'}, restarts={shape[-1] if shape else '?'}, "
+            f"m={np.shape(self.P)[-1]}, {worst}{floor}, min_eig={self.min_eig:g})"
+        )
 
 
 def paper_optimizer() -> optax.GradientTransformation:
@@ -169,23 +205,42 @@ def paper_optimizer() -> optax.GradientTransformation:
 def _program(config: SearchConfig, m: int) -> _Program:
     """The static settings of the search's programs for ``config`` and a model of ``m``
     features: the parameterisation of P by L, what is screened, the slots of restarts."""
-    P_fn, shape, mask = _parameterisation(config.parameterisation, config.cliques, m, config.min_eig)
+    P_fn, shape, mask = _parameterisation(
+        config.parameterisation, config.cliques, m, config.min_eig
+    )
     screen = config.screen_corners and P_fn.seed is not None
-    return _Program(P_fn=P_fn, shape=shape, mask=tuple(map(tuple, mask.tolist())),
-                    optimizer=optimizer_spec(config), steps=config.steps, batch_size=config.batch_size,
-                    patience=config.patience, tol=config.tol, min_eig=config.min_eig,
-                    init_scale=config.init_scale, newton_steps=config.newton_steps,
-                    warm_start=config.warm_start, restart_slots=slots(config.restarts, _RESTART_SLOTS),
-                    log_objective=config.log_objective, snap=config.snap,
-                    corners=_corner_signs(m) if screen and m <= 5 else (),
-                    boundary_starts=config.boundary_starts if screen else 0,
-                    polish_steps=config.polish if config.cliques is None and m > 1 else 0,
-                    margin_corners=_margin_lines(m) if screen and m <= 3 else ())
+    return _Program(
+        P_fn=P_fn,
+        shape=shape,
+        mask=tuple(map(tuple, mask.tolist())),
+        optimizer=optimizer_spec(config),
+        steps=config.steps,
+        batch_size=config.batch_size,
+        patience=config.patience,
+        tol=config.tol,
+        min_eig=config.min_eig,
+        init_scale=config.init_scale,
+        newton_steps=config.newton_steps,
+        warm_start=config.warm_start,
+        restart_slots=slots(config.restarts, _RESTART_SLOTS),
+        log_objective=config.log_objective,
+        snap=config.snap,
+        corners=_corner_signs(m) if screen and m <= 5 else (),
+        boundary_starts=config.boundary_starts if screen else 0,
+        polish_steps=config.polish if config.cliques is None and m > 1 else 0,
+        margin_corners=_margin_lines(m) if screen and m <= 3 else (),
+    )
 
 
-
-def worst_case(model: FairModel, p_max: ArrayLike, *, key: KeyLike, config: SearchConfig = SearchConfig(),
-               mesh: MeshLike = None, **deprecated: Any) -> WorstCase:
+def worst_case(
+    model: FairModel,
+    p_max: ArrayLike,
+    *,
+    key: KeyLike,
+    config: SearchConfig = SearchConfig(),
+    mesh: MeshLike = None,
+    **deprecated: Any,
+) -> WorstCase:
     """Maximise CFU over correlations within each budget (paper 001, Algorithm 1).
 
     Example::
@@ -248,26 +303,62 @@ def worst_case(model: FairModel, p_max: ArrayLike, *, key: KeyLike, config: Sear
     dtype = model.data.X.dtype
     count = budgets.size  # the budgets in slots, padded with the last one: a count is data
     batch_key = jax.random.fold_in(key, 1)
-    inits, fallback, zero, spares = starts.initial_L(program, budgets, restarts, key, dtype,
-                                                      _screening(program, where, model, batch_key, dtype),
-                                                      spare=_ROUND_RESTARTS // 2 * max_rounds)
+    inits, fallback, zero, spares = starts.initial_L(
+        program,
+        budgets,
+        restarts,
+        key,
+        dtype,
+        _screening(program, where, model, batch_key, dtype),
+        spare=_ROUND_RESTARTS // 2 * max_rounds,
+    )
     slotted = slots(count, _BUDGET_SLOTS)
     grid = np.pad(budgets, (0, slotted - count), mode="edge").astype(dtype)
     inits = np.pad(inits, ((0, slotted - count),) + ((0, 0),) * (inits.ndim - 1), mode="edge")
-    values, Ps, t, hist = _search(program, where, model, grid, count, restarts, batch_key, inits, fallback)
+    values, Ps, t, hist = _search(
+        program, where, model, grid, count, restarts, batch_key, inits, fallback
+    )
     budgets = grid[:count]
-    more, more_P, rounds = _rounds(program, where, model, budgets, values, Ps, spares, batch_key, key, fallback,
-                                   max_rounds, config.confirm, negligible_cfu(model))
+    more, more_P, rounds = _rounds(
+        program,
+        where,
+        model,
+        budgets,
+        values,
+        Ps,
+        spares,
+        batch_key,
+        key,
+        fallback,
+        max_rounds,
+        config.confirm,
+        negligible_cfu(model),
+    )
     every = np.concatenate([values, more], axis=1)
     cfu, P = _answer(budgets, every, np.concatenate([Ps, more_P], axis=1))
-    fields = dict(p_max=budgets, cfu=cfu, P=P, eigenvalues=np.linalg.eigvalsh(P), restart_cfu=values,
-                  restart_ratio=_restart_ratio(every), steps=t, history=hist)
-    extra = dict(rounds=rounds, round_cfu=more, confirmed=_confirmed(every, cfu, config.confirm, negligible_cfu(model)))
+    fields = dict(
+        p_max=budgets,
+        cfu=cfu,
+        P=P,
+        eigenvalues=np.linalg.eigvalsh(P),
+        restart_cfu=values,
+        restart_ratio=_restart_ratio(every),
+        steps=t,
+        history=hist,
+    )
+    extra = dict(
+        rounds=rounds,
+        round_cfu=more,
+        confirmed=_confirmed(every, cfu, config.confirm, negligible_cfu(model)),
+    )
     place = None if where is None else where.devices.flat[0]
-    out = WorstCase(**jax.device_put(fields, place), min_eig=config.min_eig,
-                    # The floor comes with the screened starts; without screening it is computed on its own.
-                    cfu_at_zero_correlation=zero if np.isfinite(zero) else cfu_at_zero_correlation(model),
-                    **jax.device_put(extra, place))
+    out = WorstCase(
+        **jax.device_put(fields, place),
+        min_eig=config.min_eig,
+        # The floor comes with the screened starts; without screening it is computed on its own.
+        cfu_at_zero_correlation=zero if np.isfinite(zero) else cfu_at_zero_correlation(model),
+        **jax.device_put(extra, place),
+    )
     _warn_if_none_finite(out)
     if config.warn_ratio is not None:
         _warn_if_apart(out, config.warn_ratio, max_rounds)
@@ -278,9 +369,21 @@ def worst_case(model: FairModel, p_max: ArrayLike, *, key: KeyLike, config: Sear
 _ROUND_RESTARTS = 4  # restarts an adaptive round adds at each budget not yet confirmed
 
 
-def _rounds(cfg: _Program, where: Mesh | None, model: FairModel, budgets: np.ndarray, values: np.ndarray,
-            Ps: np.ndarray, spares: np.ndarray, batch_key: jax.Array, key: jax.Array, fallback: np.ndarray,
-            max_rounds: int, confirm: float, negligible: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rounds(
+    cfg: _Program,
+    where: Mesh | None,
+    model: FairModel,
+    budgets: np.ndarray,
+    values: np.ndarray,
+    Ps: np.ndarray,
+    spares: np.ndarray,
+    batch_key: jax.Array,
+    key: jax.Array,
+    fallback: np.ndarray,
+    max_rounds: int,
+    confirm: float,
+    negligible: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The adaptive rounds after the first (``values (B, R)``, ``Ps (B, R, m, m)``): while some
     budget's worst case is not confirmed (:func:`_confirmed`) and rounds are left, 4 more
     restarts at each such budget (:func:`cfjax.sensitivity.starts.round_starts`: from its
@@ -300,15 +403,28 @@ def _rounds(cfg: _Program, where: Mesh | None, model: FairModel, budgets: np.nda
         todo = np.flatnonzero(~_confirmed(every, cfu, confirm, negligible))
         if not todo.size:
             break
-        L = starts.round_starts(cold, budgets[todo], P[todo], spares[todo], _ROUND_RESTARTS, key, i, dtype)
+        L = starts.round_starts(
+            cold, budgets[todo], P[todo], spares[todo], _ROUND_RESTARTS, key, i, dtype
+        )
         slotted = slots(todo.size, _BUDGET_SLOTS)
         inits = np.zeros((slotted, cold.restart_slots) + L.shape[2:], dtype)
-        inits[:todo.size, :_ROUND_RESTARTS] = L
+        inits[: todo.size, :_ROUND_RESTARTS] = L
         grid = np.pad(budgets[todo], (0, slotted - todo.size), mode="edge")
-        v, Q, _, _ = _search(cold, where, model, grid, todo.size, _ROUND_RESTARTS, jax.random.fold_in(batch_key, 2 + i),
-                             inits, fallback)
-        new, new_P = np.full((B, _ROUND_RESTARTS), np.nan, values.dtype), np.broadcast_to(
-            np.eye(m, dtype=Ps.dtype), (B, _ROUND_RESTARTS, m, m)).copy()
+        v, Q, _, _ = _search(
+            cold,
+            where,
+            model,
+            grid,
+            todo.size,
+            _ROUND_RESTARTS,
+            jax.random.fold_in(batch_key, 2 + i),
+            inits,
+            fallback,
+        )
+        new, new_P = (
+            np.full((B, _ROUND_RESTARTS), np.nan, values.dtype),
+            np.broadcast_to(np.eye(m, dtype=Ps.dtype), (B, _ROUND_RESTARTS, m, m)).copy(),
+        )
         new[todo], new_P[todo] = v, Q
         more, more_P = np.concatenate([more, new], axis=1), np.concatenate([more_P, new_P], axis=1)
         rounds[todo] += 1
@@ -329,14 +445,22 @@ def _warn_if_none_finite(out: WorstCase) -> None:
     bad = np.flatnonzero(~np.isfinite(np.asarray(out.cfu)))
     if bad.size:
         shown = ", ".join(f"{float(out.p_max[i]):.4g}" for i in bad[:8]) + (
-            f" and {bad.size - 8} more" if bad.size > 8 else "")
+            f" and {bad.size - 8} more" if bad.size > 8 else ""
+        )
         dtype = np.asarray(out.cfu).dtype
-        why = (" In float32, Model B's normal equations lose their precision near the boundary of the "
-               "usable correlations, and CFU comes out NaN: call jax.config.update(\"jax_enable_x64\", True) "
-               "at the start of the program." if dtype == np.float32 else
-               " CFU was NaN or infinite at every restart's end: check the model's data for extreme values.")
-        warnings.warn(f"worst_case: no restart ended with a finite CFU at p_max = {shown}; its cfu is -inf "
-                      f"(nothing found, restart_cfu shows each restart).{why}", ConvergenceWarning, stacklevel=3)
+        why = (
+            " In float32, Model B's normal equations lose their precision near the boundary of the "
+            'usable correlations, and CFU comes out NaN: call jax.config.update("jax_enable_x64", True) '
+            "at the start of the program."
+            if dtype == np.float32
+            else " CFU was NaN or infinite at every restart's end: check the model's data for extreme values."
+        )
+        warnings.warn(
+            f"worst_case: no restart ended with a finite CFU at p_max = {shown}; its cfu is -inf "
+            f"(nothing found, restart_cfu shows each restart).{why}",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
 
 
 def _warn_if_floor(out: WorstCase, model: FairModel) -> None:
@@ -351,12 +475,16 @@ def _warn_if_floor(out: WorstCase, model: FairModel) -> None:
     if floor_dominates(floor, curve, negligible_cfu(model)):
         values = np.append(curve[np.isfinite(curve)], cast(float, floor))
         lam = model.lam if not isinstance(model.lam, tuple) else list(model.lam)
-        warnings.warn(f"worst_case: the CFU at zero error correlation (P = I) is {floor:.4g}, more than "
-                      f"{FLOOR_SHARE:g} x the curve's range ({values.min():.4g} to {values.max():.4g}): at the ridge "
-                      f"penalty lambda = {lam} that floor is the penalty's shrinkage artefact (CFU at P = I is 0 only at "
-                      "lambda = 0), not unfairness caused by confounding; read the curve as its rise above the floor "
-                      "(cfu_at_zero_correlation), or refit with a smaller lambda or FitConfig(model_a=\"ml\"), whose "
-                      "Model A is Model B at P = I", ShrinkageWarning, stacklevel=3)
+        warnings.warn(
+            f"worst_case: the CFU at zero error correlation (P = I) is {floor:.4g}, more than "
+            f"{FLOOR_SHARE:g} x the curve's range ({values.min():.4g} to {values.max():.4g}): at the ridge "
+            f"penalty lambda = {lam} that floor is the penalty's shrinkage artefact (CFU at P = I is 0 only at "
+            "lambda = 0), not unfairness caused by confounding; read the curve as its rise above the floor "
+            '(cfu_at_zero_correlation), or refit with a smaller lambda or FitConfig(model_a="ml"), whose '
+            "Model A is Model B at P = I",
+            ShrinkageWarning,
+            stacklevel=3,
+        )
 
 
 def _warn_if_apart(out: WorstCase, factor: float, max_rounds: int = 0) -> None:
@@ -369,18 +497,33 @@ def _warn_if_apart(out: WorstCase, factor: float, max_rounds: int = 0) -> None:
     if apart.size:
         shown = ", ".join(f"p_max = {float(out.p_max[i]):.4g} ({ratio[i]:.4g}x)" for i in apart[:8])
         more = f" and {apart.size - 8} more" if apart.size > 8 else ""
-        done = (f"after {max_rounds} adaptive round(s) there of {_ROUND_RESTARTS} more restarts each (from the "
-                "next-best screened boundary points and near the best answer; max_rounds caps them)"
-                if max_rounds else "with no adaptive rounds (max_rounds=0)")
-        warnings.warn(f"worst_case: no second restart confirms the best restart's CFU (within the relative `confirm`) "
-                      f"at {shown}{more} (the best restart's CFU over the second best's), {done}: that worst case "
-                      "rests on one restart, and more steps, restarts or rounds may find a larger one (restart_cfu "
-                      "and round_cfu hold every restart's value; warn_ratio=None silences this)",
-                      ConvergenceWarning, stacklevel=3)
+        done = (
+            f"after {max_rounds} adaptive round(s) there of {_ROUND_RESTARTS} more restarts each (from the "
+            "next-best screened boundary points and near the best answer; max_rounds caps them)"
+            if max_rounds
+            else "with no adaptive rounds (max_rounds=0)"
+        )
+        warnings.warn(
+            f"worst_case: no second restart confirms the best restart's CFU (within the relative `confirm`) "
+            f"at {shown}{more} (the best restart's CFU over the second best's), {done}: that worst case "
+            "rests on one restart, and more steps, restarts or rounds may find a larger one (restart_cfu "
+            "and round_cfu hold every restart's value; warn_ratio=None silences this)",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
 
 
-def _search(cfg: _Program, where: Mesh | None, model: FairModel, budgets: np.ndarray, count: int, restarts: int,
-            batch_key: jax.Array, inits: np.ndarray, fallback: np.ndarray) -> tuple[np.ndarray, ...]:
+def _search(
+    cfg: _Program,
+    where: Mesh | None,
+    model: FairModel,
+    budgets: np.ndarray,
+    count: int,
+    restarts: int,
+    batch_key: jax.Array,
+    inits: np.ndarray,
+    fallback: np.ndarray,
+) -> tuple[np.ndarray, ...]:
     """``budgets (B',)``: the budgets in their slots, the first ``count`` in use; ``inits (B',
     R', ...)``: each budget's restarts' starting L, the first ``restarts`` in use;
     ``fallback (R', ...)``: each restart's random start, where its own is not usable. The runs are
@@ -395,26 +538,43 @@ def _search(cfg: _Program, where: Mesh | None, model: FairModel, budgets: np.nda
     dtype = budgets.dtype
     if cfg.warm_start:
         used = jnp.asarray(np.arange(R) < restarts)
-        out = distributed.map_batch(Bound(warm_runs, cfg), jnp.asarray(inits[0], dtype), jnp.asarray(fallback, dtype), used,
-                                    shared=(model, jnp.asarray(budgets), jnp.asarray(count, jnp.int32), batch_key),
-                                    mesh=where,
-                                    compiler_options=_options(where))
+        out = distributed.map_batch(
+            Bound(warm_runs, cfg),
+            jnp.asarray(inits[0], dtype),
+            jnp.asarray(fallback, dtype),
+            used,
+            shared=(model, jnp.asarray(budgets), jnp.asarray(count, jnp.int32), batch_key),
+            mesh=where,
+            compiler_options=_options(where),
+        )
         slot = None
     else:
-        runs = count * restarts  # packed, budget by budget, then padding: no group of padding is run
+        runs = (
+            count * restarts
+        )  # packed, budget by budget, then padding: no group of padding is run
         n = slots(runs, _RUN_SLOTS)
         k = np.arange(n)
         b, r = np.where(k < runs, k // restarts, 0), np.where(k < runs, k % restarts, 0)
-        slot = np.stack([np.where(k < runs, b, budgets.shape[0]), r])  # padding: past the grid, dropped
+        slot = np.stack(
+            [np.where(k < runs, b, budgets.shape[0]), r]
+        )  # padding: past the grid, dropped
         flat = inits.reshape((-1,) + inits.shape[2:])
-        out = distributed.map_batch(Bound(cold_runs, cfg), jnp.asarray(budgets[b]), jnp.asarray(flat[b * R + r], dtype),
-                                    jnp.asarray(fallback[r], dtype), jnp.asarray(k < runs),
-                                    shared=(model, batch_key, jnp.asarray(False)), mesh=where,
-                                    compiler_options=_options(where))
+        out = distributed.map_batch(
+            Bound(cold_runs, cfg),
+            jnp.asarray(budgets[b]),
+            jnp.asarray(flat[b * R + r], dtype),
+            jnp.asarray(fallback[r], dtype),
+            jnp.asarray(k < runs),
+            shared=(model, batch_key, jnp.asarray(False)),
+            mesh=where,
+            compiler_options=_options(where),
+        )
     return _gather(cfg.warm_start, R, budgets, count, restarts, slot, *out)
 
 
-def _screening(cfg: _Program, where: Mesh | None, model: FairModel, batch_key: jax.Array, dtype) -> Any:
+def _screening(
+    cfg: _Program, where: Mesh | None, model: FairModel, batch_key: jax.Array, dtype
+) -> Any:
     """``evaluate(P (K, m, m)) -> (K,)`` for :func:`cfjax.sensitivity.starts.initial_L`: the
     full-data CFU at each point, by the cold runs' program screening (:func:`cfjax.sensitivity.runs.cold_runs`),
     ``_RUN_SLOTS`` points per call (the cold search's program for its first counts, so the
@@ -428,10 +588,19 @@ def _screening(cfg: _Program, where: Mesh | None, model: FairModel, batch_key: j
         points = np.concatenate([points, np.broadcast_to(np.eye(m), (pad, m, m))]).astype(dtype)
         used = np.arange(K + pad) < K
         zeros = jnp.asarray(np.zeros(n, dtype))
-        out = [distributed.map_batch(Bound(cold_runs, cfg), zeros, jnp.asarray(points[i:i + n]), jnp.asarray(points[i:i + n]),
-                                     jnp.asarray(used[i:i + n]), shared=(model, batch_key, jnp.asarray(True)),
-                                     mesh=where, compiler_options=_options(where))[0]
-               for i in range(0, K + pad, n)]  # every call dispatched before one is read
+        out = [
+            distributed.map_batch(
+                Bound(cold_runs, cfg),
+                zeros,
+                jnp.asarray(points[i : i + n]),
+                jnp.asarray(points[i : i + n]),
+                jnp.asarray(used[i : i + n]),
+                shared=(model, batch_key, jnp.asarray(True)),
+                mesh=where,
+                compiler_options=_options(where),
+            )[0]
+            for i in range(0, K + pad, n)
+        ]  # every call dispatched before one is read
         return np.concatenate([np.asarray(v) for v in out])[:K]
 
     return evaluate
@@ -441,8 +610,18 @@ _RUN_SLOTS = 64  # the fewest run slots the search compiles for (16 budgets x 4 
 _BUDGET_SLOTS, _RESTART_SLOTS = 16, 4
 
 
-def _gather(warm_start: bool, R: int, budgets: Any, count: int, restarts: int, slot: np.ndarray | None,
-            values: Any, Ps: Any, t: Any, hist: Any) -> tuple[np.ndarray, ...]:
+def _gather(
+    warm_start: bool,
+    R: int,
+    budgets: Any,
+    count: int,
+    restarts: int,
+    slot: np.ndarray | None,
+    values: Any,
+    Ps: Any,
+    t: Any,
+    hist: Any,
+) -> tuple[np.ndarray, ...]:
     """Every run's answer as a grid over the slots ``(B', R)`` in use, on the host:
     ``(values (count, restarts), P (count, restarts, m, m), steps, history)``, a non-finite value
     as −inf. The runs come as ``(R, B', ...)`` with ``warm_start`` (restarts scanning budgets),
@@ -453,6 +632,7 @@ def _gather(warm_start: bool, R: int, budgets: Any, count: int, restarts: int, s
     if warm_start:
         values, Ps, t, hist = (np.swapaxes(x, 0, 1) for x in (values, Ps, t, hist))
     else:
+
         def grid(x, fill):
             out = np.full((B + 1, R) + x.shape[1:], fill, x.dtype)  # row B: the padding's, dropped
             out[slot[0], slot[1]] = x
@@ -460,11 +640,17 @@ def _gather(warm_start: bool, R: int, budgets: Any, count: int, restarts: int, s
 
         values, Ps, t, hist = grid(values, -np.inf), grid(Ps, 0), grid(t, 0), grid(hist, np.nan)
     values = values[:count, :restarts]
-    return np.where(np.isfinite(values), values, -np.inf), Ps[:count, :restarts], t[:count, :restarts], \
-        hist[:count, :restarts]
+    return (
+        np.where(np.isfinite(values), values, -np.inf),
+        Ps[:count, :restarts],
+        t[:count, :restarts],
+        hist[:count, :restarts],
+    )
 
 
-def _answer(budgets: np.ndarray, values: np.ndarray, Ps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _answer(
+    budgets: np.ndarray, values: np.ndarray, Ps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Each budget's worst case ``(cfu (B,), P (B, m, m))`` from every restart's answer
     ``values (B, E)`` (NaN: a restart not run) and ``Ps (B, E, m, m)``: its best restart's,
     never below a smaller budget's. On the host, in numpy: a few small arrays."""
@@ -480,7 +666,9 @@ def _answer(budgets: np.ndarray, values: np.ndarray, Ps: np.ndarray) -> tuple[np
     return cfu_best[source], P_best[source]
 
 
-def _confirmed(values: np.ndarray, cfu: np.ndarray, confirm: float, negligible: float) -> np.ndarray:
+def _confirmed(
+    values: np.ndarray, cfu: np.ndarray, confirm: float, negligible: float
+) -> np.ndarray:
     """``(B,)``: whether each budget's worst case ``cfu`` is confirmed, matched within a
     relative ``confirm`` by at least two of its restarts ``values (B, E)`` (NaN: not run), or
     at most ``negligible`` (rounding: every restart's value is then the same nothing)."""
@@ -499,5 +687,7 @@ def _restart_ratio(values: Any) -> np.ndarray:
         return np.full(values.shape[:1], np.nan, values.dtype)
     best, second = top[:, 0], top[:, 1]
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(second > 0, best / np.where(second > 0, second, 1), np.where(best > 0, np.inf, 1.0))
+        ratio = np.where(
+            second > 0, best / np.where(second > 0, second, 1), np.where(best > 0, np.inf, 1.0)
+        )
     return np.where(ran >= 2, ratio, np.nan)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from typing import Any, Callable, Mapping, Union
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias
 
 import numpy as np
 import optax
@@ -33,7 +34,7 @@ OPTIMIZERS = ("adam", "sgd")
 
 #: What ``SearchConfig.optimizer`` holds: a name of :data:`OPTIMIZERS`, or an optax
 #: transformation (compared by identity).
-Optimizer = Union[str, optax.GradientTransformation]
+Optimizer: TypeAlias = str | optax.GradientTransformation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,12 +152,17 @@ class SearchConfig:
                 _checks.fail(f"SearchConfig.{name}", "a non-negative integer", repr(value))
             put(name, int(value))
 
-        def number(name: str, expected: str, ok: Callable[[float], bool], optional: bool = False) -> None:
+        def number(
+            name: str, expected: str, ok: Callable[[float], bool], optional: bool = False
+        ) -> None:
             value = getattr(self, name)
             if optional and value is None:
                 return
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                    or not ok(float(value)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float, np.integer, np.floating))
+                or not ok(float(value))
+            ):
                 _checks.fail(f"SearchConfig.{name}", expected, repr(value))
             put(name, float(value))
 
@@ -185,38 +191,68 @@ class SearchConfig:
         number("warn_ratio", "None or a factor >= 1", lambda v: v >= 1, optional=True)
         if isinstance(self.optimizer, str):
             if self.optimizer not in OPTIMIZERS:
-                _checks.fail("SearchConfig.optimizer", f"one of {OPTIMIZERS} or an optax GradientTransformation",
-                             repr(self.optimizer))
+                _checks.fail(
+                    "SearchConfig.optimizer",
+                    f"one of {OPTIMIZERS} or an optax GradientTransformation",
+                    repr(self.optimizer),
+                )
             if self.optimizer != "sgd" and (self.momentum is not None or self.nesterov):
-                _checks.fail("SearchConfig.momentum", "None and nesterov=False with optimizer='adam' (momentum is "
-                             "sgd's)", f"momentum={self.momentum!r}, nesterov={self.nesterov!r}")
+                _checks.fail(
+                    "SearchConfig.momentum",
+                    "None and nesterov=False with optimizer='adam' (momentum is sgd's)",
+                    f"momentum={self.momentum!r}, nesterov={self.nesterov!r}",
+                )
             if self.nesterov and self.momentum is None:
-                _checks.fail("SearchConfig.nesterov", "a momentum with it (nesterov=True needs momentum=...)",
-                             "momentum=None")
+                _checks.fail(
+                    "SearchConfig.nesterov",
+                    "a momentum with it (nesterov=True needs momentum=...)",
+                    "momentum=None",
+                )
         elif not isinstance(self.optimizer, optax.GradientTransformation):
-            _checks.fail("SearchConfig.optimizer", f"one of {OPTIMIZERS} or an optax GradientTransformation",
-                         type(self.optimizer).__name__)
+            _checks.fail(
+                "SearchConfig.optimizer",
+                f"one of {OPTIMIZERS} or an optax GradientTransformation",
+                type(self.optimizer).__name__,
+            )
         if self.parameterisation not in ("tanh", "pd"):
-            _checks.fail("SearchConfig.parameterisation", "'tanh' (the paper's) or 'pd' (every usable P, by "
-                         "construction)", repr(self.parameterisation))
+            _checks.fail(
+                "SearchConfig.parameterisation",
+                "'tanh' (the paper's) or 'pd' (every usable P, by construction)",
+                repr(self.parameterisation),
+            )
         if self.cliques is not None:
             mask = np.asarray(self.cliques)
-            if mask.ndim != 2 or mask.size == 0 or not (mask.dtype == bool or np.isin(mask, (0, 1)).all()):
-                _checks.fail("SearchConfig.cliques", "None or a non-empty (m, c) boolean membership matrix",
-                             f"shape {mask.shape}, dtype {mask.dtype}")
+            if (
+                mask.ndim != 2
+                or mask.size == 0
+                or not (mask.dtype == bool or np.isin(mask, (0, 1)).all())
+            ):
+                _checks.fail(
+                    "SearchConfig.cliques",
+                    "None or a non-empty (m, c) boolean membership matrix",
+                    f"shape {mask.shape}, dtype {mask.dtype}",
+                )
             if self.parameterisation != "tanh":
-                _checks.fail("SearchConfig.cliques", "the tanh parameterisation (cliques mask its L)",
-                             f"parameterisation={self.parameterisation!r}")
+                _checks.fail(
+                    "SearchConfig.cliques",
+                    "the tanh parameterisation (cliques mask its L)",
+                    f"parameterisation={self.parameterisation!r}",
+                )
             put("cliques", tuple(map(tuple, mask.astype(bool).tolist())))
 
 
 #: The search options that were keyword arguments of worst_case, inverse_budget and bootstrap
 #: (``search=``) before :class:`SearchConfig`: each is the field of the same name.
-_OLD_OPTIONS = frozenset(f.name for f in dataclasses.fields(SearchConfig)) - {"learning_rate", "momentum", "nesterov"}
+_OLD_OPTIONS = frozenset(f.name for f in dataclasses.fields(SearchConfig)) - {
+    "learning_rate",
+    "momentum",
+    "nesterov",
+}
 
 
-def with_deprecated_options(caller: str, config: SearchConfig, options: Mapping[str, Any],
-                            stacklevel: int = 3) -> SearchConfig:
+def with_deprecated_options(
+    caller: str, config: SearchConfig, options: Mapping[str, Any], stacklevel: int = 3
+) -> SearchConfig:
     """``config`` with the search options passed the old way, as keyword arguments of
     ``caller`` (``options``), folded in, with a ``DeprecationWarning`` naming the new spelling;
     ``config`` itself when there are none. ``optimizer=None`` (the old default) leaves the
@@ -231,9 +267,16 @@ def with_deprecated_options(caller: str, config: SearchConfig, options: Mapping[
     shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
     options = {k: v for k, v in options.items() if not (k == "optimizer" and v is None)}
     fields = ", ".join(f"{k}={v!r}" for k, v in options.items())
-    new = f"SearchConfig({fields})" if config == SearchConfig() else f"dataclasses.replace(config, {fields})"
-    warnings.warn(f"{caller}({shown}) is deprecated and will be removed in the next release: pass config={new}",
-                  DeprecationWarning, stacklevel=stacklevel)
+    new = (
+        f"SearchConfig({fields})"
+        if config == SearchConfig()
+        else f"dataclasses.replace(config, {fields})"
+    )
+    warnings.warn(
+        f"{caller}({shown}) is deprecated and will be removed in the next release: pass config={new}",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
     return dataclasses.replace(config, **options)
 
 
@@ -253,8 +296,11 @@ def make_optimizer(spec: Any) -> optax.GradientTransformation:
     if isinstance(spec, optax.GradientTransformation):  # (a NamedTuple: checked first)
         return standard_promotion(spec)
     name, learning_rate, momentum, nesterov = spec
-    tx = optax.adam(learning_rate) if name == "adam" else optax.sgd(learning_rate, momentum=momentum,
-                                                                     nesterov=nesterov)
+    tx = (
+        optax.adam(learning_rate)
+        if name == "adam"
+        else optax.sgd(learning_rate, momentum=momentum, nesterov=nesterov)
+    )
     return standard_promotion(tx)
 
 

@@ -15,7 +15,8 @@ best distinct ones, a few small arrays, is numpy again.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, cast
+from collections.abc import Callable
+from typing import cast
 
 import jax
 import numpy as np
@@ -31,7 +32,9 @@ _PERTURB = 0.05  # an adaptive round's starts near the best answer: noise of thi
 
 def _rng(key: jax.Array, stream: int) -> np.random.Generator:
     """A numpy generator for the host's draws, determined by the search's ``key`` and a stream."""
-    return np.random.default_rng([int(x) for x in np.asarray(jax.random.key_data(key)).ravel()] + [stream])
+    return np.random.default_rng(
+        [int(x) for x in np.asarray(jax.random.key_data(key)).ravel()] + [stream]
+    )
 
 
 def random_starts(cfg: _Program, key: jax.Array) -> np.ndarray:
@@ -40,7 +43,9 @@ def random_starts(cfg: _Program, key: jax.Array) -> np.ndarray:
     return _init_L(_rng(key, 0), cfg.restart_slots, cfg.shape, np.asarray(cfg.mask), cfg.init_scale)
 
 
-def candidates(cfg: _Program, budgets: np.ndarray, key: jax.Array, dtype) -> tuple[np.ndarray, np.ndarray]:
+def candidates(
+    cfg: _Program, budgets: np.ndarray, key: jax.Array, dtype
+) -> tuple[np.ndarray, np.ndarray]:
     """Every budget's candidate starts on the boundary, ``(B, k, m, m)``, and whether each is
     usable ``(B, k)``: the sign corners (pulled onto the margin), random rays from I and as
     many along the budget's edge faces (the faces in turn), the margin's corners. ``k = 0``
@@ -68,19 +73,34 @@ def candidates(cfg: _Program, budgets: np.ndarray, key: jax.Array, dtype) -> tup
         add(P, np.ones(P.shape[:2], bool))
     if rays is not None and m > 1:
         E, sign = (np.take(a, np.arange(rays.shape[0]) % a.shape[0], axis=0) for a in _faces(m))
-        P, ok = _face_ray(rays[None], E[None], sign[None], np.broadcast_to(p, (B, rays.shape[0])), cfg.min_eig, slack)
+        P, ok = _face_ray(
+            rays[None],
+            E[None],
+            sign[None],
+            np.broadcast_to(p, (B, rays.shape[0])),
+            cfg.min_eig,
+            slack,
+        )
         add(P, ok)
     if cfg.margin_corners:
         S0, E = (np.asarray(a, np.float64) for a in zip(*cfg.margin_corners))
-        lower, upper, ok = _margin_vertices(S0[None], E[None], np.broadcast_to(p, (B, S0.shape[0])), cfg.min_eig, slack)
+        lower, upper, ok = _margin_vertices(
+            S0[None], E[None], np.broadcast_to(p, (B, S0.shape[0])), cfg.min_eig, slack
+        )
         add(lower, ok)
         add(upper, ok)
     return np.concatenate(Ps, axis=1), np.concatenate(oks, axis=1)
 
 
-def initial_L(cfg: _Program, budgets: np.ndarray, restarts: int, key: jax.Array, dtype,
-              evaluate: Callable[[np.ndarray], np.ndarray],
-              spare: int = 0) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+def initial_L(
+    cfg: _Program,
+    budgets: np.ndarray,
+    restarts: int,
+    key: jax.Array,
+    dtype,
+    evaluate: Callable[[np.ndarray], np.ndarray],
+    spare: int = 0,
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """Every budget's restarts' starting L, ``(B, R', ...)`` for the budgets in use ``(B,)`` and
     ``R' = cfg.restart_slots`` (the first ``restarts`` in use): the best distinct screened
     boundary points (when screening), then the paper's random initialisation; the random
@@ -96,15 +116,18 @@ def initial_L(cfg: _Program, budgets: np.ndarray, restarts: int, key: jax.Array,
     B, R = budgets.shape[0], cfg.restart_slots
     none = np.full((B, spare) + tuple(cfg.shape), np.nan)
     if cfg.warm_start:  # only the first budget starts afresh: screen it alone
-        first, _, zero, _ = initial_L(dataclasses.replace(cfg, warm_start=False), budgets[:1], restarts, key, dtype,
-                                      evaluate)
+        first, _, zero, _ = initial_L(
+            dataclasses.replace(cfg, warm_start=False), budgets[:1], restarts, key, dtype, evaluate
+        )
         return np.broadcast_to(first, (B,) + first.shape[1:]), random, zero, none
     Ps, ok = candidates(cfg, budgets, key, dtype)
     if Ps.shape[1] == 0:
         return np.broadcast_to(random, (B,) + random.shape), random, float("nan"), none
     m = cfg.shape[0]
     k = Ps.shape[1]
-    points = np.concatenate([np.where(ok[..., None, None], Ps, np.eye(m)).reshape(-1, m, m), np.eye(m)[None]])
+    points = np.concatenate(
+        [np.where(ok[..., None, None], Ps, np.eye(m)).reshape(-1, m, m), np.eye(m)[None]]
+    )
     values = np.asarray(evaluate(points), np.float64)
     zero, values = float(values[-1]), values[:-1].reshape(B, k)
     values = np.where(ok & np.isfinite(values), values, -np.inf)
@@ -114,7 +137,9 @@ def initial_L(cfg: _Program, budgets: np.ndarray, restarts: int, key: jax.Array,
     picks = max(R, restarts + spare)
     chosen, found = np.zeros((B, picks), int), np.zeros((B, picks), bool)
     near_scale = _DISTINCT * budgets[:, None]
-    for r in range(picks):  # the restart slots, then the spares: each pick depends on the ones before
+    for r in range(
+        picks
+    ):  # the restart slots, then the spares: each pick depends on the ones before
         i = np.argmax(left, axis=1)
         chosen[:, r], found[:, r] = i, np.isfinite(left[np.arange(B), i])
         picked = Ps[np.arange(B), i]
@@ -123,10 +148,13 @@ def initial_L(cfg: _Program, budgets: np.ndarray, restarts: int, key: jax.Array,
     # Fewer distinct candidates than restarts: the rest start near the best ones again (the
     # paper's random spread added to their L), so that the best two restarts can agree.
     rows = np.arange(B)[:, None]
-    later = chosen[:, restarts:restarts + spare]
+    later = chosen[:, restarts : restarts + spare]
     seed = cast(Callable[[np.ndarray, np.ndarray], np.ndarray], cfg.P_fn.seed)  # candidates need it
-    spares = np.where(found[:, restarts:restarts + spare, None, None],
-                      seed(Ps[rows, later], np.broadcast_to(budgets[:, None], later.shape)), np.nan)
+    spares = np.where(
+        found[:, restarts : restarts + spare, None, None],
+        seed(Ps[rows, later], np.broadcast_to(budgets[:, None], later.shape)),
+        np.nan,
+    )
     chosen, found = chosen[:, :R], found[:, :R]
     in_use = np.arange(R) < restarts
     n = np.maximum(np.sum(found & in_use, axis=1), 1)  # found is a prefix: picks go best first
@@ -134,12 +162,22 @@ def initial_L(cfg: _Program, budgets: np.ndarray, restarts: int, key: jax.Array,
     spread = random - np.where(np.asarray(cfg.mask), np.eye(*cfg.shape), 0)[None]
     seeds = seed(Ps[np.arange(B)[:, None], again], np.broadcast_to(budgets[:, None], (B, R)))
     L = seeds + np.where(found[..., None, None], 0.0, spread[None])
-    take = np.isfinite(np.take_along_axis(values, again, axis=1)) & np.all(np.isfinite(L), axis=(2, 3))
+    take = np.isfinite(np.take_along_axis(values, again, axis=1)) & np.all(
+        np.isfinite(L), axis=(2, 3)
+    )
     return np.where(take[..., None, None], L, random[None]), random, zero, spares
 
 
-def round_starts(cfg: _Program, budgets: np.ndarray, best: np.ndarray, spares: np.ndarray, count: int,
-                 key: jax.Array, round_: int, dtype) -> np.ndarray:
+def round_starts(
+    cfg: _Program,
+    budgets: np.ndarray,
+    best: np.ndarray,
+    spares: np.ndarray,
+    count: int,
+    key: jax.Array,
+    round_: int,
+    dtype,
+) -> np.ndarray:
     """The starting L of an adaptive round's ``count`` restarts at each of the budgets ``(b,)``
     not yet confirmed, ``(b, count, ...)``: the first half from the budget's spare screened
     candidates ``spares (b, k, ...)`` (:func:`initial_L`; round i takes the i-th share of them,
@@ -151,16 +189,23 @@ def round_starts(cfg: _Program, budgets: np.ndarray, best: np.ndarray, spares: n
     rng = _rng(key, 10 + round_)
     b, m = best.shape[0], cfg.shape[0]
     if cfg.P_fn.seed is None:
-        return _init_L(rng, b * count, cfg.shape, np.asarray(cfg.mask), cfg.init_scale).reshape((b, count) + cfg.shape)
+        return _init_L(rng, b * count, cfg.shape, np.asarray(cfg.mask), cfg.init_scale).reshape(
+            (b, count) + cfg.shape
+        )
     p = np.broadcast_to(np.asarray(budgets, np.float64)[:, None], (b, count))
     eye = np.eye(m)
     U = np.triu(rng.standard_normal((b, count, m, m)), 1)
-    D = np.clip(np.asarray(best, np.float64)[:, None] - eye + _PERTURB * p[..., None, None] * (U + np.swapaxes(U, -1, -2)),
-                -p[..., None, None], p[..., None, None]) * (1 - eye)
+    D = np.clip(
+        np.asarray(best, np.float64)[:, None]
+        - eye
+        + _PERTURB * p[..., None, None] * (U + np.swapaxes(U, -1, -2)),
+        -p[..., None, None],
+        p[..., None, None],
+    ) * (1 - eye)
     scale = _scale(D, p, cfg.min_eig, _slack(np.dtype(dtype), m))
     L = cfg.P_fn.seed(eye + np.minimum(1.0, scale)[..., None, None] * D, p)
     half = count // 2
-    share = spares[:, round_ * half:(round_ + 1) * half]
+    share = spares[:, round_ * half : (round_ + 1) * half]
     ok = np.all(np.isfinite(share), axis=tuple(range(2, share.ndim)))
-    L[:, :share.shape[1]] = np.where(ok[..., None, None], share, L[:, :share.shape[1]])
+    L[:, : share.shape[1]] = np.where(ok[..., None, None], share, L[:, : share.shape[1]])
     return L
