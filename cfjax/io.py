@@ -62,20 +62,19 @@ def write_png(path: str | os.PathLike, image: npt.ArrayLike) -> None:
 
 def plain_floats(value: npt.ArrayLike, float32_values: bool = False) -> Any:
     """Numbers of ``value`` (a float, a numpy float or a float array) as plain Python floats,
-        nested lists for an array, each the shortest decimal that gives back the same number in
-        its own dtype: a float32 0.836 becomes 0.836, not 0.8360000252723694 (its float64
-        expansion). Float64 values are unchanged, except with ``float32_values``: then a float64
-        that is exactly a float32 value (a float32 result cast up) is written as that float32's
-        shortest decimal too. NaN and infinities stay as they are.
+    nested lists for an array, each the shortest decimal that gives back the same number in
+    its own dtype: a float32 0.836 becomes 0.836, not 0.8360000252723694 (its float64
+    expansion). Float64 values are unchanged, except with ``float32_values``: then a float64
+    that is exactly a float32 value (a float32 result cast up) is written as that float32's
+    shortest decimal too. NaN and infinities stay as they are.
 
-        Example:
-          >>> import numpy as np
-    import numpy.typing as npt
-          >>> plain_floats(np.float32(0.836)), plain_floats(np.asarray([0.1, 0.25], np.float32))
-          (0.836, [0.1, 0.25])
-          >>> x = float(np.float32(0.836))
-          >>> plain_floats(x), plain_floats(x, float32_values=True), plain_floats(0.1, float32_values=True)
-          (0.8360000252723694, 0.836, 0.1)
+    Example:
+      >>> import numpy as np
+      >>> plain_floats(np.float32(0.836)), plain_floats(np.asarray([0.1, 0.25], np.float32))
+      (0.836, [0.1, 0.25])
+      >>> x = float(np.float32(0.836))
+      >>> plain_floats(x), plain_floats(x, float32_values=True), plain_floats(0.1, float32_values=True)
+      (0.8360000252723694, 0.836, 0.1)
     """
     a = np.asarray(value)
     if a.dtype.kind != "f":
