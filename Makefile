@@ -33,7 +33,7 @@ $(EXPERIMENTS_STAMP): $(STAMP)
 	touch $(EXPERIMENTS_STAMP)
 
 $(LINT_STAMP): $(PY) pyproject.toml constraints.txt
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[lint]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[lint,cli]'
 	touch $(LINT_STAMP)
 
 install: $(STAMP)
