@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 #: The pillars, imported on first use (``cfjax.metrics`` or ``import cfjax.metrics``): importing
 #: ``cfjax`` alone does not start JAX, so the ``cfjax`` command's ``--help`` answers at once.
 _SUBMODULES = (
+    "checkpoint",
     "data",
     "distributed",
     "figures",
@@ -37,6 +38,7 @@ _SUBMODULES = (
 
 if TYPE_CHECKING:
     from cfjax import (
+        checkpoint,
         data,
         distributed,
         figures,
@@ -66,6 +68,7 @@ __all__ = [
     "PrecisionWarning",
     "TrainingError",
     "ValidationError",
+    "checkpoint",
     "data",
     "distributed",
     "figures",

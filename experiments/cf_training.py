@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     cf.platform.use_compilation_cache()
     config = dataclasses.replace(ct.ARM_QUICK, seeds=tuple(range(2 if args.quick else args.seeds)),
-                                 biases=(0.95,) if args.quick else study.BIAS_STRENGTHS,
+                                 biases=(0.95,) if args.quick else study.families.BIAS_STRENGTHS,
                                  generator=study.GENERATOR_QUICK if args.learned else None)
     return ct.run_arm(config, args.out, key=args.seed)
 

@@ -32,7 +32,7 @@ from cfjax.data.chest import LABEL_MODES
 
 
 def main(argv: list[str] | None = None, *, config: study.Config | None = None,
-         generator: study.GeneratorSettings | None = None) -> dict[str, Any]:
+         generator: study.SiteGeneratorConfig | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="the quick configuration (≤ 10 minutes on 2 CPU cores)")

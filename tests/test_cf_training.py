@@ -235,7 +235,7 @@ def test_member_step_is_one_adamw_step_on_the_objectives_loss(rng, name):
     alpha = float(rng.uniform(0.2, 0.8)) if name == "cvar" else 1.0
     objective = Objective(name, strength, alpha)
     source = StoredCounterfactuals(jnp.asarray(x_cf), jnp.asarray(q))
-    data = cp.member_data(x, y, w, strengths=np.float32(strength), groups=groups)
+    data = cp.data.member_data(x, y, w, strengths=np.float32(strength), groups=groups)
     params = member(cp.init_params(MODEL, (SIZE, SIZE), seeds=[int(rng.integers(2**31))]), 0)
     opt = config.optimizer()
     key = jax.random.key(int(rng.integers(2**31)))
@@ -243,7 +243,7 @@ def test_member_step_is_one_adamw_step_on_the_objectives_loss(rng, name):
     # so that the step's moments and learning rate are not those of a fresh state
     g0 = jax.grad(lambda p: jnp.mean(bce(MODEL.apply(p, jnp.asarray(x)), jnp.asarray(y))))(params)
     _, opt_state = opt.update(g0, opt.init(params), params)
-    step = jax.jit(cp.member_step, static_argnums=(0, 1), static_argnames="objective")
+    step = jax.jit(cp.step.member_step, static_argnums=(0, 1), static_argnames="objective")
     out = step(MODEL, config, params, opt_state, data, key, objective=objective, source=source,
                group_weights=jnp.asarray(group_weights))
     new, new_state, loss, new_q = out.params, out.opt_state, out.loss, out.group_weights
@@ -278,13 +278,13 @@ def test_member_step_is_one_adamw_step_on_the_objectives_loss(rng, name):
 
 def test_member_step_errors_are_named(rng):
     config = cp.EnsembleConfig(steps=5, batch_size=4, warmup=0)
-    data = cp.member_data(np.zeros((6, SIZE, SIZE), np.float32), np.array([0, 1] * 3), np.ones(6))
+    data = cp.data.member_data(np.zeros((6, SIZE, SIZE), np.float32), np.array([0, 1] * 3), np.ones(6))
     params = member(cp.init_params(MODEL, (SIZE, SIZE), seeds=[0]), 0)
     state = config.optimizer().init(params)
     with pytest.raises(ValueError, match="`source`"):
-        cp.member_step(MODEL, config, params, state, data, jax.random.key(0), objective=Objective("cf_risk"))
+        cp.step.member_step(MODEL, config, params, state, data, jax.random.key(0), objective=Objective("cf_risk"))
     with pytest.raises(ValueError, match="`group_weights`"):
-        cp.member_step(MODEL, config, params, state, data, jax.random.key(0),
+        cp.step.member_step(MODEL, config, params, state, data, jax.random.key(0),
                        objective=Objective("group_dro", 0.1))
 
 
@@ -362,7 +362,7 @@ def test_resume_with_objectives_equals_uninterrupted(rng, tmp_path):
     assert not np.allclose(gw[2], 0.25, rtol=0, atol=1e-6)
     resume = cp.TrainOptions(progress=False, checkpoint_dir=tmp_path, max_rounds=1)
     first = cp.train(*args, **kw, options=resume)
-    assert int(first.round) == 1 and cp.latest_checkpoint_step(tmp_path) == CONFIG.eval_every
+    assert int(first.round) == 1 and cf.checkpoint.latest_checkpoint_step(tmp_path) == CONFIG.eval_every
     resumed = cp.train(*args, **kw, options=resume)
     assert int(resumed.round) == 2
     tree_equal(resumed, full)
@@ -495,7 +495,7 @@ def test_a_stability_penalty_removes_a_sex_shortcut(rng):
     data = cf.study.datasets(chest, key=seed, n_train=1500, n_val=200, test_per_cell=20, test_prevalence=0.5)
     train, val, test = data["train"], data["validation"], data["test"]
     p = train["parents"]
-    keep = np.asarray(cf.study.biased_training_mask("sex", 0.95, p["sex"], p["age"], p["effusion"],
+    keep = np.asarray(cf.study.splits.biased_training_mask("sex", 0.95, p["sex"], p["age"], p["effusion"],
                                                     key=jax.random.key(seed + 1)))
     do_train, q = cf.scm.intervention_grid({"sex": [0, 1], "age": [30.0, 70.0]})
     src = chest.counterfactual_source(train, do_train, key=seed + 2, weights=q)

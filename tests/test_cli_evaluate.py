@@ -468,7 +468,7 @@ def test_group_columns_follow_one_rule_in_every_format(rng, tmp_path, capsys, na
 
 
 def test_the_study_predictions_file_round_trips(rng, tmp_path):
-    """cfjax.study.save_predictions (what the study and cfjax demo write) stores y_cf (n, K), units
+    """cfjax.study.predictions.save_predictions (what the study and cfjax demo write) stores y_cf (n, K), units
     first, with format_version 2, and load_predictions gives back each predictor's arrays as they
     were written, with no transpose."""
     from cfjax import study
@@ -479,7 +479,7 @@ def test_the_study_predictions_file_round_trips(rng, tmp_path):
     d = _data(rng)
     several = _several(d)
     path = tmp_path / "predictions_A.npz"
-    study.save_predictions(str(path), **{k: v for k, v in several.items() if k != "format_version"})
+    study.predictions.save_predictions(str(path), **{k: v for k, v in several.items() if k != "format_version"})
     with np.load(path) as z:
         assert int(z["format_version"]) == 2 and z["y_cf"].shape == (N, K)
         np.testing.assert_array_equal(z["y_cf"], several["y_cf"])
@@ -492,7 +492,7 @@ def test_the_study_predictions_file_round_trips(rng, tmp_path):
             np.testing.assert_array_equal(got["y"], d["y"])
             assert "array 'format_version'" not in got["unused"]
     with pytest.raises(ValueError, match="`y_cf`"):  # the old layout is refused at writing too
-        study.save_predictions(str(tmp_path / "old.npz"), **{**{k: v for k, v in several.items()
+        study.predictions.save_predictions(str(tmp_path / "old.npz"), **{**{k: v for k, v in several.items()
                                                                 if k != "format_version"},
                                                              "y_cf": several["y_cf"].T})
 

@@ -12,7 +12,7 @@ from cfjax.cli import main
 from cfjax.cli.common import UserError
 from cfjax.cli.train import parse_objective
 from cfjax.predictors import Objective
-from cfjax.study import independence_weights
+from cfjax.study.cftraining import independence_weights
 
 
 def _run(argv, capsys):

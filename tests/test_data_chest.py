@@ -123,33 +123,33 @@ def test_balanced_split_meets_its_constraints_exactly():
     chest = D.ChestSCM(size=32, prevalence=0.3)
     p = chest.sample(20_000, key=jax.random.key(10))["parents"]
     sex, age, y = (np.asarray(p[v]) for v in ("sex", "age", "effusion"))
-    idx = cf.study.balanced_test_split(sex, age, y, per_cell=120, prevalence=0.25, key=3)
+    idx = cf.study.splits.balanced_test_split(sex, age, y, per_cell=120, prevalence=0.25, key=3)
     assert len(idx) == len(np.unique(idx)) == 720
-    groups = cf.study.age_group(age[idx])
+    groups = cf.study.splits.age_group(age[idx])
     assert (sex[idx] == 0).sum() == (sex[idx] == 1).sum() == 360
     for s in (0, 1):
         for g in (0, 1, 2):
             cell = (sex[idx] == s) & (groups == g)
             assert cell.sum() == 120 and y[idx][cell].sum() == 30
     with pytest.raises(ValueError, match="age group"):
-        cf.study.balanced_test_split(sex, age, y, per_cell=10_000, prevalence=0.5, key=0)
+        cf.study.splits.balanced_test_split(sex, age, y, per_cell=10_000, prevalence=0.5, key=0)
 
 
 def test_study_splits_take_keys_and_int_seeds_alike():
     rng = np.random.default_rng(0)
     sex, age, y = rng.integers(0, 2, 3000), rng.uniform(20, 90, 3000), rng.integers(0, 2, 3000)
-    by_int = cf.study.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5, key=3)
+    by_int = cf.study.splits.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5, key=3)
     for key in (jax.random.key(3), jax.random.PRNGKey(3)):
-        np.testing.assert_array_equal(cf.study.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5,
+        np.testing.assert_array_equal(cf.study.splits.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5,
                                                                    key=key), by_int)
-        np.testing.assert_array_equal(jax.random.key_data(cf.study.datasets_bias_key(key=key)),
-                                      jax.random.key_data(cf.study.datasets_bias_key(key=3)))
+        np.testing.assert_array_equal(jax.random.key_data(cf.study.families.datasets_bias_key(key=key)),
+                                      jax.random.key_data(cf.study.families.datasets_bias_key(key=3)))
     with pytest.raises(cf.ValidationError, match="`key`"):
-        cf.study.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5, key=-3)
+        cf.study.splits.balanced_test_split(sex, age, y, per_cell=20, prevalence=0.5, key=-3)
 
 
 def test_age_groups_edges():
-    np.testing.assert_array_equal(cf.study.age_group([20, 44.9, 45, 65, 65.1, 90]), [0, 0, 1, 1, 2, 2])
+    np.testing.assert_array_equal(cf.study.splits.age_group([20, 44.9, 45, 65, 65.1, 90]), [0, 0, 1, 1, 2, 2])
 
 
 @pytest.mark.parametrize("kind", ["sex", "age"])
@@ -157,7 +157,7 @@ def test_biased_training_sets_drop_with_the_spec_probabilities(kind):
     n = 200_000
     rng = np.random.default_rng(0)
     sex, age, y = rng.integers(0, 2, n), rng.uniform(20, 90, n), rng.integers(0, 2, n)
-    keep = np.asarray(cf.study.biased_training_mask(kind, 0.9, sex, age, y, key=jax.random.key(0)))
+    keep = np.asarray(cf.study.splits.biased_training_mask(kind, 0.9, sex, age, y, key=jax.random.key(0)))
     if kind == "sex":
         drop = 0.9 * (((sex == 0) & (y == 1)) | ((sex == 1) & (y == 0)))
     else:
@@ -169,7 +169,7 @@ def test_biased_training_sets_drop_with_the_spec_probabilities(kind):
         members = bins == b
         assert keep[members].mean() == pytest.approx(1 - drop[members].mean(), abs=0.02)
     with pytest.raises(ValueError, match="kind"):
-        cf.study.biased_training_mask("race", 0.9, sex, age, y, key=jax.random.key(0))
+        cf.study.splits.biased_training_mask("race", 0.9, sex, age, y, key=jax.random.key(0))
 
 
 def test_datasets_are_seeded_balanced_and_biased():
@@ -275,12 +275,12 @@ def full_pool_datasets(chest, seed, n_train, n_val, test_per_cell, bias, pool_fa
     train, val = sample(keys[0], n_train), sample(keys[1], n_val)
     pool = sample(keys[2], pool_factor * 6 * test_per_cell)
     p = pool["parents"]
-    idx = cf.study.balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
+    idx = cf.study.splits.balanced_test_split(np.asarray(p["sex"]), np.asarray(p["age"]), np.asarray(p["effusion"]),
                                 test_per_cell, 0.5, key=seed)
     out = {"train": train, "validation": val, "test": take(pool, idx)}
     if bias is not None:
         t = train["parents"]
-        keep = np.asarray(cf.study.biased_training_mask(bias[0], bias[1], t["sex"], t["age"], t["effusion"],
+        keep = np.asarray(cf.study.splits.biased_training_mask(bias[0], bias[1], t["sex"], t["age"], t["effusion"],
                                                         key=keys[3]))
         out["train"] = take(train, np.flatnonzero(keep))
     return out

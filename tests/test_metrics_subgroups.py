@@ -76,7 +76,7 @@ def test_correct_transition_count_matches_loop(rng):
         got = float(cf.metrics.correct_transition_count(values, chains, increasing=increasing))
         assert got == pytest.approx(expected)
     assert float(cf.metrics.correct_transition_count(np.arange(10.0), chains)) == 9
-    assert len(cf.study.PAPER_CHAINS) == 3
+    assert len(cf.study.families.PAPER_CHAINS) == 3
 
 
 def test_correct_transition_count_rejects_bad_chains():

@@ -140,11 +140,11 @@ def test_checkpoint_round_trip(rng, tmp_path):
     x, y, vx, vy, masks, seeds = problem(rng)
     state = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds,
                      options=pr.TrainOptions(progress=False, max_rounds=1))
-    pr.save_checkpoint(tmp_path, 7, state, {"note": "x"})
-    assert pr.latest_checkpoint_step(tmp_path) == 7
-    template = pr.init_state(MODEL, CONFIG, (16, 16), seeds=seeds + 1)
-    restored, meta = pr.restore_checkpoint(tmp_path, template)
-    assert meta["note"] == "x" and meta["format"] == pr.FORMAT_VERSION and meta["step"] == 7
+    cf.checkpoint.save_checkpoint(tmp_path, 7, state, {"note": "x"})
+    assert cf.checkpoint.latest_checkpoint_step(tmp_path) == 7
+    template = pr.state.init_state(MODEL, CONFIG, (16, 16), seeds=seeds + 1)
+    restored, meta = cf.checkpoint.restore_checkpoint(tmp_path, template)
+    assert meta["note"] == "x" and meta["format"] == cf.checkpoint.FORMAT_VERSION and meta["step"] == 7
     assert jax.tree.structure(restored) == jax.tree.structure(state)
     tree_equal(restored, state)
 
@@ -155,7 +155,7 @@ def test_resume_equals_uninterrupted(rng, tmp_path):
     part = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds,
                     options=pr.TrainOptions(progress=False, checkpoint_dir=tmp_path, max_rounds=2))
     assert int(part.step) == 2 * CONFIG.eval_every
-    assert pr.latest_checkpoint_step(tmp_path) == 2 * CONFIG.eval_every
+    assert cf.checkpoint.latest_checkpoint_step(tmp_path) == 2 * CONFIG.eval_every
     resumed = pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds,
                        options=pr.TrainOptions(progress=False, checkpoint_dir=tmp_path))
     assert resumed.finished and int(resumed.round) == int(full.round)
@@ -177,7 +177,7 @@ def test_the_old_keyword_arguments_and_tuple_still_work_with_a_warning(rng):
                        names=[str(m) for m in range(M)])
     tree_equal(old, new)
     p, o = member(new.params, 0), member(new.opt_state, 0)
-    out = pr.member_step(MODEL, CONFIG, p, o, pr.member_data(x, y, masks[0]), jax.random.key(0))
+    out = pr.step.member_step(MODEL, CONFIG, p, o, pr.data.member_data(x, y, masks[0]), jax.random.key(0))
     assert isinstance(out, MemberUpdate) and out.group_weights is None
     with pytest.warns(DeprecationWarning, match=r"\.params, \.opt_state, \.loss"):
         p1, o1, loss = out
@@ -195,19 +195,19 @@ def test_nonfinite_loss_names_member_and_step(rng):
     masks[:, 0] = 0.0
     masks[1] = 1.0
     masks[1, 0] = 3.0  # drawn with probability ~0.3 a step
-    state = pr.init_state(MODEL, CONFIG, (16, 16), seeds=seeds)
+    state = pr.state.init_state(MODEL, CONFIG, (16, 16), seeds=seeds)
     cdf = jnp.cumsum(jnp.asarray(masks[1]))
     key = jax.random.wrap_key_data(state.data_keys[1])
     from cfjax.predictors.step import _sample
     drawn = [int(t) for t in range(CONFIG.steps)
              if 0 in np.asarray(_sample(jax.random.fold_in(key, t), cdf, CONFIG.batch_size))]
     names = ["basic", "sex0.80", "age0.95"]
-    with pytest.raises(pr.TrainingError, match=rf"member 1 \('sex0.80'\).* step {drawn[0]}\b"):
+    with pytest.raises(cf.TrainingError, match=rf"member 1 \('sex0.80'\).* step {drawn[0]}\b"):
         pr.train(MODEL, x, y, masks, vx, vy, CONFIG, seeds=seeds, options=pr.TrainOptions(progress=False, names=names))
     # the public single-member step agrees: finite before that step, NaN at it
-    step = jax.jit(lambda p, o, d, k: pr.member_step(MODEL, CONFIG, p, o, d, k))
+    step = jax.jit(lambda p, o, d, k: pr.step.member_step(MODEL, CONFIG, p, o, d, k))
     p, o = member(state.params, 1), member(state.opt_state, 1)
-    data = pr.member_data(x, y, masks[1])
+    data = pr.data.member_data(x, y, masks[1])
     for t in range(drawn[0] + 1):
         out = step(p, o, data, jax.random.fold_in(key, t))
         p, o = out.params, out.opt_state
@@ -239,23 +239,23 @@ def test_logit_offset_closed_form(rng):
     sex = rng.integers(0, 2, (4, 6))
     beta = float(rng.choice([0.5, 1.0, 2.0]))
     ref = 1 / (1 + np.exp(-(logits.astype(np.float64) + beta * sex)))
-    np.testing.assert_allclose(cf.study.logit_offset(logits, sex, beta), ref, rtol=1e-5)
+    np.testing.assert_allclose(cf.study.families.logit_offset(logits, sex, beta), ref, rtol=1e-5)
 
 
 def test_paper_predictions_against_numpy(rng):
     seeds = [4, 7]
-    names = [n for n in cf.study.TRAINED_NAMES for _ in seeds]
-    member_seeds = seeds * len(cf.study.TRAINED_NAMES)
+    names = [n for n in cf.study.families.TRAINED_NAMES for _ in seeds]
+    member_seeds = seeds * len(cf.study.families.TRAINED_NAMES)
     perm = rng.permutation(len(names))  # any member order
     names, member_seeds = [names[i] for i in perm], [member_seeds[i] for i in perm]
     logits = rng.normal(0, 2, (len(names), 3, 5)).astype(np.float32)
     sex = rng.integers(0, 2, (3, 5))
-    got_names, p = cf.study.paper_predictions(names, member_seeds, logits, sex)
-    assert got_names == cf.study.PAPER_NAMES == ("basic", "logit+0.5", "logit+1", "logit+2", "sex0.80", "sex0.90",
+    got_names, p = cf.study.families.paper_predictions(names, member_seeds, logits, sex)
+    assert got_names == cf.study.families.PAPER_NAMES == ("basic", "logit+0.5", "logit+1", "logit+2", "sex0.80", "sex0.90",
                                            "sex0.95", "age0.80", "age0.90", "age0.95")
     assert p.shape == (10, 2, 3, 5)
     basic_order = [s for n, s in zip(names, member_seeds) if n == "basic"]
-    for i, name in enumerate(cf.study.PAPER_NAMES):
+    for i, name in enumerate(cf.study.families.PAPER_NAMES):
         beta = {"logit+0.5": 0.5, "logit+1": 1.0, "logit+2": 2.0}.get(name, 0.0)
         source = "basic" if beta else name
         for j, s in enumerate(basic_order):
@@ -271,9 +271,9 @@ def test_paper_family_masks_are_the_corrupted_training_sets():
     seed = 3
     kw = dict(n_train=8, n_val=4, test_per_cell=1, pool_factor=40)  # every render in one chunk size
     full = cf.study.datasets(chest, key=seed, **kw)["train"]["parents"]
-    fam = cf.study.paper_family(full["sex"], full["age"], full["effusion"], key=cf.study.datasets_bias_key(key=seed),
+    fam = cf.study.paper_family(full["sex"], full["age"], full["effusion"], key=cf.study.families.datasets_bias_key(key=seed),
                                 seeds=(0, 1))
-    assert fam.names == tuple(n for n in cf.study.TRAINED_NAMES for _ in (0, 1))
+    assert fam.names == tuple(n for n in cf.study.families.TRAINED_NAMES for _ in (0, 1))
     np.testing.assert_array_equal(fam.seeds, [0, 1] * 7)
     assert np.asarray(fam.masks[0]).all()
     for kind, strength in (("sex", 0.9), ("age", 0.8)):
@@ -339,25 +339,25 @@ def test_validation_errors():
         ("params", lambda: pr.predict(MODEL, {}, x)),
         ("image_shape", lambda: pr.init_params(MODEL, (16,), seeds=[0])),
         ("seeds", lambda: pr.init_params(MODEL, (16, 16), seeds=[])),
-        ("seeds", lambda: pr.init_state(MODEL, CONFIG, (16, 16), seeds=[[0]])),
-        ("config", lambda: pr.init_state(MODEL, None, (16, 16), seeds=[0])),
+        ("seeds", lambda: pr.state.init_state(MODEL, CONFIG, (16, 16), seeds=[[0]])),
+        ("config", lambda: pr.state.init_state(MODEL, None, (16, 16), seeds=[0])),
         ("key", lambda: pr.train(MODEL, x, y, ok, x, y, CONFIG)),  # neither key nor seeds
         ("key", lambda: pr.init_params(MODEL, (16, 16), key=0, seeds=[0])),  # both
-        ("weights", lambda: pr.member_data(x, y, np.ones(7))),
-        ("sex", lambda: cf.study.logit_offset(np.zeros(3), np.array([0, 2, 1]), 1.0)),
-        ("sex", lambda: cf.study.logit_offset(np.zeros(3), np.array([0, 1]), 1.0)),
-        ("beta", lambda: cf.study.logit_offset(np.zeros(3), np.array([0, 1, 1]), float("inf"))),
-        ("logits", lambda: cf.study.logit_offset(np.zeros(3, int), np.array([0, 1, 1]), 1.0)),
+        ("weights", lambda: pr.data.member_data(x, y, np.ones(7))),
+        ("sex", lambda: cf.study.families.logit_offset(np.zeros(3), np.array([0, 2, 1]), 1.0)),
+        ("sex", lambda: cf.study.families.logit_offset(np.zeros(3), np.array([0, 1]), 1.0)),
+        ("beta", lambda: cf.study.families.logit_offset(np.zeros(3), np.array([0, 1, 1]), float("inf"))),
+        ("logits", lambda: cf.study.families.logit_offset(np.zeros(3, int), np.array([0, 1, 1]), 1.0)),
         ("key", lambda: cf.study.paper_family(y, np.full(8, 50.0), y, key="0")),
         ("seeds", lambda: cf.study.paper_family(y, np.full(8, 50.0), y, key=jax.random.key(0), seeds=(1, 1))),
         ("age", lambda: cf.study.paper_family(y, np.full(7, 50.0), y, key=jax.random.key(0))),
         ("effusion", lambda: cf.study.paper_family(y, np.full(8, 50.0), y + 1, key=jax.random.key(0))),
-        ("key", lambda: cf.study.datasets_bias_key(key=-1)),
-        ("names", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(3, int))),
-        ("logits", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((2, 3), np.float32), np.zeros(3, int))),
-        ("sex", lambda: cf.study.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(4, int))),
-        ("directory", lambda: pr.restore_checkpoint("/nonexistent/cfjax-ckpt", {})),
-        ("keep", lambda: pr.CheckpointStore(".", keep=0)),
+        ("key", lambda: cf.study.families.datasets_bias_key(key=-1)),
+        ("names", lambda: cf.study.families.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(3, int))),
+        ("logits", lambda: cf.study.families.paper_predictions(["basic"], [0], np.zeros((2, 3), np.float32), np.zeros(3, int))),
+        ("sex", lambda: cf.study.families.paper_predictions(["basic"], [0], np.zeros((1, 3), np.float32), np.zeros(4, int))),
+        ("directory", lambda: cf.checkpoint.restore_checkpoint("/nonexistent/cfjax-ckpt", {})),
+        ("keep", lambda: cf.checkpoint.CheckpointStore(".", keep=0)),
     ]
     for name, call in cases:
         with pytest.raises(cf.ValidationError, match=f"`{name}`"):

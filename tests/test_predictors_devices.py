@@ -138,12 +138,13 @@ def test_sharded_training_resumes_from_checkpoint(rng, tmp_path):
     ends like the uninterrupted sharded run; its checkpoint also resumes on one device."""
     saved = run_child('''
 import tempfile
+from cfjax.checkpoint import latest_checkpoint_step
 whole = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds, options=pr.TrainOptions(progress=False),
                  mesh=len(jax.devices()))
 with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory() as d1:
     first = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds,
                      options=pr.TrainOptions(progress=False, checkpoint_dir=d, max_rounds=1), mesh=len(jax.devices()))
-    assert int(first.round) == 1 and pr.latest_checkpoint_step(d) == 10
+    assert int(first.round) == 1 and latest_checkpoint_step(d) == 10
     import shutil; shutil.copytree(d, d1, dirs_exist_ok=True)
     resumed = pr.train(model, x, y, masks, vx, vy, config, seeds=seeds,
                        options=pr.TrainOptions(progress=False, checkpoint_dir=d), mesh=len(jax.devices()))

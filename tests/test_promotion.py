@@ -74,13 +74,13 @@ def test_member_step(rng):
     model, config = pr.EffusionCNN(features=(4,)), pr.EnsembleConfig(steps=10, batch_size=4, warmup=0)
     params = jax.tree.map(lambda a: a[0], pr.init_params(model, (16, 16), seeds=[int(rng.integers(2**31))]))
     y = np.array([0, 1] * 4)
-    data = pr.member_data(rng.uniform(size=(8, 16, 16)).astype(np.float32), y, np.ones(8, np.float32))
+    data = pr.data.member_data(rng.uniform(size=(8, 16, 16)).astype(np.float32), y, np.ones(8, np.float32))
     key = jax.random.key(int(rng.integers(2**31)))
 
     def two_steps():
         p, o = params, config.optimizer().init(params)
         for t in range(2):
-            out = pr.member_step(model, config, p, o, data, jax.random.fold_in(key, t))
+            out = pr.step.member_step(model, config, p, o, data, jax.random.fold_in(key, t))
             p, o = out.params, out.opt_state
         return p, o, out.loss
 

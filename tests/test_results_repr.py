@@ -26,7 +26,7 @@ def _round_trip(obj):
 
 def test_ensemble_state_keeps_the_record_not_the_weights(rng):
     m = 3
-    state = E.init_state(cf.predictors.EffusionCNN(features=(4,)),
+    state = E.state.init_state(cf.predictors.EffusionCNN(features=(4,)),
                          E.EnsembleConfig(steps=30, eval_every=10, warmup=0), (16, 16), key=0, members=m)
     # a record as after two of three rounds (fields replaced as training would)
     auc = rng.uniform(0.5, 1.0, (3, m)).astype(np.float32)
@@ -44,7 +44,7 @@ def test_ensemble_state_keeps_the_record_not_the_weights(rng):
     assert f"best_auc_mean={float(np.nanmax(auc, axis=0).astype(np.float64).mean()):.4g}" in text
     config = E.EnsembleConfig(steps=30, eval_every=10, warmup=0)
     assert E.EnsembleConfig(**json.loads(json.dumps(config.to_dict()))) == config
-    data = E.member_data(np.zeros((4, 16, 16), np.float32), np.array([0, 1, 0, 1]), np.ones((2, 4), bool))
+    data = E.data.member_data(np.zeros((4, 16, 16), np.float32), np.array([0, 1, 0, 1]), np.ones((2, 4), bool))
     back, text = _round_trip(data)
     assert back["cdf"] == [[1.0, 2.0, 3.0, 4.0]] * 2
     assert text == "MemberData(images=float32[4, 16, 16], labels=float32[4], cdf=float32[2, 4])"

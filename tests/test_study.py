@@ -157,11 +157,11 @@ def test_files_and_keys(run):
         slug = R._slug(setting)
         for f in (f"predictions_{slug}.npz", f"reliability_{slug}.png", f"scatter_{slug}.png"):
             assert os.path.getsize(os.path.join(out, f)) > 0, f
-        assert list(r["auc"]) == list(cf.study.PAPER_NAMES)
+        assert list(r["auc"]) == list(cf.study.families.PAPER_NAMES)
         assert all(len(v) == 2 for v in r["auc"].values())
         assert set(r["delta_auc"]) == {"sex", "age_group", "race"}
         for v in r["delta_auc"].values():
-            assert list(v) == list(cf.study.PAPER_NAMES)
+            assert list(v) == list(cf.study.families.PAPER_NAMES)
         for metric in P.RISKS + P.CALIBRATION + tuple(f for f, _ in P.STABILITY):
             assert 0 <= r["ctc"][metric] <= 9
         assert set(r["correlations"]["sex"]) == {f for f, _ in P.STABILITY}
@@ -175,7 +175,7 @@ def test_numbers_equal_metrics_on_saved_predictions(run):
         data = np.load(os.path.join(out, f"predictions_{R._slug(setting)}.npz"))
         names = [str(n) for n in data["names"]]
         p_obs, p_cf, y = data["p_obs"], data["p_cf"], data["y"]
-        assert names == list(cf.study.PAPER_NAMES)
+        assert names == list(cf.study.families.PAPER_NAMES)
         assert p_cf.shape == p_obs.shape + (16,)
         assert int(data["format_version"]) == 2 and data["y_cf"].shape == (len(y), 16)  # units first
         np.testing.assert_array_equal(data["y_cf"], np.broadcast_to(y[:, None], (len(y), 16)))  # label held
@@ -196,9 +196,9 @@ def test_numbers_equal_metrics_on_saved_predictions(run):
                 np.testing.assert_allclose(r["delta_auc"]["sex"][name][s],
                                            float(cm.delta_auc(p_obs[i, s], y, data["sex"])), atol=1e-6)
                 np.testing.assert_allclose(r["delta_auc"]["age_group"][name][s],
-                                           float(cm.delta_auc(p_obs[i, s], y, cf.study.age_group(data["age"]))),
+                                           float(cm.delta_auc(p_obs[i, s], y, cf.study.splits.age_group(data["age"]))),
                                            atol=1e-6)
-        chains = [[names.index(p) for p in c] for c in study.PAPER_CHAINS]
+        chains = [[names.index(p) for p in c] for c in study.families.PAPER_CHAINS]
         assert r["ctc"]["risk_orig"] == pytest.approx(float(cm.correct_transition_count(per_seed.T, chains)))
         # the report's risk table shows the seed means
         with open(os.path.join(out, "report.md")) as f:
@@ -236,7 +236,7 @@ def test_weak_basic_classifiers_are_flagged_in_both_reports(demo, run):
         r, tr = res["settings"][name], res["training"][train_site]
         auc = np.mean(r["auc"]["basic"])
         lo, hi = r["auc_ci95_seed_mean"]["basic"]
-        assert lo <= hi and set(r["auc_ci95_seed_mean"]) == set(cf.study.PAPER_NAMES)
+        assert lo <= hi and set(r["auc_ci95_seed_mean"]) == set(cf.study.families.PAPER_NAMES)
         val = np.mean([v for m, v in zip(tr["members"], tr["best_val_auc"]) if m == "basic"])
         flagged = lo <= 0.5 or val - auc > max(0.1, hi - lo)
         check = res["classifier_checks"][name]

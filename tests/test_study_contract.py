@@ -82,12 +82,12 @@ def _calls(rng):
     chest, rec = _units(rng, 2)
     do = {"sex": jnp.array([0, 1], jnp.int32)}
     return [
-        ("biased_training_mask", lambda key: study.biased_training_mask("sex", 0.9, sex, age, y, key=key),
-         lambda key: study.biased_training_mask(key, "sex", 0.9, sex, age, y)),
-        ("auc_interval", lambda key: study.auc_interval(p, y, key=key, resamples=20),
-         lambda key: study.auc_interval(p, y, key, 20)),
-        ("datasets_bias_key", lambda key: jax.random.key_data(study.datasets_bias_key(key=key)),
-         lambda key: study.datasets_bias_key(key)),
+        ("biased_training_mask", lambda key: study.splits.biased_training_mask("sex", 0.9, sex, age, y, key=key),
+         lambda key: study.splits.biased_training_mask(key, "sex", 0.9, sex, age, y)),
+        ("auc_interval", lambda key: study.marginalisation.auc_interval(p, y, key=key, resamples=20),
+         lambda key: study.marginalisation.auc_interval(p, y, key, 20)),
+        ("datasets_bias_key", lambda key: jax.random.key_data(study.families.datasets_bias_key(key=key)),
+         lambda key: study.families.datasets_bias_key(key)),
         ("exact_counterfactuals", lambda key: study.exact_counterfactuals(chest, rec, do, key=key, label="follows"),
          lambda key: study.exact_counterfactuals(chest, rec, do, key, "follows")),
         ("evaluate_setting", _setting_key,
@@ -113,11 +113,13 @@ def test_study_keys_are_keyword_only_and_take_an_int_seed(rng):
 
 
 def test_every_study_function_that_draws_takes_key_keyword_only():
-    """Every public function and method of cfjax.study with a ``key`` parameter takes it
-    keyword-only."""
+    """Every public function and method of cfjax.study and of its modules with a ``key``
+    parameter takes it keyword-only."""
     found = []
-    for name in study.__all__:
-        obj = getattr(study, name)
+    modules = [study] + [getattr(study, m) for m in ("families", "splits", "learned", "marginalisation",
+                                                    "correlations", "diagnostics", "cftraining")]
+    for module, name in {(m, n) for m in modules for n in getattr(m, "__all__", ())}:
+        obj = getattr(module, name)
         fns = [obj.__call__] if inspect.isclass(obj) and "__call__" in vars(obj) else [obj]
         for fn in fns:
             if callable(fn) and not inspect.isclass(fn):
@@ -125,7 +127,7 @@ def test_every_study_function_that_draws_takes_key_keyword_only():
                 if "key" in params:
                     found.append(name)
                     assert params["key"].kind is inspect.Parameter.KEYWORD_ONLY, name
-    assert {"biased_training_mask", "auc_interval", "datasets_bias_key", "evaluate_setting",
+    assert {"biased_training_mask", "datasets_bias_key", "evaluate_setting",
             "exact_counterfactuals", "learned_images", "LearnedSource"} <= set(found)
 
 

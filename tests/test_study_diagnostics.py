@@ -35,7 +35,7 @@ def test_auc_interval_matches_sklearn_on_the_same_resamples(rng):
     y[:2] = [0, 1]
     p = _scores(rng, y, rng.uniform(0.0, 2.0), n_pred=3)
     key = jax.random.key(int(rng.integers(2**31)))
-    got = study.auc_interval(p, y, key=key, resamples=40)
+    got = study.marginalisation.auc_interval(p, y, key=key, resamples=40)
     np.testing.assert_allclose(got, _reference_interval(p, y, key, 40), atol=1e-5)
     assert got.shape == (3, 2) and np.all(got[:, 0] <= got[:, 1])
 
@@ -56,10 +56,10 @@ def test_a_near_chance_classifier_warns(rng):
     y, p = _chance_scores(rng, int(rng.integers(40, 100)))
     auc = [roc_auc_score(y, p[0, s]) for s in range(2)]
     np.testing.assert_allclose(auc, 0.5, atol=1e-12)
-    lo, hi = study.auc_interval(p, y, key=jax.random.key(int(rng.integers(2**31))), resamples=200)[0]
+    lo, hi = study.marginalisation.auc_interval(p, y, key=jax.random.key(int(rng.integers(2**31))), resamples=200)[0]
     assert lo < 0.5 < hi
     # a validation AUC close to the test AUC: only the interval flags it
-    check = study.basic_auc_check("B", auc, (lo, hi), [0.55, 0.52], "B")
+    check = study.diagnostics.basic_auc_check("B", auc, (lo, hi), [0.55, 0.52], "B")
     assert check["near_chance"] and not check["far_below_validation"]
     assert check["auc"] == pytest.approx(0.5)
     assert "setting B" in check["warning"] and "reaches chance (0.5)" in check["warning"]
@@ -67,22 +67,22 @@ def test_a_near_chance_classifier_warns(rng):
     y2 = (rng.uniform(size=400) < 0.3).astype(np.int32)
     y2[:2] = [0, 1]
     p2 = _scores(rng, y2, 1.5)
-    ci2 = study.auc_interval(p2, y2, key=jax.random.key(3), resamples=200)[0]
+    ci2 = study.marginalisation.auc_interval(p2, y2, key=jax.random.key(3), resamples=200)[0]
     auc2 = [roc_auc_score(y2, p2[0, s]) for s in range(2)]
     assert ci2[0] > 0.5
-    assert study.basic_auc_check("B", auc2, ci2, np.mean(auc2), "B")["warning"] is None
+    assert study.diagnostics.basic_auc_check("B", auc2, ci2, np.mean(auc2), "B")["warning"] is None
 
 
 def test_a_near_chance_classifier_with_a_high_validation_auc_warns_twice_over():
     # the demo's setting B before its configuration changed: test 0.553, validation 0.797
-    check = study.basic_auc_check("B", [0.668, 0.435], (0.47, 0.63), [0.797, 0.664], "B")
+    check = study.diagnostics.basic_auc_check("B", [0.668, 0.435], (0.47, 0.63), [0.797, 0.664], "B")
     assert check["near_chance"] and check["far_below_validation"]
     assert check["gap"] == pytest.approx(0.7305 - 0.5515)
     assert "reaches chance" in check["warning"] and "below its validation AUC" in check["warning"]
     # an interval entirely below chance (a classifier that ranks backwards) is flagged too
-    assert study.basic_auc_check("A", 0.3, (0.2, 0.4), 0.35)["near_chance"]
+    assert study.diagnostics.basic_auc_check("A", 0.3, (0.2, 0.4), 0.35)["near_chance"]
     # an undefined interval cannot show the classifier is above chance
-    undefined = study.basic_auc_check("A", 0.9, (None, None), 0.9)
+    undefined = study.diagnostics.basic_auc_check("A", 0.9, (None, None), 0.9)
     assert undefined["near_chance"] and "undefined" in undefined["warning"]
 
 
@@ -91,26 +91,26 @@ def test_a_good_classifier_does_not_warn(rng):
     y = (rng.uniform(size=n) < 0.3).astype(np.int32)
     y[:2] = [0, 1]
     p = _scores(rng, y, 2.5)  # AUC about 0.96
-    ci = study.auc_interval(p, y, key=jax.random.key(1), resamples=200)[0]
+    ci = study.marginalisation.auc_interval(p, y, key=jax.random.key(1), resamples=200)[0]
     auc = [roc_auc_score(y, p[0, s]) for s in range(2)]
-    check = study.basic_auc_check("A", auc, ci, np.mean(auc) + 0.05, "A")
+    check = study.diagnostics.basic_auc_check("A", auc, ci, np.mean(auc) + 0.05, "A")
     assert ci[0] > 0.5
     assert not check["near_chance"] and not check["far_below_validation"] and check["warning"] is None
 
 
 def test_far_below_validation_is_the_larger_of_the_threshold_and_the_interval_width():
     # width 0.06: the threshold is 0.1
-    assert study.basic_auc_check("A", 0.80, (0.77, 0.83), 0.899)["warning"] is None
-    far = study.basic_auc_check("A", 0.80, (0.77, 0.83), 0.901, "A")
+    assert study.diagnostics.basic_auc_check("A", 0.80, (0.77, 0.83), 0.899)["warning"] is None
+    far = study.diagnostics.basic_auc_check("A", 0.80, (0.77, 0.83), 0.901, "A")
     assert far["far_below_validation"] and not far["near_chance"]
     assert far["far_below_threshold"] == pytest.approx(D.FAR_BELOW)
     assert "site A's validation split" in far["warning"]
     # width 0.2: a drop of 0.15 is within the bootstrap noise, one of 0.21 is not
-    assert study.basic_auc_check("A", 0.75, (0.65, 0.85), 0.90)["warning"] is None
-    wide = study.basic_auc_check("A", 0.75, (0.65, 0.85), 0.96)
+    assert study.diagnostics.basic_auc_check("A", 0.75, (0.65, 0.85), 0.90)["warning"] is None
+    wide = study.diagnostics.basic_auc_check("A", 0.75, (0.65, 0.85), 0.96)
     assert wide["far_below_validation"] and wide["far_below_threshold"] == pytest.approx(0.2)
     # better on the test set than on validation is never flagged
-    assert study.basic_auc_check("A", 0.95, (0.9, 0.99), 0.7)["warning"] is None
+    assert study.diagnostics.basic_auc_check("A", 0.95, (0.9, 0.99), 0.7)["warning"] is None
 
 
 def _results(auc_b: list[float], ci_b: list[float], val_basic_b: list[float], keyed: bool) -> dict:
@@ -130,25 +130,25 @@ def _results(auc_b: list[float], ci_b: list[float], val_basic_b: list[float], ke
 
 @pytest.mark.parametrize("keyed", [False, True])
 def test_classifier_checks_reads_the_basic_rows_and_the_training_site(keyed):
-    checks = study.classifier_checks(_results([0.668, 0.435], [0.47, 0.63], [0.797, 0.664], keyed))
+    checks = study.diagnostics.classifier_checks(_results([0.668, 0.435], [0.47, 0.63], [0.797, 0.664], keyed))
     assert set(checks) == {"A", "B", "A->B"}
     assert checks["B"]["warning"] and checks["B"]["validation_auc"] == pytest.approx(0.7305)
     assert checks["A"]["warning"] is None and checks["A->B"]["warning"] is None
     # A->B is scored against site A's validation AUC (it was trained on A)
     assert checks["A->B"]["validation_auc"] == pytest.approx(0.925)
-    good = study.classifier_checks(_results([0.88, 0.9], [0.84, 0.93], [0.9, 0.91], keyed))
+    good = study.diagnostics.classifier_checks(_results([0.88, 0.9], [0.84, 0.93], [0.9, 0.91], keyed))
     assert all(c["warning"] is None for c in good.values())
 
 
 def test_the_report_section_warns_for_flagged_settings_only():
     from cfjax.study.report import classifier_section
 
-    checks = study.classifier_checks(_results([0.668, 0.435], [0.47, 0.63], [0.797, 0.664], False))
+    checks = study.diagnostics.classifier_checks(_results([0.668, 0.435], [0.47, 0.63], [0.797, 0.664], False))
     lines = classifier_section(checks)
     assert lines[0] == "## Warnings"
     flagged = [ln for ln in lines if ln.startswith("- **Warning.**")]
     assert len(flagged) == 1 and "setting B" in flagged[0]
-    good = classifier_section(study.classifier_checks(_results([0.88, 0.9], [0.84, 0.93], [0.9, 0.91], False)))
+    good = classifier_section(study.diagnostics.classifier_checks(_results([0.88, 0.9], [0.84, 0.93], [0.9, 0.91], False)))
     assert good[0] == "## Basic classifiers" and not any("**Warning.**" in ln for ln in good)
     assert "none is." in " ".join(good)
     assert classifier_section(checks, heading=False)[0].startswith("- **Warning.**")

@@ -115,7 +115,7 @@ def _setting(rng, names, seeds, orig=None):
 
 
 def test_compare_settings_against_numpy(rng):
-    names = list(cf.study.PAPER_NAMES)
+    names = list(cf.study.families.PAPER_NAMES)
     exact = _setting(rng, names, 2)
     learned = _setting(rng, names, 2, orig=exact)
     comp = R.compare_settings(exact, learned)
@@ -139,7 +139,7 @@ def test_compare_settings_against_numpy(rng):
 
 
 def test_learned_report_shows_the_numbers(rng):
-    names = list(cf.study.PAPER_NAMES)
+    names = list(cf.study.families.PAPER_NAMES)
     settings, learned, comps = {}, {}, {}
     for name, _, _ in P.SETTINGS:
         settings[name] = _setting(rng, names, 2)

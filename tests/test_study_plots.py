@@ -41,7 +41,7 @@ def _codes(n: int) -> dict[str, np.ndarray]:
 def _setting(rng, n: int = 96, seeds: int = 3, resamples: int = 40) -> dict:
     """One setting's results from the library on synthetic predictions of the ten predictors: a
     predictor-specific sex shortcut makes its counterfactual predictions move with do(sex)."""
-    names = list(cf.study.PAPER_NAMES)
+    names = list(cf.study.families.PAPER_NAMES)
     n_pred = len(names)
     codes = _codes(n)
     y = (np.arange(n) % 2).astype(np.int32)

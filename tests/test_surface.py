@@ -13,9 +13,9 @@ import pytest
 import cfjax
 
 PACKAGES = [name for name in cfjax.__all__ if name not in ("__version__",) and name[0].islower()]
-# A ratchet: the surface may shrink, not grow (350 names before the vocabulary work, 221 after;
+# A ratchet: the surface may shrink, not grow (350 names before the vocabulary work, 177 after;
 # the aim is about 200).
-MAX_NAMES = 221
+MAX_NAMES = 177
 MAX_PARAMETERS = 12
 
 
@@ -87,4 +87,4 @@ def test_deprecated_names_warn_and_resolve():
         warnings.simplefilter("error")
         with pytest.raises(AttributeError):
             cfjax.metrics.no_such_name  # noqa: B018
-    assert checked >= 0
+    assert checked > 0

@@ -155,7 +155,7 @@ def restore_checkpoint(
     directory: str | os.PathLike, template: PyTree, step: int | None = None
 ) -> tuple[PyTree, dict[str, Any]]:
     """``(state, meta)`` of checkpoint ``step`` (default: latest) in ``directory``, restored into
-    the structure of ``template`` (e.g. :func:`cfjax.predictors.init_state` of the same model,
+    the structure of ``template`` (e.g. :func:`cfjax.predictors.state.init_state` of the same model,
     config and seeds).
 
     Example:

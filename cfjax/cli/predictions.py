@@ -298,7 +298,7 @@ def _one_predictor(
     path: str, arrays: dict[str, np.ndarray], predictor: str | None, seed: int | None
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """One predictor of a file holding several, as :func:`cfjax.study.run` (``cfjax demo``)
-    writes them (:func:`cfjax.study.save_predictions`): ``names (P,)``, ``seeds (S,)``,
+    writes them (:func:`cfjax.study.predictions.save_predictions`): ``names (P,)``, ``seeds (S,)``,
     ``p_obs (P, S, n)``, ``p_cf (P, S, n, K)``, ``y (n,)``, ``y_cf (n, K)``, ``weights (K,)``
     and attribute arrays. Returns the arrays of the chosen one (``p_obs (n,)``, ``p_cf (n,
     K)``, the rest as they are) and which predictor."""

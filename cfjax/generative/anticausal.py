@@ -159,7 +159,7 @@ class ParentPredictor(nn.Module):
     """Images ``(B, H, W)`` in [0, 1] to raw head outputs ``{name: (B, head.outputs)}``.
 
     The trunk is :class:`cfjax.predictors.EffusionCNN`'s: ``len(features)`` blocks of a 3×3
-    convolution (:class:`~cfjax.predictors.Conv3x3`, im2col matrix product on CPU) and ReLU,
+    convolution (:class:`~cfjax.predictors.cnn.Conv3x3`, im2col matrix product on CPU) and ReLU,
     each but the last followed by 2×2 mean pooling, then the global mean and max of the last
     feature map; a shared dense layer of ``hidden`` units (ReLU) and one dense layer per head:
     ``C`` logits for a categorical head, ``(mean, log-scale)`` of the standardised value for a

@@ -63,7 +63,7 @@ class HVAEConfig:
       channels: features per resolution, finest first.
       latent_dims: latent channels per resolution, finest first (0 = no latent).
       sigma_min: lower bound of the pixel scale, ``σ ∈ [sigma_min, 1]`` (``0 < sigma_min < 1``).
-      conv: how 3×3 convolutions run (:class:`cfjax.predictors.Conv3x3`): ``"auto"``,
+      conv: how 3×3 convolutions run (:class:`cfjax.predictors.cnn.Conv3x3`): ``"auto"``,
         ``"matmul"`` (im2col, fast on CPU) or ``"xla"``.
 
     Example:

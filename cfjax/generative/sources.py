@@ -25,7 +25,7 @@ class DecodedCounterfactuals:
     """Counterfactual images decoded on demand by an image mechanism
     (:class:`~cfjax.generative.ImageHVAE`): :meth:`images` decodes unit ``idx[b]``'s abducted
     noise under its counterfactual parents ``parents_cf[idx[b], which[b, j]]``, as
-    :func:`cfjax.study.learned_images` does for evaluation (the same images up to the float
+    :func:`cfjax.study.learned.learned_images` does for evaluation (the same images up to the float
     rounding of another batch shape, with the same key). Built by
     :func:`decoded_counterfactuals`.
 
@@ -74,7 +74,7 @@ def decoded_counterfactuals(
 
     Unit ``n``'s noise is ``mechanism.abduct(params, images[n], parents[n], split(key, N)[n])``
     (the units in batches of ``chunk``), so with the same key its images are those of
-    :func:`cfjax.study.learned_images`.
+    :func:`cfjax.study.learned.learned_images`.
 
     Args:
       mechanism: the trained image mechanism; ``params`` its parameters.

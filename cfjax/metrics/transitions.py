@@ -1,5 +1,5 @@
 """Comparing metrics by how well they track known bias: the Correct Transition Count (CTC)
-(definitions §1). Paper 000's chains of predictors are ``cfjax.study.PAPER_CHAINS``."""
+(definitions §1). Paper 000's chains of predictors are ``cfjax.study.families.PAPER_CHAINS``."""
 
 from __future__ import annotations
 

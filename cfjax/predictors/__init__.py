@@ -7,62 +7,67 @@ The ensemble trainer, a module per concept: :mod:`~cfjax.predictors.config` (the
 :mod:`~cfjax.predictors.data` (each member's view of the training set),
 :mod:`~cfjax.predictors.step` (one member's step), :mod:`~cfjax.predictors.state` (the state
 stacked over members, its padding and placement on devices), :mod:`~cfjax.predictors.rounds`
-(one evaluation round of the ensemble) and :mod:`~cfjax.predictors.ensemble` (:func:`train`)."""
+(one evaluation round of the ensemble, :class:`~cfjax.predictors.rounds.EnsembleRound`),
+:mod:`~cfjax.predictors.inference` (parameters, keys and batched application over members) and
+:mod:`~cfjax.predictors.ensemble` (:func:`train`). Those modules' names are for building a
+trainer of one's own; this package exports what a user calls. Checkpoints are
+:mod:`cfjax.checkpoint`'s."""
 
-from cfjax._core.checkpoint import FORMAT_VERSION as FORMAT_VERSION
-from cfjax._core.checkpoint import CheckpointStore as CheckpointStore
-from cfjax._core.checkpoint import latest_checkpoint_step as latest_checkpoint_step
-from cfjax._core.checkpoint import restore_checkpoint as restore_checkpoint
-from cfjax._core.checkpoint import save_checkpoint as save_checkpoint
-from cfjax._errors import TrainingError as TrainingError
-from cfjax.platform import default_member_chunk as default_member_chunk
+from cfjax import _deprecations
+from cfjax._core import checkpoint as _checkpoint
+from cfjax._errors import TrainingError as _TrainingError
+from cfjax.platform import default_member_chunk as _default_member_chunk
+from cfjax.predictors import cnn as _cnn
+from cfjax.predictors import data as _data
+from cfjax.predictors import inference as _inference
 from cfjax.predictors import objectives as objectives
-from cfjax.predictors.cnn import Conv3x3 as Conv3x3
+from cfjax.predictors import rounds as _rounds
+from cfjax.predictors import state as _state
+from cfjax.predictors import step as _step
 from cfjax.predictors.cnn import EffusionCNN as EffusionCNN
-from cfjax.predictors.cnn import default_conv as default_conv
 from cfjax.predictors.config import EnsembleConfig as EnsembleConfig
 from cfjax.predictors.config import MemberObjectives as MemberObjectives
 from cfjax.predictors.config import TrainOptions as TrainOptions
-from cfjax.predictors.data import MemberData as MemberData
-from cfjax.predictors.data import member_data as member_data
 from cfjax.predictors.ensemble import train as train
-from cfjax.predictors.inference import ensemble_size as ensemble_size
 from cfjax.predictors.inference import init_params as init_params
-from cfjax.predictors.inference import map_members as map_members
-from cfjax.predictors.inference import member_keys as member_keys
 from cfjax.predictors.inference import predict as predict
 from cfjax.predictors.objectives import Objective as Objective
-from cfjax.predictors.rounds import EnsembleRound as EnsembleRound
 from cfjax.predictors.state import EnsembleState as EnsembleState
-from cfjax.predictors.state import init_state as init_state
-from cfjax.predictors.step import member_step as member_step
 
 __all__ = [
-    "CheckpointStore",
-    "Conv3x3",
     "EffusionCNN",
     "EnsembleConfig",
     "EnsembleState",
-    "EnsembleRound",
-    "FORMAT_VERSION",
-    "MemberData",
     "MemberObjectives",
     "Objective",
     "TrainOptions",
-    "TrainingError",
-    "default_conv",
-    "default_member_chunk",
-    "ensemble_size",
     "init_params",
-    "init_state",
-    "latest_checkpoint_step",
-    "map_members",
-    "member_data",
-    "member_keys",
-    "member_step",
     "objectives",
     "predict",
-    "restore_checkpoint",
-    "save_checkpoint",
     "train",
 ]
+
+#: names exported here before the surface was trimmed (one release, with a warning)
+_DEPRECATED = {
+    "CheckpointStore": ("cfjax.checkpoint.CheckpointStore", _checkpoint.CheckpointStore),
+    "FORMAT_VERSION": ("cfjax.checkpoint.FORMAT_VERSION", _checkpoint.FORMAT_VERSION),
+    "latest_checkpoint_step": (
+        "cfjax.checkpoint.latest_checkpoint_step",
+        _checkpoint.latest_checkpoint_step,
+    ),
+    "restore_checkpoint": ("cfjax.checkpoint.restore_checkpoint", _checkpoint.restore_checkpoint),
+    "save_checkpoint": ("cfjax.checkpoint.save_checkpoint", _checkpoint.save_checkpoint),
+    "TrainingError": ("cfjax.TrainingError", _TrainingError),
+    "default_member_chunk": ("cfjax.platform.default_member_chunk", _default_member_chunk),
+    "default_conv": ("cfjax.platform.default_conv", _cnn.default_conv),
+    "Conv3x3": ("cfjax.predictors.cnn.Conv3x3", _cnn.Conv3x3),
+    "MemberData": ("cfjax.predictors.data.MemberData", _data.MemberData),
+    "member_data": ("cfjax.predictors.data.member_data", _data.member_data),
+    "ensemble_size": ("cfjax.predictors.inference.ensemble_size", _inference.ensemble_size),
+    "map_members": ("cfjax.predictors.inference.map_members", _inference.map_members),
+    "member_keys": ("cfjax.predictors.inference.member_keys", _inference.member_keys),
+    "member_step": ("cfjax.predictors.step.member_step", _step.member_step),
+    "EnsembleRound": ("cfjax.predictors.rounds.EnsembleRound", _rounds.EnsembleRound),
+    "init_state": ("cfjax.predictors.state.init_state", _state.init_state),
+}
+__getattr__ = _deprecations.getattr_for(__name__, _DEPRECATED)

@@ -40,7 +40,7 @@ class EnsembleConfig:
         best parameters are kept); training ends when every member has stopped or run ``steps``.
       eval_chunk: validation images per compiled step of the validation pass (bounds memory).
       member_chunk: members stepped side by side (``vmap``) within the compiled step, the groups
-        one after another (:func:`cfjax.predictors.map_members`); default: all members, one at
+        one after another (:func:`cfjax.predictors.inference.map_members`); default: all members, one at
         a time on CPU (faster there, see :func:`cfjax.platform.default_member_chunk`);
         on each device when :func:`train` spreads the members over several.
 

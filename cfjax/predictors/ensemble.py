@@ -3,7 +3,7 @@ per-unit weights over one shared training set) and their key — as one jitted p
 
 The step of one member is a pure function (:func:`member_step`); one evaluation round of the
 ensemble (:class:`EnsembleRound`) runs ``eval_every`` of them for every member
-(:func:`cfjax.predictors.map_members`, the members optionally spread over several devices by
+(:func:`cfjax.predictors.inference.map_members`, the members optionally spread over several devices by
 :func:`cfjax.distributed.map_batch`, each device running its members' whole round), then
 evaluates every member's validation AUC and keeps each member's best parameters. The loop, the
 progress bar, the NaN guard and the checkpoints are :func:`cfjax._core.training.run`'s, its
@@ -83,11 +83,11 @@ def train(
     """Train M members at once, each on its own weighting of one shared training set.
 
     Member ``m`` starts from its key (``jax.random.split(key, M)[m]``, or
-    ``jax.random.key(seeds[m])``: see :func:`cfjax.predictors.member_keys`) and draws each
+    ``jax.random.key(seeds[m])``: see :func:`cfjax.predictors.inference.member_keys`) and draws each
     minibatch (with replacement) with probability proportional to ``masks[m]``; every step of
     :func:`cfjax._core.training.run`'s loop is one evaluation round (:class:`EnsembleRound`):
     ``config.eval_every`` AdamW steps (warm-up and cosine decay) of every active member
-    (:func:`~cfjax.predictors.map_members`), then every member's validation AUC
+    (:func:`~cfjax.predictors.inference.map_members`), then every member's validation AUC
     (:func:`cfjax.metrics.auc` on the validation logits). A member keeps the parameters of its
     best validation AUC and stops (frozen) after ``config.patience`` evaluations without
     improvement; training ends when every member has stopped. A member trained alone with the
@@ -116,7 +116,7 @@ def train(
       key: the ensemble's key (typed key, raw key data or int seed): member ``m`` gets
         ``split(key, M)[m]`` (initialisation and minibatch order).
       seeds: instead of ``key``, ``(M,)`` non-negative integer seeds, one per member (paper
-        000's family pairs its predictors by seed: see :func:`cfjax.predictors.member_keys`).
+        000's family pairs its predictors by seed: see :func:`cfjax.predictors.inference.member_keys`).
       objectives: each member's training objective (:class:`cfjax.predictors.Objective` or its
         name): None (every member basic), one for every member, or a sequence of M; or a
         :class:`MemberObjectives`, which also holds what they read: the counterfactual source

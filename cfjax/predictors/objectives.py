@@ -507,7 +507,7 @@ class Objective:
         of :meth:`interventions` (None where not :attr:`needs_counterfactuals`), labels
         ``y (B,)``, the member's ``strength`` (traced); ``groups (B,)`` and ``group_weights
         (G,)`` where :attr:`needs_groups` (updated by group DRO, unchanged otherwise).
-        :func:`cfjax.predictors.member_step` differentiates it."""
+        :func:`cfjax.predictors.step.member_step` differentiates it."""
         return _RULES[self.name].train_loss(
             self, logits_obs, logits_cf, y, strength, weights, groups, group_weights
         )

@@ -30,7 +30,7 @@ __all__ = ["EnsembleState", "MemberState", "init_state"]
 class MemberState:
     """The members' part of an :class:`EnsembleState`, every field stacked over members
     ``(M, ...)``: what a block of members carries through an evaluation round
-    (:class:`cfjax.predictors.EnsembleRound`), on the device that steps them. The fields are
+    (:class:`cfjax.predictors.rounds.EnsembleRound`), on the device that steps them. The fields are
     :class:`EnsembleState`'s of the same names: ``params``, ``opt_state``, ``best_params``,
     ``best_auc``, ``best_step``, ``since_best``, ``active``, ``data_keys``, ``group_weights``.
     """
@@ -104,7 +104,7 @@ class EnsembleState:
         ``best_auc``, ``best_step``, ``since_best``, ``active`` (lists of M),
         and per round ``val_auc`` and ``loss`` (R lists of M, NaN for rounds not run), and
         ``group_weights`` (M lists of G). Keep the parameters with
-        :func:`cfjax.predictors.save_checkpoint`."""
+        :func:`cfjax.checkpoint.save_checkpoint`."""
         out = {
             "n_members": int(np.shape(self.best_auc)[0]),
             "step": int(self.step),
@@ -149,7 +149,7 @@ def init_state(
     seeds: npt.ArrayLike | None = None,
     num_groups: int = 1,
 ) -> EnsembleState:
-    """The state before the first step. Member ``m``'s key (:func:`cfjax.predictors.member_keys`:
+    """The state before the first step. Member ``m``'s key (:func:`cfjax.predictors.inference.member_keys`:
     ``split(key, members)[m]``, or ``jax.random.key(seeds[m])``) is split in two: its
     parameters (as :func:`cfjax.predictors.init_params`) from the first half, its minibatch
     stream from the second.

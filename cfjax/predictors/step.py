@@ -91,7 +91,7 @@ class MemberUpdate:
         """The tuple of earlier releases, ``(params, opt_state, loss)`` and ``group_weights``
         when given (deprecated: read the fields)."""
         warnings.warn(
-            "unpacking cfjax.predictors.member_step's result is deprecated and will be removed in the next "
+            "unpacking cfjax.predictors.step.member_step's result is deprecated and will be removed in the next "
             "release: use its fields .params, .opt_state, .loss, .group_weights",
             DeprecationWarning,
             stacklevel=2,
@@ -133,7 +133,8 @@ def member_step(
     (unchanged by any other objective; None without).
 
     Example:
-      >>> from cfjax.predictors import EffusionCNN, init_params, member_data
+      >>> from cfjax.predictors import EffusionCNN, init_params
+      >>> from cfjax.predictors.data import member_data
       >>> model, config = EffusionCNN(features=(4,)), EnsembleConfig(steps=10, batch_size=2, warmup=0)
       >>> p = jax.tree.map(lambda a: a[0], init_params(model, (16, 16), key=0, members=1))
       >>> d = member_data(jnp.zeros((4, 16, 16)), jnp.array([0, 1, 0, 1]), jnp.ones(4))

@@ -30,7 +30,7 @@ def save_params(
     """Write ``params`` (a pytree of arrays, e.g. from :meth:`cfjax.scm.SCM.fit`) to the
     directory ``path``, replacing what an earlier save wrote there.
 
-    The pytree is an orbax checkpoint (the format of :class:`cfjax.predictors.CheckpointStore`) with
+    The pytree is an orbax checkpoint (the format of :class:`cfjax.checkpoint.CheckpointStore`) with
     a JSON ``meta`` (``kind``, format version, and what the caller adds); the write is atomic
     and the previous parameters are removed only once the new ones are complete.
 

@@ -5,7 +5,7 @@ and three settings (train and test on site A; on site B; train on A, test on B's
 demographics): the ten predictors of paper 000 (seven trained members × seeds as one vmapped
 ensemble, three logit offsets), K = 16 counterfactual images per test unit (sex × 8 ages) from
 a counterfactual *source* (exact by default; a learned HVAE generator with
-:class:`GeneratorSettings`), and every table: risk, calibration, stability, their CTC, bootstrap
+:class:`SiteGeneratorConfig`), and every table: risk, calibration, stability, their CTC, bootstrap
 intervals, ΔAUC and its correlation with stability (with bootstrap intervals,
 :mod:`cfjax.study.correlations`; figures in :mod:`cfjax.study.plots`), Proposition 1, ranking agreement; and a
 check that each setting's basic classifier is clearly above chance (:mod:`cfjax.study.diagnostics`,
@@ -19,120 +19,114 @@ compares it with reweighting and group DRO.
 checkpoints and returns a :class:`StudyResult`; ``experiments/marginalisation.py`` and
 ``cfjax demo`` (:mod:`cfjax.study.demo`) call it.
 
+This package exports what a user calls; the steps beneath live in their modules:
+``cfjax.study.families`` (paper 000's predictor family: ``PAPER_NAMES``, ``logit_offset``,
+``paper_predictions``, ...), ``.splits`` (``balanced_test_split``, ``biased_training_mask``,
+``age_group``), ``.learned`` (``fit_site_generator``, ``learned_images``, ``learned_scm``),
+``.report`` (``compare_settings``, the figures), ``.correlations``, ``.diagnostics``
+(``basic_auc_check``, ``classifier_checks``), ``.paper`` (``SITE_A``, ``SITE_B``),
+``.predictions`` (``save_predictions``) and ``.cftraining`` (``independence_weights``).
+
 Example (the whole study takes minutes; see ``cfjax demo`` for a run):
   >>> from cfjax import study
   >>> [name for name, _, _ in study.SETTINGS], study.QUICK.size, study.FULL.size
   (['A', 'B', 'A->B'], 32, 64)
 """
 
-from cfjax.study.cftraining import ARM_FULL, ARM_QUICK, ArmConfig, independence_weights, run_arm
-from cfjax.study.correlations import correlation, delta_auc_interval
-from cfjax.study.diagnostics import (
-    FAR_BELOW,
-    WeakClassifierWarning,
-    basic_auc_check,
-    classifier_checks,
-)
-from cfjax.study.families import (
-    BIAS_STRENGTHS,
-    LOGIT_OFFSETS,
-    PAPER_CHAINS,
-    PAPER_NAMES,
-    TRAINED_NAMES,
-    Family,
-    datasets_bias_key,
-    logit_offset,
-    paper_family,
-    paper_predictions,
-)
-from cfjax.study.learned import (
-    GENERATOR_FULL,
-    GENERATOR_QUICK,
-    GeneratorSettings,
-    LearnedSource,
-    fit_site_generator,
-    learned_images,
-    learned_scm,
-)
-from cfjax.study.marginalisation import (
-    FULL,
-    QUICK,
-    Config,
-    CounterfactualSource,
-    auc_interval,
-    evaluate_setting,
-    exact_counterfactuals,
-    fit_site_generators,
-    run,
-    train_site,
-)
-from cfjax.study.paper import SETTINGS, SITE_A, SITE_B
-from cfjax.study.plots import MAIN_PANELS, SUPPLEMENTARY_PANELS, delta_auc_figure
-from cfjax.study.predictions import save_predictions
-from cfjax.study.report import (
-    compare_settings,
-    reliability_figure,
-    scatter_caption,
-    scatter_figure,
-    write_report,
-)
-from cfjax.study.result import StudyResult
-from cfjax.study.splits import age_group, balanced_test_split, biased_training_mask, datasets
+from cfjax import _deprecations
+from cfjax.study import cftraining as _cftraining
+from cfjax.study import correlations as _correlations
+from cfjax.study import diagnostics as _diagnostics
+from cfjax.study import families as _families
+from cfjax.study import learned as _learned
+from cfjax.study import marginalisation as _marginalisation
+from cfjax.study import paper as _paper
+from cfjax.study import plots as _plots
+from cfjax.study import predictions as _predictions
+from cfjax.study import report as _report
+from cfjax.study import splits as _splits
+from cfjax.study.cftraining import ARM_FULL as ARM_FULL
+from cfjax.study.cftraining import ARM_QUICK as ARM_QUICK
+from cfjax.study.cftraining import ArmConfig as ArmConfig
+from cfjax.study.cftraining import run_arm as run_arm
+from cfjax.study.diagnostics import WeakClassifierWarning as WeakClassifierWarning
+from cfjax.study.families import Family as Family
+from cfjax.study.families import paper_family as paper_family
+from cfjax.study.learned import GENERATOR_FULL as GENERATOR_FULL
+from cfjax.study.learned import GENERATOR_QUICK as GENERATOR_QUICK
+from cfjax.study.learned import LearnedSource as LearnedSource
+from cfjax.study.learned import SiteGeneratorConfig as SiteGeneratorConfig
+from cfjax.study.marginalisation import FULL as FULL
+from cfjax.study.marginalisation import QUICK as QUICK
+from cfjax.study.marginalisation import Config as Config
+from cfjax.study.marginalisation import CounterfactualSource as CounterfactualSource
+from cfjax.study.marginalisation import evaluate_setting as evaluate_setting
+from cfjax.study.marginalisation import exact_counterfactuals as exact_counterfactuals
+from cfjax.study.marginalisation import fit_site_generators as fit_site_generators
+from cfjax.study.marginalisation import run as run
+from cfjax.study.marginalisation import train_site as train_site
+from cfjax.study.paper import SETTINGS as SETTINGS
+from cfjax.study.report import write_report as write_report
+from cfjax.study.result import StudyResult as StudyResult
+from cfjax.study.splits import datasets as datasets
 
 __all__ = [
+    "ARM_FULL",
+    "ARM_QUICK",
+    "ArmConfig",
     "Config",
-    "FULL",
-    "QUICK",
-    "run",
-    "StudyResult",
-    "train_site",
-    "evaluate_setting",
     "CounterfactualSource",
-    "exact_counterfactuals",
-    "GeneratorSettings",
+    "FULL",
+    "Family",
     "GENERATOR_FULL",
     "GENERATOR_QUICK",
     "LearnedSource",
-    "fit_site_generator",
-    "fit_site_generators",
-    "learned_images",
-    "learned_scm",
-    "SITE_A",
-    "SITE_B",
+    "QUICK",
     "SETTINGS",
-    "compare_settings",
-    "reliability_figure",
-    "scatter_figure",
-    "scatter_caption",
-    "write_report",
-    "auc_interval",
-    "correlation",
-    "delta_auc_interval",
-    "delta_auc_figure",
-    "MAIN_PANELS",
-    "SUPPLEMENTARY_PANELS",
+    "SiteGeneratorConfig",
+    "StudyResult",
     "WeakClassifierWarning",
-    "FAR_BELOW",
-    "basic_auc_check",
-    "classifier_checks",
-    "PAPER_NAMES",
-    "PAPER_CHAINS",
-    "TRAINED_NAMES",
-    "LOGIT_OFFSETS",
-    "BIAS_STRENGTHS",
-    "Family",
-    "paper_family",
-    "datasets_bias_key",
-    "logit_offset",
-    "paper_predictions",
-    "age_group",
-    "balanced_test_split",
-    "biased_training_mask",
     "datasets",
-    "ArmConfig",
-    "ARM_QUICK",
-    "ARM_FULL",
+    "evaluate_setting",
+    "exact_counterfactuals",
+    "fit_site_generators",
+    "paper_family",
+    "run",
     "run_arm",
-    "independence_weights",
-    "save_predictions",
+    "train_site",
+    "write_report",
 ]
+
+
+def _moved(module, *names):
+    return {n: (f"{module.__name__}.{n}", getattr(module, n)) for n in names}
+
+
+#: names exported here before the surface was trimmed (one release, with a warning)
+_DEPRECATED = {
+    "GeneratorSettings": ("cfjax.study.SiteGeneratorConfig", SiteGeneratorConfig),
+    **_moved(_learned, "fit_site_generator", "learned_images", "learned_scm"),
+    **_moved(_paper, "SITE_A", "SITE_B"),
+    **_moved(
+        _report, "compare_settings", "reliability_figure", "scatter_figure", "scatter_caption"
+    ),
+    **_moved(_marginalisation, "auc_interval"),
+    **_moved(_correlations, "correlation", "delta_auc_interval"),
+    **_moved(_plots, "delta_auc_figure", "MAIN_PANELS", "SUPPLEMENTARY_PANELS"),
+    **_moved(_diagnostics, "FAR_BELOW", "basic_auc_check", "classifier_checks"),
+    **_moved(
+        _families,
+        "PAPER_NAMES",
+        "PAPER_CHAINS",
+        "TRAINED_NAMES",
+        "LOGIT_OFFSETS",
+        "BIAS_STRENGTHS",
+        "datasets_bias_key",
+        "logit_offset",
+        "paper_predictions",
+    ),
+    **_moved(_splits, "age_group", "balanced_test_split", "biased_training_mask"),
+    **_moved(_cftraining, "independence_weights"),
+    **_moved(_predictions, "save_predictions"),
+}
+__getattr__ = _deprecations.getattr_for(__name__, _DEPRECATED)

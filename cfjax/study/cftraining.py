@@ -2,7 +2,7 @@
 
 Paper 000 *measures* a classifier's shortcut with counterfactuals; this arm trains it away with
 the same counterfactuals and measures whether that worked. On site A of the synthetic chest
-SCM, the sex-biased training sets of paper 000 (:func:`cfjax.study.biased_training_mask`,
+SCM, the sex-biased training sets of paper 000 (:func:`cfjax.study.splits.biased_training_mask`,
 α = 0.8, 0.9, 0.95: male-with-effusion and female-healthy units dropped with probability α)
 train, per α and seed, one vmapped ensemble (:func:`cfjax.predictors.train`) of:
 
@@ -118,7 +118,7 @@ class ArmConfig:
     baselines: bool = True
     dro_step: float = 0.01
     seeds: tuple[int, ...] = (0, 1, 2)
-    generator: ls.GeneratorSettings | None = None
+    generator: ls.SiteGeneratorConfig | None = None
 
     def __post_init__(self):
         if not isinstance(self.study, Config):
@@ -138,9 +138,9 @@ class ArmConfig:
             object.__setattr__(self, field, objectives)
         if len(self.seeds) < 1 or len(set(self.seeds)) != len(self.seeds):
             _checks.fail("seeds", "distinct seeds", repr(self.seeds))
-        if self.generator is not None and not isinstance(self.generator, ls.GeneratorSettings):
+        if self.generator is not None and not isinstance(self.generator, ls.SiteGeneratorConfig):
             _checks.fail(
-                "generator", "None or a cfjax.study.GeneratorSettings", repr(self.generator)
+                "generator", "None or a cfjax.study.SiteGeneratorConfig", repr(self.generator)
             )
 
 
@@ -175,7 +175,7 @@ ARM_TINY = ArmConfig(
     seeds=(0, 1),
 )
 #: the tiny arm's generator
-GENERATOR_TINY = ls.GeneratorSettings(
+GENERATOR_TINY = ls.SiteGeneratorConfig(
     ls.gt.GeneratorConfig(
         hvae=ls.HVAEConfig(image_size=32, channels=(4, 4, 4), latent_dims=(0, 2, 2)),
         steps=20,

@@ -45,7 +45,7 @@ from cfjax.io import atomic_write_bytes
 from cfjax.predictors import EnsembleConfig, Objective
 from cfjax.study import cftraining
 from cfjax.study.demo_report import report_markdown, search_notes
-from cfjax.study.learned import GeneratorSettings
+from cfjax.study.learned import SiteGeneratorConfig
 from cfjax.study.marginalisation import Config, CounterfactualSource
 from cfjax.study.result import StudyResult
 from cfjax.typing import KeyLike
@@ -60,7 +60,7 @@ class Scale:
 
     Attributes:
       study: the study's sizes (:class:`cfjax.study.Config`).
-      generator: the learned image generator per site (:class:`cfjax.study.GeneratorSettings`).
+      generator: the learned image generator per site (:class:`cfjax.study.SiteGeneratorConfig`).
       seeds: seeds per trained predictor.
       sensitivity_n: units of the synthetic sensitivity problem.
       budgets: budgets of the worst-case curve (0.5, the true correlation, is added).
@@ -75,7 +75,7 @@ class Scale:
     """
 
     study: Config
-    generator: GeneratorSettings
+    generator: SiteGeneratorConfig
     seeds: int = 2
     sensitivity_n: int = 1000
     budgets: int = 6
@@ -120,7 +120,7 @@ DEMO = Scale(
         prop1_resamples=200,
         effusion_size=0.4,
     ),
-    generator=study.GeneratorSettings(
+    generator=study.SiteGeneratorConfig(
         GeneratorConfig(
             hvae=HVAEConfig(image_size=32, channels=(8, 16, 16), latent_dims=(0, 4, 4)),
             steps=200,
@@ -158,7 +158,7 @@ QUICK = Scale(
         effusion_size=0.4,
         chunk=256,
     ),
-    generator=study.GeneratorSettings(
+    generator=study.SiteGeneratorConfig(
         GeneratorConfig(
             hvae=HVAEConfig(image_size=32, channels=(4, 4, 4), latent_dims=(0, 2, 2)),
             steps=20,
@@ -479,7 +479,7 @@ def _training(
     assert scale.arm is not None  # DEMO and QUICK have an arm
     config = dataclasses.replace(scale.arm, study=scale.study)
     source = study_res.learned_source
-    fit = source.fits[study.SITE_A] if source is not None else None
+    fit = source.fits[study.paper.SITE_A] if source is not None else None
     res = cftraining.run_arm(
         config,
         os.path.join(out, "training"),

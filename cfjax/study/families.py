@@ -2,7 +2,7 @@
 and classifiers trained on sex- and age-biased (corrupted) training sets.
 
 The biased training sets are masks over one shared training pool
-(:func:`cfjax.study.biased_training_mask`), so every trained member of every seed is one row of
+(:func:`cfjax.study.splits.biased_training_mask`), so every trained member of every seed is one row of
 one ensemble (:func:`cfjax.predictors.train`); the logit offsets are computed from the basic
 members' logits, never trained.
 """

@@ -17,9 +17,9 @@ same site's training split first.
 Example (training takes a while; ``tests/test_study_learned.py`` runs it):
   >>> from cfjax.generative import GeneratorConfig
   >>> from cfjax.generative.hvae import HVAEConfig
-  >>> from cfjax.study.learned import GeneratorSettings
+  >>> from cfjax.study.learned import SiteGeneratorConfig
   >>> hvae = HVAEConfig(channels=(4, 4, 4), latent_dims=(0, 2, 2))
-  >>> settings = GeneratorSettings(GeneratorConfig(hvae=hvae, steps=2, warmup=0, kl_warmup=0, cf_weight=0.2))
+  >>> settings = SiteGeneratorConfig(GeneratorConfig(hvae=hvae, steps=2, warmup=0, kl_warmup=0, cf_weight=0.2))
   >>> settings.train_config(32).hvae.image_size, settings.generator.cf_weight
   (32, 0.2)
 
@@ -52,7 +52,7 @@ from cfjax.generative.mechanism import ImageHVAE
 from cfjax.typing import ArrayLike, KeyLike, PyTree
 
 __all__ = [
-    "GeneratorSettings",
+    "SiteGeneratorConfig",
     "GENERATOR_FULL",
     "GENERATOR_QUICK",
     "REGULARISED",
@@ -64,7 +64,7 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True)
-class GeneratorSettings:
+class SiteGeneratorConfig:
     """One site's learned image generator as the study trains it.
 
     Attributes:
@@ -113,9 +113,9 @@ class GeneratorSettings:
 
 
 #: the full study (64 × 64 images, 10000 training units per site)
-GENERATOR_FULL = GeneratorSettings()
+GENERATOR_FULL = SiteGeneratorConfig()
 #: the quick study (32 × 32, 3000 units per site): a smaller model and fewer steps
-GENERATOR_QUICK = GeneratorSettings(
+GENERATOR_QUICK = SiteGeneratorConfig(
     gt.GeneratorConfig(
         hvae=HVAEConfig(image_size=32, channels=(8, 16, 16), latent_dims=(0, 4, 4)),
         steps=600,
@@ -149,7 +149,7 @@ def learned_scm(chest: cf.data.ChestSCM, mechanism: ImageHVAE) -> cf.scm.SCM:
 def fit_site_generator(
     chest: cf.data.ChestSCM,
     records: Mapping[str, PyTree],
-    settings: GeneratorSettings,
+    settings: SiteGeneratorConfig,
     *,
     key: KeyLike,
     checkpoint_dir: str | None = None,
@@ -160,8 +160,8 @@ def fit_site_generator(
     ``settings.generator.cf_weight > 0`` the regulariser's anti-causal predictors are trained first
     (key ``fold_in(key, 1)``; the generator's key is ``key`` either way; ``key`` a PRNG key or an
     int seed)."""
-    if not isinstance(settings, GeneratorSettings):
-        _checks.fail("settings", "a GeneratorSettings", repr(settings))
+    if not isinstance(settings, SiteGeneratorConfig):
+        _checks.fail("settings", "a SiteGeneratorConfig", repr(settings))
     config = settings.train_config(chest.size)
     key = as_key(key)
     data = {

@@ -10,7 +10,7 @@ not the balanced split). Site B differs from site A in its acquisition only
 Per training site, the seven trained predictors (basic, sex 0.80/0.90/0.95, age
 0.80/0.90/0.95) × S seeds are trained as ONE ensemble (``cfjax.predictors.train``: one vmapped,
 jitted program, masks over one training pool); the logit-offset predictors wrap the basic
-members (:func:`cfjax.study.paper_predictions`). Every test unit gets K = 16 counterfactual
+members (:func:`cfjax.study.families.paper_predictions`). Every test unit gets K = 16 counterfactual
 images (do(sex ∈ {M, F}, age ∈ 8 values 20..90), q uniform) from a counterfactual *source*:
 by default :func:`exact_counterfactuals`, i.e. ``ChestSCM.counterfactuals`` — the same
 exogenous image noise re-rendered under the counterfactual parents. A learned generator plugs
@@ -24,7 +24,7 @@ noise (``label="follows"``: the images then carry counterfactual labels; the def
 score against the factual label, and R_IE against the counterfactual labels is reported
 beside it).
 
-With a ``generator`` (:class:`~cfjax.study.learned.GeneratorSettings`) every table is computed
+With a ``generator`` (:class:`~cfjax.study.learned.SiteGeneratorConfig`) every table is computed
 twice: with the exact counterfactuals and with *learned* ones (:mod:`cfjax.study.learned`): per site a conditional HVAE image mechanism
 (``cfjax.generative``) is trained on the training split's factual images and parents; the
 counterfactual parents are the exact source's (the parent mechanisms are the true ones; under
@@ -393,7 +393,7 @@ def evaluate_setting(
 ) -> dict[str, Any]:
     """Every table of one setting: predictions, reports with bootstrap intervals, ΔAUC,
     correlations, Proposition 1, ranking agreement; saves the predictions
-    (``predictions_<setting><tag>.npz``, :func:`cfjax.study.save_predictions`).
+    (``predictions_<setting><tag>.npz``, :func:`cfjax.study.predictions.save_predictions`).
 
     ``key`` (keyword-only, like everything after ``config``) is a PRNG key, raw key data or an
     int seed; the source is called as ``source(chest, test, interventions, key=..., label=label)``
@@ -646,7 +646,7 @@ def evaluate_setting(
 def fit_site_generators(
     chests: Mapping[str, cf.data.ChestSCM],
     trained: Mapping[str, Any],
-    generator: ls.GeneratorSettings,
+    generator: ls.SiteGeneratorConfig,
     out: str,
     log: Callable[[str], None],
     progress: bool | None = False,
@@ -703,7 +703,7 @@ def run(
     label: str = "fixed",
     source: CounterfactualSource = exact_counterfactuals,
     quick: bool = False,
-    generator: ls.GeneratorSettings | None = None,
+    generator: ls.SiteGeneratorConfig | None = None,
     *,
     key: KeyLike = 0,
     command: str | None = None,

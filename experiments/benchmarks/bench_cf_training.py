@@ -4,7 +4,7 @@ fly inside the compiled step (exact and learned), against plain training, as a r
 The quick study's sizes: 32 × 32 images from ``ChestSCM(size=32, effusion_size=0.4)``, N
 training units (default 3000, the quick study's per site), ``EffusionCNN(features=(8, 16,
 32))``, batch 32, one member. Each configuration is one jitted program of T steps of
-:func:`cfjax.predictors.member_step` (a ``lax.fori_loop``, step ``i`` drawing its minibatch with
+:func:`cfjax.predictors.step.member_step` (a ``lax.fori_loop``, step ``i`` drawing its minibatch with
 ``fold_in(key, i)``); the same initial parameters, data and keys everywhere:
 
 - plain: ``objective=None`` (the mean binary cross-entropy of the factual images): the reference;
@@ -53,11 +53,12 @@ import numpy as np
 
 import cfjax as cf
 from cfjax import predictors as pr
-from cfjax.predictors import default_conv
+from cfjax.platform import default_conv
 from cfjax.predictors.sources import StoredCounterfactuals, all_interventions
 from cfjax.generative import ImageHVAE, decoded_counterfactuals
 from cfjax.generative.parents import parent_inputs
-from cfjax.study import GENERATOR_QUICK, learned_scm
+from cfjax.study import GENERATOR_QUICK
+from cfjax.study.learned import learned_scm
 from experiments.benchmarks.timing import conditions, first_time
 
 #: paper 000's grid: do(sex, age), sex slowest (index = 8·sex + age index)
@@ -92,7 +93,7 @@ def runner(model, config, objective, steps: int):
     def run(params, opt_state, data, key, source):
         def body(i, carry):
             p, o, total = carry
-            out = pr.member_step(model, config, p, o, data, jax.random.fold_in(key, i),
+            out = pr.step.member_step(model, config, p, o, data, jax.random.fold_in(key, i),
                                  objective=objective, source=source)
             return out.params, out.opt_state, total + out.loss
         return jax.lax.fori_loop(0, steps, body, (params, opt_state, jnp.zeros((), data.images.dtype)))
@@ -169,7 +170,7 @@ def main(argv=None) -> dict:
     model = pr.EffusionCNN(features=tuple(int(f) for f in args.features.split(",")))
     config = pr.EnsembleConfig(steps=10 * args.steps, batch_size=args.batch, learning_rate=1e-3,
                                warmup=min(10, args.steps))
-    data = pr.member_data(rec["image"], rec["parents"]["effusion"], np.ones(n, bool))
+    data = pr.data.member_data(rec["image"], rec["parents"]["effusion"], np.ones(n, bool))
     params = jax.tree.map(lambda a: a[0], pr.init_params(model, (size, size), key=0, members=1))
     opt_state = config.optimizer().init(params)
     key = jax.random.key(4)

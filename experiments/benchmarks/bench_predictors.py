@@ -3,7 +3,7 @@ sequential Python loop over the same members, and ensemble inference on N × K c
 images.
 
 Training. M members (random 70% masks over one shared training set, seeds 0..M−1) take the same
-T steps of :func:`cfjax.predictors.member_step` (AdamW, minibatches drawn from each member's
+T steps of :func:`cfjax.predictors.step.member_step` (AdamW, minibatches drawn from each member's
 mask) on both sides:
 
 - ensemble: :func:`cfjax.predictors.train` with one evaluation round of T steps: one jitted
@@ -73,8 +73,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from cfjax import predictors as pr
-from cfjax.predictors import default_conv
-from cfjax.predictors import default_member_chunk
+from cfjax.platform import default_conv
+from cfjax.platform import default_member_chunk
 from experiments.benchmarks.timing import conditions, first_time, median_time
 
 
@@ -106,11 +106,11 @@ def synthetic(rng: np.random.Generator, n: int, size: int) -> tuple[np.ndarray, 
 
 def reference_step(model, config):
     """The sequential reference's step, as a skilled user would jit it for a Python loop: one
-    member's :func:`cfjax.predictors.member_step` with step ``i``'s minibatch key folded in
+    member's :func:`cfjax.predictors.step.member_step` with step ``i``'s minibatch key folded in
     inside the program (no extra dispatch per step) and the parameters and optimiser state
     donated (updated in place, no new buffers per step)."""
     def step(params, opt_state, data, key, i):
-        return pr.member_step(model, config, params, opt_state, data, jax.random.fold_in(key, i))
+        return pr.step.member_step(model, config, params, opt_state, data, jax.random.fold_in(key, i))
     return jax.jit(step, donate_argnums=(0, 1))
 
 
@@ -236,11 +236,11 @@ def bench_training(args, model, config, rng) -> None:
     m, t = args.members, args.steps
     # sequential: the same initial state, data and minibatch keys, one member after another
     one = jax.devices()[0]
-    state = jax.device_put(pr.init_state(model, config, (args.size, args.size), seeds=seeds), one)
-    data = jax.device_put(pr.member_data(x, y, masks), one)
+    state = jax.device_put(pr.state.init_state(model, config, (args.size, args.size), seeds=seeds), one)
+    data = jax.device_put(pr.data.member_data(x, y, masks), one)
     keys = jax.vmap(jax.random.wrap_key_data)(state.data_keys)
     members = [(jax.tree.map(lambda a, j=j: a[j], state.params), jax.tree.map(lambda a, j=j: a[j], state.opt_state),
-                pr.MemberData(data.images, data.labels, data.cdf[j]), keys[j]) for j in range(m)]
+                pr.data.MemberData(data.images, data.labels, data.cdf[j]), keys[j]) for j in range(m)]
 
     def sequential(one_step=reference_step(model, config)):
         out = []
