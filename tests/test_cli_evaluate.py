@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cfjax.cli import main
-from cfjax.cli.evaluate import load_predictions
+from cfjax.metrics.files import load_predictions
 from cfjax.metrics import evaluate
 from cfjax.metrics.report import LABEL_FIELDS
 
@@ -472,7 +472,7 @@ def test_the_study_predictions_file_round_trips(rng, tmp_path):
     first, with format_version 2, and load_predictions gives back each predictor's arrays as they
     were written, with no transpose."""
     from cfjax import study
-    from cfjax.cli import predictions as cli_predictions
+    from cfjax.metrics import files as cli_predictions
     from cfjax.study import predictions as study_predictions
 
     assert cli_predictions.FORMAT_VERSION == study_predictions.FORMAT_VERSION == 2

@@ -58,7 +58,8 @@ def test_devices_split_the_resamples_and_change_no_number(tmp_path):
     from cfjax.cli import common
     from cfjax.cli import evaluate as ev
 
-    ev.write_example(str(tmp_path / "preds.npz"), seed=3)
+    from cfjax.metrics.files import write_example
+    write_example(str(tmp_path / "preds.npz"), seed=3)
     code, out, err = _cfjax("evaluate", tmp_path / "preds.npz", "--devices", "3", "--quick", "--resamples", 17,
                             "--out", tmp_path / "three")
     assert code == 0, err

@@ -3,7 +3,7 @@
 The file holds a predictor's scores on n observed units, ``p_obs``, and on each unit's K
 counterfactuals, ``p_cf``; optionally the labels ``y``, the counterfactual labels ``y_cf`` (when
 an intervention changes the label), the intervention weights and group columns (the file
-layouts, the group-column rule and the checks: :mod:`cfjax.cli.predictions`). The command
+layouts, the group-column rule and the checks: :mod:`cfjax.metrics.files`). The command
 writes ``report.md`` (every field of :func:`cfjax.metrics.evaluate` with percentile bootstrap
 intervals from :func:`cfjax.metrics.evaluate_bootstrap`), ``results.json`` (every number,
 byte-identical for the same seed), one smoothed reliability diagram of ``p_obs`` and of the
@@ -28,9 +28,8 @@ import numpy as np
 from cfjax._results import plain
 from cfjax.cli import common
 from cfjax.cli.common import UserError
-from cfjax.cli.predictions import load_predictions, write_example
 
-__all__ = ["command", "load_predictions", "write_example"]
+__all__ = ["command"]
 
 #: Resamples of the bootstrap by default and with ``--quick``.
 RESAMPLES, QUICK_RESAMPLES = 1000, 200
@@ -449,6 +448,8 @@ def command(
     needs --predictor. Rows in messages are data rows counted from 1.
     """
     devices = common.use_devices(devices)  # before anything starts JAX
+    from cfjax.metrics.files import load_predictions, write_example
+
     if example_file is not None:
         if os.path.exists(example_file) and not force:
             raise UserError(f"--example-file {example_file}: exists; pass --force to overwrite it")

@@ -1,4 +1,8 @@
-"""Predictions files of ``cfjax evaluate``: reading and checking them, and a synthetic example.
+"""Files of predictions, as ``cfjax evaluate`` reads them: reading and checking them
+(:func:`load_predictions`, every problem a :class:`~cfjax.ValidationError` naming the file, the
+array or column and the row), and a synthetic example (:func:`write_example`). The arguments
+have the command's options as their spelling there (``groups`` is ``--group``, ``weights``
+``--weights``, ``predictor`` ``--predictor``); messages name both.
 
 File layouts:
 
@@ -33,8 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from cfjax.cli import common
-from cfjax.cli.common import UserError
+from cfjax._errors import ValidationError
 from cfjax.io import atomic_write_bytes, plain_floats
 
 __all__ = ["load_predictions", "write_example"]
@@ -44,25 +47,31 @@ __all__ = ["load_predictions", "write_example"]
 FORMAT_VERSION = 2
 
 
+def _row(index: int) -> str:
+    """A row in messages: data rows counted from 1 (a CSV's first row below the header is row
+    1; an array's unit 0 is row 1), as everywhere in the command."""
+    return f"row {index + 1}"
+
+
 def _read_table(path: str, kind: str) -> dict[str, np.ndarray]:
     """Columns of a CSV or parquet file: float arrays where every value parses, else str."""
     if kind == "parquet":
         try:
             import pandas as pd
         except ImportError:
-            raise UserError(
+            raise ValidationError(
                 f"{path}: reading parquet needs pandas (pip install pandas pyarrow); "
                 "or save the predictions as .csv or .npz"
             ) from None
         try:
             frame = pd.read_parquet(path)
         except ImportError as e:
-            raise UserError(
+            raise ValidationError(
                 f"{path}: reading parquet needs pyarrow or fastparquet (pip install "
                 f"pyarrow); or save as .csv or .npz ({str(e).splitlines()[0]})"
             ) from None
         except Exception as e:  # a corrupt file: pandas/pyarrow raise many kinds
-            raise UserError(
+            raise ValidationError(
                 f"{path}: not a readable parquet file ({type(e).__name__}: "
                 f"{str(e).splitlines()[0] if str(e) else ''})"
             ) from None
@@ -78,23 +87,27 @@ def _read_table(path: str, kind: str) -> dict[str, np.ndarray]:
         with open(path, newline="", encoding="utf-8-sig") as f:
             rows = list(csv.reader(f))
     except UnicodeDecodeError:
-        raise UserError(
+        raise ValidationError(
             f"{path}: not a text CSV file (save the predictions as CSV with a header "
             "row, or as .npz)"
         ) from None
     if not rows or not rows[0]:
-        raise UserError(f"{path}: empty CSV file; expected a header row with p_obs, p_cf_0, ...")
+        raise ValidationError(
+            f"{path}: empty CSV file; expected a header row with p_obs, p_cf_0, ..."
+        )
     header = [h.strip() for h in rows[0]]
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes:
-        raise UserError(f"{path}: column(s) {', '.join(dupes)} appear more than once in the header")
+        raise ValidationError(
+            f"{path}: column(s) {', '.join(dupes)} appear more than once in the header"
+        )
     body = [r for r in rows[1:] if any(c.strip() for c in r)]
     if not body:
-        raise UserError(f"{path}: no data rows below the header")
+        raise ValidationError(f"{path}: no data rows below the header")
     for i, r in enumerate(body):
         if len(r) != len(header):
-            raise UserError(
-                f"{path}: {common.data_row(i)} has {len(r)} fields, the header has {len(header)}"
+            raise ValidationError(
+                f"{path}: {_row(i)} has {len(r)} fields, the header has {len(header)}"
             )
     cols = np.asarray(body, dtype=object).T
     return {
@@ -113,7 +126,7 @@ def _parse_column(col: np.ndarray) -> np.ndarray:
 def _numeric(path: str, name: str, col: np.ndarray) -> np.ndarray:
     if col.dtype.kind not in "biuf":
         bad = next(v for v in col if _parse_column(np.asarray([v])).dtype.kind not in "f")
-        raise UserError(f"{path}: column {name!r} must hold numbers; found {str(bad)!r}")
+        raise ValidationError(f"{path}: column {name!r} must hold numbers; found {str(bad)!r}")
     return col
 
 
@@ -125,7 +138,7 @@ def _numbered(path: str, table: dict[str, np.ndarray], stem: str) -> list[str]:
         return []
     missing = sorted(set(range(max(found) + 1)) - set(found))
     if missing:
-        raise UserError(
+        raise ValidationError(
             f"{path}: columns {stem}_0 … {stem}_{max(found)} must be numbered without "
             f"gaps; missing {', '.join(f'{stem}_{i}' for i in missing[:5])}"
         )
@@ -135,14 +148,14 @@ def _numbered(path: str, table: dict[str, np.ndarray], stem: str) -> list[str]:
 def _from_table(path: str, table: dict[str, np.ndarray], groups: tuple[str, ...]) -> dict[str, Any]:
     if "p_obs" not in table:
         if _numbered(path, table, "p_obs"):
-            raise UserError(
+            raise ValidationError(
                 f"{path}: class probabilities (p_obs_0, p_obs_1, …) are read from .npz "
                 "files only (arrays p_obs (n, C), p_cf (n, K, C)); save as .npz"
             )
-        raise UserError(f"{path}: no column 'p_obs'; found columns {_listing(table)}")
+        raise ValidationError(f"{path}: no column 'p_obs'; found columns {_listing(table)}")
     cf_cols = _numbered(path, table, "p_cf")
     if not cf_cols:
-        raise UserError(
+        raise ValidationError(
             f"{path}: no columns 'p_cf_0', 'p_cf_1', … (one per intervention); "
             f"found columns {_listing(table)}"
         )
@@ -184,8 +197,8 @@ def _groups(
     for g in names:
         key = _group_key(found, g, reserved)
         if key not in found:
-            raise UserError(
-                f"{path}: --group {g!r}: no {kind} {g!r} or 'group_{g}'; found {kind}s {_listing(found)}"
+            raise ValidationError(
+                f"{path}: groups (--group) {g!r}: no {kind} {g!r} or 'group_{g}'; found {kind}s {_listing(found)}"
             )
         out[g] = found[key]
     return out
@@ -206,7 +219,7 @@ def _from_npz(
     import zipfile
 
     if not zipfile.is_zipfile(path):
-        raise UserError(
+        raise ValidationError(
             f"{path}: not a .npz archive (write one with numpy.savez(path, p_obs=..., "
             "p_cf=..., y=...))"
         )
@@ -214,21 +227,23 @@ def _from_npz(
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except Exception as e:  # not a zip, an object array, ...
-        raise UserError(f"{path}: not a readable .npz file ({type(e).__name__}: {e})") from None
+        raise ValidationError(
+            f"{path}: not a readable .npz file ({type(e).__name__}: {e})"
+        ) from None
     for need in ("p_obs", "p_cf"):
         if need not in arrays:
-            raise UserError(
+            raise ValidationError(
                 f"{path}: no array {need!r}; found arrays {_listing(arrays)} "
                 "(expected p_obs (n,), p_cf (n, K), optional y, weights, group_<name>)"
             )
     for k, a in arrays.items():
         if k in ("p_obs", "p_cf", "y", "y_cf", "weights") and a.dtype.kind not in "biuf":
-            raise UserError(f"{path}: array {k!r} must hold numbers; found dtype {a.dtype}")
+            raise ValidationError(f"{path}: array {k!r} must hold numbers; found dtype {a.dtype}")
     version = _format_version(path, arrays)
     chosen = None
     if "names" in arrays and "seeds" in arrays:
         if version is None and "y_cf" in arrays:
-            raise UserError(
+            raise ValidationError(
                 f"{path}: a file of several predictors without 'format_version' is format 1, written by an older "
                 f"cfjax with y_cf ({arrays['y_cf'].shape}) as (K, n), one row per intervention; this cfjax reads "
                 f"format {FORMAT_VERSION}, y_cf (n, K), units first. Run the study again, or convert the file in "
@@ -237,8 +252,8 @@ def _from_npz(
             )
         arrays, chosen = _one_predictor(path, arrays, predictor, predictor_seed)
     elif predictor is not None or predictor_seed is not None:
-        raise UserError(
-            f"{path}: --predictor and --predictor-seed choose one predictor of a file that holds "
+        raise ValidationError(
+            f"{path}: predictor= and predictor_seed= (--predictor, --predictor-seed) choose one predictor of a file that holds "
             "several (arrays names, seeds, p_obs (P, S, n), p_cf (P, S, n, K), as the study and "
             f"cfjax demo write); this one holds a single predictor (arrays {_listing(arrays)})"
         )
@@ -281,12 +296,12 @@ def _format_version(path: str, arrays: dict[str, np.ndarray]) -> int | None:
         return None
     v = arrays["format_version"]
     if v.shape != () or v.dtype.kind not in "iu":
-        raise UserError(
+        raise ValidationError(
             f"{path}: array 'format_version' must be one integer; found dtype {v.dtype} "
             f"and shape {v.shape}"
         )
     if int(v) != FORMAT_VERSION:
-        raise UserError(
+        raise ValidationError(
             f"{path}: array 'format_version' is {int(v)}; this cfjax reads format {FORMAT_VERSION} "
             "(y_cf (n, K), units first)"
             + ("; upgrade cfjax to read it" if int(v) > FORMAT_VERSION else "")
@@ -311,26 +326,26 @@ def _one_predictor(
         or p_obs.ndim not in (3, 4)
         or p_cf.ndim != p_obs.ndim + 1
     ):
-        raise UserError(
+        raise ValidationError(
             f"{path}: arrays 'names' ({len(names)}) and 'seeds' ({len(seeds)}) announce several "
             f"predictors, but p_obs has shape {p_obs.shape} and p_cf {p_cf.shape}; expected p_obs "
             f"({len(names)}, {len(seeds)}, n) and p_cf ({len(names)}, {len(seeds)}, n, K)"
         )
     listing = ", ".join(names)
     if predictor is None:
-        raise UserError(
+        raise ValidationError(
             f"{path}: holds {len(names)} predictors × {len(seeds)} training seeds; choose one with "
-            f"--predictor NAME ({listing}) and optionally --predictor-seed "
-            f"({', '.join(map(str, seeds))}; default {seeds[0]})"
+            f"predictor= (--predictor NAME: {listing}) and optionally predictor_seed= (--predictor-seed: "
+            f"{', '.join(map(str, seeds))}; default {seeds[0]})"
         )
     if predictor not in names:
-        raise UserError(
-            f"{path}: --predictor {predictor!r}: not in the file; its predictors are {listing}"
+        raise ValidationError(
+            f"{path}: predictor (--predictor) {predictor!r}: not in the file; its predictors are {listing}"
         )
     seed = seeds[0] if seed is None else seed
     if seed not in seeds:
-        raise UserError(
-            f"{path}: --predictor-seed {seed}: not in the file; its seeds are "
+        raise ValidationError(
+            f"{path}: predictor_seed (--predictor-seed {seed}): not in the file; its seeds are "
             f"{', '.join(map(str, seeds))}"
         )
     i, j = names.index(predictor), seeds.index(seed)
@@ -349,13 +364,15 @@ def _parse_weights(spec: str) -> np.ndarray:
                 with open(spec, encoding="utf-8") as f:
                     w = np.asarray([float(v) for v in re.split(r"[,\s]+", f.read().strip()) if v])
         except (ValueError, OSError) as e:
-            raise UserError(f"--weights {spec}: not a list of numbers ({e})") from None
+            raise ValidationError(
+                f"weights (--weights) {spec}: not a list of numbers ({e})"
+            ) from None
         return np.asarray(w, np.float64).reshape(-1)
     try:
         return np.asarray([float(v) for v in spec.split(",")], np.float64)
     except ValueError:
-        raise UserError(
-            f"--weights {spec!r}: expected comma-separated numbers like "
+        raise ValidationError(
+            f"weights (--weights) {spec!r}: expected comma-separated numbers like "
             "0.5,0.5 or an existing file of numbers"
         ) from None
 
@@ -367,7 +384,7 @@ def load_predictions(
     predictor: str | None = None,
     predictor_seed: int | None = None,
 ) -> dict[str, Any]:
-    """Read and check a predictions file; every problem is a :class:`UserError` naming the file
+    """Read and check a predictions file; every problem is a :class:`~cfjax.ValidationError` naming the file
     and the array or column (rows counted from 1, the header not counted).
 
     Args:
@@ -399,23 +416,23 @@ def load_predictions(
       ((50, 4), ['age', 'sex'])
     """
     if not os.path.exists(path):
-        raise UserError(f"{path}: no such file")
+        raise ValidationError(f"{path}: no such file")
     if os.path.isdir(path):
-        raise UserError(f"{path}: is a folder; pass a .npz, .csv or .parquet file")
+        raise ValidationError(f"{path}: is a folder; pass a .npz, .csv or .parquet file")
     ext = os.path.splitext(path)[1].lower()
     if ext == ".npz":
         data = _from_npz(path, groups, predictor, predictor_seed)
     elif ext in (".csv", ".parquet", ".pq"):
         if predictor is not None or predictor_seed is not None:
-            raise UserError(
-                f"{path}: --predictor and --predictor-seed choose one predictor of a .npz that holds "
+            raise ValidationError(
+                f"{path}: predictor= and predictor_seed= (--predictor, --predictor-seed) choose one predictor of a .npz that holds "
                 "several; a table holds one"
             )
         kind = "csv" if ext == ".csv" else "parquet"
         data = _from_table(path, _read_table(path, kind), groups)
         data["predictor"] = None
     else:
-        raise UserError(
+        raise ValidationError(
             f"{path}: unknown extension {ext or '(none)'!r}; expected .npz, .csv or .parquet"
         )
     data["format"] = ext.lstrip(".")
@@ -430,24 +447,24 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
     names = data["names"]
     p_obs, p_cf = data["p_obs"], data["p_cf"]
     if p_obs.ndim not in (1, 2) or p_cf.ndim != p_obs.ndim + 1:
-        raise UserError(
+        raise ValidationError(
             f"{path}: {names['p_obs']} has shape {p_obs.shape} and {names['p_cf']} "
             f"{p_cf.shape}; expected p_obs (n,) with p_cf (n, K), or class "
             "probabilities p_obs (n, C) with p_cf (n, K, C)"
         )
     n = p_obs.shape[0]
     if n < 2 or p_cf.shape[0] != n:
-        raise UserError(
+        raise ValidationError(
             f"{path}: {names['p_obs']} has {n} rows and {names['p_cf']} "
             f"{p_cf.shape[0]}; expected the same number of units, at least 2"
         )
     if p_cf.shape[1] < 1:
-        raise UserError(f"{path}: {names['p_cf']} has no interventions (K = 0)")
+        raise ValidationError(f"{path}: {names['p_cf']} has no interventions (K = 0)")
     classes = None
     if p_obs.ndim == 2:
         classes = p_obs.shape[1]
         if classes < 2 or p_cf.shape[2] != classes:
-            raise UserError(
+            raise ValidationError(
                 f"{path}: class probabilities p_obs {p_obs.shape} and p_cf "
                 f"{p_cf.shape} must share C >= 2 classes in the last axis"
             )
@@ -467,7 +484,7 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
                     if what.startswith("values")
                     else ""
                 )
-                raise UserError(
+                raise ValidationError(
                     f"{path}: {label} has {what} (first at {at}{value}); scores must be "
                     "probabilities in [0, 1]"
                 )
@@ -477,7 +494,7 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
             if np.abs(s - 1).max() > 1e-3:
                 where = np.unravel_index(np.abs(s - 1).argmax(), s.shape)
                 label, at = _cell(names[key], None, where)
-                raise UserError(
+                raise ValidationError(
                     f"{path}: {label}: class probabilities must sum to 1 over the last axis; "
                     f"found {at} summing to {s[where]:.4g}"
                 )
@@ -485,18 +502,18 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
     y, y_cf = data.get("y"), data.get("y_cf")
     if y is not None:
         if y.shape != (n,):
-            raise UserError(
+            raise ValidationError(
                 f"{path}: {names['y']} has shape {y.shape}; expected ({n},), one label per unit"
             )
         y = _check_labels(path, names["y"], y, classes, "drop those units or omit 'y'")
     if y_cf is not None:
         if y is None:
-            raise UserError(
+            raise ValidationError(
                 f"{path}: {names['y_cf']} given without the observed labels 'y'; "
                 "risk_orig and the observed calibration need y"
             )
         if y_cf.shape != (n, k):
-            raise UserError(
+            raise ValidationError(
                 f"{path}: {names['y_cf']} has shape {y_cf.shape}; expected ({n}, {k}), "
                 f"one label per unit and intervention (K = {k} from {names['p_cf']})"
             )
@@ -506,11 +523,11 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
     w = data.get("weights")
     if w is not None:
         if w.shape != (k,):
-            raise UserError(
+            raise ValidationError(
                 f"weights: expected {k} values (one per intervention, K = {k}); found {w.size}"
             )
         if not np.isfinite(w).all() or (w < 0).any() or abs(w.sum() - 1) > 1e-5:
-            raise UserError(
+            raise ValidationError(
                 f"weights: expected {k} non-negative values summing to 1; found "
                 f"{np.round(w, 6).tolist()[:8]} (sum {w.sum():.6g})"
             )
@@ -518,17 +535,17 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
     for g, col in data["groups"].items():
         col = np.asarray(col)
         if col.shape != (n,):
-            raise UserError(f"{path}: group {g!r} has shape {col.shape}; expected ({n},)")
+            raise ValidationError(f"{path}: group {g!r} has shape {col.shape}; expected ({n},)")
         if col.dtype.kind == "f" and not np.isfinite(col).all():
-            raise UserError(
+            raise ValidationError(
                 f"{path}: group {g!r} has missing values (first at "
-                f"{common.data_row(int(np.argmin(np.isfinite(col))))})"
+                f"{_row(int(np.argmin(np.isfinite(col))))})"
             )
         if col.dtype.kind == "f" and (col == np.round(col)).all():
             col = col.astype(np.int64)  # CSV numbers: 0.0/1.0 codes are the groups 0 and 1
         values, codes = np.unique(col, return_inverse=True)
         if len(values) < 2:
-            raise UserError(
+            raise ValidationError(
                 f"{path}: group {g!r} has one value ({values[0].item()!r}); a ΔAUC "
                 "needs at least two groups, drop --group for it"
             )
@@ -536,7 +553,7 @@ def _check(path: str, data: dict[str, Any]) -> dict[str, Any]:
             for s, v in enumerate(values):
                 present = np.unique(y[codes.reshape(-1) == s])
                 if len(present) < 2:
-                    raise UserError(
+                    raise ValidationError(
                         f"{path}: group {g!r} = {v.item()!r} has only label(s) "
                         f"{present.tolist()}; an AUC needs both labels in every group"
                     )
@@ -569,12 +586,12 @@ def _check_labels(
     missing = ~np.isfinite(y)
     if missing.any():
         label, at = _cell(name, columns, np.argwhere(missing)[0])
-        raise UserError(f"{path}: {label} has missing or NaN labels (first at {at}); {fix}")
+        raise ValidationError(f"{path}: {label} has missing or NaN labels (first at {at}); {fix}")
     wrong = ~np.isin(y, np.arange(classes if classes else 2))
     if wrong.any():
         want = "0 or 1" if classes is None else f"integers 0..{classes - 1}"
         label, at = _cell(name, columns, np.argwhere(wrong)[0])
-        raise UserError(
+        raise ValidationError(
             f"{path}: {label} must hold labels {want}; found {np.unique(y[wrong])[:5].tolist()} "
             f"(first at {at})"
         )
@@ -587,10 +604,10 @@ def _cell(name: str, columns: list[str] | None, where: Any) -> tuple[str, str]:
     its intervention index; rows are data rows counted from 1."""
     where = [int(i) for i in where]
     if columns is not None and len(where) > 1:
-        return f"column {columns[where[1]]!r}", common.data_row(where[0])
+        return f"column {columns[where[1]]!r}", _row(where[0])
     if len(where) > 1 and name.endswith(("'p_cf'", "'y_cf'")):
-        return name, f"{common.data_row(where[0])}, intervention k = {where[1]} (of 0..K-1)"
-    return name, common.data_row(where[0])
+        return name, f"{_row(where[0])}, intervention k = {where[1]} (of 0..K-1)"
+    return name, _row(where[0])
 
 
 # ----------------------------------------------------------------------------- example file
@@ -634,8 +651,8 @@ def write_example(path: str, seed: int = 0, n: int = 400, k: int = 8) -> None:
         for i in range(n):
             vals = [repr(plain_floats(p_obs[i]))] + [repr(v) for v in plain_floats(p_cf[i])]
             lines.append(",".join(vals + [str(y[i]), str(sex[i]), age_group[i]]))
-        common.write_text(path, "\n".join(lines) + "\n")
+        atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
     else:
-        raise UserError(
-            f"--example-file {path}: unknown extension {ext or '(none)'!r}; use .npz or .csv"
+        raise ValidationError(
+            f"path (--example-file) {path}: unknown extension {ext or '(none)'!r}; use .npz or .csv"
         )
