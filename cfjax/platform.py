@@ -216,8 +216,8 @@ def use_compilation_cache(directory: str | os.PathLike | bool | None = None) -> 
 
     Sets JAX's ``jax_compilation_cache_dir``, writes every program to the cache however fast it
     compiled (``jax_persistent_cache_min_compile_time_secs`` = :data:`CACHE_MIN_COMPILE_SECS`;
-    JAX's default, 1 s, keeps most of cfjax's CPU programs out: on 2 cores a small jitted
-    function compiles in 30-70 ms and loads from the cache in 2-20 ms) and of any size
+    JAX's default, 1 s, keeps most of cfjax's CPU programs out, though a small jitted function
+    loads from the cache several times faster than it compiles) and of any size
     (``jax_persistent_cache_min_entry_size_bytes`` = -1). It is not bounded in size: JAX's
     bound (``jax_compilation_cache_max_size``) takes a file lock and lists the whole folder at
     every write, which made the test suite's workers wait on each other for minutes. When the

@@ -70,7 +70,7 @@ def test_quality_report(rng):
     exact = rng.uniform(size=(k, n, 4, 4)).astype(np.float32)
     p_l, p_e = rng.uniform(size=(k, n)).astype(np.float32), rng.uniform(size=(k, n)).astype(np.float32)
     r = q.quality_report(mech, params, x, pa, targets=jnp.asarray(rng.normal(size=(k, 1)), jnp.float32),
-                         n_times=3, counterfactuals=learned, exact=exact, p_learned=p_l, p_exact=p_e)
+                         n_times=3, learned=q.LearnedImages(learned, exact=exact, p_learned=p_l, p_exact=p_e))
     back, text = _round_trip(r)
     assert sorted(back) == ["composition", "decision_agreement", "pixel_mae", "reversibility"]
     np.testing.assert_allclose(back["composition"], 0.0, atol=1e-5)  # exactly invertible mechanism
@@ -85,4 +85,7 @@ def test_quality_report(rng):
     np.testing.assert_allclose(back["relative_gap"]["s_accuracy"], -0.1, rtol=1e-6)
     assert "effectiveness.s_accuracy=0.9" in text
     with pytest.raises(ValidationError, match="p_exact"):
-        q.quality_report(p_learned=p_l)
+        q.quality_report(learned=q.LearnedImages(p_learned=p_l))
+    with pytest.warns(DeprecationWarning, match=r"learned=LearnedImages\(images=\.\.\., exact=\.\.\.\)"):
+        old = q.quality_report(counterfactuals=learned, exact=exact)
+    np.testing.assert_allclose(float(old.pixel_mae), float(r.pixel_mae))

@@ -41,6 +41,7 @@ from flax import struct
 from jax import lax
 
 from cfjax import _checks, _results
+from cfjax._core import training as _training
 from cfjax._core.keys import as_key
 from cfjax.distributed import map_batch
 from cfjax.generative.anticausal import AntiCausal, predict_parents
@@ -55,6 +56,7 @@ __all__ = [
     "pixel_mae",
     "decision_agreement",
     "relative_gap",
+    "LearnedImages",
     "QualityReport",
     "quality_report",
 ]
@@ -587,6 +589,46 @@ class QualityReport:
         return text if len(text) < 400 else text[:392] + ", ...)"
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class LearnedImages:
+    """A learned mechanism's counterfactuals and what :func:`quality_report` compares them with.
+
+    Attributes:
+      images: ``(N, K, H, W)`` learned counterfactual images.
+      parents: ``{name: (N, K)}`` the parents they were generated for (effectiveness).
+      exact: ``(N, K, H, W)`` exact counterfactual images of the same units and interventions
+        (the effectiveness ceiling and pixel MAE).
+      p_learned, p_exact: a fixed classifier's probabilities on the learned and on the exact
+        counterfactuals (decision agreement); ``threshold`` its decision threshold.
+    """
+
+    images: Any = None
+    parents: Mapping[str, Any] | None = None
+    exact: ArrayLike | None = None
+    p_learned: Any = None
+    p_exact: Any = None
+    threshold: float = 0.5
+
+
+_QUALITY_REPORT_LEGACY = {
+    "counterfactuals": ("learned", "images"),
+    "counterfactual_parents": ("learned", "parents"),
+    "exact": ("learned", "exact"),
+    "p_learned": ("learned", "p_learned"),
+    "p_exact": ("learned", "p_exact"),
+    "threshold": ("learned", "threshold"),
+}
+
+
+def _fold_quality_report(old: dict[str, Any], kwargs: dict[str, Any]) -> str:
+    """:func:`quality_report`'s old keywords: the learned images and what they are compared
+    with are one :class:`LearnedImages`."""
+    return _training.regroup(
+        "quality_report", old, kwargs, _QUALITY_REPORT_LEGACY, {"learned": LearnedImages}
+    )
+
+
+@_training.legacy_keywords(_fold_quality_report)
 def quality_report(
     mechanism: Mechanism | None = None,
     params: PyTree | None = None,
@@ -597,12 +639,7 @@ def quality_report(
     n_times: int = 10,
     key: KeyLike | None = None,
     predictors: AntiCausal | None = None,
-    counterfactuals: Any = None,
-    counterfactual_parents: Mapping[str, Any] | None = None,
-    exact: ArrayLike | None = None,
-    p_learned: Any = None,
-    p_exact: Any = None,
-    threshold: float = 0.5,
+    learned: LearnedImages | None = None,
     by_intervention: bool = False,
     chunk: int = 256,
     mesh: MeshLike = None,
@@ -612,10 +649,11 @@ def quality_report(
     - composition: with ``mechanism``, ``params``, ``images (N, H, W)`` and ``parents (N, P)``
       (``n_times`` null interventions);
     - reversibility: with those and ``targets`` (``(N, K, P)`` or ``(K, P)``);
-    - effectiveness: with ``predictors``, learned ``counterfactuals (N, K, H, W)`` and
-      ``counterfactual_parents`` (``{name: (N, K)}``); its ceiling with ``exact`` images too;
-    - pixel MAE: with ``counterfactuals`` and ``exact``;
-    - decision agreement: with a classifier's probabilities ``p_learned`` and ``p_exact``.
+    - effectiveness: with ``predictors`` and ``learned`` images and parents (a
+      :class:`LearnedImages`); its ceiling with ``learned.exact`` images too;
+    - pixel MAE: with ``learned.images`` and ``learned.exact``;
+    - decision agreement: with a classifier's probabilities ``learned.p_learned`` and
+      ``learned.p_exact``.
 
     ``key`` (stochastic abduction: a typed key, raw key data or an int seed) is split in two,
     for composition and reversibility; ``mesh`` splits their units over devices.
@@ -630,6 +668,12 @@ def quality_report(
       {'composition': [0.0, 0.0], 'reversibility': [0.0, 0.0]}
     """
     k_comp, k_rev = (None, None) if key is None else tuple(jax.random.split(as_key(key)))
+    if learned is None:
+        learned = LearnedImages()
+    elif not isinstance(learned, LearnedImages):
+        _checks.fail("learned", "a LearnedImages (or None)", type(learned).__name__)
+    counterfactuals, counterfactual_parents, exact = learned.images, learned.parents, learned.exact
+    p_learned, p_exact, threshold = learned.p_learned, learned.p_exact, learned.threshold
     fields: dict[str, Any] = {}
     if mechanism is not None:
         fields["composition"] = composition(
@@ -642,8 +686,9 @@ def quality_report(
     if predictors is not None:
         if counterfactuals is None or counterfactual_parents is None:
             _checks.fail(
-                "counterfactuals",
-                "learned counterfactual images and `counterfactual_parents` with `predictors`",
+                "learned",
+                "learned counterfactual images and their parents (LearnedImages(images, parents))"
+                " with `predictors`",
                 "None",
             )
         fields["effectiveness"] = effectiveness(
@@ -665,7 +710,7 @@ def quality_report(
         fields["pixel_mae"] = pixel_mae(counterfactuals, exact, by_intervention=by_intervention)
     if (p_learned is None) != (p_exact is None):
         _checks.fail(
-            "p_exact" if p_exact is None else "p_learned",
+            "learned.p_exact" if p_exact is None else "learned.p_learned",
             "the classifier's probabilities on both learned and exact counterfactuals",
             "only one of them",
         )

@@ -432,11 +432,9 @@ class SCM:
             minibatches of 1,024 units for the first seven eighths of the steps, then full-batch
             steps for the last eighth, from a fresh optimizer state (minibatches alone stop at
             their noise floor, 2e-3 from OLS on the example above even with the decaying step;
-            the full-batch eighth carries the fit to 1e-7 of it). The threshold is measured
-            (``experiments/benchmarks/bench_scm_fit.py``, linear-Gaussian, 5 nodes, 2 CPU
-            cores): both rules reach OLS within 1e-3 in 500 steps, full batch in 0.57 s against
-            1.03 s at 16,384 units and 0.83 s against 1.03 s at 65,536; the minibatches first
-            from 131,072 (2.82 s against 2.18 s) and 262,144 units (2.61 s against 1.42 s).
+            the full-batch eighth carries the fit to 1e-7 of it). The threshold is where minibatches
+            first reach OLS sooner than full-batch steps (``make bench``'s
+            ``bench_scm_fit``, on the benchmarks page).
             None: full-batch steps; an int: each step draws this many units (with replacement).
           optimizer: any optax transformation (overrides ``learning_rate``; under ``"auto"``
             its state starts afresh for the full-batch steps).
