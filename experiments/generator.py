@@ -47,6 +47,7 @@ import cfjax as cf
 from cfjax.io import atomic_write_bytes, write_png
 from cfjax.data.chest import PARENTS
 from cfjax.generative import anticausal as ac
+from cfjax.generative import parents as gp
 from cfjax.generative import quality as q
 from cfjax.generative import train as gt
 from cfjax.generative.hvae import HVAEConfig
@@ -159,8 +160,8 @@ def evaluate(fit, scm, params, test_rec, groups, exact, predictors, cf_key, key,
     out["change_l1"] = {name: [float(v) for v in q.pixel_mae(imgs, np.broadcast_to(x_host, imgs.shape),
                                                              by_intervention=True)]
                         for name, imgs in (("learned", li), ("exact", ei))}
-    p_learned = ac.predict_parents(predictors, li, chunk=chunk)["effusion"][..., 1]
-    p_exact = ac.predict_parents(predictors, ei, chunk=chunk)["effusion"][..., 1]
+    p_learned = gp.predict_parents(predictors, li, chunk=chunk)["effusion"][..., 1]
+    p_exact = gp.predict_parents(predictors, ei, chunk=chunk)["effusion"][..., 1]
     out["decision_agreement"] = {"learned": float(q.decision_agreement(p_learned, p_exact, 0.5)), "exact": 1.0,
                                  # agreement means little when the classifier decides the same everywhere
                                  "positive_rate": {"learned": float(jnp.mean(p_learned >= 0.5)),

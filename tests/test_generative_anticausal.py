@@ -1,5 +1,6 @@
-"""cfjax.generative.anticausal: losses and predictions against numpy references, label masks,
-chunked prediction, entropy weights, imputation, input validation (tiny 8×8 networks)."""
+"""cfjax.generative.anticausal and its predictions (cfjax.generative.parents): losses and
+predictions against numpy references, label masks, chunked prediction, entropy weights,
+imputation, input validation (tiny 8×8 networks)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from cfjax._checks import ValidationError
 from cfjax.generative import anticausal as ac
+from cfjax.generative import parents as gp
 
 SPEC = (ac.Head("s", "categorical", 3), ac.Head("a", "gaussian"))
 NET = ac.ParentPredictor(SPEC, features=(4,), hidden=4)
@@ -66,7 +68,7 @@ def test_predictions_match_reference_and_chunking(rng):
     x, _ = _data(rng, n=10)
     fit = _fit_from_params(rng, x)
     imgs = x.reshape(2, 5, 8, 8)
-    pred = ac.predict_parents(fit, imgs, chunk=3)
+    pred = gp.predict_parents(fit, imgs, chunk=3)
     out = {k: np.asarray(v, np.float64) for k, v in NET.apply(fit.params, jnp.asarray(x)).items()}
     probs = np.exp(_log_softmax(out["s"]))
     loc, sc = float(fit.loc["a"]), float(fit.scale["a"])
@@ -75,7 +77,7 @@ def test_predictions_match_reference_and_chunking(rng):
     np.testing.assert_allclose(np.asarray(pred["a"]).reshape(10), loc + sc * out["a"][:, 0], rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(np.asarray(pred["a_scale"]).reshape(10),
                                sc * np.exp(np.clip(out["a"][:, 1], -7, 7)), rtol=1e-5)
-    whole = ac.predict_parents(fit, imgs, chunk=256)
+    whole = gp.predict_parents(fit, imgs, chunk=256)
     for k in pred:
         assert pred[k].shape == whole[k].shape
         np.testing.assert_allclose(np.asarray(pred[k]), np.asarray(whole[k]), rtol=1e-5, atol=1e-5)
@@ -124,7 +126,7 @@ def test_training_learns_an_easy_task(rng):
     config = ac.AntiCausalConfig(steps=100, batch_size=16, learning_rate=1e-2, features=(8,), hidden=16)
     fit = ac.train_anticausal(x, {"s": s}, spec, config, key=jax.random.key(int(rng.integers(1 << 30))),
                               progress=False)
-    acc = (np.asarray(ac.predict_parents(fit, x)["s"]).argmax(-1) == s).mean()
+    acc = (np.asarray(gp.predict_parents(fit, x)["s"]).argmax(-1) == s).mean()
     assert acc >= 0.95
 
 
@@ -134,9 +136,9 @@ def test_entropy_weight_matches_numpy(rng):
     p[0, 0] = np.eye(c)[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         h = -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)
-    np.testing.assert_allclose(np.asarray(ac.entropy_weight(jnp.asarray(p, jnp.float32))),
+    np.testing.assert_allclose(np.asarray(gp.entropy_weight(jnp.asarray(p, jnp.float32))),
                                1 - h / np.log(c), atol=1e-5)
-    assert float(ac.entropy_weight(jnp.full((c,), 1.0 / c))) == pytest.approx(0.0, abs=1e-6)
+    assert float(gp.entropy_weight(jnp.full((c,), 1.0 / c))) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_impute_keeps_observed_and_fills_missing(rng):
@@ -144,8 +146,8 @@ def test_impute_keeps_observed_and_fills_missing(rng):
     fit = _fit_from_params(rng, x)
     mask = rng.uniform(size=(10, 2)) < 0.5
     labels = {"s": np.where(mask[:, 0], pa["s"], -1), "a": np.where(mask[:, 1], pa["a"], np.nan)}
-    out = ac.impute(fit, x, labels, mask)
-    pred = ac.predict_parents(fit, x)
+    out = gp.impute(fit, x, labels, mask)
+    pred = gp.predict_parents(fit, x)
     p = np.asarray(pred["s"], np.float64)
     w_ref = 1 + np.sum(p * np.log(p), axis=-1) / np.log(3)
     np.testing.assert_array_equal(np.asarray(out.parents["s"]), np.where(mask[:, 0], pa["s"], p.argmax(-1)))
@@ -183,12 +185,12 @@ def test_bad_input_names_the_argument():
         ("steps", lambda: ac.train_anticausal(x, pa, SPEC, key=0, steps=0)),  # an old keyword, checked alike
         ("classes", lambda: ac.Head("s", "categorical", 1)),
         ("kind", lambda: ac.Head("s", "poisson")),
-        ("result", lambda: ac.predict_parents({"params": None}, x)),
-        ("chunk", lambda: ac.predict_parents(fit, x, chunk=0)),
-        ("images", lambda: ac.predict_parents(fit, x[0])),
-        ("probs", lambda: ac.entropy_weight(jnp.array([[0.5, 1.5]]))),
-        ("probs", lambda: ac.entropy_weight(jnp.array([[1.0]]))),
-        ("mask", lambda: ac.impute(fit, x, pa, np.ones((6,), bool))),
+        ("result", lambda: gp.predict_parents({"params": None}, x)),
+        ("chunk", lambda: gp.predict_parents(fit, x, chunk=0)),
+        ("images", lambda: gp.predict_parents(fit, x[0])),
+        ("probs", lambda: gp.entropy_weight(jnp.array([[0.5, 1.5]]))),
+        ("probs", lambda: gp.entropy_weight(jnp.array([[1.0]]))),
+        ("mask", lambda: gp.impute(fit, x, pa, np.ones((6,), bool))),
     ]
     for name, call in cases:
         with pytest.raises(ValidationError, match=f"`{name}`"):

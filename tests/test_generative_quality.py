@@ -12,6 +12,7 @@ import pytest
 
 from cfjax._checks import ValidationError
 from cfjax.generative import anticausal as ac
+from cfjax.generative import parents as gp
 from cfjax.generative import quality as q
 from cfjax.generative.hvae import HVAEConfig
 from cfjax.generative.mechanism import ImageHVAE
@@ -140,7 +141,7 @@ def test_effectiveness_matches_numpy(rng):
     params = net.init(jax.random.key(int(rng.integers(1 << 30))), jnp.zeros((1, 8, 8)))
     fit = ac.AntiCausal(params=params, loc={"a": jnp.float32(50.0)}, scale={"a": jnp.float32(10.0)},
                         loss=jnp.zeros(1), model=net)
-    pred = {kk: np.asarray(v, np.float64) for kk, v in ac.predict_parents(fit, images).items()}
+    pred = {kk: np.asarray(v, np.float64) for kk, v in gp.predict_parents(fit, images).items()}
     parents = {"s": rng.integers(0, 2, (n, k)), "a": rng.uniform(20, 90, (n, k)).astype(np.float32),
                "r": rng.integers(0, 3, (n, k))}
     parents["s"][:, 0] = pred["s"][:, 0].argmax(-1)  # intervention 0 recovered exactly for sex

@@ -248,7 +248,7 @@ def test_figure_refuses_a_batch_of_curves(rng):
 
 
 def test_study_reliability_figure(rng, tmp_path):
-    from cfjax.study.report import reliability_figure
+    from cfjax.study.report_figures import reliability_figure
 
     names = ["basic", "logit+1", "sex0.95", "age0.95"]
     n = 150

@@ -193,7 +193,7 @@ def test_demo_grid_writes_png_and_pdf_and_says_what_changed(rng, tmp_path):
     PNG and PDF written, the per-intervention change recomputed independently, the caption
     naming the intervention that changes the images most."""
     from cfjax.study.demo import image_grid
-    from cfjax.study.report import grid_caption
+    from cfjax.study.report_figures import grid_caption
 
     seed = int(rng.integers(0, 2**16))
     chest = cf.data.ChestSCM(size=SIZE)

@@ -18,7 +18,7 @@ import cfjax as cf
 from cfjax import metrics as cm
 from cfjax import study
 from cfjax.study import paper as P
-from cfjax.study import report as R
+from cfjax.study import report_figures as R
 from experiments import marginalisation as mg
 
 PNG = b"\x89PNG\r\n\x1a\n"

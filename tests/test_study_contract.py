@@ -84,8 +84,8 @@ def _calls(rng):
     return [
         ("biased_training_mask", lambda key: study.splits.biased_training_mask("sex", 0.9, sex, age, y, key=key),
          lambda key: study.splits.biased_training_mask(key, "sex", 0.9, sex, age, y)),
-        ("auc_interval", lambda key: study.marginalisation.auc_interval(p, y, key=key, resamples=20),
-         lambda key: study.marginalisation.auc_interval(p, y, key, 20)),
+        ("auc_interval", lambda key: study.evaluation.auc_interval(p, y, key=key, resamples=20),
+         lambda key: study.evaluation.auc_interval(p, y, key, 20)),
         ("datasets_bias_key", lambda key: jax.random.key_data(study.families.datasets_bias_key(key=key)),
          lambda key: study.families.datasets_bias_key(key)),
         ("exact_counterfactuals", lambda key: study.exact_counterfactuals(chest, rec, do, key=key, label="follows"),
@@ -117,7 +117,8 @@ def test_every_study_function_that_draws_takes_key_keyword_only():
     parameter takes it keyword-only."""
     found = []
     modules = [study] + [getattr(study, m) for m in ("families", "splits", "learned", "marginalisation",
-                                                    "correlations", "diagnostics", "cftraining")]
+                                                    "evaluation", "correlations", "diagnostics",
+                                                    "cftraining")]
     for module, name in {(m, n) for m in modules for n in getattr(m, "__all__", ())}:
         obj = getattr(module, name)
         fns = [obj.__call__] if inspect.isclass(obj) and "__call__" in vars(obj) else [obj]

@@ -35,7 +35,7 @@ def test_auc_interval_matches_sklearn_on_the_same_resamples(rng):
     y[:2] = [0, 1]
     p = _scores(rng, y, rng.uniform(0.0, 2.0), n_pred=3)
     key = jax.random.key(int(rng.integers(2**31)))
-    got = study.marginalisation.auc_interval(p, y, key=key, resamples=40)
+    got = study.evaluation.auc_interval(p, y, key=key, resamples=40)
     np.testing.assert_allclose(got, _reference_interval(p, y, key, 40), atol=1e-5)
     assert got.shape == (3, 2) and np.all(got[:, 0] <= got[:, 1])
 
@@ -56,7 +56,7 @@ def test_a_near_chance_classifier_warns(rng):
     y, p = _chance_scores(rng, int(rng.integers(40, 100)))
     auc = [roc_auc_score(y, p[0, s]) for s in range(2)]
     np.testing.assert_allclose(auc, 0.5, atol=1e-12)
-    lo, hi = study.marginalisation.auc_interval(p, y, key=jax.random.key(int(rng.integers(2**31))), resamples=200)[0]
+    lo, hi = study.evaluation.auc_interval(p, y, key=jax.random.key(int(rng.integers(2**31))), resamples=200)[0]
     assert lo < 0.5 < hi
     # a validation AUC close to the test AUC: only the interval flags it
     check = study.diagnostics.basic_auc_check("B", auc, (lo, hi), [0.55, 0.52], "B")
@@ -67,7 +67,7 @@ def test_a_near_chance_classifier_warns(rng):
     y2 = (rng.uniform(size=400) < 0.3).astype(np.int32)
     y2[:2] = [0, 1]
     p2 = _scores(rng, y2, 1.5)
-    ci2 = study.marginalisation.auc_interval(p2, y2, key=jax.random.key(3), resamples=200)[0]
+    ci2 = study.evaluation.auc_interval(p2, y2, key=jax.random.key(3), resamples=200)[0]
     auc2 = [roc_auc_score(y2, p2[0, s]) for s in range(2)]
     assert ci2[0] > 0.5
     assert study.diagnostics.basic_auc_check("B", auc2, ci2, np.mean(auc2), "B")["warning"] is None
@@ -91,7 +91,7 @@ def test_a_good_classifier_does_not_warn(rng):
     y = (rng.uniform(size=n) < 0.3).astype(np.int32)
     y[:2] = [0, 1]
     p = _scores(rng, y, 2.5)  # AUC about 0.96
-    ci = study.marginalisation.auc_interval(p, y, key=jax.random.key(1), resamples=200)[0]
+    ci = study.evaluation.auc_interval(p, y, key=jax.random.key(1), resamples=200)[0]
     auc = [roc_auc_score(y, p[0, s]) for s in range(2)]
     check = study.diagnostics.basic_auc_check("A", auc, ci, np.mean(auc) + 0.05, "A")
     assert ci[0] > 0.5

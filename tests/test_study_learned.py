@@ -17,7 +17,7 @@ from cfjax.generative.mechanism import ImageHVAE
 from cfjax.study import learned as ls
 from cfjax import study
 from cfjax.study import paper as P
-from cfjax.study import report as R
+from cfjax.study import comparison as R
 from tests.test_shape_buckets import compiles
 
 

@@ -20,9 +20,9 @@ import cfjax as cf
 from cfjax import metrics as cm
 from cfjax._results import plain
 from cfjax.study import correlations as sc
-from cfjax.study import marginalisation as mg
+from cfjax.study import evaluation as mg
 from cfjax.study import plots
-from cfjax.study import report as R
+from cfjax.study import report_figures as R
 from cfjax.study.paper import ATTRIBUTES, DELTA_NAMES, STABILITY
 
 matplotlib = pytest.importorskip("matplotlib")

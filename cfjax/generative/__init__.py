@@ -9,10 +9,10 @@ measures (:func:`effectiveness`, :func:`composition`, :func:`reversibility`, ...
 once: :func:`cfjax.generative.quality.quality_report`).
 
 The network (``cfjax.generative.hvae``: ``HVAE``, ``gaussian_kl``), the training step
-(``cfjax.generative.train``: ``train_step``, ``parent_inputs``), the predictors' network and
-imputation (``cfjax.generative.anticausal``: ``ParentPredictor``, ``impute``) and the result
-types (``GeneratorFit``, ``AntiCausal``, ``DecodedCounterfactuals``, ``QualityReport``) are in
-their modules."""
+(``cfjax.generative.train``: ``train_step``, ``parent_inputs``), the predictors' network
+(``cfjax.generative.anticausal``: ``ParentPredictor``), their imputation
+(``cfjax.generative.parents``: ``impute``) and the result types (``GeneratorFit``,
+``AntiCausal``, ``DecodedCounterfactuals``, ``QualityReport``) are in their modules."""
 
 from cfjax import _deprecations
 from cfjax.generative import anticausal as _anticausal
@@ -24,10 +24,10 @@ from cfjax.generative import train as _train
 from cfjax.generative.anticausal import CHEST_SPEC as CHEST_SPEC
 from cfjax.generative.anticausal import AntiCausalConfig as AntiCausalConfig
 from cfjax.generative.anticausal import Head as Head
-from cfjax.generative.anticausal import predict_parents as predict_parents
 from cfjax.generative.anticausal import train_anticausal as train_anticausal
 from cfjax.generative.hvae import HVAEConfig as HVAEConfig
 from cfjax.generative.mechanism import ImageHVAE as ImageHVAE
+from cfjax.generative.parents import predict_parents as predict_parents
 from cfjax.generative.quality import composition as composition
 from cfjax.generative.quality import decision_agreement as decision_agreement
 from cfjax.generative.quality import effectiveness as effectiveness
@@ -66,15 +66,15 @@ _DEPRECATED = {
         "cfjax.generative.sources.DecodedCounterfactuals",
         _sources.DecodedCounterfactuals,
     ),
-    "entropy_weight": ("cfjax.generative.anticausal.entropy_weight", _anticausal.entropy_weight),
+    "entropy_weight": ("cfjax.generative.parents.entropy_weight", _parents.entropy_weight),
     "gaussian_kl": ("cfjax.generative.hvae.gaussian_kl", _hvae.gaussian_kl),
     "gaussian_log_prob": ("cfjax.generative.hvae.gaussian_log_prob", _hvae.gaussian_log_prob),
     "GeneratorFit": ("cfjax.generative.train.GeneratorFit", _train.GeneratorFit),
     "HVAE": ("cfjax.generative.hvae.HVAE", _hvae.HVAE),
     "HVAEOutput": ("cfjax.generative.hvae.HVAEOutput", _hvae.HVAEOutput),
-    "impute": ("cfjax.generative.anticausal.impute", _anticausal.impute),
+    "impute": ("cfjax.generative.parents.impute", _parents.impute),
     "impute_parents": ("cfjax.generative.parents.impute_parents", _parents.impute_parents),
-    "Imputed": ("cfjax.generative.anticausal.Imputed", _anticausal.Imputed),
+    "Imputed": ("cfjax.generative.parents.Imputed", _parents.Imputed),
     "parent_inputs": ("cfjax.generative.parents.parent_inputs", _parents.parent_inputs),
     "ParentPredictor": ("cfjax.generative.anticausal.ParentPredictor", _anticausal.ParentPredictor),
     "ParentSpec": ("cfjax.generative.anticausal.ParentSpec", _anticausal.ParentSpec),

@@ -1,5 +1,7 @@
 """Anti-causal parent predictors ``q(pa | x)``: a multi-head CNN from an image to each of its
-parents, its training on (partly) labelled images, and label imputation.
+parents, its loss and its training on (partly) labelled images. Its predictions and label
+imputation are in :mod:`cfjax.generative.parents`
+(:func:`~cfjax.generative.parents.predict_parents`, :func:`~cfjax.generative.parents.impute`).
 
 Paper 000's generative model (after Ribeiro et al. 2023, its reference [9]) needs them twice:
 to impute the parents of unlabelled images, each imputed discrete label weighted by
@@ -10,16 +12,16 @@ effectiveness: do the predictors recover the intervened parents from a counterfa
 A head is categorical (``C`` logits) for a discrete parent, Gaussian (a mean and a log-scale)
 for a continuous one; continuous targets are standardised with the labelled units' mean and
 standard deviation, stored in the trained :class:`AntiCausal` and undone by
-:func:`predict_parents`, so a parent in years trains as well as one near 1.
+:func:`~cfjax.generative.parents.predict_parents`, so a parent in years trains as well as one
+near 1.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import flax.linen as nn
 import jax
@@ -27,7 +29,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
-from jax import lax
 
 from cfjax import _checks
 from cfjax._core import training as _training
@@ -47,15 +48,12 @@ __all__ = [
     "anticausal_loss",
     "AntiCausalConfig",
     "train_anticausal",
-    "predict_parents",
-    "entropy_weight",
-    "Imputed",
-    "impute",
     "SCALE_SUFFIX",
 ]
 
 KINDS = ("categorical", "gaussian")
-#: key suffix of a Gaussian head's predicted scale in :func:`predict_parents`' output
+#: key suffix of a Gaussian head's predicted scale in
+#: :func:`~cfjax.generative.parents.predict_parents`' output
 SCALE_SUFFIX = "_scale"
 _LOG_2PI = math.log(2 * math.pi)
 _LOG_SCALE_BOUND = 7.0  # predicted log-scales (standardised units) are clipped to ±7
@@ -368,12 +366,6 @@ def _check_parents(
     return out
 
 
-def _check_result(result: AntiCausal) -> AntiCausal:
-    if not isinstance(result, AntiCausal):
-        _checks.fail("result", "an AntiCausal (train_anticausal's result)", type(result).__name__)
-    return result
-
-
 # ----------------------------------------------------------------------- training
 @dataclasses.dataclass(frozen=True)
 class _Step:
@@ -513,7 +505,7 @@ def train_anticausal(
     ``fold_in(data_key, t)`` (``init_key, data_key = jax.random.split(key)``). The steps run in
     compiled chunks of ``config.chunk_steps`` by cfjax's training loop
     (:func:`cfjax._core.training.run`: progress bar, NaN guard). Semi-supervised use: train on
-    the labelled part (``mask``), then :func:`impute` the rest.
+    the labelled part (``mask``), then :func:`~cfjax.generative.parents.impute` the rest.
 
     Args:
       images: ``(N, H, W)`` floating point in [0, 1].
@@ -633,164 +625,3 @@ def train_anticausal(
         loss=jnp.asarray(out.history["loss"]),
         model=model,
     )
-
-
-# ----------------------------------------------------------------------- prediction
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _predict_flat(
-    model: ParentPredictor,
-    chunk: int,
-    params: PyTree,
-    loc: Mapping[str, Array],
-    scale: Mapping[str, Array],
-    images: jax.Array,
-) -> dict[str, jax.Array]:
-    """``images (M, H, W)`` in blocks of ``chunk`` (``lax.map``, the last padded with copies of
-    the final image) to probabilities / means and scales ``(M, ...)``."""
-    n = images.shape[0]
-    pad = (-n) % chunk
-    if pad:
-        images = jnp.concatenate([images, jnp.broadcast_to(images[-1:], (pad,) + images.shape[1:])])
-    blocks = images.reshape((-1, chunk) + images.shape[1:])
-
-    def one_block(b):
-        out = model.apply(params, b)
-        res = {}
-        for h in model.spec:
-            o = out[h.name]
-            if h.kind == "categorical":
-                res[h.name] = jax.nn.softmax(o, axis=-1)
-            else:
-                res[h.name] = loc[h.name] + scale[h.name] * o[:, 0]
-                res[h.name + SCALE_SUFFIX] = scale[h.name] * jnp.exp(
-                    jnp.clip(o[:, 1], -_LOG_SCALE_BOUND, _LOG_SCALE_BOUND)
-                )
-        return res
-
-    out = lax.map(one_block, blocks)
-    return {k: v.reshape((-1,) + v.shape[2:])[:n] for k, v in out.items()}
-
-
-def predict_parents(
-    result: AntiCausal, images: ArrayLike, *, chunk: int = 256
-) -> dict[str, jax.Array]:
-    """``q(pa | x)`` of images with any leading batch shape, e.g. counterfactuals ``(N, K, H, W)``.
-
-    The images are flattened to one batch and run through the network in compiled chunks of
-    ``chunk`` images (``lax.map``), so memory beyond the output is bounded by one chunk; an
-    image's prediction does not depend on the others (to float rounding).
-
-    Args:
-      result: :func:`train_anticausal`'s :class:`AntiCausal`.
-      images: ``(..., H, W)`` floating point in [0, 1], at least one leading axis.
-      chunk: images per compiled network call.
-
-    Returns:
-      ``{name: probs (..., C)}`` for a categorical head; ``{name: mean (...)}`` and
-      ``{name + "_scale": standard deviation (...)}`` for a Gaussian head, in the parent's own
-      units (e.g. years).
-
-    Example:
-      >>> spec = (Head("s", "categorical", 2), Head("a", "gaussian"))
-      >>> x = jnp.linspace(0, 1, 16 * 64).reshape(16, 8, 8)
-      >>> config = AntiCausalConfig(steps=2, batch_size=4, features=(4,), hidden=4)
-      >>> fit = train_anticausal(x, {"s": jnp.arange(16) % 2, "a": jnp.arange(16.0)}, spec, config, key=0,
-      ...                        progress=False)
-      >>> {k: v.shape for k, v in predict_parents(fit, jnp.zeros((3, 5, 8, 8))).items()}
-      {'a': (3, 5), 'a_scale': (3, 5), 's': (3, 5, 2)}
-    """
-    result = _check_result(result)
-    chunk = _checks.check_positive_int("chunk", chunk)
-    shape = _check_images("images", images, min_ndim=3)
-    lead, hw = shape[:-2], shape[-2:]
-    flat = jnp.asarray(images).reshape((math.prod(lead),) + hw)
-    out = _predict_flat(
-        result.model, min(chunk, flat.shape[0]), result.params, result.loc, result.scale, flat
-    )
-    return {k: v.reshape(lead + v.shape[1:]) for k, v in sorted(out.items())}
-
-
-def entropy_weight(probs: ArrayLike) -> jax.Array:
-    """``1 − H(q)/log C`` over the last axis of probabilities ``(..., C)``: 1 for a certain
-    prediction, 0 for a uniform one (paper 000, appendix: an imputed label's weight), with
-    ``0·log 0 = 0``.
-
-    Example:
-      >>> entropy_weight(jnp.array([[1.0, 0.0], [0.5, 0.5]])).tolist()
-      [1.0, 0.0]
-    """
-    p = jnp.asarray(probs)
-    _checks.check_probabilities("probs", p)
-    c = p.shape[-1]
-    if c < 2:
-        _checks.fail("probs", "at least 2 classes on the last axis", f"shape {p.shape}")
-    plogp = jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1)), 0)
-    return 1 + jnp.sum(plogp, axis=-1) / jnp.log(jnp.asarray(c, p.dtype))
-
-
-class Imputed(NamedTuple):
-    """:func:`impute`'s labels and their weights, ``{name: (N,)}`` each."""
-
-    parents: dict[str, jax.Array]
-    weights: dict[str, jax.Array]
-
-
-def impute(
-    result: AntiCausal,
-    images: ArrayLike,
-    parents: Mapping[str, ArrayLike],
-    mask: ArrayLike | Mapping[str, ArrayLike],
-    *,
-    chunk: int = 256,
-) -> Imputed:
-    """Observed labels where ``mask`` says so, ``q(pa | x)``'s prediction elsewhere.
-
-    A categorical head imputes its most probable class with weight ``1 − H(q)/log C``
-    (:func:`entropy_weight`; paper 000's appendix), a Gaussian head its predicted mean with
-    weight 1 (the paper weights discrete labels only); observed labels have weight 1.
-
-    Args:
-      result: :class:`AntiCausal`. images: ``(N, H, W)``.
-      parents: ``{name: (N,)}`` for every head (anything where masked).
-      mask: ``(N, n_heads)`` boolean or ``{name: (N,)}``, as in :func:`train_anticausal`.
-      chunk: images per compiled network call.
-
-    Returns:
-      :class:`Imputed` with ``parents`` (categorical as int32, Gaussian in the images' dtype)
-      and ``weights``, ``{name: (N,)}`` each.
-
-    Example:
-      >>> spec = (Head("s", "categorical", 2),)
-      >>> x = jnp.linspace(0, 1, 4 * 64).reshape(4, 8, 8)
-      >>> config = AntiCausalConfig(steps=2, batch_size=2, features=(4,), hidden=4)
-      >>> fit = train_anticausal(x, {"s": jnp.array([0, 1, 0, 1])}, spec, config, key=0, progress=False)
-      >>> out = impute(fit, x, {"s": jnp.array([1, 0, -1, -1])}, jnp.array([[1], [1], [0], [0]]))
-      >>> out.parents["s"][:2].tolist(), out.weights["s"][:2].tolist()
-      ([1, 0], [1.0, 1.0])
-    """
-    result = _check_result(result)
-    spec = result.spec
-    shape = _check_images("images", images)
-    if len(shape) != 3:
-        _checks.fail("images", "images (N, H, W)", f"shape {shape}")
-    n = shape[0]
-    m = _mask_array(mask, spec, n)
-    labels = _check_parents(parents, spec, n, m)
-    pred = predict_parents(result, images, chunk=chunk)
-    dtype = jnp.asarray(images).dtype
-    values, weights = {}, {}
-    for j, h in enumerate(spec):
-        seen = jnp.asarray(m[:, j])
-        if h.kind == "categorical":
-            observed = jnp.asarray(np.where(m[:, j], labels[h.name], 0)).astype(jnp.int32)
-            values[h.name] = jnp.where(
-                seen, observed, jnp.argmax(pred[h.name], axis=-1).astype(jnp.int32)
-            )
-            weights[h.name] = jnp.where(
-                seen, jnp.ones((), dtype), entropy_weight(pred[h.name]).astype(dtype)
-            )
-        else:
-            observed = jnp.asarray(np.where(m[:, j], labels[h.name], 0)).astype(dtype)
-            values[h.name] = jnp.where(seen, observed, pred[h.name].astype(dtype))
-            weights[h.name] = jnp.ones((n,), dtype)
-    return Imputed(values, weights)

@@ -44,7 +44,8 @@ from cfjax import _checks, _results
 from cfjax._core import training as _training
 from cfjax._core.keys import as_key
 from cfjax.distributed import map_batch
-from cfjax.generative.anticausal import AntiCausal, predict_parents
+from cfjax.generative.anticausal import AntiCausal
+from cfjax.generative.parents import predict_parents
 from cfjax.scm import Mechanism
 from cfjax.typing import ArrayLike, KeyLike, MeshLike, PyTree
 

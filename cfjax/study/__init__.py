@@ -23,9 +23,13 @@ This package exports what a user calls; the steps beneath live in their modules:
 ``cfjax.study.families`` (paper 000's predictor family: ``PAPER_NAMES``, ``logit_offset``,
 ``paper_predictions``, ...), ``.splits`` (``balanced_test_split``, ``biased_training_mask``,
 ``age_group``), ``.learned`` (``fit_site_generator``, ``learned_images``, ``learned_scm``),
-``.report`` (``compare_settings``, the figures), ``.correlations``, ``.diagnostics``
-(``basic_auc_check``, ``classifier_checks``), ``.paper`` (``SITE_A``, ``SITE_B``),
-``.predictions`` (``save_predictions``) and ``.cftraining`` (``independence_weights``).
+``.config`` (``Config``, ``FULL``, ``QUICK``), ``.evaluation`` (``evaluate_setting``,
+``auc_interval``, the counterfactual sources), ``.marginalisation`` (``train_site``, ``run``),
+``.report`` (``write_report``, the findings), ``.report_figures`` (the figures and their
+captions), ``.comparison`` (``compare_settings``: exact vs learned counterfactuals),
+``.correlations``, ``.diagnostics`` (``basic_auc_check``, ``classifier_checks``), ``.paper``
+(``SITE_A``, ``SITE_B``), ``.predictions`` (``save_predictions``), ``.cftraining``
+(``independence_weights``) and ``.cftraining_report`` (the training arm's report).
 
 Example (the whole study takes minutes; see ``cfjax demo`` for a run):
   >>> from cfjax import study
@@ -35,33 +39,34 @@ Example (the whole study takes minutes; see ``cfjax demo`` for a run):
 
 from cfjax import _deprecations
 from cfjax.study import cftraining as _cftraining
+from cfjax.study import comparison as _comparison
 from cfjax.study import correlations as _correlations
 from cfjax.study import diagnostics as _diagnostics
+from cfjax.study import evaluation as _evaluation
 from cfjax.study import families as _families
 from cfjax.study import learned as _learned
-from cfjax.study import marginalisation as _marginalisation
 from cfjax.study import paper as _paper
 from cfjax.study import plots as _plots
 from cfjax.study import predictions as _predictions
-from cfjax.study import report as _report
+from cfjax.study import report_figures as _report_figures
 from cfjax.study import splits as _splits
 from cfjax.study.cftraining import ARM_FULL as ARM_FULL
 from cfjax.study.cftraining import ARM_QUICK as ARM_QUICK
 from cfjax.study.cftraining import ArmConfig as ArmConfig
 from cfjax.study.cftraining import run_arm as run_arm
+from cfjax.study.config import FULL as FULL
+from cfjax.study.config import QUICK as QUICK
+from cfjax.study.config import Config as Config
 from cfjax.study.diagnostics import WeakClassifierWarning as WeakClassifierWarning
+from cfjax.study.evaluation import CounterfactualSource as CounterfactualSource
+from cfjax.study.evaluation import evaluate_setting as evaluate_setting
+from cfjax.study.evaluation import exact_counterfactuals as exact_counterfactuals
 from cfjax.study.families import Family as Family
 from cfjax.study.families import paper_family as paper_family
 from cfjax.study.learned import GENERATOR_FULL as GENERATOR_FULL
 from cfjax.study.learned import GENERATOR_QUICK as GENERATOR_QUICK
 from cfjax.study.learned import LearnedSource as LearnedSource
 from cfjax.study.learned import SiteGeneratorConfig as SiteGeneratorConfig
-from cfjax.study.marginalisation import FULL as FULL
-from cfjax.study.marginalisation import QUICK as QUICK
-from cfjax.study.marginalisation import Config as Config
-from cfjax.study.marginalisation import CounterfactualSource as CounterfactualSource
-from cfjax.study.marginalisation import evaluate_setting as evaluate_setting
-from cfjax.study.marginalisation import exact_counterfactuals as exact_counterfactuals
 from cfjax.study.marginalisation import fit_site_generators as fit_site_generators
 from cfjax.study.marginalisation import run as run
 from cfjax.study.marginalisation import train_site as train_site
@@ -107,10 +112,9 @@ _DEPRECATED = {
     "GeneratorSettings": ("cfjax.study.SiteGeneratorConfig", SiteGeneratorConfig),
     **_moved(_learned, "fit_site_generator", "learned_images", "learned_scm"),
     **_moved(_paper, "SITE_A", "SITE_B"),
-    **_moved(
-        _report, "compare_settings", "reliability_figure", "scatter_figure", "scatter_caption"
-    ),
-    **_moved(_marginalisation, "auc_interval"),
+    **_moved(_comparison, "compare_settings"),
+    **_moved(_report_figures, "reliability_figure", "scatter_figure", "scatter_caption"),
+    **_moved(_evaluation, "auc_interval"),
     **_moved(_correlations, "correlation", "delta_auc_interval"),
     **_moved(_plots, "delta_auc_figure", "MAIN_PANELS", "SUPPLEMENTARY_PANELS"),
     **_moved(_diagnostics, "FAR_BELOW", "basic_auc_check", "classifier_checks"),

@@ -149,7 +149,7 @@ def delta_auc_interval(
 
     Resample ``b`` draws the test units of :func:`cfjax.metrics.bootstrap_indices` ``(N,
     resamples, key=key)``, the resamples :func:`cfjax.metrics.evaluate_bootstrap` and
-    :func:`cfjax.study.marginalisation.auc_interval` draw with the same key, so the intervals are paired with the
+    :func:`cfjax.study.evaluation.auc_interval` draw with the same key, so the intervals are paired with the
     reports' (a predictor's ΔAUC and its stability come from the same resampled test sets).
     ΔAUC, a max − min over strata, is biased upward under resampling: the interval need not
     centre on the estimate, and may even exclude a small one.

@@ -44,9 +44,10 @@ from cfjax.generative.hvae import HVAEConfig
 from cfjax.io import atomic_write_bytes
 from cfjax.predictors import EnsembleConfig, Objective
 from cfjax.study import cftraining
+from cfjax.study.config import Config
 from cfjax.study.demo_report import report_markdown, search_notes
+from cfjax.study.evaluation import CounterfactualSource
 from cfjax.study.learned import SiteGeneratorConfig
-from cfjax.study.marginalisation import Config, CounterfactualSource
 from cfjax.study.result import StudyResult
 from cfjax.typing import KeyLike
 
@@ -227,8 +228,8 @@ def image_grid(
 
     Returns:
       The units shown, whether learned rows were drawn, the interventions and the mean absolute
-      pixel change per intervention (``(K,)`` per source; :func:`cfjax.study.report.grid_caption`
-      reads it).
+      pixel change per intervention (``(K,)`` per source;
+      :func:`cfjax.study.report_figures.grid_caption` reads it).
     """
     import jax
 

@@ -1,7 +1,8 @@
 """``cfjax demo``'s report: the sensitivity section (paper 001 on the built-in synthetic SCM,
 with the search's warnings quoted as its table prints the budgets) and the whole ``report.md``,
 whose other sections are the pillars' own (:func:`cfjax.study.report.summary_section`,
-:func:`cfjax.representations.splits_section`, :func:`cfjax.study.cftraining.summary_section`)."""
+:func:`cfjax.representations.splits_section`,
+:func:`cfjax.study.cftraining_report.summary_section`)."""
 
 from __future__ import annotations
 
@@ -207,7 +208,7 @@ def report_markdown(
       times: the stages' wall times in seconds, by name.
     """
     from cfjax.representations.report import splits_section
-    from cfjax.study import cftraining
+    from cfjax.study import cftraining_report
     from cfjax.study.report import summary_section
 
     lines = [
@@ -230,7 +231,7 @@ def report_markdown(
         results["representations"], title="3. Counterfactual representations (paper 002)"
     )
     if "training" in results:
-        lines += cftraining.summary_section(
+        lines += cftraining_report.summary_section(
             results["training"], title="4. Counterfactual training against the sex shortcut"
         )
     lines += [

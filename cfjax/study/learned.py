@@ -1,7 +1,7 @@
 """Learned counterfactuals for the marginalisation study (:mod:`cfjax.study.marginalisation`):
 a conditional HVAE image mechanism (:class:`cfjax.generative.mechanism.ImageHVAE`) trained per
 site on the training split's factual images and parents, plugged in as a counterfactual
-*source* with the same signature as :func:`cfjax.study.marginalisation.exact_counterfactuals`.
+*source* with the same signature as :func:`cfjax.study.evaluation.exact_counterfactuals`.
 
 The parent mechanisms are the true ones, so the counterfactual parents are exactly those the
 exact source returns (``ChestSCM.counterfactuals`` with the same key and label mode: under

@@ -1,5 +1,8 @@
-"""The study's report: figures, exact-vs-learned comparison, findings, ``report.md`` and
-``results.json`` payloads."""
+"""The study's report: findings measured from the numbers, the basic classifiers' section,
+``report.md`` (:func:`write_report`), the short section of ``cfjax demo``'s report
+(:func:`summary_section`) and ``results.json``'s per-predictor layout. Its figures and their
+captions are in :mod:`cfjax.study.report_figures`, the exact-vs-learned comparison in
+:mod:`cfjax.study.comparison`."""
 
 from __future__ import annotations
 
@@ -9,10 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from cfjax import figures
-from cfjax import metrics as cm
 from cfjax.io import atomic_write_bytes
-from cfjax.study import plots as study_plots
+from cfjax.study.comparison import _nanmean, learned_report
 from cfjax.study.diagnostics import FAR_BELOW
 from cfjax.study.families import BIAS_STRENGTHS
 from cfjax.study.paper import (
@@ -25,510 +26,26 @@ from cfjax.study.paper import (
     RISKS,
     SETTINGS,
     SITE_B,
-    SOURCE_DEPENDENT,
-    SOURCE_FREE,
     STABILITY,
+)
+from cfjax.study.report_figures import (
+    RELIABILITY_CAPTION,
+    _fmt,
+    _interval,
+    _slug,
+    grid_caption,
+    scatter_caption,
 )
 
 __all__ = [
-    "reliability_figure",
-    "scatter_figure",
-    "scatter_caption",
-    "compare_settings",
-    "mean_relative_move",
-    "learned_summary",
-    "learned_report",
     "findings",
     "classifier_section",
     "write_report",
-    "grid_caption",
     "summary_section",
 ]
 
 
-def _nanmean(v) -> float:
-    v = np.asarray(v, np.float64)
-    return float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
-
-
-def _slug(name: str) -> str:
-    return name.replace("->", "_to_")
-
-
-# ------------------------------------------------------------------------- figures
-#: the reliability figure's panels: the basic predictor and the most sex- and age-biased ones
-RELIABILITY_PANELS = (
-    ("basic", "basic"),
-    ("sex0.95", "sex0.95 (strongest sex bias)"),
-    ("age0.95", "age0.95 (strongest age bias)"),
-)
-#: the caption line of :func:`reliability_figure` in the report: what it shows, what to conclude
-RELIABILITY_CAPTION = (
-    "*Smoothed reliability of the basic predictor and the most sex- and age-biased ones (first "
-    "seed): the mean label (Gaussian kernel reflected at 0 and 1, width σ\\* of the smooth ECE) "
-    "against the prediction, original (blue) and counterfactually marginalised (red); shaded: 95% "
-    "bootstrap bands over the test units (drawn where the kernel holds at least one unit); beneath: "
-    "the predictions' density; legend: smECE [95% "
-    "interval]. Where a curve leaves the diagonal by more than its band, the predictions are "
-    "miscalibrated there; where the two bands overlap, marginalising over the counterfactuals "
-    "leaves calibration unchanged within sampling error.*"
-)
-
-
-def reliability_figure(
-    res: Mapping[str, Any], path: str, title: str, *, resamples: int = 200
-) -> list[str]:
-    """Smoothed reliability (:func:`cfjax.metrics.plots.reliability_diagram`) of the predictors of
-    :data:`RELIABILITY_PANELS` present in ``res`` (the first three otherwise), original and
-    marginalised on one axis per predictor, with percentile bootstrap bands over the test units
-    (``resamples``, one key: paired) and the predictions' density beneath; PNG and PDF at
-    ``path``. Returns the paths written."""
-    from cfjax import figures
-    from cfjax.metrics.plots import reliability_diagram
-
-    names, pl = list(res["names"]), res["_plots"]
-    shown = [(n, t) for n, t in RELIABILITY_PANELS if n in names] or [(n, n) for n in names[:3]]
-    fig = figures.pyplot().figure(figsize=(4.8 * len(shown), 5.6))
-    grid = fig.add_gridspec(2, len(shown), height_ratios=(4, 1), hspace=0.06, wspace=0.12)
-    for j, (name, panel_title) in enumerate(shown):
-        i = names.index(name)
-        main = fig.add_subplot(grid[0, j])
-        bands = [
-            cm.reliability_band(pl[key][i], pl["y"], key=0, resamples=resamples)
-            for key in ("p_obs", "p_bar")
-        ]
-        reliability_diagram(
-            *bands, ax=(main, fig.add_subplot(grid[1, j], sharex=main)), title=panel_title
-        )
-        if j:
-            main.set_ylabel("")  # the first panel's label serves the row
-    fig.suptitle(title, fontsize=11)
-    return figures.save_figure(fig, path)
-
-
-def scatter_figure(res: Mapping[str, Any], path: str, title: str) -> list[str]:
-    """ΔAUC against stability (:func:`cfjax.study.plots.delta_auc_figure`): the main figure
-    (:data:`~cfjax.study.plots.MAIN_PANELS`, the measures the findings discuss) at ``path`` and
-    the supplementary one (every other attribute × metric) beside it as ``<stem>_supplementary``,
-    each as PNG and PDF. Returns the paths written."""
-    stem = os.path.splitext(path)[0]
-    written = figures.save_figure(
-        study_plots.delta_auc_figure(res, study_plots.MAIN_PANELS, title=title), path
-    )
-    supplementary = study_plots.delta_auc_figure(
-        res, study_plots.SUPPLEMENTARY_PANELS, title=f"{title}: the other attributes and metrics"
-    )
-    return written + figures.save_figure(supplementary, f"{stem}_supplementary.png")
-
-
-def _interval(c: Mapping[str, Any]) -> str:
-    """`` [lo, hi]`` of a correlation's Pearson r, or nothing when it has no interval."""
-    iv = c.get("pearson_interval")
-    return "" if iv is None else f" [{_fmt(iv[0], 2)}, {_fmt(iv[1], 2)}]"
-
-
-def scatter_caption(res: Mapping[str, Any], supplementary: str | None = None) -> str:
-    """The caption line of :func:`scatter_figure`'s main figure: what it shows and what to
-    conclude, from r's bootstrap interval for each measure (``supplementary``: a link to the
-    supplementary figure)."""
-    cs = res["correlations"]["sex"]
-    groups: dict[str, list[str]] = {"above": [], "below": [], "spans": [], "none": []}
-    for _, f in study_plots.MAIN_PANELS:
-        iv = cs[f].get("pearson_interval")
-        if iv is None or not all(v is not None and np.isfinite(v) for v in iv):
-            groups["none"].append(f)
-        else:
-            groups["above" if iv[0] > 0 else "below" if iv[1] < 0 else "spans"].append(f)
-    n = len(DELTA_NAMES)
-    parts = []
-    if groups["above"]:
-        parts.append(
-            f"lies above 0 for {', '.join(groups['above'])}: ΔAUC over sex grows with "
-            f"{'this instability measure' if len(groups['above']) == 1 else 'these instability measures'} "
-            "(paper 000's finding)"
-        )
-    if groups["below"]:
-        parts.append(
-            f"lies below 0 for {', '.join(groups['below'])}: ΔAUC over sex falls as "
-            f"{'it grows' if len(groups['below']) == 1 else 'they grow'} (against paper 000)"
-        )
-    if groups["spans"]:
-        parts.append(
-            f"includes 0 for {', '.join(groups['spans'])}: no association distinguishable from none "
-            f"with {n} predictors"
-        )
-    if groups["none"]:
-        parts.append(f"is undefined for {', '.join(groups['none'])}")
-    return (
-        "*ΔAUC over sex against the four instability measures of the findings. Markers: the "
-        f"{n} predictors' seed means (black: basic, red: sex-biased, blue: age-biased; darker: stronger bias); "
-        "bars: their 95% bootstrap intervals over the test units (the tables' resamples; ΔAUC, a max − min over "
-        "strata, grows under resampling, so its bar can sit above the point); small dots: the predictor-seed "
-        f"pairs r and ρ run over; titles: r [95% percentile bootstrap interval over the {n} predictors, each "
-        "resampled with its seeds]. To conclude: r's interval "
-        + "; it ".join(parts)
-        + "."
-        + (
-            f" The other attributes and metrics: [supplementary figure]({supplementary})."
-            if supplementary
-            else ""
-        )
-        + "*"
-    )
-
-
-def _triple(exact: float, learned: float) -> dict[str, float]:
-    return {
-        "exact": float(exact),
-        "learned": float(learned),
-        "delta": float(learned) - float(exact),
-    }
-
-
-def compare_settings(exact: Mapping[str, Any], learned: Mapping[str, Any]) -> dict[str, Any]:
-    """One setting's tables computed with exact and with learned counterfactuals, side by side:
-    per metric and predictor the seed means ``{"exact", "learned", "delta"}`` (delta = learned −
-    exact), the CTC per metric, the counterfactual shortcut effects, Proposition 1's
-    counterfactual variance, the ΔAUC(sex)–stability correlations and the ranking agreement;
-    ``unchanged_max_abs_delta``: the largest change of a metric of the factual predictions
-    alone (0: both runs scored the same factual predictions)."""
-    names = list(exact["names"])
-    fields = [f for f in exact["per_seed"] if f in learned["per_seed"]]
-    metrics = {}
-    for f in fields:
-        e = np.asarray(exact["per_seed"][f], np.float64).mean(axis=1)
-        v = np.asarray(learned["per_seed"][f], np.float64).mean(axis=1)
-        metrics[f] = {p: _triple(e[i], v[i]) for i, p in enumerate(names)}
-    ctc = {
-        f: _triple(exact["ctc"][f], learned["ctc"][f]) for f in exact["ctc"] if f in learned["ctc"]
-    }
-    effects = {}
-    for eff in ("cf_sex_effect", "cf_age_effect"):
-        e, v = np.asarray(exact[eff]).mean(axis=1), np.asarray(learned[eff]).mean(axis=1)
-        effects[eff] = {p: _triple(e[i], v[i]) for i, p in enumerate(names)}
-    ve = np.asarray(exact["proposition1"]["var_cf"]).mean(axis=(0, 1))
-    vl = np.asarray(learned["proposition1"]["var_cf"]).mean(axis=(0, 1))
-    prop1 = {"common": _triple(ve[0], vl[0]), "rare": _triple(ve[2], vl[2])}
-    corr = {
-        f: _triple(
-            exact["correlations"]["sex"][f]["pearson"], learned["correlations"]["sex"][f]["pearson"]
-        )
-        for f, _ in STABILITY
-    }
-    agree = {
-        k: _triple(
-            _nanmean(exact["ranking_agreement"][k]["kendall_tau"]),
-            _nanmean(learned["ranking_agreement"][k]["kendall_tau"]),
-        )
-        for k in exact["ranking_agreement"]
-    }
-    unchanged = [
-        np.abs(np.asarray(learned["per_seed"][f]) - np.asarray(exact["per_seed"][f])).max()
-        for f in SOURCE_FREE
-        if f in fields
-    ]
-    unchanged.append(np.abs(np.asarray(learned["auc"]) - np.asarray(exact["auc"])).max())
-    return {
-        "metrics": metrics,
-        "ctc": ctc,
-        "cf_effects": effects,
-        "proposition1_var_cf": prop1,
-        "correlations_sex_pearson": corr,
-        "ranking_agreement_tau": agree,
-        "label_changed": _triple(exact["label_changed"], learned["label_changed"]),
-        "unchanged_max_abs_delta": float(np.max(unchanged)),
-    }
-
-
-def mean_relative_move(comparison: Mapping[str, Any], field: str) -> float:
-    """Mean over the predictors of |learned − exact| / |exact| of one metric's seed means
-    (predictors whose exact value is 0 left out)."""
-    rel = [
-        abs(t["delta"]) / abs(t["exact"])
-        for t in comparison["metrics"][field].values()
-        if np.isfinite(t["delta"]) and t["exact"] != 0
-    ]
-    return float(np.mean(rel)) if rel else float("nan")
-
-
-def learned_summary(comparisons: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Sentences on the largest moves from exact to learned counterfactuals (measured)."""
-    fields = [f for f in SOURCE_DEPENDENT if all(f in c["ctc"] for c in comparisons.values())]
-    cells = [(name, f, c["ctc"][f]) for name, c in comparisons.items() for f in fields]
-    moved = sorted((x for x in cells if x[2]["delta"] != 0), key=lambda x: -abs(x[2]["delta"]))
-    out = []
-    if moved:
-        out.append(
-            f"The CTC moves in {len(moved)} of {len(cells)} (setting, metric) cells "
-            f"(mean |ΔCTC| {np.mean([abs(x[2]['delta']) for x in cells]):.2f} of 9); the largest moves: "
-            + "; ".join(
-                f"{f} in {name} {t['exact']:.2f} → {t['learned']:.2f} ({t['delta']:+.2f})"
-                for name, f, t in moved[:4]
-            )
-            + "."
-        )
-    else:
-        out.append(
-            f"No CTC moves: all {len(cells)} (setting, metric) cells are equal with learned counterfactuals."
-        )
-    for f in ("risk_cm", "risk_ie"):
-        ch = [(name, comparisons[name]["ctc"][f]) for name in comparisons]
-        wins = [
-            name
-            for name, t in ch
-            if (t["exact"] > comparisons[name]["ctc"]["risk_orig"]["exact"])
-            != (t["learned"] > comparisons[name]["ctc"]["risk_orig"]["learned"])
-        ]
-        lab = "R_CM" if f == "risk_cm" else "R_IE"
-        out.append(
-            f"Whether {lab}'s CTC beats R_orig's (paper 000's claim) "
-            + (
-                "gets the same verdict under both sources in every setting."
-                if not wins
-                else f"gets a different verdict with learned counterfactuals in {', '.join(wins)}."
-            )
-        )
-    sex_rows = [f"sex{a:.2f}" for a in BIAS_STRENGTHS]
-    age_rows = [f"age{a:.2f}" for a in BIAS_STRENGTHS]
-
-    def kept(c, eff, rows):
-        e = np.mean([c["cf_effects"][eff][p]["exact"] for p in rows])
-        v = np.mean([c["cf_effects"][eff][p]["learned"] for p in rows])
-        return f"{e:+.3f} → {v:+.3f}"
-
-    out.append(
-        "The shortcut read off the counterfactuals (mean over the three biased predictors): CF sex effect of "
-        "the sex-biased "
-        + "; ".join(
-            f"{name} {kept(c, 'cf_sex_effect', sex_rows)}" for name, c in comparisons.items()
-        )
-        + "; CF age effect of the age-biased "
-        + "; ".join(
-            f"{name} {kept(c, 'cf_age_effect', age_rows)}" for name, c in comparisons.items()
-        )
-        + " (exact → learned)."
-    )
-    rel = sorted(
-        ((name, f, mean_relative_move(c, f)) for name, c in comparisons.items() for f in fields),
-        key=lambda x: -np.nan_to_num(x[2], nan=-1.0),
-    )
-    out.append(
-        "Metric values, mean relative move over the 10 predictors: largest "
-        + "; ".join(f"{f} in {name} {v:.0%}" for name, f, v in rel[:4])
-        + "; smallest "
-        + "; ".join(f"{f} in {name} {v:.1%}" for name, f, v in rel[::-1][:3] if np.isfinite(v))
-        + "."
-    )
-    return out
-
-
-def _fmt_delta(v: float, digits: int = 3) -> str:
-    if v is None or not np.isfinite(v):
-        return "nan"
-    if abs(v) >= 100:
-        return f"{v:+.1f}"
-    return f"{v:+.{digits}f}"
-
-
-def _compare_table(
-    comp: Mapping[str, Any],
-    names: list[str],
-    fields: tuple[str, ...],
-    headers: tuple[str, ...],
-    digits: int = 3,
-) -> list[str]:
-    lines = [
-        "| predictor | " + " | ".join(f"{h} exact | {h} learned | Δ" for h in headers) + " |",
-        "|---|" + "---|---|---|" * len(fields),
-    ]
-    for p in names:
-        lines.append(
-            f"| {p} | "
-            + " | ".join(
-                f"{_fmt(comp['metrics'][f][p]['exact'], digits)} | {_fmt(comp['metrics'][f][p]['learned'], digits)} | "
-                f"{_fmt_delta(comp['metrics'][f][p]['delta'], digits)}"
-                for f in fields
-            )
-            + " |"
-        )
-    lines.append(
-        "| **CTC** | "
-        + " | ".join(
-            f"**{comp['ctc'][f]['exact']:.2f}** | **{comp['ctc'][f]['learned']:.2f}** | **{comp['ctc'][f]['delta']:+.2f}**"
-            for f in fields
-        )
-        + " |"
-    )
-    return lines
-
-
-def learned_report(results: Mapping[str, Any]) -> list[str]:
-    """The report's section on learned counterfactuals: every table with exact | learned | Δ."""
-    lr = results["learned"]
-    gen, comps = lr["generator"], lr["comparison"]
-    g = gen["settings"]["generator"]
-    lines = [
-        "",
-        "## Exact vs learned counterfactuals",
-        "",
-        f"Every table above recomputed with **learned** counterfactual images: per site a conditional HVAE "
-        f"image mechanism (`cfjax.generative`, channels {tuple(g['hvae']['channels'])}, latent dims "
-        f"{tuple(g['hvae']['latent_dims'])}, {g['steps']} steps of batch {g['batch_size']}, EMA {g['ema_decay']}) trained on "
-        "that site's training split (factual images and parents)"
-        + (
-            f" on the ELBO plus the counterfactual regulariser (weight {g['cf_weight']:g}; its anti-causal "
-            "predictors of sex and age trained on the same split)"
-            if g.get("cf_weight")
-            else " on the ELBO"
-        )
-        + "; the parent mechanisms are the true ones, so "
-        "the counterfactual parents are exactly the exact source's (effusion "
-        + (
-            "held at its observed value"
-            if results["counterfactual_label"] == "fixed"
-            else "following age"
-        )
-        + "), and each test unit's image noise is abducted once (one posterior draw) and decoded under "
-        "every counterfactual parent vector. Same classifiers, same keys and bootstrap resamples; "
-        "Δ = learned − exact, of seed means.",
-        "",
-    ]
-    lines += [
-        "| site | training units | generator time | final loss (per pixel) | resumed |",
-        "|---|---|---|---|---|",
-    ]
-    for s, info in gen["sites"].items():
-        lines.append(
-            f"| {s} | {info['n_train']} | {info['seconds']:.0f} s | {info['final_loss']:.4f} | "
-            f"{'yes' if info['resumed_from_checkpoint'] else 'no'} |"
-        )
-    gs = {name: lr["settings"][name]["generator"] for name in comps}
-    lines += [
-        "",
-        "Pixel MAE of the learned against the exact counterfactual images (images in [0, 1]): "
-        + "; ".join(
-            f"{name} {g['pixel_mae']:.4f} (do(sex, age)), {g['pixel_mae_race']:.4f} (do(race))"
-            for name, g in gs.items()
-        )
-        + ". Mean absolute change from the factual image under do(sex, age), learned vs exact: "
-        + "; ".join(
-            f"{name} {g['change_learned']:.4f} vs {g['change_exact']:.4f}"
-            for name, g in gs.items()
-            if "change_learned" in g
-        )
-        + ". Largest change of a metric of the factual predictions alone "
-        f"(R_orig, Brier, ECE, smECE, MCE, AUC): {max(c['unchanged_max_abs_delta'] for c in comps.values()):.1e} "
-        "(they cannot move).",
-        "",
-        "### How much each metric and each CTC moves",
-        "",
-    ]
-    lines += [f"- {x}" for x in learned_summary(comps)]
-    lines += [
-        "",
-        "| metric | "
-        + " | ".join(f"{n}: CTC exact | CTC learned | ΔCTC | mean rel. move" for n in comps)
-        + " |",
-        "|---|" + "---|---|---|---|" * len(comps),
-    ]
-    for f in SOURCE_DEPENDENT + (
-        ("risk_ie_cf_labels",)
-        if all("risk_ie_cf_labels" in c["ctc"] for c in comps.values())
-        else ()
-    ):
-        lines.append(
-            f"| {f} | "
-            + " | ".join(
-                f"{c['ctc'][f]['exact']:.2f} | {c['ctc'][f]['learned']:.2f} | {c['ctc'][f]['delta']:+.2f} | "
-                f"{mean_relative_move(c, f):.1%}"
-                for c in comps.values()
-            )
-            + " |"
-        )
-    lines += [
-        "",
-        "Mean rel. move: mean over the 10 predictors of |learned − exact| / |exact| (seed means).",
-    ]
-    for name, comp in comps.items():
-        names = list(results["settings"][name]["names"])
-        lines += ["", f"### Setting {name}: exact | learned | Δ (seed means)", "", "Risk:", ""]
-        lines += _compare_table(
-            comp,
-            names,
-            ("risk_cm", "risk_ie", "cvar_0.5", "cvar_0.25", "cvar_0.1", "risk_wc"),
-            ("R_CM", "R_IE", "CVaR 0.5", "CVaR 0.25", "CVaR 0.1", "R_WC"),
-        )
-        lines += ["", "Calibration of the marginalised predictions:", ""]
-        lines += _compare_table(
-            comp,
-            names,
-            ("brier_cm", "ece_cm", "smece_cm", "mce_cm"),
-            ("Brier", "ECE", "smECE", "MCE"),
-        )
-        lines += ["", "Stability (CTC counts moves towards *less* stable):", ""]
-        lines += _compare_table(
-            comp,
-            names,
-            tuple(f for f, _ in STABILITY),
-            ("s_var", "s_flip", "d_obs", "score_shift", "Spearman", "Kendall τ_b", "rank change"),
-            digits=4,
-        )
-        lines += [
-            "",
-            "Counterfactual shortcut effects:",
-            "",
-            "| predictor | CF sex effect exact | learned | Δ | CF age effect exact | learned | Δ |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        ef = comp["cf_effects"]
-        for p in names:
-            lines.append(
-                f"| {p} | "
-                + " | ".join(
-                    f"{ef[e][p]['exact']:+.3f} | {ef[e][p]['learned']:+.3f} | {ef[e][p]['delta']:+.3f}"
-                    for e in ("cf_sex_effect", "cf_age_effect")
-                )
-                + " |"
-            )
-        p1, co, ag = (
-            comp["proposition1_var_cf"],
-            comp["correlations_sex_pearson"],
-            comp["ranking_agreement_tau"],
-        )
-        lines += [
-            "",
-            "Proposition 1, Var CF (mean over predictors × seeds): "
-            + "; ".join(
-                f"{z} {p1[z]['exact']:.2e} → {p1[z]['learned']:.2e}" for z in ("common", "rare")
-            )
-            + ". ΔAUC(sex)–stability Pearson r: "
-            + ", ".join(f"{f} {co[f]['exact']:.2f} → {co[f]['learned']:.2f}" for f, _ in STABILITY)
-            + ". Label-free vs labelled ranking, mean Kendall τ: "
-            + ", ".join(f"{k} {t['exact']:.2f} → {t['learned']:.2f}" for k, t in ag.items())
-            + ".",
-            "",
-            f"![reliability diagrams, learned counterfactuals](reliability_learned_{_slug(name)}.png)",
-            "",
-            RELIABILITY_CAPTION,
-            "",
-            f"![ΔAUC vs stability, learned counterfactuals](scatter_learned_{_slug(name)}.png)",
-            "",
-            scatter_caption(
-                lr["settings"][name], f"scatter_learned_{_slug(name)}_supplementary.png"
-            ),
-        ]
-    return lines
-
-
 # ------------------------------------------------------------------------- report
-def _fmt(v: float, digits: int = 3) -> str:
-    if v is None or not np.isfinite(v):
-        return "nan"
-    if abs(v) >= 100:
-        return f"{v:.1f}"
-    return f"{v:.{digits}f}"
-
-
 def _metric_table(
     res: Mapping[str, Any],
     fields: tuple[str, ...],
@@ -936,50 +453,6 @@ def write_report(results: Mapping[str, Any], out: str) -> None:
 
 
 # ------------------------------------------------------------------------- a short section
-def _f2(x: Any) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.2f}"
-
-
-def grid_caption(grid: Mapping[str, Any] | None) -> str:
-    """What to read in the counterfactual image grid (:func:`cfjax.study.demo.image_grid`'s
-    summary): which interventions change the image most, and how far the learned
-    counterfactuals are from the exact ones."""
-    text = (
-        "(a) Each row: a test unit's factual image, then its counterfactuals under do(sex, age) (sex 0 then 1, "
-        "ages 20 to 90); the exact rows re-render the unit's own image noise with the new parents"
-    )
-    if grid is None or "mean_abs_change" not in grid:
-        return text + "."
-    if grid["learned"]:
-        text += ", the learned rows decode the noise the HVAE abducted under each intervention"
-    labels, exact = grid["interventions"], np.asarray(grid["mean_abs_change"]["exact"])
-    order = np.argsort(-exact, kind="stable")
-    text += (
-        ". (b) Counterfactual − factual (red: brighter, blue: darker), one colour scale for all. "
-        "The exact images change most under "
-        + ", ".join(f"{labels[j]} ({exact[j]:.3f})" for j in order[:3])
-        + f" and least under {labels[order[-1]]} ({exact[order[-1]]:.3f}), as mean absolute pixel change "
-        "over these units"
-    )
-    if grid["learned"]:
-        learned = np.asarray(grid["mean_abs_change"]["learned"])
-        r = (
-            np.corrcoef(exact, learned)[0, 1]
-            if exact.std() > 0 and learned.std() > 0
-            else float("nan")
-        )
-        text += (
-            f"; the learned images change by {learned.mean():.3f} on average (exact {exact.mean():.3f}), "
-            f"correlation over the {len(labels)} interventions {_f2(float(r))}, and differ from the exact "
-            f"ones by a pixel MAE of {grid['learned_vs_exact_mae']:.3f}: where a learned row differs from its "
-            "exact row, the difference is the generator's error, not an effect of the intervention"
-        )
-    return (
-        text
-        + f". The {grid['size']}×{grid['size']} images are drawn enlarged (nearest pixels), not re-rendered."
-    )
-
-
 def summary_section(
     results: Mapping[str, Any],
     grid: Mapping[str, Any] | None = None,
@@ -990,8 +463,8 @@ def summary_section(
     """The study in a few tables, for a report that links to its full one (``cfjax demo``'s
     first section): setting A's metrics per predictor, the CTC of every setting beside paper
     000's, the basic classifiers, the exact → learned CTC moves, the counterfactual image grid
-    with ``grid`` (:func:`grid_caption`), setting A's figures; its lines, from the ``## title``
-    heading.
+    with ``grid`` (:func:`~cfjax.study.report_figures.grid_caption`), setting A's figures; its
+    lines, from the ``## title`` heading.
 
     Args:
       results: :func:`cfjax.study.run`'s results (arrays indexed by predictor).
