@@ -25,7 +25,7 @@ from cfjax.sensitivity.benchmarks import (
 )
 from cfjax.sensitivity.cfu import negligible_cfu
 from cfjax.sensitivity.linear import design
-from cfjax.sensitivity.problem import embeddings
+from cfjax.sensitivity.fitting import embeddings
 
 S = cf.sensitivity
 

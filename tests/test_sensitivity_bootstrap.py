@@ -1,4 +1,4 @@
-"""Bootstrap intervals of the sensitivity analysis (cfjax.sensitivity.bootstrap): refit against
+"""Bootstrap intervals of the sensitivity analysis (cfjax.sensitivity.bootstrap, .resample): refit against
 fit on the resampled data, the vmapped program against a loop of per-resample calls, the
 identity resample against the full data's worst case, the percentiles against numpy, errors; and
 (slow) the intervals' coverage on a simulated SCM."""
@@ -14,11 +14,11 @@ import pytest
 
 import cfjax.sensitivity as S
 from cfjax import ValidationError
-from cfjax.sensitivity.bootstrap import (
+from cfjax.sensitivity.bootstrap import _percentiles
+from cfjax.sensitivity.resample import (
     _Config,
     _one,
     _penalties,
-    _percentiles,
     _starts,
     refit,
     resample_analysis,

@@ -13,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
 
 import cfjax as cf
-from cfjax.sensitivity.problem import embeddings
+from cfjax.sensitivity.fitting import embeddings
 from cfjax.sensitivity.ridge import fold_ids, ridge_cv
 
 S = cf.sensitivity

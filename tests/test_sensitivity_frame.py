@@ -8,9 +8,10 @@ import pytest
 
 from cfjax._checks import ValidationError
 from cfjax.sensitivity import frame as F
+from cfjax.sensitivity import fitting as M
 from cfjax.sensitivity import problem as P
 
-TINY = P.FitConfig(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,), folds=2)
+TINY = M.FitConfig(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,), folds=2)
 GRAPH = {"lsat": ["race", "gpa"], "gpa": ["race"]}  # topological order: gpa, lsat
 
 
@@ -39,15 +40,15 @@ def test_shuffled_columns_give_the_same_data_and_model(rng):
         np.testing.assert_array_equal(prob.data.group, (a > 0).astype(int))  # sorted codes: -1 then +1
         np.testing.assert_array_equal(prob.data.codes, [[-1.0], [1.0]])
         assert prob.data.names == ("gpa", "lsat") and prob.target == "fya"
-    m1 = P.fit(ordered.graph, ordered.data, TINY)
-    m2 = P.fit(shuffled.graph, shuffled.data, TINY)
+    m1 = M.fit(ordered.graph, ordered.data, TINY)
+    m2 = M.fit(shuffled.graph, shuffled.data, TINY)
     np.testing.assert_allclose(m1.theta, m2.theta, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(m1.model_a.w, m2.model_a.w, rtol=1e-6, atol=1e-6)
     for k in m1.baseline_unfairness:
         np.testing.assert_allclose(m1.baseline_unfairness[k], m2.baseline_unfairness[k], rtol=1e-6)
     # The same model as the numeric arrays handed to make_data in the graph's order.
     direct = P.make_data(a, df[["gpa", "lsat"]].to_numpy(), df["fya"].to_numpy())
-    m3 = P.fit(ordered.graph, direct, TINY)
+    m3 = M.fit(ordered.graph, direct, TINY)
     np.testing.assert_allclose(m1.theta, m3.theta, rtol=1e-6, atol=1e-6)
 
 
@@ -124,7 +125,7 @@ def test_make_data_refuses_a_column_order_other_than_the_graphs(rng):
     wrong = P.make_data(a, df[["lsat", "gpa"]], df["fya"])  # names from the DataFrame
     assert wrong.names == ("lsat", "gpa")
     with pytest.raises(ValidationError, match="another order"):
-        P.fit(graph, wrong, TINY)
+        M.fit(graph, wrong, TINY)
     with pytest.raises(ValidationError, match="names"):
         P.make_data(a, df[["gpa", "lsat"]].to_numpy(), df["fya"], names=["gpa"])
     unnamed = P.make_data(a, df[["gpa", "lsat"]].to_numpy(), df["fya"].to_numpy())

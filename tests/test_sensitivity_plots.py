@@ -13,7 +13,7 @@ import cfjax as cf
 from cfjax._checks import ValidationError
 from cfjax import figures
 from cfjax.sensitivity.cfu import negligible_cfu
-from cfjax.sensitivity.plots import _num  # the captions' number format
+from cfjax.sensitivity._curve import _num  # the captions' number format
 
 pytest.importorskip("matplotlib")
 S = cf.sensitivity

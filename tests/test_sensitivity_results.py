@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 
 from cfjax.sensitivity import datasets as D
-from cfjax.sensitivity import problem as P
+from cfjax.sensitivity import fitting as M
 from cfjax.sensitivity import inverse as I
 from cfjax.sensitivity import search as Q
 
-TINY = P.FitConfig(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,), folds=2)
+TINY = M.FitConfig(degrees=(2,), lambdas=(1.0,), predictor_degrees=(2,), predictor_lambdas=(1.0,), folds=2)
 OPTS = dict(restarts=2, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None)
 
 
 @pytest.fixture(scope="module")
 def fitted():
     prob = D.synthetic(150, correlation=0.3, key=1)
-    model = P.fit(prob.graph, prob.data, TINY)
+    model = M.fit(prob.graph, prob.data, TINY)
     return model, Q.worst_case(model, 0.6, key=jax.random.key(0), config=Q.SearchConfig(**OPTS))
 
 

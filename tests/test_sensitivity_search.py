@@ -12,7 +12,7 @@ import pytest
 from scipy.optimize import brentq, minimize
 
 import cfjax as cf
-from cfjax.sensitivity.bootstrap import resample_analysis
+from cfjax.sensitivity.resample import resample_analysis
 from cfjax.sensitivity.cfu import bivariate_correlation, cfu_of, negligible_cfu
 from cfjax.sensitivity.correlation import boundary_scale, check_correlation, pd_correlation
 from cfjax.sensitivity.linear import fit_model_b

@@ -29,20 +29,21 @@ The steps beneath live in their modules: ``cfjax.sensitivity.linear`` (Models A 
 ``design``, ``fit_model_a``, ``fit_model_b``, ``gls``), ``.ridge`` (``ridge_cv``, ``fold_ids``),
 ``.correlation`` (``check_correlation``, ``pd_correlation``, ...), ``.cfu`` (``cfu_of``,
 ``bivariate_correlation``), ``.benchmarks`` (``partial_r2``, ``benchmark_correlations``, ...),
-``.bootstrap`` (``refit``, ``resample_analysis``), ``.problem`` (``embeddings``,
-``distinct_units``).
+``.resample`` (``refit``, ``resample_analysis``), ``.fitting`` (``embeddings``,
+``predictor_inputs``), ``.problem`` (``distinct_units``).
 """
 
 from cfjax import _deprecations
 
-# the modules first: a submodule's name (benchmarks, bootstrap, cfu) is rebound to its function below
+# the modules first: a submodule's name (benchmarks, cfu) is rebound to its function below
 from cfjax.sensitivity import benchmarks as _benchmarks
-from cfjax.sensitivity import bootstrap as _bootstrap
 from cfjax.sensitivity import cfu as _cfu
 from cfjax.sensitivity import correlation as _correlation
+from cfjax.sensitivity import fitting as _fitting
 from cfjax.sensitivity import linear as _linear
 from cfjax.sensitivity import problem as _problem
 from cfjax.sensitivity import projection as _projection
+from cfjax.sensitivity import resample as _resample
 from cfjax.sensitivity import ridge as _ridge
 from cfjax.sensitivity import search as _search
 from cfjax.sensitivity.analysis import Analysis as Analysis
@@ -66,18 +67,18 @@ from cfjax.sensitivity.datasets import synthetic as synthetic
 from cfjax.sensitivity.diagnostics import ConvergenceWarning as ConvergenceWarning
 from cfjax.sensitivity.diagnostics import DegenerateProblemWarning as DegenerateProblemWarning
 from cfjax.sensitivity.diagnostics import ShrinkageWarning as ShrinkageWarning
+from cfjax.sensitivity.fitting import PREDICTORS as PREDICTORS
+from cfjax.sensitivity.fitting import FairModel as FairModel
+from cfjax.sensitivity.fitting import FitConfig as FitConfig
+from cfjax.sensitivity.fitting import fit as fit
 from cfjax.sensitivity.frame import from_frame as from_frame
 from cfjax.sensitivity.inverse import InverseBudget as InverseBudget
 from cfjax.sensitivity.inverse import inverse_budget as inverse_budget
 from cfjax.sensitivity.plots import CurveStyle as CurveStyle
 from cfjax.sensitivity.plots import curve_caption as curve_caption
 from cfjax.sensitivity.plots import plot_curve as plot_curve
-from cfjax.sensitivity.problem import PREDICTORS as PREDICTORS
-from cfjax.sensitivity.problem import FairModel as FairModel
 from cfjax.sensitivity.problem import FairnessData as FairnessData
 from cfjax.sensitivity.problem import FairnessGraph as FairnessGraph
-from cfjax.sensitivity.problem import FitConfig as FitConfig
-from cfjax.sensitivity.problem import fit as fit
 from cfjax.sensitivity.problem import make_data as make_data
 from cfjax.sensitivity.search import WorstCase as WorstCase
 from cfjax.sensitivity.search import worst_case as worst_case
@@ -160,7 +161,7 @@ _DEPRECATED = {
     "design": ("cfjax.sensitivity.linear.design", _linear.design),
     "distinct_units": ("cfjax.sensitivity.problem.distinct_units", _problem.distinct_units),
     "DistinctUnits": ("cfjax.sensitivity.problem.DistinctUnits", _problem.DistinctUnits),
-    "embeddings": ("cfjax.sensitivity.problem.embeddings", _problem.embeddings),
+    "embeddings": ("cfjax.sensitivity.fitting.embeddings", _fitting.embeddings),
     "fit_model_a": ("cfjax.sensitivity.linear.fit_model_a", _linear.fit_model_a),
     "fit_model_b": ("cfjax.sensitivity.linear.fit_model_b", _linear.fit_model_b),
     "fold_ids": ("cfjax.sensitivity.ridge.fold_ids", _ridge.fold_ids),
@@ -178,12 +179,12 @@ _DEPRECATED = {
         "cfjax.sensitivity.linear.polynomial_features",
         _linear.polynomial_features,
     ),
-    "predictor_inputs": ("cfjax.sensitivity.problem.predictor_inputs", _problem.predictor_inputs),
+    "predictor_inputs": ("cfjax.sensitivity.fitting.predictor_inputs", _fitting.predictor_inputs),
     "profile_objective": ("cfjax.sensitivity.linear.profile_objective", _linear.profile_objective),
-    "refit": ("cfjax.sensitivity.bootstrap.refit", _bootstrap.refit),
+    "refit": ("cfjax.sensitivity.resample.refit", _resample.refit),
     "resample_analysis": (
-        "cfjax.sensitivity.bootstrap.resample_analysis",
-        _bootstrap.resample_analysis,
+        "cfjax.sensitivity.resample.resample_analysis",
+        _resample.resample_analysis,
     ),
     "residual_correlations": (
         "cfjax.sensitivity.benchmarks.residual_correlations",

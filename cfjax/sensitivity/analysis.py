@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from cfjax.sensitivity.bootstrap import Intervals
     from cfjax.sensitivity.contour import Surface
     from cfjax.sensitivity.datasets import Problem
-    from cfjax.sensitivity.problem import FairModel, FitConfig
+    from cfjax.sensitivity.fitting import FairModel, FitConfig
     from cfjax.sensitivity.search import WorstCase
 
 __all__ = [
@@ -55,7 +55,7 @@ INTERPOLATES = 1e-6
 def fit_config(quick: bool) -> FitConfig:
     """The model selection of the analysis: the paper's recipe, or with ``quick`` quadratic
     equations and predictor, λ by CV over three values."""
-    from cfjax.sensitivity.problem import FitConfig
+    from cfjax.sensitivity.fitting import FitConfig
 
     if quick:
         return FitConfig(degrees=(2,), lambdas=(1e-2, 1.0, 1e2), predictor_degrees=(2,))
@@ -107,7 +107,7 @@ def lambda_sweep(
     from cfjax.sensitivity import linear
     from cfjax.sensitivity.cfu import cfu_at_zero_correlation, cfu_of, negligible_cfu
     from cfjax.sensitivity.diagnostics import ConvergenceWarning, floor_dominates
-    from cfjax.sensitivity.problem import fit
+    from cfjax.sensitivity.fitting import fit
 
     X = np.asarray(problem.data.X, np.float64)
     scale = X.std(0)
@@ -320,6 +320,7 @@ def analyse(
     import jax
 
     from cfjax._core.keys import as_key
+    from cfjax.sensitivity import fitting as _fitting
     from cfjax.sensitivity import problem as _problem
     from cfjax.sensitivity.benchmarks import benchmarks as _benchmarks
     from cfjax.sensitivity.bootstrap import bootstrap
@@ -351,7 +352,7 @@ def analyse(
             f"fitting the working model, the fair predictor and the baselines on {problem.data.X.shape[0]} rows "
             "(degrees and λ by cross-validation)"
         )
-        model = _problem.fit(problem.graph, problem.data, config)
+        model = _fitting.fit(problem.graph, problem.data, config)
         bench = None
         if multiples:
             say(
@@ -368,7 +369,7 @@ def analyse(
         wc = worst_case(model, grid, key=key, config=search_config, mesh=mesh)
         others = {
             p: worst_case(model.scoring(p), grid, key=key, config=search_config, mesh=mesh)
-            for p in _problem.PREDICTORS
+            for p in _fitting.PREDICTORS
             if p != "fair"
         }
         baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}

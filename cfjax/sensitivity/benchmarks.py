@@ -32,8 +32,9 @@ from cfjax import _checks, platform
 from cfjax._results import headline
 from cfjax._results import strict_plain as plain
 from cfjax.sensitivity.cfu import cfu_at_zero_correlation, cfu_of
+from cfjax.sensitivity.fitting import FairModel
 from cfjax.sensitivity.linear import _exponents, _model_b, _unpenalised
-from cfjax.sensitivity.problem import FairModel, FairnessGraph
+from cfjax.sensitivity.problem import FairnessGraph
 
 __all__ = [
     "yardsticks",

@@ -20,8 +20,8 @@ import numpy as np
 
 from cfjax import _checks
 from cfjax.sensitivity.correlation import check_correlation
+from cfjax.sensitivity.fitting import FairModel, _embed
 from cfjax.sensitivity.linear import ModelB, _layout, fit_model_b
-from cfjax.sensitivity.problem import FairModel, _embed
 
 _CHUNK = 8192  # units per vmapped chunk in cfu_of
 

@@ -29,8 +29,8 @@ from cfjax._results import strict_plain as plain
 from cfjax.sensitivity.cfu import cfu_of
 from cfjax.sensitivity.correlation import check_correlation
 from cfjax.sensitivity.diagnostics import ConvergenceWarning
+from cfjax.sensitivity.fitting import FairModel
 from cfjax.sensitivity.linear import fit_model_b
-from cfjax.sensitivity.problem import FairModel
 
 __all__ = ["Surface", "cfu_surface"]
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cfjax import _checks
-from cfjax.sensitivity.plots import _DECADES, _FONT, _num
+from cfjax.sensitivity._curve import _FONT, _num
+from cfjax.sensitivity.plots import _DECADES
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

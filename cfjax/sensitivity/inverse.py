@@ -14,7 +14,7 @@ from cfjax._core.keys import as_key
 from cfjax._results import headline
 from cfjax._results import strict_plain as plain
 from cfjax.sensitivity.correlation import check_budget
-from cfjax.sensitivity.problem import FairModel
+from cfjax.sensitivity.fitting import FairModel
 from cfjax.sensitivity.search import worst_case
 from cfjax.sensitivity.search_config import SearchConfig, with_deprecated_options
 from cfjax.typing import KeyLike, MeshLike

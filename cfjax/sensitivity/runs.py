@@ -47,8 +47,8 @@ from flax import struct
 from cfjax import distributed, platform
 from cfjax.sensitivity.cfu import cfu_of
 from cfjax.sensitivity.correlation import boundary_scale, correlation_margin
-from cfjax.sensitivity.linear import _model_b, _start_log_sigma, _unpenalised
 from cfjax.sensitivity.fitting import FairModel
+from cfjax.sensitivity.linear import _model_b, _start_log_sigma, _unpenalised
 from cfjax.sensitivity.projection import _along_boundary, _project_usable
 from cfjax.sensitivity.search_config import _Program
 from cfjax.typing import Array, PyTree

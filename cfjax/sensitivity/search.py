@@ -62,8 +62,8 @@ from cfjax.sensitivity.diagnostics import (
     ShrinkageWarning,
     floor_dominates,
 )
+from cfjax.sensitivity.fitting import FairModel
 from cfjax.sensitivity.parameterisation import _parameterisation
-from cfjax.sensitivity.problem import FairModel
 from cfjax.sensitivity.projection import _corner_signs, _margin_lines
 from cfjax.sensitivity.runs import Bound, cold_runs, warm_runs
 from cfjax.sensitivity.search_config import (

@@ -29,7 +29,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import cfjax.sensitivity as S  # noqa: E402
-from cfjax.sensitivity.bootstrap import resample_analysis  # noqa: E402
+from cfjax.sensitivity.resample import resample_analysis  # noqa: E402
 from experiments.benchmarks.timing import conditions, first_time, median_time  # noqa: E402
 
 SETTINGS = S.FitConfig(degrees=(2,), lambdas=(1e-2, 1.0), predictor_degrees=(2,))
