@@ -13,6 +13,7 @@ import pytest
 import cfjax as cf
 from cfjax._checks import ValidationError
 from cfjax.generative import quality as q
+from cfjax.generative import report as gr
 from cfjax import predictors as E
 from cfjax.study import families as F
 
@@ -69,8 +70,8 @@ def test_quality_report(rng):
     learned = rng.uniform(size=(k, n, 4, 4)).astype(np.float32)
     exact = rng.uniform(size=(k, n, 4, 4)).astype(np.float32)
     p_l, p_e = rng.uniform(size=(k, n)).astype(np.float32), rng.uniform(size=(k, n)).astype(np.float32)
-    r = q.quality_report(mech, params, x, pa, targets=jnp.asarray(rng.normal(size=(k, 1)), jnp.float32),
-                         n_times=3, learned=q.LearnedImages(learned, exact=exact, p_learned=p_l, p_exact=p_e))
+    r = gr.quality_report(mech, params, x, pa, targets=jnp.asarray(rng.normal(size=(k, 1)), jnp.float32),
+                         n_times=3, learned=gr.LearnedImages(learned, exact=exact, p_learned=p_l, p_exact=p_e))
     back, text = _round_trip(r)
     assert sorted(back) == ["composition", "decision_agreement", "pixel_mae", "reversibility"]
     np.testing.assert_allclose(back["composition"], 0.0, atol=1e-5)  # exactly invertible mechanism
@@ -80,12 +81,12 @@ def test_quality_report(rng):
     np.testing.assert_allclose(back["decision_agreement"], ((p_l >= 0.5) == (p_e >= 0.5)).mean(), atol=1e-6)
     assert text.startswith("QualityReport(composition_after_1=") and "pixel_mae=" in text
     assert r.relative_gap is None
-    gap = q.QualityReport(effectiveness={"s_accuracy": jnp.float32(0.9)}, effectiveness_ceiling={"s_accuracy": 1.0})
+    gap = gr.QualityReport(effectiveness={"s_accuracy": jnp.float32(0.9)}, effectiveness_ceiling={"s_accuracy": 1.0})
     back, text = _round_trip(gap)
     np.testing.assert_allclose(back["relative_gap"]["s_accuracy"], -0.1, rtol=1e-6)
     assert "effectiveness.s_accuracy=0.9" in text
     with pytest.raises(ValidationError, match="p_exact"):
-        q.quality_report(learned=q.LearnedImages(p_learned=p_l))
+        gr.quality_report(learned=gr.LearnedImages(p_learned=p_l))
     with pytest.warns(DeprecationWarning, match=r"learned=LearnedImages\(images=\.\.\., exact=\.\.\.\)"):
-        old = q.quality_report(counterfactuals=learned, exact=exact)
+        old = gr.quality_report(counterfactuals=learned, exact=exact)
     np.testing.assert_allclose(float(old.pixel_mae), float(r.pixel_mae))

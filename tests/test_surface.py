@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pathlib
 import warnings
 
 import pytest
@@ -88,3 +89,14 @@ def test_deprecated_names_warn_and_resolve():
         with pytest.raises(AttributeError):
             cfjax.metrics.no_such_name  # noqa: B018
     assert checked > 0
+
+
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_is_longer_than_700_lines():
+    """One file per concept: a module that grows past 700 lines holds two and is split."""
+    root = pathlib.Path(cfjax.__file__).parent
+    long = {str(p.relative_to(root)): n for p in root.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"

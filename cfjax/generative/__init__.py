@@ -6,7 +6,7 @@ a conditional hierarchical VAE that is a :mod:`cfjax.scm` mechanism like any oth
 :class:`Head`, :data:`CHEST_SPEC`; :func:`predict_parents`), a learned mechanism's
 counterfactuals decoded per unit (:func:`decoded_counterfactuals`), and counterfactual-quality
 measures (:func:`effectiveness`, :func:`composition`, :func:`reversibility`, ...; all of them at
-once: :func:`cfjax.generative.quality.quality_report`).
+once: :func:`cfjax.generative.report.quality_report`).
 
 The network (``cfjax.generative.hvae``: ``HVAE``, ``gaussian_kl``), the training step
 (``cfjax.generative.train``: ``train_step``, ``parent_inputs``), the predictors' network
@@ -19,6 +19,7 @@ from cfjax.generative import anticausal as _anticausal
 from cfjax.generative import hvae as _hvae
 from cfjax.generative import parents as _parents
 from cfjax.generative import quality as _quality
+from cfjax.generative import report as _report
 from cfjax.generative import sources as _sources
 from cfjax.generative import train as _train
 from cfjax.generative.anticausal import CHEST_SPEC as CHEST_SPEC
@@ -78,8 +79,8 @@ _DEPRECATED = {
     "parent_inputs": ("cfjax.generative.parents.parent_inputs", _parents.parent_inputs),
     "ParentPredictor": ("cfjax.generative.anticausal.ParentPredictor", _anticausal.ParentPredictor),
     "ParentSpec": ("cfjax.generative.anticausal.ParentSpec", _anticausal.ParentSpec),
-    "quality_report": ("cfjax.generative.quality.quality_report", _quality.quality_report),
-    "QualityReport": ("cfjax.generative.quality.QualityReport", _quality.QualityReport),
+    "quality_report": ("cfjax.generative.report.quality_report", _report.quality_report),
+    "QualityReport": ("cfjax.generative.report.QualityReport", _report.QualityReport),
     "relative_gap": ("cfjax.generative.quality.relative_gap", _quality.relative_gap),
     "train_generator": ("cfjax.generative.fit_generator", fit_generator),
 }
