@@ -32,7 +32,6 @@ __all__ = [
     "Fit",
     "FitInfo",
     "default_optimizer",
-    "fit",
 ]
 
 #: ``SCM.fit(steps="auto")``: rounds of ``AUTO_STEPS`` steps (each a fresh decay of the step
@@ -150,7 +149,7 @@ def fit(
     validation: float = 0.0,
     patience: int | None = 5,
 ) -> Fit:
-    """:meth:`cfjax.scm.SCM.fit`."""
+    """The implementation of :meth:`cfjax.scm.SCM.fit` (call the method)."""
     key = as_key(key)
     fitted = None if nodes is None else V.node_subset(scm, nodes)
     needed = None
