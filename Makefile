@@ -8,8 +8,9 @@ BENCH_STAMP := $(VENV)/.installed-bench
 EXPERIMENTS_STAMP := $(VENV)/.installed-experiments
 DEMO_STAMP := $(VENV)/.installed-demo
 LINT_STAMP := $(VENV)/.installed-lint
+DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: install lint format quick test slow seeds bench demo experiments clean
+.PHONY: install lint format docs quick test slow seeds bench demo experiments clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +33,10 @@ $(EXPERIMENTS_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,bench,text]'
 	touch $(EXPERIMENTS_STAMP)
 
+$(DOCS_STAMP): $(PY) pyproject.toml constraints.txt
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[docs]'
+	touch $(DOCS_STAMP)
+
 $(LINT_STAMP): $(PY) pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[lint,cli]'
 	touch $(LINT_STAMP)
@@ -43,6 +48,11 @@ lint: $(LINT_STAMP)
 	$(PY) -m ruff check cfjax
 	$(PY) -m ruff format --check cfjax
 	$(PY) -m mypy
+
+# The documentation site into docs/_build/html: the API reference from the docstrings, the user
+# guide, the tutorials (executed), the command's reference; every warning an error.
+docs: $(DOCS_STAMP)
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 # Rewrite cfjax/ in ruff's format and apply its safe fixes.
 format: $(LINT_STAMP)
@@ -69,6 +79,7 @@ seeds: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(PY) -m experiments.benchmarks.run_all
+	$(PY) -m experiments.benchmarks.render
 
 # The three pillars on built-in synthetic data: results/demo/report.md (a rerun reuses the
 # trained checkpoints). Then whether the run reproduces the README's numbers (a difference is

@@ -47,8 +47,8 @@ def default_conv() -> str:
     """The faster convolution on the default backend: ``"matmul"`` on CPU, ``"xla"`` elsewhere.
 
     XLA's CPU backend runs a convolution inside a loop (``lax.scan``, ``lax.map``) several times
-    slower than outside one, and a convolution ``vmap``ped over its kernel (an ensemble) becomes
-    a grouped convolution, slower still; a matrix product has neither problem, and ``vmap``ped
+    slower than outside one, and a convolution ``vmap``-ed over its kernel (an ensemble) becomes
+    a grouped convolution, slower still; a matrix product has neither problem, and ``vmap``-ed
     it is a batched matrix product. GPUs and TPUs have fast native convolutions.
     """
     return "matmul" if on_cpu() else "xla"
@@ -58,7 +58,7 @@ def default_member_chunk(m: int) -> int:
     """Members run side by side (``vmap``) by default: all of them, except on CPU, where one
     at a time (still one compiled program) is faster. Measured with jax 0.10.2 on 2 CPU cores
     (M = 4, batch 32, 32×32 images): with the default matrix-product convolutions the
-    ``vmap``ped members take ~1.2–1.6× longer per member-step than one after another (XLA's CPU
+    ``vmap``-ped members take ~1.2–1.6× longer per member-step than one after another (XLA's CPU
     batched matrix products are slower than separate ones); with XLA's native convolutions,
     ``vmap`` makes them grouped convolutions, ~3× slower."""
     return 1 if on_cpu() else m
@@ -125,7 +125,7 @@ def small_kernel_options(devices: Sequence[jax.Device] | None = None) -> dict[st
     On XLA:CPU, ``xla_cpu_use_fusion_emitters=False``: its loop emitters instead of the newer
     fusion emitters, which spend most of such a program's compile time on kernels that run for
     microseconds. Measured with jax 0.10.2 on 2 cores (``bench_sensitivity --compile-only``; the
-    README gives the figures): the search's programs compile in about two thirds of the time
+    benchmarks page gives the figures): the search's programs compile in about two thirds of the time
     and run as fast. Elsewhere, or with a jaxlib whose XLA no longer knows the option: no
     options (an empty dict).
     """

@@ -243,14 +243,11 @@ def render(doc: Mapping[str, Any], times: bool = True) -> str:
             f"{sec['marginalisation']:.0f} s, sensitivity {sec['sensitivity']:.0f} s, representations "
             f"{sec['representations']:.0f} s"
             + (f", counterfactual training {sec['training']:.0f} s" if "training" in sec else "")
-            + f"; {run['date']}"
-            + (f"; load average {run['load_average'][1]:.1f} over its last 5 minutes, itself included"
-               if run.get("load_average") else "")
             + ") and wrote `results/demo/report.md`; these are its "
             if times else "`make demo` (`cfjax demo`) writes `results/demo/report.md`; these are its ")
     head += (f"numbers (seed {n['seed']}; on the same machine the same seed gives byte-identical `results.json`; "
-             "[docs/demo_results.json](docs/demo_results.json) holds them and `python -m experiments.demo_readme "
-             "--check results/demo` compares a run with them).")
+             "[docs/demo_results.json](docs/demo_results.json) holds them, with the run's date and load; "
+             "`python -m experiments.demo_readme --check results/demo` compares a run with them).")
     parts = [[head], _study(n["study"]), _sensitivity(n["sensitivity"]), _representations(n["representations"])]
     if "training" in n:
         parts.append(_training(n["training"]))

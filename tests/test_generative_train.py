@@ -105,7 +105,7 @@ def test_nan_guard_names_the_step(rng):
     unit = min(drawn[target] - set().union(*drawn[:target]))
     image = data["image"].copy()
     image[unit] = 1e30
-    with pytest.raises(gt.TrainingError, match=rf"NaN or infinite at step {target}\b"):
+    with pytest.raises(cf.TrainingError, match=rf"NaN or infinite at step {target}\b"):
         gt.fit_generator({**data, "image": image}, CONFIG, scm=_scm(), progress=False, key=key)
 
 

@@ -91,10 +91,13 @@ def test_the_contract_lists_exactly_the_exceptions_the_code_makes():
         assert name in positional, f"{name} is listed as an exception but takes `key=` keyword-only"
 
 
-@pytest.mark.parametrize("fn", ["biased_training_mask", "auc_interval", "evaluate_setting",
-                                "exact_counterfactuals", "datasets_bias_key"])
+@pytest.mark.parametrize("fn", ["splits.biased_training_mask", "evaluation.auc_interval", "evaluate_setting",
+                                "exact_counterfactuals", "families.datasets_bias_key"])
 def test_the_study_takes_its_key_by_keyword(fn):
-    sig = inspect.signature(getattr(cfjax.study, fn))
+    owner = cfjax.study
+    for part in fn.split(".")[:-1]:
+        owner = getattr(owner, part)
+    sig = inspect.signature(getattr(owner, fn.rsplit(".", 1)[-1]))
     assert sig.parameters["key"].kind is inspect.Parameter.KEYWORD_ONLY
 
 

@@ -1,12 +1,12 @@
-"""The README's Python examples run as written.
+"""The README's and the user guide's Python examples run as written.
 
 Which blocks: every fenced block opened by a line that is exactly ```` ```python ```` in
-README.md, in order. Other fences (```` ```bash ````, bare ```` ``` ````: shell commands, the
+README.md and in each page of docs/guide/, in order. Other fences (```` ```bash ````, bare ```` ``` ````: shell commands, the
 layout) are not run.
 
-How they run: all in ONE namespace, in README order, because the README reads as one session
-(later sections reuse ``cf``, ``jax`` and ``np`` imported earlier, and ``do`` from the
-``cfjax.data`` example). Each block is one test, named by its line number and first line; a
+How they run: the blocks of one page in ONE namespace, in the page's order, because a page
+reads as one session (later blocks reuse what earlier ones imported and built); each page in a
+namespace of its own. Each block is one test, named by its line number and first line; a
 test first runs any earlier block that has not run yet (so ``-k`` can select a single block).
 The blocks run with JAX's default promotion rules (what a user gets, not this suite's strict
 ones), in a temporary working directory (checkpoints), with a non-interactive matplotlib
@@ -36,7 +36,10 @@ from typing import NamedTuple
 import jax
 import pytest
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+#: the pages whose examples run: the README and the user guide
+PAGES = [README] + sorted((ROOT / "docs" / "guide").glob("*.md"))
 NO_TEST = "<!-- no-test -->"
 RUN_ALL = os.environ.get("CFJAX_README_ALL", "") not in ("", "0")
 
@@ -48,13 +51,14 @@ _SLOW: dict[str, str] = {}
 
 
 class Block(NamedTuple):
+    page: str      # the page, relative to the repository
     line: int      # 1-based line of the opening fence
     first: str     # the block's first line, its key in the lists above
     code: str
     marked: bool   # preceded by <!-- no-test -->
 
 
-def readme_blocks(text: str) -> list[Block]:
+def readme_blocks(text: str, page: str = "README.md") -> list[Block]:
     """The ```` ```python ```` blocks of a Markdown text, in order."""
     lines = text.splitlines()
     blocks, i = [], 0
@@ -65,20 +69,22 @@ def readme_blocks(text: str) -> list[Block]:
             while i < len(lines) and lines[i].strip() != "```":
                 i += 1
             if i == len(lines):
-                raise ValueError(f"README.md:{start + 1}: a ```python block is never closed")
+                raise ValueError(f"{page}:{start + 1}: a ```python block is never closed")
             code = "\n".join(lines[start + 1:i])
             first = next((ln for ln in lines[start + 1:i] if ln.strip()), "")
             marked = start > 0 and lines[start - 1].strip() == NO_TEST
-            blocks.append(Block(start + 1, first.rstrip(), code, marked))
+            blocks.append(Block(page, start + 1, first.rstrip(), code, marked))
         i += 1
     return blocks
 
 
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [b for path in PAGES
+          for b in readme_blocks(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
 
 
 def _id(b: Block) -> str:
-    return f"L{b.line}:" + re.sub(r"\W+", "_", b.first)[:40].strip("_")
+    page = "" if b.page == "README.md" else pathlib.Path(b.page).stem + ":"
+    return f"{page}L{b.line}:" + re.sub(r"\W+", "_", b.first)[:40].strip("_")
 
 
 def _skip_reason(b: Block) -> str | None:
@@ -92,18 +98,19 @@ def _skip_reason(b: Block) -> str | None:
 
 
 class _Session:
-    """The README's namespace and which blocks have run in it."""
+    """Each page's namespace and which blocks have run in it."""
 
     def __init__(self):
-        self.namespace: dict = {"__name__": "__readme__"}
-        self.done: set[int] = set()
+        self.namespaces: dict[str, dict] = {}
+        self.done: set[tuple[str, int]] = set()
 
     def run(self, b: Block) -> None:
-        self.done.add(b.line)
-        # README.md line numbers in tracebacks: pad so that line 1 of the block is fence + 1.
-        code = compile("\n" * b.line + b.code, f"README.md (block at line {b.line})", "exec")
+        self.done.add((b.page, b.line))
+        namespace = self.namespaces.setdefault(b.page, {"__name__": "__readme__"})
+        # the page's line numbers in tracebacks: pad so that line 1 of the block is fence + 1.
+        code = compile("\n" * b.line + b.code, f"{b.page} (block at line {b.line})", "exec")
         try:
-            exec(code, self.namespace)
+            exec(code, namespace)
         finally:
             if "matplotlib.pyplot" in sys.modules:
                 import matplotlib.pyplot as plt
@@ -141,9 +148,11 @@ def _params():
 @pytest.mark.parametrize("block", list(_params()))
 def test_readme_block(block, session):
     for earlier in BLOCKS:
+        if earlier.page != block.page:
+            continue
         if earlier.line >= block.line:
             break
-        if earlier.line not in session.done and _skip_reason(earlier) is None:
+        if (earlier.page, earlier.line) not in session.done and _skip_reason(earlier) is None:
             with contextlib.suppress(Exception):  # reported by its own test
                 session.run(earlier)
     session.run(block)

@@ -6,6 +6,7 @@ diaphragm, effusion severity and laterality, device contrast, texture), so a cou
 image is exact: the same ``u``, new parents, rendered again.
 
 What each parent does (so that a classifier can pick them up):
+
 - effusion (pathology, binary): fluid fills the base of the affected lung(s) under a meniscus
   that rises towards the lateral wall. How much fluid and on which side are image noise
   (``u.severity``, ``u.laterality``), kept under counterfactuals: the severity is skewed

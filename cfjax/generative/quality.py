@@ -231,7 +231,7 @@ def effectiveness_ceiling(
 ) -> dict[str, jax.Array]:
     """:func:`effectiveness` on *exact* counterfactual images (a synthetic SCM's): the best
     figure the anti-causal predictors allow, against which a learned mechanism's
-    effectiveness is read (:func:`relative_gap`)."""
+    effectiveness is read (:func:`~cfjax.generative.quality.relative_gap`)."""
     return effectiveness(
         predictors, exact_images, parents, heads=heads, by_intervention=by_intervention, chunk=chunk
     )

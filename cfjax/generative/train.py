@@ -44,7 +44,6 @@ from cfjax import _checks, _deprecations
 from cfjax._core import checkpoint as _ckpt
 from cfjax._core import training as _training
 from cfjax._core.keys import as_key
-from cfjax._errors import TrainingError
 from cfjax.generative import anticausal as _ac
 from cfjax.generative.anticausal import _check_images
 from cfjax.generative.hvae import (
@@ -65,7 +64,6 @@ __all__ = [
     "GeneratorData",
     "GeneratorState",
     "GeneratorFit",
-    "TrainingError",
     "parent_inputs",
     "impute_parents",
     "generator_loss",

@@ -128,7 +128,7 @@ def reliability_diagram(
       colors: their matplotlib colours.
       title: the axes' title, or None.
       min_count: curves and bands are drawn where the kernel counts at least this many
-        units (:attr:`ReliabilityCurve.count`; beyond the predictions the curve only repeats
+        units (``ReliabilityCurve.count``; beyond the predictions the curve only repeats
         the nearest label); 0 draws them everywhere. The density strip shows every point.
       ax: None (a new figure), a matplotlib ``Axes`` (the density strip is appended beneath
         it), or a pair ``(axes, density_axes)`` to draw into.

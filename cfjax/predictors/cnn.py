@@ -24,9 +24,9 @@ class EffusionCNN(nn.Module):
     ``conv`` chooses how the convolutions are computed (:class:`Conv3x3`): ``"matmul"`` (im2col
     and one matrix product), ``"xla"`` (XLA's native convolution), or ``"auto"`` (the default:
     :func:`default_conv`, matmul on CPU, XLA elsewhere). On XLA's CPU backend the native
-    convolution is slower inside the training loop (``lax.scan``) and ``vmap``ped over an
+    convolution is slower inside the training loop (``lax.scan``) and ``vmap``-ped over an
     ensemble's members (a grouped convolution); the matrix product runs as fast inside
-    a loop as outside, and ``vmap``ped it is a batched matrix product. The feature maps are
+    a loop as outside, and ``vmap``-ped it is a batched matrix product. The feature maps are
     kept channels first, ``(C, B, H, W)`` (``Conv3x3(layout="CNHW")``): with few channels the
     matrix products, pooling and ReLU then run on long contiguous rows, and a training step on
     one CPU core is faster than channels last. For an ensemble, ``jax.vmap`` ``init`` over keys

@@ -198,7 +198,7 @@ def cf_cvar(
     logits_cf: ArrayLike, y: ArrayLike, alpha: float, weights: ArrayLike | None = None
 ) -> jax.Array:
     """``mean_i CVaR_α(ℓ(c_i·, y_i))``: each unit's worst α (by the weights q) of its
-    counterfactual losses, exactly (:func:`cfjax.metrics.cvar`), averaged over units; α in
+    counterfactual losses, exactly (:func:`cfjax.metrics.risk.cvar`), averaged over units; α in
     (0, 1], α = 1 is :func:`cf_risk`.
 
     Example:

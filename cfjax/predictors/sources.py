@@ -14,9 +14,9 @@ Pure and deterministic: the same ``(idx, which)`` give the same images (any rand
 a learned mechanism's abduction, is done once when the source is built). Three sources:
 
 - :class:`StoredCounterfactuals` (here): images computed beforehand, ``(N, K, H, W)``, gathered;
-- :class:`cfjax.data.ChestCounterfactuals`: the chest SCM's exact counterfactuals, the
+- :class:`cfjax.data.chest.ChestCounterfactuals`: the chest SCM's exact counterfactuals, the
   counterfactual parents ``(N, K)`` and each unit's image noise kept, rendered in the step;
-- :class:`cfjax.generative.DecodedCounterfactuals`: a learned image mechanism's, the noise
+- :class:`cfjax.generative.sources.DecodedCounterfactuals`: a learned image mechanism's, the noise
   abducted once per unit and decoded under the counterfactual parents in the step.
 """
 
@@ -67,7 +67,7 @@ def check_source(source: PyTree, n: int, image_shape: tuple[int, ...]) -> None:
         _checks.fail(
             "counterfactuals",
             "a counterfactual source (a pytree with `weights` (K,) and "
-            "`images(idx, which)`, e.g. cfjax.data.ChestCounterfactuals)",
+            "`images(idx, which)`, e.g. cfjax.data.chest.ChestCounterfactuals)",
             repr(type(source).__name__),
         )
     q = source.weights

@@ -454,7 +454,7 @@ def stochastic_proba(
 
     Args:
         proba: maps embeddings ``(m, d)`` to probabilities ``(m, C)``: a
-            :class:`~cfjax.representations.LinearClassifier` (traced as a pytree), any jittable
+            :class:`~cfjax.representations.classifiers.LinearClassifier` (traced as a pytree), any jittable
             callable, or a host (numpy) callable such as a fitted scikit-learn model's
             ``predict_proba``.
         X: embeddings ``(n, d)``.

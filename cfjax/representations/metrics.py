@@ -176,7 +176,7 @@ class CFRScores(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         """Plain Python numbers for ``json.dumps``: a float per scalar score, a list of C
         floats for ``mean_effect`` and ``mean_effect_cfr`` (one more list level per leading
-        axis of a batched result, e.g. scores ``vmap``ped over classifiers)."""
+        axis of a batched result, e.g. scores ``vmap``-ed over classifiers)."""
         return {name: _results.plain(getattr(self, name)) for name in self._fields}
 
     def __repr__(self) -> str:

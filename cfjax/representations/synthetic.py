@@ -23,7 +23,7 @@ from cfjax import _checks, _results
 from cfjax._core.keys import numpy_rng, seed_of
 from cfjax.typing import KeyLike
 
-__all__ = ["EmbeddingData", "synthetic_embeddings"]
+__all__ = ["EmbeddingData", "Scales", "synthetic_embeddings"]
 
 
 class EmbeddingData(NamedTuple):

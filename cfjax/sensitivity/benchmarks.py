@@ -12,7 +12,7 @@ the sign patterns, is what such a confounder would do to the scored predictor. P
 that the graph leaves unconnected have their error correlation identified from Model A's
 residuals: a second kind of benchmark.
 
-Data flow: :func:`benchmark_correlations` (traceable: partial R², ρ², |P|) →
+Data flow: :func:`benchmark_correlations` (traceable: partial R², ρ², ``|P|``) →
 :func:`benchmark_cfu` (traceable: Model B and CFU at each benchmark, worst sign pattern) →
 :func:`benchmarks` (host side: validation, reasons, identified pairs, a :class:`Benchmarks`).
 """
@@ -233,7 +233,7 @@ def benchmark_cfu(model: FairModel, P_abs: jax.Array) -> tuple[jax.Array, jax.Ar
     For yardstick v with children c, every distinct sign pattern of its one-factor confounder
     (``2^(c−1)``: ``s`` and ``−s`` give the same P; one, P itself, when c < 2) gives
     ``P = P_abs ⊙ s sᵀ``; Model B is fitted at each (as :func:`~cfjax.sensitivity.cfu`: the
-    same λ and σ solve) and the scored predictor's CFU taken (:func:`~cfjax.sensitivity.cfu_of`,
+    same λ and σ solve) and the scored predictor's CFU taken (:func:`~cfjax.sensitivity.cfu.cfu_of`,
     so :meth:`~cfjax.sensitivity.FairModel.scoring` chooses the predictor). ``values`` is the
     largest, ``P_worst`` its P; NaN where ``P_abs`` is (an infeasible benchmark). Traceable as
     :func:`benchmark_correlations`; the patterns are enumerated statically and vmapped over.

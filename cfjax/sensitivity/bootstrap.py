@@ -45,7 +45,7 @@ class Intervals:
 
     Each mapping is keyed by quantity: ``"worst_case"`` ``(K,)`` (the worst-case CFU at each
     budget of ``p_max``), ``"benchmark_budget"`` and ``"benchmark_cfu"`` ``(V, k)`` (each
-    yardstick variable's benchmark correlation's budget, its largest |P_jk|, and the CFU there,
+    yardstick variable's benchmark correlation's budget, its largest ``|P_jk|``, and the CFU there,
     per multiple in ``benchmarks``), ``"inverse/<name>"`` ``()`` (the smallest budget whose
     worst case reaches level ``<name>``, to within ``resolution``; +inf when not reached
     within the largest budget), ``"level/<name>"`` ``()`` (that level, per resample for a
@@ -79,7 +79,7 @@ class Intervals:
 
     @property
     def lower(self) -> dict:
-        """Deprecated: :attr:`low`."""
+        """The interval's low ends (deprecated spelling of :attr:`low`)."""
         warnings.warn(
             "cfjax.sensitivity.Intervals.lower is deprecated and will be removed in the next release: use "
             "cfjax.sensitivity.Intervals.low",
@@ -90,7 +90,7 @@ class Intervals:
 
     @property
     def upper(self) -> dict:
-        """Deprecated: :attr:`high`."""
+        """The interval's high ends (deprecated spelling of :attr:`high`)."""
         warnings.warn(
             "cfjax.sensitivity.Intervals.upper is deprecated and will be removed in the next release: use "
             "cfjax.sensitivity.Intervals.high",

@@ -7,7 +7,7 @@ others held at a base value. :func:`cfu_surface` evaluates CFU (of the scored pr
 :meth:`~cfjax.sensitivity.FairModel.scoring`) at every point of the product grid in one jitted
 program, vmapped over grid points (in chunks, so that memory stays bounded for large data).
 A point whose P is not positive definite with smallest eigenvalue at least ``min_eig`` is not
-evaluated: its CFU is NaN and :attr:`Surface.feasible` marks it (the eigenvalues are taken in
+evaluated: its CFU is NaN and ``Surface.feasible`` marks it (the eigenvalues are taken in
 float64 numpy, at the public boundary). :func:`~cfjax.sensitivity.plot_contour` draws a Surface.
 """
 
@@ -146,7 +146,7 @@ def cfu_surface(
         ``model.graph.features``; default None: 0 (the identity).
       min_eig: the eigenvalue margin: points whose P has smallest eigenvalue below it are not
         evaluated (NaN, marked in ``feasible``).
-      newton_steps: Model B's σ solve (:func:`~cfjax.sensitivity.fit_model_b`).
+      newton_steps: Model B's σ solve (:func:`~cfjax.sensitivity.linear.fit_model_b`).
 
     Returns:
       A :class:`Surface`, ``cfu`` of shape ``(len(y), len(x))`` (rows along y). A feasible

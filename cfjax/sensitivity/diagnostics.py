@@ -27,7 +27,7 @@ class ConvergenceWarning(UserWarning):
     """The worst case rests on one restart: the best two restarts' answers differ by more than
     the factor :func:`~cfjax.sensitivity.worst_case`'s ``warn_ratio`` allows (more restarts or
     steps may find more); or at some budget no restart ended with a finite CFU; or a Model B fit
-    (:func:`~cfjax.sensitivity.fit_model_b`) or Model A fit came out NaN or infinite (the
+    (:func:`~cfjax.sensitivity.linear.fit_model_b`) or Model A fit came out NaN or infinite (the
     message names λ and the equation)."""
 
 

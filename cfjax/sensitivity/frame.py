@@ -157,9 +157,9 @@ def from_frame(
 
     Raises:
       ValidationError: a missing column, a missing (NaN/None) or infinite value (its row given
-      1-based: the first data row, below a CSV's header, is row 1), a text column without a
-      coding, a value not in its coding, a constant feature (named), the target used as a
-      feature or parent.
+        1-based: the first data row, below a CSV's header, is row 1), a text column without a
+        coding, a value not in its coding, a constant feature (named), the target used as a
+        feature or parent.
 
     Example:
       >>> import numpy as np

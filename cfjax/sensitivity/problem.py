@@ -168,7 +168,7 @@ class DistinctUnits:
     features and its predictions are functions of them), so a mean over all units is the mean
     over the distinct ones weighted by ``count``: exactly, not an approximation. Surveys with
     discrete scores repeat rows (the NHS survey's 209,112 units hold 39,373 distinct rows, the
-    law school's 21,791 hold 1,820), and :func:`~cfjax.sensitivity.cfu_of` then costs a fraction.
+    law school's 21,791 hold 1,820), and :func:`~cfjax.sensitivity.cfu.cfu_of` then costs a fraction.
     """
 
     index: jax.Array

@@ -63,7 +63,7 @@ class SearchConfig:
       min_eig: the smallest eigenvalue any P used may have, in (0, 1) (a worst case is only
         defined with a margin from singular P).
       parameterisation: ``"tanh"`` (the paper's; may leave the PD cone: steps are backtracked)
-        or ``"pd"`` (:func:`~cfjax.sensitivity.pd_correlation`: every P within the budget with
+        or ``"pd"`` (:func:`~cfjax.sensitivity.correlation.pd_correlation`: every P within the budget with
         smallest eigenvalue ≥ ``min_eig``, and only those).
       cliques: a ``(m, c)`` boolean membership matrix for the clique parameterisation (known
         zero correlations; tanh only), kept as a tuple of tuples; None: none.

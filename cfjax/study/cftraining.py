@@ -356,7 +356,7 @@ def run_arm(
     ``key`` (a PRNG key, raw key data or an int seed ``s``) sets the data (site A's datasets
     ``key=2 s``: with the same :class:`cfjax.study.Config`, the training pool of
     :func:`cfjax.study.run`'s site A), the corruption and every other key. ``generator_fit``
-    (a :class:`cfjax.generative.GeneratorFit` of an image mechanism trained on that pool, e.g.
+    (a :class:`cfjax.generative.train.GeneratorFit` of an image mechanism trained on that pool, e.g.
     ``cfjax.study.run(...).learned_source.fits[SITE_A]``) is used for the learned
     counterfactuals instead of training one (``config.generator`` is then not needed).
     """

@@ -91,7 +91,7 @@ def compare_settings(exact: Mapping[str, Any], learned: Mapping[str, Any]) -> di
 
 
 def mean_relative_move(comparison: Mapping[str, Any], field: str) -> float:
-    """Mean over the predictors of |learned − exact| / |exact| of one metric's seed means
+    """Mean over the predictors of ``|learned − exact| / |exact|`` of one metric's seed means
     (predictors whose exact value is 0 left out)."""
     rel = [
         abs(t["delta"]) / abs(t["exact"])

@@ -1,7 +1,7 @@
 """``cfjax demo``'s report: the sensitivity section (paper 001 on the built-in synthetic SCM,
 with the search's warnings quoted as its table prints the budgets) and the whole ``report.md``,
 whose other sections are the pillars' own (:func:`cfjax.study.report.summary_section`,
-:func:`cfjax.representations.splits_section`,
+:func:`cfjax.representations.report.splits_section`,
 :func:`cfjax.study.cftraining_report.summary_section`)."""
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ _MOVED = {"_chests": "chests", "_tests": "tests", "_learned_source": "learned_so
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class StudyResult(Mapping[str, Any]):
-    """The study's results (a read-only mapping of :attr:`results`) and the objects a later step
+    """The study's results (a read-only mapping of ``results``) and the objects a later step
     needs: the sites' SCMs, the test sets, the trained generators.
 
-    ``result["settings"]["A"]["ctc"]`` reads :attr:`results`, whose content is what
+    ``result["settings"]["A"]["ctc"]`` reads ``results``, whose content is what
     ``results.json`` holds (arrays indexed by predictor, not named; run times beside them).
 
     Attributes:

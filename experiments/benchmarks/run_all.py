@@ -9,15 +9,26 @@ own benchmark, bench_cache, gives every command it times a cache folder of its o
 
 ``python -m experiments.benchmarks.run_all --quick`` is a shorter smoke run (fewer repeats,
 the sensitivity reference on one restart scaled to four); ``make bench`` runs the full set.
+
+Every benchmark's output is printed as it runs and kept: the run writes ``--results``
+(default ``docs/bench_results.json``: the machine, the date, each benchmark's title, command,
+run time, exit status and output) atomically, and :mod:`experiments.benchmarks.render` writes
+the documentation's benchmarks page from it (``make bench`` runs both).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
+import platform
 import subprocess
 import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RESULTS = os.path.join(ROOT, "docs", "bench_results.json")
 
 # (title, module, extra arguments of the full run, extra arguments of --quick)
 BENCHMARKS = [
@@ -58,19 +69,47 @@ BENCHMARKS = [
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run, not the reported figures)")
+    ap.add_argument("--results", default=RESULTS, help="where to write the results file (default: %(default)s)")
+    ap.add_argument("--only", nargs="*", default=None, help="run only these benchmark modules (e.g. bench_metrics)")
     args = ap.parse_args(argv)
-    failed, times = [], {}
+    failed, times, records = [], {}, []
     start = time.perf_counter()
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}  # cold compilations
+    env["PYTHONUNBUFFERED"] = "1"
     for title, module, full, quick in BENCHMARKS:
+        name = module.rsplit(".", 1)[1]
+        if args.only is not None and name not in args.only:
+            continue
         print(f"== {title} ==", flush=True)
+        extra = quick if args.quick else full
         t0 = time.perf_counter()
-        if subprocess.run([sys.executable, "-m", module, *(quick if args.quick else full)], env=env).returncode != 0:
+        proc = subprocess.Popen([sys.executable, "-m", module, *extra], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        lines = []
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+        code = proc.wait()
+        if code != 0:
             failed.append(module)
-        times[module.rsplit(".", 1)[1]] = time.perf_counter() - t0
+        times[name] = time.perf_counter() - t0
+        records.append({"title": title, "module": module, "arguments": extra, "seconds": round(times[name], 1),
+                        "returncode": code, "output": "".join(lines)})
         print(flush=True)
+    total = time.perf_counter() - start
     print("run times: " + ", ".join(f"{name} {t:.0f} s" for name, t in times.items())
-          + f"; total {time.perf_counter() - start:.0f} s" + (" (--quick)" if args.quick else ""))
+          + f"; total {total:.0f} s" + (" (--quick)" if args.quick else ""))
+    doc = {"quick": args.quick, "date": datetime.date.today().isoformat(), "seconds": round(total, 1),
+           "machine": {"cpus": os.cpu_count(), "processor": platform.machine(), "python": platform.python_version(),
+                       "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
+           "benchmarks": records}
+    tmp = args.results + ".tmp"
+    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, args.results)
+    print(f"wrote {args.results}")
     if failed:
         sys.exit(f"benchmarks failed: {failed}")
 
