@@ -5,9 +5,9 @@ restart on the boundary) where it has one, and the paper's random initialisation
 
 - ``"tanh"`` (:func:`~cfjax.sensitivity.tanh_correlation`, the paper's): ``P = I + p_max (1 − I)
   ⊙ tanh(L Lᵀ)``; may leave the positive-definite cone (the search backtracks such steps).
-- ``"pd"`` (:func:`~cfjax.sensitivity.pd_correlation`): every P within the budget with smallest
+- ``"pd"`` (:func:`~cfjax.sensitivity.correlation.pd_correlation`): every P within the budget with smallest
   eigenvalue at least the search's margin, and only those.
-- cliques (:func:`~cfjax.sensitivity.clique_correlation`): tanh with L masked to a membership
+- cliques (:func:`~cfjax.sensitivity.correlation.clique_correlation`): tanh with L masked to a membership
   matrix (known zero correlations); no inverse.
 """
 

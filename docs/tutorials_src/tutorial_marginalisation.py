@@ -9,7 +9,7 @@ risk, calibration, tail risk and stability. This tutorial trains a small effusio
 on a shortcut-biased set of synthetic chest radiographs, generates each test unit's
 counterfactual images twice — exactly, with the synthetic SCM's renderer, and with a learned
 image mechanism (a conditional HVAE fitted to the images) — and compares the metrics the two
-sources give. Sizes are tiny so that it runs in a minute or two on a CPU.
+sources give. Sizes are small so that it runs in about two minutes on a CPU.
 """
 
 # %%
@@ -26,7 +26,7 @@ import numpy as np
 import cfjax as cf
 from cfjax import predictors
 
-chest = cf.data.ChestSCM(size=32)
+chest = cf.data.ChestSCM(size=32, effusion_size=0.4)  # larger effusions: an easier task
 pool = chest.sample(1200, key=0)
 test = chest.sample(200, key=1)
 sex, effusion = pool["parents"]["sex"], pool["parents"]["effusion"]
@@ -37,8 +37,8 @@ print(f"{keep.sum()} training units; effusion rate by sex:",
 # %%
 # A classifier, trained as a one-member ensemble
 # ----------------------------------------------
-model = predictors.EffusionCNN(features=(4, 8))
-config = predictors.EnsembleConfig(steps=200, batch_size=32, warmup=10, eval_every=50)
+model = predictors.EffusionCNN()
+config = predictors.EnsembleConfig(steps=400, batch_size=64, warmup=20, eval_every=100)
 state = predictors.train(model, pool["image"], effusion, keep[None], test["image"],
                          test["parents"]["effusion"], config, seeds=[0],
                          options=predictors.TrainOptions(progress=False))
