@@ -55,3 +55,16 @@ def test_the_pages_document_every_name(tmp_path, monkeypatch):
         assert f":: {name}\n" in text, f"cfjax.{package}.{name} has no entry on its page"
     index = pages["index"]
     assert all(f"\n{p}\n" in index for p in api_pages.PACKAGES), "a subpackage missing from the index"
+
+
+def test_the_benchmarks_page_is_what_the_results_file_renders():
+    """docs/benchmarks.md is written from docs/bench_results.json (make bench), not by hand."""
+    import json
+
+    sys.path.insert(0, str(ROOT))
+    from experiments.benchmarks import render
+
+    doc = json.loads((ROOT / "docs" / "bench_results.json").read_text(encoding="utf-8"))
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert page == render.render(doc), "docs/benchmarks.md is stale: python -m experiments.benchmarks.render"
+    assert all(b["returncode"] == 0 for b in doc["benchmarks"]), "a benchmark of the committed run failed"
