@@ -98,6 +98,12 @@ def run_group(runs: int) -> int | None:
     The same holds for the sensitivity benchmarks' 36 Model B fits on the NHS survey in float64
     (``--search benchmarks --degree 0 --x64`` in the reproducer), which stalled the bootstrap
     there: :func:`map_runs` groups such vmaps by this rule.
+
+    The plain scheduler is not a cure for every width: with it, the sensitivity bootstrap's
+    program vmapping 201 resamples of a 200-row table at once sat idle for minutes, while in
+    chunks of 4 its 200 resamples took 24 s (both on 2 cores, jax 0.10.2). So the bootstrap's
+    chunks of resamples are at most :data:`RUN_GROUP` on CPU whichever scheduler runs
+    (:class:`cfjax.sensitivity.BootstrapConfig`).
     """
     if not on_cpu() or CPU_SCHEDULER_OFF in os.environ.get("XLA_FLAGS", ""):
         return None

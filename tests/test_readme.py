@@ -1,167 +1,35 @@
-"""The README's and the user guide's Python examples run as written.
-
-Which blocks: every fenced block opened by a line that is exactly ```` ```python ```` in
-README.md and in each page of docs/guide/, in order. Other fences (```` ```bash ````, bare ```` ``` ````: shell commands, the
-layout) are not run.
-
-How they run: the blocks of one page in ONE namespace, in the page's order, because a page
-reads as one session (later blocks reuse what earlier ones imported and built); each page in a
-namespace of its own. Each block is one test, named by its line number and first line; a
-test first runs any earlier block that has not run yet (so ``-k`` can select a single block).
-The blocks run with JAX's default promotion rules (what a user gets, not this suite's strict
-ones), in a temporary working directory (checkpoints), with a non-interactive matplotlib
-backend; JAX settings a block changes (``jax_enable_x64``) stay on for the blocks after it, as
-in a session, and are restored when the module ends.
-
-Skipping a block: put the line ``<!-- no-test -->`` (an HTML comment, invisible on the
-rendered page) immediately before its opening fence. Use it for long-running examples
-(training runs, full-size experiments): this file must stay fast. ``CFJAX_README_ALL=1`` in
-the environment runs the marked blocks too.
-
-Two temporary lists, keyed by a block's first line, stand in until README.md is edited:
-``_XFAIL`` (blocks known to fail; strict, so a fixed block fails the test until its entry is
-removed) and ``_SLOW`` (blocks to skip as if marked ``<!-- no-test -->``). A key that matches
-no block fails ``test_lists_match_blocks``.
-"""
+"""The README's examples, and the user guide's (docs/guide/) except the costly pages', which
+tests/test_guide_*.py run: each ```` ```python ```` block is one test (tests/examples.py says how
+they run and how a block is skipped)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import pathlib
-import re
-import sys
-from typing import NamedTuple
 
-import jax
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
-#: the pages whose examples run: the README and the user guide
-PAGES = [README] + sorted((ROOT / "docs" / "guide").glob("*.md"))
-NO_TEST = "<!-- no-test -->"
-RUN_ALL = os.environ.get("CFJAX_README_ALL", "") not in ("", "0")
+from tests import examples
+from tests.examples import NO_TEST, readme_blocks, run_block, session  # noqa: F401 (the fixture)
 
-#: README blocks known to fail (first line -> why). Remove an entry once the README is fixed.
-_XFAIL: dict[str, str] = {}
-
-#: README blocks to skip until they carry ``<!-- no-test -->`` (first line -> why).
-_SLOW: dict[str, str] = {}
+BLOCKS = examples.blocks_for(pathlib.Path(__file__).stem)
 
 
-class Block(NamedTuple):
-    page: str      # the page, relative to the repository
-    line: int      # 1-based line of the opening fence
-    first: str     # the block's first line, its key in the lists above
-    code: str
-    marked: bool   # preceded by <!-- no-test -->
+@pytest.mark.parametrize("block", list(examples.params(BLOCKS)))
+def test_readme_block(block, session):  # noqa: F811
+    run_block(block, session)
 
 
-def readme_blocks(text: str, page: str = "README.md") -> list[Block]:
-    """The ```` ```python ```` blocks of a Markdown text, in order."""
-    lines = text.splitlines()
-    blocks, i = [], 0
-    while i < len(lines):
-        if lines[i].strip() == "```python":
-            start = i
-            i += 1
-            while i < len(lines) and lines[i].strip() != "```":
-                i += 1
-            if i == len(lines):
-                raise ValueError(f"{page}:{start + 1}: a ```python block is never closed")
-            code = "\n".join(lines[start + 1:i])
-            first = next((ln for ln in lines[start + 1:i] if ln.strip()), "")
-            marked = start > 0 and lines[start - 1].strip() == NO_TEST
-            blocks.append(Block(page, start + 1, first.rstrip(), code, marked))
-        i += 1
-    return blocks
-
-
-BLOCKS = [b for path in PAGES
-          for b in readme_blocks(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
-
-
-def _id(b: Block) -> str:
-    page = "" if b.page == "README.md" else pathlib.Path(b.page).stem + ":"
-    return f"{page}L{b.line}:" + re.sub(r"\W+", "_", b.first)[:40].strip("_")
-
-
-def _skip_reason(b: Block) -> str | None:
-    if RUN_ALL:
-        return None
-    if b.marked:
-        return f"marked {NO_TEST}"
-    if b.first in _SLOW:
-        return f"slow: {_SLOW[b.first]}"
-    return None
-
-
-class _Session:
-    """Each page's namespace and which blocks have run in it."""
-
-    def __init__(self):
-        self.namespaces: dict[str, dict] = {}
-        self.done: set[tuple[str, int]] = set()
-
-    def run(self, b: Block) -> None:
-        self.done.add((b.page, b.line))
-        namespace = self.namespaces.setdefault(b.page, {"__name__": "__readme__"})
-        # the page's line numbers in tracebacks: pad so that line 1 of the block is fence + 1.
-        code = compile("\n" * b.line + b.code, f"{b.page} (block at line {b.line})", "exec")
-        try:
-            exec(code, namespace)
-        finally:
-            if "matplotlib.pyplot" in sys.modules:
-                import matplotlib.pyplot as plt
-                plt.close("all")
-
-
-@pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    saved = {name: getattr(jax.config, name) for name in
-             ("jax_enable_x64", "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion")}
-    cwd = os.getcwd()
-    os.chdir(tmp_path_factory.mktemp("readme"))
-    jax.config.update("jax_numpy_rank_promotion", "allow")
-    jax.config.update("jax_numpy_dtype_promotion", "standard")
-    try:
-        yield _Session()
-    finally:
-        os.chdir(cwd)
-        for name, value in saved.items():
-            jax.config.update(name, getattr(value, "value", value))
-
-
-def _params():
-    for b in BLOCKS:
-        marks = []
-        reason = _skip_reason(b)
-        if reason is not None:
-            marks.append(pytest.mark.skip(reason=reason))
-        elif b.first in _XFAIL:
-            marks.append(pytest.mark.xfail(reason=_XFAIL[b.first], strict=True))
-        yield pytest.param(b, marks=marks, id=_id(b))
-
-
-@pytest.mark.parametrize("block", list(_params()))
-def test_readme_block(block, session):
-    for earlier in BLOCKS:
-        if earlier.page != block.page:
-            continue
-        if earlier.line >= block.line:
-            break
-        if (earlier.page, earlier.line) not in session.done and _skip_reason(earlier) is None:
-            with contextlib.suppress(Exception):  # reported by its own test
-                session.run(earlier)
-    session.run(block)
+def test_every_page_runs_in_one_file():
+    files = [examples.blocks_for(f) for f in ["test_readme", *examples.OWN_FILE]]
+    assert sorted(b for f in files for b in f) == sorted(examples.BLOCKS)
+    for stem in examples.OWN_FILE:
+        assert (pathlib.Path(__file__).parent / f"{stem}.py").exists(), stem
 
 
 def test_lists_match_blocks():
-    firsts = {b.first for b in BLOCKS}
-    assert BLOCKS, "README.md has no ```python block"
-    stale = sorted((set(_XFAIL) | set(_SLOW)) - firsts)
+    firsts = {b.first for b in examples.BLOCKS}
+    assert examples.BLOCKS, "README.md has no ```python block"
+    stale = sorted((set(examples._XFAIL) | set(examples._SLOW)) - firsts)
     assert not stale, f"entries matching no README block (remove them): {stale}"
 
 

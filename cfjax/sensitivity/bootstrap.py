@@ -159,10 +159,11 @@ class BootstrapConfig:
       steps: local search steps per start (each a CFU and its gradient on all units).
       bisect: bisection steps per inverse budget.
       chunk: resamples vmapped at once (``lax.map`` over chunks; memory is one chunk's); None:
-        as many as fit in about 512 MB of per-unit arrays, at most 4 on CPU with XLA's
-        concurrency-optimised scheduler on (:func:`cfjax.platform.run_group`; there, too, each
-        resample's local searches and benchmark fits go in vmapped groups of 4:
-        :func:`cfjax.platform.map_runs`).
+        as many as fit in about 512 MB of per-unit arrays, at most
+        :data:`cfjax.platform.RUN_GROUP` (4) on CPU, whichever XLA:CPU scheduler runs (wider
+        chunks stall there: :func:`cfjax.platform.run_group`). With the concurrency-optimised
+        scheduler on, each resample's local searches and benchmark fits also go in vmapped
+        groups of 4 (:func:`cfjax.platform.map_runs`).
       model_a: how the model's Model A was fitted (``FitConfig.model_a``: ``"paper"`` or
         ``"ml"``; the model does not record it).
     """
@@ -323,7 +324,7 @@ def bootstrap(
             n * (D + 3 * model.graph.m + 4) + 3 * budgets.size * min(n, 8192) * 12 * model.graph.m
         )
         chunk = max(1, min(resamples + 1, (512 << 20) // per))
-        if platform.run_group(8) is not None:
+        if platform.on_cpu():
             chunk = min(chunk, platform.RUN_GROUP)
     chunk = _checks.check_positive_int("chunk", chunk)
     keys = jax.random.split(key, resamples)
