@@ -392,6 +392,28 @@ def test_the_public_functions_take_at_most_twelve_parameters():
         assert len(inspect.signature(fn).parameters) <= 12, fn.__name__
 
 
+def test_every_predictor_runs_in_the_same_compiled_search(bivariate, x64, caplog):
+    """The scored predictor is data (an index, not static structure): once one predictor's
+    search has run, another predictor's compiles nothing, and each predictor's answer is what its
+    own CFU gives at the worst P found."""
+    import logging
+
+    config = S.SearchConfig(restarts=2, steps=10, warn_ratio=None, max_rounds=0)
+    found = {"fair": S.worst_case(bivariate, [0.3, 0.8], key=jax.random.key(0), config=config)}
+    found["blind"] = S.worst_case(bivariate.scoring("blind"), [0.3, 0.8], key=jax.random.key(0), config=config)
+    with jax.log_compiles(True), caplog.at_level(logging.DEBUG, logger="jax"):
+        found["unconstrained"] = S.worst_case(bivariate.scoring("unconstrained"), [0.3, 0.8],
+                                              key=jax.random.key(0), config=config)
+    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith(("Compiling", "Finished tracing"))]
+    assert compiled == []
+    for name, wc in found.items():
+        model = bivariate.scoring(name)
+        assert model.scored == name
+        again = [float(S.cfu(model, np.asarray(P))) for P in np.asarray(wc.P)]
+        np.testing.assert_allclose(np.asarray(wc.cfu), again, rtol=1e-6)
+    assert float(found["unconstrained"].cfu[0]) > 10 * float(found["fair"].cfu[0])
+
+
 def test_a_new_number_of_budgets_or_restarts_compiles_nothing(bivariate, x64, caplog):
     """Budgets and restarts are data (padded to slots, the padding masked): a search with
     another number of either reuses the compiled programs, and its answers are still the sign

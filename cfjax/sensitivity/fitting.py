@@ -115,7 +115,9 @@ class FairModel:
     ``distinct``: the data's distinct rows (A, x) and their counts
     (:func:`~cfjax.sensitivity.problem.distinct_units`; None when every row is distinct, and in a
     bootstrap's refits), over which CFU's mean is taken, weighted, with the same value as over
-    all units.
+    all units. ``predictor_index``: the scored predictor's index in :data:`PREDICTORS` (an int32
+    leaf, so one compiled search serves every predictor; :meth:`scoring` sets it, ``scored``
+    names it).
 
     **Baseline unfairness and CFU measure different things.** Both are mean squared
     differences of predictions, in squared units of the target y, but:
@@ -162,7 +164,10 @@ class FairModel:
     selection: dict  # CV choices and tables (leaves; never used inside compiled code)
     baseline_theta: dict = None  # type: ignore[assignment]  # name -> coefficients on the baseline's polynomial inputs
     baseline_degrees: tuple = struct.field(pytree_node=False, default=())  # ((name, degree), ...)
-    scored: str = struct.field(pytree_node=False, default="fair")
+    # The scored predictor (:meth:`scoring`) as its index in PREDICTORS, an int32 leaf rather than
+    # static structure: every predictor's CFU then runs in the same compiled programs (a search
+    # compiled for the fair predictor serves the baselines). None reads as the fair predictor.
+    predictor_index: jax.Array | None = None
     distinct: DistinctUnits | None = None  # the distinct rows (A, x): CFU's mean is taken over them
 
     if TYPE_CHECKING:  # flax.struct adds it
@@ -186,29 +191,45 @@ class FairModel:
             _checks.fail("predictor", f"one of {list(PREDICTORS)}", repr(predictor))
         if predictor != "fair" and predictor not in dict(self.baseline_degrees):
             _checks.fail("predictor", "a baseline this model was fitted with", repr(predictor))
-        return self.replace(scored=predictor)
+        return self.replace(predictor_index=jnp.asarray(PREDICTORS.index(predictor), jnp.int32))
+
+    @property
+    def scored(self) -> str:
+        """The scored predictor's name (one of :data:`PREDICTORS`; :meth:`scoring` sets it)."""
+        return "fair" if self.predictor_index is None else PREDICTORS[int(self.predictor_index)]
 
     def predict(self, a: jax.Array, x: jax.Array, residuals: jax.Array) -> jax.Array:
         """One unit's prediction by the scored predictor (:meth:`scoring`) from A's code
         ``a (q,)``, its features ``x (m,)`` and their Model A residuals ``residuals (m,)``;
-        lift over units with ``jax.vmap``."""
-        if self.scored == "fair":
-            return (
-                polynomial_features(
-                    predictor_inputs(self.graph, residuals, x), self.predictor_degree
-                )
-                @ self.theta
-            )
-        z = jnp.concatenate([a, x]) if self.scored == "unconstrained" else x
-        return (
-            polynomial_features(z, dict(self.baseline_degrees)[self.scored])
-            @ self.baseline_theta[self.scored]
-        )
+        lift over units with ``jax.vmap``. Traceable in the scored predictor too (a
+        ``lax.switch`` over :data:`PREDICTORS`)."""
+
+        def fair() -> jax.Array:
+            inputs = predictor_inputs(self.graph, residuals, x)
+            return polynomial_features(inputs, self.predictor_degree) @ self.theta
+
+        def baseline(name: str) -> jax.Array:
+            z = jnp.concatenate([a, x]) if name == "unconstrained" else x
+            degree = dict(self.baseline_degrees)[name]
+            return polynomial_features(z, degree) @ self.baseline_theta[name]
+
+        if self.predictor_index is None:
+            return fair()
+        fitted = dict(self.baseline_degrees)
+        branches = [fair] + [
+            functools.partial(baseline, name) if name in fitted else fair for name in PREDICTORS[1:]
+        ]  # a baseline the model lacks cannot be scored (scoring refuses it)
+        return jax.lax.switch(self.predictor_index, branches)
 
     @property
     def scored_pred(self) -> jax.Array:
         """The scored predictor's factual predictions, ``(n,)``."""
-        return self.fair_pred if self.scored == "fair" else self.baselines[self.scored]
+        if self.predictor_index is None:
+            return self.fair_pred
+        preds = [self.fair_pred] + [
+            self.baselines.get(name, self.fair_pred) for name in PREDICTORS[1:]
+        ]
+        return jnp.stack(preds)[self.predictor_index]
 
     def to_dict(self) -> dict[str, Any]:
         """The fit as JSON-serialisable plain Python: the graph (``features``, ``parents``,
@@ -474,6 +495,7 @@ def fit(graph: FairnessGraph, data: FairnessData, config: FitConfig = FitConfig(
         selection,
         thetas,
         tuple(b_degrees),
+        jnp.asarray(0, jnp.int32),
         distinct=distinct_units(data),
     )
 

@@ -132,7 +132,7 @@ def _refit(model: FairModel, idx: jax.Array, lams: dict, model_a: str) -> FairMo
         {},
         thetas,
         model.baseline_degrees,
-        model.scored,
+        model.predictor_index,
     )
 
 
