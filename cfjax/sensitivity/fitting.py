@@ -201,8 +201,8 @@ class FairModel:
     def predict(self, a: jax.Array, x: jax.Array, residuals: jax.Array) -> jax.Array:
         """One unit's prediction by the scored predictor (:meth:`scoring`) from A's code
         ``a (q,)``, its features ``x (m,)`` and their Model A residuals ``residuals (m,)``;
-        lift over units with ``jax.vmap``. Traceable in the scored predictor too (a
-        ``lax.switch`` over :data:`PREDICTORS`)."""
+        lift over units with ``jax.vmap``. Traceable in the scored predictor too: inside a
+        program whose input the model is, a ``lax.switch`` over :data:`PREDICTORS`."""
 
         def fair() -> jax.Array:
             inputs = predictor_inputs(self.graph, residuals, x)
@@ -213,8 +213,9 @@ class FairModel:
             degree = dict(self.baseline_degrees)[name]
             return polynomial_features(z, degree) @ self.baseline_theta[name]
 
-        if self.predictor_index is None:
-            return fair()
+        if self.predictor_index is None or _checks.is_concrete(self.predictor_index):
+            name = self.scored  # known: no branch to trace (an eager lax.switch compiles per call)
+            return fair() if name == "fair" else baseline(name)
         fitted = dict(self.baseline_degrees)
         branches = [fair] + [
             functools.partial(baseline, name) if name in fitted else fair for name in PREDICTORS[1:]
@@ -224,8 +225,8 @@ class FairModel:
     @property
     def scored_pred(self) -> jax.Array:
         """The scored predictor's factual predictions, ``(n,)``."""
-        if self.predictor_index is None:
-            return self.fair_pred
+        if self.predictor_index is None or _checks.is_concrete(self.predictor_index):
+            return self.fair_pred if self.scored == "fair" else self.baselines[self.scored]
         preds = [self.fair_pred] + [
             self.baselines.get(name, self.fair_pred) for name in PREDICTORS[1:]
         ]
