@@ -58,7 +58,8 @@ def _library(frame, res):
     key = jax.random.key(res["seed"])
     config = S.SearchConfig(**st["search"])
     wc = S.worst_case(model, np.asarray(st["budgets"]), key=key, config=config)
-    inv = S.inverse_budget(model, float(model.baseline_unfairness["blind"]), key=key, config=config, **st["inverse"])
+    inv = S.inverse_budget(model, float(model.baseline_unfairness["blind"]), key=key, config=config, worst=wc,
+                           **st["inverse"])
     sweep = {}
     for lam in st["sweep_lambdas"]:
         m = S.fit(prob.graph, prob.data, settings.replace(lam=float(lam), equation_degrees=model.degrees))

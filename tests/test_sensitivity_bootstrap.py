@@ -15,10 +15,16 @@ import pytest
 import cfjax.sensitivity as S
 from cfjax import ValidationError
 from cfjax.sensitivity.bootstrap import _percentiles
+from cfjax.sensitivity.benchmarks import partial_r2, residual_correlations
+from cfjax.sensitivity.linear import design
 from cfjax.sensitivity.resample import (
+    _analysis_jit,
     _Config,
     _one,
     _penalties,
+    _prepare,
+    _refit_counts,
+    _rows,
     _starts,
     refit,
     resample_analysis,
@@ -69,6 +75,80 @@ def test_refit_equals_fit_on_the_resample(rng, x64, model_a, lam):
         alone = refit(model, two[k], model_a=model_a)
         np.testing.assert_allclose(np.asarray(batch.theta[k]), np.asarray(alone.theta), **close)
         np.testing.assert_allclose(np.asarray(batch.model_a.sigma[k]), np.asarray(alone.model_a.sigma), **close)
+
+
+def _coarse(rng, n):
+    """A synthetic problem whose features are rounded to a coarse grid (a survey's discrete
+    scores): units repeat rows (A, x), as in the NHS survey."""
+    prob = S.synthetic(n, key=int(rng.integers(2**31)))
+    d = prob.data
+    a = np.asarray(d.codes)[np.asarray(d.group)][:, 0]
+    return prob.graph, S.make_data(a, np.round(np.asarray(d.X) * 2) / 2, np.asarray(d.y))
+
+
+def test_a_weighted_design_equals_its_rows_repeated(rng, x64):
+    n, D, m = int(rng.integers(5, 30)), 4, 2
+    F, X = rng.standard_normal((n, D)), rng.standard_normal((n, m))
+    count = rng.integers(0, 4, n)
+    count[0] = 1  # at least one unit
+    got = design([F[:, :2], F[:, 2:]], X, weight=count.astype(float))
+    rep = np.repeat(np.arange(n), count)
+    want = design([F[rep, :2], F[rep, 2:]], X[rep])
+    for name in ("G", "C", "XX", "F_mean", "X_mean"):
+        np.testing.assert_allclose(np.asarray(getattr(got, name)), np.asarray(getattr(want, name)), rtol=1e-12,
+                                   atol=1e-12, err_msg=name)
+    assert float(got.count) == count.sum() and want.count == count.sum()
+    with pytest.raises(ValidationError, match="`weight`"):
+        design([F[:, :2], F[:, 2:]], X, weight=np.ones(n + 1))
+
+
+@pytest.mark.parametrize("model_a", ["paper", "ml"])
+def test_a_resample_as_counts_over_distinct_rows_equals_reading_its_units(rng, x64, model_a):
+    """The bootstrap refits each resample on the distinct rows (A, x), weighted by how many of
+    their units it drew (the NHS survey: 209,112 units, 39,373 rows): the same fit, CFU,
+    benchmarks and resample numbers as the refit that reads the drawn units one by one."""
+    graph, data = _coarse(rng, int(rng.integers(150, 300)))
+    model = S.fit(graph, data, SMALL.replace(model_a=model_a))
+    rows, row = _rows(model.data)
+    assert rows.n < data.n and model.distinct is not None and rows.n == model.distinct.index.size
+    idx = rng.integers(0, data.n, data.n)
+    lams = _penalties(model)
+    units = refit(model, idx, model_a=model_a)
+    counts = jax.jit(_refit_counts, static_argnums=5)(model, rows, row, jnp.asarray(idx), lams, model_a)
+    close = dict(rtol=1e-8, atol=1e-12)
+    mine = np.asarray(row)[idx]  # each drawn unit's row
+    for a, b in ((counts.model_a.w, units.model_a.w), (counts.model_a.sigma, units.model_a.sigma),
+                 (counts.theta, units.theta), (counts.fair_pred[mine], units.fair_pred),
+                 (counts.model_a.residuals[mine], units.model_a.residuals),
+                 (partial_r2(counts), partial_r2(units)), (residual_correlations(counts), residual_correlations(units))):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), **close)
+    for name in units.baseline_unfairness:
+        np.testing.assert_allclose(float(counts.baseline_unfairness[name]), float(units.baseline_unfairness[name]),
+                                   **close)
+        np.testing.assert_allclose(np.asarray(counts.baseline_theta[name]), np.asarray(units.baseline_theta[name]),
+                                   **close)
+    for _ in range(3):  # CFU at random correlations, scored on each predictor
+        P = np.asarray(bivariate_correlation(float(rng.uniform(-0.8, 0.8)))) if graph.m == 2 else None
+        if P is None:
+            L = rng.standard_normal((graph.m, graph.m))
+            C = L @ L.T + graph.m * np.eye(graph.m)
+            P = C / np.sqrt(np.outer(np.diag(C), np.diag(C)))
+        for predictor in S.PREDICTORS:
+            np.testing.assert_allclose(float(S.cfu(counts.scoring(predictor), P)),
+                                       float(S.cfu(units.scoring(predictor), P)), rtol=1e-7, err_msg=predictor)
+    if model_a == "ml":  # the resample's program is the same for both (one compilation spared)
+        return
+    # The whole resample's numbers: counts (what bootstrap runs) against the units read one by one.
+    wc = S.worst_case(model, BUDGETS, key=0, config=S.SearchConfig(warn_ratio=None, restarts=2))
+    levels = {"mid": float(np.sqrt(wc.cfu[0] * wc.cfu[1])), "blind": "blind"}
+    got = resample_analysis(model, BUDGETS, idx, worst=wc, levels=levels, steps=4, bisect=3, model_a=model_a)
+    cfg, names, _, shared = _prepare(model, BUDGETS, wc, (1, 2, 3), levels, 4, 3, model_a, None, None)
+    want = _analysis_jit(cfg, units, *shared[4:])
+    for i, name in enumerate(names):
+        want[f"inverse/{name}"], want[f"level/{name}"] = want.pop(f"inverse/{i}"), want.pop(f"level/{i}")
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(want[k]), rtol=1e-6, atol=0, err_msg=k)
 
 
 @pytest.fixture(scope="module")
@@ -266,8 +346,9 @@ def test_coverage_on_a_simulated_scm():
             keys = jax.random.split(key, B + 1)
             same = jnp.arange(B + 1) == 0
 
-            def one(args):
-                return _one(cfg, args[0], args[1], model, lams, p, start, jnp.zeros(0))["worst_case"][0]
+            def one(args):  # every unit its own row (continuous data)
+                return _one(cfg, args[0], args[1], model, lams, model.data, jnp.arange(n), p, start,
+                            jnp.zeros(0))["worst_case"][0]
 
             return jax.lax.map(one, (keys, same), batch_size=25)
 

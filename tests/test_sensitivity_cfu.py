@@ -358,6 +358,16 @@ def test_inverse_budget_recovers_the_budget_of_a_level(bivariate, x64):
     huge = S.inverse_budget(model, 1e6, key=jax.random.key(0), grid=2, config=S.SearchConfig(**opts))
     assert huge.reached is False and huge.p_max is None and huge.lo == pytest.approx(0.99)
     assert 0.0 <= huge.max_cfu < 1e6 and huge.to_dict()["p_max"] is None
+    # A curve already computed is the coarse one: the same bracket from the same two budgets; a
+    # level it does not reach needs no search at all (its largest value is the answer's max_cfu).
+    coarse = S.worst_case(model, [0.99, 0.495], key=jax.random.key(0), config=S.SearchConfig(**opts))
+    given = S.inverse_budget(model, level, key=jax.random.key(0), worst=coarse, tol=2e-3,
+                             config=S.SearchConfig(**opts))
+    assert given.evaluated[:2] == inv.evaluated[:2] and given.p_max == inv.p_max
+    far = S.inverse_budget(model, 1e6, key=jax.random.key(0), worst=coarse, config=S.SearchConfig(**opts))
+    assert far.reached is False and far.evaluated == huge.evaluated and far.max_cfu == huge.max_cfu
+    with pytest.raises(ValueError, match="`worst`"):
+        S.inverse_budget(model, level, key=jax.random.key(0), worst="curve")
 
 
 # ----------------------------------------------------------------------------- validation and plots

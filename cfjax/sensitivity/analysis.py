@@ -373,19 +373,16 @@ def analyse(
             if p != "fair"
         }
         baselines = {k: float(v) for k, v in model.baseline_unfairness.items()}
-        # the coarse curve has as many budgets as the main one (one compilation for both)
-        inverse_opts = dict(grid=budgets, hi=0.99, tol=0.1 if quick else 1e-3)
         say(
             "inverse question: the smallest budget whose worst case reaches the blind baseline's unfairness"
         )
-        inv = inverse_budget(
+        inv = inverse_budget(  # the fair predictor's curve is the coarse one: bisection only
             model,
             baselines["blind"],
             key=key,
             config=search_config,
             mesh=mesh,
-            grid=budgets,
-            hi=0.99,
+            worst=wc,
             tol=0.1 if quick else 1e-3,
         )
         lam = model.lam if not isinstance(model.lam, tuple) else model.lam[0]
@@ -427,7 +424,7 @@ def analyse(
             "fit": _config_dict(config),
             "budgets": grid.tolist(),
             "search": search,
-            "inverse": inverse_opts,
+            "inverse": {"tol": 0.1 if quick else 1e-3},  # its coarse curve: worst_case's
             "sweep_lambdas": lams,
             "benchmarks": list(multiples),
             "resamples": resamples,

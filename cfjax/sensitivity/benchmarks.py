@@ -144,7 +144,7 @@ def _ridge_sse(model: FairModel, j: int, cols: np.ndarray, lam: float) -> jax.Ar
     else:
         w = jnp.linalg.solve(G + lam * jnp.eye(cols.size, dtype=G.dtype), c)
     e = d.X[:, j] - d.F[:, cols] @ w
-    return e @ e
+    return e @ e if d.weight is None else e @ (d.weight * e)
 
 
 def partial_r2(model: FairModel) -> jax.Array:
@@ -278,12 +278,14 @@ def residual_correlations(model: FairModel) -> jax.Array:
     correlation as the data identify it (definitions §3.9). Traceable."""
     pairs = identified_pairs(model.graph)
     e = model.model_a.residuals
-    e = e - jnp.mean(e, axis=0, keepdims=True)
-    scale = jnp.sqrt(jnp.sum(e * e, axis=0))
+    weight = model.design.weight  # None, or each row's count (a bootstrap resample's rows)
+    w = jnp.ones(e.shape[:1], e.dtype) if weight is None else weight
+    e = e - (w @ e / jnp.sum(w))[None, :]
+    scale = jnp.sqrt(w @ (e * e))
     if not pairs:
         return jnp.zeros((0,), e.dtype)
     j, k = (np.asarray(v) for v in zip(*pairs))
-    return jnp.sum(e[:, j] * e[:, k], axis=0) / (scale[j] * scale[k])
+    return (w @ (e[:, j] * e[:, k])) / (scale[j] * scale[k])
 
 
 # ----------------------------------------------------------------------------- host side

@@ -156,7 +156,8 @@ class BootstrapConfig:
     """How :func:`bootstrap` computes each resample's numbers, frozen and hashable.
 
     Attributes:
-      steps: local search steps per start (each a CFU and its gradient on all units).
+      steps: the most local search steps per start (each a CFU and its gradient on the
+        resample's distinct rows); a search stops sooner once its step size is spent.
       bisect: bisection steps per inverse budget.
       chunk: resamples vmapped at once (``lax.map`` over chunks; memory is one chunk's); None:
         as many as fit in about 512 MB of per-unit arrays, at most
@@ -317,7 +318,7 @@ def bootstrap(
         config,
     )
     kinds, fixed = cfg.level_kinds, np.asarray(shared[-1])
-    n, D = model.data.n, sum(model.design.sizes)
+    n, D = shared[2].n, sum(model.design.sizes)  # the distinct rows a resample's refit reads
     chunk = options.chunk
     if chunk is None:
         per = 8 * (

@@ -76,14 +76,15 @@ def cfu_of(model: FairModel, model_b: ModelB, units: jax.Array | None = None) ->
     """CFU given a fitted Model B: ``mean_i mean_{a' ≠ a_i} (f_θ(ε̂_i) − f_θ(ε̂'_i))²``, over all
     units or the index array ``units`` (a minibatch). Over all units it is computed on the
     model's distinct rows (A, x), weighted by their counts (``FairModel.distinct``): the same
-    mean, since every term depends on a unit's A and x only. For a baseline
+    mean, since every term depends on a unit's A and x only; on weighted rows (a bootstrap
+    resample's, ``Design.weight``) the mean is weighted. For a baseline
     (:meth:`~cfjax.sensitivity.FairModel.scoring`) the same mean of ``(f_b(a_i, x_i) −
     f_b(a', x'_i))²`` (the blind baseline sees x only)."""
     data = model.data
     c = data.codes.shape[0]
     w_star = model.design.blocks(model_b.w)
     group, X, F, fair_pred = data.group, data.X, model.design.F, model.scored_pred
-    count = None
+    count = None if units is not None else model.design.weight  # rows standing for many units
     if units is None and model.distinct is not None:  # the distinct rows, weighted: the same mean
         units, count = model.distinct.index, model.distinct.count
     if units is not None:  # only these units' residuals are computed

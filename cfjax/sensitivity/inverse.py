@@ -15,7 +15,7 @@ from cfjax._results import headline
 from cfjax._results import strict_plain as plain
 from cfjax.sensitivity.correlation import check_budget
 from cfjax.sensitivity.fitting import FairModel
-from cfjax.sensitivity.search import worst_case
+from cfjax.sensitivity.search import WorstCase, worst_case
 from cfjax.sensitivity.search_config import SearchConfig, with_deprecated_options
 from cfjax.typing import KeyLike, MeshLike
 
@@ -84,6 +84,7 @@ def inverse_budget(
     hi: float = 0.99,
     tol: float = 1e-3,
     grid: int = 8,
+    worst: WorstCase | None = None,
     config: SearchConfig = SearchConfig(),
     mesh: MeshLike = None,
     **deprecated: Any,
@@ -112,6 +113,9 @@ def inverse_budget(
       hi: the largest budget searched, in [0, 1).
       tol: bisection stops once the bracket is at most this wide.
       grid: budgets of the coarse curve, evenly spaced in ``(0, hi]``.
+      worst: a worst-case curve of this model already computed (:func:`worst_case`, e.g. the
+        one plotted): it is the coarse curve, its budgets the grid (``grid`` and ``hi`` are
+        then unused), and no search runs unless the level is reached within it (bisection).
       config: the options of every :func:`worst_case` search
         (:class:`~cfjax.sensitivity.SearchConfig`).
       mesh: devices to split every search's runs over (as :func:`worst_case`'s).
@@ -149,9 +153,14 @@ def inverse_budget(
     if not (np.isfinite(tol) and tol > 0):
         _checks.fail("tol", "a positive bracket width", repr(tol))
     key = as_key(key)
-    budgets = np.linspace(0.0, hi, grid + 1)[1:]
-    first = worst_case(model, budgets, key=key, config=config, mesh=mesh)
-    curve, floor = np.asarray(first.cfu, np.float64), first.cfu_at_zero_correlation
+    if worst is None:
+        budgets = np.linspace(0.0, hi, grid + 1)[1:]
+        worst = worst_case(model, budgets, key=key, config=config, mesh=mesh)
+    elif not isinstance(worst, WorstCase):
+        _checks.fail("worst", "None or a WorstCase of this model", type(worst).__name__)
+    order = np.argsort(np.asarray(worst.p_max, np.float64))
+    budgets = np.asarray(worst.p_max, np.float64)[order]
+    curve, floor = np.asarray(worst.cfu, np.float64)[order], worst.cfu_at_zero_correlation
     evaluated = list(zip(budgets.tolist(), curve.tolist()))
     reached = np.flatnonzero(curve >= level)
     if reached.size == 0:

@@ -89,6 +89,9 @@ class Design:
     ``F (n, D)``: every equation's embedding side by side; ``X (n, m)``: the features;
     ``G``, ``C``, ``XX``: the Gram matrices ``FᵀF``, ``FᵀX``, ``XᵀX``; ``F_mean``, ``X_mean``:
     column means; ``sizes``: each equation's number of coefficients (static, hashable).
+    ``weight``: None, or each row's weight ``(n,)`` — how many units it stands for (a
+    bootstrap resample's counts over distinct rows): the Grams and means are then weighted
+    sums, ``FᵀWF`` and so on, and every fit the same as on the rows repeated.
     """
 
     F: jax.Array
@@ -100,6 +103,7 @@ class Design:
     X_mean: jax.Array
     sizes: tuple[int, ...] = struct.field(pytree_node=False)
     range_basis: Any = None
+    weight: Any = None
 
     if TYPE_CHECKING:  # flax.struct adds it
 
@@ -108,6 +112,11 @@ class Design:
     def __repr__(self) -> str:
         n, m = np.shape(self.X)[-2:]
         return f"Design(n={n}, m={m}, D={sum(self.sizes)}, sizes={self.sizes})"
+
+    @property
+    def count(self) -> Any:
+        """How many units the rows stand for: n, or the weights' sum."""
+        return self.X.shape[0] if self.weight is None else jnp.sum(self.weight)
 
     @property
     def block(self) -> np.ndarray:
@@ -119,8 +128,9 @@ class Design:
         return jnp.split(w, np.cumsum(self.sizes)[:-1])
 
 
-def design(embeddings: Sequence[Any], X: Any) -> Design:
-    """Build a :class:`Design` from one ``(n, F_j)`` embedding per equation and ``X (n, m)``."""
+def design(embeddings: Sequence[Any], X: Any, weight: Any = None) -> Design:
+    """Build a :class:`Design` from one ``(n, F_j)`` embedding per equation and ``X (n, m)``;
+    ``weight (n,)``: each row's weight (None: every row one unit)."""
     X = jnp.asarray(X)
     if X.ndim != 2 or X.shape[1] != len(embeddings):
         _checks.fail(
@@ -131,9 +141,31 @@ def design(embeddings: Sequence[Any], X: Any) -> Design:
         if e.ndim != 2 or e.shape[0] != X.shape[0]:
             _checks.fail(f"embeddings[{j}]", f"shape ({X.shape[0]}, F_{j})", f"shape {e.shape}")
     F = jnp.concatenate(blocks, axis=1)
-    G = F.T @ F
     sizes = tuple(int(e.shape[1]) for e in blocks)
-    return Design(F, X, G, F.T @ X, X.T @ X, F.mean(0), X.mean(0), sizes, _range_basis(G, sizes))
+    if weight is None:
+        G = F.T @ F
+        return Design(
+            F, X, G, F.T @ X, X.T @ X, F.mean(0), X.mean(0), sizes, _range_basis(G, sizes)
+        )
+    weight = jnp.asarray(weight, X.dtype)
+    if weight.shape != (X.shape[0],):
+        _checks.fail(
+            "weight", f"shape ({X.shape[0]},): one weight per row", f"shape {weight.shape}"
+        )
+    Fw, total = F * weight[:, None], jnp.sum(weight)
+    G = Fw.T @ F
+    return Design(
+        F,
+        X,
+        G,
+        Fw.T @ X,
+        (X * weight[:, None]).T @ X,
+        jnp.sum(Fw, axis=0) / total,
+        weight @ X / total,
+        sizes,
+        _range_basis(G, sizes),
+        weight,
+    )
 
 
 def _range_basis(G: ArrayLike, sizes: tuple[int, ...]) -> jax.Array | None:
@@ -247,8 +279,7 @@ def fit_model_a(d: Design, lam: Any) -> ModelA:
     # interpolates a feature its variance is 0 or negative to rounding, and only its equation is NaN.
     w_ridge = gls(d, identity, lam, positive_definite=False)
     R, mean = residual_products(d, w_ridge)
-    n = d.X.shape[0]
-    var = jnp.diag(R) / n - mean**2
+    var = jnp.diag(R) / d.count - mean**2
     w = gls(d, jnp.diag(1.0 / var), lam, positive_definite=False)
     residuals = d.X - d.F @ _layout(d, w)
     return ModelA(w_ridge, jnp.sqrt(var), w, residuals)
@@ -300,7 +331,7 @@ def _profile_value(
     """:func:`profile_objective` given ``Q = P⁻¹`` and ``log det P``."""
     S = _precision(log_sigma, Q)
     R, _ = residual_products(d, gls(d, S, lam))
-    return jnp.sum(S * R) + d.X.shape[0] * (2 * jnp.sum(log_sigma) + logdet_P)
+    return jnp.sum(S * R) + d.count * (2 * jnp.sum(log_sigma) + logdet_P)
 
 
 def _profile_gradient(d: Design, log_sigma: jax.Array, Q: jax.Array, lam: Any) -> jax.Array:
@@ -323,7 +354,7 @@ def _profile_gradient(d: Design, log_sigma: jax.Array, Q: jax.Array, lam: Any) -
         v = spd_solve(d.G * S[b][:, b] + jnp.diag(penalty), -2 * penalty * w)
         gamma = gamma + _layout(d, v).T @ (d.C - d.G @ _layout(d, w))
     weighted = gamma * S
-    return 2 * d.X.shape[0] - jnp.sum(weighted, axis=0) - jnp.sum(weighted, axis=1)
+    return 2 * d.count - jnp.sum(weighted, axis=0) - jnp.sum(weighted, axis=1)
 
 
 def fit_model_b(
@@ -433,7 +464,7 @@ def _start_log_sigma(d: Design, lam: Any, dtype) -> jax.Array:
     """The σ solve's default start: the log standard deviations of the ridge residuals
     (Model A's σ), ``(m,)``."""
     R, mean = residual_products(d, gls(d, jnp.eye(d.X.shape[1], dtype=dtype), lam))
-    return 0.5 * jnp.log(jnp.diag(R) / d.X.shape[0] - mean**2)
+    return 0.5 * jnp.log(jnp.diag(R) / d.count - mean**2)
 
 
 @functools.partial(jax.jit, static_argnames=("newton_steps", "unpenalised"))

@@ -186,11 +186,21 @@ def distinct_units(data: FairnessData) -> DistinctUnits | None:
       >>> u.index.tolist(), u.count.tolist()
       ([3, 0, 2], [1.0, 2.0, 1.0])
     """
-    rows = np.column_stack([np.asarray(data.group, np.float64), np.asarray(data.X, np.float64)])
-    _, index, count = np.unique(rows, axis=0, return_index=True, return_counts=True)
+    index, _, count = _distinct_rows(data)
     if index.size == data.n:
         return None
     return DistinctUnits(jnp.asarray(index, jnp.int32), jnp.asarray(count, data.X.dtype))
+
+
+def _distinct_rows(data: FairnessData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(index (u,), row (n,), count (u,))`` of the distinct rows ``(A, x)`` of concrete
+    ``data``: one unit of each row (in :func:`distinct_units`' order), each unit's row, and
+    each row's count."""
+    rows = np.column_stack([np.asarray(data.group, np.float64), np.asarray(data.X, np.float64)])
+    _, index, row, count = np.unique(
+        rows, axis=0, return_index=True, return_inverse=True, return_counts=True
+    )
+    return index, row.reshape(-1), count
 
 
 def make_data(

@@ -4,12 +4,17 @@ numbers, traceable so that :mod:`cfjax.sensitivity.bootstrap` vmaps it over resa
 
 Each resample refits the whole analysis on its units with every choice fixed at the full
 data's (:func:`refit`: Model A's degrees and λ, the fair predictor's and the baselines' degree
-and λ; no cross-validation), then computes, in the same compiled program:
+and λ; no cross-validation). Its units are counted over the data's distinct rows ``(A, x)``
+(as :func:`~cfjax.sensitivity.problem.distinct_units` finds them): each row weighted by how
+many of its units the resample drew, its target their mean, so that the Gram matrices, the
+ridge fits and every CFU are weighted sums over the rows — the same numbers as reading the
+drawn units one by one, at the cost of the rows (the NHS survey's 209,112 units hold 39,373
+rows, the law school's 21,791 hold 1,820). Then, in the same compiled program:
 
 - the worst-case CFU at each budget, by a *local search* from the full data's maximisers: the
   polish's geometry of :func:`~cfjax.sensitivity.worst_case` (projected gradient ascent in P
   along the boundary of the usable set, a step accepted only when it raises CFU, its size
-  doubled when accepted and quartered when refused), a fixed number of steps from each of three
+  doubled when accepted and quartered when refused), at most ``steps`` steps from each of three
   starts: the full data's worst P at that budget and the neighbouring budgets' worst P projected
   into it; the best start wins, and a budget's value is never below a smaller budget's (the
   budgets are nested). It is not a global search per resample: a resample whose worst case moved
@@ -49,7 +54,7 @@ from cfjax.sensitivity.linear import (
     design,
     fit_model_a,
 )
-from cfjax.sensitivity.problem import FairnessData
+from cfjax.sensitivity.problem import FairnessData, _distinct_rows
 from cfjax.sensitivity.projection import _along_boundary, _project_usable
 from cfjax.sensitivity.search_config import SearchConfig
 
@@ -83,17 +88,19 @@ def _penalties(model: FairModel) -> dict:
     return out
 
 
-def _ridge(F: jax.Array, y: jax.Array, lam: Any) -> jax.Array:
-    """``solve(FᵀF + λI, Fᵀy)``: :func:`~cfjax.sensitivity.ridge.ridge_cv`'s refit."""
-    return jnp.linalg.solve(F.T @ F + lam * jnp.eye(F.shape[1], dtype=F.dtype), F.T @ y)
+def _ridge(F: jax.Array, y: jax.Array, lam: Any, weight: jax.Array | None) -> jax.Array:
+    """``solve(FᵀWF + λI, FᵀWy)`` (W: the rows' weights, or none): :func:`~cfjax.sensitivity.ridge.ridge_cv`'s refit."""
+    Fw = F if weight is None else F * weight[:, None]
+    return jnp.linalg.solve(Fw.T @ F + lam * jnp.eye(F.shape[1], dtype=F.dtype), Fw.T @ y)
 
 
-def _refit(model: FairModel, idx: jax.Array, lams: dict, model_a: str) -> FairModel:
-    """:func:`refit`'s traceable body; ``lams``: :func:`_penalties`."""
-    g, data = model.graph, model.data
-    sub = FairnessData(data.group[idx], data.codes, data.X[idx], data.y[idx], data.names)
-    a = sub.a
-    d = design(embeddings(g, model.degrees, a, sub.X), sub.X)
+def _refit_on(
+    model: FairModel, sub: FairnessData, weight: jax.Array | None, lams: dict, model_a: str
+) -> FairModel:
+    """The analysis refitted on the rows ``sub``, each standing for ``weight`` units (None: one
+    each; a weighted row's ``y`` is the mean target of its units); ``lams``: :func:`_penalties`."""
+    g = model.graph
+    d = design(embeddings(g, model.degrees, sub.a, sub.X), sub.X, weight)
     unpenalised = _unpenalised(model.lam)
     if unpenalised and d.range_basis is None:
         # Traced: the full data's basis of the embeddings' span. A resample's rows keep every
@@ -108,15 +115,16 @@ def _refit(model: FairModel, idx: jax.Array, lams: dict, model_a: str) -> FairMo
         fit_a = ModelA(fit_a.w_ridge, b.sigma, b.w, b.residuals)
     Z = predictor_inputs(g, fit_a.residuals, sub.X)
     F = ridge.embed(Z, model.predictor_degree)
-    theta = _ridge(F, sub.y, jnp.asarray(lams["fair"], F.dtype))
+    theta = _ridge(F, sub.y, jnp.asarray(lams["fair"], F.dtype), weight)
     fair_pred = F @ theta
     preds, thetas, unfairness = {}, {}, {}
     for name, degree in model.baseline_degrees:
-        inputs = jnp.concatenate([a, sub.X], axis=1) if name == "unconstrained" else sub.X
+        inputs = jnp.concatenate([sub.a, sub.X], axis=1) if name == "unconstrained" else sub.X
         Fb = ridge.embed(inputs, degree)
-        thetas[name] = _ridge(Fb, sub.y, jnp.asarray(lams[name], Fb.dtype))
+        thetas[name] = _ridge(Fb, sub.y, jnp.asarray(lams[name], Fb.dtype), weight)
         preds[name] = Fb @ thetas[name]
-        unfairness[name] = jnp.mean((fair_pred - preds[name]) ** 2)
+        gap = (fair_pred - preds[name]) ** 2
+        unfairness[name] = jnp.mean(gap) if weight is None else weight @ gap / jnp.sum(weight)
     return FairModel(
         g,
         model.degrees,
@@ -134,6 +142,30 @@ def _refit(model: FairModel, idx: jax.Array, lams: dict, model_a: str) -> FairMo
         model.baseline_degrees,
         model.predictor_index,
     )
+
+
+def _refit(model: FairModel, idx: jax.Array, lams: dict, model_a: str) -> FairModel:
+    """:func:`refit`'s traceable body: the units ``idx`` read one by one."""
+    data = model.data
+    sub = FairnessData(data.group[idx], data.codes, data.X[idx], data.y[idx], data.names)
+    return _refit_on(model, sub, None, lams, model_a)
+
+
+def _refit_counts(
+    model: FairModel, rows: FairnessData, row: jax.Array, idx: jax.Array, lams: dict, model_a: str
+) -> FairModel:
+    """The refit on the units ``idx (n',)`` as counts over the data's distinct rows ``(A, x)``
+    (``rows``, ``(u,)``; ``row (n,)``: each unit's): each row weighted by how many of its units
+    the resample drew, its target their mean. The same fit as :func:`_refit` on ``idx``, to
+    rounding, at the cost of u rows instead of n' units."""
+    dtype = rows.X.dtype
+    r = row[idx]
+    weight = jnp.zeros(rows.n, dtype).at[r].add(1.0)
+    total = jnp.zeros(rows.n, dtype).at[r].add(model.data.y[idx])
+    drawn = weight > 0
+    y = jnp.where(drawn, total / jnp.where(drawn, weight, 1.0), 0.0)
+    sub = FairnessData(rows.group, rows.codes, rows.X, y, rows.names)
+    return _refit_on(model, sub, weight, lams, model_a)
 
 
 _refit_jit = jax.jit(_refit, static_argnums=(3,))
@@ -201,33 +233,38 @@ def _probe(model: FairModel, P: jax.Array, log_sigma0: jax.Array) -> tuple[jax.A
 def _local(
     model: FairModel, fresh: jax.Array, P0: jax.Array, p: jax.Array, min_eig: float, steps: int
 ) -> tuple[jax.Array, jax.Array]:
-    """The worst case near a usable ``P0`` within budget ``p``: ``steps`` steps of the polish
-    (a step of ``eta · p`` along the boundary following the gradient, projected back onto the
-    usable set; kept when it raises CFU, eta doubled, else eta quartered; no more steps once
-    eta < 1e-5). Returns ``(value, P)``, value −inf when no finite CFU was found."""
+    """The worst case near a usable ``P0`` within budget ``p``: at most ``steps`` steps of the
+    polish (a step of ``eta · p`` along the boundary following the gradient, projected back
+    onto the usable set; kept when it raises CFU, eta doubled, else eta quartered), stopping
+    once eta < 1e-5 (five refusals in a row from the start: a start at its maximum costs half
+    the steps). Returns ``(value, P)``, value −inf when no finite CFU was found."""
     v0, g0 = _probe(model, P0, fresh)
     ok0 = jnp.isfinite(v0) & (correlation_margin(P0, min_eig) >= 0)
     state = (
+        jnp.asarray(0, jnp.int32),
         P0,
         jnp.where(ok0, v0, -jnp.inf),
         jnp.where(ok0, g0, 0.0),
         jnp.asarray(_STEP_START, P0.dtype),
     )
 
-    def step(_, s):
-        P, v, g, eta = s
-        on = eta >= _STEP_STOP
+    def going(s):
+        return (s[0] < steps) & (s[4] >= _STEP_STOP)
+
+    def step(s):
+        i, P, v, g, eta = s
         Q = _project_usable(_along_boundary(P, g, p, min_eig, eta * p), p, min_eig)
         vq, gq = _probe(model, Q, fresh)
-        ok = on & (vq > v) & jnp.isfinite(vq) & (correlation_margin(Q, min_eig) >= 0)
+        ok = (vq > v) & jnp.isfinite(vq) & (correlation_margin(Q, min_eig) >= 0)
         return (
+            i + 1,
             jnp.where(ok, Q, P),
             jnp.where(ok, vq, v),
             jnp.where(ok, gq, g),
-            jnp.where(on, jnp.where(ok, 2 * eta, eta / 4), eta),
+            jnp.where(ok, 2 * eta, eta / 4),
         )
 
-    P, v, _, _ = jax.lax.fori_loop(0, steps, step, state)
+    _, P, v, _, _ = jax.lax.while_loop(going, step, state)
     return v, P
 
 
@@ -248,32 +285,29 @@ class _Config:
 
 
 def _analysis(
-    cfg: _Config,
-    model: FairModel,
-    lams: dict,
-    idx: jax.Array,
-    p: jax.Array,
-    starts: jax.Array,
-    levels: jax.Array,
+    cfg: _Config, fitted: FairModel, p: jax.Array, starts: jax.Array, levels: jax.Array
 ) -> dict:
-    """One resample's numbers: the analysis refitted on ``idx (n,)``, then the worst case at
-    each sorted budget ``p (K,)`` from ``starts (K, S, m, m)``, the benchmarks' budgets and CFU,
-    and each level's inverse budget (``levels (L,)``: the fixed levels; where the level is a
-    baseline's, its entry is ignored)."""
+    """One resample's numbers from its refit ``fitted``: the worst case at each sorted budget
+    ``p (K,)`` from ``starts (K, S, m, m)``, the benchmarks' budgets and CFU, and each level's
+    inverse budget (``levels (L,)``: the fixed levels; where the level is a baseline's, its
+    entry is ignored)."""
     # A bootstrap scores one predictor: fixed in the program (a lax.switch over the predictors
     # inside its loops ran it ~1.6x slower), where the search keeps it as data.
-    model = model.replace(predictor_index=np.int32(PREDICTORS.index(cfg.scored)))
-    fitted = _refit(model, idx, lams, cfg.model_a)
+    fitted = fitted.replace(predictor_index=np.int32(PREDICTORS.index(cfg.scored)))
     dtype = fitted.data.X.dtype
-    m = model.graph.m
+    m = fitted.graph.m
     eye = jnp.eye(m, dtype=dtype)
-    fresh = _start_log_sigma(fitted.design, 0.0 if _unpenalised(model.lam) else model.lam, dtype)
+    fresh = _start_log_sigma(fitted.design, 0.0 if _unpenalised(fitted.lam) else fitted.lam, dtype)
     local = functools.partial(_local, fitted, fresh, min_eig=cfg.min_eig, steps=cfg.steps)
 
-    K, S = starts.shape[:2]
-    runs = (starts.reshape((K * S,) + starts.shape[2:]), jnp.repeat(p, S))
-    values, Ps = platform.map_runs(lambda r: local(*r), runs)  # every (budget, start) pair: a run
-    values, Ps = values.reshape(K, S), Ps.reshape(K, S, m, m)
+    # Every (budget, start) pair is a run. The runs of one kind of start go together (lax.map
+    # over the kinds, the budgets vmapped): a vmapped loop runs until its last run stops, and
+    # runs from the budget's own maximiser stop after about half the steps of those from a
+    # neighbour's, which climb.
+    values, Ps = jax.lax.map(
+        lambda kind: platform.map_runs(lambda r: local(*r), (kind, p)), jnp.swapaxes(starts, 0, 1)
+    )
+    values, Ps = jnp.swapaxes(values, 0, 1), jnp.swapaxes(Ps, 0, 1)  # (K, S), (K, S, m, m)
     values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
     best = jnp.argmax(values, axis=1)
     curve = jnp.take_along_axis(values, best[:, None], axis=1)[:, 0]
@@ -346,9 +380,9 @@ class _Resamples:
 
     cfg: _Config
 
-    def __call__(self, keys, identity, model, lams, p, starts, levels):
-        return jax.vmap(_one, (None, 0, 0) + (None,) * 5)(
-            self.cfg, keys, identity, model, lams, p, starts, levels
+    def __call__(self, keys, identity, model, lams, rows, row, p, starts, levels):
+        return jax.vmap(_one, (None, 0, 0) + (None,) * 7)(
+            self.cfg, keys, identity, model, lams, rows, row, p, starts, levels
         )
 
 
@@ -358,16 +392,25 @@ def _one(
     identity: jax.Array,
     model: FairModel,
     lams: dict,
+    rows: FairnessData,
+    row: jax.Array,
     p,
     starts,
     levels,
 ):
-    """One resample from its key (the identity resample where ``identity``): :func:`_analysis`."""
-    n = model.data.n
+    """One resample from its key (the identity resample where ``identity``): its units drawn
+    (``randint(key, (n,), 0, n)``), counted over the distinct rows, refitted and analysed."""
+    n = row.shape[0]
     idx = jnp.where(
         identity, jnp.arange(n, dtype=jnp.int32), jax.random.randint(key, (n,), 0, n, jnp.int32)
     )
-    return _analysis(cfg, model, lams, idx, p, starts, levels)
+    return _resample(cfg, model, lams, rows, row, idx, p, starts, levels)
+
+
+def _resample(cfg: _Config, model, lams, rows, row, idx, p, starts, levels) -> dict:
+    """The units ``idx``' numbers: :func:`_refit_counts`, then :func:`_analysis`."""
+    fitted = _refit_counts(model, rows, row, idx, lams, cfg.model_a)
+    return _analysis(cfg, fitted, p, starts, levels)
 
 
 # ------------------------------------------------------------------------ one resample's settings
@@ -415,14 +458,28 @@ def _prepare(
         )
     starts, min_eig = _starts(worst, budgets, dtype)
     cfg = _Config(model_a, min_eig, steps, bisect, kinds, benchmarks, model.scored)
+    rows, row = _rows(model.data)
     shared = (
         model.replace(selection={}),
         lams,
+        rows,
+        row,
         jnp.asarray(budgets, dtype),
         jnp.asarray(starts, dtype),
         jnp.asarray(fixed, dtype),
     )
     return cfg, names, budgets, shared
+
+
+def _rows(data: FairnessData) -> tuple[FairnessData, jax.Array]:
+    """The distinct rows ``(A, x)`` of ``data`` (their ``y`` a placeholder: each resample sets
+    its own) and each unit's row, ``(n,)``; every unit its own row when none repeats."""
+    index, row, _ = _distinct_rows(data)
+    if index.size == data.n:
+        return data, jnp.arange(data.n, dtype=jnp.int32)
+    take = jnp.asarray(index, jnp.int32)
+    rows = FairnessData(data.group[take], data.codes, data.X[take], data.y[take], data.names)
+    return rows, jnp.asarray(row, jnp.int32)
 
 
 def resample_analysis(
@@ -453,12 +510,13 @@ def resample_analysis(
         model, p_max, worst, benchmarks, levels, steps, bisect, model_a, None, None
     )
     idx = _check_indices(idx, model.data.n)
-    out = _analysis_jit(cfg, shared[0], shared[1], idx, *shared[2:])
+    out = _resample_jit(cfg, *shared[:4], idx, *shared[4:])
     rename = {f"inverse/{i}": f"inverse/{name}" for i, name in enumerate(names)}
     rename.update({f"level/{i}": f"level/{name}" for i, name in enumerate(names)})
     return {rename.get(k, k): v for k, v in out.items()}
 
 
+_resample_jit = jax.jit(_resample, static_argnums=0)
 _analysis_jit = jax.jit(_analysis, static_argnums=0)
 
 

@@ -50,8 +50,10 @@ BENCHMARKS = [
     ("cfjax.sensitivity CFU over the distinct rows (A, x), weighted, vs over every unit: law school and NHS",
      "experiments.benchmarks.bench_distinct", [], ["--quick"]),
     ("cfjax.sensitivity.bootstrap: 200 resamples of the whole analysis as one vmapped program vs a loop of jitted "
-     "per-resample calls; law school timing", "experiments.benchmarks.bench_bootstrap", [],
-     ["--resamples", "20", "--law-resamples", "4"]),
+     "per-resample calls; law school timing; NHS: resamples as counts over distinct rows vs reading units",
+     "experiments.benchmarks.bench_bootstrap", [], ["--resamples", "20", "--law-resamples", "4", "--nhs-resamples", "1"]),
+    ("cfjax sensitivity on an 800-row, three-feature table with its defaults: cold, from a warm compilation cache, "
+     "--quick", "experiments.benchmarks.bench_cli", [], ["--skip-cold"]),
     ("cfjax.predictors ensemble training (vmap) vs a sequential loop, inference on N × K", "experiments.benchmarks.bench_predictors", [], ["--members", "4", "--steps", "20", "--units", "64", "--repeats", "1"]),
     ("shape buckets: cfjax.predictors.predict over 20 N, compilations and time with buckets vs without",
      "experiments.benchmarks.bench_buckets", [], ["--sizes", "6", "--repeats", "3"]),
