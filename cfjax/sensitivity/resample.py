@@ -351,8 +351,8 @@ def _inverse(local, p, curve, P_best, target, cfg: _Config, eye) -> jax.Array:
     P_lo = jnp.where(below, P_best[k - 1], eye)
     hi, P_hi = p[k], P_best[k]
 
-    def step(_, s):
-        lo, hi, v_lo, P_lo, P_hi = s
+    def step(s):
+        i, lo, hi, v_lo, P_lo, P_hi = s
         mid = 0.5 * (lo + hi)
         starts = jnp.stack([P_lo, _project_usable(P_hi, mid, cfg.min_eig)])
         v, P = jax.vmap(local, (0, None))(starts, mid)
@@ -362,6 +362,7 @@ def _inverse(local, p, curve, P_best, target, cfg: _Config, eye) -> jax.Array:
         P_mid = jnp.where(v[j] >= v_lo, P[j], P_lo)
         up = up_to >= target
         return (
+            i + 1,
             jnp.where(up, lo, mid),
             jnp.where(up, mid, hi),
             jnp.where(up, v_lo, up_to),
@@ -369,7 +370,11 @@ def _inverse(local, p, curve, P_best, target, cfg: _Config, eye) -> jax.Array:
             jnp.where(up, P_mid, P_hi),
         )
 
-    _, hi, _, _, _ = jax.lax.fori_loop(0, cfg.bisect, step, (lo, hi, v_lo, P_lo, P_hi))
+    # No bisection where no budget reaches the level (the answer is +inf): vmapped over
+    # resamples, the loop runs while one of them needs it.
+    start = (jnp.asarray(0, jnp.int32), lo, hi, v_lo, P_lo, P_hi)
+    needed = reached.any() & jnp.isfinite(target)
+    _, _, hi, _, _, _ = jax.lax.while_loop(lambda s: needed & (s[0] < cfg.bisect), step, start)
     return jnp.where(jnp.isfinite(target), jnp.where(reached.any(), hi, jnp.inf), jnp.nan)
 
 
