@@ -139,8 +139,11 @@ def test_a_resample_as_counts_over_distinct_rows_equals_reading_its_units(rng, x
     if model_a == "ml":  # the resample's program is the same for both (one compilation spared)
         return
     # The whole resample's numbers: counts (what bootstrap runs) against the units read one by one.
-    wc = S.worst_case(model, BUDGETS, key=0, config=S.SearchConfig(warn_ratio=None, restarts=2))
-    levels = {"mid": float(np.sqrt(wc.cfu[0] * wc.cfu[1])), "blind": "blind"}
+    # Any usable P per budget starts the local searches: the smallest search gives them.
+    tiny = S.SearchConfig(restarts=1, steps=5, screen_corners=False, snap=None, polish=0, warn_ratio=None,
+                          max_rounds=0)
+    wc = S.worst_case(model, BUDGETS, key=0, config=tiny)
+    levels = {"mid": float(np.sqrt(wc.cfu[0] * wc.cfu[1]))}
     got = resample_analysis(model, BUDGETS, idx, worst=wc, levels=levels, steps=4, bisect=3, model_a=model_a)
     cfg, names, _, shared = _prepare(model, BUDGETS, wc, (1, 2, 3), levels, 4, 3, model_a, None, None)
     want = _analysis_jit(cfg, units, *shared[4:])

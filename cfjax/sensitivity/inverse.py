@@ -154,12 +154,14 @@ def inverse_budget(
         _checks.fail("tol", "a positive bracket width", repr(tol))
     key = as_key(key)
     if worst is None:
-        budgets = np.linspace(0.0, hi, grid + 1)[1:]
+        budgets = np.linspace(0.0, hi, grid + 1)[1:]  # float64 (a float32 curve's p_max is not)
         worst = worst_case(model, budgets, key=key, config=config, mesh=mesh)
     elif not isinstance(worst, WorstCase):
         _checks.fail("worst", "None or a WorstCase of this model", type(worst).__name__)
-    order = np.argsort(np.asarray(worst.p_max, np.float64))
-    budgets = np.asarray(worst.p_max, np.float64)[order]
+    else:
+        budgets = np.asarray(worst.p_max, np.float64)
+    order = np.argsort(np.asarray(worst.p_max, np.float64), kind="stable")
+    budgets = budgets[order]
     curve, floor = np.asarray(worst.cfu, np.float64)[order], worst.cfu_at_zero_correlation
     evaluated = list(zip(budgets.tolist(), curve.tolist()))
     reached = np.flatnonzero(curve >= level)
