@@ -39,7 +39,7 @@ def table(n: int = 800, seed: int = 0) -> str:
     fya = 0.4 * gpa + 0.5 * lsat + 0.2 * sat - 0.2 * a + 0.8 * rng.standard_normal(n)
     lines = ["race,gpa,lsat,sat,fya"]
     lines += [
-        f"{'black' if b else 'white'},{g!r},{lt!r},{s!r},{f!r}"
+        f"{'black' if b else 'white'},{g:.10g},{lt:.10g},{s:.10g},{f:.10g}"
         for b, g, lt, s, f in zip(black, gpa, lsat, sat, fya)
     ]
     return "\n".join(lines) + "\n"
