@@ -51,7 +51,7 @@ BENCHMARKS = [
      "experiments.benchmarks.bench_distinct", [], ["--quick"]),
     ("cfjax.sensitivity.bootstrap: 200 resamples of the whole analysis as one vmapped program vs a loop of jitted "
      "per-resample calls; law school timing; NHS: resamples as counts over distinct rows vs reading units",
-     "experiments.benchmarks.bench_bootstrap", [], ["--resamples", "20", "--law-resamples", "4", "--nhs-resamples", "1"]),
+     "experiments.benchmarks.bench_bootstrap", [], ["--resamples", "20", "--law-resamples", "4", "--nhs-resamples", "3"]),
     ("cfjax sensitivity on an 800-row, three-feature table with its defaults: cold, from a warm compilation cache, "
      "--quick", "experiments.benchmarks.bench_cli", [], ["--skip-cold"]),
     ("cfjax.predictors ensemble training (vmap) vs a sequential loop, inference on N × K", "experiments.benchmarks.bench_predictors", [], ["--members", "4", "--steps", "20", "--units", "64", "--repeats", "1"]),
