@@ -1,6 +1,6 @@
 """The inverse question (paper 001): the smallest confounding budget ``p_max`` whose worst-case
 CFU reaches a given level (e.g. the blind baseline's unfairness), by a coarse curve of
-:func:`~cfjax.sensitivity.worst_case` then bisection."""
+:func:`~cfjax.sensitivity.worst_case` then bisection by local searches from its worst cases."""
 
 from __future__ import annotations
 
@@ -15,11 +15,15 @@ from cfjax._results import headline
 from cfjax._results import strict_plain as plain
 from cfjax.sensitivity.correlation import check_budget
 from cfjax.sensitivity.fitting import FairModel
+from cfjax.sensitivity.resample import _climb, _project_all
 from cfjax.sensitivity.search import WorstCase, worst_case
 from cfjax.sensitivity.search_config import SearchConfig, with_deprecated_options
 from cfjax.typing import KeyLike, MeshLike
 
 __all__ = ["InverseBudget", "inverse_budget"]
+
+#: the most local search steps of a bisection probe (each a CFU and its gradient)
+_PROBE_STEPS = 40
 
 
 class InverseBudget(struct.PyTreeNode):
@@ -94,10 +98,12 @@ def inverse_budget(
 
     A coarse curve first (``grid`` budgets up to ``hi``, one :func:`worst_case` call, monotone
     over the nested budgets) brackets the answer between two grid points; bisection then narrows
-    it, each probe solved together with the grid budgets below it, so that a probe inherits the
-    worst cases found at smaller budgets (a single budget's search can stop at a worse local
-    maximum than the curve reaches). Assumes the worst case grows with the budget, as the
-    feasible set does.
+    it. Each probe is a local search (the bootstrap's: steps along the boundary following the
+    gradient, at most 40) from the bracket's two worst cases, the lower one usable at the probe's
+    budget as it is, the upper one projected into it, and a probe's worst case is never below
+    the lower end's (nested budgets). The probes start where the curve's restarts ended, so they
+    need no restarts of their own: a bisection costs a few dozen CFU evaluations, not a search
+    per probe. Assumes the worst case grows with the budget, as the feasible set does.
 
     A level above every worst case found is a result, not an error: ``reached=False``, ``p_max``
     NaN, the bracket ``(hi, 1)`` and the largest CFU found with its budget (``max_cfu``,
@@ -108,17 +114,17 @@ def inverse_budget(
     Args:
       model: the fitted working model.
       level: the CFU to reach (non-negative).
-      key: randomness of every :func:`worst_case` call (the same key each time): a typed key,
-        raw key data or an int seed.
+      key: randomness of the coarse curve's :func:`worst_case` call: a typed key, raw key data
+        or an int seed.
       hi: the largest budget searched, in [0, 1).
       tol: bisection stops once the bracket is at most this wide.
       grid: budgets of the coarse curve, evenly spaced in ``(0, hi]``.
       worst: a worst-case curve of this model already computed (:func:`worst_case`, e.g. the
         one plotted): it is the coarse curve, its budgets the grid (``grid`` and ``hi`` are
-        then unused), and no search runs unless the level is reached within it (bisection).
-      config: the options of every :func:`worst_case` search
+        then unused), and no search runs (bisection only, when the level is reached within it).
+      config: the options of the coarse curve's :func:`worst_case` search
         (:class:`~cfjax.sensitivity.SearchConfig`).
-      mesh: devices to split every search's runs over (as :func:`worst_case`'s).
+      mesh: devices to split the coarse search's runs over (as :func:`worst_case`'s).
       **deprecated: the search's options as keyword arguments (``restarts=...``), the old
         spelling: folded into ``config``, with a ``DeprecationWarning``.
 
@@ -171,18 +177,34 @@ def inverse_budget(
             level, None, float(budgets[-1]), 1.0, tuple(evaluated), False, best, best_p, floor
         )
     j = int(reached[0])
-    below = budgets[:j]
-    lo, hi = (float(below[-1]) if j else 0.0), float(budgets[j])
+    lo, hi = (float(budgets[j - 1]) if j else 0.0), float(budgets[j])
+    P = np.asarray(worst.P)[order]
+    dtype = P.dtype
+    eye = np.eye(P.shape[-1], dtype=dtype)
+    v_lo, P_lo = (float(curve[j - 1]), P[j - 1]) if j else (-np.inf, eye)
+    P_hi = P[j]
+    probed = model.replace(selection={})  # the CV tables are not needed in the program
     while hi - lo > tol:
         mid = 0.5 * (lo + hi)
-        value = float(
-            worst_case(model, np.append(below, mid), key=key, config=config, mesh=mesh).cfu[-1]
+        # A local search from the bracket's two worst cases: the lower one is usable here as it
+        # is (nested budgets), the upper one projected into this budget.
+        starts = np.stack(
+            [P_lo, np.asarray(_project_all(P_hi[None], np.full(1, mid, dtype), worst.min_eig))[0]]
         )
+        v, P_mid = _climb(
+            probed,
+            starts,
+            np.asarray(mid, dtype),
+            scored=model.scored,
+            min_eig=float(worst.min_eig),
+            steps=_PROBE_STEPS,
+        )
+        value, P_mid = (float(v), np.asarray(P_mid)) if float(v) >= v_lo else (v_lo, P_lo)
         evaluated.append((mid, value))
         if value >= level:
-            hi = mid
+            hi, P_hi = mid, P_mid
         else:
-            lo = mid
+            lo, v_lo, P_lo = mid, value, P_mid
     best_p, best = _largest(evaluated)
     return InverseBudget(level, hi, lo, hi, tuple(evaluated), True, best, best_p, floor)
 

@@ -268,6 +268,29 @@ def _local(
     return v, P
 
 
+@functools.partial(jax.jit, static_argnames=("scored", "min_eig", "steps"))
+def _climb(
+    model: FairModel,
+    starts: jax.Array,
+    p: jax.Array,
+    *,
+    scored: str,
+    min_eig: float,
+    steps: int,
+) -> tuple[jax.Array, jax.Array]:
+    """The largest CFU found within budget ``p`` by a local search (:func:`_local`, at most
+    ``steps`` steps) from each usable start ``(S, m, m)``, with its P; −inf when none found a
+    finite CFU. The inverse question's probes (:func:`cfjax.sensitivity.inverse_budget`), as
+    the bootstrap's are; ``scored``: the model's scored predictor, fixed in the program)."""
+    model = model.replace(predictor_index=np.int32(PREDICTORS.index(scored)))
+    dtype = model.data.X.dtype
+    fresh = _start_log_sigma(model.design, 0.0 if _unpenalised(model.lam) else model.lam, dtype)
+    values, Ps = jax.vmap(lambda P0: _local(model, fresh, P0, p, min_eig, steps))(starts)
+    values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
+    best = jnp.argmax(values)
+    return values[best], Ps[best]
+
+
 # ----------------------------------------------------------------------------- one resample
 @dataclasses.dataclass(frozen=True)
 class _Config:

@@ -73,6 +73,7 @@ class Scale:
       draws: stochastic CFR draws per unit.
       arm: the counterfactual-training arm (:class:`cfjax.study.ArmConfig`; its study sizes are
         the scale's).
+      arm_steps: the arm's training steps and steps between evaluations (None: the study's).
     """
 
     study: Config
@@ -88,6 +89,7 @@ class Scale:
     embeddings_d: int = 32
     draws: int = 16
     arm: cftraining.ArmConfig | None = None
+    arm_steps: tuple[int, int] | None = None
 
 
 # the arm's study sizes are the scale's (its training pool is the study's site A)
@@ -135,6 +137,7 @@ DEMO = Scale(
         chunk=120,
     ),
     arm=_ARM,
+    arm_steps=(300, 50),
 )
 #: ``cfjax demo --quick``'s scale: a tiny one that checks the pipeline
 QUICK = Scale(
@@ -360,13 +363,7 @@ def _sensitivity(scale: Scale, out: str, seed: int, log: Callable[[str], None]) 
             )
             inverse = {
                 name: S.inverse_budget(
-                    model,
-                    level,
-                    key=key,
-                    grid=len(budgets),
-                    hi=0.99,
-                    tol=scale.inverse_tol,
-                    config=config,
+                    model, level, key=key, worst=wc, tol=scale.inverse_tol, config=config
                 ).to_dict()
                 for name, level in (
                     ("true_correlation_cfu", true_cfu),
@@ -478,7 +475,13 @@ def _training(
     counterfactuals from the study's site-A generator; writes ``training/`` (report, results,
     figure)."""
     assert scale.arm is not None  # DEMO and QUICK have an arm
-    config = dataclasses.replace(scale.arm, study=scale.study)
+    sizes = scale.study
+    if scale.arm_steps is not None:
+        steps, every = scale.arm_steps
+        sizes = dataclasses.replace(
+            sizes, predictor=dataclasses.replace(sizes.predictor, steps=steps, eval_every=every)
+        )
+    config = dataclasses.replace(scale.arm, study=sizes)
     source = study_res.learned_source
     fit = source.fits[study.paper.SITE_A] if source is not None else None
     res = cftraining.run_arm(

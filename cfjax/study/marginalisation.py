@@ -58,6 +58,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -253,6 +254,24 @@ def fit_site_generators(
     return ls.LearnedSource(fits, chunk=generator.chunk), info
 
 
+def _setting_figures(
+    res: dict[str, Any], plots: dict[str, Any], out: str, name: str, source: str
+) -> None:
+    """A setting's reliability and ΔAUC-vs-stability figures (``source``: "" for the first
+    pass's counterfactuals, "learned" for the generator's); ``plots``: its ``"_plots"``."""
+    tag, label = (f"{source}_", f", {source} counterfactuals") if source else ("", "")
+    reliability_figure(
+        {**res, "_plots": plots},
+        os.path.join(out, f"reliability_{tag}{_slug(name)}.png"),
+        f"Setting {name}{label}: smoothed reliability, seed {res['seeds'][0]}",
+    )
+    scatter_figure(
+        res,
+        os.path.join(out, f"scatter_{tag}{_slug(name)}.png"),
+        f"Setting {name}{label}: ΔAUC vs stability",
+    )
+
+
 def run(
     config: Config,
     out: str,
@@ -335,41 +354,14 @@ def run(
         )
         learned, comparison = {}, {}
     settings = {}
-    for i, (name, train_on, desc) in enumerate(SETTINGS):
-        log(f"setting {name}: trained on site {train_on}, tested on the {desc}")
-        res = evaluate_setting(
-            name,
-            model,
-            trained[train_on],
-            chests["B" if name != "A" else "A"],
-            tests[name],
-            config,
-            key=_int_key(1000 + i + _SEED_STRIDE * seed),
-            label=label,
-            source=source,
-            out=out,
-            log=log,
-        )
-        reliability_figure(
-            res,
-            os.path.join(out, f"reliability_{_slug(name)}.png"),
-            f"Setting {name}: smoothed reliability, seed {res['seeds'][0]}",
-        )
-        del res["_plots"]  # drawn: the figure's inputs are the saved predictions'
-        scatter_figure(
-            res,
-            os.path.join(out, f"scatter_{_slug(name)}.png"),
-            f"Setting {name}: ΔAUC vs stability",
-        )
-        settings[name] = res
-        log(
-            f"  {name}: AUC basic {res['auc'][0].mean():.3f}; CTC R_orig {res['ctc']['risk_orig']:.2f}, "
-            f"R_CM {res['ctc']['risk_cm']:.2f}, R_IE {res['ctc']['risk_ie']:.2f}"
-        )
-        if generator is not None:
-            log(f"setting {name}: again with learned counterfactuals")
-            first = len(learned_source.calls)
-            res_l = evaluate_setting(
+    # Each setting's figures are drawn on a thread of their own while the next setting computes
+    # (matplotlib runs while XLA compiles and runs, which release the GIL); all are written
+    # before the report, and a figure's error is raised here.
+    drawn: list[Future] = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cfjax-figures") as drawing:
+        for i, (name, train_on, desc) in enumerate(SETTINGS):
+            log(f"setting {name}: trained on site {train_on}, tested on the {desc}")
+            res = evaluate_setting(
                 name,
                 model,
                 trained[train_on],
@@ -378,37 +370,58 @@ def run(
                 config,
                 key=_int_key(1000 + i + _SEED_STRIDE * seed),
                 label=label,
-                source=learned_source,
+                source=source,
                 out=out,
                 log=log,
-                tag="_learned",
             )
-            calls = learned_source.calls[first:]
-            res_l["generator"] = {
-                "pixel_mae": calls[0]["pixel_mae"],
-                "pixel_mae_by_k": calls[0]["mae_by_k"],
-                "pixel_mae_race": calls[1]["pixel_mae"],
-                "change_learned": calls[0]["change_learned"],
-                "change_exact": calls[0]["change_exact"],
-                "seconds": sum(c["seconds"] for c in calls),
-            }
-            learned[name], comparison[name] = res_l, compare_settings(res, res_l)
-            reliability_figure(
-                res_l,
-                os.path.join(out, f"reliability_learned_{_slug(name)}.png"),
-                f"Setting {name}, learned counterfactuals: smoothed reliability, seed {res_l['seeds'][0]}",
-            )
-            del res_l["_plots"]
-            scatter_figure(
-                res_l,
-                os.path.join(out, f"scatter_learned_{_slug(name)}.png"),
-                f"Setting {name}, learned counterfactuals: ΔAUC vs stability",
-            )
-            moved = {f: t["delta"] for f, t in comparison[name]["ctc"].items() if t["delta"] != 0}
+            drawn.append(drawing.submit(_setting_figures, res, res.pop("_plots"), out, name, ""))
+            settings[name] = res
             log(
-                f"  {name} learned: pixel MAE vs exact {calls[0]['pixel_mae']:.4f}; CTC moves "
-                + (", ".join(f"{f} {d:+.2f}" for f, d in moved.items()) if moved else "none")
+                f"  {name}: AUC basic {res['auc'][0].mean():.3f}; CTC R_orig {res['ctc']['risk_orig']:.2f}, "
+                f"R_CM {res['ctc']['risk_cm']:.2f}, R_IE {res['ctc']['risk_ie']:.2f}"
             )
+            if generator is not None:
+                log(f"setting {name}: again with learned counterfactuals")
+                first = len(learned_source.calls)
+                res_l = evaluate_setting(
+                    name,
+                    model,
+                    trained[train_on],
+                    chests["B" if name != "A" else "A"],
+                    tests[name],
+                    config,
+                    key=_int_key(1000 + i + _SEED_STRIDE * seed),
+                    label=label,
+                    source=learned_source,
+                    out=out,
+                    log=log,
+                    tag="_learned",
+                )
+                calls = learned_source.calls[first:]
+                res_l["generator"] = {
+                    "pixel_mae": calls[0]["pixel_mae"],
+                    "pixel_mae_by_k": calls[0]["mae_by_k"],
+                    "pixel_mae_race": calls[1]["pixel_mae"],
+                    "change_learned": calls[0]["change_learned"],
+                    "change_exact": calls[0]["change_exact"],
+                    "seconds": sum(c["seconds"] for c in calls),
+                }
+                learned[name], comparison[name] = res_l, compare_settings(res, res_l)
+                drawn.append(
+                    drawing.submit(
+                        _setting_figures, res_l, res_l.pop("_plots"), out, name, "learned"
+                    )
+                )
+                moved = {
+                    f: t["delta"] for f, t in comparison[name]["ctc"].items() if t["delta"] != 0
+                }
+                log(
+                    f"  {name} learned: pixel MAE vs exact {calls[0]['pixel_mae']:.4f}; CTC moves "
+                    + (", ".join(f"{f} {d:+.2f}" for f, d in moved.items()) if moved else "none")
+                )
+    for figure in drawn:
+        figure.result()
+
     results: dict[str, Any] = {
         "config": dataclasses.asdict(config),
         "seed": seed,
