@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import cfjax.sensitivity as S
 from cfjax.sensitivity import datasets as D
 from cfjax.sensitivity import fitting as M
 from cfjax.sensitivity import inverse as I
@@ -95,3 +96,23 @@ def test_a_reachable_level_is_bracketed(fitted, rng):
         assert (c >= level) == (p >= inv.p_max)
     assert inv.max_cfu == pytest.approx(max(c for _, c in inv.evaluated))
     assert f"{inv.p_max:.4g}" in repr(inv) and roundtrip(inv.to_dict())["p_max"] == inv.p_max
+
+
+def test_bisection_by_local_searches_equals_brute_force(fitted, rng):
+    """The bisection's probes are local searches from the bracket's worst cases. Two features,
+    one correlation: the worst case at a budget is the largest CFU on a fine grid of |rho| <= p
+    (cfu_grid), so a bisection on that grid is the reference, probe by probe."""
+    model, wc = fitted
+    level = float(rng.uniform(0.2, 0.9)) * float(wc.cfu[0])
+    tol = 0.02
+    inv = I.inverse_budget(model, level, key=jax.random.key(0), worst=wc, tol=tol, config=I.SearchConfig(**OPTS))
+    lo, hi, probes = 0.0, float(wc.p_max[0]), []
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        value = float(np.nanmax(np.asarray(S.cfu_grid(model, np.linspace(-mid, mid, 801)))))
+        probes.append((mid, value))
+        lo, hi = (lo, mid) if value >= level else (mid, hi)
+    assert inv.reached and (inv.lo, inv.hi) == pytest.approx((lo, hi), abs=1e-12)
+    got = np.asarray(inv.evaluated[1:])
+    np.testing.assert_allclose(got[:, 0], [p for p, _ in probes], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got[:, 1], [v for _, v in probes], rtol=1e-3)
