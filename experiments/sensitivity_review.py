@@ -257,7 +257,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--data-dir", default=os.path.join("..", "shared", "data"))
     ap.add_argument("--out", default=os.path.join("experiments", "reports", "sensitivity"))
     ap.add_argument("--resamples", type=int, default=200)
-    ap.add_argument("--nhs-resamples", type=int, default=50,
+    ap.add_argument("--nhs-resamples", type=int, default=200,
                     help="bootstrap resamples of the NHS benchmarks (0: none)")
     ap.add_argument("--quick", action="store_true", help="few budgets and resamples")
     ap.add_argument("--only", choices=list(TITLES), nargs="*")
