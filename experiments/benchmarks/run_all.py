@@ -52,6 +52,8 @@ BENCHMARKS = [
     ("cfjax.sensitivity.bootstrap: 200 resamples of the whole analysis as one vmapped program vs a loop of jitted "
      "per-resample calls; law school timing; NHS: resamples as counts over distinct rows vs reading units",
      "experiments.benchmarks.bench_bootstrap", [], ["--resamples", "20", "--law-resamples", "4", "--nhs-resamples", "3"]),
+    ("cfjax.sensitivity.inverse_budget: bisection probes as local searches vs a whole search per probe",
+     "experiments.benchmarks.bench_inverse", [], ["--repeats", "1"]),
     ("cfjax sensitivity on an 800-row, three-feature table with its defaults: cold, from a warm compilation cache, "
      "--quick", "experiments.benchmarks.bench_cli", [], ["--skip-cold"]),
     ("cfjax.predictors ensemble training (vmap) vs a sequential loop, inference on N × K", "experiments.benchmarks.bench_predictors", [], ["--members", "4", "--steps", "20", "--units", "64", "--repeats", "1"]),
