@@ -83,7 +83,7 @@ class Scale:
     budgets: int = 6
     restarts: int | None = None
     search_steps: int | None = None
-    inverse_tol: float = 0.05
+    inverse_tol: float = 0.01
     sensitivity_resamples: int = 100
     embeddings_n: int = 4000
     embeddings_d: int = 32
