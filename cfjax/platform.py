@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from cfjax.typing import PyTree
@@ -119,7 +120,13 @@ def map_runs(fn: Callable[[PyTree], PyTree], args: PyTree) -> PyTree:
     group = run_group(n)
     if group is None:
         return jax.vmap(fn)(args)
-    return jax.lax.map(fn, args, batch_size=group)
+    # The last group padded with copies of the first run (their results dropped): lax.map's
+    # own remainder would trace ``fn`` a second time, and compile its loops twice.
+    pad = -n % group
+    if pad:
+        args = jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[:1], pad, axis=0)]), args)
+    out = jax.lax.map(fn, args, batch_size=group)
+    return jax.tree.map(lambda a: a[:n], out) if pad else out
 
 
 def small_kernel_options(devices: Sequence[jax.Device] | None = None) -> dict[str, Any]:

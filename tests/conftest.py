@@ -45,8 +45,14 @@ _HEAVY = frozenset(tiers.read_heavy())
 # defaults, the metrics report was identical, a tiny ensemble's trained parameters moved by at
 # most 1.2e-7 and rendered chest images by 3.3e-7, inside every test's tolerance. A flag set in
 # XLA_FLAGS is left as it is; the commands, experiments and benchmarks keep XLA's defaults.
+#
+# And LLVM's code generation in one piece (xla_cpu_parallel_codegen_split_count=1), not split into
+# parts compiled on a thread pool: both workers keep both cores busy, so the split only adds work
+# (tests/test_scm_model.py, test_data_chest.py and test_promotion.py on one worker, no cache:
+# 117 s split, 106 s in one piece).
 _COMPILE_FAST = {"xla_backend_optimization_level": "0", "xla_cpu_use_fusion_emitters": "false",
-                 "xla_cpu_enable_concurrency_optimized_scheduler": "false"}
+                 "xla_cpu_enable_concurrency_optimized_scheduler": "false",
+                 "xla_cpu_parallel_codegen_split_count": "1"}
 _flags = os.environ.get("XLA_FLAGS", "")
 os.environ["XLA_FLAGS"] = " ".join([_flags] + [f"--{k}={v}" for k, v in _COMPILE_FAST.items() if k not in _flags]).strip()
 

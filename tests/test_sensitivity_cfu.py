@@ -444,12 +444,15 @@ def test_map_runs_equals_a_vmap_grouped_or_not(monkeypatch, group, rng):
 
     monkeypatch.setattr(platform, "run_group", lambda n: group if group and n > group else None)
     a, b = rng.normal(size=(11, 3, 3)), rng.normal(size=(11,))
+    traced = []
 
     def fn(args):
+        traced.append(1)
         x, y = args
         return x @ x.T * y, {"trace": jax.numpy.trace(x) + y}
 
     got = jax.jit(lambda a, b: platform.map_runs(fn, (a, b)))(a, b)
+    assert len(traced) == 1  # 11 runs in groups of 4: the last group padded, fn traced once
     want = [fn((a[i], b[i])) for i in range(11)]
     np.testing.assert_allclose(got[0], np.stack([w[0] for w in want]), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[1]["trace"], np.array([w[1]["trace"] for w in want]), rtol=1e-5, atol=1e-5)
